@@ -1,0 +1,177 @@
+//! Builds the managers, wires their channels, and starts and stops them in order.
+
+use crate::config::Config;
+use crate::manager::{Health, ManagerHandle};
+use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
+use crate::podsource::FileSource;
+use crate::runtime::process::ProcessRuntime;
+use crate::runtime::{ContainerRuntime, RuntimeError};
+use crate::server::{ApiServer, ApiState, ServerError};
+use crate::status::StatusCache;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The state directory cannot be created or locked.
+    #[error("cannot use state directory {path}: {message}")]
+    StateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The runtime backend could not be set up.
+    #[error("cannot set up the {runtime} runtime")]
+    Runtime {
+        /// Backend name.
+        runtime: String,
+        /// Cause.
+        #[source]
+        source: RuntimeError,
+    },
+    /// A manager thread could not be spawned.
+    #[error("cannot start the {name} thread")]
+    Spawn {
+        /// Thread name.
+        name: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The local API could not listen.
+    #[error(transparent)]
+    Api(#[from] ServerError),
+}
+
+/// The running agent.
+pub struct Agent {
+    source: Option<ManagerHandle<()>>,
+    pods: Option<ManagerHandle<PodsCommand>>,
+    api: Option<ApiServer>,
+    cfg: Config,
+    _lock: File,
+    /// Pod statuses (what `/pods` serves).
+    pub statuses: StatusCache,
+    /// Manager liveness (what `/healthz` reports).
+    pub health: Health,
+}
+
+/// Takes an exclusive lock on `<state>/ferrolet.lock` so two agents never share a state dir.
+fn lock_state_dir(dir: &Path) -> Result<File, AgentError> {
+    let err = |message: String| AgentError::StateDir {
+        path: dir.into(),
+        message,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    let f = File::create(dir.join("ferrolet.lock")).map_err(|e| err(e.to_string()))?;
+    // SAFETY: flock on an fd we own; no memory is passed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(err(
+            "another ferrolet is running with this state directory".into()
+        ));
+    }
+    Ok(f)
+}
+
+impl Agent {
+    /// Starts every manager: runtime, pod manager, static pod source, then the local API.
+    /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.
+    pub fn start(cfg: &Config, shim_exe: &Path) -> Result<Agent, AgentError> {
+        let lock = lock_state_dir(&cfg.state_dir)?;
+        let runtime: Arc<dyn ContainerRuntime> = Arc::new(
+            ProcessRuntime::new(
+                &cfg.state_dir.join("runtime"),
+                shim_exe,
+                cfg.logs.max_size.0,
+                cfg.logs.max_files,
+            )
+            .map_err(|source| AgentError::Runtime {
+                runtime: cfg.runtime.clone(),
+                source,
+            })?,
+        );
+        let health = Health::default();
+        let statuses = StatusCache::default();
+        let spawn_err = |name: &str| {
+            let name = name.to_string();
+            move |source| AgentError::Spawn { name, source }
+        };
+        let pm = PodManager::new(
+            PodManagerConfig {
+                node_ip: cfg.node_ip.clone(),
+                log_root: cfg.state_dir.join("logs"),
+                max_dead_per_container: cfg.gc.max_dead_per_container,
+                sync_frequency: cfg.sync_frequency.0,
+            },
+            runtime,
+            statuses.clone(),
+        );
+        let pods = ManagerHandle::spawn("fl-pods", pm, &health).map_err(spawn_err("fl-pods"))?;
+        let src = FileSource::new(
+            &cfg.manifest_dir,
+            &cfg.node_name,
+            cfg.manifest_check_interval.0,
+            pods.sender(),
+        );
+        let source = ManagerHandle::spawn("fl-podsource", src, &health)
+            .map_err(spawn_err("fl-podsource"))?;
+        // Read the manifests right away instead of after the first tick.
+        let _ = source.sender().send(());
+        let api = if cfg.api.listen.is_empty() {
+            None
+        } else {
+            Some(ApiServer::start(
+                &cfg.api.listen,
+                ApiState {
+                    statuses: statuses.clone(),
+                    health: health.clone(),
+                },
+            )?)
+        };
+        log::info!(
+            "agent: node {} ({}) running, runtime {}, manifests in {}, state in {}",
+            cfg.node_name,
+            cfg.node_ip,
+            cfg.runtime,
+            cfg.manifest_dir.display(),
+            cfg.state_dir.display()
+        );
+        Ok(Agent {
+            source: Some(source),
+            pods: Some(pods),
+            api,
+            cfg: cfg.clone(),
+            _lock: lock,
+            statuses,
+            health,
+        })
+    }
+
+    /// The local API's bound address, if it runs.
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.api.as_ref().map(|a| a.addr)
+    }
+
+    /// Orderly shutdown: intake first (pod source), then the pod manager, then the API.
+    /// Containers keep running; the next start adopts them. Returns threads that did not
+    /// stop in time.
+    pub fn stop(mut self) -> Vec<String> {
+        let timeout = self.cfg.shutdown_timeout.0;
+        let mut stuck = Vec::new();
+        if let Some(s) = self.source.take() {
+            stuck.extend(s.stop(timeout).err());
+        }
+        if let Some(p) = self.pods.take() {
+            stuck.extend(p.stop(timeout).err());
+        }
+        if let Some(a) = self.api.take() {
+            a.stop();
+        }
+        log::info!("agent: stopped; containers keep running and are adopted by the next start");
+        stuck
+    }
+}

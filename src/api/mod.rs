@@ -1,0 +1,11 @@
+//! The Kubernetes object subset: types, quantities, defaulting, validation, manifest decoding.
+
+pub mod defaults;
+pub mod expand;
+pub mod manifest;
+pub mod quantity;
+pub mod types;
+pub mod validation;
+
+pub use quantity::{Quantity, QuantityError};
+pub use types::*;

@@ -1,0 +1,496 @@
+//! The subset of the Kubernetes core/v1 object model that ferrolet reads and writes.
+//! Field names and JSON shapes follow k8s.io/api so objects can be posted to an apiserver
+//! unchanged. Unknown fields in manifests are ignored: users paste real manifests.
+
+use super::Quantity;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// A `metav1.Time`: serialized as RFC 3339 with second precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Time(pub SystemTime);
+
+impl Serialize for Time {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::timefmt::rfc3339(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Time {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        crate::timefmt::parse_rfc3339(&s)
+            .map(Time)
+            .ok_or_else(|| serde::de::Error::custom(format!("invalid RFC 3339 time {s:?}")))
+    }
+}
+
+/// A value that is either an integer or a string (`IntOrString`), e.g. a probe port.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum IntOrString {
+    /// A number, e.g. `port: 8080`.
+    Int(i64),
+    /// A name, e.g. `port: http`.
+    String(String),
+}
+
+/// `metav1.ObjectMeta` (the fields a node agent uses).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectMeta {
+    /// Object name.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Namespace; defaulted to `default`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Unique id; for static pods derived from the manifest.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Labels.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// When the agent first saw the object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<Time>,
+    /// Set when the object is being deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<Time>,
+}
+
+/// `v1.Pod`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Pod {
+    /// Always `v1` on output.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// Always `Pod` on output.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// Desired state.
+    pub spec: PodSpec,
+    /// Observed state; filled by the status manager.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<PodStatus>,
+}
+
+impl Pod {
+    /// `namespace/name`, the way log lines and the CLI name a pod.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.metadata.namespace, self.metadata.name)
+    }
+
+    /// kubelet's `format.Pod`: `name_namespace(uid)`, used in event messages.
+    pub fn desc(&self) -> String {
+        format!(
+            "{}_{}({})",
+            self.metadata.name, self.metadata.namespace, self.metadata.uid
+        )
+    }
+}
+
+/// `v1.PodSpec` (the fields a node agent acts on).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSpec {
+    /// Init containers, run in order before the app containers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Container>,
+    /// App containers.
+    pub containers: Vec<Container>,
+    /// `Always`, `OnFailure` or `Never`; defaulted to `Always`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub restart_policy: String,
+    /// Grace period for termination; defaulted to 30.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    /// Whether the pod uses the node's network namespace.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub host_network: bool,
+    /// Node the pod is bound to; static pods are bound to this node.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub node_name: String,
+}
+
+/// `v1.Container`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Container {
+    /// Container name, unique in the pod.
+    pub name: String,
+    /// Image reference; the process runtime ignores it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    /// Entrypoint.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Working directory.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub working_dir: String,
+    /// Environment variables.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Ports (named ports are referenced by probes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<ContainerPort>,
+    /// Resource requests and limits.
+    #[serde(skip_serializing_if = "ResourceRequirements::is_empty")]
+    pub resources: ResourceRequirements,
+    /// Liveness probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub liveness_probe: Option<Probe>,
+    /// Readiness probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readiness_probe: Option<Probe>,
+    /// Startup probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_probe: Option<Probe>,
+    /// Only `Always` is allowed, on init containers: it makes them sidecars.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+    /// `IfNotPresent`, `Always` or `Never`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub image_pull_policy: String,
+    /// Where the termination message is read from.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub termination_message_path: String,
+}
+
+impl Container {
+    /// A restartable init container (`restartPolicy: Always`), i.e. a sidecar.
+    pub fn is_sidecar(&self) -> bool {
+        self.restart_policy.as_deref() == Some("Always")
+    }
+}
+
+/// `v1.EnvVar` (literal values; `valueFrom` is accepted and ignored with a warning).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Literal value; `$(VAR)` references are expanded.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// A downward-API or secret reference, kept only so it round-trips.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<serde_json::Value>,
+}
+
+/// `v1.ContainerPort`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerPort {
+    /// IANA service name, referenced by probes.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Port number.
+    pub container_port: i64,
+    /// `TCP`, `UDP` or `SCTP`; defaulted to `TCP`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub protocol: String,
+    /// Host port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_port: Option<i64>,
+}
+
+/// `v1.ResourceRequirements`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResourceRequirements {
+    /// Requests by resource name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, Quantity>,
+    /// Limits by resource name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, Quantity>,
+}
+
+impl ResourceRequirements {
+    /// True when neither requests nor limits are set.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty() && self.limits.is_empty()
+    }
+}
+
+/// `v1.Probe`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Probe {
+    /// Exec handler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecAction>,
+    /// HTTP GET handler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_get: Option<HttpGetAction>,
+    /// TCP handler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_socket: Option<TcpSocketAction>,
+    /// gRPC health handler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcAction>,
+    /// Seconds after the container started before the first probe.
+    pub initial_delay_seconds: i32,
+    /// Probe timeout; defaulted to 1.
+    pub timeout_seconds: i32,
+    /// Probe period; defaulted to 10.
+    pub period_seconds: i32,
+    /// Consecutive successes to count as success; defaulted to 1.
+    pub success_threshold: i32,
+    /// Consecutive failures to count as failure; defaulted to 3.
+    pub failure_threshold: i32,
+    /// Grace period when this probe kills the container.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+/// `v1.ExecAction`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExecAction {
+    /// Command line.
+    pub command: Vec<String>,
+}
+
+/// `v1.HTTPGetAction`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpGetAction {
+    /// Path; defaulted to `/`.
+    #[serde(default)]
+    pub path: String,
+    /// Port number or container port name.
+    pub port: IntOrString,
+    /// Host; defaulted to the pod IP.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
+    /// `HTTP` or `HTTPS`; defaulted to `HTTP`.
+    #[serde(default)]
+    pub scheme: String,
+    /// Extra request headers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_headers: Vec<HttpHeader>,
+}
+
+/// `v1.HTTPHeader`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpHeader {
+    /// Header name.
+    pub name: String,
+    /// Header value.
+    pub value: String,
+}
+
+/// `v1.TCPSocketAction`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpSocketAction {
+    /// Port number or container port name.
+    pub port: IntOrString,
+    /// Host; defaulted to the pod IP.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
+}
+
+/// `v1.GRPCAction`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcAction {
+    /// Port number (names are not allowed).
+    pub port: i64,
+    /// Service name for `grpc.health.v1.Health/Check`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+}
+
+/// `v1.PodStatus`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
+    pub phase: String,
+    /// PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady, Ready.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PodCondition>,
+    /// Human-readable reason for the phase.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Machine-readable reason for the phase.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Node address.
+    #[serde(rename = "hostIP", skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+    /// Node addresses.
+    #[serde(rename = "hostIPs", skip_serializing_if = "Vec::is_empty")]
+    pub host_ips: Vec<PodIp>,
+    /// Pod address.
+    #[serde(rename = "podIP", skip_serializing_if = "String::is_empty")]
+    pub pod_ip: String,
+    /// Pod addresses.
+    #[serde(rename = "podIPs", skip_serializing_if = "Vec::is_empty")]
+    pub pod_ips: Vec<PodIp>,
+    /// When the agent acknowledged the pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// Init container statuses, in spec order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub init_container_statuses: Vec<ContainerStatus>,
+    /// App container statuses, in spec order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub container_statuses: Vec<ContainerStatus>,
+    /// Guaranteed, Burstable or BestEffort.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub qos_class: String,
+}
+
+/// `v1.PodIP` / `v1.HostIP`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodIp {
+    /// The address.
+    pub ip: String,
+}
+
+/// `v1.PodCondition`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodCondition {
+    /// Condition type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Last probe time (always null, as in kubelet).
+    pub last_probe_time: Option<Time>,
+    /// When the status last changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// Machine-readable reason.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// `v1.ContainerStatus`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerStatus {
+    /// Container name.
+    pub name: String,
+    /// Current state.
+    pub state: ContainerState,
+    /// The previous termination, if any.
+    pub last_state: ContainerState,
+    /// Whether the container passes its readiness probe.
+    pub ready: bool,
+    /// How often the container was restarted.
+    pub restart_count: i32,
+    /// Image as written in the spec.
+    pub image: String,
+    /// Image id (empty for the process runtime).
+    #[serde(rename = "imageID")]
+    pub image_id: String,
+    /// `<runtime>://<id>` once created.
+    #[serde(rename = "containerID", skip_serializing_if = "String::is_empty")]
+    pub container_id: String,
+    /// Whether the container passed its startup probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started: Option<bool>,
+}
+
+/// `v1.ContainerState`: at most one member is set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContainerState {
+    /// Waiting to start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<ContainerStateWaiting>,
+    /// Running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<ContainerStateRunning>,
+    /// Exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminated: Option<ContainerStateTerminated>,
+}
+
+/// `v1.ContainerStateWaiting`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContainerStateWaiting {
+    /// e.g. `ContainerCreating`, `PodInitializing`, `CrashLoopBackOff`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Details.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// `v1.ContainerStateRunning`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerStateRunning {
+    /// When the process started.
+    pub started_at: Option<Time>,
+}
+
+/// `v1.ContainerStateTerminated`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerStateTerminated {
+    /// Exit code (128 + signal for a signalled process).
+    pub exit_code: i32,
+    /// Signal number, if the process was signalled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// `Completed`, `Error` or `OOMKilled`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Details.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When the process started.
+    pub started_at: Option<Time>,
+    /// When the process exited.
+    pub finished_at: Option<Time>,
+    /// `<runtime>://<id>`.
+    #[serde(rename = "containerID", skip_serializing_if = "String::is_empty")]
+    pub container_id: String,
+}
+
+/// `metav1.ListMeta`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListMeta {
+    /// Unused locally; kept for shape compatibility.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+}
+
+/// `v1.PodList`, the body of the local API's `/pods`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodList {
+    /// `v1`.
+    pub api_version: String,
+    /// `PodList`.
+    pub kind: String,
+    /// List metadata.
+    pub metadata: ListMeta,
+    /// The pods.
+    pub items: Vec<Pod>,
+}

@@ -1,0 +1,554 @@
+//! apiserver-style validation of pods (`pkg/apis/core/validation`): every problem is a
+//! `FieldError` with the field path and a message shaped like the apiserver's, so
+//! `ferrolet validate` and `kubectl apply` say the same thing about the same manifest.
+
+use super::{Container, IntOrString, Pod, Probe, Quantity};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+/// What is wrong with a field, mirroring `field.ErrorType`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    /// `Required value`.
+    Required,
+    /// `Invalid value: <value>`.
+    Invalid(String),
+    /// `Unsupported value: <value>: supported values: ...`.
+    NotSupported(String, Vec<&'static str>),
+    /// `Duplicate value: <value>`.
+    Duplicate(String),
+    /// `Forbidden`.
+    Forbidden,
+}
+
+/// One validation problem at one field path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// e.g. `spec.containers[0].livenessProbe.httpGet.port`.
+    pub path: String,
+    /// The kind of problem.
+    pub kind: FieldErrorKind,
+    /// What is allowed, in words.
+    pub detail: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.path)?;
+        match &self.kind {
+            FieldErrorKind::Required => write!(f, "Required value")?,
+            FieldErrorKind::Invalid(v) => write!(f, "Invalid value: {v}")?,
+            FieldErrorKind::NotSupported(v, allowed) => {
+                let list: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
+                return write!(
+                    f,
+                    "Unsupported value: {v}: supported values: {}",
+                    list.join(", ")
+                );
+            }
+            FieldErrorKind::Duplicate(v) => write!(f, "Duplicate value: {v}")?,
+            FieldErrorKind::Forbidden => write!(f, "Forbidden")?,
+        }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+fn quote(s: &str) -> String {
+    format!("{s:?}")
+}
+
+struct Errs(Vec<FieldError>);
+
+impl Errs {
+    fn required(&mut self, path: &str, detail: &str) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::Required,
+            detail: detail.into(),
+        });
+    }
+    fn invalid(&mut self, path: &str, value: String, detail: impl Into<String>) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::Invalid(value),
+            detail: detail.into(),
+        });
+    }
+    fn not_supported(&mut self, path: &str, value: &str, allowed: &[&'static str]) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::NotSupported(quote(value), allowed.to_vec()),
+            detail: String::new(),
+        });
+    }
+    fn forbidden(&mut self, path: &str, detail: &str) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::Forbidden,
+            detail: detail.into(),
+        });
+    }
+    fn duplicate(&mut self, path: &str, value: &str) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::Duplicate(quote(value)),
+            detail: String::new(),
+        });
+    }
+}
+
+const DNS1123_LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1123_SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// IANA service name as Kubernetes accepts it for port names.
+fn is_port_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 15
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().any(|c| c.is_ascii_lowercase())
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+        && !s.contains("--")
+}
+
+/// Environment variable names: `[-._a-zA-Z][-._a-zA-Z0-9]*`.
+fn is_env_var_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || "-._".contains(c))
+        && chars.all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+}
+
+/// Label/annotation keys: `[prefix/]name`, name ≤ 63 of `[A-Za-z0-9_.-]` starting and ending alphanumeric.
+fn is_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    name_ok && prefix.map_or(true, |p| !p.is_empty() && is_dns1123_subdomain(p))
+}
+
+fn is_label_value(s: &str) -> bool {
+    s.is_empty() || (is_qualified_name(s) && !s.contains('/'))
+}
+
+/// Validates a defaulted pod; returns every problem found (empty when valid).
+pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
+    let mut e = Errs(Vec::new());
+    let m = &pod.metadata;
+    if pod.kind != "Pod" {
+        e.not_supported("kind", &pod.kind, &["Pod"]);
+    }
+    if pod.api_version != "v1" {
+        e.not_supported("apiVersion", &pod.api_version, &["v1"]);
+    }
+    if m.name.is_empty() {
+        e.required("metadata.name", "name or generateName is required");
+    } else if !is_dns1123_subdomain(&m.name) {
+        e.invalid("metadata.name", quote(&m.name), DNS1123_SUBDOMAIN_FMT);
+    }
+    if !is_dns1123_label(&m.namespace) {
+        e.invalid("metadata.namespace", quote(&m.namespace), DNS1123_LABEL_FMT);
+    }
+    for (k, v) in &m.labels {
+        if !is_qualified_name(k) {
+            e.invalid(&format!("metadata.labels"), quote(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc'), with an optional DNS subdomain prefix and '/'");
+        } else if !is_label_value(v) {
+            e.invalid(&format!("metadata.labels.{k}"), quote(v), "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character");
+        }
+    }
+    for k in m.annotations.keys() {
+        if !is_qualified_name(k) {
+            e.invalid(
+                "metadata.annotations",
+                quote(k),
+                "must be a qualified name, e.g. 'example.com/my-note'",
+            );
+        }
+    }
+    let spec = &pod.spec;
+    const POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
+    if !POLICIES.contains(&spec.restart_policy.as_str()) {
+        e.not_supported("spec.restartPolicy", &spec.restart_policy, POLICIES);
+    }
+    if let Some(g) = spec.termination_grace_period_seconds {
+        if g < 0 {
+            e.invalid(
+                "spec.terminationGracePeriodSeconds",
+                g.to_string(),
+                "must be greater than or equal to 0",
+            );
+        }
+    }
+    if spec.containers.is_empty() {
+        e.required("spec.containers", "");
+    }
+    let mut names = HashSet::new();
+    for (i, c) in spec.init_containers.iter().enumerate() {
+        let path = format!("spec.initContainers[{i}]");
+        validate_container(&mut e, c, &path, &mut names);
+        match c.restart_policy.as_deref() {
+            None | Some("Always") => {}
+            Some(other) => e.not_supported(&format!("{path}.restartPolicy"), other, &["Always"]),
+        }
+        if !c.is_sidecar() {
+            for (probe, field) in [
+                (&c.liveness_probe, "livenessProbe"),
+                (&c.readiness_probe, "readinessProbe"),
+                (&c.startup_probe, "startupProbe"),
+            ] {
+                if probe.is_some() {
+                    e.forbidden(
+                        &format!("{path}.{field}"),
+                        "may not be set for init containers without restartPolicy=Always",
+                    );
+                }
+            }
+        }
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        let path = format!("spec.containers[{i}]");
+        validate_container(&mut e, c, &path, &mut names);
+        if c.restart_policy.is_some() {
+            e.forbidden(
+                &format!("{path}.restartPolicy"),
+                "may not be set for non-init containers",
+            );
+        }
+    }
+    e.0
+}
+
+fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashSet<String>) {
+    if c.name.is_empty() {
+        e.required(&format!("{path}.name"), "");
+    } else if !is_dns1123_label(&c.name) {
+        e.invalid(&format!("{path}.name"), quote(&c.name), DNS1123_LABEL_FMT);
+    } else if !names.insert(c.name.clone()) {
+        e.duplicate(&format!("{path}.name"), &c.name);
+    }
+    if c.image.trim().is_empty() {
+        e.required(&format!("{path}.image"), "");
+    }
+    const PULL: &[&str] = &["Always", "IfNotPresent", "Never"];
+    if !PULL.contains(&c.image_pull_policy.as_str()) {
+        e.not_supported(
+            &format!("{path}.imagePullPolicy"),
+            &c.image_pull_policy,
+            PULL,
+        );
+    }
+    for (i, v) in c.env.iter().enumerate() {
+        let p = format!("{path}.env[{i}].name");
+        if v.name.is_empty() {
+            e.required(&p, "");
+        } else if !is_env_var_name(&v.name) {
+            e.invalid(&p, quote(&v.name), "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit");
+        }
+    }
+    let mut port_names = HashSet::new();
+    for (i, p) in c.ports.iter().enumerate() {
+        let base = format!("{path}.ports[{i}]");
+        if !(1..=65535).contains(&p.container_port) {
+            e.invalid(
+                &format!("{base}.containerPort"),
+                p.container_port.to_string(),
+                "must be between 1 and 65535, inclusive",
+            );
+        }
+        if let Some(h) = p.host_port {
+            if !(0..=65535).contains(&h) {
+                e.invalid(
+                    &format!("{base}.hostPort"),
+                    h.to_string(),
+                    "must be between 1 and 65535, inclusive",
+                );
+            }
+        }
+        if !p.name.is_empty() {
+            if !is_port_name(&p.name) {
+                e.invalid(&format!("{base}.name"), quote(&p.name), "must be no more than 15 characters, contain only lowercase alphanumeric characters or '-', contain at least one letter, and not start, end or contain consecutive '-'");
+            } else if !port_names.insert(p.name.clone()) {
+                e.duplicate(&format!("{base}.name"), &p.name);
+            }
+        }
+        const PROTOS: &[&str] = &["SCTP", "TCP", "UDP"];
+        if !PROTOS.contains(&p.protocol.as_str()) {
+            e.not_supported(&format!("{base}.protocol"), &p.protocol, PROTOS);
+        }
+    }
+    validate_resources(
+        e,
+        &c.resources.requests,
+        &format!("{path}.resources.requests"),
+    );
+    validate_resources(e, &c.resources.limits, &format!("{path}.resources.limits"));
+    for (name, req) in &c.resources.requests {
+        if let Some(lim) = c.resources.limits.get(name) {
+            if req > lim {
+                e.invalid(
+                    &format!("{path}.resources.requests"),
+                    quote(&req.to_string()),
+                    format!("must be less than or equal to {name} limit of {lim}"),
+                );
+            }
+        } else if is_extended_resource(name) {
+            e.invalid(
+                &format!("{path}.resources.requests[{name}]"),
+                quote(&req.to_string()),
+                "must be equal to {name} limit (extended resources cannot be overcommitted)"
+                    .replace("{name}", name),
+            );
+        }
+    }
+    for (name, lim) in &c.resources.limits {
+        if is_extended_resource(name) {
+            if let Some(req) = c.resources.requests.get(name) {
+                if req != lim {
+                    e.invalid(
+                        &format!("{path}.resources.requests[{name}]"),
+                        quote(&req.to_string()),
+                        format!("must be equal to {name} limit of {lim}"),
+                    );
+                }
+            }
+        }
+    }
+    let ports: Vec<&str> = c
+        .ports
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if let Some(p) = &c.liveness_probe {
+        validate_probe(e, p, &format!("{path}.livenessProbe"), &ports);
+        if p.success_threshold != 1 {
+            e.invalid(
+                &format!("{path}.livenessProbe.successThreshold"),
+                p.success_threshold.to_string(),
+                "must be 1",
+            );
+        }
+    }
+    if let Some(p) = &c.readiness_probe {
+        validate_probe(e, p, &format!("{path}.readinessProbe"), &ports);
+        if p.termination_grace_period_seconds.is_some() {
+            e.invalid(
+                &format!("{path}.readinessProbe.terminationGracePeriodSeconds"),
+                p.termination_grace_period_seconds
+                    .unwrap_or_default()
+                    .to_string(),
+                "must not be set for readinessProbes",
+            );
+        }
+    }
+    if let Some(p) = &c.startup_probe {
+        validate_probe(e, p, &format!("{path}.startupProbe"), &ports);
+        if p.success_threshold != 1 {
+            e.invalid(
+                &format!("{path}.startupProbe.successThreshold"),
+                p.success_threshold.to_string(),
+                "must be 1",
+            );
+        }
+    }
+}
+
+/// Extended resources are domain-qualified names outside `kubernetes.io/` (device plugins).
+pub fn is_extended_resource(name: &str) -> bool {
+    name.contains('/') && !name.starts_with("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+fn validate_resources(e: &mut Errs, list: &BTreeMap<String, Quantity>, path: &str) {
+    for (name, q) in list {
+        let p = format!("{path}.{name}");
+        let standard = matches!(
+            name.as_str(),
+            "cpu" | "memory" | "ephemeral-storage" | "pods"
+        ) || name.starts_with("hugepages-");
+        if !standard && !(is_extended_resource(name) && is_qualified_name(name)) {
+            e.invalid(&p, quote(name), "must be a standard resource type (cpu, memory, ephemeral-storage, hugepages-<size>) or a fully qualified extended resource name (e.g. 'example.com/dev')");
+            continue;
+        }
+        if q.is_negative() {
+            e.invalid(
+                &p,
+                quote(&q.to_string()),
+                "must be greater than or equal to 0",
+            );
+        }
+        if is_extended_resource(name) && q.milli_value() % 1000 != 0 {
+            e.invalid(&p, quote(&q.to_string()), "must be an integer");
+        }
+    }
+}
+
+fn validate_port(e: &mut Errs, port: &IntOrString, path: &str, named: &[&str]) {
+    match port {
+        IntOrString::Int(n) if !(1..=65535).contains(n) => {
+            e.invalid(
+                path,
+                n.to_string(),
+                "must be between 1 and 65535, inclusive",
+            );
+        }
+        IntOrString::Int(_) => {}
+        IntOrString::String(s) if !is_port_name(s) => {
+            e.invalid(path, quote(s), "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-), be no more than 15 characters and contain at least one letter");
+        }
+        IntOrString::String(s) if !named.contains(&s.as_str()) => {
+            e.invalid(
+                path,
+                quote(s),
+                "must be a container port name defined in this container's ports",
+            );
+        }
+        IntOrString::String(_) => {}
+    }
+}
+
+fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
+    for (v, field) in [
+        (p.initial_delay_seconds, "initialDelaySeconds"),
+        (p.timeout_seconds, "timeoutSeconds"),
+        (p.period_seconds, "periodSeconds"),
+        (p.success_threshold, "successThreshold"),
+        (p.failure_threshold, "failureThreshold"),
+    ] {
+        if v < 0 {
+            e.invalid(
+                &format!("{path}.{field}"),
+                v.to_string(),
+                "must be greater than or equal to 0",
+            );
+        }
+    }
+    if let Some(g) = p.termination_grace_period_seconds {
+        if g <= 0 {
+            e.invalid(
+                &format!("{path}.terminationGracePeriodSeconds"),
+                g.to_string(),
+                "must be greater than 0",
+            );
+        }
+    }
+    let handlers = [
+        p.exec.is_some(),
+        p.http_get.is_some(),
+        p.tcp_socket.is_some(),
+        p.grpc.is_some(),
+    ];
+    match handlers.iter().filter(|h| **h).count() {
+        0 => e.required(path, "must specify a handler type"),
+        1 => {}
+        _ => e.forbidden(path, "may not specify more than 1 handler type"),
+    }
+    if let Some(x) = &p.exec {
+        if x.command.is_empty() {
+            e.required(&format!("{path}.exec.command"), "");
+        }
+    }
+    if let Some(h) = &p.http_get {
+        let base = format!("{path}.httpGet");
+        if h.path.is_empty() {
+            e.required(&format!("{base}.path"), "");
+        }
+        validate_port(e, &h.port, &format!("{base}.port"), named_ports);
+        if h.scheme != "HTTP" && h.scheme != "HTTPS" {
+            e.not_supported(&format!("{base}.scheme"), &h.scheme, &["HTTP", "HTTPS"]);
+        }
+        for (i, hd) in h.http_headers.iter().enumerate() {
+            let ok = !hd.name.is_empty()
+                && hd
+                    .name
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
+            if !ok {
+                e.invalid(&format!("{base}.httpHeaders[{i}].name"), quote(&hd.name), "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')");
+            }
+        }
+    }
+    if let Some(t) = &p.tcp_socket {
+        validate_port(e, &t.port, &format!("{path}.tcpSocket.port"), named_ports);
+    }
+    if let Some(g) = &p.grpc {
+        if !(1..=65535).contains(&g.port) {
+            e.invalid(
+                &format!("{path}.grpc.port"),
+                g.port.to_string(),
+                "must be between 1 and 65535, inclusive",
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_shaped_like_the_apiservers() {
+        let req = FieldError {
+            path: "spec.containers[0].name".into(),
+            kind: FieldErrorKind::Required,
+            detail: String::new(),
+        };
+        assert_eq!(req.to_string(), "spec.containers[0].name: Required value");
+        let ns = FieldError {
+            path: "spec.restartPolicy".into(),
+            kind: FieldErrorKind::NotSupported(
+                "\"Sometimes\"".into(),
+                vec!["Always", "OnFailure", "Never"],
+            ),
+            detail: String::new(),
+        };
+        assert_eq!(ns.to_string(), "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"");
+    }
+
+    #[test]
+    fn name_rules_match_kubernetes() {
+        assert!(is_dns1123_label("web-1"));
+        assert!(!is_dns1123_label("Web"));
+        assert!(!is_dns1123_label("-web"));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(is_dns1123_subdomain("a.b-c.d"));
+        assert!(!is_dns1123_subdomain("a..b"));
+        assert!(is_port_name("http"));
+        assert!(!is_port_name("8080"));
+        assert!(!is_port_name("my--port"));
+        assert!(!is_port_name("a-very-long-port-name"));
+        assert!(is_env_var_name("MY_VAR.1"));
+        assert!(!is_env_var_name("1VAR"));
+        assert!(is_qualified_name("app.kubernetes.io/name"));
+        assert!(!is_qualified_name("/name"));
+        assert!(is_extended_resource("example.com/dev"));
+        assert!(!is_extended_resource("kubernetes.io/foo"));
+    }
+}

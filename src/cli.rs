@@ -1,0 +1,281 @@
+//! `ferrolet get pods`: reads the local API and prints what `kubectl get pods` would.
+
+use crate::api::{Pod, PodList};
+use crate::timefmt::human_age;
+use std::time::{Duration, SystemTime};
+
+/// Output format of `get`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// NAME READY STATUS RESTARTS AGE.
+    Table,
+    /// Table plus IP and NODE.
+    Wide,
+    /// The PodList as JSON.
+    Json,
+    /// The PodList as YAML.
+    Yaml,
+}
+
+impl std::str::FromStr for Output {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "wide" => Ok(Output::Wide),
+            "json" => Ok(Output::Json),
+            "yaml" => Ok(Output::Yaml),
+            _ => Err(format!(
+                "unsupported output format {s:?}: allowed formats are wide, json, yaml"
+            )),
+        }
+    }
+}
+
+/// Fetches `/pods` from the agent at `server` (`host:port`).
+pub fn fetch_pods(server: &str) -> anyhow::Result<PodList> {
+    let url = format!("http://{server}/pods");
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build();
+    let agent: ureq::Agent = config.into();
+    let body = agent
+        .get(&url)
+        .call()
+        .map_err(|e| anyhow::anyhow!("cannot reach the ferrolet API at {url}: {e} (is `ferrolet run` running? use --server to point elsewhere)"))?
+        .body_mut()
+        .read_to_string()?;
+    Ok(serde_json::from_str(&body)?)
+}
+
+/// The STATUS column, READY column and restarts of a pod, computed the way kubectl does.
+pub fn pod_columns(pod: &Pod) -> (String, String, String) {
+    let Some(st) = &pod.status else {
+        return ("Unknown".into(), "0/0".into(), "0".into());
+    };
+    let mut reason = if st.reason.is_empty() {
+        st.phase.clone()
+    } else {
+        st.reason.clone()
+    };
+    let sidecars: Vec<&str> = pod
+        .spec
+        .init_containers
+        .iter()
+        .filter(|c| c.is_sidecar())
+        .map(|c| c.name.as_str())
+        .collect();
+    let total = pod.spec.containers.len() + sidecars.len();
+    let mut ready = 0;
+    let mut restarts = 0;
+    let mut last_restart: Option<SystemTime> = None;
+    let mut note_restart = |c: &crate::api::ContainerStatus| {
+        if let Some(t) = c.last_state.terminated.as_ref().and_then(|t| t.finished_at) {
+            last_restart = Some(last_restart.map_or(t.0, |l| l.max(t.0)));
+        }
+    };
+    let mut initializing = false;
+    let mut sidecar_restarts = 0;
+    for (i, c) in st.init_container_statuses.iter().enumerate() {
+        restarts += c.restart_count;
+        note_restart(c);
+        let is_sidecar = sidecars.contains(&c.name.as_str());
+        if is_sidecar {
+            sidecar_restarts += c.restart_count;
+        }
+        if c.state
+            .terminated
+            .as_ref()
+            .is_some_and(|t| t.exit_code == 0)
+        {
+            continue;
+        }
+        if is_sidecar && c.started == Some(true) {
+            if c.ready {
+                ready += 1;
+            }
+            continue;
+        }
+        if let Some(t) = &c.state.terminated {
+            reason = if t.reason.is_empty() {
+                format!("Init:ExitCode:{}", t.exit_code)
+            } else {
+                format!("Init:{}", t.reason)
+            };
+        } else if let Some(w) = c
+            .state
+            .waiting
+            .as_ref()
+            .filter(|w| !w.reason.is_empty() && w.reason != "PodInitializing")
+        {
+            reason = format!("Init:{}", w.reason);
+        } else {
+            reason = format!("Init:{i}/{}", pod.spec.init_containers.len());
+        }
+        initializing = true;
+        break;
+    }
+    let initialized = st
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Initialized" && c.status == "True");
+    if !initializing || initialized {
+        restarts = sidecar_restarts;
+        let mut has_running = false;
+        for c in st.container_statuses.iter().rev() {
+            restarts += c.restart_count;
+            note_restart(c);
+            if let Some(w) = c.state.waiting.as_ref().filter(|w| !w.reason.is_empty()) {
+                reason = w.reason.clone();
+            } else if let Some(t) = &c.state.terminated {
+                reason = if t.reason.is_empty() {
+                    format!("ExitCode:{}", t.exit_code)
+                } else {
+                    t.reason.clone()
+                };
+            } else if c.ready && c.state.running.is_some() {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            let pod_ready = st
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            reason = if pod_ready {
+                "Running".into()
+            } else {
+                "NotReady".into()
+            };
+        }
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        reason = "Terminating".into();
+    }
+    let restarts = match last_restart {
+        Some(t) if restarts > 0 => {
+            let ago = SystemTime::now().duration_since(t).unwrap_or_default();
+            format!("{restarts} ({} ago)", human_age(ago))
+        }
+        _ => restarts.to_string(),
+    };
+    (reason, format!("{ready}/{total}"), restarts)
+}
+
+/// Renders pods in the chosen format.
+pub fn render_pods(list: &PodList, output: Output) -> anyhow::Result<String> {
+    match output {
+        Output::Json => return Ok(serde_json::to_string_pretty(list)? + "\n"),
+        Output::Yaml => return Ok(serde_norway::to_string(list)?),
+        _ => {}
+    }
+    if list.items.is_empty() {
+        return Ok("No resources found\n".into());
+    }
+    let wide = output == Output::Wide;
+    let mut rows = vec![{
+        let mut h = vec!["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
+        if wide {
+            h.extend(["IP", "NODE"]);
+        }
+        h.into_iter().map(String::from).collect::<Vec<_>>()
+    }];
+    let now = SystemTime::now();
+    for p in &list.items {
+        let (status, ready, restarts) = pod_columns(p);
+        let created = p.metadata.creation_timestamp.map(|t| t.0).unwrap_or(now);
+        let mut row = vec![
+            p.metadata.name.clone(),
+            ready,
+            status,
+            restarts,
+            human_age(now.duration_since(created).unwrap_or_default()),
+        ];
+        if wide {
+            let ip = p
+                .status
+                .as_ref()
+                .map(|s| s.pod_ip.clone())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "<none>".into());
+            row.push(ip);
+            row.push(p.spec.node_name.clone());
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("   ").trim_end());
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{
+        Container, ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition, PodStatus,
+    };
+
+    fn waiting(name: &str, reason: &str, restarts: i32) -> ContainerStatus {
+        ContainerStatus {
+            name: name.into(),
+            restart_count: restarts,
+            state: ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: reason.into(),
+                    message: String::new(),
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn status_column_follows_kubectl() {
+        let mut pod = Pod::default();
+        pod.spec.containers.push(Container {
+            name: "app".into(),
+            ..Default::default()
+        });
+        pod.status = Some(PodStatus {
+            phase: "Running".into(),
+            container_statuses: vec![waiting("app", "CrashLoopBackOff", 4)],
+            ..Default::default()
+        });
+        assert_eq!(
+            pod_columns(&pod),
+            ("CrashLoopBackOff".into(), "0/1".into(), "4".into())
+        );
+
+        pod.spec.init_containers.push(Container {
+            name: "setup".into(),
+            ..Default::default()
+        });
+        pod.status = Some(PodStatus {
+            phase: "Pending".into(),
+            init_container_statuses: vec![waiting("setup", "PodInitializing", 0)],
+            container_statuses: vec![waiting("app", "PodInitializing", 0)],
+            conditions: vec![PodCondition {
+                type_: "Initialized".into(),
+                status: "False".into(),
+                last_probe_time: None,
+                last_transition_time: None,
+                reason: String::new(),
+                message: String::new(),
+            }],
+            ..Default::default()
+        });
+        assert_eq!(pod_columns(&pod).0, "Init:0/1");
+    }
+}

@@ -1,0 +1,389 @@
+//! The TOML configuration. Every field has a default (so `ferrolet run` works with no
+//! file at all); unknown keys and bad values are errors naming the file, the key and what
+//! is allowed. `etc/ferrolet.toml` documents each field.
+
+use crate::api::Quantity;
+use crate::timefmt::parse_duration;
+use serde::{Deserialize, Deserializer};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A configuration problem, with the file and key it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A key is unknown or a value is malformed or out of range.
+    #[error("{file}: {key}: {message}")]
+    Invalid {
+        /// The file, or `flags`/`defaults`.
+        file: String,
+        /// The dotted key, e.g. `logs.max_size`.
+        key: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+}
+
+/// A duration written Go-style (`10s`, `1m30s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s)
+            .map(Dur)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A byte size written as a Kubernetes quantity (`10Mi`, `1G`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let q = Quantity::deserialize(d)?;
+        if q.is_negative() {
+            return Err(serde::de::Error::custom(format!(
+                "invalid size {:?}: must not be negative",
+                q.to_string()
+            )));
+        }
+        Ok(Bytes(q.value() as u64))
+    }
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// This node's name; default: the host name.
+    pub node_name: String,
+    /// This node's address reported as hostIP/podIP; default: first non-loopback IPv4.
+    pub node_ip: String,
+    /// Where ferrolet keeps container state and logs.
+    pub state_dir: PathBuf,
+    /// Directory of static pod manifests.
+    pub manifest_dir: PathBuf,
+    /// Container runtime backend: `process`.
+    pub runtime: String,
+    /// How often the manifest directory is checked for changes.
+    pub manifest_check_interval: Dur,
+    /// How often the pod manager relists containers and syncs every pod.
+    pub sync_frequency: Dur,
+    /// How long an orderly shutdown may take before threads are abandoned.
+    pub shutdown_timeout: Dur,
+    /// Local read-only API.
+    pub api: ApiConfig,
+    /// Container log files.
+    pub logs: LogsConfig,
+    /// Exited-container garbage collection.
+    pub gc: GcConfig,
+}
+
+/// `[api]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiConfig {
+    /// Address of the read-only HTTP API; empty disables it.
+    pub listen: String,
+}
+
+/// `[logs]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogsConfig {
+    /// Rotate a container log when it grows past this size.
+    pub max_size: Bytes,
+    /// Log files kept per container, the live one included (at least 2).
+    pub max_files: u32,
+}
+
+/// `[gc]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GcConfig {
+    /// Exited instances kept per container (for `lastState` and logs); older ones are removed.
+    pub max_dead_per_container: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            node_name: String::new(),
+            node_ip: String::new(),
+            state_dir: PathBuf::from("/var/lib/ferrolet"),
+            manifest_dir: PathBuf::from("/etc/ferrolet/manifests"),
+            runtime: "process".into(),
+            manifest_check_interval: Dur(Duration::from_secs(1)),
+            sync_frequency: Dur(Duration::from_secs(1)),
+            shutdown_timeout: Dur(Duration::from_secs(10)),
+            api: ApiConfig::default(),
+            logs: LogsConfig::default(),
+            gc: GcConfig::default(),
+        }
+    }
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            listen: "127.0.0.1:10255".into(),
+        }
+    }
+}
+
+impl Default for LogsConfig {
+    fn default() -> Self {
+        LogsConfig {
+            max_size: Bytes(10 << 20),
+            max_files: 5,
+        }
+    }
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        GcConfig {
+            max_dead_per_container: 1,
+        }
+    }
+}
+
+/// Command-line values that win over the file.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--node-name`.
+    pub node_name: Option<String>,
+    /// `--manifest-dir`.
+    pub manifest_dir: Option<PathBuf>,
+    /// `--state-dir`.
+    pub state_dir: Option<PathBuf>,
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--runtime`.
+    pub runtime: Option<String>,
+}
+
+/// The runtimes this build knows.
+pub const RUNTIMES: &[&str] = &["process"];
+
+impl Config {
+    /// Parses configuration text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        let de = toml::Deserializer::new(text);
+        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            // toml's own message carries a source snippet; the first line without it is what we want.
+            let message = inner.message().to_string();
+            let line = inner
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+                .map(|l| format!(" (line {l})"))
+                .unwrap_or_default();
+            let key = if key == "." {
+                "(top level)".to_string()
+            } else {
+                key
+            };
+            ConfigError::Invalid {
+                file: file.into(),
+                key,
+                message: format!("{message}{line}"),
+            }
+        })?;
+        cfg.check(file)?;
+        Ok(cfg)
+    }
+
+    /// Reads the file, or returns the defaults when `path` is `None`.
+    pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let (mut cfg, file) = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                    path: p.into(),
+                    source,
+                })?;
+                (
+                    Config::parse(&p.display().to_string(), &text)?,
+                    p.display().to_string(),
+                )
+            }
+            None => (Config::default(), "defaults".to_string()),
+        };
+        if let Some(v) = &overrides.node_name {
+            cfg.node_name = v.clone();
+        }
+        if let Some(v) = &overrides.manifest_dir {
+            cfg.manifest_dir = v.clone();
+        }
+        if let Some(v) = &overrides.state_dir {
+            cfg.state_dir = v.clone();
+        }
+        if let Some(v) = &overrides.listen {
+            cfg.api.listen = v.clone();
+        }
+        if let Some(v) = &overrides.runtime {
+            cfg.runtime = v.clone();
+        }
+        let any_flag = overrides.node_name.is_some()
+            || overrides.manifest_dir.is_some()
+            || overrides.state_dir.is_some()
+            || overrides.listen.is_some()
+            || overrides.runtime.is_some();
+        cfg.check(if any_flag { "command line" } else { &file })?;
+        // Shims and log paths outlive the agent's working directory: keep paths absolute.
+        if let Ok(cwd) = std::env::current_dir() {
+            cfg.state_dir = cwd.join(&cfg.state_dir);
+            cfg.manifest_dir = cwd.join(&cfg.manifest_dir);
+        }
+        if cfg.node_name.is_empty() {
+            cfg.node_name = hostname().to_lowercase();
+        }
+        if cfg.node_ip.is_empty() {
+            cfg.node_ip = crate::util::primary_ipv4().unwrap_or_else(|| "127.0.0.1".into());
+        }
+        Ok(cfg)
+    }
+
+    fn check(&self, file: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: String| {
+            Err(ConfigError::Invalid {
+                file: file.into(),
+                key: key.into(),
+                message,
+            })
+        };
+        if !self.node_name.is_empty()
+            && !crate::api::validation::is_dns1123_subdomain(&self.node_name)
+        {
+            return bad("node_name", format!("invalid value {:?}: must be a lowercase RFC 1123 subdomain (lower case letters, digits, '-' and '.')", self.node_name));
+        }
+        if !self.node_ip.is_empty() && self.node_ip.parse::<std::net::IpAddr>().is_err() {
+            return bad(
+                "node_ip",
+                format!("invalid value {:?}: must be an IP address", self.node_ip),
+            );
+        }
+        if !RUNTIMES.contains(&self.runtime.as_str()) {
+            return bad(
+                "runtime",
+                format!(
+                    "unsupported value {:?}: supported values: {}",
+                    self.runtime,
+                    RUNTIMES.join(", ")
+                ),
+            );
+        }
+        if !self.api.listen.is_empty() && self.api.listen.parse::<SocketAddr>().is_err() {
+            return bad("api.listen", format!("invalid value {:?}: must be an address and port like \"127.0.0.1:10255\" (empty disables the API)", self.api.listen));
+        }
+        if self.logs.max_files < 2 {
+            return bad(
+                "logs.max_files",
+                format!("invalid value {}: must be at least 2", self.logs.max_files),
+            );
+        }
+        if self.logs.max_size.0 < 4096 {
+            return bad(
+                "logs.max_size",
+                format!(
+                    "invalid value {}: must be at least 4Ki",
+                    self.logs.max_size.0
+                ),
+            );
+        }
+        for (key, d, min) in [
+            (
+                "manifest_check_interval",
+                self.manifest_check_interval.0,
+                Duration::from_millis(100),
+            ),
+            (
+                "sync_frequency",
+                self.sync_frequency.0,
+                Duration::from_millis(100),
+            ),
+            (
+                "shutdown_timeout",
+                self.shutdown_timeout.0,
+                Duration::from_millis(100),
+            ),
+        ] {
+            if d < min {
+                return bad(
+                    key,
+                    format!("invalid value {d:?}: must be at least {min:?}"),
+                );
+            }
+        }
+        for (key, p) in [
+            ("state_dir", &self.state_dir),
+            ("manifest_dir", &self.manifest_dir),
+        ] {
+            if p.as_os_str().is_empty() {
+                return bad(key, "must not be empty".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The host name from the kernel.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::parse("f.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("f.toml", "").unwrap();
+        assert_eq!(c.api.listen, "127.0.0.1:10255");
+        assert_eq!(c.logs.max_size, Bytes(10 << 20));
+        assert_eq!(c.sync_frequency, Dur(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn values_parse() {
+        let c = Config::parse("f.toml", "state_dir = \"/s\"\nshutdown_timeout = \"1m30s\"\n[logs]\nmax_size = \"1Mi\"\nmax_files = 3\n").unwrap();
+        assert_eq!(c.state_dir, PathBuf::from("/s"));
+        assert_eq!(c.shutdown_timeout.0, Duration::from_secs(90));
+        assert_eq!(c.logs.max_size, Bytes(1 << 20));
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_what_is_allowed() {
+        let e = err("nodename = \"x\"\n");
+        assert!(
+            e.starts_with("f.toml: nodename: unknown field `nodename`, expected one of"),
+            "{e}"
+        );
+        assert!(e.contains("`node_name`"), "{e}");
+        let e = err("[logs]\nmax_sise = \"1Mi\"\n");
+        assert!(
+            e.starts_with("f.toml: logs.max_sise: unknown field `max_sise`"),
+            "{e}"
+        );
+        assert!(e.ends_with("(line 2)"), "{e}");
+    }
+}

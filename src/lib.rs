@@ -1,0 +1,15 @@
+//! ferrolet: a kubelet-class node agent for edge and IoT machines. Synchronous and
+//! thread-based: every manager owns one OS thread and talks over crossbeam channels.
+
+pub mod agent;
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod manager;
+pub mod pods;
+pub mod podsource;
+pub mod runtime;
+pub mod server;
+pub mod status;
+pub mod timefmt;
+pub mod util;

@@ -1,0 +1,205 @@
+//! The `ferrolet` command line: `run`, `validate`, `get pods`, `version` (and the internal
+//! `shim`, which the process runtime starts once per container).
+
+use anyhow::{bail, Context};
+use ferrolet::agent::Agent;
+use ferrolet::cli::{self, Output};
+use ferrolet::config::{Config, Overrides};
+use ferrolet::podsource::read_manifest;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+ferrolet: a kubelet-class node agent for edge and IoT machines
+
+usage:
+  ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--state-dir DIR]
+               [--listen ADDR] [--runtime process]
+  ferrolet validate [--config FILE] [MANIFEST...]   check config and manifests, run nothing
+  ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
+  ferrolet version
+
+Without --config the built-in defaults apply; flags win over the file.
+Logging: RUST_LOG=debug (default info).
+";
+
+/// Parsed command-line flags shared by the subcommands.
+#[derive(Default)]
+struct Flags {
+    config: Option<PathBuf>,
+    overrides: Overrides,
+    output: Option<Output>,
+    server: Option<String>,
+    positional: Vec<String>,
+}
+
+fn parse_flags(args: &[String]) -> anyhow::Result<Flags> {
+    let mut f = Flags::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if a.starts_with("--") => (n.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = |flag: &str| -> anyhow::Result<String> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => it
+                    .next()
+                    .cloned()
+                    .with_context(|| format!("{flag} needs a value")),
+            }
+        };
+        match name.as_str() {
+            "--config" => f.config = Some(value("--config")?.into()),
+            "--node-name" => f.overrides.node_name = Some(value("--node-name")?),
+            "--manifest-dir" => f.overrides.manifest_dir = Some(value("--manifest-dir")?.into()),
+            "--state-dir" => f.overrides.state_dir = Some(value("--state-dir")?.into()),
+            "--listen" => f.overrides.listen = Some(value("--listen")?),
+            "--runtime" => f.overrides.runtime = Some(value("--runtime")?),
+            "--server" => f.server = Some(value("--server")?),
+            "-o" | "--output" => f.output = Some(value("-o")?.parse().map_err(anyhow::Error::msg)?),
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            s if s.starts_with('-') => bail!("unknown flag {s}\n\n{USAGE}"),
+            _ => f.positional.push(a.clone()),
+        }
+    }
+    Ok(f)
+}
+
+fn run(flags: Flags) -> anyhow::Result<()> {
+    let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    let exe =
+        std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
+    let signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT])
+        .context("cannot install signal handlers")?;
+    let agent = Agent::start(&cfg, &exe)?;
+    let mut signals = signals;
+    // Blocking here is the point: the main thread has nothing to do until a signal arrives.
+    if let Some(sig) = signals.forever().next() {
+        log::info!("agent: received signal {sig}, shutting down");
+    }
+    let stuck = agent.stop();
+    if !stuck.is_empty() {
+        bail!("shutdown incomplete: {}", stuck.join("; "));
+    }
+    Ok(())
+}
+
+fn validate(flags: Flags) -> anyhow::Result<bool> {
+    let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    if let Some(p) = &flags.config {
+        println!("{}: ok", p.display());
+    }
+    let mut files: Vec<PathBuf> = flags.positional.iter().map(PathBuf::from).collect();
+    if files.is_empty() {
+        if let Ok(rd) = std::fs::read_dir(&cfg.manifest_dir) {
+            files = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            files.sort();
+        }
+    }
+    let mut ok = true;
+    for f in files {
+        match read_manifest(&f, &cfg.node_name) {
+            Ok(pods) => {
+                let names: Vec<String> = pods.iter().map(|p| p.metadata.name.clone()).collect();
+                println!("{}: ok ({})", f.display(), names.join(", "));
+                for p in &pods {
+                    for c in p.spec.init_containers.iter().chain(&p.spec.containers) {
+                        if cfg.runtime == "process" && c.command.is_empty() {
+                            println!("{}: warning: container {}: the process runtime needs `command` (images are not used)", f.display(), c.name);
+                        }
+                    }
+                }
+            }
+            Err(errors) => {
+                ok = false;
+                for e in errors {
+                    eprintln!("{e}");
+                }
+            }
+        }
+    }
+    Ok(ok)
+}
+
+fn get(flags: Flags) -> anyhow::Result<()> {
+    match flags.positional.first().map(String::as_str) {
+        Some("pods" | "pod" | "po") => {}
+        Some(other) => bail!("unknown resource type {other:?}: supported: pods"),
+        None => bail!("get needs a resource type: pods"),
+    }
+    let server = match flags.server {
+        Some(s) => s,
+        None => {
+            Config::load(flags.config.as_deref(), &flags.overrides)?
+                .api
+                .listen
+        }
+    };
+    let list = cli::fetch_pods(&server)?;
+    print!(
+        "{}",
+        cli::render_pods(&list, flags.output.unwrap_or(Output::Table))?
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first().cloned() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    if cmd == "shim" {
+        // The shim must fork before anything else creates threads or state.
+        let Some(dir) = args.get(1) else {
+            return ExitCode::from(2);
+        };
+        return ExitCode::from(
+            ferrolet::runtime::process::shim::main(std::path::Path::new(dir)) as u8,
+        );
+    }
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format_target(false)
+        .init();
+    let flags = match parse_flags(&args[1..]) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cmd.as_str() {
+        "run" => run(flags).map(|_| true),
+        "validate" => validate(flags),
+        "get" => get(flags).map(|_| true),
+        "version" | "--version" => {
+            println!("ferrolet {}", env!("CARGO_PKG_VERSION"));
+            Ok(true)
+        }
+        "help" | "-h" | "--help" => {
+            print!("{USAGE}");
+            Ok(true)
+        }
+        other => {
+            eprintln!("error: unknown command {other:?}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

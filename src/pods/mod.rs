@@ -1,0 +1,815 @@
+//! The pod manager: the sync loop. One thread owns every pod's lifecycle: it relists the
+//! runtime (generic-PLEG style), starts init containers one at a time, then the app
+//! containers, restarts them under the restart policy with back-off, and terminates removed
+//! or replaced pods gracefully (app containers first, sidecars after). It never blocks for a
+//! grace period: stop requests return at once and the shim enforces the deadline.
+
+pub mod backoff;
+
+use crate::api::expand::{expand, resolve_env};
+use crate::api::{Container, Pod, Time};
+use crate::runtime::{
+    labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig,
+    SandboxInfo,
+};
+use crate::status::{self, ContainerObservation, PodObservation, StatusCache};
+use crate::timefmt::go_duration;
+use backoff::Backoff;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Label telling init, sidecar and app containers apart (needed to stop orphans in order).
+pub const CONTAINER_KIND_LABEL: &str = "ferrolet.io/container-kind";
+/// kubelet's `minimumGracePeriodInSeconds`.
+const MIN_GRACE: Duration = Duration::from_secs(2);
+/// How long past its grace period a container may take before we say so.
+const EXCEEDED_GRACE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Commands to the pod manager.
+#[derive(Debug)]
+pub enum PodsCommand {
+    /// The complete set of pods a source wants on this node.
+    Update {
+        /// Source name, e.g. `file`.
+        source: String,
+        /// The pods (static pods already named and uid'd).
+        pods: Vec<Pod>,
+    },
+}
+
+/// Settings the pod manager needs.
+#[derive(Clone, Debug)]
+pub struct PodManagerConfig {
+    /// Address reported as hostIP/podIP.
+    pub node_ip: String,
+    /// Root of the per-pod log directories.
+    pub log_root: PathBuf,
+    /// Exited instances kept per container.
+    pub max_dead_per_container: u32,
+    /// Relist period.
+    pub sync_frequency: Duration,
+}
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    reason: String,
+    message: String,
+    since: SystemTime,
+}
+
+#[derive(Debug)]
+struct Termination {
+    started: SystemTime,
+    grace: Duration,
+    requested: HashSet<String>,
+    warned: bool,
+}
+
+#[derive(Debug)]
+struct PodEntry {
+    pod: Pod,
+    termination: Option<Termination>,
+}
+
+/// The sync loop's state; `handle` and `on_tick` hold all the logic.
+pub struct PodManager {
+    cfg: PodManagerConfig,
+    runtime: Arc<dyn ContainerRuntime>,
+    statuses: StatusCache,
+    desired: BTreeMap<String, Pod>,
+    sources_seen: HashSet<String>,
+    pods: BTreeMap<String, PodEntry>,
+    backoff: Backoff,
+    waiting: HashMap<backoff::Key, Waiting>,
+}
+
+/// One relist of the runtime, grouped by pod uid.
+#[derive(Default)]
+struct Snapshot {
+    sandboxes: HashMap<String, SandboxInfo>,
+    containers: HashMap<String, Vec<ContainerInfo>>,
+}
+
+impl Snapshot {
+    /// Instances of one container of a pod, newest first.
+    fn instances(&self, uid: &str, name: &str) -> Vec<&ContainerInfo> {
+        let mut v: Vec<&ContainerInfo> = self
+            .containers
+            .get(uid)
+            .map(|cs| cs.iter().filter(|c| c.config.name == name).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| (b.config.attempt, b.created_at).cmp(&(a.config.attempt, a.created_at)));
+        v
+    }
+}
+
+fn container_kind(c: &Container, init: bool) -> &'static str {
+    match (init, c.is_sidecar()) {
+        (true, true) => "sidecar",
+        (true, false) => "init",
+        _ => "app",
+    }
+}
+
+fn should_restart(policy: &str, exit_code: i32) -> bool {
+    policy == "Always" || (policy == "OnFailure" && exit_code != 0)
+}
+
+impl PodManager {
+    /// A pod manager over `runtime`, publishing statuses into `statuses`.
+    pub fn new(
+        cfg: PodManagerConfig,
+        runtime: Arc<dyn ContainerRuntime>,
+        statuses: StatusCache,
+    ) -> Self {
+        PodManager {
+            cfg,
+            runtime,
+            statuses,
+            desired: BTreeMap::new(),
+            sources_seen: HashSet::new(),
+            pods: BTreeMap::new(),
+            backoff: Backoff::default(),
+            waiting: HashMap::new(),
+        }
+    }
+
+    fn event(
+        &self,
+        pod: &Pod,
+        container: Option<&str>,
+        warning: bool,
+        reason: &str,
+        message: &str,
+    ) {
+        let what = match container {
+            Some(c) => format!("pod {} container {c}", pod.key()),
+            None => format!("pod {}", pod.key()),
+        };
+        if warning {
+            log::warn!("pods: {what}: {reason}: {message}");
+        } else {
+            log::info!("pods: {what}: {reason}: {message}");
+        }
+    }
+
+    fn snapshot(&self) -> Option<Snapshot> {
+        let (sandboxes, containers) = match (
+            self.runtime.list_pod_sandboxes(),
+            self.runtime.list_containers(),
+        ) {
+            (Ok(s), Ok(c)) => (s, c),
+            (Err(e), _) | (_, Err(e)) => {
+                log::error!("pods: cannot list the runtime's pods: {e}");
+                return None;
+            }
+        };
+        let mut snap = Snapshot::default();
+        for s in sandboxes {
+            let keep = snap
+                .sandboxes
+                .get(&s.config.pod_uid)
+                .map_or(true, |old| old.created_at < s.created_at);
+            if keep {
+                snap.sandboxes.insert(s.config.pod_uid.clone(), s);
+            }
+        }
+        for c in containers {
+            let uid = c
+                .config
+                .labels
+                .get(labels::POD_UID)
+                .cloned()
+                .unwrap_or_default();
+            snap.containers.entry(uid).or_default().push(c);
+        }
+        Some(snap)
+    }
+
+    /// One pass of the sync loop over every pod.
+    pub fn sync(&mut self) {
+        let Some(snap) = self.snapshot() else { return };
+        let now = SystemTime::now();
+        self.admit_and_retire(&snap, now);
+        let uids: Vec<String> = self.pods.keys().cloned().collect();
+        for uid in &uids {
+            let terminating = self.pods.get(uid).is_some_and(|e| e.termination.is_some());
+            if terminating {
+                self.sync_termination(uid, &snap, now);
+            } else {
+                self.sync_pod(uid, &snap, now);
+            }
+        }
+        // Publish what the actions above led to: one more relist for all pods, not one per pod.
+        let Some(after) = self.snapshot() else { return };
+        for uid in &uids {
+            self.publish(uid, &after, now);
+        }
+    }
+
+    /// Adds newly desired pods, starts terminating pods no longer desired, and adopts
+    /// orphans found in the runtime once every source has reported.
+    fn admit_and_retire(&mut self, snap: &Snapshot, now: SystemTime) {
+        for (uid, entry) in self.pods.iter_mut() {
+            if !self.desired.contains_key(uid) && entry.termination.is_none() {
+                let grace = Duration::from_secs(
+                    entry
+                        .pod
+                        .spec
+                        .termination_grace_period_seconds
+                        .unwrap_or(30)
+                        .max(0) as u64,
+                );
+                log::info!(
+                    "pods: pod {} removed from its source; terminating with grace period {grace:?}",
+                    entry.pod.key()
+                );
+                entry.pod.metadata.deletion_timestamp = Some(Time(now));
+                entry.termination = Some(Termination {
+                    started: now,
+                    grace,
+                    requested: HashSet::new(),
+                    warned: false,
+                });
+            }
+        }
+        for (uid, pod) in &self.desired {
+            if self.pods.contains_key(uid) {
+                continue;
+            }
+            // A changed static pod gets a new uid: the new version waits for the old one to
+            // be gone, so two copies never run at once.
+            if self.pods.values().any(|e| e.pod.key() == pod.key()) {
+                continue;
+            }
+            log::info!("pods: pod {} added (uid {uid})", pod.key());
+            self.pods.insert(
+                uid.clone(),
+                PodEntry {
+                    pod: pod.clone(),
+                    termination: None,
+                },
+            );
+        }
+        if self.sources_seen.is_empty() {
+            return;
+        }
+        let mut orphans: HashSet<&String> = snap.sandboxes.keys().collect();
+        orphans.extend(snap.containers.keys());
+        for uid in orphans {
+            if self.pods.contains_key(uid) {
+                continue;
+            }
+            let mut pod = Pod::default();
+            let mut grace =
+                Duration::from_secs(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD as u64);
+            if let Some(s) = snap.sandboxes.get(uid) {
+                pod.metadata.name = s.config.pod_name.clone();
+                pod.metadata.namespace = s.config.namespace.clone();
+                grace =
+                    Duration::from_secs(s.config.termination_grace_period_seconds.max(0) as u64);
+            }
+            pod.metadata.uid = uid.clone();
+            pod.metadata.deletion_timestamp = Some(Time(now));
+            log::info!(
+                "pods: found pod {} (uid {uid}) that no source wants; terminating it",
+                pod.key()
+            );
+            self.pods.insert(
+                uid.clone(),
+                PodEntry {
+                    pod,
+                    termination: Some(Termination {
+                        started: now,
+                        grace,
+                        requested: HashSet::new(),
+                        warned: false,
+                    }),
+                },
+            );
+        }
+    }
+
+    fn log_dir(&self, pod: &Pod) -> PathBuf {
+        self.cfg.log_root.join(format!(
+            "{}_{}_{}",
+            pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
+        ))
+    }
+
+    fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
+        let pod = self.pods[uid].pod.clone();
+        let sandbox_id = match snap.sandboxes.get(uid) {
+            Some(s) => s.id.clone(),
+            None => {
+                let cfg = SandboxConfig {
+                    pod_uid: uid.into(),
+                    pod_name: pod.metadata.name.clone(),
+                    namespace: pod.metadata.namespace.clone(),
+                    log_directory: self.log_dir(&pod),
+                    termination_grace_period_seconds: pod
+                        .spec
+                        .termination_grace_period_seconds
+                        .unwrap_or(30),
+                };
+                match self.runtime.run_pod_sandbox(&cfg) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        self.event(
+                            &pod,
+                            None,
+                            true,
+                            "FailedCreatePodSandBox",
+                            &format!("Failed to create pod sandbox: {e}"),
+                        );
+                        return;
+                    }
+                }
+            }
+        };
+        let latest = |name: &str| snap.instances(uid, name).first().map(|c| (*c).clone());
+        let policy = pod.spec.restart_policy.as_str();
+        let initialized = pod
+            .spec
+            .containers
+            .iter()
+            .any(|c| latest(&c.name).is_some());
+
+        // Init containers, in order: a regular one must exit 0 before the next starts; a
+        // sidecar must be running (and later started) before the next starts.
+        let mut init_done = initialized;
+        let mut init_failed = false;
+        let mut to_start: Vec<(Container, bool, Option<ContainerInfo>)> = Vec::new();
+        if !initialized {
+            init_done = true;
+            for c in &pod.spec.init_containers {
+                let cur = latest(&c.name);
+                let state = cur.as_ref().map(|i| (i.state, i.exit_code));
+                if c.is_sidecar() {
+                    if !matches!(state, Some((ContainerState::Running, _))) {
+                        if !matches!(state, Some((ContainerState::Created, _))) {
+                            to_start.push((c.clone(), true, cur));
+                        }
+                        init_done = false;
+                        break;
+                    }
+                    continue;
+                }
+                match state {
+                    Some((ContainerState::Exited, 0)) => continue,
+                    None => to_start.push((c.clone(), true, None)),
+                    Some((ContainerState::Exited, _)) if policy == "Never" => init_failed = true,
+                    Some((ContainerState::Exited, _)) => to_start.push((c.clone(), true, cur)),
+                    Some(_) => {}
+                }
+                init_done = false;
+                break;
+            }
+        }
+
+        // Terminal: init failed under Never, or every app container exited for good.
+        let apps_finished = init_done
+            && pod.spec.containers.iter().all(|c| {
+                matches!(latest(&c.name), Some(i) if i.state == ContainerState::Exited && !should_restart(policy, i.exit_code))
+            });
+        let terminal = init_failed || apps_finished;
+
+        if terminal {
+            // Sidecars exist to serve app containers; once those are done, sidecars stop.
+            let grace = Duration::from_secs(
+                pod.spec
+                    .termination_grace_period_seconds
+                    .unwrap_or(30)
+                    .max(0) as u64,
+            )
+            .max(MIN_GRACE);
+            for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()) {
+                if let Some(i) = latest(&c.name).filter(|i| i.state == ContainerState::Running) {
+                    self.stop(&pod, &i, grace, "Stopping container");
+                }
+            }
+        } else {
+            if initialized {
+                // Sidecars keep running next to the app containers.
+                for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()) {
+                    let cur = latest(&c.name);
+                    if cur
+                        .as_ref()
+                        .map_or(true, |i| i.state == ContainerState::Exited)
+                    {
+                        to_start.push((c.clone(), true, cur));
+                    }
+                }
+            }
+            if init_done {
+                for c in &pod.spec.containers {
+                    let cur = latest(&c.name);
+                    let start = match &cur {
+                        None => true,
+                        Some(i) => {
+                            i.state == ContainerState::Exited && should_restart(policy, i.exit_code)
+                        }
+                    };
+                    if start {
+                        to_start.push((c.clone(), false, cur));
+                    }
+                }
+            }
+        }
+        for (c, init, cur) in to_start {
+            self.start_with_backoff(&pod, &sandbox_id, &c, init, cur.as_ref(), now);
+        }
+        self.collect_dead(uid, &pod, snap);
+    }
+
+    fn start_with_backoff(
+        &mut self,
+        pod: &Pod,
+        sandbox_id: &str,
+        c: &Container,
+        init: bool,
+        cur: Option<&ContainerInfo>,
+        now: SystemTime,
+    ) {
+        let key: backoff::Key = (pod.metadata.uid.clone(), c.name.clone());
+        // What the back-off counts from: the last exit, or the last failed create.
+        let event_time = match (cur, self.waiting.get(&key)) {
+            (Some(i), _) => Some(i.finished_at.unwrap_or(now)),
+            (None, Some(w)) if w.reason == "CreateContainerError" => Some(w.since),
+            _ => None,
+        };
+        if let Some(t) = event_time {
+            if self.backoff.in_backoff_since(&key, t, now) {
+                if cur.is_some() {
+                    let delay = self.backoff.delay(&key).unwrap_or(backoff::INITIAL);
+                    let message = format!(
+                        "back-off {} restarting failed container={} pod={}",
+                        go_duration(delay),
+                        c.name,
+                        pod.desc()
+                    );
+                    let fresh = self.waiting.get(&key).map_or(true, |w| {
+                        w.reason != "CrashLoopBackOff" || w.message != message
+                    });
+                    if fresh {
+                        self.event(
+                            pod,
+                            Some(&c.name),
+                            true,
+                            "BackOff",
+                            &format!(
+                                "Back-off restarting failed container {} in pod {}",
+                                c.name,
+                                pod.desc()
+                            ),
+                        );
+                        self.waiting.insert(
+                            key,
+                            Waiting {
+                                reason: "CrashLoopBackOff".into(),
+                                message,
+                                since: now,
+                            },
+                        );
+                    }
+                }
+                return;
+            }
+            self.backoff.next(&key, t, now);
+        }
+        let attempt = cur.map(|i| i.config.attempt + 1).unwrap_or(0);
+        match self.create_and_start(pod, sandbox_id, c, init, attempt) {
+            Ok(()) => {
+                self.waiting.remove(&key);
+            }
+            Err(CreateOrStart::Create(message)) => {
+                self.event(
+                    pod,
+                    Some(&c.name),
+                    true,
+                    "Failed",
+                    &format!("Error: {message}"),
+                );
+                if event_time.is_none() {
+                    self.backoff.next(&key, now, now);
+                }
+                self.waiting.insert(
+                    key,
+                    Waiting {
+                        reason: "CreateContainerError".into(),
+                        message,
+                        since: now,
+                    },
+                );
+            }
+            Err(CreateOrStart::Start(message)) => {
+                // The runtime recorded the failed start as an exit (StartError); the next
+                // sync restarts it under back-off like any other exit.
+                self.event(
+                    pod,
+                    Some(&c.name),
+                    true,
+                    "Failed",
+                    &format!("Error: {message}"),
+                );
+                self.waiting.remove(&key);
+            }
+        }
+    }
+
+    fn create_and_start(
+        &self,
+        pod: &Pod,
+        sandbox_id: &str,
+        c: &Container,
+        init: bool,
+        attempt: u32,
+    ) -> Result<(), CreateOrStart> {
+        for v in c.env.iter().filter(|v| v.value_from.is_some()) {
+            log::warn!("pods: pod {} container {}: env {} uses valueFrom, which static pods cannot resolve; it is left empty", pod.key(), c.name, v.name);
+        }
+        let env = resolve_env(&c.env, &[]);
+        let lookup = |name: &str| {
+            env.iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        let argv: Vec<String> = c
+            .command
+            .iter()
+            .chain(&c.args)
+            .map(|a| expand(a, &lookup))
+            .collect();
+        let mut lbl = BTreeMap::new();
+        lbl.insert(labels::POD_UID.to_string(), pod.metadata.uid.clone());
+        lbl.insert(labels::POD_NAME.to_string(), pod.metadata.name.clone());
+        lbl.insert(
+            labels::POD_NAMESPACE.to_string(),
+            pod.metadata.namespace.clone(),
+        );
+        lbl.insert(labels::CONTAINER_NAME.to_string(), c.name.clone());
+        lbl.insert(
+            CONTAINER_KIND_LABEL.to_string(),
+            container_kind(c, init).to_string(),
+        );
+        let cfg = ContainerConfig {
+            name: c.name.clone(),
+            attempt,
+            image: c.image.clone(),
+            argv,
+            env,
+            working_dir: c.working_dir.clone(),
+            log_path: self
+                .log_dir(pod)
+                .join(&c.name)
+                .join(format!("{attempt}.log")),
+            labels: lbl,
+            cgroup_procs: Vec::new(),
+            memory_cgroup: None,
+        };
+        let id = self
+            .runtime
+            .create_container(sandbox_id, &cfg)
+            .map_err(|e| CreateOrStart::Create(e.to_string()))?;
+        self.event(
+            pod,
+            Some(&c.name),
+            false,
+            "Created",
+            &format!("Created container {}", c.name),
+        );
+        self.runtime
+            .start_container(&id)
+            .map_err(|e| CreateOrStart::Start(e.to_string()))?;
+        self.event(
+            pod,
+            Some(&c.name),
+            false,
+            "Started",
+            &format!("Started container {}", c.name),
+        );
+        Ok(())
+    }
+
+    fn stop(&self, pod: &Pod, c: &ContainerInfo, grace: Duration, message: &str) {
+        self.event(
+            pod,
+            Some(&c.config.name),
+            false,
+            "Killing",
+            &format!("{message} {}", c.config.name),
+        );
+        if let Err(e) = self.runtime.stop_container(&c.id, grace) {
+            self.event(
+                pod,
+                Some(&c.config.name),
+                true,
+                "FailedKillPod",
+                &format!("error killing container {}: {e}", c.config.name),
+            );
+        }
+    }
+
+    /// Removes exited instances beyond the retention limit (with their logs).
+    fn collect_dead(&self, uid: &str, pod: &Pod, snap: &Snapshot) {
+        let names: Vec<&str> = pod
+            .spec
+            .init_containers
+            .iter()
+            .chain(&pod.spec.containers)
+            .map(|c| c.name.as_str())
+            .collect();
+        let keep = 1 + self.cfg.max_dead_per_container as usize;
+        for name in names {
+            for old in snap.instances(uid, name).into_iter().skip(keep) {
+                if old.state == ContainerState::Exited {
+                    if let Err(e) = self.runtime.remove_container(&old.id) {
+                        log::warn!(
+                            "pods: pod {} container {name}: cannot remove exited instance {}: {e}",
+                            pod.key(),
+                            old.id
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn sync_termination(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
+        let Some(entry) = self.pods.get(uid) else {
+            return;
+        };
+        let pod = entry.pod.clone();
+        let Some(t) = entry.termination.as_ref() else {
+            return;
+        };
+        let elapsed = now.duration_since(t.started).unwrap_or_default();
+        let remaining = t.grace.saturating_sub(elapsed).max(MIN_GRACE);
+        let containers: Vec<&ContainerInfo> = snap
+            .containers
+            .get(uid)
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
+        let running: Vec<&ContainerInfo> = containers
+            .iter()
+            .copied()
+            .filter(|c| c.state == ContainerState::Running)
+            .collect();
+        let is_sidecar = |c: &ContainerInfo| {
+            c.config
+                .labels
+                .get(CONTAINER_KIND_LABEL)
+                .map(String::as_str)
+                == Some("sidecar")
+        };
+        // App (and init) containers first; sidecars only once those have exited.
+        let mut batch: Vec<&ContainerInfo> =
+            running.iter().copied().filter(|c| !is_sidecar(c)).collect();
+        if batch.is_empty() {
+            batch = running.iter().copied().filter(|c| is_sidecar(c)).collect();
+        }
+        let requested = t.requested.clone();
+        let overdue = elapsed > t.grace + EXCEEDED_GRACE_MARGIN && !running.is_empty() && !t.warned;
+        for c in batch.iter().filter(|c| !requested.contains(&c.id)) {
+            self.stop(&pod, c, remaining, "Stopping container");
+        }
+        if overdue {
+            let names: Vec<&str> = running.iter().map(|c| c.config.name.as_str()).collect();
+            self.event(&pod, None, true, "ExceededGracePeriod", &format!("Container runtime did not kill the pod within specified grace period; still running: {}", names.join(", ")));
+        }
+        if let Some(t) = self.pods.get_mut(uid).and_then(|e| e.termination.as_mut()) {
+            t.requested.extend(batch.iter().map(|c| c.id.clone()));
+            t.warned |= overdue;
+        }
+        if running.is_empty() {
+            if let Some(s) = snap.sandboxes.get(uid) {
+                let removed = self
+                    .runtime
+                    .stop_pod_sandbox(&s.id)
+                    .and_then(|_| self.runtime.remove_pod_sandbox(&s.id));
+                if let Err(e) = removed {
+                    log::warn!(
+                        "pods: pod {}: cannot remove sandbox {}: {e}",
+                        pod.key(),
+                        s.id
+                    );
+                    return;
+                }
+            }
+            for c in containers {
+                let _ = self.runtime.remove_container(&c.id);
+            }
+            log::info!("pods: pod {} terminated and removed", pod.key());
+            self.pods.remove(uid);
+            self.statuses.remove(uid);
+            self.backoff.forget_pod(uid);
+            self.waiting.retain(|(u, _), _| u != uid);
+        }
+    }
+
+    /// Computes a pod's status from a relist and stores it for the API.
+    fn publish(&self, uid: &str, snap: &Snapshot, now: SystemTime) {
+        let Some(entry) = self.pods.get(uid) else {
+            return;
+        };
+        let pod = &entry.pod;
+        let observe = |c: &Container| {
+            let inst = snap.instances(uid, &c.name);
+            let current = inst.first().map(|i| (*i).clone());
+            let running = current
+                .as_ref()
+                .is_some_and(|i| i.state == ContainerState::Running);
+            let waiting = self
+                .waiting
+                .get(&(uid.to_string(), c.name.clone()))
+                .map(|w| (w.reason.clone(), w.message.clone()))
+                .filter(|(r, _)| {
+                    r != "CrashLoopBackOff"
+                        || current
+                            .as_ref()
+                            .is_some_and(|i| i.state == ContainerState::Exited)
+                });
+            ContainerObservation {
+                previous: inst.get(1).map(|i| (*i).clone()),
+                current,
+                waiting,
+                // Without probe results, a container with a readiness (startup) probe is
+                // not ready (started) until the prober says so.
+                ready: running && c.readiness_probe.is_none(),
+                started: running && c.startup_probe.is_none(),
+            }
+        };
+        let init: BTreeMap<String, ContainerObservation> = pod
+            .spec
+            .init_containers
+            .iter()
+            .map(|c| (c.name.clone(), observe(c)))
+            .collect();
+        let app: BTreeMap<String, ContainerObservation> = pod
+            .spec
+            .containers
+            .iter()
+            .map(|c| (c.name.clone(), observe(c)))
+            .collect();
+        let sandbox = snap.sandboxes.get(uid);
+        let o = PodObservation {
+            pod,
+            init: &init,
+            app: &app,
+            sandbox_created: sandbox.map(|s| s.created_at),
+            sandbox_ready: sandbox.is_some_and(|s| s.ready),
+            host_ip: &self.cfg.node_ip,
+            runtime: self.runtime.kind(),
+        };
+        let previous = self.statuses.status(uid);
+        let new = status::pod_status(&o, previous.as_ref(), now);
+        if previous.as_ref().map(|p| &p.phase) != Some(&new.phase) {
+            log::info!("pods: pod {} is {}", pod.key(), new.phase);
+        }
+        let mut published = pod.clone();
+        if published.metadata.creation_timestamp.is_none() {
+            published.metadata.creation_timestamp = new.start_time;
+        }
+        published.status = Some(new);
+        self.statuses.set(published);
+    }
+}
+
+enum CreateOrStart {
+    Create(String),
+    Start(String),
+}
+
+impl crate::manager::Manager for PodManager {
+    type Command = PodsCommand;
+
+    fn handle(&mut self, cmd: PodsCommand) {
+        match cmd {
+            PodsCommand::Update { source, pods } => {
+                self.desired.retain(|_, p| {
+                    p.metadata
+                        .annotations
+                        .get(crate::api::manifest::CONFIG_SOURCE_ANNOTATION)
+                        .map(String::as_str)
+                        != Some(source.as_str())
+                });
+                for p in pods {
+                    self.desired.insert(p.metadata.uid.clone(), p);
+                }
+                self.sources_seen.insert(source);
+                self.sync();
+            }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        self.sync();
+    }
+
+    fn tick_interval(&self) -> Duration {
+        self.cfg.sync_frequency
+    }
+}

@@ -1,0 +1,253 @@
+//! The static pod source: watches the manifest directory and sends the pod manager the
+//! complete set of static pods whenever a file is added, changed or removed. A file that
+//! fails to decode or validate is reported with its field path; the pods it held before
+//! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
+
+use crate::api::manifest::{as_static_pod, decode_pods, ManifestError};
+use crate::api::Pod;
+use crate::pods::PodsCommand;
+use crossbeam_channel::Sender;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Source name in pod updates and the `kubernetes.io/config.source` annotation.
+pub const SOURCE: &str = "file";
+
+/// What identifies one version of a file without reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Signature {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+#[derive(Debug)]
+struct FileState {
+    signature: Signature,
+    pods: Vec<Pod>,
+}
+
+/// Reports about manifests that were rejected (for events once they exist).
+pub type Rejections = Vec<ManifestError>;
+
+/// Polls the manifest directory (a stat per file per interval; files are read only when
+/// their size, mtime or inode changed).
+pub struct FileSource {
+    dir: PathBuf,
+    node_name: String,
+    interval: Duration,
+    files: BTreeMap<PathBuf, FileState>,
+    out: Sender<PodsCommand>,
+    sent_once: bool,
+    missing_dir_reported: bool,
+}
+
+/// Whether a directory entry is a manifest: not hidden, ending in .yaml, .yml or .json.
+fn is_manifest(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    !name.starts_with('.')
+        && [".yaml", ".yml", ".json"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+}
+
+/// Reads one manifest file into static pods, or the reasons it was rejected.
+pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejections> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![ManifestError {
+            file: file.clone(),
+            doc: None,
+            problem: format!("cannot read: {e}"),
+        }]
+    })?;
+    let mut pods = Vec::new();
+    let mut errors = Vec::new();
+    for r in decode_pods(&file, &text) {
+        match r {
+            Ok(p) => pods.push(as_static_pod(p, node_name, path)),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(pods)
+    } else {
+        Err(errors)
+    }
+}
+
+impl FileSource {
+    /// A source for `dir` sending updates to the pod manager.
+    pub fn new(dir: &Path, node_name: &str, interval: Duration, out: Sender<PodsCommand>) -> Self {
+        FileSource {
+            dir: dir.into(),
+            node_name: node_name.into(),
+            interval,
+            files: BTreeMap::new(),
+            out,
+            sent_once: false,
+            missing_dir_reported: false,
+        }
+    }
+
+    /// Looks for changes; sends an update when anything changed (and once at start).
+    pub fn poll(&mut self) {
+        let mut seen: BTreeMap<PathBuf, Signature> = BTreeMap::new();
+        match std::fs::read_dir(&self.dir) {
+            Ok(rd) => {
+                self.missing_dir_reported = false;
+                for entry in rd.flatten() {
+                    let path = entry.path();
+                    if !is_manifest(&path) {
+                        continue;
+                    }
+                    let Ok(md) = std::fs::metadata(&path) else {
+                        continue;
+                    };
+                    if !md.is_file() {
+                        continue;
+                    }
+                    use std::os::unix::fs::MetadataExt;
+                    seen.insert(
+                        path,
+                        Signature {
+                            modified: md.modified().ok(),
+                            len: md.len(),
+                            inode: md.ino(),
+                        },
+                    );
+                }
+            }
+            Err(e) => {
+                if !self.missing_dir_reported {
+                    log::warn!("podsource: cannot read manifest directory {}: {e}; no static pods until it exists", self.dir.display());
+                    self.missing_dir_reported = true;
+                }
+            }
+        }
+        let mut changed = !self.sent_once;
+        let before = self.files.len();
+        self.files.retain(|p, _| seen.contains_key(p));
+        if self.files.len() != before {
+            changed = true;
+        }
+        for (path, sig) in seen {
+            if self.files.get(&path).is_some_and(|f| f.signature == sig) {
+                continue;
+            }
+            changed = true;
+            match read_manifest(&path, &self.node_name) {
+                Ok(pods) => {
+                    log::info!("podsource: {}: {} pod(s)", path.display(), pods.len());
+                    self.files.insert(
+                        path,
+                        FileState {
+                            signature: sig,
+                            pods,
+                        },
+                    );
+                }
+                Err(errors) => {
+                    for e in &errors {
+                        log::error!("podsource: {e}");
+                    }
+                    let kept = self
+                        .files
+                        .get(&path)
+                        .map(|f| f.pods.clone())
+                        .unwrap_or_default();
+                    if !kept.is_empty() {
+                        log::warn!("podsource: {}: keeping the {} pod(s) of its last valid version running", path.display(), kept.len());
+                    }
+                    self.files.insert(
+                        path,
+                        FileState {
+                            signature: sig,
+                            pods: kept,
+                        },
+                    );
+                }
+            }
+        }
+        if changed {
+            let pods: Vec<Pod> = self
+                .files
+                .values()
+                .flat_map(|f| f.pods.iter().cloned())
+                .collect();
+            if self
+                .out
+                .send(PodsCommand::Update {
+                    source: SOURCE.into(),
+                    pods,
+                })
+                .is_ok()
+            {
+                self.sent_once = true;
+            }
+        }
+    }
+}
+
+impl crate::manager::Manager for FileSource {
+    type Command = ();
+
+    fn handle(&mut self, _: ()) {
+        self.poll();
+    }
+
+    fn on_tick(&mut self) {
+        self.poll();
+    }
+
+    fn tick_interval(&self) -> Duration {
+        self.interval
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::unbounded;
+
+    const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  containers:\n  - name: c\n    image: busybox\n    command: [sleep, '1']\n";
+
+    fn names(cmd: PodsCommand) -> Vec<String> {
+        let PodsCommand::Update { pods, .. } = cmd;
+        pods.into_iter().map(|p| p.metadata.name).collect()
+    }
+
+    #[test]
+    fn sends_full_sets_on_add_change_remove_and_keeps_last_good_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = unbounded();
+        let mut src = FileSource::new(dir.path(), "node1", Duration::from_secs(1), tx);
+        src.poll();
+        assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());
+        std::fs::write(dir.path().join("a.yaml"), POD.replace("NAME", "a")).unwrap();
+        std::fs::write(dir.path().join("b.yaml~"), POD.replace("NAME", "ignored")).unwrap();
+        src.poll();
+        assert_eq!(names(rx.try_recv().unwrap()), vec!["a-node1"]);
+        src.poll();
+        assert!(rx.try_recv().is_err(), "no change, no update");
+        std::fs::write(
+            dir.path().join("a.yaml"),
+            POD.replace("NAME", "a")
+                .replace("image: busybox", "image: ["),
+        )
+        .unwrap();
+        src.poll();
+        assert_eq!(
+            names(rx.try_recv().unwrap()),
+            vec!["a-node1"],
+            "broken edit keeps the running pod"
+        );
+        std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
+        src.poll();
+        assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());
+    }
+}

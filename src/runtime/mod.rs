@@ -1,0 +1,212 @@
+//! The container runtime interface the pod manager drives. Shaped after CRI v1 (sandboxes,
+//! create/start/stop/remove, list, exec) so the CRI backend can slot in beside the built-in
+//! process backend.
+
+pub mod process;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// A runtime operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The sandbox or container id is unknown.
+    #[error("{kind} {id} not found")]
+    NotFound {
+        /// `sandbox` or `container`.
+        kind: &'static str,
+        /// The id.
+        id: String,
+    },
+    /// The container cannot be created from its configuration.
+    #[error("cannot create container {name}: {message}")]
+    CreateContainer {
+        /// Container name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// The container's process could not be started.
+    #[error("cannot start container {id}: {message}")]
+    StartContainer {
+        /// Container id.
+        id: String,
+        /// Why, e.g. the executable was not found.
+        message: String,
+    },
+    /// A file under the runtime's state directory could not be read or written.
+    #[error("runtime state {path}")]
+    State {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A process could not be spawned or signalled.
+    #[error("{action} failed")]
+    Process {
+        /// What was attempted.
+        action: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the pod manager asks for when it creates a pod sandbox.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct SandboxConfig {
+    /// Pod uid.
+    pub pod_uid: String,
+    /// Pod name.
+    pub pod_name: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Directory for the pod's container logs.
+    pub log_directory: PathBuf,
+    /// The pod's grace period, kept so a pod found after an agent restart with no source
+    /// wanting it is still stopped gracefully.
+    pub termination_grace_period_seconds: i64,
+}
+
+/// A sandbox as the runtime reports it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SandboxInfo {
+    /// Sandbox id.
+    pub id: String,
+    /// What it was created with.
+    pub config: SandboxConfig,
+    /// Creation time (the pod's start time).
+    pub created_at: SystemTime,
+    /// False once stopped.
+    pub ready: bool,
+}
+
+/// What the pod manager asks for when it creates a container.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct ContainerConfig {
+    /// Container name in the pod spec.
+    pub name: String,
+    /// Restart attempt, 0 for the first instance.
+    pub attempt: u32,
+    /// Image reference as written in the spec.
+    pub image: String,
+    /// The command line: `command` + `args`, `$(VAR)`-expanded.
+    pub argv: Vec<String>,
+    /// Environment, in order.
+    pub env: Vec<(String, String)>,
+    /// Working directory; empty means `/`.
+    pub working_dir: String,
+    /// Log file for stdout and stderr (CRI log format).
+    pub log_path: PathBuf,
+    /// Labels identifying the pod and container.
+    pub labels: BTreeMap<String, String>,
+    /// `cgroup.procs` files the process is written into before it runs its command.
+    #[serde(default)]
+    pub cgroup_procs: Vec<PathBuf>,
+    /// The container's memory cgroup directory, read to tell an OOM kill from other kills.
+    #[serde(default)]
+    pub memory_cgroup: Option<PathBuf>,
+}
+
+/// Label keys the pod manager sets on containers (as kubelet does on CRI containers).
+pub mod labels {
+    /// Pod uid.
+    pub const POD_UID: &str = "io.kubernetes.pod.uid";
+    /// Pod name.
+    pub const POD_NAME: &str = "io.kubernetes.pod.name";
+    /// Pod namespace.
+    pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+    /// Container name.
+    pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
+}
+
+/// A container's lifecycle state, as CRI reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ContainerState {
+    /// Created, not started.
+    Created,
+    /// Process running.
+    Running,
+    /// Process exited (or never started).
+    Exited,
+}
+
+/// A container as the runtime reports it.
+#[derive(Clone, Debug)]
+pub struct ContainerInfo {
+    /// Container id.
+    pub id: String,
+    /// Sandbox it belongs to.
+    pub sandbox_id: String,
+    /// What it was created with.
+    pub config: ContainerConfig,
+    /// Lifecycle state.
+    pub state: ContainerState,
+    /// Creation time.
+    pub created_at: SystemTime,
+    /// Process start time.
+    pub started_at: Option<SystemTime>,
+    /// Process exit time.
+    pub finished_at: Option<SystemTime>,
+    /// Exit code (128 + signal when signalled).
+    pub exit_code: i32,
+    /// `Completed`, `Error`, `OOMKilled`, `StartError`.
+    pub reason: String,
+    /// Details, e.g. why the start failed.
+    pub message: String,
+    /// Process id while running.
+    pub pid: Option<i32>,
+}
+
+/// The outcome of `exec_sync`.
+#[derive(Clone, Debug, Default)]
+pub struct ExecResult {
+    /// Exit code of the command (-1 when it timed out).
+    pub exit_code: i32,
+    /// Standard output (capped).
+    pub stdout: Vec<u8>,
+    /// Standard error (capped).
+    pub stderr: Vec<u8>,
+    /// The command ran past its timeout and was killed.
+    pub timed_out: bool,
+}
+
+/// The runtime backend: sandboxes (one per pod), containers in them, and exec.
+pub trait ContainerRuntime: Send + Sync {
+    /// `process` or `cri`; used as the scheme of container ids (`process://<id>`).
+    fn kind(&self) -> &'static str;
+    /// Creates the pod's sandbox and returns its id.
+    fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError>;
+    /// Marks the sandbox stopped (its containers must already be stopped).
+    fn stop_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError>;
+    /// Removes the sandbox and its containers' records.
+    fn remove_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError>;
+    /// Every sandbox the runtime knows, including ones created before an agent restart.
+    fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError>;
+    /// Creates a container in a sandbox and returns its id.
+    fn create_container(
+        &self,
+        sandbox_id: &str,
+        config: &ContainerConfig,
+    ) -> Result<String, RuntimeError>;
+    /// Starts a created container.
+    fn start_container(&self, id: &str) -> Result<(), RuntimeError>;
+    /// Asks the container to stop: SIGTERM now, SIGKILL after `grace`. Returns without
+    /// waiting for the exit, which `list_containers` reports later, so a sync loop never
+    /// blocks for a grace period.
+    fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError>;
+    /// Removes an exited container's record (its log file stays until the pod is removed).
+    fn remove_container(&self, id: &str) -> Result<(), RuntimeError>;
+    /// Every container the runtime knows.
+    fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
+    /// Runs a command in the container's environment with a timeout.
+    fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<ExecResult, RuntimeError>;
+}

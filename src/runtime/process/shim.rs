@@ -1,0 +1,313 @@
+//! The per-container shim: `ferrolet shim <container-dir>`. It detaches from the agent,
+//! starts the workload in its own session, copies its output into the CRI log file, stops
+//! it on request (SIGTERM, then SIGKILL after the grace period the agent wrote to `stop`)
+//! and records how it exited. It is single-threaded: one `poll` loop over the output pipes
+//! and two signal pipes, waking only when something happens.
+
+use super::logfile::{LogFile, Stream};
+use super::{ContainerRecord, ExitRecord, ShimState};
+use crate::runtime::ContainerConfig;
+use crate::util::{self, read_json, write_json};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+/// PATH for workloads whose env does not set one (what container images usually set).
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// Grace period when SIGTERM arrives without a `stop` file (e.g. the host shuts down).
+const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+/// How long output is still drained after the workload exited.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// The environment a container process gets: its env plus PATH and HOSTNAME defaults.
+pub fn process_env(cfg: &ContainerConfig) -> Vec<(String, String)> {
+    let mut env = cfg.env.clone();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.insert(0, ("PATH".into(), DEFAULT_PATH.into()));
+    }
+    if !env.iter().any(|(k, _)| k == "HOSTNAME") {
+        env.insert(0, ("HOSTNAME".into(), crate::config::hostname()));
+    }
+    env
+}
+
+/// Opens the `cgroup.procs` files a process must join, before forking (no allocation may
+/// happen between fork and exec in a threaded program, so the files are opened here).
+pub fn open_cgroup_procs(paths: &[PathBuf]) -> io::Result<Vec<File>> {
+    paths
+        .iter()
+        .map(|p| {
+            OpenOptions::new()
+                .write(true)
+                .open(p)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+        })
+        .collect()
+}
+
+/// In the child after fork: moves the calling process into each cgroup (`0` means self).
+pub fn join_cgroups(fds: &[RawFd]) -> io::Result<()> {
+    for &fd in fds {
+        // SAFETY: write(2) on an open fd with a valid one-byte buffer; async-signal-safe.
+        if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The kernel's OOM-kill count for a memory cgroup (v1 `memory.oom_control`, v2 `memory.events`).
+pub fn oom_kills(memory_cgroup: &Path) -> Option<u64> {
+    for (file, key) in [
+        ("memory.events", "oom_kill"),
+        ("memory.oom_control", "oom_kill"),
+    ] {
+        if let Ok(text) = std::fs::read_to_string(memory_cgroup.join(file)) {
+            for line in text.lines() {
+                if let Some(v) = line.strip_prefix(key).and_then(|r| r.strip_prefix(' ')) {
+                    return v.trim().parse().ok();
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Entry point of `ferrolet shim <dir>`; returns the shim's exit code.
+pub fn main(dir: &Path) -> i32 {
+    // Detach: the first process exits at once (the agent reaps it), the second becomes a
+    // session leader that no terminal signal and no agent exit can reach.
+    // SAFETY: called first thing in a fresh, single-threaded process.
+    match unsafe { libc::fork() } {
+        -1 => {
+            eprintln!("shim: fork: {}", io::Error::last_os_error());
+            return 1;
+        }
+        0 => {}
+        _ => return 0,
+    }
+    // SAFETY: setsid has no preconditions; failure only means we already lead a session.
+    unsafe { libc::setsid() };
+    match run(dir) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("shim: {}: {e}", dir.display());
+            1
+        }
+    }
+}
+
+fn signal_pipe(sig: i32) -> io::Result<UnixStream> {
+    let (read, write) = UnixStream::pair()?;
+    read.set_nonblocking(true)?;
+    signal_hook::low_level::pipe::register(sig, write)?;
+    Ok(read)
+}
+
+fn drain(sock: &mut UnixStream) {
+    let mut buf = [0u8; 64];
+    while matches!(sock.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+fn run(dir: &Path) -> io::Result<()> {
+    let record: ContainerRecord = read_json(&dir.join("config.json"))?;
+    let cfg = &record.config;
+    let mut sigchld = signal_pipe(libc::SIGCHLD)?;
+    let mut sigterm = signal_pipe(libc::SIGTERM)?;
+    let mut log = LogFile::open(&cfg.log_path, record.log_max_size, record.log_max_files)?;
+    let oom_before = cfg.memory_cgroup.as_deref().and_then(oom_kills);
+
+    let mut child = match spawn_workload(cfg) {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = format!(
+                "failed to start container process {:?}: {e}",
+                cfg.argv.first().map(String::as_str).unwrap_or("")
+            );
+            let _ = log.write_chunk(Stream::Stderr, format!("{msg}\n").as_bytes());
+            let _ = log.finish();
+            let exit = ExitRecord {
+                exit_code: 128,
+                signal: None,
+                reason: "StartError".into(),
+                message: msg,
+                finished_at: SystemTime::now(),
+            };
+            return write_json(&dir.join("exit.json"), &exit);
+        }
+    };
+    let pid = child.id() as i32;
+    let me = std::process::id() as i32;
+    let state = ShimState {
+        shim_pid: me,
+        shim_start_ticks: util::process_start_ticks(me).unwrap_or(0),
+        pid,
+        started_at: SystemTime::now(),
+    };
+    write_json(&dir.join("state.json"), &state)?;
+
+    let mut outputs: [Option<File>; 2] = [
+        child.stdout.take().map(util::fd_file),
+        child.stderr.take().map(util::fd_file),
+    ];
+    for f in outputs.iter().flatten() {
+        util::set_nonblocking(f)?;
+    }
+    let mut kill_at: Option<Instant> = None;
+    let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
+    let mut buf = vec![0u8; 32 * 1024];
+
+    // Running --exit--> Draining --pipes closed or DRAIN_LIMIT--> Done.
+    // Running --SIGTERM--> Stopping (SIGTERM sent) --grace over--> SIGKILL sent.
+    loop {
+        if let Some((_, at)) = exited {
+            if outputs.iter().all(Option::is_none) || at.elapsed() >= DRAIN_LIMIT {
+                break;
+            }
+        }
+        let now = Instant::now();
+        let mut timeout = kill_at.map(|t| t.saturating_duration_since(now));
+        if let Some((_, at)) = exited {
+            timeout = Some((at + DRAIN_LIMIT).saturating_duration_since(now));
+        }
+        let mut fds = vec![sigchld.as_raw_fd(), sigterm.as_raw_fd()];
+        fds.extend(outputs.iter().flatten().map(|f| f.as_raw_fd()));
+        let ready = util::poll_readable(&fds, timeout)?;
+
+        if ready[1] != 0 {
+            drain(&mut sigterm);
+            if exited.is_none() {
+                let grace = std::fs::read_to_string(dir.join("stop"))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .map(Duration::from_millis)
+                    .unwrap_or(DEFAULT_GRACE);
+                let at = Instant::now() + grace;
+                // A second request may shorten the grace period, never lengthen it.
+                if kill_at.map_or(true, |k| at < k) {
+                    let sig = if grace.is_zero() {
+                        libc::SIGKILL
+                    } else {
+                        libc::SIGTERM
+                    };
+                    let _ = util::kill_group(pid, sig);
+                    kill_at = Some(at);
+                }
+            }
+        }
+        if let (Some(at), None) = (kill_at, exited) {
+            if Instant::now() >= at {
+                let _ = util::kill_group(pid, libc::SIGKILL);
+                kill_at = None;
+            }
+        }
+        if ready[0] != 0 || exited.is_none() {
+            drain(&mut sigchld);
+            if exited.is_none() {
+                if let Some(status) = child.try_wait()? {
+                    // Like a PID namespace going away: whatever the workload left in its
+                    // process group dies with it.
+                    let _ = util::kill_group(pid, libc::SIGKILL);
+                    exited = Some((status, Instant::now()));
+                }
+            }
+        }
+        let mut idx = 2;
+        for (i, slot) in outputs.iter_mut().enumerate() {
+            let Some(f) = slot.as_mut() else { continue };
+            let r = ready[idx];
+            idx += 1;
+            if r == 0 {
+                continue;
+            }
+            let stream = if i == 0 {
+                Stream::Stdout
+            } else {
+                Stream::Stderr
+            };
+            loop {
+                match f.read(&mut buf) {
+                    Ok(0) => {
+                        *slot = None;
+                        break;
+                    }
+                    Ok(n) => log.write_chunk(stream, &buf[..n])?,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        *slot = None;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    log.finish()?;
+    let (status, _) = exited.unwrap_or_else(|| unreachable_exit());
+    let signal = status.signal();
+    let exit_code = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
+    let oom_after = cfg.memory_cgroup.as_deref().and_then(oom_kills);
+    let oom = signal == Some(libc::SIGKILL)
+        && matches!((oom_before, oom_after), (Some(b), Some(a)) if a > b);
+    let reason = match (oom, exit_code) {
+        (true, _) => "OOMKilled",
+        (false, 0) => "Completed",
+        _ => "Error",
+    };
+    let exit = ExitRecord {
+        exit_code,
+        signal,
+        reason: reason.into(),
+        message: String::new(),
+        finished_at: SystemTime::now(),
+    };
+    write_json(&dir.join("exit.json"), &exit)
+}
+
+/// The loop above only breaks once the workload exited.
+fn unreachable_exit() -> (std::process::ExitStatus, Instant) {
+    (std::process::ExitStatus::from_raw(255 << 8), Instant::now())
+}
+
+fn spawn_workload(cfg: &ContainerConfig) -> io::Result<Child> {
+    let (prog, args) = cfg
+        .argv
+        .split_first()
+        .ok_or_else(|| io::Error::other("empty command"))?;
+    let cgroups = open_cgroup_procs(&cfg.cgroup_procs)?;
+    let fds: Vec<RawFd> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
+    let wd = if cfg.working_dir.is_empty() {
+        "/"
+    } else {
+        cfg.working_dir.as_str()
+    };
+    if !Path::new(wd).is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("working directory {wd:?} does not exist"),
+        ));
+    }
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .env_clear()
+        .envs(process_env(cfg))
+        .current_dir(wd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls (setsid, write) run between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            join_cgroups(&fds)
+        });
+    }
+    cmd.spawn()
+}

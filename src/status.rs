@@ -1,0 +1,623 @@
+//! Pod status: container states, phase and conditions computed from what the runtime
+//! reports, shaped exactly like Kubernetes `PodStatus`, and the cache the local API reads.
+
+use crate::api::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodIp, PodStatus, Time,
+};
+use crate::runtime::{self, ContainerInfo};
+use parking_lot::RwLock;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// What the pod manager knows about one container of a pod.
+#[derive(Clone, Debug, Default)]
+pub struct ContainerObservation {
+    /// The newest instance.
+    pub current: Option<ContainerInfo>,
+    /// The instance before it, for `lastState`.
+    pub previous: Option<ContainerInfo>,
+    /// Why the container is waiting, when the pod manager holds it back (reason, message).
+    pub waiting: Option<(String, String)>,
+    /// Readiness (probe result, or running when there is no readiness probe).
+    pub ready: bool,
+    /// Started (startup probe passed, or running when there is none).
+    pub started: bool,
+}
+
+/// Everything needed to compute one pod's status.
+pub struct PodObservation<'a> {
+    /// The pod.
+    pub pod: &'a Pod,
+    /// Init containers, by name.
+    pub init: &'a BTreeMap<String, ContainerObservation>,
+    /// App containers, by name.
+    pub app: &'a BTreeMap<String, ContainerObservation>,
+    /// Sandbox creation time, if it exists.
+    pub sandbox_created: Option<SystemTime>,
+    /// Whether the sandbox is ready.
+    pub sandbox_ready: bool,
+    /// The node address.
+    pub host_ip: &'a str,
+    /// The runtime kind, for container ids.
+    pub runtime: &'a str,
+}
+
+fn terminated(info: &ContainerInfo, runtime: &str) -> ContainerStateTerminated {
+    ContainerStateTerminated {
+        exit_code: info.exit_code,
+        signal: None,
+        reason: info.reason.clone(),
+        message: info.message.clone(),
+        started_at: info.started_at.map(Time),
+        finished_at: info.finished_at.map(Time),
+        container_id: format!("{runtime}://{}", info.id),
+    }
+}
+
+/// A container's status from its observation; `pending_reason` is the waiting reason when
+/// nothing has been created yet (`PodInitializing` or `ContainerCreating`).
+pub fn container_status(
+    spec: &Container,
+    obs: &ContainerObservation,
+    runtime: &str,
+    pending_reason: &str,
+) -> ContainerStatus {
+    let mut st = ContainerStatus {
+        name: spec.name.clone(),
+        image: spec.image.clone(),
+        ready: obs.ready,
+        started: Some(obs.started),
+        ..Default::default()
+    };
+    if let Some(prev) = &obs.previous {
+        st.last_state.terminated = Some(terminated(prev, runtime));
+    }
+    match &obs.current {
+        None => {
+            let (reason, message) = obs
+                .waiting
+                .clone()
+                .unwrap_or_else(|| (pending_reason.into(), String::new()));
+            st.state.waiting = Some(ContainerStateWaiting { reason, message });
+        }
+        Some(cur) => {
+            st.container_id = format!("{runtime}://{}", cur.id);
+            st.restart_count = cur.config.attempt as i32;
+            match cur.state {
+                runtime::ContainerState::Created => {
+                    st.state.waiting = Some(ContainerStateWaiting {
+                        reason: "ContainerCreating".into(),
+                        message: String::new(),
+                    });
+                }
+                runtime::ContainerState::Running => {
+                    st.state.running = Some(ContainerStateRunning {
+                        started_at: cur.started_at.map(Time),
+                    });
+                }
+                runtime::ContainerState::Exited => {
+                    if let Some((reason, message)) = &obs.waiting {
+                        // Held back (crash loop): the exit moves to lastState.
+                        st.state.waiting = Some(ContainerStateWaiting {
+                            reason: reason.clone(),
+                            message: message.clone(),
+                        });
+                        st.last_state = ContainerState {
+                            terminated: Some(terminated(cur, runtime)),
+                            ..Default::default()
+                        };
+                    } else {
+                        st.state.terminated = Some(terminated(cur, runtime));
+                    }
+                }
+            }
+        }
+    }
+    st
+}
+
+fn exited_ok(s: &ContainerStatus) -> bool {
+    s.state
+        .terminated
+        .as_ref()
+        .is_some_and(|t| t.exit_code == 0)
+}
+
+/// kubelet's `getPhase`: the pod phase from its spec and container statuses.
+pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -> &'static str {
+    let spec = &pod.spec;
+    let mut pending_init = 0;
+    let mut failed_init = 0;
+    for c in &spec.init_containers {
+        let Some(s) = init.iter().find(|s| s.name == c.name) else {
+            pending_init += 1;
+            continue;
+        };
+        if c.is_sidecar() {
+            if !(s.state.running.is_some() && s.started == Some(true)) && !app_started(app) {
+                pending_init += 1;
+            }
+            continue;
+        }
+        if let Some(t) = &s.state.terminated {
+            if t.exit_code != 0 {
+                failed_init += 1;
+            }
+        } else if s.state.waiting.is_some()
+            && s.last_state
+                .terminated
+                .as_ref()
+                .is_some_and(|t| t.exit_code != 0)
+        {
+            failed_init += 1;
+        } else {
+            pending_init += 1;
+        }
+    }
+    let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
+    for c in &spec.containers {
+        let Some(s) = app.iter().find(|s| s.name == c.name) else {
+            unknown += 1;
+            continue;
+        };
+        if s.state.running.is_some() {
+            running += 1;
+        } else if let Some(t) = &s.state.terminated {
+            stopped += 1;
+            if t.exit_code == 0 {
+                succeeded += 1;
+            }
+        } else if s.state.waiting.is_some() {
+            if s.last_state.terminated.is_some() {
+                stopped += 1;
+            } else {
+                waiting += 1;
+            }
+        } else {
+            unknown += 1;
+        }
+    }
+    if failed_init > 0 && spec.restart_policy == "Never" {
+        return "Failed";
+    }
+    if pending_init > 0 || failed_init > 0 {
+        return "Pending";
+    }
+    if waiting > 0 {
+        return "Pending";
+    }
+    if running > 0 && unknown == 0 {
+        return "Running";
+    }
+    if running == 0 && stopped > 0 && unknown == 0 {
+        if spec.restart_policy == "Always" {
+            return "Running";
+        }
+        if stopped == succeeded {
+            return "Succeeded";
+        }
+        if spec.restart_policy == "Never" {
+            return "Failed";
+        }
+        return "Running";
+    }
+    "Pending"
+}
+
+fn app_started(app: &[ContainerStatus]) -> bool {
+    app.iter()
+        .any(|s| s.state.waiting.is_none() || s.last_state.terminated.is_some())
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: String) -> PodCondition {
+    PodCondition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        last_probe_time: None,
+        last_transition_time: None,
+        reason: if ok { String::new() } else { reason.into() },
+        message: if ok { String::new() } else { message },
+    }
+}
+
+/// Computes the whole status. `previous` keeps condition transition times stable.
+pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemTime) -> PodStatus {
+    let pod = o.pod;
+    let app_created = o.app.values().any(|c| c.current.is_some());
+    let init: Vec<ContainerStatus> = pod
+        .spec
+        .init_containers
+        .iter()
+        .map(|c| {
+            container_status(
+                c,
+                o.init
+                    .get(&c.name)
+                    .unwrap_or(&ContainerObservation::default()),
+                o.runtime,
+                "PodInitializing",
+            )
+        })
+        .collect();
+    let init_done = pod.spec.init_containers.iter().zip(&init).all(|(c, s)| {
+        if c.is_sidecar() {
+            s.started == Some(true) && s.state.running.is_some()
+        } else {
+            exited_ok(s)
+        }
+    }) || app_created;
+    let pending = if init_done {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    };
+    let app: Vec<ContainerStatus> = pod
+        .spec
+        .containers
+        .iter()
+        .map(|c| {
+            container_status(
+                c,
+                o.app
+                    .get(&c.name)
+                    .unwrap_or(&ContainerObservation::default()),
+                o.runtime,
+                pending,
+            )
+        })
+        .collect();
+    let phase = pod_phase(pod, &init, &app);
+
+    let incomplete: Vec<&str> = pod
+        .spec
+        .init_containers
+        .iter()
+        .zip(&init)
+        .filter(|(c, s)| {
+            if c.is_sidecar() {
+                !(s.started == Some(true) && s.state.running.is_some())
+            } else {
+                !exited_ok(s)
+            }
+        })
+        .map(|(c, _)| c.name.as_str())
+        .collect();
+    let unready: Vec<&str> = pod
+        .spec
+        .init_containers
+        .iter()
+        .zip(&init)
+        .filter(|(c, s)| c.is_sidecar() && !s.ready)
+        .map(|(c, _)| c.name.as_str())
+        .chain(app.iter().filter(|s| !s.ready).map(|s| s.name.as_str()))
+        .collect();
+    let terminal = matches!(phase, "Succeeded" | "Failed");
+    let ready_reason = match phase {
+        "Succeeded" => "PodCompleted",
+        "Failed" => "PodFailed",
+        _ => "ContainersNotReady",
+    };
+    let ready_msg = if terminal {
+        String::new()
+    } else {
+        format!("containers with unready status: [{}]", unready.join(" "))
+    };
+    let all_ready = unready.is_empty() && !terminal;
+    let mut conditions = vec![
+        condition(
+            "PodReadyToStartContainers",
+            o.sandbox_ready,
+            "",
+            String::new(),
+        ),
+        condition(
+            "Initialized",
+            init_done,
+            "ContainersNotInitialized",
+            format!(
+                "containers with incomplete status: [{}]",
+                incomplete.join(" ")
+            ),
+        ),
+        condition("Ready", all_ready, ready_reason, ready_msg.clone()),
+        condition("ContainersReady", all_ready, ready_reason, ready_msg),
+        condition("PodScheduled", true, "", String::new()),
+    ];
+    for c in &mut conditions {
+        let before = previous.and_then(|p| p.conditions.iter().find(|x| x.type_ == c.type_));
+        c.last_transition_time = match before {
+            Some(b) if b.status == c.status => b.last_transition_time,
+            _ => Some(Time(now)),
+        };
+    }
+    let ips = |ip: &str| {
+        if ip.is_empty() {
+            vec![]
+        } else {
+            vec![PodIp { ip: ip.into() }]
+        }
+    };
+    PodStatus {
+        phase: phase.into(),
+        conditions,
+        host_ip: o.host_ip.into(),
+        host_ips: ips(o.host_ip),
+        // The process runtime has no network isolation: every pod lives on the host network.
+        pod_ip: o.host_ip.into(),
+        pod_ips: ips(o.host_ip),
+        start_time: o
+            .sandbox_created
+            .map(Time)
+            .or(previous.and_then(|p| p.start_time)),
+        init_container_statuses: init,
+        container_statuses: app,
+        ..Default::default()
+    }
+}
+
+/// The latest status of every pod, keyed by uid; written by the pod manager, read by the API.
+#[derive(Clone, Default)]
+pub struct StatusCache {
+    pods: Arc<RwLock<BTreeMap<String, Pod>>>,
+}
+
+impl StatusCache {
+    /// Stores a pod with its status.
+    pub fn set(&self, pod: Pod) {
+        self.pods.write().insert(pod.metadata.uid.clone(), pod);
+    }
+
+    /// Forgets a pod.
+    pub fn remove(&self, uid: &str) {
+        self.pods.write().remove(uid);
+    }
+
+    /// One pod's last status.
+    pub fn status(&self, uid: &str) -> Option<PodStatus> {
+        self.pods.read().get(uid).and_then(|p| p.status.clone())
+    }
+
+    /// Every pod, sorted by namespace and name.
+    pub fn list(&self) -> Vec<Pod> {
+        let mut pods: Vec<Pod> = self.pods.read().values().cloned().collect();
+        pods.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        pods
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{ContainerConfig, ContainerState as RtState};
+
+    fn info(name: &str, state: RtState, exit: i32, attempt: u32) -> ContainerInfo {
+        ContainerInfo {
+            id: format!("{name}-{attempt}"),
+            sandbox_id: "s".into(),
+            config: ContainerConfig {
+                name: name.into(),
+                attempt,
+                ..Default::default()
+            },
+            state,
+            created_at: SystemTime::UNIX_EPOCH,
+            started_at: Some(SystemTime::UNIX_EPOCH),
+            finished_at: (state == RtState::Exited).then_some(SystemTime::UNIX_EPOCH),
+            exit_code: exit,
+            reason: match (state, exit) {
+                (RtState::Exited, 0) => "Completed".into(),
+                (RtState::Exited, _) => "Error".into(),
+                _ => String::new(),
+            },
+            message: String::new(),
+            pid: None,
+        }
+    }
+
+    fn pod(policy: &str, inits: &[(&str, bool)], apps: &[&str]) -> Pod {
+        let mut p = Pod::default();
+        p.spec.restart_policy = policy.into();
+        for (n, sidecar) in inits {
+            p.spec.init_containers.push(Container {
+                name: n.to_string(),
+                restart_policy: sidecar.then(|| "Always".to_string()),
+                ..Default::default()
+            });
+        }
+        for n in apps {
+            p.spec.containers.push(Container {
+                name: n.to_string(),
+                ..Default::default()
+            });
+        }
+        p
+    }
+
+    fn obs(current: Option<ContainerInfo>) -> ContainerObservation {
+        let running = current
+            .as_ref()
+            .is_some_and(|c| c.state == RtState::Running);
+        ContainerObservation {
+            current,
+            ready: running,
+            started: running,
+            ..Default::default()
+        }
+    }
+
+    fn status(
+        p: &Pod,
+        init: Vec<(&str, ContainerObservation)>,
+        app: Vec<(&str, ContainerObservation)>,
+    ) -> PodStatus {
+        let init: BTreeMap<String, ContainerObservation> =
+            init.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
+        let app: BTreeMap<String, ContainerObservation> =
+            app.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
+        let o = PodObservation {
+            pod: p,
+            init: &init,
+            app: &app,
+            sandbox_created: Some(SystemTime::UNIX_EPOCH),
+            sandbox_ready: true,
+            host_ip: "10.0.0.5",
+            runtime: "process",
+        };
+        pod_status(&o, None, SystemTime::UNIX_EPOCH)
+    }
+
+    fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
+        s.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn running_pod_is_ready() {
+        let p = pod("Always", &[], &["app"]);
+        let s = status(
+            &p,
+            vec![],
+            vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))],
+        );
+        assert_eq!(s.phase, "Running");
+        assert_eq!(cond(&s, "Ready").status, "True");
+        assert_eq!(s.pod_ip, "10.0.0.5");
+        assert!(s.container_statuses[0].state.running.is_some());
+    }
+
+    #[test]
+    fn pending_init_holds_the_pod_in_pending_with_kubelets_reasons() {
+        let p = pod("Always", &[("setup", false)], &["app"]);
+        let s = status(
+            &p,
+            vec![("setup", obs(Some(info("setup", RtState::Running, 0, 0))))],
+            vec![],
+        );
+        assert_eq!(s.phase, "Pending");
+        let init = cond(&s, "Initialized");
+        assert_eq!(
+            (init.status.as_str(), init.reason.as_str()),
+            ("False", "ContainersNotInitialized")
+        );
+        assert_eq!(init.message, "containers with incomplete status: [setup]");
+        assert_eq!(
+            s.container_statuses[0]
+                .state
+                .waiting
+                .as_ref()
+                .unwrap()
+                .reason,
+            "PodInitializing"
+        );
+        let ready = cond(&s, "Ready");
+        assert_eq!(
+            (ready.reason.as_str(), ready.message.as_str()),
+            (
+                "ContainersNotReady",
+                "containers with unready status: [app]"
+            )
+        );
+    }
+
+    #[test]
+    fn failed_init_with_restart_never_fails_the_pod() {
+        let p = pod("Never", &[("setup", false)], &["app"]);
+        let s = status(
+            &p,
+            vec![("setup", obs(Some(info("setup", RtState::Exited, 2, 0))))],
+            vec![],
+        );
+        assert_eq!(s.phase, "Failed");
+        assert_eq!(cond(&s, "Ready").reason, "PodFailed");
+    }
+
+    #[test]
+    fn phases_for_exited_app_containers_follow_restart_policy() {
+        for (policy, exit, want) in [
+            ("Never", 0, "Succeeded"),
+            ("Never", 1, "Failed"),
+            ("OnFailure", 0, "Succeeded"),
+            ("OnFailure", 1, "Running"),
+            ("Always", 0, "Running"),
+        ] {
+            let p = pod(policy, &[], &["app"]);
+            let s = status(
+                &p,
+                vec![],
+                vec![("app", obs(Some(info("app", RtState::Exited, exit, 0))))],
+            );
+            assert_eq!(s.phase, want, "{policy} exit {exit}");
+        }
+    }
+
+    #[test]
+    fn crash_loop_shows_waiting_with_last_state() {
+        let p = pod("Always", &[], &["app"]);
+        let mut o = obs(Some(info("app", RtState::Exited, 1, 3)));
+        o.waiting = Some((
+            "CrashLoopBackOff".into(),
+            "back-off 40s restarting failed container=app pod=x".into(),
+        ));
+        let s = status(&p, vec![], vec![("app", o)]);
+        let c = &s.container_statuses[0];
+        assert_eq!(c.state.waiting.as_ref().unwrap().reason, "CrashLoopBackOff");
+        assert_eq!(c.last_state.terminated.as_ref().unwrap().exit_code, 1);
+        assert_eq!(c.restart_count, 3);
+        assert_eq!(s.phase, "Running");
+    }
+
+    #[test]
+    fn running_sidecar_counts_as_initialized_and_must_be_ready() {
+        let p = pod("Always", &[("proxy", true)], &["app"]);
+        let mut side = obs(Some(info("proxy", RtState::Running, 0, 0)));
+        side.ready = false;
+        let s = status(
+            &p,
+            vec![("proxy", side)],
+            vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))],
+        );
+        assert_eq!(cond(&s, "Initialized").status, "True");
+        assert_eq!(
+            cond(&s, "Ready").message,
+            "containers with unready status: [proxy]"
+        );
+        assert_eq!(s.phase, "Running");
+    }
+
+    #[test]
+    fn transition_times_survive_unchanged_conditions() {
+        let p = pod("Always", &[], &["app"]);
+        let s1 = status(
+            &p,
+            vec![],
+            vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))],
+        );
+        let later = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(100);
+        let init = BTreeMap::new();
+        let app: BTreeMap<String, ContainerObservation> = [(
+            "app".to_string(),
+            obs(Some(info("app", RtState::Exited, 1, 0))),
+        )]
+        .into_iter()
+        .collect();
+        let o = PodObservation {
+            pod: &p,
+            init: &init,
+            app: &app,
+            sandbox_created: None,
+            sandbox_ready: true,
+            host_ip: "",
+            runtime: "process",
+        };
+        let s2 = pod_status(&o, Some(&s1), later);
+        assert_eq!(
+            cond(&s2, "PodScheduled").last_transition_time,
+            Some(Time(SystemTime::UNIX_EPOCH))
+        );
+        assert_eq!(cond(&s2, "Ready").last_transition_time, Some(Time(later)));
+    }
+}

@@ -1,0 +1,218 @@
+//! Small OS helpers shared by several modules: atomic files, process identity, ids, polling.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
+use std::time::Duration;
+
+/// Writes `data` to `path` atomically: temp file in the same directory, fsync, rename,
+/// fsync the directory. A reader sees the old content or the new one, never a torn file.
+pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()
+}
+
+/// Writes `value` as JSON atomically.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let data = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    write_atomic(path, &data)
+}
+
+/// Reads a JSON file written by `write_json`; files above 1 MiB are refused as corrupt.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<T> {
+    let mut data = Vec::new();
+    File::open(path)?.take(1 << 20).read_to_end(&mut data)?;
+    serde_json::from_slice(&data).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+/// A random 32-hex-digit id (like a container id) from the kernel's random source.
+pub fn random_id() -> String {
+    let mut b = [0u8; 16];
+    // SAFETY: getrandom writes at most b.len() bytes into a valid buffer.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        // Extremely unlikely (the call blocks only before the pool is initialised); fall
+        // back to time and pid, which are unique enough for ids on one machine.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        b[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
+        b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat),
+/// which together with the pid identifies a process across pid reuse.
+pub fn process_start_ticks(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses; fields resume after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(19)?.parse().ok()
+}
+
+/// True when the process `pid` exists and, if `start_ticks` is given, is the same process.
+pub fn process_alive(pid: i32, start_ticks: Option<u64>) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let exists = unsafe { libc::kill(pid, 0) } == 0
+        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    if !exists {
+        return false;
+    }
+    match start_ticks {
+        Some(t) => process_start_ticks(pid) == Some(t) && !is_zombie(pid),
+        None => !is_zombie(pid),
+    }
+}
+
+fn is_zombie(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Sends `sig` to the process group `pgid`; a group that no longer exists is not an error.
+pub fn kill_group(pgid: i32, sig: i32) -> io::Result<()> {
+    if pgid <= 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal process group {pgid}"),
+        ));
+    }
+    // SAFETY: kill has no memory-safety preconditions; a negative pid names a group.
+    if unsafe { libc::kill(-pgid, sig) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes (`None` waits without limit).
+/// Returns the readiness (POLLIN/POLLHUP bits) of each fd, all zero on timeout.
+pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<i16>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout
+        .map(|t| t.as_millis().min(i32::MAX as u128) as i32)
+        .unwrap_or(-1);
+    // SAFETY: pfds is a valid array of pollfd of the given length.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![0; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(pfds.iter().map(|p| p.revents).collect())
+}
+
+/// Turns a pipe end (e.g. `ChildStdout`) into a `File` for plain reads.
+pub fn fd_file(fd: impl Into<std::os::fd::OwnedFd>) -> File {
+    File::from(fd.into())
+}
+
+/// Puts `fd` into non-blocking mode.
+pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on an fd we own; F_GETFL/F_SETFL have no memory preconditions.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The first non-loopback IPv4 address of an interface that is up.
+pub fn primary_ipv4() -> Option<String> {
+    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list that we walk read-only and free with freeifaddrs.
+    unsafe {
+        if libc::getifaddrs(&mut addrs) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut cur = addrs;
+        while !cur.is_null() {
+            let ifa = &*cur;
+            let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
+            let loopback = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
+            if up
+                && !loopback
+                && !ifa.ifa_addr.is_null()
+                && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET
+            {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                found =
+                    Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).to_string());
+                break;
+            }
+            cur = ifa.ifa_next;
+        }
+        libc::freeifaddrs(addrs);
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_json_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        write_json(&p, &vec![1, 2, 3]).unwrap();
+        let v: Vec<i32> = read_json(&p).unwrap();
+        assert_eq!(v, vec![1, 2, 3]);
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left behind"
+        );
+    }
+
+    #[test]
+    fn own_process_is_alive_and_identified() {
+        let me = std::process::id() as i32;
+        let ticks = process_start_ticks(me);
+        assert!(ticks.is_some());
+        assert!(process_alive(me, ticks));
+        assert!(!process_alive(me, ticks.map(|t| t + 1)));
+        assert_eq!(random_id().len(), 32);
+        assert_ne!(random_id(), random_id());
+    }
+}
