@@ -62,17 +62,12 @@ pub struct Agent {
 
 /// Takes an exclusive lock on `<state>/ferrolet.lock` so two agents never share a state dir.
 fn lock_state_dir(dir: &Path) -> Result<File, AgentError> {
-    let err = |message: String| AgentError::StateDir {
-        path: dir.into(),
-        message,
-    };
+    let err = |message: String| AgentError::StateDir { path: dir.into(), message };
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
     let f = File::create(dir.join("ferrolet.lock")).map_err(|e| err(e.to_string()))?;
     // SAFETY: flock on an fd we own; no memory is passed.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(err(
-            "another ferrolet is running with this state directory".into()
-        ));
+        return Err(err("another ferrolet is running with this state directory".into()));
     }
     Ok(f)
 }
@@ -83,16 +78,8 @@ impl Agent {
     pub fn start(cfg: &Config, shim_exe: &Path) -> Result<Agent, AgentError> {
         let lock = lock_state_dir(&cfg.state_dir)?;
         let runtime: Arc<dyn ContainerRuntime> = Arc::new(
-            ProcessRuntime::new(
-                &cfg.state_dir.join("runtime"),
-                shim_exe,
-                cfg.logs.max_size.0,
-                cfg.logs.max_files,
-            )
-            .map_err(|source| AgentError::Runtime {
-                runtime: cfg.runtime.clone(),
-                source,
-            })?,
+            ProcessRuntime::new(&cfg.state_dir.join("runtime"), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
+                .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.clone(), source })?,
         );
         let health = Health::default();
         let statuses = StatusCache::default();
@@ -111,26 +98,14 @@ impl Agent {
             statuses.clone(),
         );
         let pods = ManagerHandle::spawn("fl-pods", pm, &health).map_err(spawn_err("fl-pods"))?;
-        let src = FileSource::new(
-            &cfg.manifest_dir,
-            &cfg.node_name,
-            cfg.manifest_check_interval.0,
-            pods.sender(),
-        );
-        let source = ManagerHandle::spawn("fl-podsource", src, &health)
-            .map_err(spawn_err("fl-podsource"))?;
+        let src = FileSource::new(&cfg.manifest_dir, &cfg.node_name, cfg.manifest_check_interval.0, pods.sender());
+        let source = ManagerHandle::spawn("fl-podsource", src, &health).map_err(spawn_err("fl-podsource"))?;
         // Read the manifests right away instead of after the first tick.
         let _ = source.sender().send(());
         let api = if cfg.api.listen.is_empty() {
             None
         } else {
-            Some(ApiServer::start(
-                &cfg.api.listen,
-                ApiState {
-                    statuses: statuses.clone(),
-                    health: health.clone(),
-                },
-            )?)
+            Some(ApiServer::start(&cfg.api.listen, ApiState { statuses: statuses.clone(), health: health.clone() })?)
         };
         log::info!(
             "agent: node {} ({}) running, runtime {}, manifests in {}, state in {}",
@@ -140,15 +115,7 @@ impl Agent {
             cfg.manifest_dir.display(),
             cfg.state_dir.display()
         );
-        Ok(Agent {
-            source: Some(source),
-            pods: Some(pods),
-            api,
-            cfg: cfg.clone(),
-            _lock: lock,
-            statuses,
-            health,
-        })
+        Ok(Agent { source: Some(source), pods: Some(pods), api, cfg: cfg.clone(), _lock: lock, statuses, health })
     }
 
     /// The local API's bound address, if it runs.

@@ -24,9 +24,7 @@ impl std::str::FromStr for Output {
             "wide" => Ok(Output::Wide),
             "json" => Ok(Output::Json),
             "yaml" => Ok(Output::Yaml),
-            _ => Err(format!(
-                "unsupported output format {s:?}: allowed formats are wide, json, yaml"
-            )),
+            _ => Err(format!("unsupported output format {s:?}: allowed formats are wide, json, yaml")),
         }
     }
 }
@@ -34,9 +32,7 @@ impl std::str::FromStr for Output {
 /// Fetches `/pods` from the agent at `server` (`host:port`).
 pub fn fetch_pods(server: &str) -> anyhow::Result<PodList> {
     let url = format!("http://{server}/pods");
-    let config = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build();
+    let config = ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).build();
     let agent: ureq::Agent = config.into();
     let body = agent
         .get(&url)
@@ -52,18 +48,9 @@ pub fn pod_columns(pod: &Pod) -> (String, String, String) {
     let Some(st) = &pod.status else {
         return ("Unknown".into(), "0/0".into(), "0".into());
     };
-    let mut reason = if st.reason.is_empty() {
-        st.phase.clone()
-    } else {
-        st.reason.clone()
-    };
-    let sidecars: Vec<&str> = pod
-        .spec
-        .init_containers
-        .iter()
-        .filter(|c| c.is_sidecar())
-        .map(|c| c.name.as_str())
-        .collect();
+    let mut reason = if st.reason.is_empty() { st.phase.clone() } else { st.reason.clone() };
+    let sidecars: Vec<&str> =
+        pod.spec.init_containers.iter().filter(|c| c.is_sidecar()).map(|c| c.name.as_str()).collect();
     let total = pod.spec.containers.len() + sidecars.len();
     let mut ready = 0;
     let mut restarts = 0;
@@ -82,11 +69,7 @@ pub fn pod_columns(pod: &Pod) -> (String, String, String) {
         if is_sidecar {
             sidecar_restarts += c.restart_count;
         }
-        if c.state
-            .terminated
-            .as_ref()
-            .is_some_and(|t| t.exit_code == 0)
-        {
+        if c.state.terminated.as_ref().is_some_and(|t| t.exit_code == 0) {
             continue;
         }
         if is_sidecar && c.started == Some(true) {
@@ -101,11 +84,8 @@ pub fn pod_columns(pod: &Pod) -> (String, String, String) {
             } else {
                 format!("Init:{}", t.reason)
             };
-        } else if let Some(w) = c
-            .state
-            .waiting
-            .as_ref()
-            .filter(|w| !w.reason.is_empty() && w.reason != "PodInitializing")
+        } else if let Some(w) =
+            c.state.waiting.as_ref().filter(|w| !w.reason.is_empty() && w.reason != "PodInitializing")
         {
             reason = format!("Init:{}", w.reason);
         } else {
@@ -114,10 +94,7 @@ pub fn pod_columns(pod: &Pod) -> (String, String, String) {
         initializing = true;
         break;
     }
-    let initialized = st
-        .conditions
-        .iter()
-        .any(|c| c.type_ == "Initialized" && c.status == "True");
+    let initialized = st.conditions.iter().any(|c| c.type_ == "Initialized" && c.status == "True");
     if !initializing || initialized {
         restarts = sidecar_restarts;
         let mut has_running = false;
@@ -127,26 +104,15 @@ pub fn pod_columns(pod: &Pod) -> (String, String, String) {
             if let Some(w) = c.state.waiting.as_ref().filter(|w| !w.reason.is_empty()) {
                 reason = w.reason.clone();
             } else if let Some(t) = &c.state.terminated {
-                reason = if t.reason.is_empty() {
-                    format!("ExitCode:{}", t.exit_code)
-                } else {
-                    t.reason.clone()
-                };
+                reason = if t.reason.is_empty() { format!("ExitCode:{}", t.exit_code) } else { t.reason.clone() };
             } else if c.ready && c.state.running.is_some() {
                 has_running = true;
                 ready += 1;
             }
         }
         if reason == "Completed" && has_running {
-            let pod_ready = st
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            reason = if pod_ready {
-                "Running".into()
-            } else {
-                "NotReady".into()
-            };
+            let pod_ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+            reason = if pod_ready { "Running".into() } else { "NotReady".into() };
         }
     }
     if pod.metadata.deletion_timestamp.is_some() {
@@ -203,16 +169,10 @@ pub fn render_pods(list: &PodList, output: Output) -> anyhow::Result<String> {
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
+    let widths: Vec<usize> = (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
+        let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
         out.push_str(line.join("   ").trim_end());
         out.push('\n');
     }
@@ -222,19 +182,14 @@ pub fn render_pods(list: &PodList, output: Output) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{
-        Container, ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition, PodStatus,
-    };
+    use crate::api::{Container, ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition, PodStatus};
 
     fn waiting(name: &str, reason: &str, restarts: i32) -> ContainerStatus {
         ContainerStatus {
             name: name.into(),
             restart_count: restarts,
             state: ContainerState {
-                waiting: Some(ContainerStateWaiting {
-                    reason: reason.into(),
-                    message: String::new(),
-                }),
+                waiting: Some(ContainerStateWaiting { reason: reason.into(), message: String::new() }),
                 ..Default::default()
             },
             ..Default::default()
@@ -244,24 +199,15 @@ mod tests {
     #[test]
     fn status_column_follows_kubectl() {
         let mut pod = Pod::default();
-        pod.spec.containers.push(Container {
-            name: "app".into(),
-            ..Default::default()
-        });
+        pod.spec.containers.push(Container { name: "app".into(), ..Default::default() });
         pod.status = Some(PodStatus {
             phase: "Running".into(),
             container_statuses: vec![waiting("app", "CrashLoopBackOff", 4)],
             ..Default::default()
         });
-        assert_eq!(
-            pod_columns(&pod),
-            ("CrashLoopBackOff".into(), "0/1".into(), "4".into())
-        );
+        assert_eq!(pod_columns(&pod), ("CrashLoopBackOff".into(), "0/1".into(), "4".into()));
 
-        pod.spec.init_containers.push(Container {
-            name: "setup".into(),
-            ..Default::default()
-        });
+        pod.spec.init_containers.push(Container { name: "setup".into(), ..Default::default() });
         pod.status = Some(PodStatus {
             phase: "Pending".into(),
             init_container_statuses: vec![waiting("setup", "PodInitializing", 0)],

@@ -40,9 +40,7 @@ pub struct Dur(pub Duration);
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        parse_duration(&s)
-            .map(Dur)
-            .map_err(serde::de::Error::custom)
+        parse_duration(&s).map(Dur).map_err(serde::de::Error::custom)
     }
 }
 
@@ -54,10 +52,7 @@ impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let q = Quantity::deserialize(d)?;
         if q.is_negative() {
-            return Err(serde::de::Error::custom(format!(
-                "invalid size {:?}: must not be negative",
-                q.to_string()
-            )));
+            return Err(serde::de::Error::custom(format!("invalid size {:?}: must not be negative", q.to_string())));
         }
         Ok(Bytes(q.value() as u64))
     }
@@ -137,26 +132,19 @@ impl Default for Config {
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        ApiConfig {
-            listen: "127.0.0.1:10255".into(),
-        }
+        ApiConfig { listen: "127.0.0.1:10255".into() }
     }
 }
 
 impl Default for LogsConfig {
     fn default() -> Self {
-        LogsConfig {
-            max_size: Bytes(10 << 20),
-            max_files: 5,
-        }
+        LogsConfig { max_size: Bytes(10 << 20), max_files: 5 }
     }
 }
 
 impl Default for GcConfig {
     fn default() -> Self {
-        GcConfig {
-            max_dead_per_container: 1,
-        }
+        GcConfig { max_dead_per_container: 1 }
     }
 }
 
@@ -192,16 +180,8 @@ impl Config {
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
                 .map(|l| format!(" (line {l})"))
                 .unwrap_or_default();
-            let key = if key == "." {
-                "(top level)".to_string()
-            } else {
-                key
-            };
-            ConfigError::Invalid {
-                file: file.into(),
-                key,
-                message: format!("{message}{line}"),
-            }
+            let key = if key == "." { "(top level)".to_string() } else { key };
+            ConfigError::Invalid { file: file.into(), key, message: format!("{message}{line}") }
         })?;
         cfg.check(file)?;
         Ok(cfg)
@@ -211,14 +191,8 @@ impl Config {
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
         let (mut cfg, file) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
-                    path: p.into(),
-                    source,
-                })?;
-                (
-                    Config::parse(&p.display().to_string(), &text)?,
-                    p.display().to_string(),
-                )
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.into(), source })?;
+                (Config::parse(&p.display().to_string(), &text)?, p.display().to_string())
             }
             None => (Config::default(), "defaults".to_string()),
         };
@@ -258,80 +232,45 @@ impl Config {
     }
 
     fn check(&self, file: &str) -> Result<(), ConfigError> {
-        let bad = |key: &str, message: String| {
-            Err(ConfigError::Invalid {
-                file: file.into(),
-                key: key.into(),
-                message,
-            })
-        };
-        if !self.node_name.is_empty()
-            && !crate::api::validation::is_dns1123_subdomain(&self.node_name)
-        {
+        let bad =
+            |key: &str, message: String| Err(ConfigError::Invalid { file: file.into(), key: key.into(), message });
+        if !self.node_name.is_empty() && !crate::api::validation::is_dns1123_subdomain(&self.node_name) {
             return bad("node_name", format!("invalid value {:?}: must be a lowercase RFC 1123 subdomain (lower case letters, digits, '-' and '.')", self.node_name));
         }
         if !self.node_ip.is_empty() && self.node_ip.parse::<std::net::IpAddr>().is_err() {
-            return bad(
-                "node_ip",
-                format!("invalid value {:?}: must be an IP address", self.node_ip),
-            );
+            return bad("node_ip", format!("invalid value {:?}: must be an IP address", self.node_ip));
         }
         if !RUNTIMES.contains(&self.runtime.as_str()) {
             return bad(
                 "runtime",
-                format!(
-                    "unsupported value {:?}: supported values: {}",
-                    self.runtime,
-                    RUNTIMES.join(", ")
-                ),
+                format!("unsupported value {:?}: supported values: {}", self.runtime, RUNTIMES.join(", ")),
             );
         }
         if !self.api.listen.is_empty() && self.api.listen.parse::<SocketAddr>().is_err() {
-            return bad("api.listen", format!("invalid value {:?}: must be an address and port like \"127.0.0.1:10255\" (empty disables the API)", self.api.listen));
-        }
-        if self.logs.max_files < 2 {
             return bad(
-                "logs.max_files",
-                format!("invalid value {}: must be at least 2", self.logs.max_files),
-            );
-        }
-        if self.logs.max_size.0 < 4096 {
-            return bad(
-                "logs.max_size",
+                "api.listen",
                 format!(
-                    "invalid value {}: must be at least 4Ki",
-                    self.logs.max_size.0
+                    "invalid value {:?}: must be an address and port like \"127.0.0.1:10255\" (empty disables the API)",
+                    self.api.listen
                 ),
             );
         }
+        if self.logs.max_files < 2 {
+            return bad("logs.max_files", format!("invalid value {}: must be at least 2", self.logs.max_files));
+        }
+        if self.logs.max_size.0 < 4096 {
+            return bad("logs.max_size", format!("invalid value {}: must be at least 4Ki", self.logs.max_size.0));
+        }
         for (key, d, min) in [
-            (
-                "manifest_check_interval",
-                self.manifest_check_interval.0,
-                Duration::from_millis(100),
-            ),
-            (
-                "sync_frequency",
-                self.sync_frequency.0,
-                Duration::from_millis(100),
-            ),
-            (
-                "shutdown_timeout",
-                self.shutdown_timeout.0,
-                Duration::from_millis(100),
-            ),
+            ("manifest_check_interval", self.manifest_check_interval.0, Duration::from_millis(100)),
+            ("sync_frequency", self.sync_frequency.0, Duration::from_millis(100)),
+            ("shutdown_timeout", self.shutdown_timeout.0, Duration::from_millis(100)),
         ] {
             if d < min {
-                return bad(
-                    key,
-                    format!("invalid value {d:?}: must be at least {min:?}"),
-                );
+                return bad(key, format!("invalid value {d:?}: must be at least {min:?}"));
             }
         }
-        for (key, p) in [
-            ("state_dir", &self.state_dir),
-            ("manifest_dir", &self.manifest_dir),
-        ] {
+        for (key, p) in [("state_dir", &self.state_dir), ("manifest_dir", &self.manifest_dir)] {
             if p.as_os_str().is_empty() {
                 return bad(key, "must not be empty".into());
             }
@@ -365,7 +304,11 @@ mod tests {
 
     #[test]
     fn values_parse() {
-        let c = Config::parse("f.toml", "state_dir = \"/s\"\nshutdown_timeout = \"1m30s\"\n[logs]\nmax_size = \"1Mi\"\nmax_files = 3\n").unwrap();
+        let c = Config::parse(
+            "f.toml",
+            "state_dir = \"/s\"\nshutdown_timeout = \"1m30s\"\n[logs]\nmax_size = \"1Mi\"\nmax_files = 3\n",
+        )
+        .unwrap();
         assert_eq!(c.state_dir, PathBuf::from("/s"));
         assert_eq!(c.shutdown_timeout.0, Duration::from_secs(90));
         assert_eq!(c.logs.max_size, Bytes(1 << 20));
@@ -374,16 +317,10 @@ mod tests {
     #[test]
     fn unknown_keys_are_named_with_what_is_allowed() {
         let e = err("nodename = \"x\"\n");
-        assert!(
-            e.starts_with("f.toml: nodename: unknown field `nodename`, expected one of"),
-            "{e}"
-        );
+        assert!(e.starts_with("f.toml: nodename: unknown field `nodename`, expected one of"), "{e}");
         assert!(e.contains("`node_name`"), "{e}");
         let e = err("[logs]\nmax_sise = \"1Mi\"\n");
-        assert!(
-            e.starts_with("f.toml: logs.max_sise: unknown field `max_sise`"),
-            "{e}"
-        );
+        assert!(e.starts_with("f.toml: logs.max_sise: unknown field `max_sise`"), "{e}");
         assert!(e.ends_with("(line 2)"), "{e}");
     }
 }

@@ -44,10 +44,7 @@ fn parse_flags(args: &[String]) -> anyhow::Result<Flags> {
         let mut value = |flag: &str| -> anyhow::Result<String> {
             match inline.clone() {
                 Some(v) => Ok(v),
-                None => it
-                    .next()
-                    .cloned()
-                    .with_context(|| format!("{flag} needs a value")),
+                None => it.next().cloned().with_context(|| format!("{flag} needs a value")),
             }
         };
         match name.as_str() {
@@ -72,10 +69,9 @@ fn parse_flags(args: &[String]) -> anyhow::Result<Flags> {
 
 fn run(flags: Flags) -> anyhow::Result<()> {
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
-    let exe =
-        std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
-    let signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT])
-        .context("cannot install signal handlers")?;
+    let exe = std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
+    let signals =
+        signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT]).context("cannot install signal handlers")?;
     let agent = Agent::start(&cfg, &exe)?;
     let mut signals = signals;
     // Blocking here is the point: the main thread has nothing to do until a signal arrives.
@@ -97,11 +93,7 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
     let mut files: Vec<PathBuf> = flags.positional.iter().map(PathBuf::from).collect();
     if files.is_empty() {
         if let Ok(rd) = std::fs::read_dir(&cfg.manifest_dir) {
-            files = rd
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect();
+            files = rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
             files.sort();
         }
     }
@@ -114,7 +106,11 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                 for p in &pods {
                     for c in p.spec.init_containers.iter().chain(&p.spec.containers) {
                         if cfg.runtime == "process" && c.command.is_empty() {
-                            println!("{}: warning: container {}: the process runtime needs `command` (images are not used)", f.display(), c.name);
+                            println!(
+                                "{}: warning: container {}: the process runtime needs `command` (images are not used)",
+                                f.display(),
+                                c.name
+                            );
                         }
                     }
                 }
@@ -138,17 +134,10 @@ fn get(flags: Flags) -> anyhow::Result<()> {
     }
     let server = match flags.server {
         Some(s) => s,
-        None => {
-            Config::load(flags.config.as_deref(), &flags.overrides)?
-                .api
-                .listen
-        }
+        None => Config::load(flags.config.as_deref(), &flags.overrides)?.api.listen,
     };
     let list = cli::fetch_pods(&server)?;
-    print!(
-        "{}",
-        cli::render_pods(&list, flags.output.unwrap_or(Output::Table))?
-    );
+    print!("{}", cli::render_pods(&list, flags.output.unwrap_or(Output::Table))?);
     Ok(())
 }
 
@@ -163,13 +152,9 @@ fn main() -> ExitCode {
         let Some(dir) = args.get(1) else {
             return ExitCode::from(2);
         };
-        return ExitCode::from(
-            ferrolet::runtime::process::shim::main(std::path::Path::new(dir)) as u8,
-        );
+        return ExitCode::from(ferrolet::runtime::process::shim::main(std::path::Path::new(dir)) as u8);
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .format_target(false)
-        .init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).format_target(false).init();
     let flags = match parse_flags(&args[1..]) {
         Ok(f) => f,
         Err(e) => {

@@ -22,10 +22,13 @@ pub trait Manager: Send + 'static {
     fn tick_interval(&self) -> Duration;
 }
 
+/// A thread's name and whether it is alive.
+type ThreadFlag = (String, Arc<AtomicBool>);
+
 /// Which manager threads are alive, for `/healthz`.
 #[derive(Clone, Default)]
 pub struct Health {
-    threads: Arc<Mutex<Vec<(String, Arc<AtomicBool>)>>>,
+    threads: Arc<Mutex<Vec<ThreadFlag>>>,
 }
 
 impl Health {
@@ -38,12 +41,7 @@ impl Health {
 
     /// Names of threads that ended unexpectedly (panicked).
     pub fn dead(&self) -> Vec<String> {
-        self.threads
-            .lock()
-            .iter()
-            .filter(|(_, f)| !f.load(Ordering::Relaxed))
-            .map(|(n, _)| n.clone())
-            .collect()
+        self.threads.lock().iter().filter(|(_, f)| !f.load(Ordering::Relaxed)).map(|(n, _)| n.clone()).collect()
     }
 }
 
@@ -73,50 +71,32 @@ pub struct ManagerHandle<C> {
 
 impl<C: Send + 'static> ManagerHandle<C> {
     /// Moves `manager` into a thread called `name` (≤ 15 bytes, Linux truncates longer names).
-    pub fn spawn<M: Manager<Command = C>>(
-        name: &str,
-        mut manager: M,
-        health: &Health,
-    ) -> std::io::Result<Self> {
-        debug_assert!(
-            name.len() <= 15,
-            "thread name {name} is longer than 15 bytes"
-        );
+    pub fn spawn<M: Manager<Command = C>>(name: &str, mut manager: M, health: &Health) -> std::io::Result<Self> {
+        debug_assert!(name.len() <= 15, "thread name {name} is longer than 15 bytes");
         let (cmd_tx, cmd_rx) = unbounded::<C>();
         let (stop_tx, stop_rx) = bounded::<()>(0);
         let (done_tx, done_rx) = bounded::<()>(1);
         let flag = health.register(name);
-        let join = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || {
-                let mut guard = AliveGuard {
-                    flag,
-                    orderly: false,
-                };
-                let ticker = tick(manager.tick_interval());
-                loop {
-                    select! {
-                        // Running --stop sender dropped--> Stopped
-                        recv(stop_rx) -> _ => break,
-                        recv(cmd_rx) -> cmd => match cmd {
-                            Ok(cmd) => manager.handle(cmd),
-                            // Every command sender is gone: nothing more can arrive.
-                            Err(_) => break,
-                        },
-                        recv(ticker) -> _ => manager.on_tick(),
-                    }
+        let join = std::thread::Builder::new().name(name.into()).spawn(move || {
+            let mut guard = AliveGuard { flag, orderly: false };
+            let ticker = tick(manager.tick_interval());
+            loop {
+                select! {
+                    // Running --stop sender dropped--> Stopped
+                    recv(stop_rx) -> _ => break,
+                    recv(cmd_rx) -> cmd => match cmd {
+                        Ok(cmd) => manager.handle(cmd),
+                        // Every command sender is gone: nothing more can arrive.
+                        Err(_) => break,
+                    },
+                    recv(ticker) -> _ => manager.on_tick(),
                 }
-                guard.orderly = true;
-                drop(manager);
-                let _ = done_tx.send(());
-            })?;
-        Ok(ManagerHandle {
-            name: name.into(),
-            commands: cmd_tx,
-            stop: Some(stop_tx),
-            done: done_rx,
-            join: Some(join),
-        })
+            }
+            guard.orderly = true;
+            drop(manager);
+            let _ = done_tx.send(());
+        })?;
+        Ok(ManagerHandle { name: name.into(), commands: cmd_tx, stop: Some(stop_tx), done: done_rx, join: Some(join) })
     }
 
     /// A sender for commands to this manager.
@@ -135,9 +115,7 @@ impl<C: Send + 'static> ManagerHandle<C> {
                 }
                 Ok(())
             }
-            Err(RecvTimeoutError::Timeout) => {
-                Err(format!("{} did not stop within {timeout:?}", self.name))
-            }
+            Err(RecvTimeoutError::Timeout) => Err(format!("{} did not stop within {timeout:?}", self.name)),
         }
     }
 }
@@ -171,16 +149,7 @@ mod tests {
     fn runs_commands_and_stops_within_timeout() {
         let health = Health::default();
         let (tx, rx) = unbounded();
-        let h = ManagerHandle::spawn(
-            "fl-test",
-            Counter {
-                ticks: tx,
-                n: 0,
-                panic_on: 99,
-            },
-            &health,
-        )
-        .unwrap();
+        let h = ManagerHandle::spawn("fl-test", Counter { ticks: tx, n: 0, panic_on: 99 }, &health).unwrap();
         h.sender().send(2).unwrap();
         h.sender().send(3).unwrap();
         assert_eq!(rx.recv_timeout(Duration::from_secs(2)), Ok(2));
@@ -193,16 +162,7 @@ mod tests {
     fn a_panicked_manager_is_reported_dead() {
         let health = Health::default();
         let (tx, _rx) = unbounded();
-        let h = ManagerHandle::spawn(
-            "fl-doomed",
-            Counter {
-                ticks: tx,
-                n: 0,
-                panic_on: 1,
-            },
-            &health,
-        )
-        .unwrap();
+        let h = ManagerHandle::spawn("fl-doomed", Counter { ticks: tx, n: 0, panic_on: 1 }, &health).unwrap();
         h.sender().send(1).unwrap();
         for _ in 0..200 {
             if !health.dead().is_empty() {

@@ -45,26 +45,15 @@ pub struct FileSource {
 
 /// Whether a directory entry is a manifest: not hidden, ending in .yaml, .yml or .json.
 fn is_manifest(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    !name.starts_with('.')
-        && [".yaml", ".yml", ".json"]
-            .iter()
-            .any(|ext| name.ends_with(ext))
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
 /// Reads one manifest file into static pods, or the reasons it was rejected.
 pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejections> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        vec![ManifestError {
-            file: file.clone(),
-            doc: None,
-            problem: format!("cannot read: {e}"),
-        }]
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![ManifestError { file: file.clone(), doc: None, problem: format!("cannot read: {e}") }])?;
     let mut pods = Vec::new();
     let mut errors = Vec::new();
     for r in decode_pods(&file, &text) {
@@ -112,19 +101,15 @@ impl FileSource {
                         continue;
                     }
                     use std::os::unix::fs::MetadataExt;
-                    seen.insert(
-                        path,
-                        Signature {
-                            modified: md.modified().ok(),
-                            len: md.len(),
-                            inode: md.ino(),
-                        },
-                    );
+                    seen.insert(path, Signature { modified: md.modified().ok(), len: md.len(), inode: md.ino() });
                 }
             }
             Err(e) => {
                 if !self.missing_dir_reported {
-                    log::warn!("podsource: cannot read manifest directory {}: {e}; no static pods until it exists", self.dir.display());
+                    log::warn!(
+                        "podsource: cannot read manifest directory {}: {e}; no static pods until it exists",
+                        self.dir.display()
+                    );
                     self.missing_dir_reported = true;
                 }
             }
@@ -143,50 +128,27 @@ impl FileSource {
             match read_manifest(&path, &self.node_name) {
                 Ok(pods) => {
                     log::info!("podsource: {}: {} pod(s)", path.display(), pods.len());
-                    self.files.insert(
-                        path,
-                        FileState {
-                            signature: sig,
-                            pods,
-                        },
-                    );
+                    self.files.insert(path, FileState { signature: sig, pods });
                 }
                 Err(errors) => {
                     for e in &errors {
                         log::error!("podsource: {e}");
                     }
-                    let kept = self
-                        .files
-                        .get(&path)
-                        .map(|f| f.pods.clone())
-                        .unwrap_or_default();
+                    let kept = self.files.get(&path).map(|f| f.pods.clone()).unwrap_or_default();
                     if !kept.is_empty() {
-                        log::warn!("podsource: {}: keeping the {} pod(s) of its last valid version running", path.display(), kept.len());
+                        log::warn!(
+                            "podsource: {}: keeping the {} pod(s) of its last valid version running",
+                            path.display(),
+                            kept.len()
+                        );
                     }
-                    self.files.insert(
-                        path,
-                        FileState {
-                            signature: sig,
-                            pods: kept,
-                        },
-                    );
+                    self.files.insert(path, FileState { signature: sig, pods: kept });
                 }
             }
         }
         if changed {
-            let pods: Vec<Pod> = self
-                .files
-                .values()
-                .flat_map(|f| f.pods.iter().cloned())
-                .collect();
-            if self
-                .out
-                .send(PodsCommand::Update {
-                    source: SOURCE.into(),
-                    pods,
-                })
-                .is_ok()
-            {
+            let pods: Vec<Pod> = self.files.values().flat_map(|f| f.pods.iter().cloned()).collect();
+            if self.out.send(PodsCommand::Update { source: SOURCE.into(), pods }).is_ok() {
                 self.sent_once = true;
             }
         }
@@ -234,18 +196,10 @@ mod tests {
         assert_eq!(names(rx.try_recv().unwrap()), vec!["a-node1"]);
         src.poll();
         assert!(rx.try_recv().is_err(), "no change, no update");
-        std::fs::write(
-            dir.path().join("a.yaml"),
-            POD.replace("NAME", "a")
-                .replace("image: busybox", "image: ["),
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("a.yaml"), POD.replace("NAME", "a").replace("image: busybox", "image: ["))
+            .unwrap();
         src.poll();
-        assert_eq!(
-            names(rx.try_recv().unwrap()),
-            vec!["a-node1"],
-            "broken edit keeps the running pod"
-        );
+        assert_eq!(names(rx.try_recv().unwrap()), vec!["a-node1"], "broken edit keeps the running pod");
         std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
         src.poll();
         assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());

@@ -43,17 +43,12 @@ pub struct ApiServer {
 impl ApiServer {
     /// Binds `addr` and serves on a thread named `fl-api`.
     pub fn start(addr: &str, state: ApiState) -> Result<ApiServer, ServerError> {
-        let server = tiny_http::Server::http(addr).map_err(|e| ServerError::Bind {
-            addr: addr.into(),
-            message: e.to_string(),
-        })?;
+        let server = tiny_http::Server::http(addr)
+            .map_err(|e| ServerError::Bind { addr: addr.into(), message: e.to_string() })?;
         let bound = server
             .server_addr()
             .to_ip()
-            .ok_or_else(|| ServerError::Bind {
-                addr: addr.into(),
-                message: "not an IP address".into(),
-            })?;
+            .ok_or_else(|| ServerError::Bind { addr: addr.into(), message: "not an IP address".into() })?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let alive = state.health.register("fl-api");
@@ -72,16 +67,9 @@ impl ApiServer {
                 }
                 drop(alive);
             })
-            .map_err(|e| ServerError::Bind {
-                addr: addr.into(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| ServerError::Bind { addr: addr.into(), message: e.to_string() })?;
         log::info!("api: serving /healthz /pods /metrics on http://{bound}");
-        Ok(ApiServer {
-            stop,
-            join: Some(join),
-            addr: bound,
-        })
+        Ok(ApiServer { stop, join: Some(join), addr: bound })
     }
 
     /// Stops serving; waits for the current request to finish.
@@ -105,11 +93,7 @@ fn respond(req: tiny_http::Request, state: &ApiState) {
                 if dead.is_empty() {
                     (200, "text/plain", "ok".to_string())
                 } else {
-                    (
-                        500,
-                        "text/plain",
-                        format!("manager thread(s) died: {}", dead.join(", ")),
-                    )
+                    (500, "text/plain", format!("manager thread(s) died: {}", dead.join(", ")))
                 }
             }
             "/pods" | "/pods/" => {
@@ -119,11 +103,7 @@ fn respond(req: tiny_http::Request, state: &ApiState) {
                     metadata: ListMeta::default(),
                     items: state.statuses.list(),
                 };
-                (
-                    200,
-                    "application/json",
-                    serde_json::to_string(&list).unwrap_or_default(),
-                )
+                (200, "application/json", serde_json::to_string(&list).unwrap_or_default())
             }
             "/metrics" => (200, "text/plain; version=0.0.4", metrics(state)),
             _ => (404, "text/plain", format!("404 page not found: {path}\n")),
@@ -148,11 +128,7 @@ fn metrics(state: &ApiState) -> String {
     for p in &pods {
         let Some(s) = &p.status else { continue };
         *phases.entry(s.phase.clone()).or_insert(0u64) += 1;
-        for c in s
-            .init_container_statuses
-            .iter()
-            .chain(&s.container_statuses)
-        {
+        for c in s.init_container_statuses.iter().chain(&s.container_statuses) {
             let st = if c.state.running.is_some() {
                 "running"
             } else if c.state.terminated.is_some() {
@@ -163,46 +139,34 @@ fn metrics(state: &ApiState) -> String {
             *containers.entry(st).or_insert(0u64) += 1;
         }
     }
+    let _ = writeln!(out, "# HELP ferrolet_pods Pods known to the agent, by phase.\n# TYPE ferrolet_pods gauge");
+    for phase in ["Pending", "Running", "Succeeded", "Failed"] {
+        let _ = writeln!(out, "ferrolet_pods{{phase=\"{phase}\"}} {}", phases.get(phase).copied().unwrap_or(0));
+    }
     let _ = writeln!(
         out,
-        "# HELP ferrolet_pods Pods known to the agent, by phase.\n# TYPE ferrolet_pods gauge"
+        "# HELP ferrolet_containers Containers known to the agent, by state.\n# TYPE ferrolet_containers gauge"
     );
-    for phase in ["Pending", "Running", "Succeeded", "Failed"] {
-        let _ = writeln!(
-            out,
-            "ferrolet_pods{{phase=\"{phase}\"}} {}",
-            phases.get(phase).copied().unwrap_or(0)
-        );
-    }
-    let _ = writeln!(out, "# HELP ferrolet_containers Containers known to the agent, by state.\n# TYPE ferrolet_containers gauge");
     for st in ["running", "waiting", "exited"] {
-        let _ = writeln!(
-            out,
-            "ferrolet_containers{{state=\"{st}\"}} {}",
-            containers.get(st).copied().unwrap_or(0)
-        );
+        let _ = writeln!(out, "ferrolet_containers{{state=\"{st}\"}} {}", containers.get(st).copied().unwrap_or(0));
     }
     if let Ok(me) = procfs::process::Process::myself() {
         if let Ok(stat) = me.stat() {
             let tps = procfs::ticks_per_second() as f64;
             let page = procfs::page_size();
             let _ = writeln!(out, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter");
-            let _ = writeln!(
-                out,
-                "process_cpu_seconds_total {}",
-                (stat.utime + stat.stime) as f64 / tps
-            );
+            let _ = writeln!(out, "process_cpu_seconds_total {}", (stat.utime + stat.stime) as f64 / tps);
             let _ = writeln!(out, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge");
             let _ = writeln!(out, "process_resident_memory_bytes {}", stat.rss * page);
-            let _ = writeln!(
-                out,
-                "# HELP process_threads Number of OS threads.\n# TYPE process_threads gauge"
-            );
+            let _ = writeln!(out, "# HELP process_threads Number of OS threads.\n# TYPE process_threads gauge");
             let _ = writeln!(out, "process_threads {}", stat.num_threads);
         }
     }
     let dead = state.health.dead();
-    let _ = writeln!(out, "# HELP ferrolet_manager_threads_dead Manager threads that died.\n# TYPE ferrolet_manager_threads_dead gauge");
+    let _ = writeln!(
+        out,
+        "# HELP ferrolet_manager_threads_dead Manager threads that died.\n# TYPE ferrolet_manager_threads_dead gauge"
+    );
     let _ = writeln!(out, "ferrolet_manager_threads_dead {}", dead.len());
     out
 }

@@ -2,8 +2,8 @@
 //! reports, shaped exactly like Kubernetes `PodStatus`, and the cache the local API reads.
 
 use crate::api::{
-    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodIp, PodStatus, Time,
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+    Pod, PodCondition, PodIp, PodStatus, Time,
 };
 use crate::runtime::{self, ContainerInfo};
 use parking_lot::RwLock;
@@ -76,10 +76,7 @@ pub fn container_status(
     }
     match &obs.current {
         None => {
-            let (reason, message) = obs
-                .waiting
-                .clone()
-                .unwrap_or_else(|| (pending_reason.into(), String::new()));
+            let (reason, message) = obs.waiting.clone().unwrap_or_else(|| (pending_reason.into(), String::new()));
             st.state.waiting = Some(ContainerStateWaiting { reason, message });
         }
         Some(cur) => {
@@ -87,27 +84,19 @@ pub fn container_status(
             st.restart_count = cur.config.attempt as i32;
             match cur.state {
                 runtime::ContainerState::Created => {
-                    st.state.waiting = Some(ContainerStateWaiting {
-                        reason: "ContainerCreating".into(),
-                        message: String::new(),
-                    });
+                    st.state.waiting =
+                        Some(ContainerStateWaiting { reason: "ContainerCreating".into(), message: String::new() });
                 }
                 runtime::ContainerState::Running => {
-                    st.state.running = Some(ContainerStateRunning {
-                        started_at: cur.started_at.map(Time),
-                    });
+                    st.state.running = Some(ContainerStateRunning { started_at: cur.started_at.map(Time) });
                 }
                 runtime::ContainerState::Exited => {
                     if let Some((reason, message)) = &obs.waiting {
                         // Held back (crash loop): the exit moves to lastState.
-                        st.state.waiting = Some(ContainerStateWaiting {
-                            reason: reason.clone(),
-                            message: message.clone(),
-                        });
-                        st.last_state = ContainerState {
-                            terminated: Some(terminated(cur, runtime)),
-                            ..Default::default()
-                        };
+                        st.state.waiting =
+                            Some(ContainerStateWaiting { reason: reason.clone(), message: message.clone() });
+                        st.last_state =
+                            ContainerState { terminated: Some(terminated(cur, runtime)), ..Default::default() };
                     } else {
                         st.state.terminated = Some(terminated(cur, runtime));
                     }
@@ -119,10 +108,7 @@ pub fn container_status(
 }
 
 fn exited_ok(s: &ContainerStatus) -> bool {
-    s.state
-        .terminated
-        .as_ref()
-        .is_some_and(|t| t.exit_code == 0)
+    s.state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
 }
 
 /// kubelet's `getPhase`: the pod phase from its spec and container statuses.
@@ -136,7 +122,7 @@ pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -
             continue;
         };
         if c.is_sidecar() {
-            if !(s.state.running.is_some() && s.started == Some(true)) && !app_started(app) {
+            if !(app_started(app) || s.state.running.is_some() && s.started == Some(true)) {
                 pending_init += 1;
             }
             continue;
@@ -145,12 +131,7 @@ pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -
             if t.exit_code != 0 {
                 failed_init += 1;
             }
-        } else if s.state.waiting.is_some()
-            && s.last_state
-                .terminated
-                .as_ref()
-                .is_some_and(|t| t.exit_code != 0)
-        {
+        } else if s.state.waiting.is_some() && s.last_state.terminated.as_ref().is_some_and(|t| t.exit_code != 0) {
             failed_init += 1;
         } else {
             pending_init += 1;
@@ -207,8 +188,7 @@ pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -
 }
 
 fn app_started(app: &[ContainerStatus]) -> bool {
-    app.iter()
-        .any(|s| s.state.waiting.is_none() || s.last_state.terminated.is_some())
+    app.iter().any(|s| s.state.waiting.is_none() || s.last_state.terminated.is_some())
 }
 
 fn condition(type_: &str, ok: bool, reason: &str, message: String) -> PodCondition {
@@ -233,9 +213,7 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
         .map(|c| {
             container_status(
                 c,
-                o.init
-                    .get(&c.name)
-                    .unwrap_or(&ContainerObservation::default()),
+                o.init.get(&c.name).unwrap_or(&ContainerObservation::default()),
                 o.runtime,
                 "PodInitializing",
             )
@@ -248,42 +226,31 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
             exited_ok(s)
         }
     }) || app_created;
-    let pending = if init_done {
-        "ContainerCreating"
-    } else {
-        "PodInitializing"
-    };
+    let pending = if init_done { "ContainerCreating" } else { "PodInitializing" };
     let app: Vec<ContainerStatus> = pod
         .spec
         .containers
         .iter()
         .map(|c| {
-            container_status(
-                c,
-                o.app
-                    .get(&c.name)
-                    .unwrap_or(&ContainerObservation::default()),
-                o.runtime,
-                pending,
-            )
+            container_status(c, o.app.get(&c.name).unwrap_or(&ContainerObservation::default()), o.runtime, pending)
         })
         .collect();
     let phase = pod_phase(pod, &init, &app);
 
-    let incomplete: Vec<&str> = pod
-        .spec
-        .init_containers
-        .iter()
-        .zip(&init)
-        .filter(|(c, s)| {
-            if c.is_sidecar() {
-                !(s.started == Some(true) && s.state.running.is_some())
-            } else {
-                !exited_ok(s)
-            }
-        })
-        .map(|(c, _)| c.name.as_str())
-        .collect();
+    let incomplete: Vec<&str> =
+        pod.spec
+            .init_containers
+            .iter()
+            .zip(&init)
+            .filter(|(c, s)| {
+                if c.is_sidecar() {
+                    !(s.started == Some(true) && s.state.running.is_some())
+                } else {
+                    !exited_ok(s)
+                }
+            })
+            .map(|(c, _)| c.name.as_str())
+            .collect();
     let unready: Vec<&str> = pod
         .spec
         .init_containers
@@ -299,27 +266,16 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
         "Failed" => "PodFailed",
         _ => "ContainersNotReady",
     };
-    let ready_msg = if terminal {
-        String::new()
-    } else {
-        format!("containers with unready status: [{}]", unready.join(" "))
-    };
+    let ready_msg =
+        if terminal { String::new() } else { format!("containers with unready status: [{}]", unready.join(" ")) };
     let all_ready = unready.is_empty() && !terminal;
     let mut conditions = vec![
-        condition(
-            "PodReadyToStartContainers",
-            o.sandbox_ready,
-            "",
-            String::new(),
-        ),
+        condition("PodReadyToStartContainers", o.sandbox_ready, "", String::new()),
         condition(
             "Initialized",
             init_done,
             "ContainersNotInitialized",
-            format!(
-                "containers with incomplete status: [{}]",
-                incomplete.join(" ")
-            ),
+            format!("containers with incomplete status: [{}]", incomplete.join(" ")),
         ),
         condition("Ready", all_ready, ready_reason, ready_msg.clone()),
         condition("ContainersReady", all_ready, ready_reason, ready_msg),
@@ -347,10 +303,7 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
         // The process runtime has no network isolation: every pod lives on the host network.
         pod_ip: o.host_ip.into(),
         pod_ips: ips(o.host_ip),
-        start_time: o
-            .sandbox_created
-            .map(Time)
-            .or(previous.and_then(|p| p.start_time)),
+        start_time: o.sandbox_created.map(Time).or(previous.and_then(|p| p.start_time)),
         init_container_statuses: init,
         container_statuses: app,
         ..Default::default()
@@ -382,10 +335,7 @@ impl StatusCache {
     /// Every pod, sorted by namespace and name.
     pub fn list(&self) -> Vec<Pod> {
         let mut pods: Vec<Pod> = self.pods.read().values().cloned().collect();
-        pods.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
+        pods.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
         pods
     }
 }
@@ -399,11 +349,7 @@ mod tests {
         ContainerInfo {
             id: format!("{name}-{attempt}"),
             sandbox_id: "s".into(),
-            config: ContainerConfig {
-                name: name.into(),
-                attempt,
-                ..Default::default()
-            },
+            config: ContainerConfig { name: name.into(), attempt, ..Default::default() },
             state,
             created_at: SystemTime::UNIX_EPOCH,
             started_at: Some(SystemTime::UNIX_EPOCH),
@@ -430,35 +376,19 @@ mod tests {
             });
         }
         for n in apps {
-            p.spec.containers.push(Container {
-                name: n.to_string(),
-                ..Default::default()
-            });
+            p.spec.containers.push(Container { name: n.to_string(), ..Default::default() });
         }
         p
     }
 
     fn obs(current: Option<ContainerInfo>) -> ContainerObservation {
-        let running = current
-            .as_ref()
-            .is_some_and(|c| c.state == RtState::Running);
-        ContainerObservation {
-            current,
-            ready: running,
-            started: running,
-            ..Default::default()
-        }
+        let running = current.as_ref().is_some_and(|c| c.state == RtState::Running);
+        ContainerObservation { current, ready: running, started: running, ..Default::default() }
     }
 
-    fn status(
-        p: &Pod,
-        init: Vec<(&str, ContainerObservation)>,
-        app: Vec<(&str, ContainerObservation)>,
-    ) -> PodStatus {
-        let init: BTreeMap<String, ContainerObservation> =
-            init.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
-        let app: BTreeMap<String, ContainerObservation> =
-            app.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
+    fn status(p: &Pod, init: Vec<(&str, ContainerObservation)>, app: Vec<(&str, ContainerObservation)>) -> PodStatus {
+        let init: BTreeMap<String, ContainerObservation> = init.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
+        let app: BTreeMap<String, ContainerObservation> = app.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
         let o = PodObservation {
             pod: p,
             init: &init,
@@ -478,11 +408,7 @@ mod tests {
     #[test]
     fn running_pod_is_ready() {
         let p = pod("Always", &[], &["app"]);
-        let s = status(
-            &p,
-            vec![],
-            vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))],
-        );
+        let s = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
         assert_eq!(s.phase, "Running");
         assert_eq!(cond(&s, "Ready").status, "True");
         assert_eq!(s.pod_ip, "10.0.0.5");
@@ -492,45 +418,23 @@ mod tests {
     #[test]
     fn pending_init_holds_the_pod_in_pending_with_kubelets_reasons() {
         let p = pod("Always", &[("setup", false)], &["app"]);
-        let s = status(
-            &p,
-            vec![("setup", obs(Some(info("setup", RtState::Running, 0, 0))))],
-            vec![],
-        );
+        let s = status(&p, vec![("setup", obs(Some(info("setup", RtState::Running, 0, 0))))], vec![]);
         assert_eq!(s.phase, "Pending");
         let init = cond(&s, "Initialized");
-        assert_eq!(
-            (init.status.as_str(), init.reason.as_str()),
-            ("False", "ContainersNotInitialized")
-        );
+        assert_eq!((init.status.as_str(), init.reason.as_str()), ("False", "ContainersNotInitialized"));
         assert_eq!(init.message, "containers with incomplete status: [setup]");
-        assert_eq!(
-            s.container_statuses[0]
-                .state
-                .waiting
-                .as_ref()
-                .unwrap()
-                .reason,
-            "PodInitializing"
-        );
+        assert_eq!(s.container_statuses[0].state.waiting.as_ref().unwrap().reason, "PodInitializing");
         let ready = cond(&s, "Ready");
         assert_eq!(
             (ready.reason.as_str(), ready.message.as_str()),
-            (
-                "ContainersNotReady",
-                "containers with unready status: [app]"
-            )
+            ("ContainersNotReady", "containers with unready status: [app]")
         );
     }
 
     #[test]
     fn failed_init_with_restart_never_fails_the_pod() {
         let p = pod("Never", &[("setup", false)], &["app"]);
-        let s = status(
-            &p,
-            vec![("setup", obs(Some(info("setup", RtState::Exited, 2, 0))))],
-            vec![],
-        );
+        let s = status(&p, vec![("setup", obs(Some(info("setup", RtState::Exited, 2, 0))))], vec![]);
         assert_eq!(s.phase, "Failed");
         assert_eq!(cond(&s, "Ready").reason, "PodFailed");
     }
@@ -545,11 +449,7 @@ mod tests {
             ("Always", 0, "Running"),
         ] {
             let p = pod(policy, &[], &["app"]);
-            let s = status(
-                &p,
-                vec![],
-                vec![("app", obs(Some(info("app", RtState::Exited, exit, 0))))],
-            );
+            let s = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Exited, exit, 0))))]);
             assert_eq!(s.phase, want, "{policy} exit {exit}");
         }
     }
@@ -558,10 +458,7 @@ mod tests {
     fn crash_loop_shows_waiting_with_last_state() {
         let p = pod("Always", &[], &["app"]);
         let mut o = obs(Some(info("app", RtState::Exited, 1, 3)));
-        o.waiting = Some((
-            "CrashLoopBackOff".into(),
-            "back-off 40s restarting failed container=app pod=x".into(),
-        ));
+        o.waiting = Some(("CrashLoopBackOff".into(), "back-off 40s restarting failed container=app pod=x".into()));
         let s = status(&p, vec![], vec![("app", o)]);
         let c = &s.container_statuses[0];
         assert_eq!(c.state.waiting.as_ref().unwrap().reason, "CrashLoopBackOff");
@@ -575,35 +472,20 @@ mod tests {
         let p = pod("Always", &[("proxy", true)], &["app"]);
         let mut side = obs(Some(info("proxy", RtState::Running, 0, 0)));
         side.ready = false;
-        let s = status(
-            &p,
-            vec![("proxy", side)],
-            vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))],
-        );
+        let s = status(&p, vec![("proxy", side)], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
         assert_eq!(cond(&s, "Initialized").status, "True");
-        assert_eq!(
-            cond(&s, "Ready").message,
-            "containers with unready status: [proxy]"
-        );
+        assert_eq!(cond(&s, "Ready").message, "containers with unready status: [proxy]");
         assert_eq!(s.phase, "Running");
     }
 
     #[test]
     fn transition_times_survive_unchanged_conditions() {
         let p = pod("Always", &[], &["app"]);
-        let s1 = status(
-            &p,
-            vec![],
-            vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))],
-        );
+        let s1 = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
         let later = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(100);
         let init = BTreeMap::new();
-        let app: BTreeMap<String, ContainerObservation> = [(
-            "app".to_string(),
-            obs(Some(info("app", RtState::Exited, 1, 0))),
-        )]
-        .into_iter()
-        .collect();
+        let app: BTreeMap<String, ContainerObservation> =
+            [("app".to_string(), obs(Some(info("app", RtState::Exited, 1, 0))))].into_iter().collect();
         let o = PodObservation {
             pod: &p,
             init: &init,
@@ -614,10 +496,7 @@ mod tests {
             runtime: "process",
         };
         let s2 = pod_status(&o, Some(&s1), later);
-        assert_eq!(
-            cond(&s2, "PodScheduled").last_transition_time,
-            Some(Time(SystemTime::UNIX_EPOCH))
-        );
+        assert_eq!(cond(&s2, "PodScheduled").last_transition_time, Some(Time(SystemTime::UNIX_EPOCH)));
         assert_eq!(cond(&s2, "Ready").last_transition_time, Some(Time(later)));
     }
 }

@@ -38,12 +38,7 @@ fn split(t: SystemTime) -> (i64, u32) {
 fn date_time(secs: i64) -> String {
     let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}",
-        s / 3600,
-        s % 3600 / 60,
-        s % 60
-    )
+    format!("{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60)
 }
 
 /// `2024-05-01T10:00:00Z`, the shape of Kubernetes `metav1.Time`.
@@ -96,9 +91,7 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
 
 /// Parses a Go-style duration: `300ms`, `10s`, `5m`, `1h30m`, `0`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let err = || {
-        format!("invalid duration {s:?}: use a number with a unit (ms, s, m, h), e.g. \"10s\" or \"1m30s\"")
-    };
+    let err = || format!("invalid duration {s:?}: use a number with a unit (ms, s, m, h), e.g. \"10s\" or \"1m30s\"");
     if s == "0" {
         return Ok(Duration::ZERO);
     }
@@ -108,10 +101,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(err());
     }
     while !rest.is_empty() {
-        let n = rest
-            .bytes()
-            .take_while(|c| c.is_ascii_digit() || *c == b'.')
-            .count();
+        let n = rest.bytes().take_while(|c| c.is_ascii_digit() || *c == b'.').count();
         if n == 0 {
             return Err(err());
         }
@@ -167,15 +157,9 @@ mod tests {
         assert_eq!(rfc3339(t), "2023-11-14T22:13:20Z");
         assert_eq!(rfc3339_nano(t), "2023-11-14T22:13:20.123456789Z");
         assert_eq!(parse_rfc3339(&rfc3339_nano(t)), Some(t));
-        assert_eq!(
-            parse_rfc3339("2023-11-14T23:13:20+01:00"),
-            Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000))
-        );
+        assert_eq!(parse_rfc3339("2023-11-14T23:13:20+01:00"), Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
         assert_eq!(parse_rfc3339("2023-13-14T23:13:20Z"), None);
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            "2000-02-29T00:00:00Z"
-        );
+        assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
     }
 
     #[test]

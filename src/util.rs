@@ -10,10 +10,7 @@ use std::time::Duration;
 /// fsync the directory. A reader sees the old content or the new one, never a torn file.
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     {
         let mut f = File::create(&tmp)?;
@@ -34,12 +31,8 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()>
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<T> {
     let mut data = Vec::new();
     File::open(path)?.take(1 << 20).read_to_end(&mut data)?;
-    serde_json::from_slice(&data).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: {e}", path.display()),
-        )
-    })
+    serde_json::from_slice(&data)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
 }
 
 /// A random 32-hex-digit id (like a container id) from the kernel's random source.
@@ -50,9 +43,7 @@ pub fn random_id() -> String {
     if n != b.len() as isize {
         // Extremely unlikely (the call blocks only before the pool is initialised); fall
         // back to time and pid, which are unique enough for ids on one machine.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         b[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
         b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
     }
@@ -74,8 +65,7 @@ pub fn process_alive(pid: i32, start_ticks: Option<u64>) -> bool {
         return false;
     }
     // SAFETY: signal 0 only checks for existence and permission.
-    let exists = unsafe { libc::kill(pid, 0) } == 0
-        || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    let exists = unsafe { libc::kill(pid, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
     if !exists {
         return false;
     }
@@ -95,10 +85,7 @@ fn is_zombie(pid: i32) -> bool {
 /// Sends `sig` to the process group `pgid`; a group that no longer exists is not an error.
 pub fn kill_group(pgid: i32, sig: i32) -> io::Result<()> {
     if pgid <= 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("refusing to signal process group {pgid}"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process group {pgid}")));
     }
     // SAFETY: kill has no memory-safety preconditions; a negative pid names a group.
     if unsafe { libc::kill(-pgid, sig) } == 0 {
@@ -115,17 +102,9 @@ pub fn kill_group(pgid: i32, sig: i32) -> io::Result<()> {
 /// Waits until one of `fds` is readable or `timeout` passes (`None` waits without limit).
 /// Returns the readiness (POLLIN/POLLHUP bits) of each fd, all zero on timeout.
 pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<i16>> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = timeout
-        .map(|t| t.as_millis().min(i32::MAX as u128) as i32)
-        .unwrap_or(-1);
+    let mut pfds: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ms = timeout.map(|t| t.as_millis().min(i32::MAX as u128) as i32).unwrap_or(-1);
     // SAFETY: pfds is a valid array of pollfd of the given length.
     let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
     if n < 0 {
@@ -170,14 +149,9 @@ pub fn primary_ipv4() -> Option<String> {
             let ifa = &*cur;
             let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
             let loopback = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
-            if up
-                && !loopback
-                && !ifa.ifa_addr.is_null()
-                && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET
-            {
+            if up && !loopback && !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
                 let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                found =
-                    Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).to_string());
+                found = Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).to_string());
                 break;
             }
             cur = ifa.ifa_next;
@@ -198,11 +172,7 @@ mod tests {
         write_json(&p, &vec![1, 2, 3]).unwrap();
         let v: Vec<i32> = read_json(&p).unwrap();
         assert_eq!(v, vec![1, 2, 3]);
-        assert_eq!(
-            fs::read_dir(dir.path()).unwrap().count(),
-            1,
-            "no temp file left behind"
-        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
     }
 
     #[test]

@@ -24,11 +24,7 @@ pub fn set_pod_defaults(pod: &mut Pod) {
     if spec.termination_grace_period_seconds.is_none() {
         spec.termination_grace_period_seconds = Some(DEFAULT_TERMINATION_GRACE_PERIOD);
     }
-    for c in spec
-        .init_containers
-        .iter_mut()
-        .chain(spec.containers.iter_mut())
-    {
+    for c in spec.init_containers.iter_mut().chain(spec.containers.iter_mut()) {
         set_container_defaults(c);
     }
 }
@@ -37,12 +33,7 @@ fn set_container_defaults(c: &mut Container) {
     if c.image_pull_policy.is_empty() {
         // SetDefaults_Container: `:latest` or no tag means Always, anything else IfNotPresent.
         let last = c.image.rsplit('/').next().unwrap_or("");
-        let tag = last
-            .split_once('@')
-            .map(|(n, _)| n)
-            .unwrap_or(last)
-            .split_once(':')
-            .map(|(_, t)| t);
+        let tag = last.split_once('@').map(|(n, _)| n).unwrap_or(last).split_once(':').map(|(_, t)| t);
         let digest = c.image.contains('@');
         c.image_pull_policy = match tag {
             _ if digest => "IfNotPresent",
@@ -64,14 +55,7 @@ fn set_container_defaults(c: &mut Container) {
     for (name, q) in limits {
         c.resources.requests.entry(name).or_insert(q);
     }
-    for p in [
-        &mut c.liveness_probe,
-        &mut c.readiness_probe,
-        &mut c.startup_probe,
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for p in [&mut c.liveness_probe, &mut c.readiness_probe, &mut c.startup_probe].into_iter().flatten() {
         set_probe_defaults(p);
     }
 }
@@ -108,20 +92,13 @@ mod tests {
     #[test]
     fn fills_pod_level_defaults() {
         let mut pod = Pod::default();
-        pod.spec.containers.push(Container {
-            name: "app".into(),
-            image: "nginx:1.25".into(),
-            ..Default::default()
-        });
+        pod.spec.containers.push(Container { name: "app".into(), image: "nginx:1.25".into(), ..Default::default() });
         set_pod_defaults(&mut pod);
         assert_eq!(pod.metadata.namespace, "default");
         assert_eq!(pod.spec.restart_policy, "Always");
         assert_eq!(pod.spec.termination_grace_period_seconds, Some(30));
         assert_eq!(pod.spec.containers[0].image_pull_policy, "IfNotPresent");
-        assert_eq!(
-            pod.spec.containers[0].termination_message_path,
-            "/dev/termination-log"
-        );
+        assert_eq!(pod.spec.containers[0].termination_message_path, "/dev/termination-log");
     }
 
     #[test]
@@ -133,10 +110,7 @@ mod tests {
             ("registry:5000/nginx:1.2", "IfNotPresent"),
             ("nginx@sha256:abcd", "IfNotPresent"),
         ] {
-            let mut c = Container {
-                image: image.into(),
-                ..Default::default()
-            };
+            let mut c = Container { image: image.into(), ..Default::default() };
             set_container_defaults(&mut c);
             assert_eq!(c.image_pull_policy, want, "{image}");
         }
@@ -145,15 +119,9 @@ mod tests {
     #[test]
     fn requests_default_from_limits_without_overriding() {
         let mut c = Container::default();
-        c.resources
-            .limits
-            .insert("cpu".into(), Quantity::parse("2").unwrap());
-        c.resources
-            .limits
-            .insert("memory".into(), Quantity::parse("1Gi").unwrap());
-        c.resources
-            .requests
-            .insert("cpu".into(), Quantity::parse("500m").unwrap());
+        c.resources.limits.insert("cpu".into(), Quantity::parse("2").unwrap());
+        c.resources.limits.insert("memory".into(), Quantity::parse("1Gi").unwrap());
+        c.resources.requests.insert("cpu".into(), Quantity::parse("500m").unwrap());
         set_container_defaults(&mut c);
         assert_eq!(c.resources.requests["cpu"].milli_value(), 500);
         assert_eq!(c.resources.requests["memory"].value(), 1 << 30);
@@ -173,15 +141,7 @@ mod tests {
             ..Default::default()
         };
         set_probe_defaults(&mut p);
-        assert_eq!(
-            (
-                p.timeout_seconds,
-                p.period_seconds,
-                p.success_threshold,
-                p.failure_threshold
-            ),
-            (1, 5, 1, 3)
-        );
+        assert_eq!((p.timeout_seconds, p.period_seconds, p.success_threshold, p.failure_threshold), (1, 5, 1, 3));
         let h = p.http_get.unwrap();
         assert_eq!((h.path.as_str(), h.scheme.as_str()), ("/", "HTTP"));
     }

@@ -46,13 +46,7 @@ pub fn resolve_env(env: &[crate::api::EnvVar], base: &[(String, String)]) -> Vec
     let mut resolved: Vec<(String, String)> = base.to_vec();
     for var in env {
         let value = {
-            let lookup = |name: &str| {
-                resolved
-                    .iter()
-                    .rev()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, v)| v.clone())
-            };
+            let lookup = |name: &str| resolved.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
             expand(&var.value, &lookup)
         };
         resolved.retain(|(n, _)| n != &var.name);
@@ -87,21 +81,9 @@ mod tests {
     #[test]
     fn env_values_see_earlier_variables_only() {
         let env = vec![
-            EnvVar {
-                name: "LATER_REF".into(),
-                value: "$(B)".into(),
-                value_from: None,
-            },
-            EnvVar {
-                name: "B".into(),
-                value: "bee".into(),
-                value_from: None,
-            },
-            EnvVar {
-                name: "C".into(),
-                value: "$(B)-see".into(),
-                value_from: None,
-            },
+            EnvVar { name: "LATER_REF".into(), value: "$(B)".into(), value_from: None },
+            EnvVar { name: "B".into(), value: "bee".into(), value_from: None },
+            EnvVar { name: "C".into(), value: "$(B)-see".into(), value_from: None },
         ];
         let got = resolve_env(&env, &[]);
         assert_eq!(

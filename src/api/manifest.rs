@@ -30,21 +30,16 @@ pub const CONFIG_FILE_ANNOTATION: &str = "ferrolet.io/manifest";
 
 /// Splits a file's text into JSON values, one per non-empty document.
 fn documents(file: &str, text: &str) -> Result<Vec<serde_json::Value>, ManifestError> {
-    let err = |doc, problem: String| ManifestError {
-        file: file.into(),
-        doc,
-        problem,
-    };
+    let err = |doc, problem: String| ManifestError { file: file.into(), doc, problem };
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| err(None, format!("invalid JSON: {e}")))?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| err(None, format!("invalid JSON: {e}")))?;
         return Ok(vec![v]);
     }
     let mut out = Vec::new();
     for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
         let v = serde_json::Value::deserialize(de)
-            .map_err(|e| err(Some(i + 1), format!("invalid YAML: {e}")))?;
+            .map_err(|e| err((i > 0).then_some(i + 1), format!("invalid YAML: {e}")))?;
         if !v.is_null() {
             out.push(v);
         }
@@ -62,23 +57,11 @@ pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, ManifestError>> {
     let many = docs.len() > 1;
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
-        let err = |problem: String| ManifestError {
-            file: file.into(),
-            doc: many.then_some(i + 1),
-            problem,
-        };
-        let kind = doc
-            .get("kind")
-            .and_then(|k| k.as_str())
-            .unwrap_or("")
-            .to_string();
+        let err = |problem: String| ManifestError { file: file.into(), doc: many.then_some(i + 1), problem };
+        let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
         match kind.as_str() {
             "List" | "PodList" => {
-                let items = doc
-                    .get("items")
-                    .and_then(|v| v.as_array())
-                    .cloned()
-                    .unwrap_or_default();
+                let items = doc.get("items").and_then(|v| v.as_array()).cloned().unwrap_or_default();
                 for (j, item) in items.into_iter().enumerate() {
                     out.push(decode_one(item).map_err(|p| err(format!("items[{j}].{p}"))));
                 }
@@ -92,11 +75,7 @@ pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, ManifestError>> {
 fn decode_one(value: serde_json::Value) -> Result<Pod, String> {
     match value.get("kind").and_then(|k| k.as_str()) {
         Some("Pod") => {}
-        Some(other) => {
-            return Err(format!(
-                "kind: Unsupported value: {other:?}: supported values: \"Pod\", \"List\""
-            ))
-        }
+        Some(other) => return Err(format!("kind: Unsupported value: {other:?}: supported values: \"Pod\", \"List\"")),
         None => return Err("kind: Required value: a manifest must say `kind: Pod`".into()),
     }
     let mut pod: Pod = serde_path_to_error::deserialize(value).map_err(|e| {
@@ -128,15 +107,9 @@ pub fn as_static_pod(mut pod: Pod, node_name: &str, file: &Path) -> Pod {
     let uid: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     pod.metadata.name = format!("{}-{}", pod.metadata.name, node_name);
     pod.metadata.uid = uid.clone();
-    pod.metadata
-        .annotations
-        .insert(CONFIG_HASH_ANNOTATION.into(), uid);
-    pod.metadata
-        .annotations
-        .insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
-    pod.metadata
-        .annotations
-        .insert(CONFIG_FILE_ANNOTATION.into(), file.display().to_string());
+    pod.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), uid);
+    pod.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
+    pod.metadata.annotations.insert(CONFIG_FILE_ANNOTATION.into(), file.display().to_string());
     pod.spec.node_name = node_name.into();
     pod
 }
@@ -152,10 +125,7 @@ mod tests {
         let pods = decode_pods("web.yaml", WEB);
         let pod = pods[0].as_ref().unwrap();
         assert_eq!(pod.metadata.namespace, "default");
-        assert_eq!(
-            pod.spec.containers[0].resources.requests["cpu"].milli_value(),
-            500
-        );
+        assert_eq!(pod.spec.containers[0].resources.requests["cpu"].milli_value(), 500);
     }
 
     #[test]
@@ -165,10 +135,7 @@ mod tests {
         assert_eq!(pods.len(), 2);
         assert!(pods[0].is_ok());
         let e = pods[1].as_ref().unwrap_err().to_string();
-        assert!(
-            e.starts_with("two.yaml: document 2: metadata.name: Invalid value: \"Web\""),
-            "{e}"
-        );
+        assert!(e.starts_with("two.yaml: document 2: metadata.name: Invalid value: \"Web\""), "{e}");
     }
 
     #[test]

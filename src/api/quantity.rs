@@ -91,9 +91,7 @@ pub struct QuantityError {
 impl QuantityError {
     /// Builds the error for `input`.
     fn new(input: &str) -> QuantityError {
-        QuantityError {
-            input: input.to_string(),
-        }
+        QuantityError { input: input.to_string() }
     }
 }
 
@@ -110,21 +108,13 @@ impl Quantity {
 
     /// A whole quantity `v`, formatted as binary SI when `binary` (memory) else decimal SI.
     pub fn from_value(v: i64, binary: bool) -> Quantity {
-        let format = if binary {
-            Format::BinarySI
-        } else {
-            Format::DecimalSI
-        };
+        let format = if binary { Format::BinarySI } else { Format::DecimalSI };
         Quantity::exact(i128::from(v), 0, format)
     }
 
     /// The quantity 0, formatted as decimal SI.
     pub fn zero() -> Quantity {
-        Quantity {
-            mantissa: 0,
-            scale: 0,
-            format: Format::DecimalSI,
-        }
+        Quantity { mantissa: 0, scale: 0, format: Format::DecimalSI }
     }
 
     /// The value in thousandths, rounded up (toward +inf) and saturated to `i64`.
@@ -158,14 +148,9 @@ impl Quantity {
     /// rounded up at the 38th digit (only far-apart magnitudes such as
     /// `1e1000 + 1n` get there).
     pub fn add(&self, other: &Quantity) -> Quantity {
-        let format = if self.is_zero() {
-            other.format
-        } else {
-            self.format
-        };
+        let format = if self.is_zero() { other.format } else { self.format };
         let (mantissa, scale) = add_parts(self.mantissa, self.scale, other.mantissa, other.scale);
-        Quantity::from_parts(mantissa, scale, format)
-            .unwrap_or_else(|| Quantity::saturated(mantissa.signum(), format))
+        Quantity::from_parts(mantissa, scale, format).unwrap_or_else(|| Quantity::saturated(mantissa.signum(), format))
     }
 
     /// The difference; keeps `self`'s format unless `self` is zero, as Kubernetes `Sub` does.
@@ -176,21 +161,14 @@ impl Quantity {
     /// The negated value, same format.
     pub fn neg(&self) -> Quantity {
         // |mantissa| < 10^38, so negation cannot overflow.
-        Quantity {
-            mantissa: -self.mantissa,
-            ..self.clone()
-        }
+        Quantity { mantissa: -self.mantissa, ..self.clone() }
     }
 
     /// Builds a normalized quantity, or `None` if it needs more than 38
     /// digits or a scale outside `i32`.
     fn from_parts(mut mantissa: i128, mut scale: i128, format: Format) -> Option<Quantity> {
         if mantissa == 0 {
-            return Some(Quantity {
-                mantissa: 0,
-                scale: 0,
-                format,
-            });
+            return Some(Quantity { mantissa: 0, scale: 0, format });
         }
         // Trailing zeros move into the scale so equal values share one form,
         // which is what makes the derived-style Eq/Hash on the fields sound.
@@ -201,11 +179,7 @@ impl Quantity {
         if mantissa.unsigned_abs() >= MANTISSA_LIMIT {
             return None;
         }
-        Some(Quantity {
-            mantissa,
-            scale: i32::try_from(scale).ok()?,
-            format,
-        })
+        Some(Quantity { mantissa, scale: i32::try_from(scale).ok()?, format })
     }
 
     /// Like [`Quantity::from_parts`] for inputs known to fit.
@@ -220,11 +194,7 @@ impl Quantity {
     /// sums whose order of magnitude no longer fits an `i32` scale.
     fn saturated(sign: i128, format: Format) -> Quantity {
         let magnitude = (MANTISSA_LIMIT - 1) as i128;
-        Quantity {
-            mantissa: if sign < 0 { -magnitude } else { magnitude },
-            scale: i32::MAX,
-            format,
-        }
+        Quantity { mantissa: if sign < 0 { -magnitude } else { magnitude }, scale: i32::MAX, format }
     }
 
     /// `ceil(self / 10^target)` saturated to `i64`.
@@ -235,10 +205,7 @@ impl Quantity {
         }
         let shift = i64::from(self.scale) - i64::from(target);
         let exact = if shift >= 0 {
-            u32::try_from(shift)
-                .ok()
-                .and_then(|s| 10i128.checked_pow(s))
-                .and_then(|p| m.checked_mul(p))
+            u32::try_from(shift).ok().and_then(|s| 10i128.checked_pow(s)).and_then(|p| m.checked_mul(p))
         } else if shift < -(MAX_DIGITS as i64) {
             // |value| < 1 at the target scale: the ceiling is 1 or 0.
             Some(i128::from(m > 0))
@@ -372,10 +339,7 @@ fn parse_suffix(s: &str) -> Option<Suffix> {
 
 /// Splits a leading run of ASCII digits off `s`.
 fn take_digits(s: &str) -> (&str, &str) {
-    let end = s
-        .bytes()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(s.len());
+    let end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
     s.split_at(end)
 }
 
@@ -395,9 +359,7 @@ fn parse_quantity(s: &str) -> Option<Quantity> {
         return None;
     }
     match parse_suffix(rest)? {
-        Suffix::Decimal(exponent, format) => {
-            parse_decimal(negative, int_digits, frac_digits, exponent, format)
-        }
+        Suffix::Decimal(exponent, format) => parse_decimal(negative, int_digits, frac_digits, exponent, format),
         Suffix::Binary(power) => Some(parse_binary(negative, int_digits, frac_digits, power)),
     }
 }
@@ -416,8 +378,7 @@ fn parse_decimal(
     if trimmed.is_empty() {
         return Quantity::from_parts(0, 0, format);
     }
-    let mut scale = i128::from(exponent) - frac_digits.len() as i128
-        + (significant.len() - trimmed.len()) as i128;
+    let mut scale = i128::from(exponent) - frac_digits.len() as i128 + (significant.len() - trimmed.len()) as i128;
     let mut digits = trimmed.as_bytes().to_vec();
     if scale < NANO_SCALE {
         // Drop the sub-nano digits; the last one is non-zero, so something is
@@ -435,9 +396,7 @@ fn parse_decimal(
     if digits.len() > MAX_DIGITS {
         return None;
     }
-    let magnitude = digits
-        .iter()
-        .fold(0i128, |acc, d| acc * 10 + i128::from(d - b'0'));
+    let magnitude = digits.iter().fold(0i128, |acc, d| acc * 10 + i128::from(d - b'0'));
     Quantity::from_parts(if negative { -magnitude } else { magnitude }, scale, format)
 }
 
@@ -463,9 +422,7 @@ fn parse_binary(negative: bool, int_digits: &str, frac_digits: &str, power: u32)
         // At least 10^19 before the multiplier: certainly past the cap.
         None
     } else {
-        let int_value = int_part
-            .bytes()
-            .fold(0u128, |acc, d| acc * 10 + u128::from(d - b'0'));
+        let int_value = int_part.bytes().fold(0u128, |acc, d| acc * 10 + u128::from(d - b'0'));
         // int_value < 10^19 and multiplier <= 2^60, so this stays below 2^124.
         let whole = int_value * multiplier;
         (whole <= BINARY_CAP).then(|| {
@@ -490,17 +447,9 @@ fn parse_binary(negative: bool, int_digits: &str, frac_digits: &str, power: u32)
     };
     // Upstream switches a non-zero value below 1 to decimal SI, since no
     // binary suffix could ever describe it.
-    let format = if nanos > 0 && nanos < NANOS_PER_UNIT {
-        Format::DecimalSI
-    } else {
-        Format::BinarySI
-    };
+    let format = if nanos > 0 && nanos < NANOS_PER_UNIT { Format::DecimalSI } else { Format::BinarySI };
     // nanos <= (2^63 - 1) × 10^9 < 10^28: 28 digits fit both i128 and the mantissa limit.
-    let signed = if negative {
-        -(nanos as i128)
-    } else {
-        nanos as i128
-    };
+    let signed = if negative { -(nanos as i128) } else { nanos as i128 };
     Quantity::exact(signed, NANO_SCALE, format)
 }
 
@@ -538,15 +487,9 @@ fn add_parts(a: i128, sa: i32, b: i128, sb: i32) -> (i128, i128) {
     let (sa, sb) = (i64::from(sa), i64::from(sb));
     let low = sa.min(sb);
     let align = |m: i128, s: i64| {
-        u32::try_from(s - low)
-            .ok()
-            .and_then(|e| 10i128.checked_pow(e))
-            .and_then(|p| m.checked_mul(p))
+        u32::try_from(s - low).ok().and_then(|e| 10i128.checked_pow(e)).and_then(|p| m.checked_mul(p))
     };
-    if let Some(sum) = align(a, sa)
-        .zip(align(b, sb))
-        .and_then(|(x, y)| x.checked_add(y))
-    {
+    if let Some(sum) = align(a, sa).zip(align(b, sb)).and_then(|(x, y)| x.checked_add(y)) {
         if Quantity::from_parts(sum, i128::from(low), Format::DecimalSI).is_some() {
             return (sum, i128::from(low));
         }
@@ -665,10 +608,7 @@ impl QuantityVisitor {
         match Quantity::parse(text) {
             // A number written without quotes reads as plain decimal, as
             // Kubernetes would see `0.5` or `2` in a manifest.
-            Ok(q) => Ok(Quantity {
-                format: Format::DecimalSI,
-                ..q
-            }),
+            Ok(q) => Ok(Quantity { format: Format::DecimalSI, ..q }),
             Err(_) => Err(E::custom(QuantityError::new(shown))),
         }
     }
@@ -802,12 +742,7 @@ mod tests {
         ("1Gi", 1_073_741_824_000, 1_073_741_824, "1Gi"),
         ("1024Mi", 1_073_741_824_000, 1_073_741_824, "1Gi"),
         ("5Ti", 5_497_558_138_880_000, 5_497_558_138_880, "5Ti"),
-        (
-            "4Pi",
-            4_503_599_627_370_496_000,
-            4_503_599_627_370_496,
-            "4Pi",
-        ),
+        ("4Pi", 4_503_599_627_370_496_000, 4_503_599_627_370_496, "4Pi"),
         ("1Ei", MAX, 1_152_921_504_606_846_976, "1Ei"),
         ("3Ei", MAX, 3_458_764_513_820_540_928, "3Ei"),
         ("9Ei", MAX, MAX, "9223372036854775807"),
@@ -892,16 +827,10 @@ mod tests {
     fn formats_follow_upstream() {
         assert_eq!(Quantity::parse("1Gi").unwrap().format(), Format::BinarySI);
         assert_eq!(Quantity::parse("0Ki").unwrap().format(), Format::BinarySI);
-        assert_eq!(
-            Quantity::parse("1e3").unwrap().format(),
-            Format::DecimalExponent
-        );
+        assert_eq!(Quantity::parse("1e3").unwrap().format(), Format::DecimalExponent);
         assert_eq!(Quantity::parse("1").unwrap().format(), Format::DecimalSI);
         // A non-zero binary value below 1 becomes decimal SI.
-        assert_eq!(
-            Quantity::parse("0.000000000001Ki").unwrap().format(),
-            Format::DecimalSI
-        );
+        assert_eq!(Quantity::parse("0.000000000001Ki").unwrap().format(), Format::DecimalSI);
         assert_eq!(Quantity::parse("0.5Ki").unwrap().format(), Format::BinarySI);
     }
 
@@ -919,10 +848,7 @@ mod tests {
         assert!(q("1e1000") > q("9E"));
         assert!(q("-1e1000") < q("-9E"));
         assert!(q("999m") < q("1"));
-        let set: HashSet<Quantity> = ["1Gi", "1024Mi", "1073741824", "1Ki", "1024"]
-            .iter()
-            .map(|s| q(s))
-            .collect();
+        let set: HashSet<Quantity> = ["1Gi", "1024Mi", "1073741824", "1Ki", "1024"].iter().map(|s| q(s)).collect();
         assert_eq!(set.len(), 2);
     }
 
@@ -997,10 +923,7 @@ mod tests {
     #[test]
     fn serde_errors_name_the_input() {
         let err = serde_json::from_str::<Quantity>(r#""1.5.0""#).unwrap_err();
-        assert!(
-            err.to_string().contains(r#"invalid quantity "1.5.0""#),
-            "{err}"
-        );
+        assert!(err.to_string().contains(r#"invalid quantity "1.5.0""#), "{err}");
         let err = serde_json::from_str::<Quantity>("true").unwrap_err();
         assert!(err.to_string().contains("a quantity"), "{err}");
         let err = serde_json::from_value::<Quantity>(serde_json::json!("1KB")).unwrap_err();
@@ -1011,29 +934,20 @@ mod tests {
     fn quantity_text() -> impl Strategy<Value = String> {
         let sign = prop_oneof![Just(""), Just("+"), Just("-")];
         // At most 10 + 12 + 10 significant digits: always within the 38 kept.
-        let int = prop_oneof![
-            Just(String::new()),
-            (0u64..10_000_000_000).prop_map(|n| n.to_string())
-        ];
+        let int = prop_oneof![Just(String::new()), (0u64..10_000_000_000).prop_map(|n| n.to_string())];
         let frac = prop_oneof![
             Just(None),
-            (0u32..12, any::<u32>())
-                .prop_map(|(zeros, n)| Some(format!("{}{n}", "0".repeat(zeros as usize)))),
+            (0u32..12, any::<u32>()).prop_map(|(zeros, n)| Some(format!("{}{n}", "0".repeat(zeros as usize)))),
         ];
         let suffix = prop_oneof![
             prop::sample::select(vec![
-                "", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi",
-                "Ei",
+                "", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
             ])
             .prop_map(str::to_string),
             (prop::sample::select(vec!["e", "E"]), -40i32..60).prop_map(|(e, x)| format!("{e}{x}")),
         ];
         (sign, int, frac, suffix).prop_map(|(sign, int, frac, suffix)| {
-            let int = if int.is_empty() && frac.is_none() {
-                "0".to_string()
-            } else {
-                int
-            };
+            let int = if int.is_empty() && frac.is_none() { "0".to_string() } else { int };
             match frac {
                 Some(f) => format!("{sign}{int}.{f}{suffix}"),
                 None => format!("{sign}{int}{suffix}"),

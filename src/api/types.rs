@@ -90,10 +90,7 @@ impl Pod {
 
     /// kubelet's `format.Pod`: `name_namespace(uid)`, used in event messages.
     pub fn desc(&self) -> String {
-        format!(
-            "{}_{}({})",
-            self.metadata.name, self.metadata.namespace, self.metadata.uid
-        )
+        format!("{}_{}({})", self.metadata.name, self.metadata.namespace, self.metadata.uid)
     }
 }
 

@@ -40,11 +40,7 @@ impl fmt::Display for FieldError {
             FieldErrorKind::Invalid(v) => write!(f, "Invalid value: {v}")?,
             FieldErrorKind::NotSupported(v, allowed) => {
                 let list: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
-                return write!(
-                    f,
-                    "Unsupported value: {v}: supported values: {}",
-                    list.join(", ")
-                );
+                return write!(f, "Unsupported value: {v}: supported values: {}", list.join(", "));
             }
             FieldErrorKind::Duplicate(v) => write!(f, "Duplicate value: {v}")?,
             FieldErrorKind::Forbidden => write!(f, "Forbidden")?,
@@ -64,18 +60,10 @@ struct Errs(Vec<FieldError>);
 
 impl Errs {
     fn required(&mut self, path: &str, detail: &str) {
-        self.0.push(FieldError {
-            path: path.into(),
-            kind: FieldErrorKind::Required,
-            detail: detail.into(),
-        });
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Required, detail: detail.into() });
     }
     fn invalid(&mut self, path: &str, value: String, detail: impl Into<String>) {
-        self.0.push(FieldError {
-            path: path.into(),
-            kind: FieldErrorKind::Invalid(value),
-            detail: detail.into(),
-        });
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Invalid(value), detail: detail.into() });
     }
     fn not_supported(&mut self, path: &str, value: &str, allowed: &[&'static str]) {
         self.0.push(FieldError {
@@ -85,11 +73,7 @@ impl Errs {
         });
     }
     fn forbidden(&mut self, path: &str, detail: &str) {
-        self.0.push(FieldError {
-            path: path.into(),
-            kind: FieldErrorKind::Forbidden,
-            detail: detail.into(),
-        });
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Forbidden, detail: detail.into() });
     }
     fn duplicate(&mut self, path: &str, value: &str) {
         self.0.push(FieldError {
@@ -108,8 +92,7 @@ pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -124,8 +107,7 @@ fn is_port_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 15
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b.iter().any(|c| c.is_ascii_lowercase())
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
@@ -147,9 +129,7 @@ fn is_qualified_name(s: &str) -> bool {
     };
     let name_ok = !name.is_empty()
         && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     name_ok && prefix.map_or(true, |p| !p.is_empty() && is_dns1123_subdomain(p))
@@ -179,18 +159,14 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     }
     for (k, v) in &m.labels {
         if !is_qualified_name(k) {
-            e.invalid(&format!("metadata.labels"), quote(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc'), with an optional DNS subdomain prefix and '/'");
+            e.invalid("metadata.labels", quote(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc'), with an optional DNS subdomain prefix and '/'");
         } else if !is_label_value(v) {
             e.invalid(&format!("metadata.labels.{k}"), quote(v), "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character");
         }
     }
     for k in m.annotations.keys() {
         if !is_qualified_name(k) {
-            e.invalid(
-                "metadata.annotations",
-                quote(k),
-                "must be a qualified name, e.g. 'example.com/my-note'",
-            );
+            e.invalid("metadata.annotations", quote(k), "must be a qualified name, e.g. 'example.com/my-note'");
         }
     }
     let spec = &pod.spec;
@@ -200,11 +176,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     }
     if let Some(g) = spec.termination_grace_period_seconds {
         if g < 0 {
-            e.invalid(
-                "spec.terminationGracePeriodSeconds",
-                g.to_string(),
-                "must be greater than or equal to 0",
-            );
+            e.invalid("spec.terminationGracePeriodSeconds", g.to_string(), "must be greater than or equal to 0");
         }
     }
     if spec.containers.is_empty() {
@@ -237,10 +209,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         let path = format!("spec.containers[{i}]");
         validate_container(&mut e, c, &path, &mut names);
         if c.restart_policy.is_some() {
-            e.forbidden(
-                &format!("{path}.restartPolicy"),
-                "may not be set for non-init containers",
-            );
+            e.forbidden(&format!("{path}.restartPolicy"), "may not be set for non-init containers");
         }
     }
     e.0
@@ -259,11 +228,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
     }
     const PULL: &[&str] = &["Always", "IfNotPresent", "Never"];
     if !PULL.contains(&c.image_pull_policy.as_str()) {
-        e.not_supported(
-            &format!("{path}.imagePullPolicy"),
-            &c.image_pull_policy,
-            PULL,
-        );
+        e.not_supported(&format!("{path}.imagePullPolicy"), &c.image_pull_policy, PULL);
     }
     for (i, v) in c.env.iter().enumerate() {
         let p = format!("{path}.env[{i}].name");
@@ -285,11 +250,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
         }
         if let Some(h) = p.host_port {
             if !(0..=65535).contains(&h) {
-                e.invalid(
-                    &format!("{base}.hostPort"),
-                    h.to_string(),
-                    "must be between 1 and 65535, inclusive",
-                );
+                e.invalid(&format!("{base}.hostPort"), h.to_string(), "must be between 1 and 65535, inclusive");
             }
         }
         if !p.name.is_empty() {
@@ -304,11 +265,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
             e.not_supported(&format!("{base}.protocol"), &p.protocol, PROTOS);
         }
     }
-    validate_resources(
-        e,
-        &c.resources.requests,
-        &format!("{path}.resources.requests"),
-    );
+    validate_resources(e, &c.resources.requests, &format!("{path}.resources.requests"));
     validate_resources(e, &c.resources.limits, &format!("{path}.resources.limits"));
     for (name, req) in &c.resources.requests {
         if let Some(lim) = c.resources.limits.get(name) {
@@ -323,8 +280,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
             e.invalid(
                 &format!("{path}.resources.requests[{name}]"),
                 quote(&req.to_string()),
-                "must be equal to {name} limit (extended resources cannot be overcommitted)"
-                    .replace("{name}", name),
+                "must be equal to {name} limit (extended resources cannot be overcommitted)".replace("{name}", name),
             );
         }
     }
@@ -341,20 +297,11 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
             }
         }
     }
-    let ports: Vec<&str> = c
-        .ports
-        .iter()
-        .map(|p| p.name.as_str())
-        .filter(|n| !n.is_empty())
-        .collect();
+    let ports: Vec<&str> = c.ports.iter().map(|p| p.name.as_str()).filter(|n| !n.is_empty()).collect();
     if let Some(p) = &c.liveness_probe {
         validate_probe(e, p, &format!("{path}.livenessProbe"), &ports);
         if p.success_threshold != 1 {
-            e.invalid(
-                &format!("{path}.livenessProbe.successThreshold"),
-                p.success_threshold.to_string(),
-                "must be 1",
-            );
+            e.invalid(&format!("{path}.livenessProbe.successThreshold"), p.success_threshold.to_string(), "must be 1");
         }
     }
     if let Some(p) = &c.readiness_probe {
@@ -362,9 +309,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
         if p.termination_grace_period_seconds.is_some() {
             e.invalid(
                 &format!("{path}.readinessProbe.terminationGracePeriodSeconds"),
-                p.termination_grace_period_seconds
-                    .unwrap_or_default()
-                    .to_string(),
+                p.termination_grace_period_seconds.unwrap_or_default().to_string(),
                 "must not be set for readinessProbes",
             );
         }
@@ -372,11 +317,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
     if let Some(p) = &c.startup_probe {
         validate_probe(e, p, &format!("{path}.startupProbe"), &ports);
         if p.success_threshold != 1 {
-            e.invalid(
-                &format!("{path}.startupProbe.successThreshold"),
-                p.success_threshold.to_string(),
-                "must be 1",
-            );
+            e.invalid(&format!("{path}.startupProbe.successThreshold"), p.success_threshold.to_string(), "must be 1");
         }
     }
 }
@@ -389,20 +330,14 @@ pub fn is_extended_resource(name: &str) -> bool {
 fn validate_resources(e: &mut Errs, list: &BTreeMap<String, Quantity>, path: &str) {
     for (name, q) in list {
         let p = format!("{path}.{name}");
-        let standard = matches!(
-            name.as_str(),
-            "cpu" | "memory" | "ephemeral-storage" | "pods"
-        ) || name.starts_with("hugepages-");
-        if !standard && !(is_extended_resource(name) && is_qualified_name(name)) {
+        let standard =
+            matches!(name.as_str(), "cpu" | "memory" | "ephemeral-storage" | "pods") || name.starts_with("hugepages-");
+        if !(standard || is_extended_resource(name) && is_qualified_name(name)) {
             e.invalid(&p, quote(name), "must be a standard resource type (cpu, memory, ephemeral-storage, hugepages-<size>) or a fully qualified extended resource name (e.g. 'example.com/dev')");
             continue;
         }
         if q.is_negative() {
-            e.invalid(
-                &p,
-                quote(&q.to_string()),
-                "must be greater than or equal to 0",
-            );
+            e.invalid(&p, quote(&q.to_string()), "must be greater than or equal to 0");
         }
         if is_extended_resource(name) && q.milli_value() % 1000 != 0 {
             e.invalid(&p, quote(&q.to_string()), "must be an integer");
@@ -413,22 +348,14 @@ fn validate_resources(e: &mut Errs, list: &BTreeMap<String, Quantity>, path: &st
 fn validate_port(e: &mut Errs, port: &IntOrString, path: &str, named: &[&str]) {
     match port {
         IntOrString::Int(n) if !(1..=65535).contains(n) => {
-            e.invalid(
-                path,
-                n.to_string(),
-                "must be between 1 and 65535, inclusive",
-            );
+            e.invalid(path, n.to_string(), "must be between 1 and 65535, inclusive");
         }
         IntOrString::Int(_) => {}
         IntOrString::String(s) if !is_port_name(s) => {
             e.invalid(path, quote(s), "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-), be no more than 15 characters and contain at least one letter");
         }
         IntOrString::String(s) if !named.contains(&s.as_str()) => {
-            e.invalid(
-                path,
-                quote(s),
-                "must be a container port name defined in this container's ports",
-            );
+            e.invalid(path, quote(s), "must be a container port name defined in this container's ports");
         }
         IntOrString::String(_) => {}
     }
@@ -443,28 +370,15 @@ fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
         (p.failure_threshold, "failureThreshold"),
     ] {
         if v < 0 {
-            e.invalid(
-                &format!("{path}.{field}"),
-                v.to_string(),
-                "must be greater than or equal to 0",
-            );
+            e.invalid(&format!("{path}.{field}"), v.to_string(), "must be greater than or equal to 0");
         }
     }
     if let Some(g) = p.termination_grace_period_seconds {
         if g <= 0 {
-            e.invalid(
-                &format!("{path}.terminationGracePeriodSeconds"),
-                g.to_string(),
-                "must be greater than 0",
-            );
+            e.invalid(&format!("{path}.terminationGracePeriodSeconds"), g.to_string(), "must be greater than 0");
         }
     }
-    let handlers = [
-        p.exec.is_some(),
-        p.http_get.is_some(),
-        p.tcp_socket.is_some(),
-        p.grpc.is_some(),
-    ];
+    let handlers = [p.exec.is_some(), p.http_get.is_some(), p.tcp_socket.is_some(), p.grpc.is_some()];
     match handlers.iter().filter(|h| **h).count() {
         0 => e.required(path, "must specify a handler type"),
         1 => {}
@@ -486,10 +400,7 @@ fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
         }
         for (i, hd) in h.http_headers.iter().enumerate() {
             let ok = !hd.name.is_empty()
-                && hd
-                    .name
-                    .bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
+                && hd.name.bytes().all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
             if !ok {
                 e.invalid(&format!("{base}.httpHeaders[{i}].name"), quote(&hd.name), "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')");
             }
@@ -500,11 +411,7 @@ fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
     }
     if let Some(g) = &p.grpc {
         if !(1..=65535).contains(&g.port) {
-            e.invalid(
-                &format!("{path}.grpc.port"),
-                g.port.to_string(),
-                "must be between 1 and 65535, inclusive",
-            );
+            e.invalid(&format!("{path}.grpc.port"), g.port.to_string(), "must be between 1 and 65535, inclusive");
         }
     }
 }
@@ -523,10 +430,7 @@ mod tests {
         assert_eq!(req.to_string(), "spec.containers[0].name: Required value");
         let ns = FieldError {
             path: "spec.restartPolicy".into(),
-            kind: FieldErrorKind::NotSupported(
-                "\"Sometimes\"".into(),
-                vec!["Always", "OnFailure", "Never"],
-            ),
+            kind: FieldErrorKind::NotSupported("\"Sometimes\"".into(), vec!["Always", "OnFailure", "Never"]),
             detail: String::new(),
         };
         assert_eq!(ns.to_string(), "spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"");

@@ -40,11 +40,7 @@ fn since(later: SystemTime, earlier: SystemTime) -> Duration {
 impl Backoff {
     /// A back-off with the given initial delay and cap.
     pub fn new(initial: Duration, max: Duration) -> Self {
-        Backoff {
-            initial,
-            max,
-            entries: HashMap::new(),
-        }
+        Backoff { initial, max, entries: HashMap::new() }
     }
 
     fn expired(&self, e: &Entry, event_time: SystemTime) -> bool {
@@ -59,15 +55,8 @@ impl Backoff {
             None => true,
             Some(e) => self.expired(e, event_time),
         };
-        let e = self.entries.entry(key.clone()).or_insert(Entry {
-            delay: initial,
-            last_update: now,
-        });
-        e.delay = if fresh {
-            initial
-        } else {
-            (e.delay * 2).min(max)
-        };
+        let e = self.entries.entry(key.clone()).or_insert(Entry { delay: initial, last_update: now });
+        e.delay = if fresh { initial } else { (e.delay * 2).min(max) };
         e.last_update = now;
     }
 

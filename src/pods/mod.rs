@@ -9,8 +9,7 @@ pub mod backoff;
 use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, Time};
 use crate::runtime::{
-    labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig,
-    SandboxInfo,
+    labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig, SandboxInfo,
 };
 use crate::status::{self, ContainerObservation, PodObservation, StatusCache};
 use crate::timefmt::go_duration;
@@ -100,7 +99,7 @@ impl Snapshot {
             .get(uid)
             .map(|cs| cs.iter().filter(|c| c.config.name == name).collect())
             .unwrap_or_default();
-        v.sort_by(|a, b| (b.config.attempt, b.created_at).cmp(&(a.config.attempt, a.created_at)));
+        v.sort_by_key(|c| std::cmp::Reverse((c.config.attempt, c.created_at)));
         v
     }
 }
@@ -119,11 +118,7 @@ fn should_restart(policy: &str, exit_code: i32) -> bool {
 
 impl PodManager {
     /// A pod manager over `runtime`, publishing statuses into `statuses`.
-    pub fn new(
-        cfg: PodManagerConfig,
-        runtime: Arc<dyn ContainerRuntime>,
-        statuses: StatusCache,
-    ) -> Self {
+    pub fn new(cfg: PodManagerConfig, runtime: Arc<dyn ContainerRuntime>, statuses: StatusCache) -> Self {
         PodManager {
             cfg,
             runtime,
@@ -136,14 +131,7 @@ impl PodManager {
         }
     }
 
-    fn event(
-        &self,
-        pod: &Pod,
-        container: Option<&str>,
-        warning: bool,
-        reason: &str,
-        message: &str,
-    ) {
+    fn event(&self, pod: &Pod, container: Option<&str>, warning: bool, reason: &str, message: &str) {
         let what = match container {
             Some(c) => format!("pod {} container {c}", pod.key()),
             None => format!("pod {}", pod.key()),
@@ -156,10 +144,7 @@ impl PodManager {
     }
 
     fn snapshot(&self) -> Option<Snapshot> {
-        let (sandboxes, containers) = match (
-            self.runtime.list_pod_sandboxes(),
-            self.runtime.list_containers(),
-        ) {
+        let (sandboxes, containers) = match (self.runtime.list_pod_sandboxes(), self.runtime.list_containers()) {
             (Ok(s), Ok(c)) => (s, c),
             (Err(e), _) | (_, Err(e)) => {
                 log::error!("pods: cannot list the runtime's pods: {e}");
@@ -168,21 +153,13 @@ impl PodManager {
         };
         let mut snap = Snapshot::default();
         for s in sandboxes {
-            let keep = snap
-                .sandboxes
-                .get(&s.config.pod_uid)
-                .map_or(true, |old| old.created_at < s.created_at);
+            let keep = snap.sandboxes.get(&s.config.pod_uid).map_or(true, |old| old.created_at < s.created_at);
             if keep {
                 snap.sandboxes.insert(s.config.pod_uid.clone(), s);
             }
         }
         for c in containers {
-            let uid = c
-                .config
-                .labels
-                .get(labels::POD_UID)
-                .cloned()
-                .unwrap_or_default();
+            let uid = c.config.labels.get(labels::POD_UID).cloned().unwrap_or_default();
             snap.containers.entry(uid).or_default().push(c);
         }
         Some(snap)
@@ -214,25 +191,14 @@ impl PodManager {
     fn admit_and_retire(&mut self, snap: &Snapshot, now: SystemTime) {
         for (uid, entry) in self.pods.iter_mut() {
             if !self.desired.contains_key(uid) && entry.termination.is_none() {
-                let grace = Duration::from_secs(
-                    entry
-                        .pod
-                        .spec
-                        .termination_grace_period_seconds
-                        .unwrap_or(30)
-                        .max(0) as u64,
-                );
+                let grace =
+                    Duration::from_secs(entry.pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
                 log::info!(
                     "pods: pod {} removed from its source; terminating with grace period {grace:?}",
                     entry.pod.key()
                 );
                 entry.pod.metadata.deletion_timestamp = Some(Time(now));
-                entry.termination = Some(Termination {
-                    started: now,
-                    grace,
-                    requested: HashSet::new(),
-                    warned: false,
-                });
+                entry.termination = Some(Termination { started: now, grace, requested: HashSet::new(), warned: false });
             }
         }
         for (uid, pod) in &self.desired {
@@ -245,13 +211,7 @@ impl PodManager {
                 continue;
             }
             log::info!("pods: pod {} added (uid {uid})", pod.key());
-            self.pods.insert(
-                uid.clone(),
-                PodEntry {
-                    pod: pod.clone(),
-                    termination: None,
-                },
-            );
+            self.pods.insert(uid.clone(), PodEntry { pod: pod.clone(), termination: None });
         }
         if self.sources_seen.is_empty() {
             return;
@@ -263,40 +223,27 @@ impl PodManager {
                 continue;
             }
             let mut pod = Pod::default();
-            let mut grace =
-                Duration::from_secs(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD as u64);
+            let mut grace = Duration::from_secs(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD as u64);
             if let Some(s) = snap.sandboxes.get(uid) {
                 pod.metadata.name = s.config.pod_name.clone();
                 pod.metadata.namespace = s.config.namespace.clone();
-                grace =
-                    Duration::from_secs(s.config.termination_grace_period_seconds.max(0) as u64);
+                grace = Duration::from_secs(s.config.termination_grace_period_seconds.max(0) as u64);
             }
             pod.metadata.uid = uid.clone();
             pod.metadata.deletion_timestamp = Some(Time(now));
-            log::info!(
-                "pods: found pod {} (uid {uid}) that no source wants; terminating it",
-                pod.key()
-            );
+            log::info!("pods: found pod {} (uid {uid}) that no source wants; terminating it", pod.key());
             self.pods.insert(
                 uid.clone(),
                 PodEntry {
                     pod,
-                    termination: Some(Termination {
-                        started: now,
-                        grace,
-                        requested: HashSet::new(),
-                        warned: false,
-                    }),
+                    termination: Some(Termination { started: now, grace, requested: HashSet::new(), warned: false }),
                 },
             );
         }
     }
 
     fn log_dir(&self, pod: &Pod) -> PathBuf {
-        self.cfg.log_root.join(format!(
-            "{}_{}_{}",
-            pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
-        ))
+        self.cfg.log_root.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
     }
 
     fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
@@ -309,10 +256,7 @@ impl PodManager {
                     pod_name: pod.metadata.name.clone(),
                     namespace: pod.metadata.namespace.clone(),
                     log_directory: self.log_dir(&pod),
-                    termination_grace_period_seconds: pod
-                        .spec
-                        .termination_grace_period_seconds
-                        .unwrap_or(30),
+                    termination_grace_period_seconds: pod.spec.termination_grace_period_seconds.unwrap_or(30),
                 };
                 match self.runtime.run_pod_sandbox(&cfg) {
                     Ok(id) => id,
@@ -331,11 +275,7 @@ impl PodManager {
         };
         let latest = |name: &str| snap.instances(uid, name).first().map(|c| (*c).clone());
         let policy = pod.spec.restart_policy.as_str();
-        let initialized = pod
-            .spec
-            .containers
-            .iter()
-            .any(|c| latest(&c.name).is_some());
+        let initialized = pod.spec.containers.iter().any(|c| latest(&c.name).is_some());
 
         // Init containers, in order: a regular one must exit 0 before the next starts; a
         // sidecar must be running (and later started) before the next starts.
@@ -378,13 +318,8 @@ impl PodManager {
 
         if terminal {
             // Sidecars exist to serve app containers; once those are done, sidecars stop.
-            let grace = Duration::from_secs(
-                pod.spec
-                    .termination_grace_period_seconds
-                    .unwrap_or(30)
-                    .max(0) as u64,
-            )
-            .max(MIN_GRACE);
+            let grace = Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64)
+                .max(MIN_GRACE);
             for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()) {
                 if let Some(i) = latest(&c.name).filter(|i| i.state == ContainerState::Running) {
                     self.stop(&pod, &i, grace, "Stopping container");
@@ -395,10 +330,7 @@ impl PodManager {
                 // Sidecars keep running next to the app containers.
                 for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()) {
                     let cur = latest(&c.name);
-                    if cur
-                        .as_ref()
-                        .map_or(true, |i| i.state == ContainerState::Exited)
-                    {
+                    if cur.as_ref().map_or(true, |i| i.state == ContainerState::Exited) {
                         to_start.push((c.clone(), true, cur));
                     }
                 }
@@ -408,9 +340,7 @@ impl PodManager {
                     let cur = latest(&c.name);
                     let start = match &cur {
                         None => true,
-                        Some(i) => {
-                            i.state == ContainerState::Exited && should_restart(policy, i.exit_code)
-                        }
+                        Some(i) => i.state == ContainerState::Exited && should_restart(policy, i.exit_code),
                     };
                     if start {
                         to_start.push((c.clone(), false, cur));
@@ -450,29 +380,17 @@ impl PodManager {
                         c.name,
                         pod.desc()
                     );
-                    let fresh = self.waiting.get(&key).map_or(true, |w| {
-                        w.reason != "CrashLoopBackOff" || w.message != message
-                    });
+                    let fresh =
+                        self.waiting.get(&key).map_or(true, |w| w.reason != "CrashLoopBackOff" || w.message != message);
                     if fresh {
                         self.event(
                             pod,
                             Some(&c.name),
                             true,
                             "BackOff",
-                            &format!(
-                                "Back-off restarting failed container {} in pod {}",
-                                c.name,
-                                pod.desc()
-                            ),
+                            &format!("Back-off restarting failed container {} in pod {}", c.name, pod.desc()),
                         );
-                        self.waiting.insert(
-                            key,
-                            Waiting {
-                                reason: "CrashLoopBackOff".into(),
-                                message,
-                                since: now,
-                            },
-                        );
+                        self.waiting.insert(key, Waiting { reason: "CrashLoopBackOff".into(), message, since: now });
                     }
                 }
                 return;
@@ -485,35 +403,16 @@ impl PodManager {
                 self.waiting.remove(&key);
             }
             Err(CreateOrStart::Create(message)) => {
-                self.event(
-                    pod,
-                    Some(&c.name),
-                    true,
-                    "Failed",
-                    &format!("Error: {message}"),
-                );
+                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
                 if event_time.is_none() {
                     self.backoff.next(&key, now, now);
                 }
-                self.waiting.insert(
-                    key,
-                    Waiting {
-                        reason: "CreateContainerError".into(),
-                        message,
-                        since: now,
-                    },
-                );
+                self.waiting.insert(key, Waiting { reason: "CreateContainerError".into(), message, since: now });
             }
             Err(CreateOrStart::Start(message)) => {
                 // The runtime recorded the failed start as an exit (StartError); the next
                 // sync restarts it under back-off like any other exit.
-                self.event(
-                    pod,
-                    Some(&c.name),
-                    true,
-                    "Failed",
-                    &format!("Error: {message}"),
-                );
+                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
                 self.waiting.remove(&key);
             }
         }
@@ -528,33 +427,22 @@ impl PodManager {
         attempt: u32,
     ) -> Result<(), CreateOrStart> {
         for v in c.env.iter().filter(|v| v.value_from.is_some()) {
-            log::warn!("pods: pod {} container {}: env {} uses valueFrom, which static pods cannot resolve; it is left empty", pod.key(), c.name, v.name);
+            log::warn!(
+                "pods: pod {} container {}: env {} uses valueFrom, which static pods cannot resolve; it is left empty",
+                pod.key(),
+                c.name,
+                v.name
+            );
         }
         let env = resolve_env(&c.env, &[]);
-        let lookup = |name: &str| {
-            env.iter()
-                .rev()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.clone())
-        };
-        let argv: Vec<String> = c
-            .command
-            .iter()
-            .chain(&c.args)
-            .map(|a| expand(a, &lookup))
-            .collect();
+        let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let argv: Vec<String> = c.command.iter().chain(&c.args).map(|a| expand(a, &lookup)).collect();
         let mut lbl = BTreeMap::new();
         lbl.insert(labels::POD_UID.to_string(), pod.metadata.uid.clone());
         lbl.insert(labels::POD_NAME.to_string(), pod.metadata.name.clone());
-        lbl.insert(
-            labels::POD_NAMESPACE.to_string(),
-            pod.metadata.namespace.clone(),
-        );
+        lbl.insert(labels::POD_NAMESPACE.to_string(), pod.metadata.namespace.clone());
         lbl.insert(labels::CONTAINER_NAME.to_string(), c.name.clone());
-        lbl.insert(
-            CONTAINER_KIND_LABEL.to_string(),
-            container_kind(c, init).to_string(),
-        );
+        lbl.insert(CONTAINER_KIND_LABEL.to_string(), container_kind(c, init).to_string());
         let cfg = ContainerConfig {
             name: c.name.clone(),
             attempt,
@@ -562,46 +450,20 @@ impl PodManager {
             argv,
             env,
             working_dir: c.working_dir.clone(),
-            log_path: self
-                .log_dir(pod)
-                .join(&c.name)
-                .join(format!("{attempt}.log")),
+            log_path: self.log_dir(pod).join(&c.name).join(format!("{attempt}.log")),
             labels: lbl,
             cgroup_procs: Vec::new(),
             memory_cgroup: None,
         };
-        let id = self
-            .runtime
-            .create_container(sandbox_id, &cfg)
-            .map_err(|e| CreateOrStart::Create(e.to_string()))?;
-        self.event(
-            pod,
-            Some(&c.name),
-            false,
-            "Created",
-            &format!("Created container {}", c.name),
-        );
-        self.runtime
-            .start_container(&id)
-            .map_err(|e| CreateOrStart::Start(e.to_string()))?;
-        self.event(
-            pod,
-            Some(&c.name),
-            false,
-            "Started",
-            &format!("Started container {}", c.name),
-        );
+        let id = self.runtime.create_container(sandbox_id, &cfg).map_err(|e| CreateOrStart::Create(e.to_string()))?;
+        self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
+        self.runtime.start_container(&id).map_err(|e| CreateOrStart::Start(e.to_string()))?;
+        self.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
         Ok(())
     }
 
     fn stop(&self, pod: &Pod, c: &ContainerInfo, grace: Duration, message: &str) {
-        self.event(
-            pod,
-            Some(&c.config.name),
-            false,
-            "Killing",
-            &format!("{message} {}", c.config.name),
-        );
+        self.event(pod, Some(&c.config.name), false, "Killing", &format!("{message} {}", c.config.name));
         if let Err(e) = self.runtime.stop_container(&c.id, grace) {
             self.event(
                 pod,
@@ -615,13 +477,8 @@ impl PodManager {
 
     /// Removes exited instances beyond the retention limit (with their logs).
     fn collect_dead(&self, uid: &str, pod: &Pod, snap: &Snapshot) {
-        let names: Vec<&str> = pod
-            .spec
-            .init_containers
-            .iter()
-            .chain(&pod.spec.containers)
-            .map(|c| c.name.as_str())
-            .collect();
+        let names: Vec<&str> =
+            pod.spec.init_containers.iter().chain(&pod.spec.containers).map(|c| c.name.as_str()).collect();
         let keep = 1 + self.cfg.max_dead_per_container as usize;
         for name in names {
             for old in snap.instances(uid, name).into_iter().skip(keep) {
@@ -648,26 +505,13 @@ impl PodManager {
         };
         let elapsed = now.duration_since(t.started).unwrap_or_default();
         let remaining = t.grace.saturating_sub(elapsed).max(MIN_GRACE);
-        let containers: Vec<&ContainerInfo> = snap
-            .containers
-            .get(uid)
-            .map(|v| v.iter().collect())
-            .unwrap_or_default();
-        let running: Vec<&ContainerInfo> = containers
-            .iter()
-            .copied()
-            .filter(|c| c.state == ContainerState::Running)
-            .collect();
-        let is_sidecar = |c: &ContainerInfo| {
-            c.config
-                .labels
-                .get(CONTAINER_KIND_LABEL)
-                .map(String::as_str)
-                == Some("sidecar")
-        };
+        let containers: Vec<&ContainerInfo> = snap.containers.get(uid).map(|v| v.iter().collect()).unwrap_or_default();
+        let running: Vec<&ContainerInfo> =
+            containers.iter().copied().filter(|c| c.state == ContainerState::Running).collect();
+        let is_sidecar =
+            |c: &ContainerInfo| c.config.labels.get(CONTAINER_KIND_LABEL).map(String::as_str) == Some("sidecar");
         // App (and init) containers first; sidecars only once those have exited.
-        let mut batch: Vec<&ContainerInfo> =
-            running.iter().copied().filter(|c| !is_sidecar(c)).collect();
+        let mut batch: Vec<&ContainerInfo> = running.iter().copied().filter(|c| !is_sidecar(c)).collect();
         if batch.is_empty() {
             batch = running.iter().copied().filter(|c| is_sidecar(c)).collect();
         }
@@ -678,7 +522,16 @@ impl PodManager {
         }
         if overdue {
             let names: Vec<&str> = running.iter().map(|c| c.config.name.as_str()).collect();
-            self.event(&pod, None, true, "ExceededGracePeriod", &format!("Container runtime did not kill the pod within specified grace period; still running: {}", names.join(", ")));
+            self.event(
+                &pod,
+                None,
+                true,
+                "ExceededGracePeriod",
+                &format!(
+                    "Container runtime did not kill the pod within specified grace period; still running: {}",
+                    names.join(", ")
+                ),
+            );
         }
         if let Some(t) = self.pods.get_mut(uid).and_then(|e| e.termination.as_mut()) {
             t.requested.extend(batch.iter().map(|c| c.id.clone()));
@@ -686,16 +539,9 @@ impl PodManager {
         }
         if running.is_empty() {
             if let Some(s) = snap.sandboxes.get(uid) {
-                let removed = self
-                    .runtime
-                    .stop_pod_sandbox(&s.id)
-                    .and_then(|_| self.runtime.remove_pod_sandbox(&s.id));
+                let removed = self.runtime.stop_pod_sandbox(&s.id).and_then(|_| self.runtime.remove_pod_sandbox(&s.id));
                 if let Err(e) = removed {
-                    log::warn!(
-                        "pods: pod {}: cannot remove sandbox {}: {e}",
-                        pod.key(),
-                        s.id
-                    );
+                    log::warn!("pods: pod {}: cannot remove sandbox {}: {e}", pod.key(), s.id);
                     return;
                 }
             }
@@ -719,18 +565,13 @@ impl PodManager {
         let observe = |c: &Container| {
             let inst = snap.instances(uid, &c.name);
             let current = inst.first().map(|i| (*i).clone());
-            let running = current
-                .as_ref()
-                .is_some_and(|i| i.state == ContainerState::Running);
+            let running = current.as_ref().is_some_and(|i| i.state == ContainerState::Running);
             let waiting = self
                 .waiting
                 .get(&(uid.to_string(), c.name.clone()))
                 .map(|w| (w.reason.clone(), w.message.clone()))
                 .filter(|(r, _)| {
-                    r != "CrashLoopBackOff"
-                        || current
-                            .as_ref()
-                            .is_some_and(|i| i.state == ContainerState::Exited)
+                    r != "CrashLoopBackOff" || current.as_ref().is_some_and(|i| i.state == ContainerState::Exited)
                 });
             ContainerObservation {
                 previous: inst.get(1).map(|i| (*i).clone()),
@@ -742,18 +583,10 @@ impl PodManager {
                 started: running && c.startup_probe.is_none(),
             }
         };
-        let init: BTreeMap<String, ContainerObservation> = pod
-            .spec
-            .init_containers
-            .iter()
-            .map(|c| (c.name.clone(), observe(c)))
-            .collect();
-        let app: BTreeMap<String, ContainerObservation> = pod
-            .spec
-            .containers
-            .iter()
-            .map(|c| (c.name.clone(), observe(c)))
-            .collect();
+        let init: BTreeMap<String, ContainerObservation> =
+            pod.spec.init_containers.iter().map(|c| (c.name.clone(), observe(c))).collect();
+        let app: BTreeMap<String, ContainerObservation> =
+            pod.spec.containers.iter().map(|c| (c.name.clone(), observe(c))).collect();
         let sandbox = snap.sandboxes.get(uid);
         let o = PodObservation {
             pod,
@@ -790,10 +623,7 @@ impl crate::manager::Manager for PodManager {
         match cmd {
             PodsCommand::Update { source, pods } => {
                 self.desired.retain(|_, p| {
-                    p.metadata
-                        .annotations
-                        .get(crate::api::manifest::CONFIG_SOURCE_ANNOTATION)
-                        .map(String::as_str)
+                    p.metadata.annotations.get(crate::api::manifest::CONFIG_SOURCE_ANNOTATION).map(String::as_str)
                         != Some(source.as_str())
                 });
                 for p in pods {

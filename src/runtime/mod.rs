@@ -187,11 +187,7 @@ pub trait ContainerRuntime: Send + Sync {
     /// Every sandbox the runtime knows, including ones created before an agent restart.
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError>;
     /// Creates a container in a sandbox and returns its id.
-    fn create_container(
-        &self,
-        sandbox_id: &str,
-        config: &ContainerConfig,
-    ) -> Result<String, RuntimeError>;
+    fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError>;
     /// Starts a created container.
     fn start_container(&self, id: &str) -> Result<(), RuntimeError>;
     /// Asks the container to stop: SIGTERM now, SIGKILL after `grace`. Returns without
@@ -203,10 +199,5 @@ pub trait ContainerRuntime: Send + Sync {
     /// Every container the runtime knows.
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
     /// Runs a command in the container's environment with a timeout.
-    fn exec_sync(
-        &self,
-        id: &str,
-        cmd: &[String],
-        timeout: Duration,
-    ) -> Result<ExecResult, RuntimeError>;
+    fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError>;
 }

@@ -116,17 +116,10 @@ impl LogFile {
     fn rotate(&mut self) -> io::Result<()> {
         let stamp = rfc3339_nano(SystemTime::now());
         // `2024-05-01T10:00:00.123456789Z` -> `20240501-100000.123456789`: sortable and unique.
-        let stamp: String = stamp
-            .replace(['-', ':'], "")
-            .replace('T', "-")
-            .trim_end_matches('Z')
-            .to_string();
+        let stamp: String = stamp.replace(['-', ':'], "").replace('T', "-").trim_end_matches('Z').to_string();
         let rotated = PathBuf::from(format!("{}.{stamp}", self.path.display()));
         fs::rename(&self.path, &rotated)?;
-        self.file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
+        self.file = OpenOptions::new().create(true).append(true).open(&self.path)?;
         self.size = 0;
         let mut old = rotated_files(&self.path);
         let keep = self.max_files.saturating_sub(1) as usize;
@@ -167,15 +160,8 @@ mod tests {
             .map(|l| {
                 let mut it = l.splitn(4, ' ');
                 let ts = it.next().unwrap();
-                assert!(
-                    crate::timefmt::parse_rfc3339(ts).is_some(),
-                    "timestamp {ts}"
-                );
-                (
-                    it.next().unwrap().into(),
-                    it.next().unwrap().into(),
-                    it.next().unwrap_or("").into(),
-                )
+                assert!(crate::timefmt::parse_rfc3339(ts).is_some(), "timestamp {ts}");
+                (it.next().unwrap().into(), it.next().unwrap().into(), it.next().unwrap_or("").into())
             })
             .collect()
     }
@@ -207,11 +193,7 @@ mod tests {
         let p = dir.path().join("0.log");
         let mut lf = LogFile::open(&p, 4096, 3).unwrap();
         for i in 0..400 {
-            lf.write_chunk(
-                Stream::Stdout,
-                format!("line number {i:05} with some padding text\n").as_bytes(),
-            )
-            .unwrap();
+            lf.write_chunk(Stream::Stdout, format!("line number {i:05} with some padding text\n").as_bytes()).unwrap();
         }
         lf.finish().unwrap();
         let rotated = rotated_files(&p);

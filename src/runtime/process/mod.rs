@@ -17,8 +17,8 @@ pub mod logfile;
 pub mod shim;
 
 use super::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError,
-    SandboxConfig, SandboxInfo,
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError, SandboxConfig,
+    SandboxInfo,
 };
 use crate::util::{self, read_json, write_json};
 use parking_lot::Mutex;
@@ -99,20 +99,12 @@ pub struct ProcessRuntime {
 }
 
 fn state_err(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
-    move |source| RuntimeError::State {
-        path: path.into(),
-        source,
-    }
+    move |source| RuntimeError::State { path: path.into(), source }
 }
 
 impl ProcessRuntime {
     /// A runtime keeping its files under `root`, starting `shim_exe shim <dir>` per container.
-    pub fn new(
-        root: &Path,
-        shim_exe: &Path,
-        log_max_size: u64,
-        log_max_files: u32,
-    ) -> Result<Self, RuntimeError> {
+    pub fn new(root: &Path, shim_exe: &Path, log_max_size: u64, log_max_files: u32) -> Result<Self, RuntimeError> {
         for sub in ["sandboxes", "containers"] {
             let p = root.join(sub);
             fs::create_dir_all(&p).map_err(state_err(&p))?;
@@ -140,14 +132,8 @@ impl ProcessRuntime {
         }
         let path = self.container_dir(id).join("config.json");
         let r: ContainerRecord = read_json(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => RuntimeError::NotFound {
-                kind: "container",
-                id: id.into(),
-            },
-            _ => RuntimeError::State {
-                path: path.clone(),
-                source: e,
-            },
+            std::io::ErrorKind::NotFound => RuntimeError::NotFound { kind: "container", id: id.into() },
+            _ => RuntimeError::State { path: path.clone(), source: e },
         })?;
         self.cache.lock().entry(id.into()).or_default().record = Some(r.clone());
         Ok(r)
@@ -160,10 +146,7 @@ impl ProcessRuntime {
         let (mut state, mut exit) = {
             let cache = self.cache.lock();
             let c = cache.get(id);
-            (
-                c.and_then(|c| c.state.clone()),
-                c.and_then(|c| c.exit.clone()),
-            )
+            (c.and_then(|c| c.state.clone()), c.and_then(|c| c.exit.clone()))
         };
         if exit.is_none() {
             exit = read_json::<ExitRecord>(&dir.join("exit.json")).ok();
@@ -192,27 +175,11 @@ impl ProcessRuntime {
             c.exit = exit.clone();
         }
         let (st, exit_code, reason, message, finished_at) = match (&exit, &state) {
-            (Some(e), _) => (
-                ContainerState::Exited,
-                e.exit_code,
-                e.reason.clone(),
-                e.message.clone(),
-                Some(e.finished_at),
-            ),
-            (None, Some(_)) => (
-                ContainerState::Running,
-                0,
-                String::new(),
-                String::new(),
-                None,
-            ),
-            (None, None) => (
-                ContainerState::Created,
-                0,
-                String::new(),
-                String::new(),
-                None,
-            ),
+            (Some(e), _) => {
+                (ContainerState::Exited, e.exit_code, e.reason.clone(), e.message.clone(), Some(e.finished_at))
+            }
+            (None, Some(_)) => (ContainerState::Running, 0, String::new(), String::new(), None),
+            (None, None) => (ContainerState::Created, 0, String::new(), String::new(), None),
         };
         Ok(ContainerInfo {
             id: id.into(),
@@ -225,18 +192,18 @@ impl ProcessRuntime {
             exit_code,
             reason,
             message,
-            pid: if st == ContainerState::Running {
-                state.map(|s| s.pid)
-            } else {
-                None
-            },
+            pid: if st == ContainerState::Running { state.map(|s| s.pid) } else { None },
         })
     }
 
     /// The shim died without recording an exit (killed by hand, OOM): stop what is left of
     /// the workload, since nobody can report its exit any more, and record that.
     fn reap_lost(&self, id: &str, s: &ShimState) -> ExitRecord {
-        log::warn!("runtime: container {id}: shim {} is gone without recording an exit; killing process group {}", s.shim_pid, s.pid);
+        log::warn!(
+            "runtime: container {id}: shim {} is gone without recording an exit; killing process group {}",
+            s.shim_pid,
+            s.pid
+        );
         let _ = util::kill_group(s.pid, libc::SIGKILL);
         let rec = ExitRecord {
             exit_code: 137,
@@ -269,9 +236,7 @@ impl ProcessRuntime {
         loop {
             match child.try_wait() {
                 Ok(Some(_)) => return Ok(()),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2))
-                }
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
                 Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -280,12 +245,7 @@ impl ProcessRuntime {
                         message: "shim did not detach in time".into(),
                     });
                 }
-                Err(source) => {
-                    return Err(RuntimeError::Process {
-                        action: "waiting for the shim".into(),
-                        source,
-                    })
-                }
+                Err(source) => return Err(RuntimeError::Process { action: "waiting for the shim".into(), source }),
             }
         }
     }
@@ -303,22 +263,15 @@ impl ContainerRuntime for ProcessRuntime {
             fs::create_dir_all(dir).map_err(state_err(dir))?;
         }
         fs::create_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
-        let info = SandboxInfo {
-            id: id.clone(),
-            config: config.clone(),
-            created_at: SystemTime::now(),
-            ready: true,
-        };
+        let info = SandboxInfo { id: id.clone(), config: config.clone(), created_at: SystemTime::now(), ready: true };
         write_json(&file, &info).map_err(state_err(&file))?;
         Ok(id)
     }
 
     fn stop_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
         let file = self.sandbox_file(id);
-        let mut info: SandboxInfo = read_json(&file).map_err(|_| RuntimeError::NotFound {
-            kind: "sandbox",
-            id: id.into(),
-        })?;
+        let mut info: SandboxInfo =
+            read_json(&file).map_err(|_| RuntimeError::NotFound { kind: "sandbox", id: id.into() })?;
         if info.ready {
             info.ready = false;
             write_json(&file, &info).map_err(state_err(&file))?;
@@ -339,10 +292,7 @@ impl ContainerRuntime for ProcessRuntime {
         }
         let dir = self.root.join("sandboxes").join(id);
         match fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::State {
-                path: dir,
-                source: e,
-            }),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::State { path: dir, source: e }),
             _ => Ok(()),
         }
     }
@@ -354,25 +304,15 @@ impl ContainerRuntime for ProcessRuntime {
             let file = entry.path().join("sandbox.json");
             match read_json::<SandboxInfo>(&file) {
                 Ok(info) => out.push(info),
-                Err(e) => log::warn!(
-                    "runtime: ignoring unreadable sandbox record {}: {e}",
-                    file.display()
-                ),
+                Err(e) => log::warn!("runtime: ignoring unreadable sandbox record {}: {e}", file.display()),
             }
         }
         Ok(out)
     }
 
-    fn create_container(
-        &self,
-        sandbox_id: &str,
-        config: &ContainerConfig,
-    ) -> Result<String, RuntimeError> {
+    fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
         if !self.sandbox_file(sandbox_id).exists() {
-            return Err(RuntimeError::NotFound {
-                kind: "sandbox",
-                id: sandbox_id.into(),
-            });
+            return Err(RuntimeError::NotFound { kind: "sandbox", id: sandbox_id.into() });
         }
         if config.argv.is_empty() {
             return Err(RuntimeError::CreateContainer {
@@ -393,13 +333,7 @@ impl ContainerRuntime for ProcessRuntime {
         };
         let file = dir.join("config.json");
         write_json(&file, &record).map_err(state_err(&file))?;
-        self.cache.lock().insert(
-            id.clone(),
-            Cached {
-                record: Some(record),
-                ..Default::default()
-            },
-        );
+        self.cache.lock().insert(id.clone(), Cached { record: Some(record), ..Default::default() });
         Ok(id)
     }
 
@@ -418,10 +352,7 @@ impl ContainerRuntime for ProcessRuntime {
         while Instant::now() < deadline {
             if let Ok(exit) = read_json::<ExitRecord>(&dir.join("exit.json")) {
                 if exit.reason == "StartError" {
-                    return Err(RuntimeError::StartContainer {
-                        id: id.into(),
-                        message: exit.message,
-                    });
+                    return Err(RuntimeError::StartContainer { id: id.into(), message: exit.message });
                 }
                 return Ok(());
             }
@@ -434,10 +365,7 @@ impl ContainerRuntime for ProcessRuntime {
         let shim_log = fs::read_to_string(dir.join("shim.log")).unwrap_or_default();
         Err(RuntimeError::StartContainer {
             id: id.into(),
-            message: format!(
-                "shim did not report the process started: {}",
-                shim_log.trim()
-            ),
+            message: format!("shim did not report the process started: {}", shim_log.trim()),
         })
     }
 
@@ -448,8 +376,7 @@ impl ContainerRuntime for ProcessRuntime {
         }
         let dir = self.container_dir(id);
         let stop = dir.join("stop");
-        util::write_atomic(&stop, grace.as_millis().to_string().as_bytes())
-            .map_err(state_err(&stop))?;
+        util::write_atomic(&stop, grace.as_millis().to_string().as_bytes()).map_err(state_err(&stop))?;
         let state = self.cache.lock().get(id).and_then(|c| c.state.clone());
         if let Some(s) = state {
             // SAFETY: kill has no memory-safety preconditions.
@@ -471,8 +398,14 @@ impl ContainerRuntime for ProcessRuntime {
             Err(e) => return Err(e),
         };
         if let Some(info) = &info {
-            if let (ContainerState::Running, Some(pid)) = (info.state, info.pid) {
-                let _ = util::kill_group(pid, libc::SIGKILL);
+            if info.state == ContainerState::Running {
+                // Force-remove, as CRI does: kill at once, then let the shim record the exit
+                // before its directory goes away.
+                self.stop_container(id, Duration::ZERO)?;
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while self.observe(id).is_ok_and(|i| i.state == ContainerState::Running) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
             }
             let _ = fs::remove_file(&info.config.log_path);
             for p in logfile::rotated_files(&info.config.log_path) {
@@ -482,10 +415,7 @@ impl ContainerRuntime for ProcessRuntime {
         self.cache.lock().remove(id);
         let dir = self.container_dir(id);
         match fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::State {
-                path: dir,
-                source: e,
-            }),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::State { path: dir, source: e }),
             _ => Ok(()),
         }
     }
@@ -508,12 +438,7 @@ impl ContainerRuntime for ProcessRuntime {
         Ok(out)
     }
 
-    fn exec_sync(
-        &self,
-        id: &str,
-        cmd: &[String],
-        timeout: Duration,
-    ) -> Result<ExecResult, RuntimeError> {
+    fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
         let info = self.observe(id)?;
         if info.state != ContainerState::Running {
             return Err(RuntimeError::StartContainer {
@@ -528,21 +453,16 @@ impl ContainerRuntime for ProcessRuntime {
             });
         };
         let cfg = &info.config;
-        let cgroups =
-            shim::open_cgroup_procs(&cfg.cgroup_procs).map_err(|source| RuntimeError::Process {
-                action: "opening the container's cgroup.procs".into(),
-                source,
-            })?;
+        let cgroups = shim::open_cgroup_procs(&cfg.cgroup_procs).map_err(|source| RuntimeError::Process {
+            action: "opening the container's cgroup.procs".into(),
+            source,
+        })?;
         let mut command = Command::new(prog);
         command
             .args(args)
             .env_clear()
             .envs(shim::process_env(cfg))
-            .current_dir(if cfg.working_dir.is_empty() {
-                "/"
-            } else {
-                &cfg.working_dir
-            })
+            .current_dir(if cfg.working_dir.is_empty() { "/" } else { &cfg.working_dir })
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -565,10 +485,7 @@ impl ContainerRuntime for ProcessRuntime {
         };
         drop(cgroups);
         let pid = child.id() as i32;
-        let mut streams = [
-            child.stdout.take().map(util::fd_file),
-            child.stderr.take().map(util::fd_file),
-        ];
+        let mut streams = [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
         let mut outs: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
         let deadline = started + timeout;
         let mut timed_out = false;
@@ -585,12 +502,8 @@ impl ContainerRuntime for ProcessRuntime {
                 .filter_map(|(i, s): (usize, &Option<File>)| s.as_ref().map(|f| (i, f.as_raw_fd())))
                 .collect();
             let fds: Vec<i32> = open.iter().map(|(_, fd)| *fd).collect();
-            let ready = util::poll_readable(&fds, Some(deadline - now)).map_err(|source| {
-                RuntimeError::Process {
-                    action: "polling exec output".into(),
-                    source,
-                }
-            })?;
+            let ready = util::poll_readable(&fds, Some(deadline - now))
+                .map_err(|source| RuntimeError::Process { action: "polling exec output".into(), source })?;
             for ((i, _), r) in open.iter().zip(ready) {
                 if r == 0 {
                     continue;
@@ -607,23 +520,26 @@ impl ContainerRuntime for ProcessRuntime {
                 }
             }
         }
-        if timed_out {
-            let _ = util::kill_group(pid, libc::SIGKILL);
-        }
-        // The pipes are closed (or the group was killed), so the process is exiting now.
-        let status = child.wait().map_err(|source| RuntimeError::Process {
-            action: "waiting for exec".into(),
-            source,
-        })?;
-        let exit_code = status
-            .code()
-            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        // The output is closed; the command may still run (it closed its pipes early).
+        let status = loop {
+            let waited = child
+                .try_wait()
+                .map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
+            if let Some(status) = waited {
+                break status;
+            }
+            if timed_out || Instant::now() >= deadline {
+                timed_out = true;
+                let _ = util::kill_group(pid, libc::SIGKILL);
+                // SIGKILL cannot be caught, so this wait returns promptly.
+                break child
+                    .wait()
+                    .map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        let exit_code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
         let [stdout, stderr] = outs;
-        Ok(ExecResult {
-            exit_code: if timed_out { -1 } else { exit_code },
-            stdout,
-            stderr,
-            timed_out,
-        })
+        Ok(ExecResult { exit_code: if timed_out { -1 } else { exit_code }, stdout, stderr, timed_out })
     }
 }

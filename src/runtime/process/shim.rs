@@ -63,10 +63,7 @@ pub fn join_cgroups(fds: &[RawFd]) -> io::Result<()> {
 
 /// The kernel's OOM-kill count for a memory cgroup (v1 `memory.oom_control`, v2 `memory.events`).
 pub fn oom_kills(memory_cgroup: &Path) -> Option<u64> {
-    for (file, key) in [
-        ("memory.events", "oom_kill"),
-        ("memory.oom_control", "oom_kill"),
-    ] {
+    for (file, key) in [("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")] {
         if let Ok(text) = std::fs::read_to_string(memory_cgroup.join(file)) {
             for line in text.lines() {
                 if let Some(v) = line.strip_prefix(key).and_then(|r| r.strip_prefix(' ')) {
@@ -151,10 +148,8 @@ fn run(dir: &Path) -> io::Result<()> {
     };
     write_json(&dir.join("state.json"), &state)?;
 
-    let mut outputs: [Option<File>; 2] = [
-        child.stdout.take().map(util::fd_file),
-        child.stderr.take().map(util::fd_file),
-    ];
+    let mut outputs: [Option<File>; 2] =
+        [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
     for f in outputs.iter().flatten() {
         util::set_nonblocking(f)?;
     }
@@ -190,11 +185,7 @@ fn run(dir: &Path) -> io::Result<()> {
                 let at = Instant::now() + grace;
                 // A second request may shorten the grace period, never lengthen it.
                 if kill_at.map_or(true, |k| at < k) {
-                    let sig = if grace.is_zero() {
-                        libc::SIGKILL
-                    } else {
-                        libc::SIGTERM
-                    };
+                    let sig = if grace.is_zero() { libc::SIGKILL } else { libc::SIGTERM };
                     let _ = util::kill_group(pid, sig);
                     kill_at = Some(at);
                 }
@@ -225,11 +216,7 @@ fn run(dir: &Path) -> io::Result<()> {
             if r == 0 {
                 continue;
             }
-            let stream = if i == 0 {
-                Stream::Stdout
-            } else {
-                Stream::Stderr
-            };
+            let stream = if i == 0 { Stream::Stdout } else { Stream::Stderr };
             loop {
                 match f.read(&mut buf) {
                     Ok(0) => {
@@ -248,49 +235,30 @@ fn run(dir: &Path) -> io::Result<()> {
         }
     }
     log.finish()?;
-    let (status, _) = exited.unwrap_or_else(|| unreachable_exit());
+    let Some((status, _)) = exited else {
+        return Err(io::Error::other("the workload's exit was not observed"));
+    };
     let signal = status.signal();
     let exit_code = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
     let oom_after = cfg.memory_cgroup.as_deref().and_then(oom_kills);
-    let oom = signal == Some(libc::SIGKILL)
-        && matches!((oom_before, oom_after), (Some(b), Some(a)) if a > b);
+    let oom = signal == Some(libc::SIGKILL) && matches!((oom_before, oom_after), (Some(b), Some(a)) if a > b);
     let reason = match (oom, exit_code) {
         (true, _) => "OOMKilled",
         (false, 0) => "Completed",
         _ => "Error",
     };
-    let exit = ExitRecord {
-        exit_code,
-        signal,
-        reason: reason.into(),
-        message: String::new(),
-        finished_at: SystemTime::now(),
-    };
+    let exit =
+        ExitRecord { exit_code, signal, reason: reason.into(), message: String::new(), finished_at: SystemTime::now() };
     write_json(&dir.join("exit.json"), &exit)
 }
 
-/// The loop above only breaks once the workload exited.
-fn unreachable_exit() -> (std::process::ExitStatus, Instant) {
-    (std::process::ExitStatus::from_raw(255 << 8), Instant::now())
-}
-
 fn spawn_workload(cfg: &ContainerConfig) -> io::Result<Child> {
-    let (prog, args) = cfg
-        .argv
-        .split_first()
-        .ok_or_else(|| io::Error::other("empty command"))?;
+    let (prog, args) = cfg.argv.split_first().ok_or_else(|| io::Error::other("empty command"))?;
     let cgroups = open_cgroup_procs(&cfg.cgroup_procs)?;
     let fds: Vec<RawFd> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
-    let wd = if cfg.working_dir.is_empty() {
-        "/"
-    } else {
-        cfg.working_dir.as_str()
-    };
+    let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
     if !Path::new(wd).is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("working directory {wd:?} does not exist"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("working directory {wd:?} does not exist")));
     }
     let mut cmd = Command::new(prog);
     cmd.args(args)

@@ -1,0 +1,72 @@
+//! The local API and the CLI that reads it.
+
+mod common;
+
+use common::{manifest, wait_for, AgentProcess, Sandbox};
+use std::process::Command;
+use std::time::Duration;
+
+fn get(agent: &AgentProcess, args: &[&str]) -> String {
+    let out = Command::new(common::ferrolet_bin())
+        .args(["get", "pods", "--server", &format!("127.0.0.1:{}", agent.port)])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn get_pods_healthz_and_metrics_describe_the_running_pods() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "web.yaml",
+        &manifest("web", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n  - name: helper\n    image: x\n    command: [sleep, '60']\n"),
+    );
+    let agent = AgentProcess::start(&sb);
+    wait_for("running", Duration::from_secs(20), || {
+        agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running")
+    });
+
+    let table = get(&agent, &[]);
+    let lines: Vec<&str> = table.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(&row[..4], ["web-testnode", "2/2", "Running", "0"]);
+
+    let wide = get(&agent, &["-o", "wide"]);
+    assert!(wide.lines().next().unwrap().contains("IP") && wide.contains("127.0.0.1") && wide.contains("testnode"));
+
+    let json: serde_json::Value = serde_json::from_str(&get(&agent, &["-o", "json"])).unwrap();
+    assert_eq!(json["kind"], "PodList");
+    let pod = &json["items"][0];
+    assert_eq!(pod["metadata"]["annotations"]["kubernetes.io/config.source"], "file");
+    assert_eq!(pod["status"]["hostIP"], "127.0.0.1");
+    assert_eq!(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].as_str().unwrap().len(), 20);
+    let conditions: Vec<&str> =
+        pod["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(conditions, ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]);
+
+    let yaml = get(&agent, &["-o", "yaml"]);
+    assert!(yaml.contains("kind: PodList") && yaml.contains("name: web-testnode"), "{yaml}");
+
+    assert_eq!(agent.get("/healthz").unwrap(), "ok");
+    let metrics = agent.get("/metrics").unwrap();
+    assert!(metrics.contains("ferrolet_pods{phase=\"Running\"} 1"), "{metrics}");
+    assert!(metrics.contains("ferrolet_containers{state=\"running\"} 2"), "{metrics}");
+    assert!(metrics.contains("process_resident_memory_bytes "), "{metrics}");
+    assert!(agent.get("/nope").is_err(), "unknown paths are 404");
+}
+
+#[test]
+fn get_pods_without_an_agent_says_where_it_looked() {
+    let port = common::free_port();
+    let out = Command::new(common::ferrolet_bin())
+        .args(["get", "pods", "--server", &format!("127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot reach the ferrolet API at http://127.0.0.1:{port}/pods")), "{err}");
+}

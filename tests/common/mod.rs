@@ -1,0 +1,177 @@
+//! Shared helpers for integration tests: temporary agents (in-process or as a real
+//! `ferrolet run` process), waiting for conditions, and cleaning up every process a test
+//! started (through the runtime's own state files, never by process name).
+
+#![allow(dead_code)]
+
+use ferrolet::api::{ContainerStatus, Pod, PodList};
+use ferrolet::runtime::process::ShimState;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The ferrolet binary cargo built for these tests.
+pub fn ferrolet_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ferrolet"))
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A free loopback port (bound and released; good enough for tests).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A pod manifest with the given spec body (YAML, indented under `spec:`).
+pub fn manifest(name: &str, spec: &str) -> String {
+    format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{spec}")
+}
+
+/// Kills every shim and workload recorded under a state directory.
+pub fn kill_everything(state_dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(state_dir.join("runtime/containers")) else { return };
+    for e in rd.flatten() {
+        if let Ok(s) = ferrolet::util::read_json::<ShimState>(&e.path().join("state.json")) {
+            let _ = ferrolet::util::kill_group(s.pid, libc::SIGKILL);
+            if ferrolet::util::process_alive(s.shim_pid, Some(s.shim_start_ticks)) {
+                // SAFETY: signalling a process we verified to be our shim.
+                unsafe { libc::kill(s.shim_pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// A test directory with manifests/ and state/ that kills what it started when dropped.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+        Sandbox { dir }
+    }
+    pub fn manifests(&self) -> PathBuf {
+        self.dir.path().join("manifests")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+    pub fn work(&self) -> PathBuf {
+        let p = self.dir.path().join("work");
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+    pub fn write_manifest(&self, file: &str, text: &str) {
+        // Write then rename, as editors and config management do, so the source never reads half a file.
+        let tmp = self.dir.path().join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(tmp, self.manifests().join(file)).unwrap();
+    }
+    pub fn config_text(&self, port: u16) -> String {
+        format!(
+            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n",
+            self.state(),
+            self.manifests()
+        )
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        kill_everything(&self.state());
+    }
+}
+
+/// A real `ferrolet run` process on a free port.
+pub struct AgentProcess {
+    pub child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl AgentProcess {
+    pub fn start(sb: &Sandbox) -> AgentProcess {
+        let port = free_port();
+        let cfg = sb.dir.path().join("ferrolet.toml");
+        std::fs::write(&cfg, sb.config_text(port)).unwrap();
+        let log = sb.dir.path().join(format!("agent-{port}.log"));
+        let child = Command::new(ferrolet_bin())
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let agent = AgentProcess { child, port, log };
+        wait_for("the agent's /healthz", Duration::from_secs(10), || agent.get("/healthz").ok());
+        agent
+    }
+
+    pub fn get(&self, path: &str) -> Result<String, String> {
+        let mut resp = ureq::get(&format!("http://127.0.0.1:{}{path}", self.port)).call().map_err(|e| e.to_string())?;
+        resp.body_mut().read_to_string().map_err(|e| e.to_string())
+    }
+
+    pub fn pods(&self) -> Vec<Pod> {
+        let list: PodList = serde_json::from_str(&self.get("/pods").unwrap()).unwrap();
+        list.items
+    }
+
+    pub fn pod(&self, name: &str) -> Option<Pod> {
+        self.pods().into_iter().find(|p| p.metadata.name == format!("{name}-testnode"))
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGKILL, the way a crash or OOM kill would end the agent.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM and wait for the orderly exit; returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        wait_for("the agent to exit", Duration::from_secs(15), || self.child.try_wait().unwrap())
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The status of container `name` of a pod (app or init).
+pub fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+    let st = pod.status.as_ref()?;
+    st.container_statuses.iter().chain(&st.init_container_statuses).find(|c| c.name == name)
+}
+
+/// Pid of the running workload with this container id, from the runtime's state files.
+pub fn workload_pid(state_dir: &Path, container_id: &str) -> Option<i32> {
+    let id = container_id.strip_prefix("process://")?;
+    let s: ShimState =
+        ferrolet::util::read_json(&state_dir.join("runtime/containers").join(id).join("state.json")).ok()?;
+    Some(s.pid)
+}

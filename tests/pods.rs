@@ -1,0 +1,205 @@
+//! The pod manager end to end: a real `ferrolet run` with the process runtime, real
+//! processes, manifests written to disk, status read from the local API.
+
+mod common;
+
+use common::{container, manifest, wait_for, AgentProcess, Sandbox};
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(20);
+
+fn phase(agent: &AgentProcess, name: &str) -> Option<String> {
+    agent.pod(name).and_then(|p| p.status).map(|s| s.phase)
+}
+
+#[test]
+fn a_crashing_container_is_restarted_with_backoff_and_shows_crashloopbackoff() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "crash.yaml",
+        &manifest("crash", "  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo boom; exit 1']\n"),
+    );
+    let agent = AgentProcess::start(&sb);
+    // First exit: restarted at once (restartCount 1). Second exit: held back 10 s.
+    let pod = wait_for("CrashLoopBackOff", T, || {
+        agent.pod("crash").filter(|p| {
+            container(p, "app").and_then(|c| c.state.waiting.as_ref()).is_some_and(|w| w.reason == "CrashLoopBackOff")
+        })
+    });
+    let c = container(&pod, "app").unwrap();
+    let w = c.state.waiting.as_ref().unwrap();
+    assert_eq!(
+        w.message,
+        format!("back-off 10s restarting failed container=app pod=crash-testnode_default({})", pod.metadata.uid)
+    );
+    assert_eq!(c.restart_count, 1);
+    let last = c.last_state.terminated.as_ref().unwrap();
+    assert_eq!((last.exit_code, last.reason.as_str()), (1, "Error"));
+    assert_eq!(pod.status.as_ref().unwrap().phase, "Running");
+    // Still held back a few seconds later: the back-off is honoured, not a hot loop.
+    std::thread::sleep(Duration::from_secs(4));
+    let c = container(&agent.pod("crash").unwrap(), "app").unwrap().clone();
+    assert_eq!(c.restart_count, 1, "no restart during the 10 s back-off");
+    // Then restarted once the back-off passed, and the next wait doubles.
+    let pod = wait_for("the second restart", T, || {
+        agent.pod("crash").filter(|p| {
+            container(p, "app").is_some_and(|c| {
+                c.restart_count == 2 && c.state.waiting.as_ref().is_some_and(|w| w.message.starts_with("back-off 20s"))
+            })
+        })
+    });
+    assert!(agent.log_text().contains("Back-off restarting failed container app in pod crash-testnode_default"));
+    let log_dir = sb.state().join("logs").join(format!("default_crash-testnode_{}", pod.metadata.uid)).join("app");
+    let logs: Vec<String> =
+        std::fs::read_dir(&log_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(logs.contains(&"2.log".to_string()) && logs.contains(&"1.log".to_string()), "{logs:?}");
+    assert!(!logs.contains(&"0.log".to_string()), "older instances are garbage-collected with their logs: {logs:?}");
+}
+
+#[test]
+fn restart_policies_never_and_onfailure_decide_the_phase() {
+    let sb = Sandbox::new();
+    let spec = |policy: &str, script: &str| {
+        format!("  restartPolicy: {policy}\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, '{script}']\n")
+    };
+    sb.write_manifest("never-fail.yaml", &manifest("never-fail", &spec("Never", "exit 2")));
+    sb.write_manifest("never-ok.yaml", &manifest("never-ok", &spec("Never", "exit 0")));
+    sb.write_manifest("onfailure-ok.yaml", &manifest("onfailure-ok", &spec("OnFailure", "exit 0")));
+    sb.write_manifest("onfailure-fail.yaml", &manifest("onfailure-fail", &spec("OnFailure", "exit 3")));
+    let agent = AgentProcess::start(&sb);
+    wait_for("never-fail Failed", T, || phase(&agent, "never-fail").filter(|p| p == "Failed"));
+    wait_for("never-ok Succeeded", T, || phase(&agent, "never-ok").filter(|p| p == "Succeeded"));
+    wait_for("onfailure-ok Succeeded", T, || phase(&agent, "onfailure-ok").filter(|p| p == "Succeeded"));
+    let p = wait_for("onfailure-fail restarted", T, || {
+        agent.pod("onfailure-fail").filter(|p| container(p, "app").is_some_and(|c| c.restart_count >= 1))
+    });
+    assert_eq!(p.status.unwrap().phase, "Running");
+    let failed = agent.pod("never-fail").unwrap();
+    let c = container(&failed, "app").unwrap();
+    assert_eq!(c.restart_count, 0);
+    assert_eq!(c.state.terminated.as_ref().unwrap().exit_code, 2);
+    let ready = failed.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "PodFailed"));
+}
+
+#[test]
+fn init_containers_run_one_at_a_time_in_order_before_the_app() {
+    let sb = Sandbox::new();
+    let out = sb.work().join("order");
+    let o = out.display();
+    let spec = format!(
+        "  initContainers:\n  - name: first\n    image: x\n    command: [sh, -c, 'sleep 0.5; echo first >> {o}']\n  - name: second\n    image: x\n    command: [sh, -c, 'echo second >> {o}']\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo app >> {o}; sleep 30']\n"
+    );
+    sb.write_manifest("init.yaml", &manifest("init", &spec));
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("Running", T, || {
+        agent.pod("init").filter(|p| p.status.as_ref().is_some_and(|s| s.phase == "Running"))
+    });
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "first\nsecond\napp\n");
+    for name in ["first", "second"] {
+        let t = container(&pod, name).unwrap().state.terminated.clone().unwrap();
+        assert_eq!((t.exit_code, t.reason.as_str()), (0, "Completed"));
+    }
+    let init = pod.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Initialized").unwrap();
+    assert_eq!(init.status, "True");
+}
+
+#[test]
+fn a_failing_init_container_blocks_the_app_and_is_retried() {
+    let sb = Sandbox::new();
+    let spec = "  initContainers:\n  - name: setup\n    image: x\n    command: [sh, -c, 'exit 5']\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '30']\n";
+    sb.write_manifest("blocked.yaml", &manifest("blocked", spec));
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("init crash loop", T, || {
+        agent.pod("blocked").filter(|p| {
+            container(p, "setup").and_then(|c| c.state.waiting.as_ref()).is_some_and(|w| w.reason == "CrashLoopBackOff")
+        })
+    });
+    assert_eq!(pod.status.as_ref().unwrap().phase, "Pending");
+    assert!(container(&pod, "app").unwrap().state.waiting.as_ref().is_some_and(|w| w.reason == "PodInitializing"));
+    assert_eq!(ferrolet::cli::pod_columns(&pod).0, "Init:CrashLoopBackOff");
+}
+
+#[test]
+fn a_sidecar_starts_first_runs_beside_the_app_and_stops_after_it() {
+    let sb = Sandbox::new();
+    let out = sb.work().join("events");
+    let o = out.display();
+    let spec = format!(
+        "  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: proxy\n    image: x\n    restartPolicy: Always\n    command: [sh, -c, 'echo proxy-start >> {o}; trap \"echo proxy-stop >> {o}; exit 0\" TERM; while true; do sleep 0.1; done']\n  - name: setup\n    image: x\n    command: [sh, -c, 'echo setup >> {o}']\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo app-start >> {o}; trap \"sleep 1; echo app-stop >> {o}; exit 0\" TERM; while true; do sleep 0.1; done']\n"
+    );
+    sb.write_manifest("side.yaml", &manifest("side", &spec));
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("Running 2/2", T, || {
+        agent
+            .pod("side")
+            .filter(|p| ferrolet::cli::pod_columns(p).1 == "2/2" && p.status.as_ref().unwrap().phase == "Running")
+    });
+    assert!(container(&pod, "proxy").unwrap().state.running.is_some());
+    std::fs::remove_file(sb.manifests().join("side.yaml")).unwrap();
+    wait_for("pod removed", T, || agent.pod("side").is_none().then_some(()));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "proxy-start\nsetup\napp-start\napp-stop\nproxy-stop\n");
+}
+
+#[test]
+fn removal_honours_the_grace_period_then_kills() {
+    let sb = Sandbox::new();
+    let spec = "  terminationGracePeriodSeconds: 3\n  containers:\n  - name: stubborn\n    image: x\n    command: [sh, -c, 'trap \"\" TERM; while true; do sleep 0.1; done']\n";
+    sb.write_manifest("stubborn.yaml", &manifest("stubborn", spec));
+    let agent = AgentProcess::start(&sb);
+    let pod =
+        wait_for("Running", T, || agent.pod("stubborn").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    let id = container(&pod, "stubborn").unwrap().container_id.clone();
+    let pid = common::workload_pid(&sb.state(), &id).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let removed = Instant::now();
+    std::fs::remove_file(sb.manifests().join("stubborn.yaml")).unwrap();
+    wait_for("the process to die", T, || (!ferrolet::util::process_alive(pid, None)).then_some(()));
+    let took = removed.elapsed();
+    assert!(took >= Duration::from_secs(3), "killed before the grace period ended: {took:?}");
+    wait_for("pod removed", T, || agent.pod("stubborn").is_none().then_some(()));
+    let terminating = agent.log_text();
+    assert!(terminating.contains("terminating with grace period 3s"), "{terminating}");
+}
+
+#[test]
+fn an_edited_manifest_replaces_the_pod() {
+    let sb = Sandbox::new();
+    let spec =
+        |v: &str| format!("  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo {v}; sleep 30']\n");
+    sb.write_manifest("web.yaml", &manifest("web", &spec("v1")));
+    let agent = AgentProcess::start(&sb);
+    let v1 = wait_for("v1 running", T, || agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    sb.write_manifest("web.yaml", &manifest("web", &spec("v2")));
+    let v2 = wait_for("v2 running", T, || {
+        agent.pod("web").filter(|p| p.metadata.uid != v1.metadata.uid && p.status.as_ref().unwrap().phase == "Running")
+    });
+    assert!(v2.spec.containers[0].command[2].contains("v2"));
+    let old_pid = common::workload_pid(&sb.state(), &container(&v1, "app").unwrap().container_id);
+    assert!(old_pid.is_none(), "the old version's container is gone");
+    assert_eq!(agent.pods().len(), 1);
+}
+
+#[test]
+fn a_broken_manifest_is_reported_with_its_field_path_and_others_keep_running() {
+    let sb = Sandbox::new();
+    let good = "  containers:\n  - name: app\n    image: x\n    command: [sleep, '30']\n";
+    sb.write_manifest("good.yaml", &manifest("good", good));
+    let agent = AgentProcess::start(&sb);
+    let before =
+        wait_for("good running", T, || agent.pod("good").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    let bad = "  containers:\n  - name: app\n    image: x\n    command: [sleep, '30']\n    resources:\n      limits:\n        cpu: 1.5.0\n";
+    sb.write_manifest("bad.yaml", &manifest("bad", bad));
+    let path = sb.manifests().join("bad.yaml");
+    let expected = format!("{}: spec.containers[0].resources.limits.cpu: invalid quantity \"1.5.0\"", path.display());
+    wait_for("the error in the log", T, || agent.log_text().contains(&expected).then_some(()));
+    // A broken edit of a running pod's manifest keeps the last valid version running.
+    sb.write_manifest("good.yaml", &manifest("good", &good.replace("image: x", "image: [")));
+    wait_for("the YAML error in the log", T, || agent.log_text().contains("good.yaml: invalid YAML").then_some(()));
+    std::thread::sleep(Duration::from_secs(1));
+    let after = agent.pod("good").unwrap();
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    assert_eq!(after.status.unwrap().phase, "Running");
+    assert!(agent.pod("bad").is_none());
+    assert_eq!(agent.get("/healthz").unwrap(), "ok");
+}
