@@ -1,1 +1,194 @@
-fn main() {}
+//! `make bench`: the agent's footprint and latencies, measured on a real `ferrolet run`
+//! (release build) with the process runtime. Prints numbers; asserts nothing.
+//!
+//! - start-up: `ferrolet run` to the first `/healthz` 200
+//! - RSS and threads idle with 0 pods, and with 50 pods (one `sleep` each), plus the
+//!   agent's CPU over 10 s idle with 50 pods and the shims' RSS
+//! - manifest-to-running: a manifest written to disk until its container process runs
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ferrolet"))
+}
+
+fn status_field(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    status_field(pid, "VmRSS:").unwrap_or(0)
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = &s[s.rfind(')').map(|i| i + 2).unwrap_or(0)..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    (body.split_whitespace().nth(1) == Some("200")).then(|| body.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
+}
+
+fn running_containers(port: u16) -> usize {
+    http_get(port, "/pods").map(|b| b.matches("\"running\":{").count()).unwrap_or(0)
+}
+
+struct Agent {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Agent {
+    fn start(dir: &Path) -> (Agent, Duration) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let started = Instant::now();
+        let child = Command::new(bin())
+            .args(["run", "--node-name", "bench", "--listen", &format!("127.0.0.1:{port}"), "--manifest-dir"])
+            .arg(dir.join("manifests"))
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        while http_get(port, "/healthz").is_none() {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let took = started.elapsed();
+        (Agent { child, port, dir: dir.into() }, took)
+    }
+
+    fn wait_running(&self, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while running_containers(self.port) < n {
+            assert!(Instant::now() < deadline, "timed out waiting for {n} running containers");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Stop every container this agent started, through the state directory.
+        let _ = Command::new(bin())
+            .args(["drain", "--state-dir"])
+            .arg(self.dir.join("state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn pod(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: none\n    command: [sleep, '3600']\n"
+    )
+}
+
+/// (processes, RSS KiB, private KiB) of every shim: RSS counts the binary's pages that all
+/// shims and the agent share; the private part is what each shim really adds.
+fn shims_memory_kib(state: &Path) -> (usize, u64, u64) {
+    let mut n = 0;
+    let mut total = 0;
+    let mut private = 0;
+    for e in std::fs::read_dir(state.join("runtime/containers")).into_iter().flatten().flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("state.json")) else { continue };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let pid = v["shim_pid"].as_u64().unwrap_or(0) as u32;
+        n += 1;
+        total += rss_kib(pid);
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        for line in rollup.lines().filter(|l| l.starts_with("Private_")) {
+            private += line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    (n, total, private)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
+    println!("ferrolet agent benchmark ({} , release build)", bin().display());
+
+    let mut startups = Vec::new();
+    for _ in 0..5 {
+        let (agent, took) = Agent::start(dir.path());
+        startups.push(took);
+        drop(agent);
+    }
+    startups.sort();
+    println!("start-up to /healthz 200: p50 {:?}, max {:?} (5 runs)", percentile(&startups, 0.5), startups[4]);
+
+    let (agent, _) = Agent::start(dir.path());
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = agent.child.id();
+    println!(
+        "idle, 0 pods:   RSS {} KiB ({:.2} MiB), threads {}",
+        rss_kib(pid),
+        rss_kib(pid) as f64 / 1024.0,
+        status_field(pid, "Threads:").unwrap_or(0)
+    );
+
+    for i in 0..50 {
+        std::fs::write(dir.path().join(format!("manifests/p{i:02}.yaml")), pod(&format!("p{i:02}"))).unwrap();
+    }
+    let t = Instant::now();
+    agent.wait_running(50, Duration::from_secs(120));
+    println!("50 pods written at once: all running after {:?}", t.elapsed());
+    std::thread::sleep(Duration::from_secs(3));
+    let ticks_per_sec = 100.0; // USER_HZ on Linux
+    let c0 = cpu_ticks(pid);
+    let w = Instant::now();
+    std::thread::sleep(Duration::from_secs(10));
+    let cpu = (cpu_ticks(pid) - c0) as f64 / ticks_per_sec / w.elapsed().as_secs_f64() * 100.0;
+    let (shims, shim_rss, shim_private) = shims_memory_kib(&dir.path().join("state"));
+    println!(
+        "idle, 50 pods:  RSS {} KiB ({:.2} MiB), threads {}, CPU {:.2}% of one core over 10 s",
+        rss_kib(pid),
+        rss_kib(pid) as f64 / 1024.0,
+        status_field(pid, "Threads:").unwrap_or(0),
+        cpu
+    );
+    println!(
+        "shims:          {shims} processes, RSS {} KiB each on average, of which {} KiB private (the rest is the shared binary)",
+        shim_rss / shims.max(1) as u64,
+        shim_private / shims.max(1) as u64
+    );
+
+    let mut latencies = Vec::new();
+    for i in 0..10 {
+        let before = running_containers(agent.port);
+        let t = Instant::now();
+        std::fs::write(dir.path().join(format!("manifests/late{i}.yaml")), pod(&format!("late{i}"))).unwrap();
+        agent.wait_running(before + 1, Duration::from_secs(30));
+        latencies.push(t.elapsed());
+        std::thread::sleep(Duration::from_millis(137)); // decorrelate from the 1 s poll
+    }
+    latencies.sort();
+    println!(
+        "manifest on disk -> container running (manifest_check_interval 1s): p50 {:?}, max {:?} (10 runs)",
+        percentile(&latencies, 0.5),
+        latencies[9]
+    );
+}

@@ -72,6 +72,53 @@ fn lock_state_dir(dir: &Path) -> Result<File, AgentError> {
     Ok(f)
 }
 
+/// `ferrolet drain`: with no agent running, stops every container recorded in the state
+/// directory (each pod's grace period honoured by its shim) and removes the pods' records
+/// and logs. For decommissioning a node, or cleaning up after `make run`.
+pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
+    let _lock = lock_state_dir(&cfg.state_dir)?;
+    let runtime =
+        ProcessRuntime::new(&cfg.state_dir.join("runtime"), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
+            .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.clone(), source })?;
+    let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.clone(), source };
+    let sandboxes = runtime.list_pod_sandboxes().map_err(rt_err)?;
+    let grace_of = |sandbox_id: &str| {
+        let secs =
+            sandboxes.iter().find(|s| s.id == sandbox_id).map_or(30, |s| s.config.termination_grace_period_seconds);
+        std::time::Duration::from_secs(secs.max(0) as u64)
+    };
+    let mut longest = std::time::Duration::ZERO;
+    for c in runtime.list_containers().map_err(rt_err)? {
+        if c.state == crate::runtime::ContainerState::Running {
+            let grace = grace_of(&c.sandbox_id);
+            longest = longest.max(grace);
+            log::info!(
+                "drain: stopping {} of pod {} (grace {grace:?})",
+                c.config.name,
+                c.config.labels.get(crate::runtime::labels::POD_NAME).map_or("?", |s| s)
+            );
+            runtime.stop_container(&c.id, grace).map_err(rt_err)?;
+        }
+    }
+    // The shims kill at the end of each grace period; allow a little beyond the longest.
+    let deadline = std::time::Instant::now() + longest + std::time::Duration::from_secs(5);
+    while runtime.list_containers().map_err(rt_err)?.iter().any(|c| c.state == crate::runtime::ContainerState::Running)
+    {
+        if std::time::Instant::now() > deadline {
+            log::warn!("drain: some containers are still running past their grace period");
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for s in &sandboxes {
+        runtime.remove_pod_sandbox(&s.id).map_err(rt_err)?;
+    }
+    for c in runtime.list_containers().map_err(rt_err)? {
+        runtime.remove_container(&c.id).map_err(rt_err)?;
+    }
+    Ok(sandboxes.len())
+}
+
 impl Agent {
     /// Starts every manager: runtime, pod manager, static pod source, then the local API.
     /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.

@@ -303,6 +303,13 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_sample_config_is_the_defaults() {
+        let c = Config::parse("etc/ferrolet.toml", include_str!("../etc/ferrolet.toml")).unwrap();
+        let d = Config::default();
+        assert_eq!(format!("{c:?}"), format!("{d:?}"));
+    }
+
+    #[test]
     fn values_parse() {
         let c = Config::parse(
             "f.toml",

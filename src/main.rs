@@ -17,6 +17,8 @@ usage:
                [--listen ADDR] [--runtime process]
   ferrolet validate [--config FILE] [MANIFEST...]   check config and manifests, run nothing
   ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
+  ferrolet drain [--config FILE] [--state-dir DIR]  stop every container and remove every pod
+                                                    (with no agent running)
   ferrolet version
 
 Without --config the built-in defaults apply; flags win over the file.
@@ -126,6 +128,14 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
+fn drain(flags: Flags) -> anyhow::Result<()> {
+    let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    let exe = std::env::current_exe().context("cannot find the ferrolet binary")?;
+    let n = ferrolet::agent::drain(&cfg, &exe)?;
+    println!("drained {n} pod(s) from {}", cfg.state_dir.display());
+    Ok(())
+}
+
 fn get(flags: Flags) -> anyhow::Result<()> {
     match flags.positional.first().map(String::as_str) {
         Some("pods" | "pod" | "po") => {}
@@ -166,6 +176,7 @@ fn main() -> ExitCode {
         "run" => run(flags).map(|_| true),
         "validate" => validate(flags),
         "get" => get(flags).map(|_| true),
+        "drain" => drain(flags).map(|_| true),
         "version" | "--version" => {
             println!("ferrolet {}", env!("CARGO_PKG_VERSION"));
             Ok(true)

@@ -101,6 +101,19 @@ fn sigterm_stops_the_agent_in_order_and_leaves_workloads_running() {
     assert!(status.success(), "orderly exit: {status:?}");
     assert!(std::fs::read_to_string(log).unwrap().contains("agent: stopped"));
     assert!(ferrolet::util::process_alive(pid, None), "the workload outlives the agent");
+
+    // `ferrolet drain` then stops it and removes the pod's records and logs.
+    let out = std::process::Command::new(common::ferrolet_bin())
+        .arg("drain")
+        .arg("--state-dir")
+        .arg(sb.state())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("drained 1 pod(s) from {}", sb.state().display()));
+    assert!(!ferrolet::util::process_alive(pid, None));
+    assert_eq!(std::fs::read_dir(sb.state().join("runtime/sandboxes")).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(sb.state().join("logs")).unwrap().count(), 0);
 }
 
 #[test]

@@ -1,0 +1,48 @@
+# ferrolet: the two commands a user needs are `make run` and `make test`.
+SHELL := /bin/bash
+CARGO ?= cargo
+DEV_CONFIG := etc/ferrolet-dev.toml
+
+.PHONY: build run test lint fmt bench deps drain clean
+
+## deps: install the system packages the build and tests need (Debian), if missing.
+##   gcc   - the linker driver rustc uses (and the C compiler for -sys crates)
+##   The Rust toolchain itself (cargo >= 1.80) comes from rustup; Debian 12's is too old.
+deps:
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust >= 1.80 with rustup (https://rustup.rs)"; exit 1; }
+	@missing=""; command -v cc >/dev/null || missing="$$missing gcc"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
+	fi
+
+build: deps
+	$(CARGO) build --release --locked
+
+## run: the agent on its embedded defaults with the example pods in etc/manifests and state
+## under ./.run. Ctrl-C stops the agent; the pods keep running (as with kubelet) and the
+## next `make run` adopts them; `make drain` stops them.
+run: build
+	$(CARGO) run --release --locked --quiet -- run --config $(DEV_CONFIG)
+
+drain: build
+	$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG)
+
+test: deps
+	$(CARGO) test --locked
+
+lint: deps
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt
+
+bench: deps
+	$(CARGO) bench --locked --bench agent
+
+clean:
+	-$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG) 2>/dev/null
+	rm -rf .run
+	$(CARGO) clean
