@@ -46,10 +46,22 @@ impl Health {
 }
 
 /// Clears the liveness flag when the thread ends other than by an orderly stop (a panic
-/// unwinds through it).
-struct AliveGuard {
+/// unwinds through it). Threads that do not use `ManagerHandle` hold one too.
+pub struct AliveGuard {
     flag: Arc<AtomicBool>,
     orderly: bool,
+}
+
+impl AliveGuard {
+    /// Registers thread `name` with `health`; hold the guard for the thread's lifetime.
+    pub fn new(health: &Health, name: &str) -> Self {
+        AliveGuard { flag: health.register(name), orderly: false }
+    }
+
+    /// The thread is ending because it was asked to.
+    pub fn finish(mut self) {
+        self.orderly = true;
+    }
 }
 
 impl Drop for AliveGuard {
@@ -76,9 +88,8 @@ impl<C: Send + 'static> ManagerHandle<C> {
         let (cmd_tx, cmd_rx) = unbounded::<C>();
         let (stop_tx, stop_rx) = bounded::<()>(0);
         let (done_tx, done_rx) = bounded::<()>(1);
-        let flag = health.register(name);
+        let guard = AliveGuard::new(health, name);
         let join = std::thread::Builder::new().name(name.into()).spawn(move || {
-            let mut guard = AliveGuard { flag, orderly: false };
             let ticker = tick(manager.tick_interval());
             loop {
                 select! {
@@ -92,7 +103,7 @@ impl<C: Send + 'static> ManagerHandle<C> {
                     recv(ticker) -> _ => manager.on_tick(),
                 }
             }
-            guard.orderly = true;
+            guard.finish();
             drop(manager);
             let _ = done_tx.send(());
         })?;

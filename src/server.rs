@@ -51,7 +51,7 @@ impl ApiServer {
             .ok_or_else(|| ServerError::Bind { addr: addr.into(), message: "not an IP address".into() })?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let alive = state.health.register("fl-api");
+        let guard = crate::manager::AliveGuard::new(&state.health, "fl-api");
         let join = std::thread::Builder::new()
             .name("fl-api".into())
             .spawn(move || {
@@ -65,7 +65,7 @@ impl ApiServer {
                         }
                     }
                 }
-                drop(alive);
+                guard.finish();
             })
             .map_err(|e| ServerError::Bind { addr: addr.into(), message: e.to_string() })?;
         log::info!("api: serving /healthz /pods /metrics on http://{bound}");

@@ -131,3 +131,31 @@ fn a_second_agent_on_the_same_state_directory_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("another ferrolet is running with this state directory"), "{err}");
 }
+
+#[test]
+fn a_manifest_removed_while_the_agent_was_down_is_terminated_on_restart() {
+    let sb = Sandbox::new();
+    sb.write_manifest("gone.yaml", &manifest("gone", "  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'trap \"\" TERM; sleep 300']\n"));
+    sb.write_manifest(
+        "kept.yaml",
+        &manifest("kept", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n"),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pods = wait_for("both running", T, || {
+        let pods = agent.pods();
+        (pods.len() == 2 && pods.iter().all(|p| p.status.as_ref().unwrap().phase == "Running")).then_some(pods)
+    });
+    let pid_of = |name: &str| {
+        let p = pods.iter().find(|p| p.metadata.name == format!("{name}-testnode")).unwrap();
+        workload_pid(&sb.state(), &container(p, "app").unwrap().container_id).unwrap()
+    };
+    let (gone, kept) = (pid_of("gone"), pid_of("kept"));
+    agent.kill9();
+    std::fs::remove_file(sb.manifests().join("gone.yaml")).unwrap();
+    let agent = AgentProcess::start(&sb);
+    wait_for("the removed pod to be stopped", T, || (!ferrolet::util::process_alive(gone, None)).then_some(()));
+    wait_for("the removed pod to be gone", T, || agent.pod("gone").is_none().then_some(()));
+    assert!(agent.log_text().contains("that no source wants; terminating it"));
+    assert!(ferrolet::util::process_alive(kept, None), "the other pod was not touched");
+    assert_eq!(agent.pods().len(), 1);
+}

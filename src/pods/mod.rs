@@ -82,6 +82,8 @@ pub struct PodManager {
     pods: BTreeMap<String, PodEntry>,
     backoff: Backoff,
     waiting: HashMap<backoff::Key, Waiting>,
+    /// Set when this pass changed something in the runtime, so statuses need a relist.
+    acted: std::cell::Cell<bool>,
 }
 
 /// One relist of the runtime, grouped by pod uid.
@@ -128,7 +130,14 @@ impl PodManager {
             pods: BTreeMap::new(),
             backoff: Backoff::default(),
             waiting: HashMap::new(),
+            acted: std::cell::Cell::new(false),
         }
+    }
+
+    /// The runtime, for a call that changes it.
+    fn mutate(&self) -> &dyn ContainerRuntime {
+        self.acted.set(true);
+        &*self.runtime
     }
 
     fn event(&self, pod: &Pod, container: Option<&str>, warning: bool, reason: &str, message: &str) {
@@ -179,8 +188,10 @@ impl PodManager {
                 self.sync_pod(uid, &snap, now);
             }
         }
-        // Publish what the actions above led to: one more relist for all pods, not one per pod.
-        let Some(after) = self.snapshot() else { return };
+        // Publish what the actions above led to: one more relist for all pods, only when
+        // something was changed.
+        let after = if self.acted.replace(false) { self.snapshot() } else { Some(snap) };
+        let Some(after) = after else { return };
         for uid in &uids {
             self.publish(uid, &after, now);
         }
@@ -258,7 +269,7 @@ impl PodManager {
                     log_directory: self.log_dir(&pod),
                     termination_grace_period_seconds: pod.spec.termination_grace_period_seconds.unwrap_or(30),
                 };
-                match self.runtime.run_pod_sandbox(&cfg) {
+                match self.mutate().run_pod_sandbox(&cfg) {
                     Ok(id) => id,
                     Err(e) => {
                         self.event(
@@ -455,16 +466,16 @@ impl PodManager {
             cgroup_procs: Vec::new(),
             memory_cgroup: None,
         };
-        let id = self.runtime.create_container(sandbox_id, &cfg).map_err(|e| CreateOrStart::Create(e.to_string()))?;
+        let id = self.mutate().create_container(sandbox_id, &cfg).map_err(|e| CreateOrStart::Create(e.to_string()))?;
         self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
-        self.runtime.start_container(&id).map_err(|e| CreateOrStart::Start(e.to_string()))?;
+        self.mutate().start_container(&id).map_err(|e| CreateOrStart::Start(e.to_string()))?;
         self.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
         Ok(())
     }
 
     fn stop(&self, pod: &Pod, c: &ContainerInfo, grace: Duration, message: &str) {
         self.event(pod, Some(&c.config.name), false, "Killing", &format!("{message} {}", c.config.name));
-        if let Err(e) = self.runtime.stop_container(&c.id, grace) {
+        if let Err(e) = self.mutate().stop_container(&c.id, grace) {
             self.event(
                 pod,
                 Some(&c.config.name),
@@ -483,7 +494,7 @@ impl PodManager {
         for name in names {
             for old in snap.instances(uid, name).into_iter().skip(keep) {
                 if old.state == ContainerState::Exited {
-                    if let Err(e) = self.runtime.remove_container(&old.id) {
+                    if let Err(e) = self.mutate().remove_container(&old.id) {
                         log::warn!(
                             "pods: pod {} container {name}: cannot remove exited instance {}: {e}",
                             pod.key(),
@@ -539,14 +550,15 @@ impl PodManager {
         }
         if running.is_empty() {
             if let Some(s) = snap.sandboxes.get(uid) {
-                let removed = self.runtime.stop_pod_sandbox(&s.id).and_then(|_| self.runtime.remove_pod_sandbox(&s.id));
+                let removed =
+                    self.mutate().stop_pod_sandbox(&s.id).and_then(|_| self.mutate().remove_pod_sandbox(&s.id));
                 if let Err(e) = removed {
                     log::warn!("pods: pod {}: cannot remove sandbox {}: {e}", pod.key(), s.id);
                     return;
                 }
             }
             for c in containers {
-                let _ = self.runtime.remove_container(&c.id);
+                let _ = self.mutate().remove_container(&c.id);
             }
             log::info!("pods: pod {} terminated and removed", pod.key());
             self.pods.remove(uid);

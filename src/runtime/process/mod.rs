@@ -423,12 +423,12 @@ impl ContainerRuntime for ProcessRuntime {
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let dir = self.root.join("containers");
         let mut out = Vec::new();
-        let mut seen = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for entry in fs::read_dir(&dir).map_err(state_err(&dir))?.flatten() {
             let id = entry.file_name().to_string_lossy().into_owned();
             match self.observe(&id) {
                 Ok(info) => {
-                    seen.push(id);
+                    seen.insert(id);
                     out.push(info)
                 }
                 Err(e) => log::warn!("runtime: ignoring container {id}: {e}"),
