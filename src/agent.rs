@@ -1,6 +1,11 @@
 //! Builds the managers, wires their channels, and starts and stops them in order.
 
 use crate::config::Config;
+use crate::events::broadcaster::Broadcaster;
+use crate::events::correlator::{EventCorrelator, RealClock};
+use crate::events::sink::{self, RetryPolicy};
+use crate::events::store::EventStore;
+use crate::events::{EventMetrics, Reference, NORMAL};
 use crate::manager::{Health, ManagerHandle};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::FileSource;
@@ -51,6 +56,7 @@ pub enum AgentError {
 pub struct Agent {
     source: Option<ManagerHandle<()>>,
     pods: Option<ManagerHandle<PodsCommand>>,
+    events: Option<EventsPipeline>,
     api: Option<ApiServer>,
     cfg: Config,
     _lock: File,
@@ -58,6 +64,32 @@ pub struct Agent {
     pub statuses: StatusCache,
     /// Manager liveness (what `/healthz` reports).
     pub health: Health,
+}
+
+/// The event broadcaster with its two local watchers: the log, and the correlated,
+/// persistent event store the API serves.
+struct EventsPipeline {
+    broadcaster: Broadcaster,
+    store: EventStore,
+    metrics: Arc<EventMetrics>,
+}
+
+impl EventsPipeline {
+    fn start(cfg: &Config, health: &Health) -> std::io::Result<EventsPipeline> {
+        let ev = &cfg.events;
+        let metrics = Arc::new(EventMetrics::default());
+        let mut broadcaster = Broadcaster::start(ev.queue_size, ev.queue_size, metrics.clone(), health)?;
+        broadcaster.start_watcher("fl-evlog", |e| sink::log_event(&e))?;
+        let store = EventStore::open(&cfg.state_dir.join("events.log"), ev.store_max_events);
+        let mut sink = store.clone();
+        let mut correlator = EventCorrelator::new(ev.correlator_options(), Arc::new(RealClock));
+        let m = metrics.clone();
+        broadcaster.start_watcher("fl-evstore", move |e| {
+            // The local store never fails transiently, so the retry sleep is never taken.
+            sink::record_to_sink(&mut sink, &mut correlator, e, RetryPolicy::default(), &m, &mut |_| true, 0.0);
+        })?;
+        Ok(EventsPipeline { broadcaster, store, metrics })
+    }
 }
 
 /// Takes an exclusive lock on `<state>/ferrolet.lock` so two agents never share a state dir.
@@ -134,6 +166,9 @@ impl Agent {
             let name = name.to_string();
             move |source| AgentError::Spawn { name, source }
         };
+        let events = EventsPipeline::start(cfg, &health).map_err(spawn_err("fl-events"))?;
+        let recorder = events.broadcaster.recorder(&cfg.events.component, &cfg.node_name);
+        recorder.event(&Reference::node(&cfg.node_name), NORMAL, "Starting", "Starting ferrolet.");
         let pm = PodManager::new(
             PodManagerConfig {
                 node_ip: cfg.node_ip.clone(),
@@ -143,16 +178,24 @@ impl Agent {
             },
             runtime,
             statuses.clone(),
+            recorder.clone(),
         );
         let pods = ManagerHandle::spawn("fl-pods", pm, &health).map_err(spawn_err("fl-pods"))?;
-        let src = FileSource::new(&cfg.manifest_dir, &cfg.node_name, cfg.manifest_check_interval.0, pods.sender());
+        let src =
+            FileSource::new(&cfg.manifest_dir, &cfg.node_name, cfg.manifest_check_interval.0, pods.sender(), recorder);
         let source = ManagerHandle::spawn("fl-podsource", src, &health).map_err(spawn_err("fl-podsource"))?;
         // Read the manifests right away instead of after the first tick.
         let _ = source.sender().send(());
         let api = if cfg.api.listen.is_empty() {
             None
         } else {
-            Some(ApiServer::start(&cfg.api.listen, ApiState { statuses: statuses.clone(), health: health.clone() })?)
+            let state = ApiState {
+                statuses: statuses.clone(),
+                health: health.clone(),
+                events: events.store.clone(),
+                event_metrics: events.metrics.clone(),
+            };
+            Some(ApiServer::start(&cfg.api.listen, state)?)
         };
         log::info!(
             "agent: node {} ({}) running, runtime {}, manifests in {}, state in {}",
@@ -162,7 +205,16 @@ impl Agent {
             cfg.manifest_dir.display(),
             cfg.state_dir.display()
         );
-        Ok(Agent { source: Some(source), pods: Some(pods), api, cfg: cfg.clone(), _lock: lock, statuses, health })
+        Ok(Agent {
+            source: Some(source),
+            pods: Some(pods),
+            events: Some(events),
+            api,
+            cfg: cfg.clone(),
+            _lock: lock,
+            statuses,
+            health,
+        })
     }
 
     /// The local API's bound address, if it runs.
@@ -170,7 +222,8 @@ impl Agent {
         self.api.as_ref().map(|a| a.addr)
     }
 
-    /// Orderly shutdown: intake first (pod source), then the pod manager, then the API.
+    /// Orderly shutdown: intake first (pod source), then the pod manager, then the events
+    /// still queued are delivered, then the API.
     /// Containers keep running; the next start adopts them. Returns threads that did not
     /// stop in time.
     pub fn stop(mut self) -> Vec<String> {
@@ -181,6 +234,10 @@ impl Agent {
         }
         if let Some(p) = self.pods.take() {
             stuck.extend(p.stop(timeout).err());
+        }
+        if let Some(e) = self.events.take() {
+            stuck.extend(e.broadcaster.shutdown(timeout));
+            e.store.sync();
         }
         if let Some(a) = self.api.take() {
             a.stop();

@@ -1,6 +1,6 @@
 //! `ferrolet get pods`: reads the local API and prints what `kubectl get pods` would.
 
-use crate::api::{Pod, PodList};
+use crate::api::{ContainerState, Event, EventList, Pod, PodList};
 use crate::timefmt::human_age;
 use std::time::{Duration, SystemTime};
 
@@ -29,18 +29,52 @@ impl std::str::FromStr for Output {
     }
 }
 
-/// Fetches `/pods` from the agent at `server` (`host:port`).
-pub fn fetch_pods(server: &str) -> anyhow::Result<PodList> {
-    let url = format!("http://{server}/pods");
+fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Result<T> {
+    let url = format!("http://{server}{path}");
     let config = ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).build();
     let agent: ureq::Agent = config.into();
     let body = agent
         .get(&url)
         .call()
-        .map_err(|e| anyhow::anyhow!("cannot reach the ferrolet API at {url}: {e} (is `ferrolet run` running? use --server to point elsewhere)"))?
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach the ferrolet API at {url}: {e} (is `ferrolet run` running? use --server to point elsewhere)"
+            )
+        })?
         .body_mut()
         .read_to_string()?;
     Ok(serde_json::from_str(&body)?)
+}
+
+/// Fetches `/pods` from the agent at `server` (`host:port`).
+pub fn fetch_pods(server: &str) -> anyhow::Result<PodList> {
+    fetch(server, "/pods")
+}
+
+/// Fetches `/events`, optionally only those about one pod.
+pub fn fetch_events(server: &str, pod: Option<&Pod>) -> anyhow::Result<EventList> {
+    let path = match pod {
+        Some(p) => format!("/events?kind=Pod&namespace={}&name={}", p.metadata.namespace, p.metadata.name),
+        None => "/events".to_string(),
+    };
+    fetch(server, &path)
+}
+
+/// Finds a pod by the name its manifest gave it (`web`) or its full static-pod name
+/// (`web-<node>`), optionally `namespace/`-qualified.
+pub fn find_pod(list: &PodList, name: &str) -> anyhow::Result<Pod> {
+    let (ns, name) = name.split_once('/').map_or((None, name), |(n, p)| (Some(n), p));
+    let found: Vec<&Pod> = list
+        .items
+        .iter()
+        .filter(|p| ns.map_or(true, |n| n == p.metadata.namespace))
+        .filter(|p| p.metadata.name == name || p.metadata.name == format!("{name}-{}", p.spec.node_name))
+        .collect();
+    match found.as_slice() {
+        [p] => Ok((*p).clone()),
+        [] => anyhow::bail!("pod {name:?} not found"),
+        _ => anyhow::bail!("pod name {name:?} is ambiguous: qualify it with its namespace (namespace/name)"),
+    }
 }
 
 /// The STATUS column, READY column and restarts of a pod, computed the way kubectl does.
@@ -169,14 +203,179 @@ pub fn render_pods(list: &PodList, output: Output) -> anyhow::Result<String> {
         }
         rows.push(row);
     }
+    Ok(table(rows, ""))
+}
+
+/// kubectl's LAST SEEN / AGE cell for an event: `5s`, or `2m (x4 over 10m)` for repeats.
+fn event_age(e: &Event, now: SystemTime) -> String {
+    let last = e.last_timestamp.map(|t| t.0).unwrap_or(now);
+    let ago = human_age(now.duration_since(last).unwrap_or_default());
+    if e.count > 1 {
+        let first = e.first_timestamp.map(|t| t.0).unwrap_or(last);
+        format!("{ago} (x{} over {})", e.count, human_age(now.duration_since(first).unwrap_or_default()))
+    } else {
+        ago
+    }
+}
+
+fn table(rows: Vec<Vec<String>>, indent: &str) -> String {
     let widths: Vec<usize> = (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in rows {
         let line: Vec<String> = r.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(indent);
         out.push_str(line.join("   ").trim_end());
         out.push('\n');
     }
-    Ok(out)
+    out
+}
+
+/// One `get events` row: LAST SEEN, TYPE, REASON, OBJECT, MESSAGE.
+fn event_row(e: &Event, now: SystemTime) -> Vec<String> {
+    let o = &e.involved_object;
+    vec![
+        event_age(e, now),
+        e.type_.clone(),
+        e.reason.clone(),
+        format!("{}/{}", o.kind.to_lowercase(), o.name),
+        e.message.clone(),
+    ]
+}
+
+/// `ferrolet get events`: the table kubectl prints.
+pub fn render_events(events: &[Event], header: bool) -> String {
+    let now = SystemTime::now();
+    let mut rows = Vec::new();
+    if header {
+        rows.push(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"].map(String::from).to_vec());
+    }
+    rows.extend(events.iter().map(|e| event_row(e, now)));
+    if rows.is_empty() {
+        return String::new();
+    }
+    table(rows, "")
+}
+
+fn state_lines(out: &mut String, label: &str, s: &ContainerState) {
+    use std::fmt::Write as _;
+    if let Some(r) = &s.running {
+        let _ = writeln!(out, "    {label:<14} Running");
+        if let Some(t) = r.started_at {
+            let _ = writeln!(out, "      Started:      {}", crate::timefmt::rfc3339(t.0));
+        }
+    } else if let Some(t) = &s.terminated {
+        let _ = writeln!(out, "    {label:<14} Terminated");
+        let _ = writeln!(out, "      Reason:       {}", t.reason);
+        let _ = writeln!(out, "      Exit Code:    {}", t.exit_code);
+        if let Some(st) = t.started_at {
+            let _ = writeln!(out, "      Started:      {}", crate::timefmt::rfc3339(st.0));
+        }
+        if let Some(f) = t.finished_at {
+            let _ = writeln!(out, "      Finished:     {}", crate::timefmt::rfc3339(f.0));
+        }
+    } else if let Some(w) = &s.waiting {
+        let _ = writeln!(out, "    {label:<14} Waiting");
+        let _ = writeln!(out, "      Reason:       {}", w.reason);
+        if !w.message.is_empty() {
+            let _ = writeln!(out, "      Message:      {}", w.message);
+        }
+    }
+}
+
+/// `ferrolet describe pod`: the pod's status and, at the bottom, its events, as
+/// `kubectl describe pod` shows them.
+pub fn describe_pod(pod: &Pod, events: &[Event]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let st = pod.status.clone().unwrap_or_default();
+    let m = &pod.metadata;
+    let kv = |map: &std::collections::BTreeMap<String, String>, sep: &str| {
+        if map.is_empty() {
+            "<none>".to_string()
+        } else {
+            map.iter().map(|(k, v)| format!("{k}{sep}{v}")).collect::<Vec<_>>().join("\n                  ")
+        }
+    };
+    let _ = writeln!(out, "Name:             {}", m.name);
+    let _ = writeln!(out, "Namespace:        {}", m.namespace);
+    let _ = writeln!(out, "Node:             {}/{}", pod.spec.node_name, st.host_ip);
+    if let Some(t) = st.start_time {
+        let _ = writeln!(out, "Start Time:       {}", crate::timefmt::rfc3339(t.0));
+    }
+    let _ = writeln!(out, "Labels:           {}", kv(&m.labels, "="));
+    let _ = writeln!(out, "Annotations:      {}", kv(&m.annotations, ": "));
+    let status = if m.deletion_timestamp.is_some() { "Terminating".to_string() } else { st.phase.clone() };
+    let _ = writeln!(out, "Status:           {status}");
+    let _ = writeln!(out, "IP:               {}", st.pod_ip);
+    let sections = [
+        ("Init Containers:", &pod.spec.init_containers, &st.init_container_statuses),
+        ("Containers:", &pod.spec.containers, &st.container_statuses),
+    ];
+    for (title, specs, statuses) in sections {
+        if specs.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{title}");
+        for c in specs {
+            let _ = writeln!(out, "  {}:", c.name);
+            let cs = statuses.iter().find(|s| s.name == c.name);
+            if let Some(cs) = cs.filter(|cs| !cs.container_id.is_empty()) {
+                let _ = writeln!(out, "    Container ID:  {}", cs.container_id);
+            }
+            let _ = writeln!(out, "    Image:         {}", c.image);
+            if !c.command.is_empty() {
+                let _ = writeln!(out, "    Command:       {}", c.command.join(" "));
+            }
+            if !c.args.is_empty() {
+                let _ = writeln!(out, "    Args:          {}", c.args.join(" "));
+            }
+            if let Some(cs) = cs {
+                state_lines(&mut out, "State:", &cs.state);
+                state_lines(&mut out, "Last State:", &cs.last_state);
+                let _ = writeln!(out, "    Ready:         {}", if cs.ready { "True" } else { "False" });
+                let _ = writeln!(out, "    Restart Count: {}", cs.restart_count);
+            }
+            for (kind, q) in [("Limits", &c.resources.limits), ("Requests", &c.resources.requests)] {
+                if !q.is_empty() {
+                    let _ = writeln!(out, "    {kind}:");
+                    for (k, v) in q {
+                        let _ = writeln!(out, "      {k}: {v}");
+                    }
+                }
+            }
+            if !c.env.is_empty() {
+                let _ = writeln!(out, "    Environment:");
+                for e in &c.env {
+                    let _ = writeln!(out, "      {}: {}", e.name, e.value);
+                }
+            }
+        }
+    }
+    if !st.conditions.is_empty() {
+        let _ = writeln!(out, "Conditions:");
+        let mut rows = vec![vec!["Type".to_string(), "Status".to_string()]];
+        rows.extend(st.conditions.iter().map(|c| vec![c.type_.clone(), c.status.clone()]));
+        out.push_str(&table(rows, "  "));
+    }
+    if events.is_empty() {
+        let _ = writeln!(out, "Events:           <none>");
+    } else {
+        let _ = writeln!(out, "Events:");
+        let now = SystemTime::now();
+        let mut rows = vec![["Type", "Reason", "Age", "From", "Message"].map(String::from).to_vec()];
+        rows.push(["----", "------", "----", "----", "-------"].map(String::from).to_vec());
+        for e in events {
+            rows.push(vec![
+                e.type_.clone(),
+                e.reason.clone(),
+                event_age(e, now),
+                e.source.component.clone(),
+                e.message.clone(),
+            ]);
+        }
+        out.push_str(&table(rows, "  "));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -84,6 +84,8 @@ pub struct Config {
     pub logs: LogsConfig,
     /// Exited-container garbage collection.
     pub gc: GcConfig,
+    /// Event recording.
+    pub events: EventsConfig,
 }
 
 /// `[api]`.
@@ -112,6 +114,56 @@ pub struct GcConfig {
     pub max_dead_per_container: u32,
 }
 
+/// `[events]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventsConfig {
+    /// `source.component` of every event.
+    pub component: String,
+    /// Events the broadcaster queues before dropping (and counting) new ones.
+    pub queue_size: usize,
+    /// Events the local store keeps (and persists in the state directory).
+    pub store_max_events: usize,
+    /// Entries in each correlator cache (aggregation, de-duplication, spam filter).
+    pub lru_cache_size: usize,
+    /// Distinct messages of similar events that make one aggregated event.
+    pub aggregate_max_events: usize,
+    /// Window in which similar events are aggregated.
+    pub aggregate_interval: Dur,
+    /// Events per object and type let through at once.
+    pub spam_burst: u32,
+    /// After the burst, one more event per object and type per this period.
+    pub spam_refill: Dur,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            component: "ferrolet".into(),
+            queue_size: 1000,
+            store_max_events: 1000,
+            lru_cache_size: 4096,
+            aggregate_max_events: 10,
+            aggregate_interval: Dur(Duration::from_secs(600)),
+            spam_burst: 25,
+            spam_refill: Dur(Duration::from_secs(300)),
+        }
+    }
+}
+
+impl EventsConfig {
+    /// The correlator limits these settings describe.
+    pub fn correlator_options(&self) -> crate::events::correlator::CorrelatorOptions {
+        crate::events::correlator::CorrelatorOptions {
+            lru_cache_size: self.lru_cache_size,
+            max_events: self.aggregate_max_events,
+            max_interval: self.aggregate_interval.0,
+            burst: self.spam_burst,
+            qps: 1.0 / self.spam_refill.0.as_secs_f64(),
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -126,6 +178,7 @@ impl Default for Config {
             api: ApiConfig::default(),
             logs: LogsConfig::default(),
             gc: GcConfig::default(),
+            events: EventsConfig::default(),
         }
     }
 }
@@ -268,6 +321,28 @@ impl Config {
         ] {
             if d < min {
                 return bad(key, format!("invalid value {d:?}: must be at least {min:?}"));
+            }
+        }
+        let ev = &self.events;
+        if ev.component.is_empty() {
+            return bad("events.component", "must not be empty".into());
+        }
+        for (key, v) in [
+            ("events.queue_size", ev.queue_size),
+            ("events.store_max_events", ev.store_max_events),
+            ("events.lru_cache_size", ev.lru_cache_size),
+            ("events.aggregate_max_events", ev.aggregate_max_events),
+            ("events.spam_burst", ev.spam_burst as usize),
+        ] {
+            if v == 0 {
+                return bad(key, "invalid value 0: must be at least 1".into());
+            }
+        }
+        for (key, d) in
+            [("events.aggregate_interval", ev.aggregate_interval.0), ("events.spam_refill", ev.spam_refill.0)]
+        {
+            if d.is_zero() {
+                return bad(key, "invalid value 0: must be a positive duration".into());
             }
         }
         for (key, p) in [("state_dir", &self.state_dir), ("manifest_dir", &self.manifest_dir)] {

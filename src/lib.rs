@@ -5,6 +5,7 @@ pub mod agent;
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod events;
 pub mod manager;
 pub mod pods;
 pub mod podsource;

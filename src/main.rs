@@ -17,6 +17,8 @@ usage:
                [--listen ADDR] [--runtime process]
   ferrolet validate [--config FILE] [MANIFEST...]   check config and manifests, run nothing
   ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
+  ferrolet get events [--for pod/NAME] [--watch] [-o json|yaml] [--server ADDR | --config FILE]
+  ferrolet describe pod NAME [--server ADDR | --config FILE]
   ferrolet drain [--config FILE] [--state-dir DIR]  stop every container and remove every pod
                                                     (with no agent running)
   ferrolet version
@@ -32,6 +34,8 @@ struct Flags {
     overrides: Overrides,
     output: Option<Output>,
     server: Option<String>,
+    for_object: Option<String>,
+    watch: bool,
     positional: Vec<String>,
 }
 
@@ -57,6 +61,8 @@ fn parse_flags(args: &[String]) -> anyhow::Result<Flags> {
             "--listen" => f.overrides.listen = Some(value("--listen")?),
             "--runtime" => f.overrides.runtime = Some(value("--runtime")?),
             "--server" => f.server = Some(value("--server")?),
+            "--for" => f.for_object = Some(value("--for")?),
+            "-w" | "--watch" => f.watch = true,
             "-o" | "--output" => f.output = Some(value("-o")?.parse().map_err(anyhow::Error::msg)?),
             "-h" | "--help" => {
                 print!("{USAGE}");
@@ -136,18 +142,79 @@ fn drain(flags: Flags) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn get(flags: Flags) -> anyhow::Result<()> {
-    match flags.positional.first().map(String::as_str) {
-        Some("pods" | "pod" | "po") => {}
-        Some(other) => bail!("unknown resource type {other:?}: supported: pods"),
-        None => bail!("get needs a resource type: pods"),
+fn api_server(flags: &Flags) -> anyhow::Result<String> {
+    match &flags.server {
+        Some(s) => Ok(s.clone()),
+        None => Ok(Config::load(flags.config.as_deref(), &flags.overrides)?.api.listen),
     }
-    let server = match flags.server {
-        Some(s) => s,
-        None => Config::load(flags.config.as_deref(), &flags.overrides)?.api.listen,
+}
+
+fn get(flags: Flags) -> anyhow::Result<()> {
+    let server = api_server(&flags)?;
+    match flags.positional.first().map(String::as_str) {
+        Some("pods" | "pod" | "po") => {
+            let list = cli::fetch_pods(&server)?;
+            print!("{}", cli::render_pods(&list, flags.output.unwrap_or(Output::Table))?);
+            Ok(())
+        }
+        Some("events" | "event" | "ev") => get_events(&server, &flags),
+        Some(other) => bail!("unknown resource type {other:?}: supported: pods, events"),
+        None => bail!("get needs a resource type: pods or events"),
+    }
+}
+
+fn get_events(server: &str, flags: &Flags) -> anyhow::Result<()> {
+    let pod = match &flags.for_object {
+        Some(obj) => {
+            let name = obj.strip_prefix("pod/").or_else(|| obj.strip_prefix("pods/")).with_context(|| {
+                format!(
+                    "--for {obj:?}: give the object as pod/NAME (events for other objects are listed without --for)"
+                )
+            })?;
+            Some(cli::find_pod(&cli::fetch_pods(server)?, name)?)
+        }
+        None => None,
     };
-    let list = cli::fetch_pods(&server)?;
-    print!("{}", cli::render_pods(&list, flags.output.unwrap_or(Output::Table))?);
+    let list = cli::fetch_events(server, pod.as_ref())?;
+    match flags.output {
+        Some(Output::Json) => return Ok(println!("{}", serde_json::to_string_pretty(&list)?)),
+        Some(Output::Yaml) => return Ok(print!("{}", serde_norway::to_string(&list)?)),
+        _ => {}
+    }
+    if list.items.is_empty() && !flags.watch {
+        println!("No events found");
+        return Ok(());
+    }
+    print!("{}", cli::render_events(&list.items, true));
+    if !flags.watch {
+        return Ok(());
+    }
+    // --watch: print each event again whenever it is new or its count changed; Ctrl-C ends it.
+    let mut seen: std::collections::HashMap<String, i32> =
+        list.items.iter().map(|e| (e.metadata.name.clone(), e.count)).collect();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let list = cli::fetch_events(server, pod.as_ref())?;
+        let fresh: Vec<_> = list.items.into_iter().filter(|e| seen.get(&e.metadata.name) != Some(&e.count)).collect();
+        for e in &fresh {
+            seen.insert(e.metadata.name.clone(), e.count);
+        }
+        print!("{}", cli::render_events(&fresh, false));
+        use std::io::Write as _;
+        std::io::stdout().flush()?;
+    }
+}
+
+fn describe(flags: Flags) -> anyhow::Result<()> {
+    let server = api_server(&flags)?;
+    let name = match flags.positional.as_slice() {
+        [kind, name] if matches!(kind.as_str(), "pod" | "pods" | "po") => name,
+        [kind, _] => bail!("unknown resource type {kind:?}: supported: pod"),
+        _ => bail!("usage: ferrolet describe pod NAME"),
+    };
+    let pod = cli::find_pod(&cli::fetch_pods(&server)?, name)?;
+    let events = cli::fetch_events(&server, Some(&pod))?;
+    print!("{}", cli::describe_pod(&pod, &events.items));
     Ok(())
 }
 
@@ -177,6 +244,7 @@ fn main() -> ExitCode {
         "validate" => validate(flags),
         "get" => get(flags).map(|_| true),
         "drain" => drain(flags).map(|_| true),
+        "describe" => describe(flags).map(|_| true),
         "version" | "--version" => {
             println!("ferrolet {}", env!("CARGO_PKG_VERSION"));
             Ok(true)

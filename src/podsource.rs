@@ -5,6 +5,7 @@
 
 use crate::api::manifest::{as_static_pod, decode_pods, ManifestError};
 use crate::api::Pod;
+use crate::events::{EventRecorder, Reference, WARNING};
 use crate::pods::PodsCommand;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ pub struct FileSource {
     interval: Duration,
     files: BTreeMap<PathBuf, FileState>,
     out: Sender<PodsCommand>,
+    recorder: EventRecorder,
     sent_once: bool,
     missing_dir_reported: bool,
 }
@@ -71,13 +73,20 @@ pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejection
 
 impl FileSource {
     /// A source for `dir` sending updates to the pod manager.
-    pub fn new(dir: &Path, node_name: &str, interval: Duration, out: Sender<PodsCommand>) -> Self {
+    pub fn new(
+        dir: &Path,
+        node_name: &str,
+        interval: Duration,
+        out: Sender<PodsCommand>,
+        recorder: EventRecorder,
+    ) -> Self {
         FileSource {
             dir: dir.into(),
             node_name: node_name.into(),
             interval,
             files: BTreeMap::new(),
             out,
+            recorder,
             sent_once: false,
             missing_dir_reported: false,
         }
@@ -131,16 +140,16 @@ impl FileSource {
                     self.files.insert(path, FileState { signature: sig, pods });
                 }
                 Err(errors) => {
+                    let kept = self.files.get(&path).map(|f| f.pods.clone()).unwrap_or_default();
+                    let what = match kept.len() {
+                        0 => "ignoring it".to_string(),
+                        n => format!("keeping the {n} pod(s) of its last valid version running"),
+                    };
+                    let node = Reference::node(&self.node_name);
                     for e in &errors {
                         log::error!("podsource: {e}");
-                    }
-                    let kept = self.files.get(&path).map(|f| f.pods.clone()).unwrap_or_default();
-                    if !kept.is_empty() {
-                        log::warn!(
-                            "podsource: {}: keeping the {} pod(s) of its last valid version running",
-                            path.display(),
-                            kept.len()
-                        );
+                        let message = format!("Error validating pod manifest {e}; {what}");
+                        self.recorder.event(&node, WARNING, "FailedValidation", &message);
                     }
                     self.files.insert(path, FileState { signature: sig, pods: kept });
                 }
@@ -187,7 +196,9 @@ mod tests {
     fn sends_full_sets_on_add_change_remove_and_keeps_last_good_version() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, rx) = unbounded();
-        let mut src = FileSource::new(dir.path(), "node1", Duration::from_secs(1), tx);
+        let (etx, erx) = unbounded();
+        let recorder = EventRecorder::new(etx, "ferrolet", "node1", Default::default());
+        let mut src = FileSource::new(dir.path(), "node1", Duration::from_secs(1), tx, recorder);
         src.poll();
         assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());
         std::fs::write(dir.path().join("a.yaml"), POD.replace("NAME", "a")).unwrap();
@@ -200,6 +211,10 @@ mod tests {
             .unwrap();
         src.poll();
         assert_eq!(names(rx.try_recv().unwrap()), vec!["a-node1"], "broken edit keeps the running pod");
+        let e = erx.try_recv().unwrap();
+        assert_eq!((e.reason.as_str(), e.involved_object.kind.as_str()), ("FailedValidation", "Node"));
+        assert!(e.message.contains("a.yaml: invalid YAML"), "{}", e.message);
+        assert!(e.message.ends_with("keeping the 1 pod(s) of its last valid version running"), "{}", e.message);
         std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
         src.poll();
         assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());

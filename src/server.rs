@@ -1,7 +1,9 @@
 //! The local read-only HTTP API (tiny_http, one thread): `/healthz`, `/pods`, `/metrics`.
 //! It binds to loopback by default; it never listens on all addresses unless configured.
 
-use crate::api::{ListMeta, PodList};
+use crate::api::{EventList, ListMeta, PodList};
+use crate::events::store::{EventFilter, EventStore};
+use crate::events::EventMetrics;
 use crate::manager::Health;
 use crate::status::StatusCache;
 use std::fmt::Write as _;
@@ -30,6 +32,10 @@ pub struct ApiState {
     pub statuses: StatusCache,
     /// Manager liveness.
     pub health: Health,
+    /// The local event store.
+    pub events: EventStore,
+    /// Event counters.
+    pub event_metrics: Arc<EventMetrics>,
 }
 
 /// The running API server.
@@ -68,7 +74,7 @@ impl ApiServer {
                 guard.finish();
             })
             .map_err(|e| ServerError::Bind { addr: addr.into(), message: e.to_string() })?;
-        log::info!("api: serving /healthz /pods /metrics on http://{bound}");
+        log::info!("api: serving /healthz /pods /events /metrics on http://{bound}");
         Ok(ApiServer { stop, join: Some(join), addr: bound })
     }
 
@@ -83,7 +89,10 @@ impl ApiServer {
 }
 
 fn respond(req: tiny_http::Request, state: &ApiState) {
-    let path = req.url().split('?').next().unwrap_or("").to_string();
+    let (path, query) = match req.url().split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (req.url().to_string(), String::new()),
+    };
     let (code, ctype, body) = if *req.method() != tiny_http::Method::Get {
         (405, "text/plain", "only GET is supported\n".to_string())
     } else {
@@ -105,6 +114,18 @@ fn respond(req: tiny_http::Request, state: &ApiState) {
                 };
                 (200, "application/json", serde_json::to_string(&list).unwrap_or_default())
             }
+            "/events" | "/events/" => match event_filter(&query) {
+                Ok(filter) => {
+                    let list = EventList {
+                        api_version: "v1".into(),
+                        kind: "EventList".into(),
+                        metadata: ListMeta::default(),
+                        items: state.events.list(&filter),
+                    };
+                    (200, "application/json", serde_json::to_string(&list).unwrap_or_default())
+                }
+                Err(e) => (400, "text/plain", format!("{e}\n")),
+            },
             "/metrics" => (200, "text/plain; version=0.0.4", metrics(state)),
             _ => (404, "text/plain", format!("404 page not found: {path}\n")),
         }
@@ -117,6 +138,61 @@ fn respond(req: tiny_http::Request, state: &ApiState) {
     if let Err(e) = req.respond(resp) {
         log::debug!("api: writing response for {path}: {e}");
     }
+}
+
+/// Decodes `%XX` and `+` in a query component.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                Ok(v) => {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `/events` filters: `fieldSelector=involvedObject.name=web,involvedObject.kind=Pod` (as
+/// kubectl sends) or the short `kind=`, `namespace=`, `name=`, `uid=` parameters.
+fn event_filter(query: &str) -> Result<EventFilter, String> {
+    let mut f = EventFilter::default();
+    let mut set = |field: &str, value: String| -> Result<(), String> {
+        match field {
+            "kind" => f.kind = Some(value),
+            "namespace" => f.namespace = Some(value),
+            "name" => f.name = Some(value),
+            "uid" => f.uid = Some(value),
+            other => return Err(format!("unsupported event filter {other:?}: use kind, namespace, name or uid")),
+        }
+        Ok(())
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let (k, v) = (percent_decode(k), percent_decode(v));
+        if k == "fieldSelector" {
+            for sel in v.split(',').filter(|s| !s.is_empty()) {
+                let (field, value) = sel.split_once('=').ok_or_else(|| format!("bad field selector {sel:?}"))?;
+                let field = field.strip_prefix("involvedObject.").ok_or_else(|| {
+                    format!("unsupported field selector {field:?}: use involvedObject.<kind|namespace|name|uid>")
+                })?;
+                set(field, value.to_string())?;
+            }
+        } else {
+            set(&k, v)?;
+        }
+    }
+    Ok(f)
 }
 
 /// Prometheus text exposition of the agent's own gauges.
@@ -162,6 +238,7 @@ fn metrics(state: &ApiState) -> String {
             let _ = writeln!(out, "process_threads {}", stat.num_threads);
         }
     }
+    state.event_metrics.render(&mut out);
     let dead = state.health.dead();
     let _ = writeln!(
         out,
@@ -169,4 +246,19 @@ fn metrics(state: &ApiState) -> String {
     );
     let _ = writeln!(out, "ferrolet_manager_threads_dead {}", dead.len());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_filters_accept_field_selectors_and_short_parameters() {
+        let f = event_filter("fieldSelector=involvedObject.name%3Dweb-n1%2CinvolvedObject.kind%3DPod").unwrap();
+        assert_eq!((f.name.as_deref(), f.kind.as_deref()), (Some("web-n1"), Some("Pod")));
+        let f = event_filter("namespace=default&uid=abc").unwrap();
+        assert_eq!((f.namespace.as_deref(), f.uid.as_deref()), (Some("default"), Some("abc")));
+        assert!(event_filter("reason=BackOff").unwrap_err().contains("unsupported event filter"));
+        assert!(event_filter("fieldSelector=type=Warning").is_err());
+    }
 }

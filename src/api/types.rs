@@ -61,6 +61,9 @@ pub struct ObjectMeta {
     /// Set when the object is being deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Time>,
+    /// Opaque version from the store that holds the object.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
 }
 
 /// `v1.Pod`.
@@ -490,4 +493,96 @@ pub struct PodList {
     pub metadata: ListMeta,
     /// The pods.
     pub items: Vec<Pod>,
+}
+
+/// `v1.ObjectReference`: what an event is about.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectReference {
+    /// `Pod` or `Node`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Namespace (empty for the Node).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Uid.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// `v1`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// Object version.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    /// A part of the object, e.g. `spec.containers{app}`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field_path: String,
+}
+
+/// `v1.EventSource`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EventSource {
+    /// Component, e.g. `ferrolet`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub component: String,
+    /// Node name.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
+}
+
+/// `v1.Event` (core/v1, the kind kubelet records).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Event {
+    /// `v1`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// `Event`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Name `<involved name>.<hex nanoseconds>`, namespace of the object or `default`.
+    pub metadata: ObjectMeta,
+    /// What the event is about.
+    pub involved_object: ObjectReference,
+    /// Short machine-readable reason, e.g. `BackOff`.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+    /// Who reported it.
+    pub source: EventSource,
+    /// First occurrence.
+    pub first_timestamp: Option<Time>,
+    /// Last occurrence.
+    pub last_timestamp: Option<Time>,
+    /// Occurrences.
+    pub count: i32,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Always null for these legacy events.
+    pub event_time: Option<Time>,
+    /// Controller that emitted it (the source component).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reporting_component: String,
+    /// Instance that emitted it (the node name).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reporting_instance: String,
+}
+
+/// `v1.EventList`, the body of the local API's `/events`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EventList {
+    /// `v1`.
+    pub api_version: String,
+    /// `EventList`.
+    pub kind: String,
+    /// List metadata.
+    pub metadata: ListMeta,
+    /// The events, oldest first.
+    pub items: Vec<Event>,
 }

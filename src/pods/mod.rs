@@ -8,6 +8,7 @@ pub mod backoff;
 
 use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, Time};
+use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::runtime::{
     labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig, SandboxInfo,
 };
@@ -77,6 +78,7 @@ pub struct PodManager {
     cfg: PodManagerConfig,
     runtime: Arc<dyn ContainerRuntime>,
     statuses: StatusCache,
+    recorder: EventRecorder,
     desired: BTreeMap<String, Pod>,
     sources_seen: HashSet<String>,
     pods: BTreeMap<String, PodEntry>,
@@ -120,11 +122,17 @@ fn should_restart(policy: &str, exit_code: i32) -> bool {
 
 impl PodManager {
     /// A pod manager over `runtime`, publishing statuses into `statuses`.
-    pub fn new(cfg: PodManagerConfig, runtime: Arc<dyn ContainerRuntime>, statuses: StatusCache) -> Self {
+    pub fn new(
+        cfg: PodManagerConfig,
+        runtime: Arc<dyn ContainerRuntime>,
+        statuses: StatusCache,
+        recorder: EventRecorder,
+    ) -> Self {
         PodManager {
             cfg,
             runtime,
             statuses,
+            recorder,
             desired: BTreeMap::new(),
             sources_seen: HashSet::new(),
             pods: BTreeMap::new(),
@@ -140,16 +148,13 @@ impl PodManager {
         &*self.runtime
     }
 
+    /// Records an event on the pod, or on one of its containers.
     fn event(&self, pod: &Pod, container: Option<&str>, warning: bool, reason: &str, message: &str) {
-        let what = match container {
-            Some(c) => format!("pod {} container {c}", pod.key()),
-            None => format!("pod {}", pod.key()),
+        let obj = match container {
+            Some(c) => Reference::container(pod, c),
+            None => Reference::pod(pod),
         };
-        if warning {
-            log::warn!("pods: {what}: {reason}: {message}");
-        } else {
-            log::info!("pods: {what}: {reason}: {message}");
-        }
+        self.recorder.event(&obj, if warning { WARNING } else { NORMAL }, reason, message);
     }
 
     fn snapshot(&self) -> Option<Snapshot> {
@@ -157,6 +162,9 @@ impl PodManager {
             (Ok(s), Ok(c)) => (s, c),
             (Err(e), _) | (_, Err(e)) => {
                 log::error!("pods: cannot list the runtime's pods: {e}");
+                for entry in self.pods.values() {
+                    self.event(&entry.pod, None, true, "FailedSync", &format!("error determining status: {e}"));
+                }
                 return None;
             }
         };

@@ -1,0 +1,210 @@
+//! Kubernetes events: every manager records through an `EventRecorder`; a broadcaster thread
+//! fans events out to watchers (the log, the local event store, later the apiserver), each
+//! with its own bounded channel; sinks that store events run them through the
+//! `EventCorrelator` first, as client-go does. Nothing here ever blocks the caller: a full
+//! queue drops the event and counts it.
+
+pub mod broadcaster;
+pub mod correlator;
+pub mod lru;
+pub mod sink;
+pub mod store;
+
+use crate::api::{Event, EventSource, ObjectMeta, ObjectReference, Pod, Time};
+use crossbeam_channel::{Sender, TrySendError};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Event type for routine happenings.
+pub const NORMAL: &str = "Normal";
+/// Event type for problems.
+pub const WARNING: &str = "Warning";
+
+/// Counters served on `/metrics` (users of kubelet ask for these and never got them).
+#[derive(Default)]
+pub struct EventMetrics {
+    total: Mutex<BTreeMap<(String, String), u64>>,
+    /// Dropped because the broadcaster's queue was full.
+    pub dropped_queue_full: AtomicU64,
+    /// Dropped by the correlator's spam filter.
+    pub dropped_spam_filter: AtomicU64,
+    /// Dropped because a sink failed for good (or a watcher's channel was full).
+    pub dropped_sink_failed: AtomicU64,
+    /// Events that replaced similar ones by aggregation.
+    pub aggregated: AtomicU64,
+}
+
+impl EventMetrics {
+    fn count(&self, type_: &str, reason: &str) {
+        *self.total.lock().entry((type_.to_string(), reason.to_string())).or_insert(0) += 1;
+    }
+
+    /// Events recorded with this type and reason.
+    pub fn total(&self, type_: &str, reason: &str) -> u64 {
+        self.total.lock().get(&(type_.to_string(), reason.to_string())).copied().unwrap_or(0)
+    }
+
+    /// Appends the Prometheus text for these counters.
+    pub fn render(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "# HELP ferrolet_events_total Events recorded, by type and reason.\n# TYPE ferrolet_events_total counter"
+        );
+        for ((t, r), n) in self.total.lock().iter() {
+            let _ = writeln!(out, "ferrolet_events_total{{type=\"{t}\",reason=\"{r}\"}} {n}");
+        }
+        let _ = writeln!(out, "# HELP ferrolet_events_dropped_total Events dropped, by cause.\n# TYPE ferrolet_events_dropped_total counter");
+        for (cause, n) in [
+            ("queue_full", &self.dropped_queue_full),
+            ("spam_filter", &self.dropped_spam_filter),
+            ("sink_failed", &self.dropped_sink_failed),
+        ] {
+            let _ = writeln!(out, "ferrolet_events_dropped_total{{cause=\"{cause}\"}} {}", n.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(out, "# HELP ferrolet_events_aggregated_total Events that replaced similar ones (\"combined from similar events\").\n# TYPE ferrolet_events_aggregated_total counter");
+        let _ = writeln!(out, "ferrolet_events_aggregated_total {}", self.aggregated.load(Ordering::Relaxed));
+    }
+}
+
+/// What an event is about: the object reference plus the labels copied onto the event.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reference {
+    /// The involved object.
+    pub object: ObjectReference,
+    /// Labels of the pod, copied to the event so events can be selected like their pods.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Reference {
+    /// The pod itself.
+    pub fn pod(pod: &Pod) -> Reference {
+        Reference {
+            object: ObjectReference {
+                kind: "Pod".into(),
+                namespace: pod.metadata.namespace.clone(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+                api_version: "v1".into(),
+                ..Default::default()
+            },
+            labels: pod.metadata.labels.clone(),
+        }
+    }
+
+    /// One container of the pod: `spec.containers{name}` or `spec.initContainers{name}`.
+    pub fn container(pod: &Pod, name: &str) -> Reference {
+        let init = pod.spec.init_containers.iter().any(|c| c.name == name);
+        let mut r = Reference::pod(pod);
+        r.object.field_path = format!("spec.{}{{{name}}}", if init { "initContainers" } else { "containers" });
+        r
+    }
+
+    /// The node (cluster-scoped; kubelet uses the node name as its uid).
+    pub fn node(name: &str) -> Reference {
+        Reference {
+            object: ObjectReference { kind: "Node".into(), name: name.into(), uid: name.into(), ..Default::default() },
+            labels: BTreeMap::new(),
+        }
+    }
+}
+
+/// The handle every manager records events through; cheap to clone.
+#[derive(Clone)]
+pub struct EventRecorder {
+    tx: Sender<Event>,
+    source: EventSource,
+    metrics: Arc<EventMetrics>,
+}
+
+impl EventRecorder {
+    /// A recorder feeding `tx` (the broadcaster's queue) as `component` on `host`.
+    pub fn new(tx: Sender<Event>, component: &str, host: &str, metrics: Arc<EventMetrics>) -> Self {
+        EventRecorder { tx, source: EventSource { component: component.into(), host: host.into() }, metrics }
+    }
+
+    /// Records an event now.
+    pub fn event(&self, obj: &Reference, type_: &str, reason: &str, message: &str) {
+        self.generate(obj, BTreeMap::new(), SystemTime::now(), type_, reason, message);
+    }
+
+    /// Records an event with a formatted message: `recorder.eventf(&r, NORMAL, "Started", format_args!(…))`.
+    pub fn eventf(&self, obj: &Reference, type_: &str, reason: &str, args: std::fmt::Arguments) {
+        self.event(obj, type_, reason, &args.to_string());
+    }
+
+    /// Records an event that happened at `timestamp`.
+    pub fn past_event(&self, obj: &Reference, timestamp: SystemTime, type_: &str, reason: &str, message: &str) {
+        self.generate(obj, BTreeMap::new(), timestamp, type_, reason, message);
+    }
+
+    /// Records an event carrying annotations.
+    pub fn annotated_event(
+        &self,
+        obj: &Reference,
+        annotations: BTreeMap<String, String>,
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        self.generate(obj, annotations, SystemTime::now(), type_, reason, message);
+    }
+
+    fn generate(
+        &self,
+        obj: &Reference,
+        annotations: BTreeMap<String, String>,
+        at: SystemTime,
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        if type_ != NORMAL && type_ != WARNING {
+            log::warn!(
+                "events: dropping event {reason:?} on {}/{} with unsupported type {type_:?} (allowed: Normal, Warning)",
+                obj.object.kind,
+                obj.object.name
+            );
+            return;
+        }
+        self.metrics.count(type_, reason);
+        let nanos = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+        let namespace =
+            if obj.object.namespace.is_empty() { "default".to_string() } else { obj.object.namespace.clone() };
+        let event = Event {
+            api_version: "v1".into(),
+            kind: "Event".into(),
+            metadata: ObjectMeta {
+                name: format!("{}.{nanos:x}", obj.object.name),
+                namespace,
+                labels: obj.labels.clone(),
+                annotations,
+                ..Default::default()
+            },
+            involved_object: obj.object.clone(),
+            reason: reason.into(),
+            message: message.into(),
+            source: self.source.clone(),
+            first_timestamp: Some(Time(at)),
+            last_timestamp: Some(Time(at)),
+            count: 1,
+            type_: type_.into(),
+            event_time: None,
+            reporting_component: self.source.component.clone(),
+            reporting_instance: self.source.host.clone(),
+        };
+        match self.tx.try_send(event) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.metrics.dropped_queue_full.fetch_add(1, Ordering::Relaxed);
+                log::debug!("events: too many queued events, dropped {reason} on {}", obj.object.name);
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                log::debug!("events: broadcaster stopped, dropped {reason} on {}", obj.object.name);
+            }
+        }
+    }
+}
