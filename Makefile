@@ -40,7 +40,7 @@ fmt:
 	$(CARGO) fmt
 
 bench: deps
-	$(CARGO) bench --locked --bench agent
+	$(CARGO) bench --locked --bench agent --bench events
 
 clean:
 	-$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG) 2>/dev/null

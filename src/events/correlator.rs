@@ -15,7 +15,7 @@
 //! equal strings give equal keys; a collision between different ones (about 1 in 10^15 for
 //! caches this size) would merge two events' counts.
 
-use super::lru::Lru;
+use super::lru::{FxBuild, FxHasher, Lru};
 use crate::api::{Event, Time};
 use parking_lot::Mutex;
 use std::collections::HashSet;
@@ -92,12 +92,13 @@ pub const AGGREGATED_PREFIX: &str = "(combined from similar events): ";
 /// What the correlator decided for one event.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Correlation {
-    /// Send it: create it, or (when `patch` is set) patch the existing event.
+    /// Send it: create it, or (when `repeat`) patch the existing event with
+    /// `sink::patch_body(&event)`.
     Record {
         /// The event to create or patch.
         event: Event,
-        /// `{"count", "lastTimestamp", "message"}` for an event seen before.
-        patch: Option<serde_json::Value>,
+        /// Seen before: patch `count`, `lastTimestamp` and `message` of the stored event.
+        repeat: bool,
         /// The event replaced several similar ones (aggregation).
         aggregated: bool,
     },
@@ -106,7 +107,7 @@ pub enum Correlation {
 }
 
 fn hash_fields(fields: &[&str]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = FxHasher::default();
     for f in fields {
         // The length prefix keeps ("ab","c") and ("a","bc") apart, where upstream's
         // plain concatenation would not; equal events still get equal keys.
@@ -168,7 +169,7 @@ fn spam_key(e: &Event) -> u64 {
 }
 
 struct AggregateRecord {
-    messages: HashSet<u64>,
+    messages: HashSet<u64, FxBuild>,
     last: SystemTime,
 }
 
@@ -209,23 +210,24 @@ impl EventCorrelator {
     /// Runs the three steps on one event.
     pub fn correlate(&mut self, event: Event) -> Correlation {
         let (event, key, aggregated) = self.aggregate(event);
-        let (event, patch) = self.observe(event, key);
+        let (event, repeat) = self.observe(event, key);
         if self.filter(&event) {
             return Correlation::Skip;
         }
-        Correlation::Record { event, patch, aggregated }
+        Correlation::Record { event, repeat, aggregated }
     }
 
     fn aggregate(&mut self, event: Event) -> (Event, u64, bool) {
         let now = self.clock.now();
         let key = aggregate_key(&event);
         let max_interval = self.opts.max_interval;
-        let record =
-            self.aggregates.get_or_insert_with(key, || AggregateRecord { messages: HashSet::new(), last: UNIX_EPOCH });
+        let record = self
+            .aggregates
+            .get_or_insert_with(key, || AggregateRecord { messages: HashSet::default(), last: UNIX_EPOCH });
         if since(now, record.last) > max_interval {
             record.messages.clear();
         }
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = FxHasher::default();
         h.write(event.message.as_bytes());
         record.messages.insert(h.finish());
         record.last = now;
@@ -256,18 +258,14 @@ impl EventCorrelator {
         (combined, key, true)
     }
 
-    fn observe(&mut self, mut event: Event, key: u64) -> (Event, Option<serde_json::Value>) {
-        let mut patch = None;
+    fn observe(&mut self, mut event: Event, key: u64) -> (Event, bool) {
+        let mut repeat = false;
         if let Some(last) = self.observations.get_mut(&key).filter(|o| o.count > 0) {
             event.metadata.name = last.name.clone();
             event.metadata.resource_version = last.resource_version.clone();
             event.first_timestamp = last.first;
             event.count = last.count + 1;
-            patch = Some(serde_json::json!({
-                "count": event.count,
-                "lastTimestamp": event.last_timestamp,
-                "message": event.message,
-            }));
+            repeat = true;
         }
         self.observations.put(
             key,
@@ -278,7 +276,7 @@ impl EventCorrelator {
                 resource_version: event.metadata.resource_version.clone(),
             },
         );
-        (event, patch)
+        (event, repeat)
     }
 
     /// True when the event must be dropped.
@@ -349,7 +347,10 @@ mod tests {
 
     fn record(c: Correlation) -> (Event, Option<serde_json::Value>, bool) {
         match c {
-            Correlation::Record { event, patch, aggregated } => (event, patch, aggregated),
+            Correlation::Record { event, repeat, aggregated } => {
+                let patch = repeat.then(|| crate::events::sink::patch_body(&event));
+                (event, patch, aggregated)
+            }
             Correlation::Skip => panic!("unexpected skip"),
         }
     }

@@ -28,8 +28,19 @@ pub enum SinkError {
 pub trait EventSink: Send {
     /// Creates a new event; returns it as stored.
     fn create(&mut self, event: &Event) -> Result<Event, SinkError>;
-    /// Applies a count/lastTimestamp/message patch to an existing event; returns it as stored.
-    fn patch(&mut self, event: &Event, patch: &serde_json::Value) -> Result<Event, SinkError>;
+    /// Patches the stored event named like `event` with `patch_body(event)` (its count,
+    /// lastTimestamp and message); returns it as stored.
+    fn patch(&mut self, event: &Event) -> Result<Event, SinkError>;
+}
+
+/// The strategic merge patch client-go sends for a repeated event: what differs between the
+/// event and a copy with count 0, lastTimestamp at the epoch and no message.
+pub fn patch_body(event: &Event) -> serde_json::Value {
+    serde_json::json!({
+        "count": event.count,
+        "lastTimestamp": event.last_timestamp,
+        "message": event.message,
+    })
 }
 
 /// client-go's retry policy for one event.
@@ -69,23 +80,23 @@ pub fn record_to_sink(
     sleep: &mut dyn FnMut(Duration) -> bool,
     jitter: f64,
 ) -> Outcome {
-    let (event, patch) = match correlator.correlate(event) {
+    let (event, repeat) = match correlator.correlate(event) {
         Correlation::Skip => {
             metrics.dropped_spam_filter.fetch_add(1, Ordering::Relaxed);
             return Outcome::Filtered;
         }
-        Correlation::Record { event, patch, aggregated } => {
+        Correlation::Record { event, repeat, aggregated } => {
             if aggregated {
                 metrics.aggregated.fetch_add(1, Ordering::Relaxed);
             }
-            (event, patch)
+            (event, repeat)
         }
     };
     let mut tries = 0;
     loop {
         tries += 1;
-        let result = match &patch {
-            Some(p) if event.count > 1 => match sink.patch(&event, p) {
+        let result = match repeat && event.count > 1 {
+            true => match sink.patch(&event) {
                 Err(SinkError::NotFound) => {
                     let mut fresh = event.clone();
                     fresh.metadata.resource_version.clear();
@@ -177,8 +188,8 @@ mod tests {
         fn create(&mut self, e: &Event) -> Result<Event, SinkError> {
             self.next(format!("create {}", e.count), e)
         }
-        fn patch(&mut self, e: &Event, p: &serde_json::Value) -> Result<Event, SinkError> {
-            self.next(format!("patch {}", p["count"]), e)
+        fn patch(&mut self, e: &Event) -> Result<Event, SinkError> {
+            self.next(format!("patch {}", patch_body(e)["count"]), e)
         }
     }
 
