@@ -40,7 +40,7 @@ fmt:
 	$(CARGO) fmt
 
 bench: deps
-	$(CARGO) bench --locked --bench agent --bench events
+	$(CARGO) bench --locked --bench agent --bench events --bench cgroups
 
 clean:
 	-$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG) 2>/dev/null

@@ -1,11 +1,13 @@
 //! Builds the managers, wires their channels, and starts and stops them in order.
 
+use crate::cm::cgroupfs;
+use crate::cm::{ContainerManager, NodeResources};
 use crate::config::Config;
 use crate::events::broadcaster::Broadcaster;
 use crate::events::correlator::{EventCorrelator, RealClock};
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
-use crate::events::{EventMetrics, Reference, NORMAL};
+use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
 use crate::manager::{Health, ManagerHandle};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::FileSource;
@@ -46,6 +48,12 @@ pub enum AgentError {
         /// Cause.
         #[source]
         source: std::io::Error,
+    },
+    /// Cgroups are required but unusable, or misconfigured.
+    #[error("{message}")]
+    Cgroups {
+        /// What is wrong.
+        message: String,
     },
     /// The local API could not listen.
     #[error(transparent)]
@@ -89,6 +97,50 @@ impl EventsPipeline {
             sink::record_to_sink(&mut sink, &mut correlator, e, RetryPolicy::default(), &m, &mut |_| true, 0.0);
         })?;
         Ok(EventsPipeline { broadcaster, store, metrics })
+    }
+}
+
+fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
+    ProcessRuntime::new(&cfg.state_dir.join("runtime"), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
+        .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.clone(), source })
+}
+
+/// Sets up pod cgroups unless `cgroups.enforcement` is `off`. Without access to the cgroup
+/// tree (not root, read-only /sys/fs/cgroup) the agent runs pods without enforcement and
+/// says why, unless enforcement is `required`.
+fn start_container_manager(cfg: &Config, recorder: &EventRecorder) -> Result<Option<ContainerManager>, AgentError> {
+    let cg = &cfg.cgroups;
+    if cg.enforcement == "off" {
+        log::info!("cm: resource enforcement is off (cgroups.enforcement = \"off\")");
+        return Ok(None);
+    }
+    let settings = cg.settings().map_err(|message| AgentError::Cgroups { message })?;
+    let kubepods = crate::cm::kubepods_path(&settings);
+    let started = cgroupfs::detect(&cg.mountinfo, cg.forced_version()).and_then(|driver| {
+        ContainerManager::start(
+            Arc::from(driver),
+            settings,
+            NodeResources::from_proc(),
+            recorder.clone(),
+            &cfg.node_name,
+        )
+        .map_err(|crate::cm::CmError::Cgroup(e)| e)
+    });
+    match started {
+        Ok(cm) => {
+            let v = if cm.version() == cgroupfs::CgroupVersion::V1 { 1 } else { 2 };
+            log::info!("cm: pod cgroups on cgroup v{v} under {kubepods}");
+            Ok(Some(cm))
+        }
+        Err(e) if cg.enforcement == "required" => Err(AgentError::Cgroups {
+            message: format!(
+                "resource enforcement is required (cgroups.enforcement = \"required\") but cgroups cannot be used: {e}"
+            ),
+        }),
+        Err(e) => {
+            log::warn!("cm: resource enforcement is off: {e}; pods run without cgroup limits (set cgroups.enforcement = \"required\" to refuse to start instead)");
+            Ok(None)
+        }
     }
 }
 
@@ -145,6 +197,18 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     for s in &sandboxes {
         runtime.remove_pod_sandbox(&s.id).map_err(rt_err)?;
     }
+    // Pod cgroups go too, when ferrolet manages them here.
+    if cfg.cgroups.enforcement != "off" {
+        if let (Ok(driver), Ok(settings)) =
+            (cgroupfs::detect(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version()), cfg.cgroups.settings())
+        {
+            for s in &sandboxes {
+                if let Err(e) = crate::cm::remove_pod_cgroup(&*driver, &settings, &s.config.pod_uid) {
+                    log::warn!("drain: {e}");
+                }
+            }
+        }
+    }
     for c in runtime.list_containers().map_err(rt_err)? {
         runtime.remove_container(&c.id).map_err(rt_err)?;
     }
@@ -156,10 +220,6 @@ impl Agent {
     /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.
     pub fn start(cfg: &Config, shim_exe: &Path) -> Result<Agent, AgentError> {
         let lock = lock_state_dir(&cfg.state_dir)?;
-        let runtime: Arc<dyn ContainerRuntime> = Arc::new(
-            ProcessRuntime::new(&cfg.state_dir.join("runtime"), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
-                .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.clone(), source })?,
-        );
         let health = Health::default();
         let statuses = StatusCache::default();
         let spawn_err = |name: &str| {
@@ -169,6 +229,11 @@ impl Agent {
         let events = EventsPipeline::start(cfg, &health).map_err(spawn_err("fl-events"))?;
         let recorder = events.broadcaster.recorder(&cfg.events.component, &cfg.node_name);
         recorder.event(&Reference::node(&cfg.node_name), NORMAL, "Starting", "Starting ferrolet.");
+        let cm = start_container_manager(cfg, &recorder)?;
+        let runtime: Arc<dyn ContainerRuntime> = match &cm {
+            Some(cm) => Arc::new(process_runtime(cfg, shim_exe)?.with_cgroups(cm.driver())),
+            None => Arc::new(process_runtime(cfg, shim_exe)?),
+        };
         let pm = PodManager::new(
             PodManagerConfig {
                 node_ip: cfg.node_ip.clone(),
@@ -179,6 +244,7 @@ impl Agent {
             runtime,
             statuses.clone(),
             recorder.clone(),
+            cm,
         );
         let pods = ManagerHandle::spawn("fl-pods", pm, &health).map_err(spawn_err("fl-pods"))?;
         let src =

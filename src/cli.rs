@@ -206,6 +206,36 @@ pub fn render_pods(list: &PodList, output: Output) -> anyhow::Result<String> {
     Ok(table(rows, ""))
 }
 
+/// `ferrolet plan cgroups` as text: the node, then each cgroup with its control files.
+pub fn render_plan(plan: &crate::cm::Plan) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let n = &plan.node;
+    let _ = writeln!(
+        out,
+        "node: cgroup v{}, capacity cpu={} memory={} pids={}, allocatable cpu={} memory={} pids={}",
+        n.cgroup_version,
+        n.capacity.cpu,
+        n.capacity.memory,
+        n.capacity.pids,
+        n.allocatable.cpu,
+        n.allocatable.memory,
+        n.allocatable.pids
+    );
+    for c in &plan.cgroups {
+        let what = match (&c.pod, &c.container) {
+            (Some(p), Some(name)) => format!("container {name} of {p}"),
+            (Some(p), None) => format!("pod {p}"),
+            _ => format!("{:?}", c.level).to_lowercase(),
+        };
+        let _ = writeln!(out, "{}  ({what})", c.path);
+        for (file, value) in &c.files {
+            let _ = writeln!(out, "    {file} = {value}");
+        }
+    }
+    out
+}
+
 /// kubectl's LAST SEEN / AGE cell for an event: `5s`, or `2m (x4 over 10m)` for repeats.
 fn event_age(e: &Event, now: SystemTime) -> String {
     let last = e.last_timestamp.map(|t| t.0).unwrap_or(now);

@@ -5,6 +5,7 @@
 use crate::api::Quantity;
 use crate::timefmt::parse_duration;
 use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -86,6 +87,119 @@ pub struct Config {
     pub gc: GcConfig,
     /// Event recording.
     pub events: EventsConfig,
+    /// Pod cgroups and node allocatable.
+    pub cgroups: CgroupsConfig,
+}
+
+/// `[cgroups]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CgroupsConfig {
+    /// `auto` (enforce when the cgroup tree is writable), `required` (exit when it is not), `off`.
+    pub enforcement: String,
+    /// `auto`, `1` or `2`.
+    pub version: String,
+    /// Parent of `kubepods` in the cgroup hierarchy.
+    pub root: String,
+    /// Where the cgroup mounts are read from.
+    pub mountinfo: PathBuf,
+    /// Reserved for the OS: `cpu`, `memory`, `pid`.
+    pub system_reserved: BTreeMap<String, Quantity>,
+    /// Reserved for the agent and runtime: `cpu`, `memory`, `pid`.
+    pub kube_reserved: BTreeMap<String, Quantity>,
+    /// `memory = "N%"`: share of pods' memory requests withheld from lower QoS classes.
+    pub qos_reserved: BTreeMap<String, String>,
+    /// Process limit per pod; 0 or less is unlimited.
+    pub pod_pids_limit: i64,
+    /// Turn CPU limits into CFS quotas.
+    pub cpu_cfs_quota: bool,
+    /// cgroup v2 `cpu.weight` conversion for container cgroups: `quadratic` or `linear`.
+    pub container_cpu_weight: crate::cm::WeightFormula,
+}
+
+impl Default for CgroupsConfig {
+    fn default() -> Self {
+        CgroupsConfig {
+            enforcement: "auto".into(),
+            version: "auto".into(),
+            root: "/".into(),
+            mountinfo: PathBuf::from("/proc/self/mountinfo"),
+            system_reserved: BTreeMap::new(),
+            kube_reserved: BTreeMap::new(),
+            qos_reserved: BTreeMap::new(),
+            pod_pids_limit: -1,
+            cpu_cfs_quota: true,
+            container_cpu_weight: crate::cm::WeightFormula::Quadratic,
+        }
+    }
+}
+
+/// Parses `cpu=100m,memory=1Gi` (the form of `--system-reserved`); `what` names the flag or key.
+pub fn parse_resource_list(what: &str, text: &str) -> Result<BTreeMap<String, Quantity>, String> {
+    let mut out = BTreeMap::new();
+    for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{what}: {pair:?} is not name=quantity (e.g. cpu=100m,memory=1Gi)"))?;
+        let q = Quantity::parse(v.trim()).map_err(|e| format!("{what}.{}: {e}", k.trim()))?;
+        out.insert(k.trim().to_string(), q);
+    }
+    Ok(out)
+}
+
+/// Converts a reservation map to node resources; only `cpu`, `memory` and `pid` are allowed.
+pub fn reserved_resources(what: &str, list: &BTreeMap<String, Quantity>) -> Result<crate::cm::NodeResources, String> {
+    let mut r = crate::cm::NodeResources::default();
+    for (k, q) in list {
+        if q.is_negative() {
+            return Err(format!("{what}.{k}: invalid value {:?}: must not be negative", q.to_string()));
+        }
+        match k.as_str() {
+            "cpu" => r.cpu_millis = q.milli_value(),
+            "memory" => r.memory = q.value(),
+            "pid" => r.pids = q.value(),
+            other => return Err(format!("{what}.{other}: unsupported resource: allowed are cpu, memory, pid")),
+        }
+    }
+    Ok(r)
+}
+
+/// Parses `memory=50%` (the form of `--qos-reserved`) into the memory percentage.
+pub fn qos_reserved_memory(what: &str, list: &BTreeMap<String, String>) -> Result<Option<u32>, String> {
+    let mut pct = None;
+    for (k, v) in list {
+        if k != "memory" {
+            return Err(format!("{what}.{k}: unsupported resource: only memory can be reserved by QoS"));
+        }
+        let n = v.trim().strip_suffix('%').and_then(|n| n.parse::<u32>().ok()).filter(|n| *n <= 100);
+        pct =
+            Some(n.ok_or_else(|| format!("{what}.memory: invalid value {v:?}: must be a percentage from 0% to 100%"))?);
+    }
+    Ok(pct)
+}
+
+impl CgroupsConfig {
+    /// The cgroup layout settings these options describe.
+    pub fn settings(&self) -> Result<crate::cm::CmSettings, String> {
+        Ok(crate::cm::CmSettings {
+            root: self.root.clone(),
+            system_reserved: reserved_resources("cgroups.system_reserved", &self.system_reserved)?,
+            kube_reserved: reserved_resources("cgroups.kube_reserved", &self.kube_reserved)?,
+            qos_reserved_memory: qos_reserved_memory("cgroups.qos_reserved", &self.qos_reserved)?,
+            pod_pids_limit: self.pod_pids_limit,
+            cpu_cfs_quota: self.cpu_cfs_quota,
+            container_weight: self.container_cpu_weight,
+        })
+    }
+
+    /// The forced cgroup version, if any.
+    pub fn forced_version(&self) -> Option<crate::cm::cgroupfs::CgroupVersion> {
+        match self.version.as_str() {
+            "1" => Some(crate::cm::cgroupfs::CgroupVersion::V1),
+            "2" => Some(crate::cm::cgroupfs::CgroupVersion::V2),
+            _ => None,
+        }
+    }
 }
 
 /// `[api]`.
@@ -179,6 +293,7 @@ impl Default for Config {
             logs: LogsConfig::default(),
             gc: GcConfig::default(),
             events: EventsConfig::default(),
+            cgroups: CgroupsConfig::default(),
         }
     }
 }
@@ -322,6 +437,25 @@ impl Config {
             if d < min {
                 return bad(key, format!("invalid value {d:?}: must be at least {min:?}"));
             }
+        }
+        let cg = &self.cgroups;
+        for (key, value, allowed) in [
+            ("cgroups.enforcement", &cg.enforcement, &["auto", "required", "off"][..]),
+            ("cgroups.version", &cg.version, &["auto", "1", "2"][..]),
+        ] {
+            if !allowed.contains(&value.as_str()) {
+                return bad(key, format!("unsupported value {value:?}: supported values: {}", allowed.join(", ")));
+            }
+        }
+        if !cg.root.starts_with('/') {
+            return bad(
+                "cgroups.root",
+                format!("invalid value {:?}: must be an absolute cgroup path like \"/\"", cg.root),
+            );
+        }
+        if let Err(e) = cg.settings() {
+            let (key, message) = e.split_once(": ").unwrap_or(("cgroups", e.as_str()));
+            return bad(key, message.to_string());
         }
         let ev = &self.events;
         if ev.component.is_empty() {

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod api;
 pub mod cli;
+pub mod cm;
 pub mod config;
 pub mod events;
 pub mod manager;

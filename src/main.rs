@@ -19,6 +19,9 @@ usage:
   ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
   ferrolet get events [--for pod/NAME] [--watch] [-o json|yaml] [--server ADDR | --config FILE]
   ferrolet describe pod NAME [--server ADDR | --config FILE]
+  ferrolet plan cgroups [--config FILE] [-o json] [--cpus N] [--memory Q] [--system-reserved cpu=…,memory=…]
+                        [--kube-reserved …] [--qos-reserved memory=N%] [--cgroup-version 1|2]
+                        [--cgroup-root PATH] MANIFEST...   the cgroups and values ferrolet would write
   ferrolet drain [--config FILE] [--state-dir DIR]  stop every container and remove every pod
                                                     (with no agent running)
   ferrolet version
@@ -36,6 +39,8 @@ struct Flags {
     server: Option<String>,
     for_object: Option<String>,
     watch: bool,
+    /// `plan` flags named like kubelet's, by name without the dashes.
+    plan: std::collections::BTreeMap<&'static str, String>,
     positional: Vec<String>,
 }
 
@@ -63,6 +68,22 @@ fn parse_flags(args: &[String]) -> anyhow::Result<Flags> {
             "--server" => f.server = Some(value("--server")?),
             "--for" => f.for_object = Some(value("--for")?),
             "-w" | "--watch" => f.watch = true,
+            "--cpus" | "--memory" | "--pids" | "--system-reserved" | "--kube-reserved" | "--qos-reserved"
+            | "--cgroup-version" | "--cgroup-root" => {
+                const NAMES: [&str; 8] = [
+                    "cpus",
+                    "memory",
+                    "pids",
+                    "system-reserved",
+                    "kube-reserved",
+                    "qos-reserved",
+                    "cgroup-version",
+                    "cgroup-root",
+                ];
+                let key = NAMES.iter().find(|n| name.trim_start_matches('-') == **n).copied().unwrap_or("cpus");
+                let v = value(&name)?;
+                f.plan.insert(key, v);
+            }
             "-o" | "--output" => f.output = Some(value("-o")?.parse().map_err(anyhow::Error::msg)?),
             "-h" | "--help" => {
                 print!("{USAGE}");
@@ -177,8 +198,14 @@ fn get_events(server: &str, flags: &Flags) -> anyhow::Result<()> {
     };
     let list = cli::fetch_events(server, pod.as_ref())?;
     match flags.output {
-        Some(Output::Json) => return Ok(println!("{}", serde_json::to_string_pretty(&list)?)),
-        Some(Output::Yaml) => return Ok(print!("{}", serde_norway::to_string(&list)?)),
+        Some(Output::Json) => {
+            println!("{}", serde_json::to_string_pretty(&list)?);
+            return Ok(());
+        }
+        Some(Output::Yaml) => {
+            print!("{}", serde_norway::to_string(&list)?);
+            return Ok(());
+        }
         _ => {}
     }
     if list.items.is_empty() && !flags.watch {
@@ -203,6 +230,74 @@ fn get_events(server: &str, flags: &Flags) -> anyhow::Result<()> {
         use std::io::Write as _;
         std::io::stdout().flush()?;
     }
+}
+
+fn plan(flags: Flags) -> anyhow::Result<bool> {
+    use ferrolet::cm::{self, cgroupfs::CgroupVersion};
+    use ferrolet::config::{parse_resource_list, qos_reserved_memory, reserved_resources};
+    match flags.positional.first().map(String::as_str) {
+        Some("cgroups") => {}
+        _ => bail!("usage: ferrolet plan cgroups [flags] MANIFEST..."),
+    }
+    let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    let mut settings = cfg.cgroups.settings().map_err(anyhow::Error::msg)?;
+    let p = &flags.plan;
+    let mut capacity = cm::NodeResources::from_proc();
+    if let Some(v) = p.get("cpus") {
+        let q = ferrolet::api::Quantity::parse(v).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?;
+        capacity.cpu_millis = q.milli_value();
+    }
+    if let Some(v) = p.get("memory") {
+        capacity.memory = ferrolet::api::Quantity::parse(v).map_err(|e| anyhow::anyhow!("--memory: {e}"))?.value();
+    }
+    if let Some(v) = p.get("pids") {
+        capacity.pids = v.parse().map_err(|_| anyhow::anyhow!("--pids: {v:?} is not a number"))?;
+    }
+    for (flag, target) in
+        [("system-reserved", &mut settings.system_reserved), ("kube-reserved", &mut settings.kube_reserved)]
+    {
+        if let Some(v) = p.get(flag) {
+            let list = parse_resource_list(&format!("--{flag}"), v).map_err(anyhow::Error::msg)?;
+            *target = reserved_resources(&format!("--{flag}"), &list).map_err(anyhow::Error::msg)?;
+        }
+    }
+    if let Some(v) = p.get("qos-reserved") {
+        let list =
+            v.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        settings.qos_reserved_memory = qos_reserved_memory("--qos-reserved", &list).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(v) = p.get("cgroup-root") {
+        settings.root = v.clone();
+    }
+    let version = match p.get("cgroup-version").map(String::as_str) {
+        Some("1") => CgroupVersion::V1,
+        Some("2") => CgroupVersion::V2,
+        Some(other) => bail!("--cgroup-version: unsupported value {other:?}: supported values: 1, 2"),
+        None => cm::cgroupfs::Mounts::read(&cfg.cgroups.mountinfo)
+            .and_then(|m| m.version(cfg.cgroups.forced_version()))
+            .unwrap_or(CgroupVersion::V2),
+    };
+    let mut pods = Vec::new();
+    let mut ok = true;
+    for f in &flags.positional[1..] {
+        match read_manifest(std::path::Path::new(f), &cfg.node_name) {
+            Ok(p) => pods.extend(p),
+            Err(errors) => {
+                ok = false;
+                for e in errors {
+                    eprintln!("{e}");
+                }
+            }
+        }
+    }
+    let refs: Vec<&ferrolet::api::Pod> = pods.iter().collect();
+    let plan = cm::plan(&settings, version, &capacity, &refs, cfg.runtime == "process");
+    if flags.output == Some(Output::Json) {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", cli::render_plan(&plan));
+    }
+    Ok(ok)
 }
 
 fn describe(flags: Flags) -> anyhow::Result<()> {
@@ -245,6 +340,7 @@ fn main() -> ExitCode {
         "get" => get(flags).map(|_| true),
         "drain" => drain(flags).map(|_| true),
         "describe" => describe(flags).map(|_| true),
+        "plan" => plan(flags),
         "version" | "--version" => {
             println!("ferrolet {}", env!("CARGO_PKG_VERSION"));
             Ok(true)

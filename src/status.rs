@@ -306,6 +306,7 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
         start_time: o.sandbox_created.map(Time).or(previous.and_then(|p| p.start_time)),
         init_container_statuses: init,
         container_statuses: app,
+        qos_class: crate::cm::qos::pod_qos(pod).as_str().into(),
         ..Default::default()
     }
 }

@@ -81,6 +81,30 @@ fn malformed_configs_name_the_file_key_and_what_is_allowed() {
         ("node_ip = \"300.1.1.1\"\n", "cfg.toml: node_ip: invalid value \"300.1.1.1\": must be an IP address"),
         ("[gc]\nmax_dead = 3\n", "cfg.toml: gc.max_dead: unknown field `max_dead`, expected `max_dead_per_container`"),
         ("state_dir = \n", "cfg.toml: (top level): "),
+        (
+            "[cgroups]\nenforcement = \"maybe\"\n",
+            "cfg.toml: cgroups.enforcement: unsupported value \"maybe\": supported values: auto, required, off",
+        ),
+        (
+            "[cgroups]\nsystem_reserved = { gpu = \"1\" }\n",
+            "cfg.toml: cgroups.system_reserved.gpu: unsupported resource: allowed are cpu, memory, pid",
+        ),
+        (
+            "[cgroups]\nkube_reserved = { memory = \"1.5.0\" }\n",
+            "cfg.toml: cgroups.kube_reserved.memory: invalid quantity \"1.5.0\"",
+        ),
+        (
+            "[cgroups]\nqos_reserved = { memory = \"150%\" }\n",
+            "cfg.toml: cgroups.qos_reserved.memory: invalid value \"150%\": must be a percentage from 0% to 100%",
+        ),
+        (
+            "[cgroups]\ncontainer_cpu_weight = \"cubic\"\n",
+            "cfg.toml: cgroups.container_cpu_weight: unknown variant `cubic`, expected `quadratic` or `linear`",
+        ),
+        (
+            "[cgroups]\nroot = \"kubepods\"\n",
+            "cfg.toml: cgroups.root: invalid value \"kubepods\": must be an absolute cgroup path",
+        ),
     ];
     for (text, want) in cases {
         let got = Config::parse("cfg.toml", text).expect_err(text).to_string();

@@ -164,7 +164,10 @@ fn get_events_watch_prints_new_and_updated_events_as_they_come() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    sb.write_manifest("late.yaml", &manifest("late", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n"));
+    sb.write_manifest(
+        "late.yaml",
+        &manifest("late", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n"),
+    );
     let text = wait_for("the new pod's events in the watch output", T, || {
         let t = std::fs::read_to_string(&out_path).unwrap_or_default();
         t.contains("Started container app").then_some(t)

@@ -198,26 +198,29 @@ fn logs_rotate_by_size_keeping_max_files() {
 }
 
 #[test]
-fn an_oom_kill_in_the_containers_memory_cgroup_is_reported_as_oomkilled() {
-    let base = std::path::Path::new("/sys/fs/cgroup/memory");
-    let cg = base.join(format!("ferrolet-test-oom-{}", std::process::id()));
-    if std::fs::create_dir(&cg).is_err() {
-        eprintln!(
-            "skipping: cannot create a cgroup v1 memory cgroup under {} (needs root and cgroup v1)",
-            base.display()
-        );
-        return;
+fn a_container_gets_its_own_cgroup_and_an_oom_kill_there_is_reported_as_oomkilled() {
+    use ferrolet::cm::cgroupfs::{detect, CgroupVersion};
+    let driver = match detect(std::path::Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
+        Ok(d) => d,
+        Err(e) => return eprintln!("skipping: no cgroup v1 here: {e}"),
+    };
+    let parent = format!("/ferrolet-test-oom-{}", std::process::id());
+    if let Err(e) = driver.create(&parent) {
+        return eprintln!("skipping: cannot create cgroup {parent} (needs root): {e}");
     }
-    std::fs::write(cg.join("memory.limit_in_bytes"), "33554432").unwrap();
+    let driver: std::sync::Arc<dyn ferrolet::cm::cgroupfs::CgroupDriver> = std::sync::Arc::from(driver);
     let sb = Sandbox::new();
-    let rt = runtime(&sb);
+    let rt = runtime(&sb).with_cgroups(driver.clone());
     let s = sandbox(&rt, &sb);
     let mut cfg = config(&sb, "hog", "exec tail /dev/zero");
-    cfg.cgroup_procs = vec![cg.join("cgroup.procs")];
-    cfg.memory_cgroup = Some(cg.clone());
+    let files = [("memory.limit_in_bytes".to_string(), "33554432".to_string())].into_iter().collect();
+    cfg.linux = Some(ferrolet::cm::LinuxContainerConfig { cgroup_parent: parent.clone(), files });
     let id = rt.create_container(&s, &cfg).unwrap();
+    let container_cgroup = format!("{parent}/hog");
+    assert!(driver.exists(&container_cgroup));
     rt.start_container(&id).unwrap();
     let e = wait_exit(&rt, &id, Duration::from_secs(30));
-    let _ = std::fs::remove_dir(&cg);
+    assert!(!driver.exists(&container_cgroup), "the shim removed the container cgroup");
+    let _ = driver.destroy(&parent);
     assert_eq!((e.exit_code, e.reason.as_str()), (137, "OOMKilled"));
 }

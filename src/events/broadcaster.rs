@@ -13,10 +13,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Watcher names and their channels.
+type Watchers = Arc<Mutex<Vec<(String, Sender<Event>)>>>;
+
 /// The running broadcaster and its watchers.
 pub struct Broadcaster {
     incoming: Sender<Event>,
-    watchers: Arc<Mutex<Vec<(String, Sender<Event>)>>>,
+    watchers: Watchers,
     metrics: Arc<EventMetrics>,
     health: Health,
     stop: Option<Sender<()>>,
@@ -35,7 +38,7 @@ impl Broadcaster {
     ) -> std::io::Result<Self> {
         let (tx, rx) = bounded::<Event>(queue.max(1));
         let (stop_tx, stop_rx) = bounded::<()>(0);
-        let watchers: Arc<Mutex<Vec<(String, Sender<Event>)>>> = Arc::default();
+        let watchers: Watchers = Arc::default();
         let (w, m) = (watchers.clone(), metrics.clone());
         let guard = AliveGuard::new(health, "fl-events");
         let join = std::thread::Builder::new().name("fl-events".into()).spawn(move || {

@@ -91,6 +91,9 @@ pub const AGGREGATED_PREFIX: &str = "(combined from similar events): ";
 
 /// What the correlator decided for one event.
 #[derive(Clone, Debug, PartialEq)]
+// The event travels by value on the hot path; boxing it would cost an allocation per event
+// to shrink the rare `Skip`.
+#[allow(clippy::large_enum_variant)]
 pub enum Correlation {
     /// Send it: create it, or (when `repeat`) patch the existing event with
     /// `sink::patch_body(&event)`.

@@ -8,6 +8,7 @@ pub mod backoff;
 
 use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, Time};
+use crate::cm::ContainerManager;
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::runtime::{
     labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig, SandboxInfo,
@@ -79,6 +80,10 @@ pub struct PodManager {
     runtime: Arc<dyn ContainerRuntime>,
     statuses: StatusCache,
     recorder: EventRecorder,
+    /// Pod cgroups; `None` when resource enforcement is off.
+    cm: Option<ContainerManager>,
+    /// Pods whose cgroup this agent run has ensured.
+    cgroups_ready: HashSet<String>,
     desired: BTreeMap<String, Pod>,
     sources_seen: HashSet<String>,
     pods: BTreeMap<String, PodEntry>,
@@ -127,12 +132,15 @@ impl PodManager {
         runtime: Arc<dyn ContainerRuntime>,
         statuses: StatusCache,
         recorder: EventRecorder,
+        cm: Option<ContainerManager>,
     ) -> Self {
         PodManager {
             cfg,
             runtime,
             statuses,
             recorder,
+            cm,
+            cgroups_ready: HashSet::new(),
             desired: BTreeMap::new(),
             sources_seen: HashSet::new(),
             pods: BTreeMap::new(),
@@ -267,6 +275,9 @@ impl PodManager {
 
     fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
         let pod = self.pods[uid].pod.clone();
+        if !self.ensure_pod_cgroup(&pod) {
+            return;
+        }
         let sandbox_id = match snap.sandboxes.get(uid) {
             Some(s) => s.id.clone(),
             None => {
@@ -373,6 +384,44 @@ impl PodManager {
         self.collect_dead(uid, &pod, snap);
     }
 
+    /// Creates the pod's cgroup once per agent run (first refreshing the QoS cgroups);
+    /// false when it cannot be created, so the pod must not start.
+    fn ensure_pod_cgroup(&mut self, pod: &Pod) -> bool {
+        if self.cm.is_none() || self.cgroups_ready.contains(&pod.metadata.uid) {
+            return true;
+        }
+        let active: Vec<Pod> = self.pods.values().map(|e| e.pod.clone()).collect();
+        let active: Vec<&Pod> = active.iter().collect();
+        let result = match self.cm.as_mut() {
+            Some(cm) => cm.ensure_pod(pod, &active),
+            None => return true,
+        };
+        match result {
+            Ok(()) => {
+                self.cgroups_ready.insert(pod.metadata.uid.clone());
+                true
+            }
+            Err(e) => {
+                self.event(
+                    pod,
+                    None,
+                    true,
+                    "FailedCreatePodContainer",
+                    &format!("unable to ensure pod container exists: {e}"),
+                );
+                false
+            }
+        }
+    }
+
+    /// Active pods and every uid the manager knows, for the container manager.
+    fn cm_view(&self) -> (Vec<Pod>, HashSet<String>) {
+        let pods: Vec<Pod> = self.pods.values().map(|e| e.pod.clone()).collect();
+        let mut known: HashSet<String> = self.pods.keys().cloned().collect();
+        known.extend(self.desired.keys().cloned());
+        (pods, known)
+    }
+
     fn start_with_backoff(
         &mut self,
         pod: &Pod,
@@ -471,8 +520,7 @@ impl PodManager {
             working_dir: c.working_dir.clone(),
             log_path: self.log_dir(pod).join(&c.name).join(format!("{attempt}.log")),
             labels: lbl,
-            cgroup_procs: Vec::new(),
-            memory_cgroup: None,
+            linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
         };
         let id = self.mutate().create_container(sandbox_id, &cfg).map_err(|e| CreateOrStart::Create(e.to_string()))?;
         self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
@@ -571,6 +619,14 @@ impl PodManager {
             log::info!("pods: pod {} terminated and removed", pod.key());
             self.pods.remove(uid);
             self.statuses.remove(uid);
+            self.cgroups_ready.remove(uid);
+            if self.cm.is_some() {
+                let (pods, _) = self.cm_view();
+                let active: Vec<&Pod> = pods.iter().collect();
+                if let Some(cm) = self.cm.as_mut() {
+                    cm.remove_pod(uid, &active);
+                }
+            }
             self.backoff.forget_pod(uid);
             self.waiting.retain(|(u, _), _| u != uid);
         }
@@ -657,6 +713,14 @@ impl crate::manager::Manager for PodManager {
 
     fn on_tick(&mut self) {
         self.sync();
+        // Orphaned cgroups can only be told apart once every source has reported.
+        if self.cm.is_some() && !self.sources_seen.is_empty() {
+            let (pods, known) = self.cm_view();
+            let active: Vec<&Pod> = pods.iter().collect();
+            if let Some(cm) = self.cm.as_mut() {
+                cm.on_tick(&active, &known);
+            }
+        }
     }
 
     fn tick_interval(&self) -> Duration {

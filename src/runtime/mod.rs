@@ -103,12 +103,9 @@ pub struct ContainerConfig {
     pub log_path: PathBuf,
     /// Labels identifying the pod and container.
     pub labels: BTreeMap<String, String>,
-    /// `cgroup.procs` files the process is written into before it runs its command.
+    /// Where the container's cgroup goes and its control-file values (cgroup enforcement on).
     #[serde(default)]
-    pub cgroup_procs: Vec<PathBuf>,
-    /// The container's memory cgroup directory, read to tell an OOM kill from other kills.
-    #[serde(default)]
-    pub memory_cgroup: Option<PathBuf>,
+    pub linux: Option<crate::cm::LinuxContainerConfig>,
 }
 
 /// Label keys the pod manager sets on containers (as kubelet does on CRI containers).

@@ -84,16 +84,27 @@ impl Sandbox {
     }
     pub fn config_text(&self, port: u16) -> String {
         format!(
-            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n",
+            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[cgroups]\nroot = {:?}\n",
             self.state(),
-            self.manifests()
+            self.manifests(),
+            self.cgroup_root()
         )
+    }
+
+    /// A cgroup root of this test's own, so parallel test agents never see each other's
+    /// pod cgroups as orphans (nor a developer's `make run`).
+    pub fn cgroup_root(&self) -> String {
+        let name = self.dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_string();
+        format!("/ferrolet-test-{name}")
     }
 }
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
         kill_everything(&self.state());
+        if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
+            let _ = driver.destroy(&self.cgroup_root());
+        }
     }
 }
 

@@ -20,6 +20,7 @@ use super::{
     ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError, SandboxConfig,
     SandboxInfo,
 };
+use crate::cm::cgroupfs::CgroupDriver;
 use crate::util::{self, read_json, write_json};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long `start_container` waits for the shim to report the process running.
@@ -52,6 +54,20 @@ pub struct ContainerRecord {
     pub log_max_size: u64,
     /// Log files to keep.
     pub log_max_files: u32,
+    /// The container's own cgroup, when cgroups are enforced.
+    #[serde(default)]
+    pub cgroup: Option<ContainerCgroup>,
+}
+
+/// The container cgroup the runtime created (in each hierarchy on cgroup v1).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ContainerCgroup {
+    /// Its directories (removed by the shim when the container exits).
+    pub dirs: Vec<PathBuf>,
+    /// The `cgroup.procs` files the process joins before it runs its command.
+    pub procs: Vec<PathBuf>,
+    /// The memory controller's directory, read to tell an OOM kill from other kills.
+    pub memory: Option<PathBuf>,
 }
 
 /// What the shim writes once the workload runs.
@@ -95,6 +111,7 @@ pub struct ProcessRuntime {
     shim_exe: PathBuf,
     log_max_size: u64,
     log_max_files: u32,
+    cgroups: Option<Arc<dyn CgroupDriver>>,
     cache: Mutex<HashMap<String, Cached>>,
 }
 
@@ -114,8 +131,32 @@ impl ProcessRuntime {
             shim_exe: shim_exe.into(),
             log_max_size,
             log_max_files,
+            cgroups: None,
             cache: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Puts containers that ask for it (`ContainerConfig::linux`) in their own cgroup.
+    pub fn with_cgroups(mut self, driver: Arc<dyn CgroupDriver>) -> Self {
+        self.cgroups = Some(driver);
+        self
+    }
+
+    /// Creates `<cgroup_parent>/<name>` with its control files.
+    fn create_cgroup(&self, config: &ContainerConfig) -> Result<Option<ContainerCgroup>, RuntimeError> {
+        let (Some(driver), Some(linux)) = (&self.cgroups, &config.linux) else { return Ok(None) };
+        let path = format!("{}/{}", linux.cgroup_parent.trim_end_matches('/'), config.name);
+        let err = |e: crate::cm::cgroupfs::CgroupError| RuntimeError::CreateContainer {
+            name: config.name.clone(),
+            message: e.to_string(),
+        };
+        driver.create(&path).map_err(err)?;
+        driver.apply(&path, &linux.files).map_err(err)?;
+        Ok(Some(ContainerCgroup {
+            dirs: driver.dirs(&path),
+            procs: driver.procs_files(&path),
+            memory: driver.memory_dir(&path),
+        }))
     }
 
     fn container_dir(&self, id: &str) -> PathBuf {
@@ -320,6 +361,7 @@ impl ContainerRuntime for ProcessRuntime {
                 message: "the process runtime needs `command` (there is no image to take an entrypoint from)".into(),
             });
         }
+        let cgroup = self.create_cgroup(config)?;
         let id = util::random_id();
         let dir = self.container_dir(&id);
         fs::create_dir_all(&dir).map_err(state_err(&dir))?;
@@ -330,6 +372,7 @@ impl ContainerRuntime for ProcessRuntime {
             created_at: SystemTime::now(),
             log_max_size: self.log_max_size,
             log_max_files: self.log_max_files,
+            cgroup,
         };
         let file = dir.join("config.json");
         write_json(&file, &record).map_err(state_err(&file))?;
@@ -407,6 +450,9 @@ impl ContainerRuntime for ProcessRuntime {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
+            if let Some(cg) = self.record(id).ok().and_then(|r| r.cgroup) {
+                shim::remove_cgroup(&cg);
+            }
             let _ = fs::remove_file(&info.config.log_path);
             for p in logfile::rotated_files(&info.config.log_path) {
                 let _ = fs::remove_file(p);
@@ -453,7 +499,8 @@ impl ContainerRuntime for ProcessRuntime {
             });
         };
         let cfg = &info.config;
-        let cgroups = shim::open_cgroup_procs(&cfg.cgroup_procs).map_err(|source| RuntimeError::Process {
+        let procs = self.record(id)?.cgroup.map(|c| c.procs).unwrap_or_default();
+        let cgroups = shim::open_cgroup_procs(&procs).map_err(|source| RuntimeError::Process {
             action: "opening the container's cgroup.procs".into(),
             source,
         })?;

@@ -117,9 +117,10 @@ fn run(dir: &Path) -> io::Result<()> {
     let mut sigchld = signal_pipe(libc::SIGCHLD)?;
     let mut sigterm = signal_pipe(libc::SIGTERM)?;
     let mut log = LogFile::open(&cfg.log_path, record.log_max_size, record.log_max_files)?;
-    let oom_before = cfg.memory_cgroup.as_deref().and_then(oom_kills);
+    let cgroup = record.cgroup.clone().unwrap_or_default();
+    let oom_before = cgroup.memory.as_deref().and_then(oom_kills);
 
-    let mut child = match spawn_workload(cfg) {
+    let mut child = match spawn_workload(cfg, &cgroup.procs) {
         Ok(c) => c,
         Err(e) => {
             let msg = format!(
@@ -128,6 +129,7 @@ fn run(dir: &Path) -> io::Result<()> {
             );
             let _ = log.write_chunk(Stream::Stderr, format!("{msg}\n").as_bytes());
             let _ = log.finish();
+            remove_cgroup(&cgroup);
             let exit = ExitRecord {
                 exit_code: 128,
                 signal: None,
@@ -240,7 +242,10 @@ fn run(dir: &Path) -> io::Result<()> {
     };
     let signal = status.signal();
     let exit_code = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
-    let oom_after = cfg.memory_cgroup.as_deref().and_then(oom_kills);
+    let oom_after = cgroup.memory.as_deref().and_then(oom_kills);
+    // The cgroup goes before the exit is recorded, so a restarted instance never finds
+    // the old one's cgroup in its way.
+    remove_cgroup(&cgroup);
     let oom = signal == Some(libc::SIGKILL) && matches!((oom_before, oom_after), (Some(b), Some(a)) if a > b);
     let reason = match (oom, exit_code) {
         (true, _) => "OOMKilled",
@@ -252,9 +257,26 @@ fn run(dir: &Path) -> io::Result<()> {
     write_json(&dir.join("exit.json"), &exit)
 }
 
-fn spawn_workload(cfg: &ContainerConfig) -> io::Result<Child> {
+/// Kills what is left in a container cgroup and removes it (best effort: the orphan
+/// cleanup of the pod cgroup catches anything left).
+pub fn remove_cgroup(cg: &super::ContainerCgroup) {
+    for d in &cg.dirs {
+        for pid in crate::cm::cgroupfs::tree_pids(d) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        for _ in 0..50 {
+            if std::fs::remove_dir(d).is_ok() || !d.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child> {
     let (prog, args) = cfg.argv.split_first().ok_or_else(|| io::Error::other("empty command"))?;
-    let cgroups = open_cgroup_procs(&cfg.cgroup_procs)?;
+    let cgroups = open_cgroup_procs(procs)?;
     let fds: Vec<RawFd> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
     let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
     if !Path::new(wd).is_dir() {

@@ -1,0 +1,271 @@
+//! Pod cgroups for real: on this machine as root, cgroup v1 writes read back from the
+//! kernel, processes placed in their container cgroups, orphans removed; without access,
+//! the agent runs without enforcement (or refuses, when told enforcement is required).
+
+mod common;
+
+use common::{container, manifest, wait_for, workload_pid, AgentProcess, Sandbox};
+use ferrolet::cm::cgroupfs::{detect, CgroupDriver, CgroupVersion};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+/// The host's cgroup v1 driver, or None (with a message) when the test cannot run here.
+fn v1_driver(sb: &Sandbox) -> Option<Box<dyn CgroupDriver>> {
+    let d = match detect(Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("skipping: no cgroup v1 on this host: {e}");
+            return None;
+        }
+    };
+    let probe = format!("{}/probe", sb.cgroup_root());
+    if let Err(e) = d.create(&probe) {
+        eprintln!("skipping: cannot create cgroups (needs root): {e}");
+        return None;
+    }
+    let _ = d.destroy(&probe);
+    Some(d)
+}
+
+fn read(d: &dyn CgroupDriver, path: &str, file: &str) -> String {
+    let dir = d.dir_for(path, file).unwrap();
+    std::fs::read_to_string(dir.join(file))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn pods_of_each_qos_class_get_kernel_enforced_cgroups_and_lose_them_on_removal() {
+    let sb = Sandbox::new();
+    let Some(d) = v1_driver(&sb) else { return };
+    let spec = |res: &str| {
+        format!("  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n{res}")
+    };
+    sb.write_manifest("g.yaml", &manifest("g", &spec("    resources:\n      limits: {cpu: 500m, memory: 64Mi}\n")));
+    sb.write_manifest(
+        "b.yaml",
+        &manifest("b", &spec("    resources:\n      requests: {cpu: 250m}\n      limits: {memory: 32Mi}\n")),
+    );
+    sb.write_manifest("e.yaml", &manifest("e", &spec("")));
+    let agent = AgentProcess::start(&sb);
+    let pods = wait_for("three running pods", T, || {
+        let pods = agent.pods();
+        (pods.len() == 3 && pods.iter().all(|p| p.status.as_ref().unwrap().phase == "Running")).then_some(pods)
+    });
+    let root = sb.cgroup_root();
+    let kubepods = format!("{root}/kubepods");
+    let pod = |n: &str| pods.iter().find(|p| p.metadata.name == format!("{n}-testnode")).unwrap();
+    let (g, b, e) = (pod("g"), pod("b"), pod("e"));
+    assert_eq!(g.status.as_ref().unwrap().qos_class, "Guaranteed");
+    assert_eq!(b.status.as_ref().unwrap().qos_class, "Burstable");
+    assert_eq!(e.status.as_ref().unwrap().qos_class, "BestEffort");
+
+    let gp = format!("{kubepods}/pod{}", g.metadata.uid);
+    assert_eq!(read(&*d, &gp, "cpu.shares"), "512");
+    assert_eq!(read(&*d, &gp, "cpu.cfs_quota_us"), "50000");
+    assert_eq!(read(&*d, &gp, "cpu.cfs_period_us"), "100000");
+    assert_eq!(read(&*d, &gp, "memory.limit_in_bytes"), (64u64 << 20).to_string());
+    let bp = format!("{kubepods}/burstable/pod{}", b.metadata.uid);
+    assert_eq!(read(&*d, &bp, "cpu.shares"), "256");
+    assert_eq!(read(&*d, &bp, "cpu.cfs_quota_us"), "-1", "no quota without cpu limits");
+    assert_eq!(read(&*d, &bp, "memory.limit_in_bytes"), (32u64 << 20).to_string());
+    assert_eq!(read(&*d, &format!("{kubepods}/burstable"), "cpu.shares"), "256");
+    let ep = format!("{kubepods}/besteffort/pod{}", e.metadata.uid);
+    assert_eq!(read(&*d, &ep, "cpu.shares"), "2");
+    assert_eq!(read(&*d, &format!("{kubepods}/besteffort"), "cpu.shares"), "2");
+    let capacity = ferrolet::cm::NodeResources::from_proc();
+    let shares = ferrolet::cm::helpers::milli_cpu_to_shares(capacity.cpu_millis);
+    assert_eq!(read(&*d, &kubepods, "cpu.shares"), shares.to_string());
+    assert_eq!(
+        read(&*d, &kubepods, "memory.limit_in_bytes"),
+        (capacity.memory / 4096 * 4096).to_string(),
+        "the kernel rounds to pages"
+    );
+
+    // The container process sits in its container cgroup, in every hierarchy.
+    let pid = workload_pid(&sb.state(), &container(g, "app").unwrap().container_id).unwrap();
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let want = format!("{gp}/app");
+    for controller in ["cpu", "memory", "pids"] {
+        let line =
+            cg.lines().find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|x| x == controller))).unwrap();
+        assert_eq!(line.rsplit(':').next().unwrap(), want, "{controller}: {cg}");
+    }
+    assert_eq!(read(&*d, &want, "memory.limit_in_bytes"), (64u64 << 20).to_string());
+    assert_eq!(read(&*d, &want, "cpu.cfs_quota_us"), "50000");
+
+    // Removal: the pod cgroup goes, and the burstable shares drop back.
+    std::fs::remove_file(sb.manifests().join("b.yaml")).unwrap();
+    wait_for("the burstable pod's cgroup to go", T, || (!d.exists(&bp)).then_some(()));
+    wait_for("burstable shares back to 2", T, || {
+        (read(&*d, &format!("{kubepods}/burstable"), "cpu.shares") == "2").then_some(())
+    });
+    assert!(agent.log_text().contains("NodeAllocatableEnforced"));
+}
+
+#[test]
+fn orphaned_pod_cgroups_left_by_a_crash_are_emptied_and_removed() {
+    let sb = Sandbox::new();
+    let Some(d) = v1_driver(&sb) else { return };
+    // What a crashed agent could leave behind: a pod cgroup nobody owns, with a process in it.
+    let orphan = format!("{}/kubepods/besteffort/pod0123456789abcdef0123456789abcdef", sb.cgroup_root());
+    d.create(&orphan).unwrap();
+    let mut child = Command::new("sleep").arg("300").spawn().unwrap();
+    for f in d.procs_files(&orphan) {
+        std::fs::write(f, child.id().to_string()).unwrap();
+    }
+    let agent = AgentProcess::start(&sb);
+    wait_for("the orphan to be removed", T, || (!d.exists(&orphan)).then_some(()));
+    let status = wait_for("the orphan's process to be killed", T, || child.try_wait().unwrap());
+    assert!(!status.success());
+    assert!(agent.log_text().contains("removed orphaned pod cgroup"), "{}", agent.log_text());
+}
+
+/// Runs the agent with extra `[cgroups]` settings for a moment; returns what it printed.
+fn run_with_config(sb: &Sandbox, extra: &str) -> std::process::Output {
+    let port = common::free_port();
+    let cfg = sb.dir.path().join("ferrolet.toml");
+    std::fs::write(&cfg, format!("{}{extra}", sb.config_text(port))).unwrap();
+    let mut child = Command::new(common::ferrolet_bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    if child.try_wait().unwrap().is_none() {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn without_cgroup_access_pods_run_unenforced_unless_enforcement_is_required() {
+    let sb = Sandbox::new();
+    // Mounts that point below /dev/null: nothing can ever be created there.
+    let mountinfo = sb.dir.path().join("mountinfo");
+    std::fs::write(
+        &mountinfo,
+        "1 0 0:1 / /dev/null/cpu rw - cgroup cgroup rw,cpu\n2 0 0:2 / /dev/null/memory rw - cgroup cgroup rw,memory\n",
+    )
+    .unwrap();
+    let extra = format!("mountinfo = {mountinfo:?}\n");
+    let out = run_with_config(&sb, &extra);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("resource enforcement is off: cannot create cgroup /dev/null/cpu"), "{err}");
+    let out = run_with_config(&sb, &format!("{extra}enforcement = \"required\"\n"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("resource enforcement is required (cgroups.enforcement = \"required\") but cgroups cannot be used: cannot create cgroup /dev/null/cpu"), "{err}");
+}
+
+#[test]
+fn a_pod_whose_cgroup_cannot_be_created_does_not_start_and_says_why() {
+    let sb = Sandbox::new();
+    // A fake v1 tree where kubepods and the QoS cgroups have their control files but a new
+    // pod cgroup gets none (a plain directory): writing cpu.shares fails like a broken kernel.
+    let fake = sb.dir.path().join("cgroupfs");
+    let root = sb.cgroup_root();
+    let mut mi = String::new();
+    for (i, c) in ["cpu", "memory", "pids"].iter().enumerate() {
+        mi.push_str(&format!("{i} 0 0:{i} / {} rw - cgroup cgroup rw,{c}\n", fake.join(c).display()));
+        for level in ["kubepods", "kubepods/burstable", "kubepods/besteffort"] {
+            let d = fake.join(c).join(root.trim_start_matches('/')).join(level);
+            std::fs::create_dir_all(&d).unwrap();
+            for f in ["cpu.shares", "memory.limit_in_bytes", "pids.max", "cgroup.procs"] {
+                std::fs::write(d.join(f), "").unwrap();
+            }
+        }
+    }
+    let mountinfo = sb.dir.path().join("mountinfo");
+    std::fs::write(&mountinfo, mi).unwrap();
+    sb.write_manifest(
+        "web.yaml",
+        &manifest("web", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n"),
+    );
+    let port = common::free_port();
+    let cfg = sb.dir.path().join("ferrolet.toml");
+    std::fs::write(&cfg, format!("{}mountinfo = {mountinfo:?}\n", sb.config_text(port))).unwrap();
+    let child = Command::new(common::ferrolet_bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let agent = AgentProcess { child, port, log: sb.dir.path().join("none.log") };
+    wait_for("the API", T, || agent.get("/healthz").ok());
+    let evs = wait_for("FailedCreatePodContainer", T, || {
+        let body = agent.get("/events").unwrap();
+        body.contains("FailedCreatePodContainer").then_some(body)
+    });
+    assert!(evs.contains("unable to ensure pod container exists: cannot write"), "{evs}");
+    let pod = agent.pod("web").unwrap();
+    let c = container(&pod, "app").unwrap();
+    assert!(c.container_id.is_empty(), "the container was never created");
+    assert_eq!(c.state.waiting.as_ref().unwrap().reason, "ContainerCreating");
+}
+
+#[test]
+fn plan_cgroups_prints_the_tree_as_json_without_touching_the_system() {
+    let sb = Sandbox::new();
+    sb.write_manifest("g.yaml", &manifest("g", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '1']\n    resources:\n      limits: {cpu: '1', memory: 1Gi}\n"));
+    let out = Command::new(common::ferrolet_bin())
+        .args([
+            "plan",
+            "cgroups",
+            "--node-name",
+            "n1",
+            "--cpus",
+            "3",
+            "--memory",
+            "8Gi",
+            "--system-reserved",
+            "cpu=500m,memory=1Gi",
+        ])
+        .args([
+            "--kube-reserved",
+            "cpu=500m",
+            "--qos-reserved",
+            "memory=50%",
+            "--cgroup-version",
+            "1",
+            "--cgroup-root",
+            "/edge",
+            "-o",
+            "json",
+        ])
+        .arg(sb.manifests().join("g.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["node"]["allocatable"]["cpu"], "2");
+    assert_eq!(v["node"]["allocatable"]["memory"], "7Gi");
+    let cgroups = v["cgroups"].as_array().unwrap();
+    assert_eq!(cgroups[0]["path"], "/edge/kubepods");
+    assert_eq!(cgroups[0]["level"], "node");
+    assert_eq!(cgroups[0]["files"]["cpu.shares"], "2048");
+    let pod = cgroups.iter().find(|c| c["level"] == "pod").unwrap();
+    assert!(pod["path"].as_str().unwrap().starts_with("/edge/kubepods/pod"));
+    assert_eq!(pod["pod"], "default/g-n1");
+    assert_eq!(pod["files"]["cpu.cfs_quota_us"], "100000");
+    assert_eq!(pod["files"]["memory.limit_in_bytes"], "1073741824");
+    let burstable = cgroups.iter().find(|c| c["path"] == "/edge/kubepods/burstable").unwrap();
+    assert_eq!(burstable["files"]["memory.limit_in_bytes"], ((7i64 << 30) - (1 << 29)).to_string());
+    let c = cgroups.iter().find(|c| c["level"] == "container").unwrap();
+    assert_eq!((c["container"].as_str(), c["files"]["cpu.shares"].as_str()), (Some("app"), Some("1024")));
+    let text = Command::new(common::ferrolet_bin())
+        .args(["plan", "cgroups", "--cpus", "2", "--memory", "1Gi", "--cgroup-version", "2"])
+        .arg(sb.manifests().join("g.yaml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("node: cgroup v2, capacity cpu=2 memory=1Gi"), "{text}");
+    assert!(text.contains("    cpu.max = 100000 100000"), "{text}");
+}
