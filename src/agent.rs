@@ -11,6 +11,7 @@ use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
 use crate::manager::{Health, ManagerHandle};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::FileSource;
+use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
 use crate::runtime::process::ProcessRuntime;
 use crate::runtime::{ContainerRuntime, RuntimeError};
 use crate::server::{ApiServer, ApiState, ServerError};
@@ -64,6 +65,7 @@ pub enum AgentError {
 pub struct Agent {
     source: Option<ManagerHandle<()>>,
     pods: Option<ManagerHandle<PodsCommand>>,
+    prober: Option<ManagerHandle<ProberCommand>>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
     cfg: Config,
@@ -241,12 +243,29 @@ impl Agent {
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
             },
-            runtime,
+            runtime.clone(),
             statuses.clone(),
             recorder.clone(),
             cm,
         );
-        let pods = ManagerHandle::spawn("fl-pods", pm, &health).map_err(spawn_err("fl-pods"))?;
+        let pods_channel = crossbeam_channel::unbounded();
+        let prober_channel = crossbeam_channel::unbounded();
+        let probe_results = ProbeResults::persistent(cfg.state_dir.join("probe-results.json"));
+        let prober_metrics = Arc::new(ProberMetrics::default());
+        let prober = ProberManager::new(
+            ProberConfig { max_threads: cfg.prober.max_threads, agent_start: std::time::Instant::now() },
+            runtime.clone(),
+            probe_results.clone(),
+            prober_metrics.clone(),
+            recorder.clone(),
+            pods_channel.0.clone(),
+            prober_channel.0.clone(),
+        );
+        let pm = pm.with_prober(prober_channel.0.clone(), probe_results);
+        let prober = ManagerHandle::spawn_with_channel("fl-prober", prober, prober_channel, &health)
+            .map_err(spawn_err("fl-prober"))?;
+        let pods =
+            ManagerHandle::spawn_with_channel("fl-pods", pm, pods_channel, &health).map_err(spawn_err("fl-pods"))?;
         let src =
             FileSource::new(&cfg.manifest_dir, &cfg.node_name, cfg.manifest_check_interval.0, pods.sender(), recorder);
         let source = ManagerHandle::spawn("fl-podsource", src, &health).map_err(spawn_err("fl-podsource"))?;
@@ -260,6 +279,7 @@ impl Agent {
                 health: health.clone(),
                 events: events.store.clone(),
                 event_metrics: events.metrics.clone(),
+                prober_metrics: prober_metrics.clone(),
             };
             Some(ApiServer::start(&cfg.api.listen, state)?)
         };
@@ -274,6 +294,7 @@ impl Agent {
         Ok(Agent {
             source: Some(source),
             pods: Some(pods),
+            prober: Some(prober),
             events: Some(events),
             api,
             cfg: cfg.clone(),
@@ -299,6 +320,9 @@ impl Agent {
             stuck.extend(s.stop(timeout).err());
         }
         if let Some(p) = self.pods.take() {
+            stuck.extend(p.stop(timeout).err());
+        }
+        if let Some(p) = self.prober.take() {
             stuck.extend(p.stop(timeout).err());
         }
         if let Some(e) = self.events.take() {

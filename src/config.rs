@@ -89,6 +89,22 @@ pub struct Config {
     pub events: EventsConfig,
     /// Pod cgroups and node allocatable.
     pub cgroups: CgroupsConfig,
+    /// Liveness, readiness and startup probes.
+    pub prober: ProberSettings,
+}
+
+/// `[prober]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProberSettings {
+    /// Most probe threads at once; the pool grows to this on demand and shrinks when idle.
+    pub max_threads: usize,
+}
+
+impl Default for ProberSettings {
+    fn default() -> Self {
+        ProberSettings { max_threads: 16 }
+    }
 }
 
 /// `[cgroups]`.
@@ -294,6 +310,7 @@ impl Default for Config {
             gc: GcConfig::default(),
             events: EventsConfig::default(),
             cgroups: CgroupsConfig::default(),
+            prober: ProberSettings::default(),
         }
     }
 }
@@ -437,6 +454,9 @@ impl Config {
             if d < min {
                 return bad(key, format!("invalid value {d:?}: must be at least {min:?}"));
             }
+        }
+        if self.prober.max_threads == 0 {
+            return bad("prober.max_threads", "invalid value 0: must be at least 1".into());
         }
         let cg = &self.cgroups;
         for (key, value, allowed) in [

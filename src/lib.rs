@@ -10,6 +10,8 @@ pub mod events;
 pub mod manager;
 pub mod pods;
 pub mod podsource;
+pub mod prober;
+pub mod proto;
 pub mod runtime;
 pub mod server;
 pub mod status;

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Logic driven by a manager thread.
 pub trait Manager: Send + 'static {
@@ -20,6 +20,12 @@ pub trait Manager: Send + 'static {
     fn on_tick(&mut self);
     /// How often `on_tick` runs.
     fn tick_interval(&self) -> Duration;
+    /// A moment the manager wants to be woken at (a timer heap's next entry), if any.
+    fn next_deadline(&self) -> Option<Instant> {
+        None
+    }
+    /// Called once `next_deadline` has passed.
+    fn on_deadline(&mut self) {}
 }
 
 /// A thread's name and whether it is alive.
@@ -83,15 +89,28 @@ pub struct ManagerHandle<C> {
 
 impl<C: Send + 'static> ManagerHandle<C> {
     /// Moves `manager` into a thread called `name` (≤ 15 bytes, Linux truncates longer names).
-    pub fn spawn<M: Manager<Command = C>>(name: &str, mut manager: M, health: &Health) -> std::io::Result<Self> {
-        debug_assert!(name.len() <= 15, "thread name {name} is longer than 15 bytes");
+    pub fn spawn<M: Manager<Command = C>>(name: &str, manager: M, health: &Health) -> std::io::Result<Self> {
         let (cmd_tx, cmd_rx) = unbounded::<C>();
+        Self::spawn_with_channel(name, manager, (cmd_tx, cmd_rx), health)
+    }
+
+    /// Like `spawn`, with a command channel made beforehand (for a manager that hands its
+    /// own sender to helpers it owns).
+    pub fn spawn_with_channel<M: Manager<Command = C>>(
+        name: &str,
+        mut manager: M,
+        (cmd_tx, cmd_rx): (Sender<C>, Receiver<C>),
+        health: &Health,
+    ) -> std::io::Result<Self> {
+        debug_assert!(name.len() <= 15, "thread name {name} is longer than 15 bytes");
         let (stop_tx, stop_rx) = bounded::<()>(0);
         let (done_tx, done_rx) = bounded::<()>(1);
         let guard = AliveGuard::new(health, name);
         let join = std::thread::Builder::new().name(name.into()).spawn(move || {
             let ticker = tick(manager.tick_interval());
             loop {
+                let wait = manager.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
+                let wait = wait.unwrap_or(Duration::from_secs(3600));
                 select! {
                     // Running --stop sender dropped--> Stopped
                     recv(stop_rx) -> _ => break,
@@ -101,6 +120,7 @@ impl<C: Send + 'static> ManagerHandle<C> {
                         Err(_) => break,
                     },
                     recv(ticker) -> _ => manager.on_tick(),
+                    default(wait) => manager.on_deadline(),
                 }
             }
             guard.finish();

@@ -188,7 +188,7 @@ mod tests {
     const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  containers:\n  - name: c\n    image: busybox\n    command: [sleep, '1']\n";
 
     fn names(cmd: PodsCommand) -> Vec<String> {
-        let PodsCommand::Update { pods, .. } = cmd;
+        let PodsCommand::Update { pods, .. } = cmd else { panic!("not an update") };
         pods.into_iter().map(|p| p.metadata.name).collect()
     }
 

@@ -36,6 +36,8 @@ pub struct ApiState {
     pub events: EventStore,
     /// Event counters.
     pub event_metrics: Arc<EventMetrics>,
+    /// Probe counters and durations.
+    pub prober_metrics: Arc<crate::prober::ProberMetrics>,
 }
 
 /// The running API server.
@@ -239,6 +241,7 @@ fn metrics(state: &ApiState) -> String {
         }
     }
     state.event_metrics.render(&mut out);
+    state.prober_metrics.render(&mut out);
     let dead = state.health.dead();
     let _ = writeln!(
         out,

@@ -50,6 +50,13 @@ pub fn random_id() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// A random number in [0, 1).
+pub fn random_f64() -> f64 {
+    let id = random_id();
+    let n = u64::from_str_radix(&id[..13], 16).unwrap_or(0);
+    n as f64 / (1u64 << 52) as f64
+}
+
 /// The start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat),
 /// which together with the pid identifies a process across pid reuse.
 pub fn process_start_ticks(pid: i32) -> Option<u64> {

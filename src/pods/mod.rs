@@ -10,12 +10,14 @@ use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, Time};
 use crate::cm::ContainerManager;
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
+use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProberCommand};
 use crate::runtime::{
     labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig, SandboxInfo,
 };
 use crate::status::{self, ContainerObservation, PodObservation, StatusCache};
 use crate::timefmt::go_duration;
 use backoff::Backoff;
+use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,6 +33,19 @@ const EXCEEDED_GRACE_MARGIN: Duration = Duration::from_secs(5);
 /// Commands to the pod manager.
 #[derive(Debug)]
 pub enum PodsCommand {
+    /// A probe result changed (from the prober).
+    ProbeResult {
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// The container instance the result is about.
+        container_id: String,
+        /// Which probe.
+        kind: ProbeType,
+        /// The new result.
+        result: ProbeResult,
+    },
     /// The complete set of pods a source wants on this node.
     Update {
         /// Source name, e.g. `file`.
@@ -84,6 +99,10 @@ pub struct PodManager {
     cm: Option<ContainerManager>,
     /// Pods whose cgroup this agent run has ensured.
     cgroups_ready: HashSet<String>,
+    /// The prober's command channel, and the results it writes.
+    prober: Option<Sender<ProberCommand>>,
+    probe_results: ProbeResults,
+    last_targets: Vec<ProbeTarget>,
     desired: BTreeMap<String, Pod>,
     sources_seen: HashSet<String>,
     pods: BTreeMap<String, PodEntry>,
@@ -141,6 +160,9 @@ impl PodManager {
             recorder,
             cm,
             cgroups_ready: HashSet::new(),
+            prober: None,
+            probe_results: ProbeResults::default(),
+            last_targets: Vec::new(),
             desired: BTreeMap::new(),
             sources_seen: HashSet::new(),
             pods: BTreeMap::new(),
@@ -148,6 +170,13 @@ impl PodManager {
             waiting: HashMap::new(),
             acted: std::cell::Cell::new(false),
         }
+    }
+
+    /// Connects the prober: targets go to `tx`, readiness and startup come from `results`.
+    pub fn with_prober(mut self, tx: Sender<ProberCommand>, results: ProbeResults) -> Self {
+        self.prober = Some(tx);
+        self.probe_results = results;
+        self
     }
 
     /// The runtime, for a call that changes it.
@@ -211,6 +240,7 @@ impl PodManager {
         for uid in &uids {
             self.publish(uid, &after, now);
         }
+        self.send_probe_targets(&after);
     }
 
     /// Adds newly desired pods, starts terminating pods no longer desired, and adopts
@@ -325,6 +355,11 @@ impl PodManager {
                         init_done = false;
                         break;
                     }
+                    // A sidecar counts once started (its startup probe passed, if any).
+                    if !self.probe_passes(c, cur.as_ref(), ProbeType::Startup) {
+                        init_done = false;
+                        break;
+                    }
                     continue;
                 }
                 match state {
@@ -352,7 +387,7 @@ impl PodManager {
                 .max(MIN_GRACE);
             for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()) {
                 if let Some(i) = latest(&c.name).filter(|i| i.state == ContainerState::Running) {
-                    self.stop(&pod, &i, grace, "Stopping container");
+                    self.stop(&pod, &i, grace, &format!("Stopping container {}", i.config.name));
                 }
             }
         } else {
@@ -530,7 +565,7 @@ impl PodManager {
     }
 
     fn stop(&self, pod: &Pod, c: &ContainerInfo, grace: Duration, message: &str) {
-        self.event(pod, Some(&c.config.name), false, "Killing", &format!("{message} {}", c.config.name));
+        self.event(pod, Some(&c.config.name), false, "Killing", message);
         if let Err(e) = self.mutate().stop_container(&c.id, grace) {
             self.event(
                 pod,
@@ -585,7 +620,7 @@ impl PodManager {
         let requested = t.requested.clone();
         let overdue = elapsed > t.grace + EXCEEDED_GRACE_MARGIN && !running.is_empty() && !t.warned;
         for c in batch.iter().filter(|c| !requested.contains(&c.id)) {
-            self.stop(&pod, c, remaining, "Stopping container");
+            self.stop(&pod, c, remaining, &format!("Stopping container {}", c.config.name));
         }
         if overdue {
             let names: Vec<&str> = running.iter().map(|c| c.config.name.as_str()).collect();
@@ -632,6 +667,79 @@ impl PodManager {
         }
     }
 
+    /// Whether a container passes its probe of this kind (or has none).
+    fn probe_passes(&self, c: &Container, current: Option<&ContainerInfo>, kind: ProbeType) -> bool {
+        let declared = match kind {
+            ProbeType::Readiness => c.readiness_probe.is_some(),
+            ProbeType::Startup => c.startup_probe.is_some(),
+            ProbeType::Liveness => c.liveness_probe.is_some(),
+        };
+        !declared || current.is_some_and(|i| self.probe_results.get(kind, &i.id) == Some(ProbeResult::Success))
+    }
+
+    /// Every container with probes as the prober needs to see it; sent when it changed.
+    fn send_probe_targets(&mut self, snap: &Snapshot) {
+        let Some(tx) = &self.prober else { return };
+        let mut targets = Vec::new();
+        for (uid, entry) in &self.pods {
+            let pod = &entry.pod;
+            let phase = self.statuses.status(uid).map(|s| s.phase).unwrap_or_default();
+            let policy = pod.spec.restart_policy.as_str();
+            for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()).chain(&pod.spec.containers) {
+                if c.liveness_probe.is_none() && c.readiness_probe.is_none() && c.startup_probe.is_none() {
+                    continue;
+                }
+                let cur = snap.instances(uid, &c.name).first().map(|i| (*i).clone());
+                let running = cur.as_ref().is_some_and(|i| i.state == ContainerState::Running);
+                targets.push(ProbeTarget {
+                    pod_uid: uid.clone(),
+                    reference: Reference::container(pod, &c.name),
+                    container: c.clone(),
+                    pod_ip: self.cfg.node_ip.clone(),
+                    container_id: cur.as_ref().map(|i| i.id.clone()),
+                    running,
+                    started_at: cur.as_ref().and_then(|i| i.started_at),
+                    will_restart: c.is_sidecar() || cur.as_ref().map_or(true, |i| should_restart(policy, i.exit_code)),
+                    terminating: entry.termination.is_some(),
+                    pod_terminal: matches!(phase.as_str(), "Succeeded" | "Failed"),
+                });
+            }
+        }
+        if targets != self.last_targets {
+            let _ = tx.send(ProberCommand::Targets(targets.clone()));
+            self.last_targets = targets;
+        }
+    }
+
+    /// A liveness or startup probe failed for good: kill the container (it restarts under
+    /// its restart policy and back-off); kubelet's `Killing` event and grace period rules.
+    fn on_probe_failure(&mut self, uid: &str, name: &str, container_id: &str, kind: ProbeType) {
+        let Some(entry) = self.pods.get(uid) else { return };
+        if entry.termination.is_some() {
+            return;
+        }
+        let pod = entry.pod.clone();
+        let Some(spec) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == name).cloned()
+        else {
+            return;
+        };
+        let Ok(containers) = self.runtime.list_containers() else { return };
+        let Some(info) = containers.into_iter().find(|c| c.id == container_id && c.state == ContainerState::Running)
+        else {
+            return;
+        };
+        let probe =
+            if kind == ProbeType::Liveness { spec.liveness_probe.as_ref() } else { spec.startup_probe.as_ref() };
+        let pod_grace = pod.spec.termination_grace_period_seconds.unwrap_or(30);
+        let grace = probe.and_then(|p| p.termination_grace_period_seconds).unwrap_or(pod_grace);
+        let grace = Duration::from_secs(grace.max(0) as u64).max(MIN_GRACE);
+        let restarts = spec.is_sidecar() || pod.spec.restart_policy != "Never";
+        let what = if kind == ProbeType::Liveness { "liveness" } else { "startup" };
+        let message =
+            format!("Container {name} failed {what} probe{}", if restarts { ", will be restarted" } else { "" });
+        self.stop(&pod, &info, grace, &message);
+    }
+
     /// Computes a pod's status from a relist and stores it for the API.
     fn publish(&self, uid: &str, snap: &Snapshot, now: SystemTime) {
         let Some(entry) = self.pods.get(uid) else {
@@ -649,15 +757,11 @@ impl PodManager {
                 .filter(|(r, _)| {
                     r != "CrashLoopBackOff" || current.as_ref().is_some_and(|i| i.state == ContainerState::Exited)
                 });
-            ContainerObservation {
-                previous: inst.get(1).map(|i| (*i).clone()),
-                current,
-                waiting,
-                // Without probe results, a container with a readiness (startup) probe is
-                // not ready (started) until the prober says so.
-                ready: running && c.readiness_probe.is_none(),
-                started: running && c.startup_probe.is_none(),
-            }
+            // A container with a readiness (startup) probe is ready (started) once the
+            // prober says so; without the probe, once it runs.
+            let ready = running && self.probe_passes(c, current.as_ref(), ProbeType::Readiness);
+            let started = running && self.probe_passes(c, current.as_ref(), ProbeType::Startup);
+            ContainerObservation { previous: inst.get(1).map(|i| (*i).clone()), current, waiting, ready, started }
         };
         let init: BTreeMap<String, ContainerObservation> =
             pod.spec.init_containers.iter().map(|c| (c.name.clone(), observe(c))).collect();
@@ -697,6 +801,12 @@ impl crate::manager::Manager for PodManager {
 
     fn handle(&mut self, cmd: PodsCommand) {
         match cmd {
+            PodsCommand::ProbeResult { pod_uid, container, container_id, kind, result } => {
+                if result == ProbeResult::Failure && kind != ProbeType::Readiness {
+                    self.on_probe_failure(&pod_uid, &container, &container_id, kind);
+                }
+                self.sync();
+            }
             PodsCommand::Update { source, pods } => {
                 self.desired.retain(|_, p| {
                     p.metadata.annotations.get(crate::api::manifest::CONFIG_SOURCE_ANNOTATION).map(String::as_str)

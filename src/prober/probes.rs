@@ -1,0 +1,328 @@
+//! Running one probe: HTTP(S) with ureq, TCP, exec through the runtime, gRPC health with
+//! grpcio. Each is a blocking call bounded by the probe's timeout, with kubelet's semantics
+//! and messages. A failed probe is a result, not an error.
+
+use crate::api::expand::expand;
+use crate::api::{Container, HttpGetAction, IntOrString, Probe};
+use crate::runtime::ContainerRuntime;
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The `User-Agent` of probes, as kubelet sends it (`kube-probe/<major>.<minor>`).
+pub const USER_AGENT: &str = "kube-probe/1.35";
+/// At most this much of a response body or command output is read.
+pub const MAX_OUTPUT: usize = 10 * 1024;
+/// Same-host redirects followed at most.
+const MAX_REDIRECTS: usize = 10;
+
+/// What a probe concluded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Healthy.
+    Success(String),
+    /// Healthy, but worth a `ProbeWarning` (e.g. a redirect to another host).
+    Warning(String),
+    /// Unhealthy, with the reason.
+    Failure(String),
+    /// The prober itself failed (not counted, as kubelet throws such results away).
+    Error(String),
+}
+
+/// Where the probe goes: the pod's address and the container.
+#[derive(Clone)]
+pub struct Target {
+    /// Pod IP (the node address for host-network and process-runtime pods).
+    pub pod_ip: String,
+    /// The container spec (ports by name, env for exec expansion).
+    pub container: Container,
+    /// The running container instance, for exec.
+    pub container_id: String,
+}
+
+/// Resolves a port given by number or by container port name.
+fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, String> {
+    let n = match port {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(name) => match c.ports.iter().find(|p| &p.name == name) {
+            Some(p) => p.container_port,
+            None => name.parse::<i64>().map_err(|_| format!("couldn't find port {name:?} in container"))?,
+        },
+    };
+    if (1..65536).contains(&n) {
+        Ok(n as u16)
+    } else {
+        Err(format!("invalid port number: {n}"))
+    }
+}
+
+/// Runs `probe` against `target`.
+pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, grpc: &GrpcEnv) -> Outcome {
+    let timeout = Duration::from_secs(probe.timeout_seconds.max(1) as u64);
+    if let Some(h) = &probe.http_get {
+        return http(h, target, timeout);
+    }
+    if let Some(t) = &probe.tcp_socket {
+        let host = if t.host.is_empty() { target.pod_ip.clone() } else { t.host.clone() };
+        return match resolve_port(&t.port, &target.container) {
+            Ok(port) => tcp(&host, port, timeout),
+            Err(e) => Outcome::Error(e),
+        };
+    }
+    if let Some(x) = &probe.exec {
+        return exec(&x.command, target, runtime, timeout);
+    }
+    if let Some(g) = &probe.grpc {
+        return grpc.check(&target.pod_ip, g.port as u16, g.service.as_deref().unwrap_or(""), timeout);
+    }
+    Outcome::Error("probe has no handler".into())
+}
+
+/// Connects with a timeout; success means connected. The socket closes at once with a
+/// 1 s linger, as kubelet's dialer does, to keep TIME_WAIT short at high probe rates.
+pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
+    let addrs: Vec<SocketAddr> = match (host, port).to_socket_addrs() {
+        Ok(a) => a.collect(),
+        Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {e}")),
+    };
+    let Some(addr) = addrs.first() else { return Outcome::Failure(format!("dial tcp {host}:{port}: no address")) };
+    match TcpStream::connect_timeout(addr, timeout) {
+        Ok(s) => {
+            set_linger(&s);
+            Outcome::Success(String::new())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {
+            Outcome::Failure(format!("dial tcp {addr}: i/o timeout"))
+        }
+        Err(e) => Outcome::Failure(format!("dial tcp {addr}: connect: {e}")),
+    }
+}
+
+fn set_linger(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger { l_onoff: 1, l_linger: 1 };
+    // SAFETY: setsockopt on a socket we own with a properly sized linger struct.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+fn http_agent(timeout: Duration) -> ureq::Agent {
+    let tls = ureq::tls::TlsConfig::builder().disable_verification(true).build();
+    ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .proxy(None)
+        .max_idle_connections(0)
+        .max_idle_connections_per_host(0)
+        .user_agent(USER_AGENT)
+        .tls_config(tls)
+        .build()
+        .into()
+}
+
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    if authority.starts_with('[') {
+        return authority.split(']').next().map_or("", |h| h.trim_start_matches('['));
+    }
+    authority.split(':').next().unwrap_or("")
+}
+
+/// Resolves a `Location` against the URL it came from.
+fn resolve_location(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
+    let authority = rest.split('/').next().unwrap_or("");
+    if let Some(path) = location.strip_prefix("//") {
+        return format!("{scheme}://{path}");
+    }
+    if location.starts_with('/') {
+        return format!("{scheme}://{authority}{location}");
+    }
+    let dir = rest.rsplit_once('/').map_or(authority, |(d, _)| if d.is_empty() { authority } else { d });
+    format!("{scheme}://{dir}/{location}")
+}
+
+/// HTTP(S) GET; 2xx and same-host 3xx success, a redirect to another host a warning,
+/// anything else `HTTP probe failed with statuscode: N` (never the body).
+pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
+    let port = match resolve_port(&h.port, &target.container) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Error(e),
+    };
+    let host = if h.host.is_empty() { target.pod_ip.as_str() } else { h.host.as_str() };
+    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
+    let scheme = h.scheme.to_lowercase();
+    let scheme = if scheme.is_empty() { "http".to_string() } else { scheme };
+    let path = if h.path.starts_with('/') { h.path.clone() } else { format!("/{}", h.path) };
+    let mut url = format!("{scheme}://{host}:{port}{path}");
+    let agent = http_agent(timeout);
+    let deadline = std::time::Instant::now() + timeout;
+    let original_host = host_of(&url).to_string();
+    for redirect in 0..=MAX_REDIRECTS {
+        let mut req = agent.get(&url).header("Accept", "*/*");
+        let mut accept_set = false;
+        for hd in &h.http_headers {
+            if hd.name.eq_ignore_ascii_case("accept") {
+                accept_set = true;
+            }
+            req = req.header(hd.name.as_str(), hd.value.as_str());
+        }
+        if accept_set {
+            // An explicit Accept (even an empty one) replaces the default.
+            req = req.header(
+                "Accept",
+                h.http_headers
+                    .iter()
+                    .rev()
+                    .find(|x| x.name.eq_ignore_ascii_case("accept"))
+                    .map_or("", |x| x.value.as_str()),
+            );
+        }
+        let remaining = deadline.saturating_duration_since(std::time::Instant::now());
+        let resp = req.config().timeout_global(Some(remaining.max(Duration::from_millis(1)))).build().call();
+        let mut resp = match resp {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", describe_http_error(&e))),
+        };
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        let _ = resp.body_mut().as_reader().take(MAX_OUTPUT as u64).read_to_end(&mut body);
+        let body = String::from_utf8_lossy(&body).into_owned();
+        if (300..400).contains(&status) {
+            let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(String::from);
+            if let Some(loc) = location {
+                let next = resolve_location(&url, &loc);
+                if host_of(&next) == original_host {
+                    if redirect == MAX_REDIRECTS {
+                        return Outcome::Failure(format!("Get {next:?}: stopped after {MAX_REDIRECTS} redirects"));
+                    }
+                    url = next;
+                    continue;
+                }
+            }
+            return Outcome::Warning(format!("Probe terminated redirects, Response body: {body}"));
+        }
+        if (200..400).contains(&status) {
+            return Outcome::Success(body);
+        }
+        return Outcome::Failure(format!("HTTP probe failed with statuscode: {status}"));
+    }
+    Outcome::Failure(format!("Get {url:?}: stopped after {MAX_REDIRECTS} redirects"))
+}
+
+fn describe_http_error(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Exec through the runtime with the container's static env expanded into the command;
+/// exit 0 is success, output (stdout then stderr) is capped at 10 KiB.
+pub fn exec(command: &[String], target: &Target, runtime: &Arc<dyn ContainerRuntime>, timeout: Duration) -> Outcome {
+    let env = crate::api::expand::resolve_env(&target.container.env, &[]);
+    let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let cmd: Vec<String> = command.iter().map(|c| expand(c, &lookup)).collect();
+    match runtime.exec_sync(&target.container_id, &cmd, timeout) {
+        Ok(r) if r.timed_out => Outcome::Failure(format!("command {:?} timed out", cmd.join(" "))),
+        Ok(r) => {
+            let mut out = r.stdout;
+            out.extend_from_slice(&r.stderr);
+            out.truncate(MAX_OUTPUT);
+            let text = String::from_utf8_lossy(&out).into_owned();
+            if r.exit_code == 0 {
+                Outcome::Success(text)
+            } else {
+                Outcome::Failure(text)
+            }
+        }
+        Err(e) => Outcome::Error(e.to_string()),
+    }
+}
+
+/// The grpcio environment probes share (one completion-queue thread for all of them).
+pub struct GrpcEnv {
+    env: std::sync::OnceLock<Arc<grpcio::Environment>>,
+}
+
+impl Default for GrpcEnv {
+    fn default() -> Self {
+        GrpcEnv { env: std::sync::OnceLock::new() }
+    }
+}
+
+impl GrpcEnv {
+    fn env(&self) -> Arc<grpcio::Environment> {
+        // Created on first use: nodes without gRPC probes never start its thread.
+        self.env.get_or_init(|| Arc::new(grpcio::EnvBuilder::new().cq_count(1).name_prefix("fl-grpc").build())).clone()
+    }
+
+    /// `grpc.health.v1.Health/Check` without TLS; SERVING is success.
+    pub fn check(&self, host: &str, port: u16, service: &str, timeout: Duration) -> Outcome {
+        use crate::proto::health::{HealthCheckRequest, HealthCheckResponse_ServingStatus as Status, HealthClient};
+        let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+        let ch = grpcio::ChannelBuilder::new(self.env()).primary_user_agent(USER_AGENT).connect(&addr);
+        if !futures::executor::block_on(ch.wait_for_connected(timeout)) {
+            return Outcome::Failure(format!(
+                "timeout: failed to connect service {addr:?} within {}s",
+                timeout.as_secs()
+            ));
+        }
+        let client = HealthClient::new(ch);
+        let mut req = HealthCheckRequest::new();
+        req.set_service(service.into());
+        let opt = grpcio::CallOption::default().timeout(timeout);
+        match client.check_opt(&req, opt) {
+            Ok(resp) if resp.get_status() == Status::SERVING => Outcome::Success("service healthy".into()),
+            Ok(resp) => {
+                Outcome::Failure(format!("service unhealthy (responded with {:?})", format!("{:?}", resp.get_status())))
+            }
+            Err(grpcio::Error::RpcFailure(s)) if s.code() == grpcio::RpcStatusCode::UNIMPLEMENTED => Outcome::Failure(
+                "this server does not implement the grpc health protocol (grpc.health.v1.Health)".into(),
+            ),
+            Err(grpcio::Error::RpcFailure(s)) if s.code() == grpcio::RpcStatusCode::DEADLINE_EXCEEDED => {
+                Outcome::Failure(format!("timeout: health rpc did not complete within {}s", timeout.as_secs()))
+            }
+            Err(e) => Outcome::Failure(format!("rpc error: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_resolve_like_a_browser() {
+        assert_eq!(resolve_location("http://a:8080/x/y", "/z"), "http://a:8080/z");
+        assert_eq!(resolve_location("http://a:8080/x/y", "z"), "http://a:8080/x/z");
+        assert_eq!(resolve_location("http://a:8080/x", "http://b/q"), "http://b/q");
+        assert_eq!(resolve_location("https://a/x", "//c/d"), "https://c/d");
+        assert_eq!(host_of("http://u@h.example:80/p"), "h.example");
+        assert_eq!(host_of("http://[::1]:80/p"), "::1");
+    }
+
+    #[test]
+    fn named_ports_resolve_from_the_container() {
+        let mut c = Container::default();
+        c.ports.push(crate::api::ContainerPort { name: "http".into(), container_port: 8080, ..Default::default() });
+        assert_eq!(resolve_port(&IntOrString::String("http".into()), &c), Ok(8080));
+        assert_eq!(resolve_port(&IntOrString::String("9090".into()), &c), Ok(9090));
+        assert!(resolve_port(&IntOrString::String("grpc".into()), &c).is_err());
+        assert!(resolve_port(&IntOrString::Int(0), &c).is_err());
+    }
+}
