@@ -161,11 +161,14 @@ struct Histogram {
     count: u64,
 }
 
+/// (container, pod, namespace) of a worker's metric series.
+type SeriesLabels = (String, String, String);
+
 /// `prober_probe_total`, `prober_probe_duration_seconds`, and the scheduler's lateness.
 #[derive(Default)]
 pub struct ProberMetrics {
-    total: Mutex<BTreeMap<(ProbeType, &'static str, String, String, String), u64>>,
-    duration: Mutex<BTreeMap<(ProbeType, String, String, String), Histogram>>,
+    total: Mutex<BTreeMap<(ProbeType, &'static str, SeriesLabels), u64>>,
+    duration: Mutex<BTreeMap<(ProbeType, SeriesLabels), Histogram>>,
     lateness: Mutex<VecDeque<Duration>>,
     threads: std::sync::atomic::AtomicUsize,
     workers: std::sync::atomic::AtomicUsize,
@@ -177,13 +180,12 @@ fn escape(s: &str) -> String {
 
 impl ProberMetrics {
     fn observe(&self, kind: ProbeType, result: &'static str, t: &ProbeTarget, took: Duration, late: Duration) {
-        let (ns, pod) = (t.reference.object.namespace.clone(), t.reference.object.name.clone());
-        let c = t.container.name.clone();
-        *self.total.lock().entry((kind, result, c.clone(), pod.clone(), ns.clone())).or_insert(0) += 1;
+        let labels = (t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone());
+        *self.total.lock().entry((kind, result, labels.clone())).or_insert(0) += 1;
         // As kubelet: durations of successful and unknown probes only.
         if result != "failed" {
             let mut d = self.duration.lock();
-            let h = d.entry((kind, c, pod, ns)).or_default();
+            let h = d.entry((kind, labels)).or_default();
             let secs = took.as_secs_f64();
             for (i, b) in BUCKETS.iter().enumerate() {
                 if secs <= *b {
@@ -202,9 +204,9 @@ impl ProberMetrics {
 
     /// Drops a worker's series.
     fn forget(&self, kind: ProbeType, t: &ProbeTarget) {
-        let (ns, pod, c) = (&t.reference.object.namespace, &t.reference.object.name, &t.container.name);
-        self.total.lock().retain(|k, _| !(k.0 == kind && &k.2 == c && &k.3 == pod && &k.4 == ns));
-        self.duration.lock().retain(|k, _| !(k.0 == kind && &k.1 == c && &k.2 == pod && &k.3 == ns));
+        let labels = (t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone());
+        self.total.lock().retain(|k, _| !(k.0 == kind && k.2 == labels));
+        self.duration.lock().retain(|k, _| !(k.0 == kind && k.1 == labels));
     }
 
     /// The p50, p99 and maximum scheduling lateness over the last 10,000 probes.
@@ -221,11 +223,11 @@ impl ProberMetrics {
     /// Appends the Prometheus text.
     pub fn render(&self, out: &mut String) {
         let _ = writeln!(out, "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter");
-        for ((kind, result, c, pod, ns), n) in self.total.lock().iter() {
+        for ((kind, result, (c, pod, ns)), n) in self.total.lock().iter() {
             let _ = writeln!(out, "prober_probe_total{{probe_type=\"{}\",result=\"{result}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"}} {n}", kind.name(), escape(c), escape(pod), escape(ns));
         }
         let _ = writeln!(out, "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n# TYPE prober_probe_duration_seconds histogram");
-        for ((kind, c, pod, ns), h) in self.duration.lock().iter() {
+        for ((kind, (c, pod, ns)), h) in self.duration.lock().iter() {
             let labels = format!(
                 "probe_type=\"{}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"",
                 kind.name(),
