@@ -1,0 +1,143 @@
+//! Probes end to end with the process runtime: liveness restarts, readiness flips Ready,
+//! startup holds liveness back, and Ready survives an agent restart.
+
+mod common;
+
+use common::{container, manifest, wait_for, AgentProcess, Sandbox};
+use ferrolet::api::{Event, EventList, Pod};
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(30);
+
+fn ready(p: &Pod) -> bool {
+    p.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn events(agent: &AgentProcess) -> Vec<Event> {
+    serde_json::from_str::<EventList>(&agent.get("/events").unwrap()).unwrap().items
+}
+
+fn exec_probe(kind: &str, file: &std::path::Path, extra: &str) -> String {
+    format!(
+        "    {kind}:\n      exec:\n        command: [test, -f, {}]\n      periodSeconds: 1\n{extra}",
+        file.display()
+    )
+}
+
+#[test]
+fn a_failing_liveness_probe_restarts_the_container_once_per_threshold_crossing() {
+    let sb = Sandbox::new();
+    let healthy = sb.work().join("healthy");
+    std::fs::write(&healthy, "").unwrap();
+    let spec = format!(
+        "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n{}",
+        exec_probe("livenessProbe", &healthy, "      failureThreshold: 2\n")
+    );
+    sb.write_manifest("live.yaml", &manifest("live", &spec));
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("running", T, || agent.pod("live").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    let first_id = container(&pod, "app").unwrap().container_id.clone();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(container(&agent.pod("live").unwrap(), "app").unwrap().restart_count, 0, "healthy: no restart");
+
+    std::fs::remove_file(&healthy).unwrap();
+    let pod = wait_for("a restart", T, || {
+        agent
+            .pod("live")
+            .filter(|p| container(p, "app").is_some_and(|c| c.restart_count == 1 && c.state.running.is_some()))
+    });
+    // Healthy again at once: the new instance keeps running, no second kill.
+    std::fs::write(&healthy, "").unwrap();
+    assert_ne!(container(&pod, "app").unwrap().container_id, first_id);
+    std::thread::sleep(Duration::from_secs(4));
+    let c = container(&agent.pod("live").unwrap(), "app").unwrap().clone();
+    assert_eq!(c.restart_count, 1, "exactly one restart for one threshold crossing");
+    let evs = events(&agent);
+    let killing: Vec<&Event> = evs.iter().filter(|e| e.reason == "Killing").collect();
+    assert_eq!(killing.len(), 1);
+    assert_eq!(
+        (killing[0].message.as_str(), killing[0].count),
+        ("Container app failed liveness probe, will be restarted", 1)
+    );
+    let unhealthy = evs.iter().find(|e| e.reason == "Unhealthy").unwrap();
+    assert_eq!(unhealthy.involved_object.field_path, "spec.containers{app}");
+    assert!(unhealthy.message.starts_with("Liveness probe failed"), "{}", unhealthy.message);
+
+    // A second crossing restarts it again: the count grows.
+    std::fs::remove_file(&healthy).unwrap();
+    wait_for("a second restart", Duration::from_secs(40), || {
+        agent.pod("live").filter(|p| container(p, "app").is_some_and(|c| c.restart_count == 2))
+    });
+    let metrics = agent.get("/metrics").unwrap();
+    assert!(metrics.contains("prober_probe_total{probe_type=\"Liveness\",result=\"failed\",container=\"app\",pod=\"live-testnode\",namespace=\"default\"}"), "{metrics}");
+    assert!(metrics.contains("prober_probe_duration_seconds_bucket{probe_type=\"Liveness\""), "{metrics}");
+}
+
+#[test]
+fn readiness_flips_the_ready_condition_both_ways() {
+    let sb = Sandbox::new();
+    let marker = sb.work().join("ready");
+    let spec = format!(
+        "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n{}",
+        exec_probe("readinessProbe", &marker, "      failureThreshold: 1\n")
+    );
+    sb.write_manifest("web.yaml", &manifest("web", &spec));
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("running", T, || agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    assert!(!ready(&pod), "not ready before the probe passes");
+    std::fs::write(&marker, "").unwrap();
+    let pod = wait_for("Ready", T, || agent.pod("web").filter(ready));
+    assert!(container(&pod, "app").unwrap().ready);
+    assert_eq!(ferrolet::cli::pod_columns(&pod).1, "1/1");
+    std::fs::remove_file(&marker).unwrap();
+    let pod = wait_for("not Ready", T, || agent.pod("web").filter(|p| !ready(p)));
+    let cond = pod.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(
+        (cond.reason.as_str(), cond.message.as_str()),
+        ("ContainersNotReady", "containers with unready status: [app]")
+    );
+    assert_eq!(container(&agent.pod("web").unwrap(), "app").unwrap().restart_count, 0, "readiness never restarts");
+}
+
+#[test]
+fn a_startup_probe_holds_back_liveness_until_it_passes() {
+    let sb = Sandbox::new();
+    let started = sb.work().join("started");
+    let spec = format!(
+        "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n{}    livenessProbe:\n      exec:\n        command: ['false']\n      periodSeconds: 1\n      failureThreshold: 1\n",
+        exec_probe("startupProbe", &started, "      failureThreshold: 60\n")
+    );
+    sb.write_manifest("slow.yaml", &manifest("slow", &spec));
+    let agent = AgentProcess::start(&sb);
+    wait_for("running", T, || agent.pod("slow").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    std::thread::sleep(Duration::from_secs(3));
+    let c = container(&agent.pod("slow").unwrap(), "app").unwrap().clone();
+    assert_eq!((c.restart_count, c.started), (0, Some(false)), "liveness waits for startup");
+    std::fs::write(&started, "").unwrap();
+    let pod = wait_for("the liveness kill once started", T, || {
+        agent.pod("slow").filter(|p| container(p, "app").is_some_and(|c| c.restart_count >= 1))
+    });
+    assert!(pod.status.is_some());
+}
+
+#[test]
+fn ready_survives_an_agent_restart_until_a_probe_says_otherwise() {
+    let sb = Sandbox::new();
+    let marker = sb.work().join("ready");
+    std::fs::write(&marker, "").unwrap();
+    let spec = format!(
+        "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      exec:\n        command: [test, -f, {}]\n      periodSeconds: 20\n      failureThreshold: 1\n",
+        marker.display()
+    );
+    sb.write_manifest("web.yaml", &manifest("web", &spec));
+    let agent = AgentProcess::start(&sb);
+    wait_for("Ready", T, || agent.pod("web").filter(ready));
+    agent.kill9();
+    let agent = AgentProcess::start(&sb);
+    let first = wait_for("the pod after the restart", T, || agent.pod("web"));
+    assert!(ready(&first), "Ready right after the restart, before any probe ran");
+    for _ in 0..10 {
+        assert!(ready(&agent.pod("web").unwrap()), "no flap to NotReady");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

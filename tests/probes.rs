@@ -1,0 +1,282 @@
+//! Each probe kind against real peers on 127.0.0.1: a small HTTP server, TCP listeners,
+//! real processes for exec, and a real grpcio health server.
+
+mod common;
+
+use common::{ferrolet_bin, Sandbox};
+use ferrolet::api::{Container, ContainerPort, HttpGetAction, HttpHeader, IntOrString};
+use ferrolet::prober::probes::{self, GrpcEnv, Outcome, Target, MAX_OUTPUT};
+use ferrolet::runtime::process::ProcessRuntime;
+use ferrolet::runtime::{ContainerConfig, ContainerRuntime, SandboxConfig};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A tiny HTTP/1.1 server: one thread per connection, routes by path.
+fn http_server() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                if r.read_line(&mut line).is_err() {
+                    return;
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let mut headers = String::new();
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    headers.push_str(&h);
+                }
+                let (status, extra, body): (u16, String, String) = match path.as_str() {
+                    "/ok" => (200, String::new(), "fine".into()),
+                    "/headers" => (200, String::new(), headers.to_lowercase()),
+                    "/big" => (200, String::new(), "x".repeat(50_000)),
+                    "/slow" => {
+                        std::thread::sleep(Duration::from_secs(3));
+                        (200, String::new(), "late".into())
+                    }
+                    "/same-host" => (302, "Location: /ok\r\n".into(), String::new()),
+                    "/loop" => (302, "Location: /loop\r\n".into(), String::new()),
+                    "/other-host" => (302, format!("Location: http://localhost:{port}/ok\r\n"), "moved".into()),
+                    p if p.starts_with("/status/") => {
+                        (p[8..].parse().unwrap_or(500), String::new(), "secret body".into())
+                    }
+                    _ => (404, String::new(), "not found".into()),
+                };
+                let mut w = conn;
+                let _ = write!(
+                    w,
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+fn get(port: u16, path: &str, headers: Vec<(&str, &str)>) -> HttpGetAction {
+    HttpGetAction {
+        path: path.into(),
+        port: IntOrString::Int(port as i64),
+        host: String::new(),
+        scheme: "HTTP".into(),
+        http_headers: headers.into_iter().map(|(n, v)| HttpHeader { name: n.into(), value: v.into() }).collect(),
+    }
+}
+
+fn target() -> Target {
+    Target { pod_ip: "127.0.0.1".into(), container: Container::default(), container_id: String::new() }
+}
+
+const SEC: Duration = Duration::from_secs(1);
+
+#[test]
+fn http_probes_follow_kubelets_rules() {
+    let port = http_server();
+    let t = target();
+    assert_eq!(probes::http(&get(port, "/ok", vec![]), &t, SEC), Outcome::Success("fine".into()));
+    assert_eq!(probes::http(&get(port, "/status/204", vec![]), &t, SEC), Outcome::Success(String::new()));
+    for code in [404, 500, 503] {
+        let o = probes::http(&get(port, &format!("/status/{code}"), vec![]), &t, SEC);
+        assert_eq!(
+            o,
+            Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
+            "the body is never in the message"
+        );
+    }
+    assert_eq!(
+        probes::http(&get(port, "/same-host", vec![]), &t, SEC),
+        Outcome::Success("fine".into()),
+        "same-host redirect followed"
+    );
+    match probes::http(&get(port, "/loop", vec![]), &t, SEC) {
+        Outcome::Failure(m) => assert!(m.contains("stopped after 10 redirects"), "{m}"),
+        o => panic!("{o:?}"),
+    }
+    // 127.0.0.1 → localhost is another host name: not followed, a warning (still success).
+    assert_eq!(
+        probes::http(&get(port, "/other-host", vec![]), &t, SEC),
+        Outcome::Warning("Probe terminated redirects, Response body: moved".into())
+    );
+    match probes::http(&get(port, "/big", vec![]), &t, SEC) {
+        Outcome::Success(body) => assert_eq!(body.len(), MAX_OUTPUT, "body read up to 10 KiB"),
+        o => panic!("{o:?}"),
+    }
+    let started = Instant::now();
+    match probes::http(&get(port, "/slow", vec![]), &t, SEC) {
+        Outcome::Failure(m) => assert!(m.contains("Client.Timeout exceeded"), "{m}"),
+        o => panic!("{o:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_millis(2500), "the whole exchange is bounded by the timeout");
+}
+
+#[test]
+fn http_probes_send_kube_probe_headers_custom_headers_and_host() {
+    let port = http_server();
+    let t = target();
+    let body = match probes::http(
+        &get(port, "/headers", vec![("X-Custom", "a"), ("X-Custom", "b"), ("Host", "app.example")]),
+        &t,
+        SEC,
+    ) {
+        Outcome::Success(b) => b,
+        o => panic!("{o:?}"),
+    };
+    assert!(body.contains("user-agent: kube-probe/1."), "{body}");
+    assert!(body.contains("accept: */*"), "{body}");
+    assert!(body.contains("x-custom: a") && body.contains("x-custom: b"), "repeated headers accumulate: {body}");
+    assert!(body.contains("host: app.example"), "{body}");
+    // A named port resolves through the container's ports.
+    let mut named = target();
+    named.container.ports.push(ContainerPort {
+        name: "http".into(),
+        container_port: port as i64,
+        ..Default::default()
+    });
+    let mut action = get(port, "/ok", vec![]);
+    action.port = IntOrString::String("http".into());
+    assert_eq!(probes::http(&action, &named, SEC), Outcome::Success("fine".into()));
+    // Nothing listening: a failure with the transport error, not an error.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    assert!(matches!(probes::http(&get(closed, "/", vec![]), &t, SEC), Outcome::Failure(_)));
+}
+
+#[test]
+fn tcp_probes_succeed_on_connect_and_fail_when_refused() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    assert_eq!(probes::tcp("127.0.0.1", port, SEC), Outcome::Success(String::new()));
+    drop(l);
+    match probes::tcp("127.0.0.1", port, SEC) {
+        Outcome::Failure(m) => assert!(m.contains("connection refused") || m.contains("Connection refused"), "{m}"),
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
+    let sb = Sandbox::new();
+    let rt: Arc<dyn ContainerRuntime> =
+        Arc::new(ProcessRuntime::new(&sb.state().join("runtime"), &ferrolet_bin(), 1 << 20, 2).unwrap());
+    let s = rt
+        .run_pod_sandbox(&SandboxConfig {
+            pod_uid: "u".into(),
+            pod_name: "p".into(),
+            namespace: "default".into(),
+            log_directory: sb.state().join("logs"),
+            termination_grace_period_seconds: 1,
+        })
+        .unwrap();
+    let cfg = ContainerConfig {
+        name: "app".into(),
+        argv: vec!["sleep".into(), "30".into()],
+        log_path: sb.state().join("logs/app/0.log"),
+        ..Default::default()
+    };
+    let id = rt.create_container(&s, &cfg).unwrap();
+    rt.start_container(&id).unwrap();
+    let mut t = target();
+    t.container_id = id.clone();
+    t.container.env.push(ferrolet::api::EnvVar { name: "WHO".into(), value: "probe".into(), value_from: None });
+    let sh = |s: &str| vec!["sh".to_string(), "-c".to_string(), s.to_string()];
+    assert_eq!(
+        probes::exec(&sh("echo $(WHO)"), &t, &rt, SEC),
+        Outcome::Success("probe\n".into()),
+        "$(VAR) from the static env"
+    );
+    assert_eq!(probes::exec(&sh("echo bad; exit 3"), &t, &rt, SEC), Outcome::Failure("bad\n".into()));
+    match probes::exec(&sh("head -c 100000 /dev/zero | tr '\\0' y"), &t, &rt, SEC) {
+        Outcome::Success(out) => assert_eq!(out.len(), MAX_OUTPUT),
+        o => panic!("{o:?}"),
+    }
+    let started = Instant::now();
+    assert_eq!(
+        probes::exec(&sh("sleep 10"), &t, &rt, SEC),
+        Outcome::Failure("command \"sh -c sleep 10\" timed out".into())
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    rt.stop_container(&id, Duration::from_secs(1)).unwrap();
+}
+
+mod grpc {
+    use super::*;
+    use ferrolet::proto::health::{
+        create_health, Health, HealthCheckRequest, HealthCheckResponse, HealthCheckResponse_ServingStatus as S,
+    };
+    use grpcio::{RpcContext, UnarySink};
+
+    #[derive(Clone)]
+    struct Server {
+        status: Option<S>,
+        delay: Duration,
+    }
+
+    impl Health for Server {
+        fn check(&mut self, ctx: RpcContext, req: HealthCheckRequest, sink: UnarySink<HealthCheckResponse>) {
+            std::thread::sleep(self.delay);
+            match self.status {
+                Some(s) => {
+                    let mut r = HealthCheckResponse::new();
+                    r.set_status(if req.get_service() == "unknown" { S::SERVICE_UNKNOWN } else { s });
+                    ctx.spawn(async move {
+                        let _ = sink.success(r).await;
+                    });
+                }
+                None => {
+                    let status = grpcio::RpcStatus::new(grpcio::RpcStatusCode::UNIMPLEMENTED);
+                    ctx.spawn(async move {
+                        let _ = sink.fail(status).await;
+                    });
+                }
+            }
+        }
+    }
+
+    fn serve(status: Option<S>, delay: Duration) -> (grpcio::Server, u16) {
+        let env = Arc::new(grpcio::Environment::new(1));
+        let mut server =
+            grpcio::ServerBuilder::new(env).register_service(create_health(Server { status, delay })).build().unwrap();
+        let port = server.add_listening_port("127.0.0.1:0", grpcio::ServerCredentials::insecure()).unwrap();
+        server.start();
+        (server, port)
+    }
+
+    #[test]
+    fn grpc_health_probes_against_a_real_grpcio_server() {
+        let env = GrpcEnv::default();
+        let (_s1, serving) = serve(Some(S::SERVING), Duration::ZERO);
+        assert_eq!(env.check("127.0.0.1", serving, "", SEC), Outcome::Success("service healthy".into()));
+        assert_eq!(
+            env.check("127.0.0.1", serving, "unknown", SEC),
+            Outcome::Failure("service unhealthy (responded with \"SERVICE_UNKNOWN\")".into())
+        );
+        let (_s2, not_serving) = serve(Some(S::NOT_SERVING), Duration::ZERO);
+        assert_eq!(
+            env.check("127.0.0.1", not_serving, "", SEC),
+            Outcome::Failure("service unhealthy (responded with \"NOT_SERVING\")".into())
+        );
+        let (_s3, unimplemented) = serve(None, Duration::ZERO);
+        assert_eq!(
+            env.check("127.0.0.1", unimplemented, "", SEC),
+            Outcome::Failure("this server does not implement the grpc health protocol (grpc.health.v1.Health)".into())
+        );
+        let (_s4, slow) = serve(Some(S::SERVING), Duration::from_millis(1500));
+        assert_eq!(
+            env.check("127.0.0.1", slow, "", SEC),
+            Outcome::Failure("timeout: health rpc did not complete within 1s".into())
+        );
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        match env.check("127.0.0.1", closed, "", SEC) {
+            Outcome::Failure(m) => assert!(m.starts_with("timeout: failed to connect service"), "{m}"),
+            o => panic!("{o:?}"),
+        }
+    }
+}
