@@ -103,7 +103,7 @@ pub struct ProberSettings {
 
 impl Default for ProberSettings {
     fn default() -> Self {
-        ProberSettings { max_threads: 16 }
+        ProberSettings { max_threads: 8 }
     }
 }
 

@@ -66,6 +66,12 @@ pub fn process_start_ticks(pid: i32) -> Option<u64> {
     rest.split(' ').nth(19)?.parse().ok()
 }
 
+/// True when a process `pid` exists (signal 0).
+pub fn pid_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
 /// True when the process `pid` exists and, if `start_ticks` is given, is the same process.
 pub fn process_alive(pid: i32, start_ticks: Option<u64>) -> bool {
     if pid <= 0 {

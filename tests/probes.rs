@@ -73,7 +73,7 @@ fn get(port: u16, path: &str, headers: Vec<(&str, &str)>) -> HttpGetAction {
 }
 
 fn target() -> Target {
-    Target { pod_ip: "127.0.0.1".into(), container: Container::default(), container_id: String::new() }
+    Target { pod_ip: "127.0.0.1".into(), container: Arc::new(Container::default()), container_id: String::new() }
 }
 
 const SEC: Duration = Duration::from_secs(1);
@@ -136,11 +136,9 @@ fn http_probes_send_kube_probe_headers_custom_headers_and_host() {
     assert!(body.contains("host: app.example"), "{body}");
     // A named port resolves through the container's ports.
     let mut named = target();
-    named.container.ports.push(ContainerPort {
-        name: "http".into(),
-        container_port: port as i64,
-        ..Default::default()
-    });
+    let mut c = Container::default();
+    c.ports.push(ContainerPort { name: "http".into(), container_port: port as i64, ..Default::default() });
+    named.container = Arc::new(c);
     let mut action = get(port, "/ok", vec![]);
     action.port = IntOrString::String("http".into());
     assert_eq!(probes::http(&action, &named, SEC), Outcome::Success("fine".into()));
@@ -185,7 +183,9 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
     rt.start_container(&id).unwrap();
     let mut t = target();
     t.container_id = id.clone();
-    t.container.env.push(ferrolet::api::EnvVar { name: "WHO".into(), value: "probe".into(), value_from: None });
+    let mut c = Container::default();
+    c.env.push(ferrolet::api::EnvVar { name: "WHO".into(), value: "probe".into(), value_from: None });
+    t.container = Arc::new(c);
     let sh = |s: &str| vec!["sh".to_string(), "-c".to_string(), s.to_string()];
     assert_eq!(
         probes::exec(&sh("echo $(WHO)"), &t, &rt, SEC),

@@ -694,7 +694,7 @@ impl PodManager {
                 targets.push(ProbeTarget {
                     pod_uid: uid.clone(),
                     reference: Reference::container(pod, &c.name),
-                    container: c.clone(),
+                    container: Arc::new(c.clone()),
                     pod_ip: self.cfg.node_ip.clone(),
                     container_id: cur.as_ref().map(|i| i.id.clone()),
                     running,

@@ -64,8 +64,8 @@ pub struct ProbeTarget {
     pub pod_uid: String,
     /// The container ref for events (with the pod's labels).
     pub reference: Reference,
-    /// The container spec (probes, ports, env).
-    pub container: Container,
+    /// The container spec (probes, ports, env), shared with every probe job.
+    pub container: Arc<Container>,
     /// Pod address for HTTP, TCP and gRPC probes.
     pub pod_ip: String,
     /// The current container instance.
@@ -90,14 +90,14 @@ pub enum ProberCommand {
     /// Every container with probes, as the pod manager sees them now.
     Targets(Vec<ProbeTarget>),
     /// A probe finished in the pool.
-    Done(Done<WorkerKey>),
+    Done(Done<WorkerId>),
 }
 
 /// The three results stores, keyed by container id; survives agent restarts for
 /// readiness and startup (so a Ready container stays Ready across `kill -9` of the agent).
 #[derive(Clone, Default)]
 pub struct ProbeResults {
-    inner: Arc<RwLock<HashMap<(ProbeType, String), ProbeResult>>>,
+    inner: Arc<RwLock<HashMap<String, [Option<ProbeResult>; 3]>>>,
     path: Option<PathBuf>,
 }
 
@@ -108,22 +108,39 @@ struct Persisted {
     result: ProbeResult,
 }
 
+fn slot(kind: ProbeType) -> usize {
+    kind as usize
+}
+
 impl ProbeResults {
     /// Results kept in `path` (loaded now, rewritten atomically on every change).
     pub fn persistent(path: PathBuf) -> ProbeResults {
         let loaded: Vec<Persisted> = crate::util::read_json(&path).unwrap_or_default();
-        let map = loaded.into_iter().map(|p| ((p.kind, p.container_id), p.result)).collect();
+        let mut map: HashMap<String, [Option<ProbeResult>; 3]> = HashMap::new();
+        for p in loaded {
+            map.entry(p.container_id).or_default()[slot(p.kind)] = Some(p.result);
+        }
         ProbeResults { inner: Arc::new(RwLock::new(map)), path: Some(path) }
     }
 
     /// A result, if any.
     pub fn get(&self, kind: ProbeType, container_id: &str) -> Option<ProbeResult> {
-        self.inner.read().get(&(kind, container_id.to_string())).copied()
+        self.inner.read().get(container_id).and_then(|r| r[slot(kind)])
     }
 
     /// Records a result; true when it changed.
     pub fn set(&self, kind: ProbeType, container_id: &str, result: ProbeResult) -> bool {
-        let changed = self.inner.write().insert((kind, container_id.to_string()), result) != Some(result);
+        let changed = {
+            let mut map = self.inner.write();
+            let old = match map.get_mut(container_id) {
+                Some(r) => r[slot(kind)].replace(result),
+                None => {
+                    map.entry(container_id.to_string()).or_default()[slot(kind)] = Some(result);
+                    None
+                }
+            };
+            old != Some(result)
+        };
         if changed && kind != ProbeType::Liveness {
             self.persist();
         }
@@ -132,7 +149,15 @@ impl ProbeResults {
 
     /// Forgets a result (no update is published, as upstream).
     pub fn remove(&self, kind: ProbeType, container_id: &str) {
-        if self.inner.write().remove(&(kind, container_id.to_string())).is_some() && kind != ProbeType::Liveness {
+        let removed = {
+            let mut map = self.inner.write();
+            let removed = map.get_mut(container_id).and_then(|r| r[slot(kind)].take()).is_some();
+            if map.get(container_id).is_some_and(|r| r.iter().all(Option::is_none)) {
+                map.remove(container_id);
+            }
+            removed
+        };
+        if removed && kind != ProbeType::Liveness {
             self.persist();
         }
     }
@@ -143,8 +168,11 @@ impl ProbeResults {
             .inner
             .read()
             .iter()
-            .filter(|((k, _), _)| *k != ProbeType::Liveness)
-            .map(|((k, id), r)| Persisted { kind: *k, container_id: id.clone(), result: *r })
+            .flat_map(|(id, r)| {
+                [ProbeType::Readiness, ProbeType::Startup]
+                    .into_iter()
+                    .filter_map(|k| r[slot(k)].map(|result| Persisted { kind: k, container_id: id.clone(), result }))
+            })
             .collect();
         if let Err(e) = crate::util::write_json(path, &list) {
             log::warn!("prober: cannot save probe results to {}: {e}", path.display());
@@ -161,8 +189,13 @@ struct Histogram {
     count: u64,
 }
 
-/// (container, pod, namespace) of a worker's metric series.
-type SeriesLabels = (String, String, String);
+/// (container, pod, namespace) of a worker's metric series, shared by the worker.
+pub type SeriesLabels = Arc<(String, String, String)>;
+
+/// The labels of a target's series.
+pub fn series_labels(t: &ProbeTarget) -> SeriesLabels {
+    Arc::new((t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone()))
+}
 
 /// `prober_probe_total`, `prober_probe_duration_seconds`, and the scheduler's lateness.
 #[derive(Default)]
@@ -179,8 +212,8 @@ fn escape(s: &str) -> String {
 }
 
 impl ProberMetrics {
-    fn observe(&self, kind: ProbeType, result: &'static str, t: &ProbeTarget, took: Duration, late: Duration) {
-        let labels = (t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone());
+    fn observe(&self, kind: ProbeType, result: &'static str, labels: &SeriesLabels, took: Duration, late: Duration) {
+        let labels = labels.clone();
         *self.total.lock().entry((kind, result, labels.clone())).or_insert(0) += 1;
         // As kubelet: durations of successful and unknown probes only.
         if result != "failed" {
@@ -203,10 +236,9 @@ impl ProberMetrics {
     }
 
     /// Drops a worker's series.
-    fn forget(&self, kind: ProbeType, t: &ProbeTarget) {
-        let labels = (t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone());
-        self.total.lock().retain(|k, _| !(k.0 == kind && k.2 == labels));
-        self.duration.lock().retain(|k, _| !(k.0 == kind && k.1 == labels));
+    fn forget(&self, kind: ProbeType, labels: &SeriesLabels) {
+        self.total.lock().retain(|k, _| !(k.0 == kind && &k.2 == labels));
+        self.duration.lock().retain(|k, _| !(k.0 == kind && &k.1 == labels));
     }
 
     /// The p50, p99 and maximum scheduling lateness over the last 10,000 probes.
@@ -223,11 +255,13 @@ impl ProberMetrics {
     /// Appends the Prometheus text.
     pub fn render(&self, out: &mut String) {
         let _ = writeln!(out, "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter");
-        for ((kind, result, (c, pod, ns)), n) in self.total.lock().iter() {
+        for ((kind, result, l), n) in self.total.lock().iter() {
+            let (c, pod, ns) = &**l;
             let _ = writeln!(out, "prober_probe_total{{probe_type=\"{}\",result=\"{result}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"}} {n}", kind.name(), escape(c), escape(pod), escape(ns));
         }
         let _ = writeln!(out, "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n# TYPE prober_probe_duration_seconds histogram");
-        for ((kind, (c, pod, ns)), h) in self.duration.lock().iter() {
+        for ((kind, l), h) in self.duration.lock().iter() {
+            let (c, pod, ns) = &**l;
             let labels = format!(
                 "probe_type=\"{}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"",
                 kind.name(),
@@ -267,16 +301,28 @@ pub struct ProberConfig {
     pub agent_start: Instant,
 }
 
+/// A worker's index in the manager (cheap to hash, copy and queue).
+pub type WorkerId = u64;
+
 /// The prober's logic, run by a `ManagerHandle` on `fl-prober`.
 pub struct ProberManager {
     cfg: ProberConfig,
-    workers: HashMap<WorkerKey, Worker>,
-    heap: BinaryHeap<Reverse<(Instant, WorkerKey)>>,
-    pool: ProbePool<WorkerKey>,
+    ids: HashMap<WorkerKey, WorkerId>,
+    workers: HashMap<WorkerId, Slot, crate::events::lru::FxBuild>,
+    next_id: WorkerId,
+    heap: BinaryHeap<Reverse<(Instant, WorkerId)>>,
+    pool: ProbePool<WorkerId>,
     results: ProbeResults,
     metrics: Arc<ProberMetrics>,
     recorder: EventRecorder,
     pods: Sender<PodsCommand>,
+}
+
+/// A worker with what the manager keeps beside it.
+struct Slot {
+    key: WorkerKey,
+    worker: Worker,
+    labels: SeriesLabels,
 }
 
 impl ProberManager {
@@ -291,15 +337,26 @@ impl ProberManager {
         pods: Sender<PodsCommand>,
         me: Sender<ProberCommand>,
     ) -> Self {
-        let report: pool::Report<WorkerKey> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
+        let report: pool::Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
         let pool = ProbePool::new(cfg.max_threads, runtime, report);
-        ProberManager { cfg, workers: HashMap::new(), heap: BinaryHeap::new(), pool, results, metrics, recorder, pods }
+        ProberManager {
+            cfg,
+            ids: HashMap::new(),
+            workers: HashMap::default(),
+            next_id: 0,
+            heap: BinaryHeap::new(),
+            pool,
+            results,
+            metrics,
+            recorder,
+            pods,
+        }
     }
 
-    fn schedule(&mut self, key: &WorkerKey, at: Instant) {
-        if let Some(w) = self.workers.get_mut(key) {
-            w.next_due = at;
-            self.heap.push(Reverse((at, key.clone())));
+    fn schedule(&mut self, id: WorkerId, at: Instant) {
+        if let Some(s) = self.workers.get_mut(&id) {
+            s.worker.next_due = at;
+            self.heap.push(Reverse((at, id)));
         }
     }
 
@@ -311,18 +368,19 @@ impl ProberManager {
         t.running && self.results.get(ProbeType::Startup, id) == Some(ProbeResult::Success)
     }
 
-    fn set_result(&mut self, key: &WorkerKey, result: ProbeResult, only_if_unset: bool) {
-        let Some(w) = self.workers.get(key) else { return };
-        let Some(id) = w.target.container_id.clone() else { return };
-        if only_if_unset && self.results.get(key.2, &id).is_some() {
+    fn set_result(&mut self, id: WorkerId, result: ProbeResult, only_if_unset: bool) {
+        let Some(s) = self.workers.get(&id) else { return };
+        let Some(cid) = s.worker.target.container_id.clone() else { return };
+        let key = s.key.clone();
+        if only_if_unset && self.results.get(key.2, &cid).is_some() {
             // A result restored from before an agent restart stands until a probe says otherwise.
             return;
         }
-        if self.results.set(key.2, &id, result) {
+        if self.results.set(key.2, &cid, result) {
             let _ = self.pods.send(PodsCommand::ProbeResult {
                 pod_uid: key.0.clone(),
                 container: key.1.clone(),
-                container_id: id,
+                container_id: cid,
                 kind: key.2,
                 result,
             });
@@ -330,27 +388,28 @@ impl ProberManager {
                 // Started: liveness and readiness of this container run now, not a period later.
                 let now = Instant::now();
                 for kind in [ProbeType::Liveness, ProbeType::Readiness] {
-                    let k = (key.0.clone(), key.1.clone(), kind);
-                    if self.workers.get(&k).is_some_and(|w| !w.in_flight) {
-                        self.schedule(&k, now);
+                    let other = self.ids.get(&(key.0.clone(), key.1.clone(), kind)).copied();
+                    if let Some(o) = other.filter(|o| self.workers.get(o).is_some_and(|s| !s.worker.in_flight)) {
+                        self.schedule(o, now);
                     }
                 }
             }
         }
     }
 
-    fn remove_worker(&mut self, key: &WorkerKey) {
-        if let Some(w) = self.workers.remove(key) {
-            if let Some(id) = &w.target.container_id {
-                self.results.remove(key.2, id);
+    fn remove_worker(&mut self, id: WorkerId) {
+        if let Some(s) = self.workers.remove(&id) {
+            self.ids.remove(&s.key);
+            if let Some(cid) = &s.worker.target.container_id {
+                self.results.remove(s.key.2, cid);
             }
-            self.metrics.forget(key.2, &w.target);
+            self.metrics.forget(s.key.2, &s.labels);
         }
     }
 
     fn on_targets(&mut self, targets: Vec<ProbeTarget>) {
         let now = Instant::now();
-        let mut seen = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for t in targets {
             let kinds = [
                 (ProbeType::Startup, t.container.startup_probe.is_some()),
@@ -362,13 +421,14 @@ impl ProberManager {
                     continue;
                 }
                 let key: WorkerKey = (t.pod_uid.clone(), t.container.name.clone(), kind);
-                seen.push(key.clone());
-                if let Some(w) = self.workers.get_mut(&key) {
-                    let before = w.next_due;
-                    w.update(t.clone(), now);
-                    if w.next_due != before {
-                        let at = w.next_due;
-                        self.heap.push(Reverse((at, key)));
+                if let Some(&id) = self.ids.get(&key) {
+                    seen.insert(id);
+                    let s = self.workers.get_mut(&id).expect("ids and workers agree");
+                    let before = s.worker.next_due;
+                    s.worker.update(t.clone(), now);
+                    if s.worker.next_due != before {
+                        let at = s.worker.next_due;
+                        self.heap.push(Reverse((at, id)));
                     }
                     continue;
                 }
@@ -381,13 +441,18 @@ impl ProberManager {
                 if restored && now.duration_since(self.cfg.agent_start) < period {
                     first = now + period.mul_f64(crate::util::random_f64());
                 }
-                self.workers.insert(key.clone(), Worker::new(kind, t.clone(), first));
-                self.heap.push(Reverse((first, key)));
+                let id = self.next_id;
+                self.next_id += 1;
+                seen.insert(id);
+                self.ids.insert(key.clone(), id);
+                let labels = series_labels(&t);
+                self.workers.insert(id, Slot { key, worker: Worker::new(kind, t.clone(), first), labels });
+                self.heap.push(Reverse((first, id)));
             }
         }
-        let gone: Vec<WorkerKey> = self.workers.keys().filter(|k| !seen.contains(k)).cloned().collect();
-        for k in gone {
-            self.remove_worker(&k);
+        let gone: Vec<WorkerId> = self.workers.keys().filter(|id| !seen.contains(*id)).copied().collect();
+        for id in gone {
+            self.remove_worker(id);
         }
         self.metrics.workers.store(self.workers.len(), std::sync::atomic::Ordering::Relaxed);
     }
@@ -395,91 +460,98 @@ impl ProberManager {
     fn run_due(&mut self) {
         let now = Instant::now();
         let wall = SystemTime::now();
-        while let Some(Reverse((at, key))) = self.heap.peek().cloned() {
+        while let Some(&Reverse((at, id))) = self.heap.peek() {
             if at > now {
                 break;
             }
             self.heap.pop();
-            let Some(w) = self.workers.get(&key) else { continue };
-            if w.next_due != at || w.in_flight {
+            let Some(s) = self.workers.get(&id) else { continue };
+            if s.worker.next_due != at || s.worker.in_flight {
                 continue; // a stale heap entry
             }
-            let started = self.started(&w.target);
-            let w = self.workers.get_mut(&key).expect("checked above");
-            let (decision, set, new_instance) = w.decide(started, wall);
-            let period = w.period();
-            let delay_over = w.delay_over_at(wall, now);
+            let started = self.started(&s.worker.target);
+            let s = self.workers.get_mut(&id).expect("checked above");
+            let kind = s.key.2;
+            let (decision, set, new_instance) = s.worker.decide(started, wall);
+            let period = s.worker.period();
+            let delay_over = s.worker.delay_over_at(wall, now);
             if let Some(r) = set {
-                let initial = new_instance && r == worker::initial_result(key.2);
-                self.set_result(&key, r, initial);
+                let initial = new_instance && r == worker::initial_result(kind);
+                self.set_result(id, r, initial);
             }
             match decision {
-                Decision::Stop => self.remove_worker(&key),
+                Decision::Stop => self.remove_worker(id),
                 Decision::Wait => {
                     let next = delay_over.filter(|d| *d > now).unwrap_or(at + period).max(now);
-                    self.schedule(&key, next);
+                    self.schedule(id, next);
                 }
                 Decision::Probe => {
-                    let w = self.workers.get_mut(&key).expect("checked above");
-                    w.in_flight = true;
+                    let s = self.workers.get_mut(&id).expect("checked above");
+                    s.worker.in_flight = true;
+                    let t = &s.worker.target;
                     let target = probes::Target {
-                        pod_ip: w.target.pod_ip.clone(),
-                        container: w.target.container.clone(),
-                        container_id: w.target.container_id.clone().unwrap_or_default(),
+                        pod_ip: t.pod_ip.clone(),
+                        container: t.container.clone(),
+                        container_id: t.container_id.clone().unwrap_or_default(),
                     };
-                    let probe = w.probe().clone();
-                    self.pool.submit(Job { key: key.clone(), probe, target, scheduled: at });
+                    self.pool.submit(Job { key: id, kind, target, scheduled: at });
                 }
             }
         }
         self.metrics.threads.store(self.pool.threads(), std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn on_done(&mut self, d: Done<WorkerKey>) {
-        let key = d.key.clone();
-        let Some(w) = self.workers.get_mut(&key) else { return };
+    fn on_done(&mut self, d: Done<WorkerId>) {
+        let id = d.key;
+        let Some(s) = self.workers.get_mut(&id) else { return };
+        let w = &mut s.worker;
+        let kind = s.key.2;
         w.in_flight = false;
         let result = w.complete(&d.outcome);
         let failures = w.failures_in_a_row;
         let threshold = w.probe().failure_threshold.max(1) as u32;
-        let target = w.target.clone();
         let period = w.period();
-        let label = match (&d.outcome, result) {
-            (Outcome::Failure(_), _) => "failed",
-            (Outcome::Error(_), _) => "unknown",
+        // After a container's first probe (run as soon as it starts) the second comes after
+        // a random half to whole period, so containers started together do not probe in
+        // lockstep for ever; after that, one period from when the last one was due.
+        let gap = if std::mem::replace(&mut w.first_probe, false) {
+            period.mul_f64(0.5 + crate::util::random_f64() / 2.0)
+        } else {
+            period
+        };
+        let label = match &d.outcome {
+            Outcome::Failure(_) => "failed",
+            Outcome::Error(_) => "unknown",
             _ => "successful",
         };
-        self.metrics.observe(key.2, label, &target, d.took, d.started.saturating_duration_since(d.scheduled));
-        let name = key.2.name();
+        self.metrics.observe(kind, label, &s.labels, d.took, d.started.saturating_duration_since(d.scheduled));
+        let name = kind.name();
+        let reference = &s.worker.target.reference;
         match &d.outcome {
             // Not one event per failed attempt: the first failure of a run, every
             // threshold crossing, and every 10th failure while it lasts; repeats of the same
             // message are counted by the correlator instead of written again.
             Outcome::Failure(out) if failures == 1 || failures % threshold == 0 || failures % 10 == 0 => {
-                self.recorder.event(&target.reference, WARNING, "Unhealthy", &format!("{name} probe failed: {out}"));
+                self.recorder.event(reference, WARNING, "Unhealthy", &format!("{name} probe failed: {out}"));
             }
             Outcome::Warning(out) => {
-                self.recorder.event(&target.reference, WARNING, "ProbeWarning", &format!("{name} probe warning: {out}"))
+                self.recorder.event(reference, WARNING, "ProbeWarning", &format!("{name} probe warning: {out}"))
             }
             Outcome::Error(e) => {
-                self.recorder.event(&target.reference, WARNING, "Unhealthy", &format!("{name} probe errored: {e}"))
+                self.recorder.event(reference, WARNING, "Unhealthy", &format!("{name} probe errored: {e}"))
             }
             _ => {}
         }
         if let Some(r) = result {
-            self.set_result(&key, r, false);
+            self.set_result(id, r, false);
         }
-        // Keep the cadence: next due one period after this one was due.
-        let now = Instant::now();
-        let mut next = d.scheduled + period;
-        if next < now {
-            next = now;
-        }
-        self.schedule(&key, next);
+        let next = (d.scheduled + gap).max(Instant::now());
+        self.schedule(id, next);
     }
 }
 
-fn probe_of(c: &Container, kind: ProbeType) -> Option<&Probe> {
+/// A container's probe of one kind.
+pub fn probe_of(c: &Container, kind: ProbeType) -> Option<&Probe> {
     match kind {
         ProbeType::Liveness => c.liveness_probe.as_ref(),
         ProbeType::Readiness => c.readiness_probe.as_ref(),
@@ -492,7 +564,10 @@ impl crate::manager::Manager for ProberManager {
 
     fn handle(&mut self, cmd: ProberCommand) {
         match cmd {
-            ProberCommand::Targets(t) => self.on_targets(t),
+            ProberCommand::Targets(t) => {
+                log::debug!("prober: {} containers with probes", t.len());
+                self.on_targets(t)
+            }
             ProberCommand::Done(d) => self.on_done(d),
         }
         self.run_due();

@@ -2,7 +2,6 @@
 //! maximum (so one slow probe never holds up the others) and shrink again when idle.
 
 use super::probes::{self, GrpcEnv, Outcome, Target};
-use crate::api::Probe;
 use crate::runtime::ContainerRuntime;
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,8 +15,8 @@ const IDLE_EXIT: Duration = Duration::from_secs(30);
 pub struct Job<K> {
     /// Who asked (the worker key).
     pub key: K,
-    /// The probe.
-    pub probe: Probe,
+    /// Which of the container's probes.
+    pub kind: super::ProbeType,
     /// Where to.
     pub target: Target,
     /// When the worker was due.
@@ -96,7 +95,10 @@ impl<K: Send + 'static> ProbePool<K> {
                     Ok(job) => {
                         idle.fetch_sub(1, Ordering::AcqRel);
                         let started = Instant::now();
-                        let outcome = probes::run(&job.probe, &job.target, &runtime, &grpc);
+                        let outcome = match super::probe_of(&job.target.container, job.kind) {
+                            Some(p) => probes::run(p, &job.target, &runtime, &grpc),
+                            None => Outcome::Error("the container has no such probe".into()),
+                        };
                         let took = started.elapsed();
                         idle.fetch_add(1, Ordering::AcqRel);
                         if !done(Done { key: job.key, outcome, started, scheduled: job.scheduled, took }) {

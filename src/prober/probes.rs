@@ -36,7 +36,7 @@ pub struct Target {
     /// Pod IP (the node address for host-network and process-runtime pods).
     pub pod_ip: String,
     /// The container spec (ports by name, env for exec expansion).
-    pub container: Container,
+    pub container: Arc<Container>,
     /// The running container instance, for exec.
     pub container_id: String,
 }
@@ -114,10 +114,33 @@ fn set_linger(s: &TcpStream) {
     }
 }
 
-fn http_agent(timeout: Duration) -> ureq::Agent {
+/// Resolves IP literals (the pod IP, usually) without ureq's resolver thread, which it
+/// starts for every lookup that has a timeout; names still go through it.
+#[derive(Debug)]
+struct ProbeResolver(ureq::unversioned::resolver::DefaultResolver);
+
+impl ureq::unversioned::resolver::Resolver for ProbeResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        if let Some(a) = uri.authority() {
+            if let Ok(ip) = a.host().trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+                let default = if uri.scheme_str() == Some("https") { 443 } else { 80 };
+                let mut v = self.empty();
+                v.push(SocketAddr::new(ip, a.port_u16().unwrap_or(default)));
+                return Ok(v);
+            }
+        }
+        self.0.resolve(uri, config, timeout)
+    }
+}
+
+fn http_agent() -> ureq::Agent {
     let tls = ureq::tls::TlsConfig::builder().disable_verification(true).build();
-    ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
         .proxy(None)
@@ -125,8 +148,19 @@ fn http_agent(timeout: Duration) -> ureq::Agent {
         .max_idle_connections_per_host(0)
         .user_agent(USER_AGENT)
         .tls_config(tls)
-        .build()
-        .into()
+        // ureq's 128 KiB buffers, zeroed per connection, cost more than the probe itself;
+        // a probe reads at most 10 KiB of body.
+        .input_buffer_size(32 * 1024)
+        .output_buffer_size(4 * 1024)
+        .max_response_header_size(32 * 1024)
+        .build();
+    let resolver = ProbeResolver(ureq::unversioned::resolver::DefaultResolver::default());
+    ureq::Agent::with_parts(config, ureq::unversioned::transport::DefaultConnector::default(), resolver)
+}
+
+thread_local! {
+    /// One HTTP agent per probe thread (it pools nothing: keep-alive is off).
+    static HTTP: ureq::Agent = http_agent();
 }
 
 fn host_of(url: &str) -> &str {
@@ -169,7 +203,7 @@ pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
     let scheme = if scheme.is_empty() { "http".to_string() } else { scheme };
     let path = if h.path.starts_with('/') { h.path.clone() } else { format!("/{}", h.path) };
     let mut url = format!("{scheme}://{host}:{port}{path}");
-    let agent = http_agent(timeout);
+    let agent = HTTP.with(|a| a.clone());
     let deadline = std::time::Instant::now() + timeout;
     let original_host = host_of(&url).to_string();
     for redirect in 0..=MAX_REDIRECTS {

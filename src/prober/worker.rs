@@ -36,6 +36,8 @@ pub struct Worker {
     pub next_due: Instant,
     /// A probe is running in the pool.
     pub in_flight: bool,
+    /// No probe has completed yet for the current instance.
+    pub first_probe: bool,
 }
 
 /// The result a probe type starts from when a container instance appears.
@@ -60,6 +62,7 @@ impl Worker {
             failures_in_a_row: 0,
             next_due: first_due,
             in_flight: false,
+            first_probe: true,
         }
     }
 
@@ -108,6 +111,7 @@ impl Worker {
             self.last = None;
             self.run = 0;
             self.failures_in_a_row = 0;
+            self.first_probe = true;
             set = Some(initial_result(self.kind));
             new_instance = true;
         }
@@ -190,7 +194,7 @@ mod tests {
         }
         ProbeTarget {
             pod_uid: "u".into(),
-            container: c,
+            container: std::sync::Arc::new(c),
             container_id: Some(id.into()),
             running,
             started_at: Some(SystemTime::UNIX_EPOCH),

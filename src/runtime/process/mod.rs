@@ -103,6 +103,7 @@ struct Cached {
     record: Option<ContainerRecord>,
     state: Option<ShimState>,
     exit: Option<ExitRecord>,
+    verified: bool,
 }
 
 /// The process runtime; cheap to share (`Arc`) between the pod manager and probe threads.
@@ -197,7 +198,19 @@ impl ProcessRuntime {
         }
         if exit.is_none() {
             if let Some(s) = &state {
-                if !util::process_alive(s.shim_pid, Some(s.shim_start_ticks)) {
+                // The shim's identity (start time) is checked once per agent run; after
+                // that a signal-0 probe is enough (a shim is reparented to init and reaped
+                // at once, so it is never left a zombie).
+                let verified = self.cache.lock().get(id).is_some_and(|c| c.verified);
+                let alive = if verified {
+                    util::pid_exists(s.shim_pid)
+                } else {
+                    util::process_alive(s.shim_pid, Some(s.shim_start_ticks))
+                };
+                if alive && !verified {
+                    self.cache.lock().entry(id.into()).or_default().verified = true;
+                }
+                if !alive {
                     // The shim may have written exit.json between our two looks.
                     exit = read_json::<ExitRecord>(&dir.join("exit.json")).ok();
                     if exit.is_none() {

@@ -1,0 +1,122 @@
+//! `make bench`: 1000 probe workers (500 containers, each with an HTTP readiness probe and a
+//! TCP liveness probe, 1 s periods) against servers on 127.0.0.1: the agent's CPU, RSS,
+//! threads, and probe lateness (start minus scheduled time). The RSS growth is measured
+//! against the same 500 containers without probes. Prints numbers; asserts nothing.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::{bin, cpu_ticks, http_get, rss_kib, status_field, Agent};
+
+const PODS: usize = 500;
+
+fn servers() -> (u16, u16) {
+    let http = TcpListener::bind("127.0.0.1:0").unwrap();
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let ports = (http.local_addr().unwrap().port(), tcp.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        for conn in http.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(match conn.try_clone() {
+                    Ok(c) => c,
+                    Err(_) => return,
+                });
+                let mut line = String::new();
+                while r.read_line(&mut line).unwrap_or(0) > 2 {
+                    line.clear();
+                }
+                let mut w = conn;
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            });
+        }
+    });
+    std::thread::spawn(move || for _conn in tcp.incoming() {});
+    ports
+}
+
+fn pod(i: usize, probes: Option<(u16, u16)>) -> String {
+    let mut y = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p{i:03}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: none\n    command: [sleep, '3600']\n");
+    if let Some((http, tcp)) = probes {
+        y.push_str(&format!("    readinessProbe:\n      httpGet: {{host: 127.0.0.1, port: {http}, path: /healthz}}\n      periodSeconds: 1\n"));
+        y.push_str(&format!(
+            "    livenessProbe:\n      tcpSocket: {{host: 127.0.0.1, port: {tcp}}}\n      periodSeconds: 1\n"
+        ));
+    }
+    y
+}
+
+fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+fn total_probes(text: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with("prober_probe_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn run(dir: &Path, probes: Option<(u16, u16)>) -> (u64, u64) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    for i in 0..PODS {
+        std::fs::write(dir.join(format!("manifests/p{i:03}.yaml")), pod(i, probes)).unwrap();
+    }
+    let (agent, _) = Agent::start(dir);
+    let t = Instant::now();
+    agent.wait_running(PODS, Duration::from_secs(300));
+    if probes.is_some() {
+        while http_get(agent.port, "/pods").map(|b| b.matches("\"ready\":true").count()).unwrap_or(0) < PODS {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        println!("{PODS} pods with probes running and Ready after {:.1?}", t.elapsed());
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let pid = agent.child.id();
+    let rss = rss_kib(pid);
+    let threads = status_field(pid, "Threads:").unwrap_or(0);
+    if probes.is_some() {
+        let m0 = http_get(agent.port, "/metrics").unwrap_or_default();
+        let c0 = cpu_ticks(pid);
+        let w = Instant::now();
+        std::thread::sleep(Duration::from_secs(20));
+        let secs = w.elapsed().as_secs_f64();
+        let cpu = (cpu_ticks(pid) - c0) as f64 / 100.0 / secs * 100.0;
+        let m = http_get(agent.port, "/metrics").unwrap_or_default();
+        let rate = (total_probes(&m) - total_probes(&m0)) / secs;
+        let q = |quantile: &str| {
+            metric(&m, &format!("ferrolet_prober_lateness_seconds{{quantile=\"{quantile}\"}}")).unwrap_or(f64::NAN)
+                * 1000.0
+        };
+        println!(
+            "1000 workers: {rate:.0} probes/s, agent CPU {cpu:.1}% of one core, RSS {rss} KiB, {threads} threads ({} probe threads)",
+            metric(&m, "ferrolet_prober_threads ").unwrap_or(0.0)
+        );
+        println!(
+            "probe lateness over the last 10000 probes: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            q("0.5"),
+            q("0.99"),
+            q("1")
+        );
+    } else {
+        println!("{PODS} pods without probes: RSS {rss} KiB, {threads} threads");
+    }
+    drop(agent);
+    (rss, threads)
+}
+
+fn main() {
+    let ports = servers();
+    let dir = tempfile::tempdir().unwrap();
+    println!("prober benchmark ({}, release build)", bin().display());
+    let (base_rss, _) = run(&dir.path().join("a"), None);
+    let (rss, _) = run(&dir.path().join("b"), Some(ports));
+    println!(
+        "RSS growth for 1000 probe workers: {} KiB ({:.2} MiB)",
+        rss as i64 - base_rss as i64,
+        (rss as f64 - base_rss as f64) / 1024.0
+    );
+}

@@ -1,0 +1,94 @@
+//! Helpers the benchmark programs share: a real `ferrolet run` on a free port, and readings
+//! from /proc.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ferrolet"))
+}
+
+pub fn status_field(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn rss_kib(pid: u32) -> u64 {
+    status_field(pid, "VmRSS:").unwrap_or(0)
+}
+
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = &s[s.rfind(')').map(|i| i + 2).unwrap_or(0)..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+        + f.get(12).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
+}
+
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    (body.split_whitespace().nth(1) == Some("200")).then(|| body.split("\r\n\r\n").nth(1).unwrap_or("").to_string())
+}
+
+pub fn running_containers(port: u16) -> usize {
+    http_get(port, "/pods").map(|b| b.matches("\"running\":{").count()).unwrap_or(0)
+}
+
+pub struct Agent {
+    pub child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Agent {
+    pub fn start(dir: &Path) -> (Agent, Duration) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let started = Instant::now();
+        let child = Command::new(bin())
+            .args(["run", "--node-name", "bench", "--listen", &format!("127.0.0.1:{port}"), "--manifest-dir"])
+            .arg(dir.join("manifests"))
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        while http_get(port, "/healthz").is_none() {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let took = started.elapsed();
+        (Agent { child, port, dir: dir.into() }, took)
+    }
+
+    pub fn wait_running(&self, n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while running_containers(self.port) < n {
+            assert!(Instant::now() < deadline, "timed out waiting for {n} running containers");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Stop every container this agent started, through the state directory.
+        let _ = Command::new(bin())
+            .args(["drain", "--state-dir"])
+            .arg(self.dir.join("state"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
