@@ -48,6 +48,22 @@ fn pod(i: usize, probes: Option<(u16, u16)>) -> String {
     y
 }
 
+/// CPU ticks per thread name (numbered probe threads summed as `fl-probe`).
+fn thread_ticks(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim().to_string();
+        let name = name.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('-').to_string();
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let ticks = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        *out.entry(name).or_insert(0) += ticks;
+    }
+    out
+}
+
 fn metric(text: &str, prefix: &str) -> Option<f64> {
     text.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
@@ -80,12 +96,20 @@ fn run(dir: &Path, probes: Option<(u16, u16)>) -> (u64, u64) {
     let threads = status_field(pid, "Threads:").unwrap_or(0);
     if probes.is_some() {
         let m0 = http_get(agent.port, "/metrics").unwrap_or_default();
+        let t0 = thread_ticks(pid);
         let c0 = cpu_ticks(pid);
         let w = Instant::now();
         std::thread::sleep(Duration::from_secs(20));
         let secs = w.elapsed().as_secs_f64();
         let cpu = (cpu_ticks(pid) - c0) as f64 / 100.0 / secs * 100.0;
         let m = http_get(agent.port, "/metrics").unwrap_or_default();
+        let t1 = thread_ticks(pid);
+        let per: Vec<String> = t1
+            .iter()
+            .map(|(name, t)| (name, (t - t0.get(name).copied().unwrap_or(0)) as f64 / 100.0 / secs * 100.0))
+            .filter(|(_, pct)| *pct >= 0.05)
+            .map(|(name, pct)| format!("{name} {pct:.1}%"))
+            .collect();
         let rate = (total_probes(&m) - total_probes(&m0)) / secs;
         let q = |quantile: &str| {
             metric(&m, &format!("ferrolet_prober_lateness_seconds{{quantile=\"{quantile}\"}}")).unwrap_or(f64::NAN)
@@ -95,6 +119,7 @@ fn run(dir: &Path, probes: Option<(u16, u16)>) -> (u64, u64) {
             "1000 workers: {rate:.0} probes/s, agent CPU {cpu:.1}% of one core, RSS {rss} KiB, {threads} threads ({} probe threads)",
             metric(&m, "ferrolet_prober_threads ").unwrap_or(0.0)
         );
+        println!("CPU by thread: {}", per.join(", "));
         println!(
             "probe lateness over the last 10000 probes: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
             q("0.5"),

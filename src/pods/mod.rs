@@ -103,6 +103,8 @@ pub struct PodManager {
     prober: Option<Sender<ProberCommand>>,
     probe_results: ProbeResults,
     last_targets: Vec<ProbeTarget>,
+    /// Probe results changed since the last sync.
+    resync: bool,
     desired: BTreeMap<String, Pod>,
     sources_seen: HashSet<String>,
     pods: BTreeMap<String, PodEntry>,
@@ -163,6 +165,7 @@ impl PodManager {
             prober: None,
             probe_results: ProbeResults::default(),
             last_targets: Vec::new(),
+            resync: false,
             desired: BTreeMap::new(),
             sources_seen: HashSet::new(),
             pods: BTreeMap::new(),
@@ -221,6 +224,7 @@ impl PodManager {
 
     /// One pass of the sync loop over every pod.
     pub fn sync(&mut self) {
+        self.resync = false;
         let Some(snap) = self.snapshot() else { return };
         let now = SystemTime::now();
         self.admit_and_retire(&snap, now);
@@ -802,10 +806,13 @@ impl crate::manager::Manager for PodManager {
     fn handle(&mut self, cmd: PodsCommand) {
         match cmd {
             PodsCommand::ProbeResult { pod_uid, container, container_id, kind, result } => {
+                log::debug!("pods: {kind:?} probe of {pod_uid}/{container} ({container_id}) is now {result:?}");
                 if result == ProbeResult::Failure && kind != ProbeType::Readiness {
                     self.on_probe_failure(&pod_uid, &container, &container_id, kind);
                 }
-                self.sync();
+                // One sync for a burst of results (hundreds of containers turning Ready at
+                // once), run when the command queue is empty.
+                self.resync = true;
             }
             PodsCommand::Update { source, pods } => {
                 self.desired.retain(|_, p| {
@@ -835,5 +842,15 @@ impl crate::manager::Manager for PodManager {
 
     fn tick_interval(&self) -> Duration {
         self.cfg.sync_frequency
+    }
+
+    fn next_deadline(&self) -> Option<std::time::Instant> {
+        self.resync.then(std::time::Instant::now)
+    }
+
+    fn on_deadline(&mut self) {
+        if std::mem::take(&mut self.resync) {
+            self.sync();
+        }
     }
 }
