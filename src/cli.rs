@@ -54,7 +54,8 @@ pub fn fetch_pods(server: &str) -> anyhow::Result<PodList> {
 /// Fetches `/events`, optionally only those about one pod.
 pub fn fetch_events(server: &str, pod: Option<&Pod>) -> anyhow::Result<EventList> {
     let path = match pod {
-        Some(p) => format!("/events?kind=Pod&namespace={}&name={}", p.metadata.namespace, p.metadata.name),
+        // By uid too, as kubectl does: an edited static pod is a new pod with the same name.
+        Some(p) => format!("/events?kind=Pod&namespace={}&name={}&uid={}", p.metadata.namespace, p.metadata.name, p.metadata.uid),
         None => "/events".to_string(),
     };
     fetch(server, &path)

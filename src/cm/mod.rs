@@ -521,11 +521,6 @@ impl ContainerManager {
         Ok(())
     }
 
-    /// Whether the pod's cgroup exists.
-    pub fn pod_exists(&self, pod: &Pod) -> bool {
-        self.driver.exists(&pod_path(&self.settings, pod))
-    }
-
     /// What the runtime needs to create the container's cgroup.
     pub fn container(&self, pod: &Pod, c: &Container) -> LinuxContainerConfig {
         LinuxContainerConfig {
