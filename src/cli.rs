@@ -55,7 +55,10 @@ pub fn fetch_pods(server: &str) -> anyhow::Result<PodList> {
 pub fn fetch_events(server: &str, pod: Option<&Pod>) -> anyhow::Result<EventList> {
     let path = match pod {
         // By uid too, as kubectl does: an edited static pod is a new pod with the same name.
-        Some(p) => format!("/events?kind=Pod&namespace={}&name={}&uid={}", p.metadata.namespace, p.metadata.name, p.metadata.uid),
+        Some(p) => format!(
+            "/events?kind=Pod&namespace={}&name={}&uid={}",
+            p.metadata.namespace, p.metadata.name, p.metadata.uid
+        ),
         None => "/events".to_string(),
     };
     fetch(server, &path)

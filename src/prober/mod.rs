@@ -472,7 +472,12 @@ impl ProberManager {
             let started = self.started(&s.worker.target);
             let s = self.workers.get_mut(&id).expect("checked above");
             let kind = s.key.2;
+            let previous = s.worker.instance().map(String::from);
             let (decision, set, new_instance) = s.worker.decide(started, wall);
+            if let (true, Some(old)) = (new_instance, previous) {
+                // The old instance's result goes with it (kubelet removes it too).
+                self.results.remove(kind, &old);
+            }
             let period = s.worker.period();
             let delay_over = s.worker.delay_over_at(wall, now);
             if let Some(r) = set {

@@ -66,6 +66,11 @@ impl Worker {
         }
     }
 
+    /// The container instance the worker's state belongs to.
+    pub fn instance(&self) -> Option<&str> {
+        self.instance.as_deref()
+    }
+
     /// The probe spec this worker runs.
     pub fn probe(&self) -> &Probe {
         let c = &self.target.container;
