@@ -10,7 +10,7 @@ use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
 use crate::manager::{Health, ManagerHandle};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
-use crate::podsource::FileSource;
+use crate::podsource::{DirWatcher, FileSource};
 use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
 use crate::runtime::process::ProcessRuntime;
 use crate::runtime::{ContainerRuntime, RuntimeError};
@@ -64,6 +64,7 @@ pub enum AgentError {
 /// The running agent.
 pub struct Agent {
     source: Option<ManagerHandle<()>>,
+    watcher: Option<DirWatcher>,
     pods: Option<ManagerHandle<PodsCommand>>,
     prober: Option<ManagerHandle<ProberCommand>>,
     events: Option<EventsPipeline>,
@@ -271,6 +272,8 @@ impl Agent {
         let source = ManagerHandle::spawn("fl-podsource", src, &health).map_err(spawn_err("fl-podsource"))?;
         // Read the manifests right away instead of after the first tick.
         let _ = source.sender().send(());
+        let watcher =
+            DirWatcher::start(&cfg.manifest_dir, source.sender(), &health).map_err(spawn_err("fl-podwatch"))?;
         let api = if cfg.api.listen.is_empty() {
             None
         } else {
@@ -293,6 +296,7 @@ impl Agent {
         );
         Ok(Agent {
             source: Some(source),
+            watcher: Some(watcher),
             pods: Some(pods),
             prober: Some(prober),
             events: Some(events),
@@ -316,6 +320,9 @@ impl Agent {
     pub fn stop(mut self) -> Vec<String> {
         let timeout = self.cfg.shutdown_timeout.0;
         let mut stuck = Vec::new();
+        if let Some(w) = self.watcher.take() {
+            w.stop();
+        }
         if let Some(s) = self.source.take() {
             stuck.extend(s.stop(timeout).err());
         }

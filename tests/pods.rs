@@ -203,3 +203,22 @@ fn a_broken_manifest_is_reported_with_its_field_path_and_others_keep_running() {
     assert!(agent.pod("bad").is_none());
     assert_eq!(agent.get("/healthz").unwrap(), "ok");
 }
+
+#[test]
+fn a_new_manifest_is_noticed_at_once_not_at_the_next_poll() {
+    let sb = Sandbox::new();
+    // With a one-hour poll, only the directory watch can pick the manifest up.
+    let agent = AgentProcess::start_with(&sb, |t| {
+        let slow = t.replace("manifest_check_interval = \"200ms\"", "manifest_check_interval = \"1h\"");
+        assert!(slow.contains("\"1h\""), "{slow}");
+        slow
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    sb.write_manifest(
+        "quick.yaml",
+        &manifest("quick", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '30']\n"),
+    );
+    wait_for("the pod", T, || agent.pod("quick").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    std::fs::remove_file(sb.manifests().join("quick.yaml")).unwrap();
+    wait_for("the pod to go", T, || agent.pod("quick").is_none().then_some(()));
+}

@@ -117,9 +117,14 @@ pub struct AgentProcess {
 
 impl AgentProcess {
     pub fn start(sb: &Sandbox) -> AgentProcess {
+        Self::start_with(sb, |text| text)
+    }
+
+    /// Starts with the test configuration as changed by `edit`.
+    pub fn start_with(sb: &Sandbox, edit: impl FnOnce(String) -> String) -> AgentProcess {
         let port = free_port();
         let cfg = sb.dir.path().join("ferrolet.toml");
-        std::fs::write(&cfg, sb.config_text(port)).unwrap();
+        std::fs::write(&cfg, edit(sb.config_text(port))).unwrap();
         let log = sb.dir.path().join(format!("agent-{port}.log"));
         let child = Command::new(ferrolet_bin())
             .args(["run", "--config"])
