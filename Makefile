@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 DEV_CONFIG := etc/ferrolet-dev.toml
 
-.PHONY: build run test lint fmt bench deps drain clean
+.PHONY: build static run test lint fmt bench deps drain clean
 
 ## deps: install the system packages the build and tests need (Debian), if missing.
 ##   gcc   - the linker driver rustc uses (and the C compiler for -sys crates)
@@ -22,6 +22,19 @@ deps:
 
 build: deps
 	$(CARGO) build --release --locked
+
+## static: one statically linked binary for any x86_64 Linux (musl), at
+## target/x86_64-unknown-linux-musl/release/ferrolet. Debian has no C++ toolchain for musl,
+## so zig (from PyPI's ziglang) compiles gRPC's C++ core, through cargo-zigbuild.
+ZIG_VENV ?= $(HOME)/.cache/ferrolet-zig
+MUSL_FLAGS := CFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE" \
+	CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-error=missing-template-arg-list-after-template-kw"
+static: deps
+	rustup target add x86_64-unknown-linux-musl
+	command -v cargo-zigbuild >/dev/null || $(CARGO) install cargo-zigbuild --locked
+	python3 -c 'import ensurepip' 2>/dev/null || apt-get install -y -qq python3-venv
+	[ -x $(ZIG_VENV)/bin/python3 ] || { python3 -m venv $(ZIG_VENV) && $(ZIG_VENV)/bin/pip install -q ziglang==0.15.2; }
+	PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $(CARGO) zigbuild --release --locked --target x86_64-unknown-linux-musl
 
 ## run: the agent on its embedded defaults with the example pods in etc/manifests and state
 ## under ./.run. Ctrl-C stops the agent; the pods keep running (as with kubelet) and the
