@@ -7,13 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn get(agent: &AgentProcess, args: &[&str]) -> String {
-    let out = Command::new(common::ferrolet_bin())
-        .args(["get", "pods", "--server", &format!("127.0.0.1:{}", agent.port)])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    agent.cli(&[&["get", "pods"], args].concat())
 }
 
 #[test]

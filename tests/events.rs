@@ -19,16 +19,6 @@ fn find<'a>(evs: &'a [Event], reason: &str, field_path: &str) -> Vec<&'a Event> 
     evs.iter().filter(|e| e.reason == reason && e.involved_object.field_path == field_path).collect()
 }
 
-fn cli(agent: &AgentProcess, args: &[&str]) -> String {
-    let out = Command::new(common::ferrolet_bin())
-        .args(args)
-        .args(["--server", &format!("127.0.0.1:{}", agent.port)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
 #[test]
 fn a_crash_looping_pod_produces_backoff_events_whose_count_grows_instead_of_flooding() {
     let sb = Sandbox::new();
@@ -66,13 +56,13 @@ fn a_crash_looping_pod_produces_backoff_events_whose_count_grows_instead_of_floo
     assert!(metrics.contains("ferrolet_events_dropped_total{cause=\"queue_full\"} 0"), "{metrics}");
     assert!(metrics.contains("ferrolet_events_aggregated_total 0"), "{metrics}");
 
-    let table = cli(&agent, &["get", "events", "--for", "pod/crash"]);
+    let table = agent.cli(&["get", "events", "--for", "pod/crash"]);
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]);
     let row = table.lines().find(|l| l.contains("BackOff")).unwrap();
     assert!(row.contains("(x2 over") && row.contains("Warning") && row.contains("pod/crash-testnode"), "{row}");
 
-    let described = cli(&agent, &["describe", "pod", "crash"]);
+    let described = agent.cli(&["describe", "pod", "crash"]);
     assert!(described.starts_with("Name:             crash-testnode\nNamespace:        default\n"), "{described}");
     let events_at_bottom = described.split("Events:").nth(1).unwrap();
     assert!(

@@ -153,6 +153,17 @@ impl AgentProcess {
         self.pods().into_iter().find(|p| p.metadata.name == format!("{name}-testnode"))
     }
 
+    /// Runs `ferrolet ARGS --server <this agent>` and returns its output (it must succeed).
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(ferrolet_bin())
+            .args(args)
+            .args(["--server", &format!("127.0.0.1:{}", self.port)])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -34,8 +34,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// How long `start_container` waits for the shim to report the process running.
-const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `start_container` waits for the shim to report the process running (shorter
+/// than the agent's default stop timeout, so a stuck start never stalls shutdown).
+const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// Output kept per stream by `exec_sync`; the rest is read and dropped.
 const EXEC_OUTPUT_CAP: usize = 1 << 20;
 
