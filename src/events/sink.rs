@@ -92,6 +92,12 @@ pub fn record_to_sink(
             (event, repeat)
         }
     };
+    let give_up = |why: &str| {
+        let o = &event.involved_object;
+        log::warn!("events: dropping event {} ({} on {}): {why}", event.metadata.name, event.reason, o.name);
+        metrics.dropped_sink_failed.fetch_add(1, Ordering::Relaxed);
+        Outcome::Failed
+    };
     let mut tries = 0;
     loop {
         tries += 1;
@@ -111,32 +117,15 @@ pub fn record_to_sink(
                 correlator.update_state(&stored);
                 return Outcome::Stored(tries);
             }
-            Err(SinkError::Rejected(e)) => {
-                log::warn!(
-                    "events: server rejected event {} ({} on {}): {e}; will not retry",
-                    event.metadata.name,
-                    event.reason,
-                    event.involved_object.name
-                );
-                metrics.dropped_sink_failed.fetch_add(1, Ordering::Relaxed);
-                return Outcome::Failed;
-            }
+            Err(SinkError::Rejected(e)) => return give_up(&format!("the server rejected it ({e})")),
             Err(e) => log::debug!("events: writing {} failed (try {tries}): {e}", event.metadata.name),
         }
         if tries >= policy.max_tries {
-            log::error!(
-                "events: unable to write event {} ({} on {}): retry limit exceeded",
-                event.metadata.name,
-                event.reason,
-                event.involved_object.name
-            );
-            metrics.dropped_sink_failed.fetch_add(1, Ordering::Relaxed);
-            return Outcome::Failed;
+            return give_up("retry limit exceeded");
         }
         let pause = if tries == 1 { policy.sleep.mul_f64(jitter.clamp(0.0, 1.0)) } else { policy.sleep };
         if !sleep(pause) {
-            metrics.dropped_sink_failed.fetch_add(1, Ordering::Relaxed);
-            return Outcome::Failed;
+            return give_up("stopping while waiting to retry");
         }
     }
 }

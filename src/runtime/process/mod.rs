@@ -115,6 +115,9 @@ pub struct ProcessRuntime {
     log_max_files: u32,
     cgroups: Option<Arc<dyn CgroupDriver>>,
     cache: Mutex<HashMap<String, Cached>>,
+    /// Sandbox records, read from disk once: this runtime is their only writer (the state
+    /// directory is locked), so a relist need not read every sandbox.json again.
+    sandboxes: Mutex<Option<HashMap<String, SandboxInfo>>>,
 }
 
 fn state_err(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
@@ -135,6 +138,7 @@ impl ProcessRuntime {
             log_max_files,
             cgroups: None,
             cache: Mutex::new(HashMap::new()),
+            sandboxes: Mutex::new(None),
         })
     }
 
@@ -163,6 +167,27 @@ impl ProcessRuntime {
 
     fn container_dir(&self, id: &str) -> PathBuf {
         self.root.join("containers").join(id)
+    }
+
+    /// The sandbox records, loading them from disk on first use.
+    fn with_sandboxes<T>(&self, f: impl FnOnce(&mut HashMap<String, SandboxInfo>) -> T) -> Result<T, RuntimeError> {
+        let mut guard = self.sandboxes.lock();
+        if guard.is_none() {
+            let dir = self.root.join("sandboxes");
+            let mut map = HashMap::new();
+            for entry in fs::read_dir(&dir).map_err(state_err(&dir))?.flatten() {
+                let file = entry.path().join("sandbox.json");
+                match read_json::<SandboxInfo>(&file) {
+                    Ok(info) => {
+                        map.insert(info.id.clone(), info);
+                    }
+                    Err(e) => log::warn!("runtime: ignoring unreadable sandbox record {}: {e}", file.display()),
+                }
+            }
+            *guard = Some(map);
+        }
+        // Just loaded above when it was empty.
+        Ok(f(guard.as_mut().expect("sandboxes loaded")))
     }
 
     fn sandbox_file(&self, id: &str) -> PathBuf {
@@ -320,23 +345,24 @@ impl ContainerRuntime for ProcessRuntime {
         fs::create_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
         let info = SandboxInfo { id: id.clone(), config: config.clone(), created_at: SystemTime::now(), ready: true };
         write_json(&file, &info).map_err(state_err(&file))?;
+        self.with_sandboxes(|m| m.insert(id.clone(), info))?;
         Ok(id)
     }
 
     fn stop_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
         let file = self.sandbox_file(id);
-        let mut info: SandboxInfo =
-            read_json(&file).map_err(|_| RuntimeError::NotFound { kind: "sandbox", id: id.into() })?;
+        let info = self.with_sandboxes(|m| m.get(id).cloned())?;
+        let mut info = info.ok_or_else(|| RuntimeError::NotFound { kind: "sandbox", id: id.into() })?;
         if info.ready {
             info.ready = false;
             write_json(&file, &info).map_err(state_err(&file))?;
+            self.with_sandboxes(|m| m.insert(id.to_string(), info))?;
         }
         Ok(())
     }
 
     fn remove_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
-        let file = self.sandbox_file(id);
-        let info: Option<SandboxInfo> = read_json(&file).ok();
+        let info = self.with_sandboxes(|m| m.get(id).cloned())?;
         for c in self.list_containers()? {
             if c.sandbox_id == id {
                 self.remove_container(&c.id)?;
@@ -346,27 +372,22 @@ impl ContainerRuntime for ProcessRuntime {
             let _ = fs::remove_dir_all(&info.config.log_directory);
         }
         let dir = self.root.join("sandboxes").join(id);
-        match fs::remove_dir_all(&dir) {
+        let removed = match fs::remove_dir_all(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::State { path: dir, source: e }),
             _ => Ok(()),
+        };
+        if removed.is_ok() {
+            self.with_sandboxes(|m| m.remove(id))?;
         }
+        removed
     }
 
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
-        let dir = self.root.join("sandboxes");
-        let mut out = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(state_err(&dir))?.flatten() {
-            let file = entry.path().join("sandbox.json");
-            match read_json::<SandboxInfo>(&file) {
-                Ok(info) => out.push(info),
-                Err(e) => log::warn!("runtime: ignoring unreadable sandbox record {}: {e}", file.display()),
-            }
-        }
-        Ok(out)
+        self.with_sandboxes(|m| m.values().cloned().collect())
     }
 
     fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
-        if !self.sandbox_file(sandbox_id).exists() {
+        if !self.with_sandboxes(|m| m.contains_key(sandbox_id))? {
             return Err(RuntimeError::NotFound { kind: "sandbox", id: sandbox_id.into() });
         }
         if config.argv.is_empty() {
