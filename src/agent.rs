@@ -3,6 +3,7 @@
 use crate::cm::cgroupfs;
 use crate::cm::{ContainerManager, NodeResources};
 use crate::config::Config;
+use crate::devicemanager::{DeviceManager, DevicesCommand};
 use crate::events::broadcaster::Broadcaster;
 use crate::events::correlator::{EventCorrelator, RealClock};
 use crate::events::sink::{self, RetryPolicy};
@@ -67,6 +68,7 @@ pub struct Agent {
     watcher: Option<DirWatcher>,
     pods: Option<ManagerHandle<PodsCommand>>,
     prober: Option<ManagerHandle<ProberCommand>>,
+    devices: Option<ManagerHandle<DevicesCommand>>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
     cfg: Config,
@@ -145,6 +147,27 @@ fn start_container_manager(cfg: &Config, recorder: &EventRecorder) -> Result<Opt
             Ok(None)
         }
     }
+}
+
+/// The Node as the local API starts from: name, cpu and memory (allocatable less the
+/// configured reservations).
+fn node_object(cfg: &Config) -> crate::api::Node {
+    use crate::api::Quantity;
+    let capacity = NodeResources::from_proc();
+    let alloc = cfg.cgroups.settings().map(|s| crate::cm::allocatable(&s, &capacity)).unwrap_or(capacity);
+    let resources = |r: &NodeResources| {
+        [
+            ("cpu".to_string(), Quantity::from_milli(r.cpu_millis)),
+            ("memory".to_string(), Quantity::from_value(r.memory, true)),
+        ]
+        .into_iter()
+        .collect()
+    };
+    let mut node = crate::api::Node { api_version: "v1".into(), kind: "Node".into(), ..Default::default() };
+    node.metadata.name = cfg.node_name.clone();
+    node.status.capacity = resources(&capacity);
+    node.status.allocatable = resources(&alloc);
+    node
 }
 
 /// Takes an exclusive lock on `<state>/ferrolet.lock` so two agents never share a state dir.
@@ -262,7 +285,19 @@ impl Agent {
             pods_channel.0.clone(),
             prober_channel.0.clone(),
         );
-        let pm = pm.with_prober(prober_channel.0.clone(), probe_results);
+        let mut pm = pm.with_prober(prober_channel.0.clone(), probe_results);
+        let (devices, device_state) = if cfg.devices.plugin_dir.as_os_str().is_empty() {
+            log::info!("devices: device plugins are off (devices.plugin_dir is empty)");
+            (None, None)
+        } else {
+            let channel = crossbeam_channel::unbounded();
+            let (dm, shared) =
+                DeviceManager::new(cfg.devices.settings(), recorder.clone(), pods_channel.0.clone(), channel.0.clone());
+            pm = pm.with_devices(channel.0.clone(), shared.clone());
+            let handle = ManagerHandle::spawn_with_channel("fl-devices", dm, channel, &health)
+                .map_err(spawn_err("fl-devices"))?;
+            (Some(handle), Some(shared))
+        };
         let prober = ManagerHandle::spawn_with_channel("fl-prober", prober, prober_channel, &health)
             .map_err(spawn_err("fl-prober"))?;
         let pods =
@@ -283,6 +318,8 @@ impl Agent {
                 events: events.store.clone(),
                 event_metrics: events.metrics.clone(),
                 prober_metrics: prober_metrics.clone(),
+                devices: device_state,
+                node: node_object(cfg),
             };
             Some(ApiServer::start(&cfg.api.listen, state)?)
         };
@@ -299,6 +336,7 @@ impl Agent {
             watcher: Some(watcher),
             pods: Some(pods),
             prober: Some(prober),
+            devices,
             events: Some(events),
             api,
             cfg: cfg.clone(),
@@ -331,6 +369,9 @@ impl Agent {
         }
         if let Some(p) = self.prober.take() {
             stuck.extend(p.stop(timeout).err());
+        }
+        if let Some(d) = self.devices.take() {
+            stuck.extend(d.stop(timeout).err());
         }
         if let Some(e) = self.events.take() {
             stuck.extend(e.broadcaster.shutdown(timeout));

@@ -210,6 +210,52 @@ pub fn render_pods(list: &PodList, output: Output) -> anyhow::Result<String> {
     Ok(table(rows, ""))
 }
 
+/// Fetches `/node`.
+pub fn fetch_node(server: &str) -> anyhow::Result<crate::api::Node> {
+    fetch(server, "/node")
+}
+
+/// `ferrolet get node`: the node's name, then each resource's capacity and allocatable.
+pub fn render_node(node: &crate::api::Node, output: Output) -> anyhow::Result<String> {
+    match output {
+        Output::Json => return Ok(serde_json::to_string_pretty(node)? + "\n"),
+        Output::Yaml => return Ok(serde_norway::to_string(node)?),
+        _ => {}
+    }
+    let mut rows = vec![vec!["RESOURCE".to_string(), "CAPACITY".into(), "ALLOCATABLE".into()]];
+    for (name, cap) in &node.status.capacity {
+        let alloc = node.status.allocatable.get(name).map_or("0".into(), |q| q.to_string());
+        rows.push(vec![name.clone(), cap.to_string(), alloc]);
+    }
+    Ok(format!("NAME: {}\n", node.metadata.name) + &table(rows, ""))
+}
+
+/// `ferrolet get devices`: each device plugin resource, its plugin and allocations.
+pub fn render_devices(view: &serde_json::Value, output: Output) -> anyhow::Result<String> {
+    match output {
+        Output::Json => return Ok(serde_json::to_string_pretty(view)? + "\n"),
+        Output::Yaml => return Ok(serde_norway::to_string(view)?),
+        _ => {}
+    }
+    let resources: Vec<crate::devicemanager::state::ResourceView> =
+        serde_json::from_value(view["resources"].clone()).unwrap_or_default();
+    let mut out = format!("registration server: {}\n", view["registrationServer"].as_str().unwrap_or("?"));
+    if resources.is_empty() {
+        out.push_str("No device plugin resources\n");
+        return Ok(out);
+    }
+    let mut rows = vec![["RESOURCE", "CAPACITY", "ALLOCATABLE", "ALLOCATED", "PLUGIN"].map(String::from).to_vec()];
+    for r in resources {
+        rows.push(vec![r.name, r.capacity.to_string(), r.allocatable.to_string(), r.allocated.to_string(), r.plugin]);
+    }
+    Ok(out + &table(rows, ""))
+}
+
+/// Fetches `/devices`.
+pub fn fetch_devices(server: &str) -> anyhow::Result<serde_json::Value> {
+    fetch(server, "/devices")
+}
+
 /// `ferrolet plan cgroups` as text: the node, then each cgroup with its control files.
 pub fn render_plan(plan: &crate::cm::Plan) -> String {
     use std::fmt::Write as _;

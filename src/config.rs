@@ -91,6 +91,57 @@ pub struct Config {
     pub cgroups: CgroupsConfig,
     /// Liveness, readiness and startup probes.
     pub prober: ProberSettings,
+    /// Device plugins.
+    pub devices: DevicesConfig,
+}
+
+/// `[devices]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DevicesConfig {
+    /// Where kubelet.sock, plugin sockets and the checkpoint live; empty disables device plugins.
+    pub plugin_dir: PathBuf,
+    /// Dialling a plugin and asking its options.
+    pub dial_timeout: Dur,
+    /// Allocate and GetPreferredAllocation calls.
+    pub allocate_timeout: Dur,
+    /// How long a resource whose plugin stopped stays in capacity (allocatable 0).
+    pub endpoint_grace_period: Dur,
+    /// How long a pod waits for its device plugin to register before admission fails.
+    pub admission_wait: Dur,
+    /// Reconnect attempts after a plugin's ListAndWatch stream broke (0: none, as kubelet).
+    pub reconnect_attempts: u32,
+    /// Most devices one plugin may list for its resource.
+    pub max_devices_per_resource: usize,
+}
+
+impl Default for DevicesConfig {
+    fn default() -> Self {
+        DevicesConfig {
+            plugin_dir: PathBuf::from("/var/lib/kubelet/device-plugins"),
+            dial_timeout: Dur(Duration::from_secs(10)),
+            allocate_timeout: Dur(Duration::from_secs(5)),
+            endpoint_grace_period: Dur(Duration::from_secs(300)),
+            admission_wait: Dur(Duration::from_secs(120)),
+            reconnect_attempts: 5,
+            max_devices_per_resource: 1024,
+        }
+    }
+}
+
+impl DevicesConfig {
+    /// The device manager's settings.
+    pub fn settings(&self) -> crate::devicemanager::DeviceSettings {
+        crate::devicemanager::DeviceSettings {
+            plugin_dir: self.plugin_dir.clone(),
+            dial_timeout: self.dial_timeout.0,
+            allocate_timeout: self.allocate_timeout.0,
+            endpoint_grace_period: self.endpoint_grace_period.0,
+            admission_wait: self.admission_wait.0,
+            reconnect_attempts: self.reconnect_attempts,
+            max_devices_per_resource: self.max_devices_per_resource,
+        }
+    }
 }
 
 /// `[prober]`.
@@ -311,6 +362,7 @@ impl Default for Config {
             events: EventsConfig::default(),
             cgroups: CgroupsConfig::default(),
             prober: ProberSettings::default(),
+            devices: DevicesConfig::default(),
         }
     }
 }
@@ -346,6 +398,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     /// `--runtime`.
     pub runtime: Option<String>,
+    /// `--device-plugin-dir`.
+    pub device_plugin_dir: Option<PathBuf>,
 }
 
 /// The runtimes this build knows.
@@ -396,16 +450,23 @@ impl Config {
         if let Some(v) = &overrides.runtime {
             cfg.runtime = v.clone();
         }
+        if let Some(v) = &overrides.device_plugin_dir {
+            cfg.devices.plugin_dir = v.clone();
+        }
         let any_flag = overrides.node_name.is_some()
             || overrides.manifest_dir.is_some()
             || overrides.state_dir.is_some()
             || overrides.listen.is_some()
-            || overrides.runtime.is_some();
+            || overrides.runtime.is_some()
+            || overrides.device_plugin_dir.is_some();
         cfg.check(if any_flag { "command line" } else { &file })?;
         // Shims and log paths outlive the agent's working directory: keep paths absolute.
         if let Ok(cwd) = std::env::current_dir() {
             cfg.state_dir = cwd.join(&cfg.state_dir);
             cfg.manifest_dir = cwd.join(&cfg.manifest_dir);
+            if !cfg.devices.plugin_dir.as_os_str().is_empty() {
+                cfg.devices.plugin_dir = cwd.join(&cfg.devices.plugin_dir);
+            }
         }
         if cfg.node_name.is_empty() {
             cfg.node_name = hostname().to_lowercase();
@@ -498,6 +559,29 @@ impl Config {
             if d.is_zero() {
                 return bad(key, "invalid value 0: must be a positive duration".into());
             }
+        }
+        let dv = &self.devices;
+        for (key, d) in [
+            ("devices.dial_timeout", dv.dial_timeout.0),
+            ("devices.allocate_timeout", dv.allocate_timeout.0),
+            ("devices.endpoint_grace_period", dv.endpoint_grace_period.0),
+        ] {
+            if d.is_zero() {
+                return bad(key, "invalid value 0: must be a positive duration".into());
+            }
+        }
+        // The device manager's thread must be able to stop while an Allocate call hangs.
+        if dv.allocate_timeout.0 >= self.shutdown_timeout.0 {
+            return bad(
+                "devices.allocate_timeout",
+                format!(
+                    "invalid value {:?}: must be shorter than shutdown_timeout ({:?})",
+                    dv.allocate_timeout.0, self.shutdown_timeout.0
+                ),
+            );
+        }
+        if dv.max_devices_per_resource == 0 {
+            return bad("devices.max_devices_per_resource", "invalid value 0: must be at least 1".into());
         }
         for (key, p) in [("state_dir", &self.state_dir), ("manifest_dir", &self.manifest_dir)] {
             if p.as_os_str().is_empty() {

@@ -6,6 +6,7 @@ pub mod api;
 pub mod cli;
 pub mod cm;
 pub mod config;
+pub mod devicemanager;
 pub mod events;
 pub mod manager;
 pub mod pods;

@@ -1,4 +1,5 @@
-//! The `ferrolet` command line: `run`, `validate`, `get pods`, `version` (and the internal
+//! The `ferrolet` command line: `run`, `validate`, `get …`, `describe`, `plan`, `drain`,
+//! `version` (and the internal
 //! `shim`, which the process runtime starts once per container).
 
 use anyhow::{bail, Context};
@@ -14,10 +15,11 @@ ferrolet: a kubelet-class node agent for edge and IoT machines
 
 usage:
   ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--state-dir DIR]
-               [--listen ADDR] [--runtime process]
+               [--listen ADDR] [--runtime process] [--device-plugin-dir DIR]
   ferrolet validate [--config FILE] [MANIFEST...]   check config and manifests, run nothing
   ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
   ferrolet get events [--for pod/NAME] [--watch] [-o json|yaml] [--server ADDR | --config FILE]
+  ferrolet get node|devices [-o json|yaml] [--server ADDR | --config FILE]   capacity, device plugins
   ferrolet describe pod NAME [--server ADDR | --config FILE]
   ferrolet plan cgroups [--config FILE] [-o json] [--cpus N] [--memory Q] [--system-reserved cpu=…,memory=…]
                         [--kube-reserved …] [--qos-reserved memory=N%] [--cgroup-version 1|2]
@@ -65,6 +67,7 @@ fn parse_flags(args: &[String]) -> anyhow::Result<Flags> {
             "--state-dir" => f.overrides.state_dir = Some(value("--state-dir")?.into()),
             "--listen" => f.overrides.listen = Some(value("--listen")?),
             "--runtime" => f.overrides.runtime = Some(value("--runtime")?),
+            "--device-plugin-dir" => f.overrides.device_plugin_dir = Some(value("--device-plugin-dir")?.into()),
             "--server" => f.server = Some(value("--server")?),
             "--for" => f.for_object = Some(value("--for")?),
             "-w" | "--watch" => f.watch = true,
@@ -187,8 +190,16 @@ fn get(flags: Flags) -> anyhow::Result<()> {
             Ok(())
         }
         Some("events" | "event" | "ev") => get_events(&server, &flags),
-        Some(other) => bail!("unknown resource type {other:?}: supported: pods, events"),
-        None => bail!("get needs a resource type: pods or events"),
+        Some("node" | "nodes" | "no") => {
+            print!("{}", cli::render_node(&cli::fetch_node(&server)?, flags.output.unwrap_or(Output::Table))?);
+            Ok(())
+        }
+        Some("devices" | "device") => {
+            print!("{}", cli::render_devices(&cli::fetch_devices(&server)?, flags.output.unwrap_or(Output::Table))?);
+            Ok(())
+        }
+        Some(other) => bail!("unknown resource type {other:?}: supported: pods, events, node, devices"),
+        None => bail!("get needs a resource type: pods, events, node or devices"),
     }
 }
 

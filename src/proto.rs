@@ -16,3 +16,21 @@ pub mod health {
     include!(concat!(env!("OUT_DIR"), "/health/health.rs"));
     include!(concat!(env!("OUT_DIR"), "/health/health_grpc.rs"));
 }
+
+/// Device plugin API v1beta1: messages, the Registration service (served by the agent) and
+/// the DevicePlugin service (served by plugins).
+#[allow(
+    clippy::all,
+    missing_docs,
+    unused,
+    unknown_lints,
+    mismatched_lifetime_syntaxes,
+    renamed_and_removed_lints,
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals
+)]
+pub mod deviceplugin {
+    include!(concat!(env!("OUT_DIR"), "/deviceplugin/deviceplugin.rs"));
+    include!(concat!(env!("OUT_DIR"), "/deviceplugin/deviceplugin_grpc.rs"));
+}

@@ -1,7 +1,8 @@
-//! The local read-only HTTP API (tiny_http, one thread): `/healthz`, `/pods`, `/metrics`.
+//! The local read-only HTTP API (tiny_http, one thread): `/healthz`, `/pods`, `/events`,
+//! `/node`, `/devices`, `/metrics`.
 //! It binds to loopback by default; it never listens on all addresses unless configured.
 
-use crate::api::{EventList, ListMeta, PodList};
+use crate::api::{EventList, ListMeta, Node, PodList, Quantity};
 use crate::events::store::{EventFilter, EventStore};
 use crate::events::EventMetrics;
 use crate::manager::Health;
@@ -38,6 +39,10 @@ pub struct ApiState {
     pub event_metrics: Arc<EventMetrics>,
     /// Probe counters and durations.
     pub prober_metrics: Arc<crate::prober::ProberMetrics>,
+    /// Device plugins, unless turned off.
+    pub devices: Option<crate::devicemanager::Devices>,
+    /// The node's name and its cpu and memory (capacity and allocatable).
+    pub node: Node,
 }
 
 /// The running API server.
@@ -129,6 +134,13 @@ fn respond(req: tiny_http::Request, state: &ApiState) {
                 Err(e) => (400, "text/plain", format!("{e}\n")),
             },
             "/metrics" => (200, "text/plain; version=0.0.4", metrics(state)),
+            "/devices" | "/devices/" => {
+                let view = state.devices.as_ref().map(|d| d.view()).unwrap_or_else(
+                    || serde_json::json!({"registrationServer": "off (devices.plugin_dir is empty)", "resources": [], "allocations": []}),
+                );
+                (200, "application/json", view.to_string())
+            }
+            "/node" | "/node/" => (200, "application/json", serde_json::to_string(&node(state)).unwrap_or_default()),
             _ => (404, "text/plain", format!("404 page not found: {path}\n")),
         }
     };
@@ -197,6 +209,19 @@ fn event_filter(query: &str) -> Result<EventFilter, String> {
     Ok(f)
 }
 
+/// The Node with device plugin resources added: capacity healthy + unhealthy, allocatable
+/// healthy (a resource whose plugin stopped shows allocatable 0 during its grace period).
+fn node(state: &ApiState) -> Node {
+    let mut node = state.node.clone();
+    if let Some(d) = &state.devices {
+        for r in d.state.lock().view() {
+            node.status.capacity.insert(r.name.clone(), Quantity::from_value(r.capacity as i64, false));
+            node.status.allocatable.insert(r.name, Quantity::from_value(r.allocatable as i64, false));
+        }
+    }
+    node
+}
+
 /// Prometheus text exposition of the agent's own gauges.
 fn metrics(state: &ApiState) -> String {
     let pods = state.statuses.list();
@@ -242,6 +267,9 @@ fn metrics(state: &ApiState) -> String {
     }
     state.event_metrics.render(&mut out);
     state.prober_metrics.render(&mut out);
+    if let Some(d) = &state.devices {
+        d.metrics.render(&mut out);
+    }
     let dead = state.health.dead();
     let _ = writeln!(
         out,

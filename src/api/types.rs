@@ -411,6 +411,30 @@ pub struct ContainerStatus {
     /// Whether the container passed its startup probe.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub started: Option<bool>,
+    /// Plugin devices the container holds, with their health.
+    #[serde(rename = "allocatedResourcesStatus", skip_serializing_if = "Vec::is_empty")]
+    pub allocated_resources_status: Vec<ResourceStatus>,
+}
+
+/// `v1.ResourceStatus`: the devices of one resource a container holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceStatus {
+    /// Resource name, e.g. `example.com/dev`.
+    pub name: String,
+    /// One entry per device.
+    pub resources: Vec<ResourceHealth>,
+}
+
+/// `v1.ResourceHealth`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResourceHealth {
+    /// Device ID.
+    #[serde(rename = "resourceID")]
+    pub resource_id: String,
+    /// `Healthy` or `Unhealthy`.
+    pub health: String,
 }
 
 /// `v1.ContainerState`: at most one member is set.
@@ -585,4 +609,28 @@ pub struct EventList {
     pub metadata: ListMeta,
     /// The events, oldest first.
     pub items: Vec<Event>,
+}
+
+/// `v1.Node`, as much as the local API shows: name and resources.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Node {
+    /// `v1`.
+    pub api_version: String,
+    /// `Node`.
+    pub kind: String,
+    /// Name.
+    pub metadata: ObjectMeta,
+    /// Capacity and allocatable.
+    pub status: NodeStatus,
+}
+
+/// `v1.NodeStatus` (resources only).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeStatus {
+    /// Everything the node has, device plugin resources included (healthy + unhealthy).
+    pub capacity: BTreeMap<String, Quantity>,
+    /// What pods may use (device plugin resources: healthy devices).
+    pub allocatable: BTreeMap<String, Quantity>,
 }

@@ -122,7 +122,8 @@ fn is_env_var_name(s: &str) -> bool {
 }
 
 /// Label/annotation keys: `[prefix/]name`, name ≤ 63 of `[A-Za-z0-9_.-]` starting and ending alphanumeric.
-fn is_qualified_name(s: &str) -> bool {
+/// A Kubernetes qualified name: `[prefix/]name`, name at most 63 characters.
+pub fn is_qualified_name(s: &str) -> bool {
     let (prefix, name) = match s.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, s),
@@ -322,9 +323,10 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
     }
 }
 
-/// Extended resources are domain-qualified names outside `kubernetes.io/` (device plugins).
+/// Extended resources are domain-qualified names outside the `kubernetes.io/` domains
+/// (kubelet's `IsPrefixedNativeResource` matches `kubernetes.io/` anywhere in the name).
 pub fn is_extended_resource(name: &str) -> bool {
-    name.contains('/') && !name.starts_with("kubernetes.io/") && !name.starts_with("requests.")
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }
 
 fn validate_resources(e: &mut Errs, list: &BTreeMap<String, Quantity>, path: &str) {

@@ -7,8 +7,10 @@
 pub mod backoff;
 
 use crate::api::expand::{expand, resolve_env};
-use crate::api::{Container, Pod, Time};
+use crate::api::{Container, Pod, ResourceHealth, ResourceStatus, Time};
 use crate::cm::ContainerManager;
+use crate::devicemanager::state::DeviceOptions;
+use crate::devicemanager::{device_requests, pod_needs_devices, Devices, DevicesCommand};
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProberCommand};
 use crate::runtime::{
@@ -45,6 +47,22 @@ pub enum PodsCommand {
         kind: ProbeType,
         /// The new result.
         result: ProbeResult,
+    },
+    /// The device manager admitted a pod (its devices are allocated) or refused it.
+    DevicesAdmitted {
+        /// Pod uid.
+        pod_uid: String,
+        /// Why the pod cannot have its devices.
+        result: Result<(), String>,
+    },
+    /// The device manager prepared a container's devices (PreStartContainer done).
+    DevicesPrepared {
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// The merged device options, or why the container cannot start.
+        result: Result<DeviceOptions, String>,
     },
     /// The complete set of pods a source wants on this node.
     Update {
@@ -83,9 +101,20 @@ struct Termination {
     warned: bool,
 }
 
+/// Where a pod is in admission (only pods asking for plugin devices wait).
+#[derive(Debug, PartialEq)]
+enum Admission {
+    Admitted,
+    /// Waiting for the device manager.
+    Pending,
+    /// Refused: (reason, message); the pod is Failed and never runs.
+    Rejected(String, String),
+}
+
 #[derive(Debug)]
 struct PodEntry {
     pod: Pod,
+    admission: Admission,
     termination: Option<Termination>,
 }
 
@@ -103,6 +132,12 @@ pub struct PodManager {
     prober: Option<Sender<ProberCommand>>,
     probe_results: ProbeResults,
     last_targets: Vec<ProbeTarget>,
+    /// The device manager's command channel and shared state.
+    devices: Option<(Sender<DevicesCommand>, Devices)>,
+    /// Containers whose devices are being prepared (`None`) or are ready to start.
+    device_prep: HashMap<backoff::Key, Option<Result<DeviceOptions, String>>>,
+    /// The pod uids last told to the device manager.
+    devices_active: HashSet<String>,
     /// Probe results changed since the last sync.
     resync: bool,
     desired: BTreeMap<String, Pod>,
@@ -165,6 +200,9 @@ impl PodManager {
             prober: None,
             probe_results: ProbeResults::default(),
             last_targets: Vec::new(),
+            devices: None,
+            device_prep: HashMap::new(),
+            devices_active: HashSet::new(),
             resync: false,
             desired: BTreeMap::new(),
             sources_seen: HashSet::new(),
@@ -173,6 +211,12 @@ impl PodManager {
             waiting: HashMap::new(),
             acted: std::cell::Cell::new(false),
         }
+    }
+
+    /// Connects the device manager: pods asking for plugin devices are admitted through it.
+    pub fn with_devices(mut self, tx: Sender<DevicesCommand>, devices: Devices) -> Self {
+        self.devices = Some((tx, devices));
+        self
     }
 
     /// Connects the prober: targets go to `tx`, readiness and startup come from `results`.
@@ -230,13 +274,14 @@ impl PodManager {
         self.admit_and_retire(&snap, now);
         let uids: Vec<String> = self.pods.keys().cloned().collect();
         for uid in &uids {
-            let terminating = self.pods.get(uid).is_some_and(|e| e.termination.is_some());
-            if terminating {
+            let Some(entry) = self.pods.get(uid) else { continue };
+            if entry.termination.is_some() {
                 self.sync_termination(uid, &snap, now);
-            } else {
+            } else if entry.admission == Admission::Admitted {
                 self.sync_pod(uid, &snap, now);
             }
         }
+        self.send_active_pods();
         // Publish what the actions above led to: one more relist for all pods, only when
         // something was changed.
         let after = if self.acted.replace(false) { self.snapshot() } else { Some(snap) };
@@ -272,7 +317,12 @@ impl PodManager {
                 continue;
             }
             log::info!("pods: pod {} added (uid {uid})", pod.key());
-            self.pods.insert(uid.clone(), PodEntry { pod: pod.clone(), termination: None });
+            let mut admission = Admission::Admitted;
+            if let Some((tx, _)) = self.devices.as_ref().filter(|_| pod_needs_devices(pod)) {
+                admission = Admission::Pending;
+                let _ = tx.send(DevicesCommand::Admit(Box::new(pod.clone())));
+            }
+            self.pods.insert(uid.clone(), PodEntry { pod: pod.clone(), admission, termination: None });
         }
         if self.sources_seen.is_empty() {
             return;
@@ -297,6 +347,7 @@ impl PodManager {
                 uid.clone(),
                 PodEntry {
                     pod,
+                    admission: Admission::Admitted,
                     termination: Some(Termination { started: now, grace, requested: HashSet::new(), warned: false }),
                 },
             );
@@ -502,10 +553,26 @@ impl PodManager {
                 }
                 return;
             }
+        }
+        let devices = match self.prepared_devices(pod, c) {
+            None => return,
+            Some(Ok(d)) => d,
+            Some(Err(message)) => {
+                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
+                if let Some(t) = event_time {
+                    self.backoff.next(&key, t, now);
+                } else {
+                    self.backoff.next(&key, now, now);
+                }
+                self.waiting.insert(key, Waiting { reason: "CreateContainerError".into(), message, since: now });
+                return;
+            }
+        };
+        if let Some(t) = event_time {
             self.backoff.next(&key, t, now);
         }
         let attempt = cur.map(|i| i.config.attempt + 1).unwrap_or(0);
-        match self.create_and_start(pod, sandbox_id, c, init, attempt) {
+        match self.create_and_start(pod, sandbox_id, c, init, attempt, devices.as_ref()) {
             Ok(()) => {
                 self.waiting.remove(&key);
             }
@@ -525,6 +592,49 @@ impl PodManager {
         }
     }
 
+    /// A container's devices before it starts: `Some(Ok(None))` when it has none,
+    /// `Some(Ok(Some(..)))` once the device manager prepared them, `None` while it works on
+    /// it (the answer triggers a sync).
+    fn prepared_devices(&mut self, pod: &Pod, c: &Container) -> Option<Result<Option<DeviceOptions>, String>> {
+        let Some((tx, _)) = &self.devices else { return Some(Ok(None)) };
+        if device_requests(c).is_empty() {
+            return Some(Ok(None));
+        }
+        let key: backoff::Key = (pod.metadata.uid.clone(), c.name.clone());
+        match self.device_prep.remove(&key) {
+            Some(Some(result)) => Some(result.map(Some)),
+            Some(None) => {
+                self.device_prep.insert(key, None);
+                None
+            }
+            None => {
+                let _ = tx.send(DevicesCommand::Prepare { pod_uid: key.0.clone(), container: key.1.clone() });
+                self.device_prep.insert(key, None);
+                None
+            }
+        }
+    }
+
+    /// Tells the device manager which pods may hold devices, when that changed (and only
+    /// once every source has reported, so nothing is freed from a pod not yet re-added).
+    fn send_active_pods(&mut self) {
+        let Some((tx, _)) = &self.devices else { return };
+        if self.sources_seen.is_empty() {
+            return;
+        }
+        let active: HashSet<String> = self
+            .pods
+            .iter()
+            .filter(|(_, e)| !matches!(e.admission, Admission::Rejected(..)))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        if active != self.devices_active {
+            let _ = tx.send(DevicesCommand::ActivePods(active.clone()));
+            self.device_prep.retain(|(uid, _), _| active.contains(uid));
+            self.devices_active = active;
+        }
+    }
+
     fn create_and_start(
         &self,
         pod: &Pod,
@@ -532,6 +642,7 @@ impl PodManager {
         c: &Container,
         init: bool,
         attempt: u32,
+        devices: Option<&DeviceOptions>,
     ) -> Result<(), CreateOrStart> {
         for v in c.env.iter().filter(|v| v.value_from.is_some()) {
             log::warn!(
@@ -541,7 +652,23 @@ impl PodManager {
                 v.name
             );
         }
-        let env = resolve_env(&c.env, &[]);
+        let mut env = resolve_env(&c.env, &[]);
+        if let Some(d) = devices {
+            // The process runtime shares the host's filesystem: a device or mount the
+            // plugin names must exist as given.
+            let paths = d.devices.iter().map(|x| &x.host_path).chain(d.mounts.iter().map(|m| &m.host_path));
+            if let Some(missing) = paths.into_iter().find(|p| !std::path::Path::new(p).exists()) {
+                return Err(CreateOrStart::Create(format!(
+                    "device path {missing} from the device plugin allocation does not exist on the host"
+                )));
+            }
+            // Device plugin envs first, as kubelet: the container's own env wins.
+            let own: HashSet<&String> = env.iter().map(|(k, _)| k).collect();
+            let mut with_devices: Vec<(String, String)> =
+                d.envs.iter().filter(|(k, _)| !own.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            with_devices.append(&mut env);
+            env = with_devices;
+        }
         let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
         let argv: Vec<String> = c.command.iter().chain(&c.args).map(|a| expand(a, &lookup)).collect();
         let mut lbl = BTreeMap::new();
@@ -782,7 +909,30 @@ impl PodManager {
             runtime: self.runtime.kind(),
         };
         let previous = self.statuses.status(uid);
-        let new = status::pod_status(&o, previous.as_ref(), now);
+        let mut new = status::pod_status(&o, previous.as_ref(), now);
+        if let Admission::Rejected(reason, message) = &entry.admission {
+            new.phase = "Failed".into();
+            new.reason = reason.clone();
+            new.message = message.clone();
+        }
+        if let Some((_, devices)) = &self.devices {
+            for cs in new.init_container_statuses.iter_mut().chain(new.container_statuses.iter_mut()) {
+                cs.allocated_resources_status = devices
+                    .container_devices(uid, &cs.name)
+                    .into_iter()
+                    .map(|(name, ids)| ResourceStatus {
+                        name,
+                        resources: ids
+                            .into_iter()
+                            .map(|(id, healthy)| ResourceHealth {
+                                resource_id: id,
+                                health: if healthy { "Healthy" } else { "Unhealthy" }.into(),
+                            })
+                            .collect(),
+                    })
+                    .collect();
+            }
+        }
         if previous.as_ref().map(|p| &p.phase) != Some(&new.phase) {
             log::info!("pods: pod {} is {}", pod.key(), new.phase);
         }
@@ -813,6 +963,29 @@ impl crate::manager::Manager for PodManager {
                 // One sync for a burst of results (hundreds of containers turning Ready at
                 // once), run when the command queue is empty.
                 self.resync = true;
+            }
+            PodsCommand::DevicesAdmitted { pod_uid, result } => {
+                let Some(entry) = self.pods.get_mut(&pod_uid).filter(|e| e.admission == Admission::Pending) else {
+                    return;
+                };
+                match result {
+                    Ok(()) => entry.admission = Admission::Admitted,
+                    Err(e) => {
+                        // kubelet's wording for a device allocation failure at admission.
+                        let message = format!("Allocate failed due to {e}, which is unexpected");
+                        log::warn!("pods: pod {} rejected: {message}", entry.pod.key());
+                        entry.admission = Admission::Rejected("UnexpectedAdmissionError".into(), message.clone());
+                        let pod = entry.pod.clone();
+                        self.event(&pod, None, true, "UnexpectedAdmissionError", &message);
+                    }
+                }
+                self.resync = true;
+            }
+            PodsCommand::DevicesPrepared { pod_uid, container, result } => {
+                if let Some(slot) = self.device_prep.get_mut(&(pod_uid, container)) {
+                    *slot = Some(result);
+                    self.resync = true;
+                }
             }
             PodsCommand::Update { source, pods } => {
                 self.desired.retain(|_, p| {

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod plugin;
+
 use ferrolet::api::{ContainerStatus, Pod, PodList};
 use ferrolet::runtime::process::ShimState;
 use std::net::TcpListener;
@@ -82,11 +84,16 @@ impl Sandbox {
         std::fs::write(&tmp, text).unwrap();
         std::fs::rename(tmp, self.manifests().join(file)).unwrap();
     }
+    /// The device plugin directory of this test's agent (never the real one).
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.dir.path().join("device-plugins")
+    }
     pub fn config_text(&self, port: u16) -> String {
         format!(
-            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[cgroups]\nroot = {:?}\n",
+            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n",
             self.state(),
             self.manifests(),
+            self.plugin_dir(),
             self.cgroup_root()
         )
     }

@@ -1,0 +1,173 @@
+//! The device checkpoint: which devices each container holds, with the plugin's allocate
+//! response, and each resource's healthy devices. It lives in the plugin directory (which
+//! the agent cleans of sockets, never of this file) as
+//! `ferrolet_internal_checkpoint`, format version 1:
+//!
+//! ```json
+//! {"version":1,"checksum":"fnv1a64:5c0e2a7d1d3c9f01","data":{
+//!   "podDeviceEntries":[{"podUID":"…","containerName":"app","resourceName":"example.com/dev",
+//!     "deviceIDs":{"-1":["dev0","dev1"]},"allocResp":{"envs":{"DEV":"dev0,dev1"}}}],
+//!   "registeredDevices":{"example.com/dev":["dev0","dev1","dev2"]}}}
+//! ```
+//!
+//! `deviceIDs` groups the IDs by NUMA node (`-1`: no topology), as kubelet does;
+//! `allocResp` is the `ContainerAllocateResponse` as JSON (envs, mounts, devices,
+//! annotations, cdiDevices). `checksum` is FNV-1a (64 bit) over the compact JSON of `data`
+//! exactly as written. Unlike kubelet's file (a Go-specific spew hash over Go type names,
+//! protobuf in base64) any tool can read and verify it. Writes go to a temporary file that
+//! is fsynced and renamed over the old one, so a crash leaves the old or the new checkpoint.
+
+use super::state::DeviceOptions;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The checkpoint's file name in the plugin directory.
+pub const FILE_NAME: &str = "ferrolet_internal_checkpoint";
+/// The format version this build reads and writes.
+pub const VERSION: u32 = 1;
+
+/// What the checkpoint holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckpointData {
+    /// One entry per (pod, container, resource).
+    pub pod_device_entries: Vec<PodDeviceEntry>,
+    /// Healthy devices per resource.
+    pub registered_devices: BTreeMap<String, Vec<String>>,
+}
+
+/// One container's devices of one resource.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodDeviceEntry {
+    /// Pod uid.
+    #[serde(rename = "podUID")]
+    pub pod_uid: String,
+    /// Container name.
+    pub container_name: String,
+    /// Resource name.
+    pub resource_name: String,
+    /// Device IDs by NUMA node.
+    #[serde(rename = "deviceIDs")]
+    pub device_ids: BTreeMap<i64, Vec<String>>,
+    /// The plugin's allocate response.
+    pub alloc_resp: DeviceOptions,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    version: u32,
+    checksum: String,
+    data: Box<serde_json::value::RawValue>,
+}
+
+fn fnv1a64(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("fnv1a64:{h:016x}")
+}
+
+/// The checkpoint's path in a plugin directory.
+pub fn path(dir: &Path) -> PathBuf {
+    dir.join(FILE_NAME)
+}
+
+/// Writes the checkpoint atomically (temporary file, fsync, rename, fsync of the directory).
+pub fn save(dir: &Path, data: &CheckpointData) -> std::io::Result<()> {
+    let body = serde_json::to_string(data).map_err(std::io::Error::other)?;
+    let file = File {
+        version: VERSION,
+        checksum: fnv1a64(body.as_bytes()),
+        data: serde_json::value::RawValue::from_string(body).map_err(std::io::Error::other)?,
+    };
+    let text = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
+    let tmp = dir.join(format!(".{FILE_NAME}.tmp"));
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+    f.write_all(&text)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path(dir))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Reads the checkpoint: `Ok(None)` when there is none, `Err` (saying what is wrong) when
+/// it is unreadable, corrupt, or of another version.
+pub fn load(dir: &Path) -> Result<Option<CheckpointData>, String> {
+    let p = path(dir);
+    let text = match std::fs::read(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", p.display())),
+    };
+    let file: File = serde_json::from_slice(&text).map_err(|e| format!("{}: not a checkpoint: {e}", p.display()))?;
+    if file.version != VERSION {
+        return Err(format!("{}: version {} is not supported (this build reads {VERSION})", p.display(), file.version));
+    }
+    let sum = fnv1a64(file.data.get().as_bytes());
+    if sum != file.checksum {
+        return Err(format!("{}: checksum mismatch (recorded {}, content has {sum})", p.display(), file.checksum));
+    }
+    let data = serde_json::from_str(file.data.get()).map_err(|e| format!("{}: data: {e}", p.display()))?;
+    Ok(Some(data))
+}
+
+/// Moves an unusable checkpoint aside (to `<name>.corrupt`) so the agent can start empty
+/// and a human can still look at it.
+pub fn quarantine(dir: &Path) -> Option<PathBuf> {
+    let aside = dir.join(format!("{FILE_NAME}.corrupt"));
+    std::fs::rename(path(dir), &aside).ok().map(|_| aside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> CheckpointData {
+        let mut alloc = DeviceOptions::default();
+        alloc.envs.insert("DEV".into(), "dev0".into());
+        CheckpointData {
+            pod_device_entries: vec![PodDeviceEntry {
+                pod_uid: "u1".into(),
+                container_name: "app".into(),
+                resource_name: "example.com/dev".into(),
+                device_ids: BTreeMap::from([(-1, vec!["dev0".into()]), (0, vec!["dev1".into()])]),
+                alloc_resp: alloc,
+            }],
+            registered_devices: BTreeMap::from([("example.com/dev".into(), vec!["dev0".into(), "dev1".into()])]),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_documented_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load(dir.path()), Ok(None));
+        save(dir.path(), &sample()).unwrap();
+        assert_eq!(load(dir.path()), Ok(Some(sample())));
+        let text = std::fs::read_to_string(path(dir.path())).unwrap();
+        assert!(text.starts_with("{\"version\":1,\"checksum\":\"fnv1a64:"), "{text}");
+        assert!(text.contains("\"deviceIDs\":{\"-1\":[\"dev0\"],\"0\":[\"dev1\"]}"), "{text}");
+        assert!(text.contains("\"podUID\":\"u1\""), "{text}");
+    }
+
+    #[test]
+    fn corruption_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        save(dir.path(), &sample()).unwrap();
+        let p = path(dir.path());
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, text.replace("dev1", "dev9")).unwrap();
+        assert!(load(dir.path()).unwrap_err().contains("checksum mismatch"));
+        std::fs::write(&p, &text[..text.len() / 2]).unwrap();
+        assert!(load(dir.path()).unwrap_err().contains("not a checkpoint"));
+        std::fs::write(&p, text.replace("\"version\":1", "\"version\":7")).unwrap();
+        assert!(load(dir.path()).unwrap_err().contains("version 7 is not supported"));
+        assert!(quarantine(dir.path()).is_some());
+        assert_eq!(load(dir.path()), Ok(None));
+    }
+}
