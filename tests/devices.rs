@@ -128,9 +128,9 @@ fn a_pod_runs_with_its_devices_envs_preferred_allocation_and_pre_start() {
     let out = sb.work().join("env.txt");
     let cmd = format!("echo \"$EXAMPLE_DEVICES\" > {}; exec sleep 3600", out.display());
     sb.write_manifest("gpu.yaml", &device_pod("gpu", "        example.com/dev: 2\n", &cmd));
-    wait_for("gpu Running", T, || phase(&a, "gpu-testnode").filter(|p| p.0 == "Running"));
+    wait_for("gpu Running", T, || phase(&a, "gpu").filter(|p| p.0 == "Running"));
     let written = wait_for("the env file", T, || std::fs::read_to_string(&out).ok().filter(|s| s.ends_with('\n')));
-    assert_eq!(written.trim(), "dev1,dev3", "the plugin's preferred devices, in the order it gave them");
+    assert_eq!(written.trim(), "dev3,dev1", "the env from Allocate, with the plugin's preferred devices in its order");
     p.calls(|c| {
         assert_eq!(c.preferred.len(), 1);
         assert_eq!(c.preferred[0].0, ["dev0", "dev1", "dev2", "dev3"], "offered: every free healthy device");
@@ -142,7 +142,7 @@ fn a_pod_runs_with_its_devices_envs_preferred_allocation_and_pre_start() {
         ids.sort();
         assert_eq!(ids, ["dev1", "dev3"]);
     });
-    let pod = a.pod("gpu-testnode").unwrap();
+    let pod = a.pod("gpu").unwrap();
     let cs = container(&pod, "app").unwrap();
     assert_eq!(cs.allocated_resources_status.len(), 1);
     assert_eq!(cs.allocated_resources_status[0].name, RES);
@@ -175,7 +175,7 @@ fn init_container_devices_are_reused_by_the_app_container() {
         "  initContainers:\n  - name: setup\n    image: busybox\n    command: [\"true\"]\n    resources:\n{limits}  containers:\n  - name: app\n    image: busybox\n    command: [\"sleep\", \"3600\"]\n    resources:\n{limits}"
     );
     sb.write_manifest("reuse.yaml", &manifest("reuse", &spec));
-    wait_for("reuse Running", T, || phase(&a, "reuse-testnode").filter(|p| p.0 == "Running"));
+    wait_for("reuse Running", T, || phase(&a, "reuse").filter(|p| p.0 == "Running"));
     p.calls(|c| assert_eq!(c.allocate, [vec!["only".to_string()], vec!["only".to_string()]]));
 }
 
@@ -202,23 +202,23 @@ fn allocation_failures_reject_the_pod_and_spare_the_others() {
         &manifest("plain", "  containers:\n  - name: app\n    image: busybox\n    command: [\"sleep\", \"3600\"]\n"),
     );
     let failed = |name: &str| wait_for(&format!("{name} Failed"), T, || phase(&a, name).filter(|p| p.0 == "Failed"));
-    let (_, reason, message) = failed("big-testnode");
+    let (_, reason, message) = failed("big");
     assert_eq!(reason, "UnexpectedAdmissionError");
     assert_eq!(
         message,
         "Allocate failed due to requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1, which is unexpected"
     );
-    let (_, _, message) = failed("hang-testnode");
+    let (_, _, message) = failed("hang");
     assert!(
         message.contains("device plugin Allocate rpc failed for example.com/slow") && message.contains("Deadline"),
         "{message}"
     );
-    let (_, _, message) = failed("ghost-testnode");
+    let (_, _, message) = failed("ghost");
     assert_eq!(
         message,
         "Allocate failed due to cannot allocate unregistered device example.com/ghost, which is unexpected"
     );
-    wait_for("plain Running", T, || phase(&a, "plain-testnode").filter(|p| p.0 == "Running"));
+    wait_for("plain Running", T, || phase(&a, "plain").filter(|p| p.0 == "Running"));
     let events = a.cli(&["get", "events", "--for", "pod/ghost-testnode"]);
     assert!(events.contains("WaitingForDevicePlugin") && events.contains("UnexpectedAdmissionError"), "{events}");
     assert!(devices(&a)["allocations"].as_array().unwrap().is_empty(), "failed pods hold nothing");
@@ -276,7 +276,7 @@ fn after_an_agent_restart_allocations_come_back_and_new_pods_wait_for_the_plugin
     p.register().unwrap();
     wait_resource(&a, (2, 2, "Connected"));
     sb.write_manifest("first.yaml", &device_pod("first", "        example.com/dev: 1\n", "sleep 3600"));
-    wait_for("first Running", T, || phase(&a, "first-testnode").filter(|p| p.0 == "Running"));
+    wait_for("first Running", T, || phase(&a, "first").filter(|p| p.0 == "Running"));
     let held = devices(&a)["allocations"][0]["deviceIDs"].clone();
     a.kill9();
 
@@ -286,17 +286,17 @@ fn after_an_agent_restart_allocations_come_back_and_new_pods_wait_for_the_plugin
     // A new pod asking for the resource waits instead of failing (kubelet fails it).
     sb.write_manifest("second.yaml", &device_pod("second", "        example.com/dev: 1\n", "sleep 3600"));
     wait_for("second to wait", T, || a.log_text().contains("waits up to 120s for its device plugins").then_some(()));
-    assert_eq!(phase(&a, "second-testnode").unwrap().0, "Pending");
-    assert_eq!(phase(&a, "first-testnode").unwrap().0, "Running");
+    assert_eq!(phase(&a, "second").unwrap().0, "Pending");
+    assert_eq!(phase(&a, "first").unwrap().0, "Running");
 
     // The plugin sees its socket gone, comes back and registers again.
     let p = TestPlugin::start(&sb.plugin_dir(), RES, "dev.sock", &["dev0", "dev1"], Behaviour::default());
     p.register().unwrap();
-    wait_for("second Running", T, || phase(&a, "second-testnode").filter(|p| p.0 == "Running"));
+    wait_for("second Running", T, || phase(&a, "second").filter(|p| p.0 == "Running"));
     let v = devices(&a);
     let allocs = v["allocations"].as_array().unwrap();
     assert_eq!(allocs.len(), 2);
-    let first_uid = a.pod("first-testnode").unwrap().metadata.uid;
+    let first_uid = a.pod("first").unwrap().metadata.uid;
     let first = allocs.iter().find(|e| e["podUID"] == first_uid.as_str()).unwrap();
     assert_eq!(first["deviceIDs"], held, "the running pod keeps its devices");
     let second = allocs.iter().find(|e| e["podUID"] != first_uid.as_str()).unwrap();
