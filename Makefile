@@ -56,7 +56,7 @@ fmt:
 	$(CARGO) fmt
 
 bench: deps
-	$(CARGO) bench --locked --bench agent --bench events --bench cgroups --bench prober
+	$(CARGO) bench --locked --bench agent --bench events --bench cgroups --bench prober --bench devices
 
 clean:
 	-$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG) 2>/dev/null

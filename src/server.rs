@@ -106,10 +106,17 @@ fn respond(req: tiny_http::Request, state: &ApiState) {
         match path.as_str() {
             "/healthz" => {
                 let dead = state.health.dead();
-                if dead.is_empty() {
-                    (200, "text/plain", "ok".to_string())
-                } else {
+                let registration = state.devices.as_ref().and_then(|d| d.server_error.lock().clone());
+                if !dead.is_empty() {
                     (500, "text/plain", format!("manager thread(s) died: {}", dead.join(", ")))
+                } else if let Some(e) = registration {
+                    // kubelet's `device-plugin` health check.
+                    let message = format!(
+                        "device plugin registration gRPC server failed and no device plugins can register: {e}"
+                    );
+                    (500, "text/plain", message)
+                } else {
+                    (200, "text/plain", "ok".to_string())
                 }
             }
             "/pods" | "/pods/" => {
