@@ -414,6 +414,11 @@ pub fn describe_pod(pod: &Pod, events: &[Event]) -> String {
                 state_lines(&mut out, "Last State:", &cs.last_state);
                 let _ = writeln!(out, "    Ready:         {}", if cs.ready { "True" } else { "False" });
                 let _ = writeln!(out, "    Restart Count: {}", cs.restart_count);
+                for r in &cs.allocated_resources_status {
+                    let ids: Vec<String> =
+                        r.resources.iter().map(|d| format!("{} ({})", d.resource_id, d.health)).collect();
+                    let _ = writeln!(out, "    Devices:       {}: {}", r.name, ids.join(", "));
+                }
             }
             for (kind, q) in [("Limits", &c.resources.limits), ("Requests", &c.resources.requests)] {
                 if !q.is_empty() {

@@ -147,6 +147,17 @@ fn a_pod_runs_with_its_devices_envs_preferred_allocation_and_pre_start() {
     assert_eq!(cs.allocated_resources_status.len(), 1);
     assert_eq!(cs.allocated_resources_status[0].name, RES);
     assert_eq!(cs.allocated_resources_status[0].resources.len(), 2);
+    // The device nodes are in the container's runtime record (what CRI CreateContainer gets).
+    let id = cs.container_id.trim_start_matches("process://");
+    let config = std::fs::read_to_string(sb.state().join(format!("runtime/containers/{id}/config.json"))).unwrap();
+    let config: Value = serde_json::from_str(&config).unwrap();
+    let specs = config["config"]["devices"]["devices"].as_array().unwrap();
+    assert!(
+        specs.iter().any(|d| d["containerPath"] == "/dev/example-dev3" && d["hostPath"] == "/dev/null"),
+        "{config}"
+    );
+    let describe = a.cli(&["describe", "pod", "gpu-testnode"]);
+    assert!(describe.contains("Devices:       example.com/dev: dev1 (Healthy), dev3 (Healthy)"), "{describe}");
     let v = devices(&a);
     assert_eq!(v["resources"][0]["allocated"], 2);
     assert_eq!(v["allocations"][0]["allocResp"]["envs"]["EXAMPLE_DEVICES"], "dev3,dev1");
@@ -323,4 +334,47 @@ fn a_corrupt_checkpoint_is_moved_aside_and_the_agent_starts_empty() {
     p.register().unwrap();
     wait_resource(&a, (1, 1, "Connected"));
     assert!(cp.exists(), "a fresh checkpoint is written");
+}
+
+#[test]
+fn a_restarted_container_keeps_its_devices_and_a_missing_device_node_stops_the_start() {
+    let sb = Sandbox::new();
+    let a = agent(&sb, "");
+    let p = TestPlugin::start(
+        &sb.plugin_dir(),
+        RES,
+        "dev.sock",
+        &["dev0", "dev1"],
+        Behaviour { pre_start_required: true, ..Behaviour::default() },
+    );
+    p.register().unwrap();
+    let bad = TestPlugin::start(
+        &sb.plugin_dir(),
+        "example.com/bad",
+        "bad.sock",
+        &["b0"],
+        Behaviour { device_host_path: Some("/dev/ferrolet-no-such-device".into()), ..Behaviour::default() },
+    );
+    bad.register().unwrap();
+    wait_resource(&a, (2, 2, "Connected"));
+    sb.write_manifest("crash.yaml", &device_pod("crash", "        example.com/dev: 1\n", "exit 1"));
+    wait_for("a restart", T, || {
+        let p = a.pod("crash")?;
+        container(&p, "app").filter(|c| c.restart_count >= 1).map(|_| ())
+    });
+    p.calls(|c| {
+        assert_eq!(c.allocate.len(), 1, "a restart reuses the container's devices");
+        assert!(c.pre_start.len() >= 2, "PreStartContainer before every start: {:?}", c.pre_start);
+        assert!(c.pre_start.iter().all(|ids| ids == &c.allocate[0]));
+    });
+
+    sb.write_manifest("nodev.yaml", &device_pod("nodev", "        example.com/bad: 1\n", "sleep 3600"));
+    let waiting = wait_for("CreateContainerError", T, || {
+        let p = a.pod("nodev")?;
+        container(&p, "app")?.state.waiting.clone().filter(|w| w.reason == "CreateContainerError")
+    });
+    assert_eq!(
+        waiting.message,
+        "device path /dev/ferrolet-no-such-device from the device plugin allocation does not exist on the host"
+    );
 }

@@ -687,6 +687,7 @@ impl PodManager {
             log_path: self.log_dir(pod).join(&c.name).join(format!("{attempt}.log")),
             labels: lbl,
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
+            devices: devices.cloned(),
         };
         let id = self.mutate().create_container(sandbox_id, &cfg).map_err(|e| CreateOrStart::Create(e.to_string()))?;
         self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));

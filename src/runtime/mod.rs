@@ -106,6 +106,10 @@ pub struct ContainerConfig {
     /// Where the container's cgroup goes and its control-file values (cgroup enforcement on).
     #[serde(default)]
     pub linux: Option<crate::cm::LinuxContainerConfig>,
+    /// Device plugin allocations, merged: envs (already in `env`), device nodes, mounts,
+    /// annotations, CDI names. The process runtime records them; a CRI runtime gets them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<crate::devicemanager::state::DeviceOptions>,
 }
 
 /// Label keys the pod manager sets on containers (as kubelet does on CRI containers).
