@@ -105,6 +105,19 @@ fn malformed_configs_name_the_file_key_and_what_is_allowed() {
             "[cgroups]\nroot = \"kubepods\"\n",
             "cfg.toml: cgroups.root: invalid value \"kubepods\": must be an absolute cgroup path",
         ),
+        (
+            "[devices]\nallocate_timeout = \"30s\"\n",
+            "cfg.toml: devices.allocate_timeout: invalid value 30s: must be shorter than shutdown_timeout (10s)",
+        ),
+        (
+            "[devices]\ndial_timeout = \"0s\"\n",
+            "cfg.toml: devices.dial_timeout: invalid value 0: must be a positive duration",
+        ),
+        (
+            "[devices]\nmax_devices_per_resource = 0\n",
+            "cfg.toml: devices.max_devices_per_resource: invalid value 0: must be at least 1",
+        ),
+        ("[devices]\nsocket = \"x\"\n", "cfg.toml: devices.socket: unknown field `socket`, expected one of"),
     ];
     for (text, want) in cases {
         let got = Config::parse("cfg.toml", text).expect_err(text).to_string();
