@@ -378,3 +378,24 @@ fn a_restarted_container_keeps_its_devices_and_a_missing_device_node_stops_the_s
         "device path /dev/ferrolet-no-such-device from the device plugin allocation does not exist on the host"
     );
 }
+
+#[test]
+fn a_running_pod_whose_checkpoint_was_lost_keeps_running() {
+    let sb = Sandbox::new();
+    let a = agent(&sb, "admission_wait = \"1s\"\n");
+    let mut p = TestPlugin::start(&sb.plugin_dir(), RES, "dev.sock", &["dev0"], Behaviour::default());
+    p.register().unwrap();
+    wait_resource(&a, (1, 1, "Connected"));
+    sb.write_manifest("keep.yaml", &device_pod("keep", "        example.com/dev: 1\n", "sleep 3600"));
+    wait_for("keep Running", T, || phase(&a, "keep").filter(|p| p.0 == "Running"));
+    a.kill9();
+    p.stop(false);
+    std::fs::remove_file(sb.plugin_dir().join("ferrolet_internal_checkpoint")).unwrap();
+    let a = agent(&sb, "admission_wait = \"1s\"\n");
+    wait_for("the admission decision", T, || {
+        a.log_text().contains("already runs; admitting it without its device allocation").then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(phase(&a, "keep").unwrap().0, "Running");
+    assert_eq!(container(&a.pod("keep").unwrap(), "app").unwrap().restart_count, 0);
+}

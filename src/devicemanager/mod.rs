@@ -558,7 +558,10 @@ impl Drop for DeviceManager {
     /// cancelled when the endpoints are dropped).
     fn drop(&mut self) {
         if let Some(mut s) = self.server.take() {
-            let _ = futures::executor::block_on(s.shutdown());
+            // A registration still dialling its plugin must not hold up the shutdown.
+            let done = s.shutdown();
+            s.cancel_all_calls();
+            let _ = futures::executor::block_on(done);
         }
         let mut st = self.devices.state.lock();
         for r in st.resources.values_mut() {

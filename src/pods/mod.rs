@@ -969,8 +969,21 @@ impl crate::manager::Manager for PodManager {
                 let Some(entry) = self.pods.get_mut(&pod_uid).filter(|e| e.admission == Admission::Pending) else {
                     return;
                 };
+                // A pod whose containers already run (adopted after an agent restart with the
+                // checkpoint lost) keeps running, as with kubelet's running-container rule:
+                // rejecting it would leave its processes running under a Failed pod.
+                let running = self.statuses.status(&pod_uid).is_some_and(|s| {
+                    s.init_container_statuses.iter().chain(&s.container_statuses).any(|c| c.state.running.is_some())
+                });
                 match result {
                     Ok(()) => entry.admission = Admission::Admitted,
+                    Err(e) if running => {
+                        log::warn!(
+                            "pods: pod {} already runs; admitting it without its device allocation: {e}",
+                            entry.pod.key()
+                        );
+                        entry.admission = Admission::Admitted;
+                    }
                     Err(e) => {
                         // kubelet's wording for a device allocation failure at admission.
                         let message = format!("Allocate failed due to {e}, which is unexpected");
