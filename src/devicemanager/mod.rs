@@ -179,12 +179,7 @@ impl Devices {
     /// The local API's view: resources and allocations.
     pub fn view(&self) -> serde_json::Value {
         let st = self.state.lock();
-        let allocations: Vec<serde_json::Value> = st
-            .checkpoint()
-            .pod_device_entries
-            .into_iter()
-            .map(|e| serde_json::to_value(e).unwrap_or_default())
-            .collect();
+        let allocations = st.checkpoint().pod_device_entries;
         serde_json::json!({
             "pluginDir": self.dir,
             "registrationServer": match &*self.server_error.lock() {

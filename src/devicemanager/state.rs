@@ -105,28 +105,24 @@ impl DeviceOptions {
                 }
             }
         }
+        fn by_path<T: Clone + PartialEq>(into: &mut Vec<T>, from: &[T], path: fn(&T) -> &str, what: &str, r: &str) {
+            for x in from {
+                match into.iter().find(|y| path(y) == path(x)) {
+                    Some(y) if y != x => {
+                        log::warn!(
+                            "devices: {what} {} from {r} conflicts with an earlier one; keeping the first",
+                            path(x)
+                        )
+                    }
+                    Some(_) => {}
+                    None => into.push(x.clone()),
+                }
+            }
+        }
         by_key(&mut self.envs, &other.envs, "env", resource);
         by_key(&mut self.annotations, &other.annotations, "annotation", resource);
-        for m in &other.mounts {
-            match self.mounts.iter().find(|x| x.container_path == m.container_path) {
-                Some(x) if x != m => log::warn!(
-                    "devices: mount {} from {resource} conflicts with an earlier one; keeping the first",
-                    m.container_path
-                ),
-                Some(_) => {}
-                None => self.mounts.push(m.clone()),
-            }
-        }
-        for d in &other.devices {
-            match self.devices.iter().find(|x| x.container_path == d.container_path) {
-                Some(x) if x != d => log::warn!(
-                    "devices: device {} from {resource} conflicts with an earlier one; keeping the first",
-                    d.container_path
-                ),
-                Some(_) => {}
-                None => self.devices.push(d.clone()),
-            }
-        }
+        by_path(&mut self.mounts, &other.mounts, |m| &m.container_path, "mount", resource);
+        by_path(&mut self.devices, &other.devices, |d| &d.container_path, "device", resource);
         for c in &other.cdi_devices {
             if !self.cdi_devices.contains(c) {
                 self.cdi_devices.push(c.clone());

@@ -554,25 +554,16 @@ impl PodManager {
                 return;
             }
         }
-        let devices = match self.prepared_devices(pod, c) {
-            None => return,
-            Some(Ok(d)) => d,
-            Some(Err(message)) => {
-                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
-                if let Some(t) = event_time {
-                    self.backoff.next(&key, t, now);
-                } else {
-                    self.backoff.next(&key, now, now);
-                }
-                self.waiting.insert(key, Waiting { reason: "CreateContainerError".into(), message, since: now });
-                return;
-            }
-        };
+        let Some(devices) = self.prepared_devices(pod, c) else { return };
         if let Some(t) = event_time {
             self.backoff.next(&key, t, now);
         }
         let attempt = cur.map(|i| i.config.attempt + 1).unwrap_or(0);
-        match self.create_and_start(pod, sandbox_id, c, init, attempt, devices.as_ref()) {
+        // Devices that cannot be prepared fail the create, under the same back-off.
+        let started = devices
+            .map_err(CreateOrStart::Create)
+            .and_then(|d| self.create_and_start(pod, sandbox_id, c, init, attempt, d.as_ref()));
+        match started {
             Ok(()) => {
                 self.waiting.remove(&key);
             }
@@ -622,17 +613,16 @@ impl PodManager {
         if self.sources_seen.is_empty() {
             return;
         }
-        let active: HashSet<String> = self
-            .pods
-            .iter()
-            .filter(|(_, e)| !matches!(e.admission, Admission::Rejected(..)))
-            .map(|(uid, _)| uid.clone())
-            .collect();
-        if active != self.devices_active {
-            let _ = tx.send(DevicesCommand::ActivePods(active.clone()));
-            self.device_prep.retain(|(uid, _), _| active.contains(uid));
-            self.devices_active = active;
+        let active = || self.pods.iter().filter(|(_, e)| !matches!(e.admission, Admission::Rejected(..)));
+        let unchanged =
+            active().count() == self.devices_active.len() && active().all(|(uid, _)| self.devices_active.contains(uid));
+        if unchanged {
+            return;
         }
+        let active: HashSet<String> = active().map(|(uid, _)| uid.clone()).collect();
+        let _ = tx.send(DevicesCommand::ActivePods(active.clone()));
+        self.device_prep.retain(|(uid, _), _| active.contains(uid));
+        self.devices_active = active;
     }
 
     fn create_and_start(
@@ -916,7 +906,7 @@ impl PodManager {
             new.reason = reason.clone();
             new.message = message.clone();
         }
-        if let Some((_, devices)) = &self.devices {
+        if let Some((_, devices)) = self.devices.as_ref().filter(|_| pod_needs_devices(pod)) {
             for cs in new.init_container_statuses.iter_mut().chain(new.container_statuses.iter_mut()) {
                 cs.allocated_resources_status = devices
                     .container_devices(uid, &cs.name)
