@@ -139,11 +139,12 @@ fn start_container_manager(cfg: &Config, recorder: &EventRecorder) -> Result<Opt
         }
         Err(e) if cg.enforcement == "required" => Err(AgentError::Cgroups {
             message: format!(
-                "resource enforcement is required (cgroups.enforcement = \"required\") but cgroups cannot be used: {e}"
+                "resource enforcement is required (cgroups.enforcement = \"required\") but cgroups cannot be used: {}",
+                crate::util::Chain(&e)
             ),
         }),
         Err(e) => {
-            log::warn!("cm: resource enforcement is off: {e}; pods run without cgroup limits (set cgroups.enforcement = \"required\" to refuse to start instead)");
+            log::warn!("cm: resource enforcement is off: {}; pods run without cgroup limits (set cgroups.enforcement = \"required\" to refuse to start instead)", crate::util::Chain(&e));
             Ok(None)
         }
     }
@@ -230,7 +231,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         {
             for s in &sandboxes {
                 if let Err(e) = crate::cm::remove_pod_cgroup(&*driver, &settings, &s.config.pod_uid) {
-                    log::warn!("drain: {e}");
+                    log::warn!("drain: {}", crate::util::Chain(&e));
                 }
             }
         }

@@ -35,6 +35,23 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<T> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
 }
 
+/// Displays an error followed by each of its sources, `outer: cause: root cause`, as
+/// anyhow's `{:#}` does. Every log line and message that shows an error uses it, so no
+/// cause is ever dropped (`cannot create cgroup …: Invalid argument (os error 22)`).
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'a));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
 /// A random 32-hex-digit id (like a container id) from the kernel's random source.
 pub fn random_id() -> String {
     let mut b = [0u8; 16];
@@ -186,6 +203,17 @@ mod tests {
         let v: Vec<i32> = read_json(&p).unwrap();
         assert_eq!(v, vec![1, 2, 3]);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn chain_prints_every_source() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot create cgroup /x")]
+        struct Outer(#[source] io::Error);
+        let e = Outer(io::Error::from_raw_os_error(libc::EMFILE));
+        let text = Chain(&e).to_string();
+        assert!(text.starts_with("cannot create cgroup /x: "), "{text}");
+        assert!(text.contains("Too many open files"), "{text}");
     }
 
     #[test]

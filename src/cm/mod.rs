@@ -492,7 +492,7 @@ impl ContainerManager {
                     &self.node,
                     WARNING,
                     "FailedNodeAllocatableEnforcement",
-                    &format!("Failed to update Node Allocatable Limits {path:?}: {e}"),
+                    &format!("Failed to update Node Allocatable Limits {path:?}: {}", crate::util::Chain(&e)),
                 );
             }
         }
@@ -532,10 +532,10 @@ impl ContainerManager {
     /// Removes a terminated pod's cgroup (killing anything left) and refreshes QoS.
     pub fn remove_pod(&mut self, uid: &str, active: &[&Pod]) {
         if let Err(e) = remove_pod_cgroup(&*self.driver, &self.settings, uid) {
-            log::warn!("cm: {e}; the orphan cleanup will retry");
+            log::warn!("cm: {}; the orphan cleanup will retry", crate::util::Chain(&e));
         }
         if let Err(e) = self.update_qos(active) {
-            log::warn!("cm: updating QoS cgroups: {e}");
+            log::warn!("cm: updating QoS cgroups: {}", crate::util::Chain(&e));
         }
     }
 
@@ -547,7 +547,7 @@ impl ContainerManager {
                 self.enforce_allocatable();
             }
             if let Err(e) = self.update_qos(active) {
-                log::warn!("cm: updating QoS cgroups: {e}");
+                log::warn!("cm: updating QoS cgroups: {}", crate::util::Chain(&e));
             }
         }
         self.cleanup_orphans(known_uids);
@@ -579,9 +579,17 @@ impl ContainerManager {
                     // 1 s, 2 s, 4 s … 128 s between tries; never a busy loop.
                     o.next = now + Duration::from_secs(1 << (o.attempts - 1).min(7));
                     if o.attempts >= ORPHAN_MAX_ATTEMPTS {
-                        log::error!("cm: giving up on orphaned pod cgroup {path} after {} attempts: {e}", o.attempts);
+                        log::error!(
+                            "cm: giving up on orphaned pod cgroup {path} after {} attempts: {}",
+                            o.attempts,
+                            crate::util::Chain(&e)
+                        );
                     } else {
-                        log::warn!("cm: removing orphaned pod cgroup {path} (attempt {}): {e}", o.attempts);
+                        log::warn!(
+                            "cm: removing orphaned pod cgroup {path} (attempt {}): {}",
+                            o.attempts,
+                            crate::util::Chain(&e)
+                        );
                     }
                 }
             }

@@ -245,9 +245,15 @@ impl PodManager {
         let (sandboxes, containers) = match (self.runtime.list_pod_sandboxes(), self.runtime.list_containers()) {
             (Ok(s), Ok(c)) => (s, c),
             (Err(e), _) | (_, Err(e)) => {
-                log::error!("pods: cannot list the runtime's pods: {e}");
+                log::error!("pods: cannot list the runtime's pods: {}", crate::util::Chain(&e));
                 for entry in self.pods.values() {
-                    self.event(&entry.pod, None, true, "FailedSync", &format!("error determining status: {e}"));
+                    self.event(
+                        &entry.pod,
+                        None,
+                        true,
+                        "FailedSync",
+                        &format!("error determining status: {}", crate::util::Chain(&e)),
+                    );
                 }
                 return None;
             }
@@ -381,7 +387,7 @@ impl PodManager {
                             None,
                             true,
                             "FailedCreatePodSandBox",
-                            &format!("Failed to create pod sandbox: {e}"),
+                            &format!("Failed to create pod sandbox: {}", crate::util::Chain(&e)),
                         );
                         return;
                     }
@@ -497,7 +503,7 @@ impl PodManager {
                     None,
                     true,
                     "FailedCreatePodContainer",
-                    &format!("unable to ensure pod container exists: {e}"),
+                    &format!("unable to ensure pod container exists: {}", crate::util::Chain(&e)),
                 );
                 false
             }
@@ -679,9 +685,12 @@ impl PodManager {
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
         };
-        let id = self.mutate().create_container(sandbox_id, &cfg).map_err(|e| CreateOrStart::Create(e.to_string()))?;
+        let id = self
+            .mutate()
+            .create_container(sandbox_id, &cfg)
+            .map_err(|e| CreateOrStart::Create(crate::util::Chain(&e).to_string()))?;
         self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
-        self.mutate().start_container(&id).map_err(|e| CreateOrStart::Start(e.to_string()))?;
+        self.mutate().start_container(&id).map_err(|e| CreateOrStart::Start(crate::util::Chain(&e).to_string()))?;
         self.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
         Ok(())
     }

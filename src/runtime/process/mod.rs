@@ -512,7 +512,7 @@ impl ContainerRuntime for ProcessRuntime {
                     seen.insert(id);
                     out.push(info)
                 }
-                Err(e) => log::warn!("runtime: ignoring container {id}: {e}"),
+                Err(e) => log::warn!("runtime: ignoring container {id}: {}", crate::util::Chain(&e)),
             }
         }
         self.cache.lock().retain(|id, _| seen.contains(id));
