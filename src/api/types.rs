@@ -633,4 +633,28 @@ pub struct NodeStatus {
     pub capacity: BTreeMap<String, Quantity>,
     /// What pods may use (device plugin resources: healthy devices).
     pub allocatable: BTreeMap<String, Quantity>,
+    /// Ready and the pressure conditions, as kubelet reports them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<NodeCondition>,
+}
+
+/// `v1.NodeCondition`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCondition {
+    /// `Ready`, `MemoryPressure`, `DiskPressure`, `PIDPressure`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// When the agent last confirmed the condition.
+    pub last_heartbeat_time: Option<Time>,
+    /// When the status last changed.
+    pub last_transition_time: Option<Time>,
+    /// Machine-readable reason (`KubeletReady`).
+    #[serde(default)]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default)]
+    pub message: String,
 }

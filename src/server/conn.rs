@@ -1,0 +1,635 @@
+//! The connection reactor: one thread (`fl-api`) owns the listener and every connection,
+//! all non-blocking, and waits on them with `poll(2)`; a fixed pool of workers
+//! (`fl-api-work`) computes responses. No socket is ever read or written by a blocking
+//! call, so a client that stops reading holds only its own connection (until its write
+//! deadline), and cheap requests (`/healthz`) are answered on the reactor itself, ahead of
+//! any queued work. Connections, buffered bytes, queued work and unsent output are bounded.
+
+use super::http::{parse_head, Parsed, Request, Response, MAX_HEAD};
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Accepted connections are capped at a quarter of the fd limit, and at most this many.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Worker threads that compute responses.
+pub const WORKERS: usize = 2;
+/// Requests handed to workers and not yet answered.
+pub const QUEUE: usize = 64;
+/// A request head must arrive in full within this time of its first byte.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// An idle keep-alive connection is closed after this time.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A response must be taken by the client within this time, or the connection closes.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Requests served on one connection; the last one is answered with `Connection: close`.
+pub const MAX_REQUESTS_PER_CONNECTION: u32 = 1000;
+/// Unsent response bytes over all connections; past it, queued requests wait.
+pub const OUTPUT_BUDGET: usize = 32 << 20;
+/// `/healthz` fails once `accept` has failed without a success for this long.
+pub const LISTENER_DEAD_AFTER: Duration = Duration::from_secs(5);
+/// After a response that closes the connection, unread input is drained this long (so the
+/// client is not reset before it reads the response), up to `LINGER_BYTES`.
+const LINGER: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 256 << 10;
+/// The first and the longest pause of `accept` after it failed (EMFILE and the like).
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
+/// The longest `poll` wait, so a stop request is seen promptly.
+const POLL_TICK: Duration = Duration::from_millis(200);
+/// Connections accepted per wakeup, so accepting cannot starve the open ones.
+const ACCEPT_BATCH: usize = 64;
+
+/// What the reactor needs from the routes.
+pub trait Handler: Send + Sync + 'static {
+    /// Answers a request; runs on a worker (or on the reactor when `inline` says so).
+    fn handle(&self, req: &Request) -> Response;
+    /// Whether the answer is cheap and must not wait behind queued work (`/healthz`).
+    fn inline(&self, req: &Request) -> bool;
+}
+
+/// The bounds of one server.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Open connections; see `connection_cap`.
+    pub max_connections: usize,
+    /// Worker threads.
+    pub workers: usize,
+    /// See `REQUEST_TIMEOUT`.
+    pub request_timeout: Duration,
+    /// See `IDLE_TIMEOUT`.
+    pub idle_timeout: Duration,
+    /// See `WRITE_TIMEOUT`.
+    pub write_timeout: Duration,
+    /// See `MAX_REQUESTS_PER_CONNECTION`.
+    pub max_requests_per_connection: u32,
+}
+
+impl Limits {
+    /// The documented limits, with the connection cap derived from the fd limit.
+    pub fn for_this_process() -> Limits {
+        let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes into the struct we pass.
+        let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 { rl.rlim_cur } else { 1024 };
+        Limits {
+            max_connections: connection_cap(nofile),
+            workers: WORKERS,
+            request_timeout: REQUEST_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            write_timeout: WRITE_TIMEOUT,
+            max_requests_per_connection: MAX_REQUESTS_PER_CONNECTION,
+        }
+    }
+}
+
+/// The API may use a quarter of the fd limit for connections (systemd's default soft limit
+/// of 1024 gives 256), never more than `MAX_CONNECTIONS`, never fewer than 16.
+pub fn connection_cap(nofile_soft: u64) -> usize {
+    (nofile_soft / 4).clamp(16, MAX_CONNECTIONS as u64) as usize
+}
+
+/// Whether an `accept` error concerns only the connection being accepted (retry at once)
+/// or the process (out of fds or memory: pause accepting for a while).
+pub fn accept_error_is_transient(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ECONNABORTED | libc::EINTR | libc::EPROTO | libc::EPERM))
+}
+
+/// Counters and the listener's state, read by `/healthz` and `/metrics`.
+#[derive(Default)]
+pub struct ServerStats {
+    /// Connections accepted.
+    pub accepted: AtomicU64,
+    /// Connections refused with 503 because every slot was busy.
+    pub rejected: AtomicU64,
+    /// Idle connections closed to make room for a new one.
+    pub evicted: AtomicU64,
+    /// Connections closed because a request or a response missed its deadline.
+    pub timeouts: AtomicU64,
+    /// `accept` failures (EMFILE and the like).
+    pub accept_errors: AtomicU64,
+    /// Open connections.
+    pub open: AtomicU64,
+    failing_since: Mutex<Option<(Instant, String)>>,
+}
+
+impl ServerStats {
+    /// Set when the listener has failed to accept for longer than `LISTENER_DEAD_AFTER`.
+    pub fn listener_problem(&self, now: Instant) -> Option<String> {
+        let failing = self.failing_since.lock();
+        let (since, error) = failing.as_ref()?;
+        let d = now.saturating_duration_since(*since);
+        (d >= LISTENER_DEAD_AFTER)
+            .then(|| format!("api listener has not accepted a connection for {}s: {error}", d.as_secs()))
+    }
+}
+
+enum State {
+    /// Waiting for (the rest of) a request head; `started` once a byte of it arrived.
+    Reading { started: bool },
+    /// A worker has the request, or it waits for one.
+    Queued,
+    /// Sending `out`; close afterwards if `close`.
+    Writing { out: Vec<u8>, pos: usize, close: bool },
+    /// Response sent and write side shut; discarding input until EOF or the deadline.
+    Lingering { drained: usize },
+}
+
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    state: State,
+    served: u32,
+    deadline: Instant,
+    /// When it last became idle, for choosing whom to evict.
+    idle_since: Instant,
+}
+
+/// The reactor's state; `run` drives it on the `fl-api` thread.
+pub struct Reactor<H: Handler> {
+    listener: TcpListener,
+    wake: UnixStream,
+    replies: Receiver<(u64, Response)>,
+    jobs: Option<Sender<(u64, Request)>>,
+    conns: BTreeMap<u64, Conn>,
+    next_id: u64,
+    ready: VecDeque<(u64, Request)>,
+    in_flight: usize,
+    pending_out: usize,
+    accept_paused_until: Option<Instant>,
+    backoff: Duration,
+    handler: Arc<H>,
+    limits: Limits,
+    stats: Arc<ServerStats>,
+}
+
+/// Worker threads' end of the reactor: jobs in, replies out, and the wakeup socket.
+pub struct WorkerEnds {
+    /// Requests to answer.
+    pub jobs: Receiver<(u64, Request)>,
+    /// Answers.
+    pub replies: Sender<(u64, Response)>,
+    /// Written to after each answer so the reactor's `poll` returns.
+    pub wake: UnixStream,
+}
+
+impl<H: Handler> Reactor<H> {
+    /// A reactor over a bound listener, and the ends its workers use.
+    pub fn new(
+        listener: TcpListener,
+        handler: Arc<H>,
+        limits: Limits,
+        stats: Arc<ServerStats>,
+    ) -> io::Result<(Self, WorkerEnds, UnixStream)> {
+        listener.set_nonblocking(true)?;
+        let (wake_rx, wake_tx) = UnixStream::pair()?;
+        wake_rx.set_nonblocking(true)?;
+        wake_tx.set_nonblocking(true)?;
+        let (jobs_tx, jobs_rx) = bounded(QUEUE);
+        let (replies_tx, replies_rx) = unbounded();
+        let ends = WorkerEnds { jobs: jobs_rx, replies: replies_tx, wake: wake_tx.try_clone()? };
+        let reactor = Reactor {
+            listener,
+            wake: wake_rx,
+            replies: replies_rx,
+            jobs: Some(jobs_tx),
+            conns: BTreeMap::new(),
+            next_id: 0,
+            ready: VecDeque::new(),
+            in_flight: 0,
+            pending_out: 0,
+            accept_paused_until: None,
+            backoff: ACCEPT_BACKOFF.0,
+            handler,
+            limits,
+            stats,
+        };
+        Ok((reactor, ends, wake_tx))
+    }
+
+    /// Serves until `stop` is set (and the wake socket written).
+    pub fn run(mut self, stop: &AtomicBool) {
+        let mut pfds: Vec<libc::pollfd> = Vec::new();
+        let mut ids: Vec<u64> = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            pfds.clear();
+            ids.clear();
+            let listening = self.accept_paused_until.map_or(true, |t| now >= t);
+            pfds.push(pollfd(self.wake.as_raw_fd(), libc::POLLIN));
+            pfds.push(pollfd(self.listener.as_raw_fd(), if listening { libc::POLLIN } else { 0 }));
+            let mut wake_at = now + POLL_TICK;
+            if let Some(t) = self.accept_paused_until {
+                wake_at = wake_at.min(t);
+            }
+            for (id, c) in &self.conns {
+                let events = match c.state {
+                    State::Reading { .. } | State::Lingering { .. } => libc::POLLIN,
+                    State::Writing { .. } => libc::POLLOUT,
+                    State::Queued => 0,
+                };
+                pfds.push(pollfd(c.stream.as_raw_fd(), events));
+                ids.push(*id);
+                wake_at = wake_at.min(c.deadline);
+            }
+            let ms = wake_at.saturating_duration_since(now).as_millis() as i32;
+            // SAFETY: pfds is a valid array of pollfd of the given length.
+            if unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) } < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::error!("api: poll failed: {}", crate::util::Chain(&e));
+                    std::thread::sleep(POLL_TICK);
+                }
+                continue;
+            }
+            if pfds[0].revents != 0 {
+                let mut sink = [0u8; 64];
+                while matches!((&self.wake).read(&mut sink), Ok(n) if n > 0) {}
+            }
+            self.collect_replies();
+            if pfds[1].revents != 0 {
+                self.accept_batch();
+            }
+            for (i, id) in ids.iter().enumerate() {
+                if pfds[i + 2].revents != 0 {
+                    self.on_ready(*id);
+                }
+            }
+            self.expire(Instant::now());
+            self.dispatch();
+        }
+        // Dropping the job sender ends the workers.
+        self.jobs.take();
+    }
+
+    fn collect_replies(&mut self) {
+        while let Ok((id, resp)) = self.replies.try_recv() {
+            self.in_flight -= 1;
+            if matches!(self.conns.get(&id).map(|c| &c.state), Some(State::Queued)) {
+                self.respond(id, resp);
+            }
+        }
+    }
+
+    fn accept_batch(&mut self) {
+        for _ in 0..ACCEPT_BATCH {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if let Some((_, error)) = self.stats.failing_since.lock().take() {
+                        log::info!("api: accepting connections again (the last error was: {error})");
+                    }
+                    self.backoff = ACCEPT_BACKOFF.0;
+                    self.admit(stream);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if accept_error_is_transient(&e) => continue,
+                Err(e) => {
+                    self.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                    let mut failing = self.stats.failing_since.lock();
+                    if failing.is_none() {
+                        // Once per burst: the next line is the recovery.
+                        log::warn!(
+                            "api: accept failed, pausing and retrying (up to every {:?}): {}",
+                            ACCEPT_BACKOFF.1,
+                            crate::util::Chain(&e)
+                        );
+                        *failing = Some((Instant::now(), e.to_string()));
+                    }
+                    self.accept_paused_until = Some(Instant::now() + self.backoff);
+                    self.backoff = (self.backoff * 2).min(ACCEPT_BACKOFF.1);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn admit(&mut self, stream: TcpStream) {
+        self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        if self.conns.len() >= self.limits.max_connections {
+            // Make room by closing the connection idle the longest (HTTP lets a server close an
+            // idle connection at any time); if every one is busy, refuse this one.
+            let idle = self
+                .conns
+                .iter()
+                .filter(|(_, c)| matches!(c.state, State::Reading { .. } | State::Lingering { .. }))
+                .min_by_key(|(_, c)| c.idle_since)
+                .map(|(id, _)| *id);
+            match idle {
+                Some(id) => {
+                    self.stats.evicted.fetch_add(1, Ordering::Relaxed);
+                    self.close(id);
+                }
+                None => {
+                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    let msg = format!(
+                        "the ferrolet API is serving its limit of {} connections; try again later\n",
+                        self.limits.max_connections
+                    );
+                    let resp = Response { close: true, ..Response::text(503, msg) };
+                    // Best effort on a fresh socket: the send buffer is empty, so it fits.
+                    let _ = (&stream).write(&resp.to_bytes());
+                    let _ = stream.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+        }
+        let now = Instant::now();
+        let id = self.next_id;
+        self.next_id += 1;
+        let deadline = now + self.limits.idle_timeout;
+        let conn = Conn {
+            stream,
+            buf: Vec::new(),
+            state: State::Reading { started: false },
+            served: 0,
+            deadline,
+            idle_since: now,
+        };
+        self.conns.insert(id, conn);
+        self.stats.open.store(self.conns.len() as u64, Ordering::Relaxed);
+    }
+
+    fn on_ready(&mut self, id: u64) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        match &mut c.state {
+            State::Reading { started } => {
+                let mut chunk = [0u8; 16 << 10];
+                loop {
+                    match (&c.stream).read(&mut chunk) {
+                        Ok(0) => return self.close(id),
+                        Ok(n) => {
+                            c.buf.extend_from_slice(&chunk[..n]);
+                            if !*started {
+                                *started = true;
+                                c.deadline = c.deadline.min(Instant::now() + self.limits.request_timeout);
+                            }
+                            // Bounded: parse_head refuses anything longer than MAX_HEAD.
+                            if c.buf.len() > MAX_HEAD {
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(_) => return self.close(id),
+                    }
+                }
+                self.advance(id);
+            }
+            State::Lingering { drained } => {
+                let mut chunk = [0u8; 16 << 10];
+                loop {
+                    match (&c.stream).read(&mut chunk) {
+                        Ok(n) if n > 0 && *drained + n <= LINGER_BYTES => *drained += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        _ => return self.close(id),
+                    }
+                }
+            }
+            State::Writing { .. } => self.flush(id),
+            State::Queued => {}
+        }
+    }
+
+    /// Parses what has arrived: answers inline, queues for a worker, or refuses.
+    fn advance(&mut self, id: u64) {
+        loop {
+            let Some(c) = self.conns.get_mut(&id) else { return };
+            if !matches!(c.state, State::Reading { .. }) {
+                return;
+            }
+            match parse_head(&c.buf) {
+                Parsed::Incomplete => return,
+                Parsed::Refused(e) => {
+                    log::debug!("api: refusing a request: {e}");
+                    c.buf.clear();
+                    return self.respond(id, Response::refused(&e));
+                }
+                Parsed::Complete(mut req, used) => {
+                    c.buf.drain(..used);
+                    c.served += 1;
+                    if c.served >= self.limits.max_requests_per_connection {
+                        req.close = true;
+                    }
+                    if self.handler.inline(&req) {
+                        let resp = self.handler.handle(&req);
+                        self.respond(id, Response { close: resp.close || req.close, ..resp });
+                        // Loop: a pipelined request may already be buffered.
+                    } else {
+                        c.state = State::Queued;
+                        self.ready.push_back((id, req));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn respond(&mut self, id: u64, resp: Response) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        let out = resp.to_bytes();
+        self.pending_out += out.len();
+        c.state = State::Writing { out, pos: 0, close: resp.close };
+        c.deadline = Instant::now() + self.limits.write_timeout;
+        self.flush(id);
+    }
+
+    fn flush(&mut self, id: u64) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        let State::Writing { out, pos, close } = &mut c.state else { return };
+        while *pos < out.len() {
+            match (&c.stream).write(&out[*pos..]) {
+                Ok(0) => return self.close(id),
+                Ok(n) => *pos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return self.close(id),
+            }
+        }
+        self.pending_out -= out.len();
+        let now = Instant::now();
+        if *close {
+            let _ = c.stream.shutdown(Shutdown::Write);
+            c.state = State::Lingering { drained: 0 };
+            c.deadline = now + LINGER;
+            c.idle_since = now;
+        } else {
+            // Writing --sent--> Reading (keep-alive); pipelined bytes count as a started request.
+            let started = !c.buf.is_empty();
+            c.state = State::Reading { started };
+            c.idle_since = now;
+            c.deadline = now + if started { self.limits.request_timeout } else { self.limits.idle_timeout };
+            self.advance(id);
+        }
+    }
+
+    fn close(&mut self, id: u64) {
+        if let Some(c) = self.conns.remove(&id) {
+            if let State::Writing { out, .. } = &c.state {
+                self.pending_out -= out.len();
+                // Reset instead of a FIN: the kernel would otherwise keep sending what is
+                // buffered to a client that does not read, long after we gave up on it.
+                abort_on_close(&c.stream);
+            }
+        }
+        self.stats.open.store(self.conns.len() as u64, Ordering::Relaxed);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        let late: Vec<(u64, bool)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.deadline <= now && !matches!(c.state, State::Queued))
+            .map(|(id, c)| (*id, matches!(c.state, State::Writing { .. } | State::Reading { started: true })))
+            .collect();
+        for (id, counted) in late {
+            if counted {
+                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                log::debug!("api: closing a connection that missed its read or write deadline");
+            }
+            self.close(id);
+        }
+    }
+
+    /// Hands queued requests to workers while work in flight and unsent output allow.
+    fn dispatch(&mut self) {
+        while self.in_flight < QUEUE && self.pending_out < OUTPUT_BUDGET {
+            let Some((id, req)) = self.ready.pop_front() else { return };
+            if !self.conns.contains_key(&id) {
+                continue;
+            }
+            let Some(jobs) = &self.jobs else { return };
+            match jobs.try_send((id, req)) {
+                Ok(()) => self.in_flight += 1,
+                Err(TrySendError::Full(job)) => {
+                    self.ready.push_front(job);
+                    return;
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    let resp = Response { close: true, ..Response::text(503, "the API workers have stopped\n") };
+                    self.respond(id, resp);
+                }
+            }
+        }
+    }
+}
+
+/// Sets `SO_LINGER` to zero, so closing discards unsent data and sends a reset.
+fn abort_on_close(stream: &TcpStream) {
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: setsockopt on a socket we own, with a pointer to a linger struct of that size.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+fn pollfd(fd: i32, events: i16) -> libc::pollfd {
+    libc::pollfd { fd, events, revents: 0 }
+}
+
+/// A worker's loop: answer jobs until the reactor drops the job sender.
+pub fn work<H: Handler>(handler: &H, ends: &WorkerEnds) {
+    loop {
+        let (id, req) = match ends.jobs.recv_timeout(Duration::from_secs(1)) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        // A bug in one route answers 500 instead of shrinking the pool.
+        let resp =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(&req))).unwrap_or_else(|_| {
+                log::error!("api: handler for {} panicked", req.path);
+                Response::text(500, "internal error\n")
+            });
+        if ends.replies.send((id, resp)).is_err() {
+            return;
+        }
+        // WouldBlock means a wakeup is already pending.
+        let _ = (&ends.wake).write(&[1]);
+    }
+}
+
+/// A running server: the reactor thread and its workers.
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    wake: UnixStream,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    done: Receiver<()>,
+}
+
+/// Starts the reactor (`fl-api`) and `limits.workers` workers (`fl-api-work`) on `listener`,
+/// counting into `stats`; each thread holds an alive guard in `health`.
+pub fn spawn<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: Limits,
+    stats: Arc<ServerStats>,
+    health: &crate::manager::Health,
+) -> io::Result<Running> {
+    let workers = limits.workers.max(1);
+    let (reactor, ends, wake) = Reactor::new(listener, handler.clone(), limits, stats.clone())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done_tx, done) = bounded::<()>(workers + 1);
+    let mut threads = Vec::new();
+    for _ in 0..workers {
+        let ends = WorkerEnds { jobs: ends.jobs.clone(), replies: ends.replies.clone(), wake: ends.wake.try_clone()? };
+        let (handler, guard, done_tx) =
+            (handler.clone(), crate::manager::AliveGuard::new(health, "fl-api-work"), done_tx.clone());
+        threads.push(std::thread::Builder::new().name("fl-api-work".into()).spawn(move || {
+            work(&*handler, &ends);
+            guard.finish();
+            let _ = done_tx.send(());
+        })?);
+    }
+    drop(ends);
+    let (flag, guard) = (stop.clone(), crate::manager::AliveGuard::new(health, "fl-api"));
+    threads.push(std::thread::Builder::new().name("fl-api".into()).spawn(move || {
+        reactor.run(&flag);
+        guard.finish();
+        let _ = done_tx.send(());
+    })?);
+    Ok(Running { stop, wake, threads, done })
+}
+
+impl Running {
+    /// Stops the reactor and the workers, waiting up to `timeout` for them.
+    pub fn stop(self, timeout: Duration) -> Result<(), String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = (&self.wake).write(&[1]);
+        let deadline = Instant::now() + timeout;
+        for _ in 0..self.threads.len() {
+            match self.done.recv_deadline(deadline) {
+                Ok(()) => {}
+                // A thread that panicked drops its sender without sending: it has ended too.
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    return Err(format!("fl-api did not stop within {timeout:?}"))
+                }
+            }
+        }
+        for t in self.threads {
+            // Every thread has finished (or panicked), so join returns at once.
+            let _ = t.join();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;

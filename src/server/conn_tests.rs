@@ -1,0 +1,216 @@
+//! The reactor against real sockets on 127.0.0.1, with a handler that serves a large body
+//! on `/big` (from a worker) and `ok` on `/healthz` (inline).
+
+use super::*;
+use crate::manager::Health;
+
+struct Fake;
+
+impl Handler for Fake {
+    fn handle(&self, req: &Request) -> Response {
+        match req.path.as_str() {
+            "/healthz" => Response::text(200, "ok"),
+            "/big" => Response::text(200, "x".repeat(1 << 20)),
+            "/panic" => panic!("a route bug"),
+            "/slow" => {
+                std::thread::sleep(Duration::from_secs(2));
+                Response::text(200, "slow")
+            }
+            _ => Response::text(404, "no\n"),
+        }
+    }
+    fn inline(&self, req: &Request) -> bool {
+        req.path == "/healthz"
+    }
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_connections: 8,
+        workers: 2,
+        request_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_secs(5),
+        write_timeout: Duration::from_millis(700),
+        max_requests_per_connection: 3,
+    }
+}
+
+fn start(limits: Limits) -> (Running, std::net::SocketAddr, Arc<ServerStats>, Health) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stats = Arc::new(ServerStats::default());
+    let health = Health::default();
+    let running = spawn(listener, Arc::new(Fake), limits, stats.clone(), &health).unwrap();
+    (running, addr, stats, health)
+}
+
+fn connect(addr: std::net::SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Sends `GET path` on `s` and reads one response: (status line, body).
+fn get(s: &mut TcpStream, path: &str) -> (String, Vec<u8>) {
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes()).unwrap();
+    read_response(s)
+}
+
+fn read_response(s: &mut TcpStream) -> (String, Vec<u8>) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "connection closed in a response head: {head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let len: usize =
+        head.lines().find_map(|l| l.strip_prefix("Content-Length: ")).map(|v| v.trim().parse().unwrap()).unwrap();
+    let mut body = vec![0; len];
+    s.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+fn set_rcvbuf(s: &TcpStream, bytes: i32) {
+    // SAFETY: setsockopt on a socket we own, with a pointer to an i32 of the given size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &bytes as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+}
+
+/// Reads until EOF or a reset; true if the server closed the connection.
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64 << 10];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_blocks_nobody_and_is_closed_at_its_write_deadline() {
+    let (running, addr, stats, _health) = start(limits());
+    let mut hostile = TcpStream::connect(addr).unwrap();
+    set_rcvbuf(&hostile, 1024);
+    let pipelined = "GET /big HTTP/1.1\r\nHost: t\r\n\r\n".repeat(60);
+    hostile.write_all(pipelined.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut other = connect(addr);
+    assert_eq!(get(&mut other, "/healthz").1, b"ok");
+    assert_eq!(get(&mut other, "/big").1.len(), 1 << 20, "workers are free for other clients");
+    hostile.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(closed_by_server(&mut hostile));
+    assert!(stats.timeouts.load(Ordering::Relaxed) >= 1);
+    running.stop(Duration::from_secs(2)).unwrap();
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_until_the_per_connection_limit() {
+    let (running, addr, _stats, _health) = start(limits());
+    let mut s = connect(addr);
+    s.write_all(b"GET /healthz HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let (h1, b1) = read_response(&mut s);
+    let (h2, _) = read_response(&mut s);
+    let (h3, _) = read_response(&mut s);
+    assert!(h1.starts_with("HTTP/1.1 200") && b1 == b"ok" && h2.starts_with("HTTP/1.1 404"), "{h1}{h2}");
+    assert!(h3.contains("Connection: close"), "the third request is the last: {h3}");
+    assert!(closed_by_server(&mut s), "the fourth request is not served");
+    running.stop(Duration::from_secs(2)).unwrap();
+}
+
+#[test]
+fn bad_heads_are_answered_with_their_status_and_closed() {
+    let (running, addr, _stats, _health) = start(limits());
+    let mut s = connect(addr);
+    let line = format!("GET /{} HTTP/1.1\r\n", "a".repeat(64 << 10));
+    s.write_all(line.as_bytes()).unwrap();
+    let (head, _) = read_response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 414 URI Too Long\r\n") && head.contains("Connection: close"), "{head}");
+    assert!(closed_by_server(&mut s));
+
+    let mut s = connect(addr);
+    s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    for i in 0..200 {
+        s.write_all(format!("X-{i}: 1\r\n").as_bytes()).unwrap();
+    }
+    assert!(read_response(&mut s).0.starts_with("HTTP/1.1 431"));
+
+    let mut s = connect(addr);
+    s.write_all(b"BREW /pot HTTP/3\r\n\r\n").unwrap();
+    assert!(read_response(&mut s).0.starts_with("HTTP/1.1 400"));
+    let mut s = connect(addr);
+    assert!(get(&mut s, "/panic").0.starts_with("HTTP/1.1 500"), "a panicking route answers 500");
+    assert!(get(&mut s, "/healthz").0.starts_with("HTTP/1.1 200"), "and the connection goes on");
+    running.stop(Duration::from_secs(2)).unwrap();
+}
+
+#[test]
+fn a_slow_request_head_is_closed_at_the_request_deadline() {
+    let (running, addr, stats, _health) = start(limits());
+    let mut s = connect(addr);
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost:").unwrap();
+    assert!(closed_by_server(&mut s));
+    assert_eq!(stats.timeouts.load(Ordering::Relaxed), 1);
+    running.stop(Duration::from_secs(2)).unwrap();
+}
+
+#[test]
+fn over_the_cap_idle_connections_make_room_and_busy_ones_get_503() {
+    let (running, addr, stats, _health) = start(limits());
+    let idle: Vec<TcpStream> = (0..8).map(|_| connect(addr)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut fresh = connect(addr);
+    assert_eq!(get(&mut fresh, "/healthz").1, b"ok", "the oldest idle connection made room");
+    assert!(stats.evicted.load(Ordering::Relaxed) >= 1);
+    drop((idle, fresh));
+    std::thread::sleep(Duration::from_millis(200));
+    // Eight slow requests (two at the workers, six queued) fill every slot with busy connections.
+    let busy: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let s = TcpStream::connect(addr).unwrap();
+            (&s).write_all(b"GET /slow HTTP/1.1\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut refused = connect(addr);
+    let (head, body) = read_response(&mut refused);
+    assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("limit of 8 connections"));
+    assert_eq!(stats.open.load(Ordering::Relaxed), 8);
+    drop(busy);
+    running.stop(Duration::from_secs(5)).unwrap();
+}
+
+#[test]
+fn the_connection_cap_follows_the_fd_limit() {
+    assert_eq!(connection_cap(1024), 256);
+    assert_eq!(connection_cap(1 << 20), MAX_CONNECTIONS);
+    assert_eq!(connection_cap(20), 16);
+    assert!(accept_error_is_transient(&io::Error::from_raw_os_error(libc::ECONNABORTED)));
+    assert!(!accept_error_is_transient(&io::Error::from_raw_os_error(libc::EMFILE)));
+}
+
+#[test]
+fn a_listener_failing_for_long_is_reported() {
+    let stats = ServerStats::default();
+    let now = Instant::now();
+    assert_eq!(stats.listener_problem(now), None);
+    *stats.failing_since.lock() = Some((now, "Too many open files (os error 24)".into()));
+    assert_eq!(stats.listener_problem(now), None, "a short burst is not a dead listener");
+    let text = stats.listener_problem(now + LISTENER_DEAD_AFTER).unwrap();
+    assert!(text.contains("has not accepted a connection for 5s: Too many open files"), "{text}");
+}

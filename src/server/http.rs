@@ -1,0 +1,324 @@
+//! HTTP/1.1 as far as the local API needs it, as pure functions: parsing a request head
+//! with hard bounds (request line, header count, header bytes) and writing a response.
+//! No I/O here; `conn` feeds bytes in and writes bytes out.
+
+/// Longest request line accepted (method, target, version), as the request-URI limit of
+/// common servers (nginx, Go's own 8 KiB line buffer); longer is `414 URI Too Long`.
+pub const MAX_REQUEST_LINE: usize = 8 * 1024;
+/// Most bytes of header lines after the request line; more is `431`.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// Most header fields; more is `431`.
+pub const MAX_HEADERS: usize = 100;
+/// The most a connection buffers while it waits for a complete request head.
+pub const MAX_HEAD: usize = MAX_REQUEST_LINE + MAX_HEADER_BYTES;
+
+/// A parsed request head. Bodies are never read: a request that announces one is answered
+/// and its connection closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The path, before `?`.
+    pub path: String,
+    /// The raw query, after `?` (empty when there is none).
+    pub query: String,
+    /// The connection must close after the response (HTTP/1.0, `Connection: close`, a body).
+    pub close: bool,
+}
+
+/// Why a request head was refused; each maps to a status code and closes the connection.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeadError {
+    /// The request line is longer than `MAX_REQUEST_LINE`.
+    #[error("request line longer than {MAX_REQUEST_LINE} bytes")]
+    LineTooLong,
+    /// More than `MAX_HEADERS` header fields.
+    #[error("more than {MAX_HEADERS} header fields")]
+    TooManyHeaders,
+    /// Header lines longer than `MAX_HEADER_BYTES` in total.
+    #[error("header fields longer than {MAX_HEADER_BYTES} bytes in total")]
+    HeadersTooLarge,
+    /// Not HTTP/1.x, or a malformed line.
+    #[error("malformed request: {0}")]
+    Malformed(&'static str),
+}
+
+impl HeadError {
+    /// The status code the client gets.
+    pub fn status(&self) -> u16 {
+        match self {
+            HeadError::LineTooLong => 414,
+            HeadError::TooManyHeaders | HeadError::HeadersTooLarge => 431,
+            HeadError::Malformed(_) => 400,
+        }
+    }
+}
+
+/// The outcome of looking at the bytes received so far.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// More bytes are needed (and allowed).
+    Incomplete,
+    /// A request, and how many bytes of the buffer its head used.
+    Complete(Request, usize),
+    /// The head breaks a rule; answer `error.status()` and close.
+    Refused(HeadError),
+}
+
+/// Looks for one request head at the start of `buf`. Every bound is checked on partial
+/// input too, so a client can never make the caller buffer more than `MAX_HEAD` bytes.
+pub fn parse_head(buf: &[u8]) -> Parsed {
+    let Some(line_end) = buf.iter().position(|&b| b == b'\n') else {
+        return if buf.len() > MAX_REQUEST_LINE { Parsed::Refused(HeadError::LineTooLong) } else { Parsed::Incomplete };
+    };
+    if line_end > MAX_REQUEST_LINE {
+        return Parsed::Refused(HeadError::LineTooLong);
+    }
+    let line = trim_cr(&buf[..line_end]);
+    let (method, target, minor) = match request_line(line) {
+        Ok(v) => v,
+        Err(e) => return Parsed::Refused(e),
+    };
+    let mut close = minor == 0;
+    let mut pos = line_end + 1;
+    let mut count = 0;
+    loop {
+        let rest = &buf[pos..];
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            return if pos - line_end - 1 + rest.len() > MAX_HEADER_BYTES {
+                Parsed::Refused(HeadError::HeadersTooLarge)
+            } else {
+                Parsed::Incomplete
+            };
+        };
+        if pos + end - line_end > MAX_HEADER_BYTES {
+            return Parsed::Refused(HeadError::HeadersTooLarge);
+        }
+        let field = trim_cr(&rest[..end]);
+        pos += end + 1;
+        if field.is_empty() {
+            break;
+        }
+        count += 1;
+        if count > MAX_HEADERS {
+            return Parsed::Refused(HeadError::TooManyHeaders);
+        }
+        let (name, value) = match header(field) {
+            Ok(v) => v,
+            Err(e) => return Parsed::Refused(e),
+        };
+        if name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") && minor == 0 {
+                    close = false;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding")
+            || (name.eq_ignore_ascii_case("content-length") && value.trim() != "0")
+        {
+            // A body we will not read: the connection cannot carry another request.
+            close = true;
+        }
+    }
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (target.to_string(), String::new()),
+    };
+    Parsed::Complete(Request { method: method.to_string(), path, query, close }, pos)
+}
+
+fn trim_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// `GET /path?q HTTP/1.1` to (method, target, minor version).
+fn request_line(line: &[u8]) -> Result<(&str, &str, u8), HeadError> {
+    let line = std::str::from_utf8(line).map_err(|_| HeadError::Malformed("request line is not UTF-8"))?;
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(HeadError::Malformed("request line is not METHOD TARGET VERSION"));
+    };
+    if method.is_empty() || !method.bytes().all(is_token_byte) {
+        return Err(HeadError::Malformed("bad method"));
+    }
+    if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(HeadError::Malformed("the target must be an absolute path"));
+    }
+    let minor = match version {
+        "HTTP/1.1" => 1,
+        "HTTP/1.0" => 0,
+        _ => return Err(HeadError::Malformed("only HTTP/1.0 and HTTP/1.1 are served")),
+    };
+    Ok((method, target, minor))
+}
+
+fn header(field: &[u8]) -> Result<(&str, &str), HeadError> {
+    let field = std::str::from_utf8(field).map_err(|_| HeadError::Malformed("header field is not UTF-8"))?;
+    let (name, value) = field.split_once(':').ok_or(HeadError::Malformed("header field without a colon"))?;
+    // Also refuses obsolete line folding (a field starting with a space), as RFC 9112 allows.
+    if name.is_empty() || !name.bytes().all(is_token_byte) {
+        return Err(HeadError::Malformed("bad header field name"));
+    }
+    Ok((name, value.trim()))
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// A response; `close` ends the connection after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Close the connection after this response.
+    pub close: bool,
+}
+
+impl Response {
+    /// A response with a text body.
+    pub fn text(status: u16, body: impl Into<String>) -> Response {
+        Response { status, content_type: "text/plain; charset=utf-8", body: body.into().into_bytes(), close: false }
+    }
+
+    /// A response with a JSON body.
+    pub fn json(body: String) -> Response {
+        Response { status: 200, content_type: "application/json", body: body.into_bytes(), close: false }
+    }
+
+    /// The answer to a refused head: its status, and the connection closes.
+    pub fn refused(e: &HeadError) -> Response {
+        Response { close: true, ..Response::text(e.status(), format!("{e}\n")) }
+    }
+
+    /// Status line, headers and body, ready to write.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nX-Content-Type-Options: nosniff\r\n{}\r\n",
+            self.status,
+            reason(self.status),
+            self.content_type,
+            self.body.len(),
+            if self.close { "Connection: close\r\n" } else { "" }
+        )
+        .into_bytes();
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        414 => "URI Too Long",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn complete(buf: &[u8]) -> (Request, usize) {
+        match parse_head(buf) {
+            Parsed::Complete(r, n) => (r, n),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn pipelined_requests_are_parsed_one_head_at_a_time() {
+        let buf = b"GET /events?kind=Pod HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n";
+        let (r, n) = complete(buf);
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str(), r.query.as_str(), r.close),
+            ("GET", "/events", "kind=Pod", false)
+        );
+        let (r, m) = complete(&buf[n..]);
+        assert_eq!((r.path.as_str(), n + m), ("/healthz", buf.len()));
+    }
+
+    #[test]
+    fn partial_heads_wait_for_more_bytes() {
+        assert_eq!(parse_head(b"GET /pods HT"), Parsed::Incomplete);
+        assert_eq!(parse_head(b"GET /pods HTTP/1.1\r\nHost: x\r\n"), Parsed::Incomplete);
+    }
+
+    #[test]
+    fn connection_close_http_1_0_and_bodies_close_the_connection() {
+        assert!(complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").0.close);
+        assert!(complete(b"GET / HTTP/1.0\r\n\r\n").0.close);
+        assert!(!complete(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").0.close);
+        assert!(complete(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").0.close);
+        assert!(complete(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").0.close);
+    }
+
+    #[test]
+    fn a_long_request_line_is_414_even_before_its_end_arrives() {
+        let mut buf = b"GET /".to_vec();
+        buf.resize(MAX_REQUEST_LINE + 1, b'a');
+        assert_eq!(parse_head(&buf), Parsed::Refused(HeadError::LineTooLong));
+        buf.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+        assert_eq!(parse_head(&buf), Parsed::Refused(HeadError::LineTooLong));
+        let mut ok = b"GET /".to_vec();
+        ok.resize(MAX_REQUEST_LINE - 12, b'a');
+        ok.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+        assert!(matches!(parse_head(&ok), Parsed::Complete(..)));
+    }
+
+    #[test]
+    fn too_many_or_too_large_headers_are_431() {
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("X-{i}: 1\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert_eq!(parse_head(&many), Parsed::Refused(HeadError::TooManyHeaders));
+        let mut large = b"GET / HTTP/1.1\r\nX-Big: ".to_vec();
+        large.resize(MAX_HEADER_BYTES + 100, b'a');
+        assert_eq!(parse_head(&large), Parsed::Refused(HeadError::HeadersTooLarge), "before the line ends");
+        large.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(parse_head(&large), Parsed::Refused(HeadError::HeadersTooLarge));
+        assert_eq!(HeadError::TooManyHeaders.status(), 431);
+    }
+
+    #[test]
+    fn malformed_heads_are_400() {
+        for bad in [
+            &b"GET /\r\n\r\n"[..],
+            b"GET http://x/ HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/2.0\r\n\r\n",
+            b"G(T / HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nno colon\r\n\r\n",
+            b"GET / HTTP/1.1\r\n folded: x\r\n\r\n",
+            b"GET /\xff HTTP/1.1\r\n\r\n",
+        ] {
+            match parse_head(bad) {
+                Parsed::Refused(e) => assert_eq!(e.status(), 400, "{bad:?}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn responses_carry_length_and_close() {
+        let r = Response { close: true, ..Response::text(503, "busy\n") };
+        let text = String::from_utf8(r.to_bytes()).unwrap();
+        assert!(text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{text}");
+        assert!(text.contains("Content-Length: 5\r\n") && text.contains("Connection: close\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\nbusy\n"), "{text}");
+    }
+}

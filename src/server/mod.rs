@@ -1,0 +1,96 @@
+//! The local read-only HTTP API: `/healthz`, `/pods`, `/events`, `/node`, `/devices`,
+//! `/metrics`. It binds to loopback by default; it never listens on all addresses unless
+//! configured. `http` parses and writes HTTP/1.1 with hard bounds, `conn` serves
+//! connections without blocking (one reactor thread, a fixed set of workers), `routes`
+//! answers requests.
+
+pub mod conn;
+pub mod http;
+pub mod routes;
+
+use crate::api::Node;
+use crate::events::store::EventStore;
+use crate::events::EventMetrics;
+use crate::manager::Health;
+use crate::status::StatusCache;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long `stop` waits for the server's threads (they wake at least every 200 ms).
+const STOP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A server failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server's threads could not be started.
+    #[error("cannot start the API server on {addr}")]
+    Spawn {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the API reads.
+#[derive(Clone)]
+pub struct ApiState {
+    /// Pod statuses.
+    pub statuses: StatusCache,
+    /// Manager liveness.
+    pub health: Health,
+    /// The local event store.
+    pub events: EventStore,
+    /// Event counters.
+    pub event_metrics: Arc<EventMetrics>,
+    /// Probe counters and durations.
+    pub prober_metrics: Arc<crate::prober::ProberMetrics>,
+    /// Device plugins, unless turned off.
+    pub devices: Option<crate::devicemanager::Devices>,
+    /// The node's name and its cpu and memory (capacity and allocatable).
+    pub node: Node,
+}
+
+/// The running API server.
+pub struct ApiServer {
+    running: conn::Running,
+    /// The bound address (useful when the port was 0).
+    pub addr: std::net::SocketAddr,
+}
+
+impl ApiServer {
+    /// Binds `addr` and serves it with the documented limits (`conn::Limits`).
+    pub fn start(addr: &str, state: ApiState) -> Result<ApiServer, ServerError> {
+        let bind = |source| ServerError::Bind { addr: addr.into(), source };
+        let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
+        let bound = listener.local_addr().map_err(bind)?;
+        let limits = conn::Limits::for_this_process();
+        let stats = Arc::new(conn::ServerStats::default());
+        let health = state.health.clone();
+        let routes = Arc::new(routes::Routes::new(state, stats.clone()));
+        let running = conn::spawn(listener, routes, limits.clone(), stats, &health)
+            .map_err(|source| ServerError::Spawn { addr: addr.into(), source })?;
+        log::info!(
+            "api: serving /healthz /pods /events /node /devices /metrics on http://{bound} (at most {} connections)",
+            limits.max_connections
+        );
+        Ok(ApiServer { running, addr: bound })
+    }
+
+    /// Stops serving; open connections are closed.
+    pub fn stop(self) {
+        if let Err(e) = self.running.stop(STOP_TIMEOUT) {
+            log::error!("api: {e}");
+        }
+    }
+}
