@@ -29,7 +29,8 @@ usage:
   ferrolet version
 
 Without --config the built-in defaults apply; flags win over the file.
-Logging: RUST_LOG=debug (default info).
+Logging: RUST_LOG=debug (default info); lines start with an RFC 3339 UTC timestamp
+unless stderr goes to journald (JOURNAL_STREAM), which stamps them itself.
 ";
 
 /// Parsed command-line flags shared by the subcommands.
@@ -332,6 +333,49 @@ fn describe(flags: Flags) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `device:inode` of stderr, to compare with `JOURNAL_STREAM`.
+fn stderr_identity() -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata("/proc/self/fd/2").ok()?;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// Whether stderr is the journald stream systemd connected (journald then stamps each line
+/// itself). `JOURNAL_STREAM` is `device:inode` of that stream; a process started from a
+/// service with stderr redirected elsewhere inherits the variable, so it must match stderr.
+fn logs_to_journal(journal_stream: Option<&str>, stderr: Option<(u64, u64)>) -> bool {
+    let Some((dev, ino)) = journal_stream.and_then(|v| v.split_once(':')) else { return false };
+    matches!((dev.parse::<u64>(), ino.parse::<u64>(), stderr), (Ok(d), Ok(i), Some(s)) if (d, i) == s)
+}
+
+/// The log line prefix: an RFC 3339 UTC timestamp with milliseconds, or for journald the
+/// syslog priority (`<6>`), which it turns into the entry's priority.
+fn log_prefix(journal: bool, level: log::Level, now: std::time::SystemTime) -> String {
+    if journal {
+        let priority = match level {
+            log::Level::Error => 3,
+            log::Level::Warn => 4,
+            log::Level::Info => 6,
+            log::Level::Debug | log::Level::Trace => 7,
+        };
+        return format!("<{priority}>");
+    }
+    // `2024-05-01T10:00:00.123456789Z` cut to milliseconds.
+    let nanos = ferrolet::timefmt::rfc3339_nano(now);
+    format!("{}Z ", &nanos[..nanos.len().saturating_sub(7)])
+}
+
+fn init_logging() {
+    use std::io::Write as _;
+    let journal = logs_to_journal(std::env::var("JOURNAL_STREAM").ok().as_deref(), stderr_identity());
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .format(move |buf, record| {
+            let prefix = log_prefix(journal, record.level(), std::time::SystemTime::now());
+            writeln!(buf, "{prefix}[{:<5}] {}", record.level(), record.args())
+        })
+        .init();
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = args.first().cloned() else {
@@ -345,7 +389,7 @@ fn main() -> ExitCode {
         };
         return ExitCode::from(ferrolet::runtime::process::shim::main(std::path::Path::new(dir)) as u8);
     }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).format_target(false).init();
+    init_logging();
     let flags = match parse_flags(&args[1..]) {
         Ok(f) => f,
         Err(e) => {
@@ -380,5 +424,21 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_left_to_journald_only_when_stderr_is_its_stream() {
+        assert!(logs_to_journal(Some("8:42"), Some((8, 42))));
+        assert!(!logs_to_journal(Some("8:42"), Some((8, 43))), "stderr redirected elsewhere");
+        assert!(!logs_to_journal(None, Some((8, 42))));
+        assert!(!logs_to_journal(Some("garbage"), Some((8, 42))));
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);
+        assert_eq!(log_prefix(false, log::Level::Info, t), "2023-11-14T22:13:20.123Z ");
+        assert_eq!(log_prefix(true, log::Level::Warn, t), "<4>");
     }
 }

@@ -222,3 +222,45 @@ fn huge_request_lines_and_headers_are_refused_without_being_buffered() {
     assert!(peak_kib < 100 << 10, "agent peak RSS {peak_kib} KiB after a 256 MiB request line");
     assert_eq!(fresh_get(&agent, "/healthz").unwrap(), (200, "ok".to_string()));
 }
+
+#[test]
+fn agent_log_lines_carry_a_utc_timestamp_unless_journald_adds_one() {
+    let sb = Sandbox::new();
+    let agent = AgentProcess::start(&sb);
+    let log = agent.log_text();
+    assert!(!log.is_empty());
+    for line in log.lines() {
+        let (ts, rest) = line.split_once(' ').unwrap_or_else(|| panic!("{line:?}"));
+        assert!(ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[19] == b'.', "not RFC 3339 with ms: {line:?}");
+        assert!(ferrolet::timefmt::parse_rfc3339(ts).is_some(), "{line:?}");
+        assert!(rest.starts_with('['), "{line:?}");
+    }
+    drop(agent);
+
+    // Under systemd, stderr is the journal stream named by JOURNAL_STREAM: no timestamp, and
+    // the level as a syslog priority prefix.
+    use std::os::unix::fs::MetadataExt as _;
+    let port = common::free_port();
+    let cfg = sb.dir.path().join("journal.toml");
+    std::fs::write(&cfg, sb.config_text(port)).unwrap();
+    let log_path = sb.dir.path().join("journal.log");
+    let stderr = std::fs::File::create(&log_path).unwrap();
+    let meta = stderr.metadata().unwrap();
+    let mut child = std::process::Command::new(common::ferrolet_bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let text = wait_for("the agent to log", Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        text.contains("api: serving").then_some(text)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = text.lines().find(|l| l.contains("api: serving")).unwrap();
+    assert!(line.starts_with("<6>[INFO ] api: serving"), "{line:?}");
+}
