@@ -215,19 +215,35 @@ pub fn fetch_node(server: &str) -> anyhow::Result<crate::api::Node> {
     fetch(server, "/node")
 }
 
-/// `ferrolet get node`: the node's name, then each resource's capacity and allocatable.
+/// `ferrolet get node`: the node's name and status, its conditions, then each resource's
+/// capacity and allocatable.
 pub fn render_node(node: &crate::api::Node, output: Output) -> anyhow::Result<String> {
     match output {
         Output::Json => return Ok(serde_json::to_string_pretty(node)? + "\n"),
         Output::Yaml => return Ok(serde_norway::to_string(node)?),
         _ => {}
     }
+    let ready = node.status.conditions.iter().find(|c| c.type_ == "Ready");
+    // kubectl's STATUS column: Ready, NotReady, or Unknown when the agent does not say.
+    let status = match ready.map(|c| c.status.as_str()) {
+        Some("True") => "Ready",
+        Some("False") => "NotReady",
+        _ => "Unknown",
+    };
+    let mut out = format!("NAME: {}\nSTATUS: {status}\n", node.metadata.name);
+    if !node.status.conditions.is_empty() {
+        let mut rows = vec![["CONDITION", "STATUS", "REASON", "MESSAGE"].map(String::from).to_vec()];
+        for c in &node.status.conditions {
+            rows.push(vec![c.type_.clone(), c.status.clone(), c.reason.clone(), c.message.clone()]);
+        }
+        out.push_str(&table(rows, ""));
+    }
     let mut rows = vec![vec!["RESOURCE".to_string(), "CAPACITY".into(), "ALLOCATABLE".into()]];
     for (name, cap) in &node.status.capacity {
         let alloc = node.status.allocatable.get(name).map_or("0".into(), |q| q.to_string());
         rows.push(vec![name.clone(), cap.to_string(), alloc]);
     }
-    Ok(format!("NAME: {}\n", node.metadata.name) + &table(rows, ""))
+    Ok(out + &table(rows, ""))
 }
 
 /// `ferrolet get devices`: each device plugin resource, its plugin and allocations.
@@ -442,6 +458,9 @@ pub fn describe_pod(pod: &Pod, events: &[Event]) -> String {
         rows.extend(st.conditions.iter().map(|c| vec![c.type_.clone(), c.status.clone()]));
         out.push_str(&table(rows, "  "));
     }
+    if !st.qos_class.is_empty() {
+        let _ = writeln!(out, "QoS Class:        {}", st.qos_class);
+    }
     if events.is_empty() {
         let _ = writeln!(out, "Events:           <none>");
     } else {
@@ -507,5 +526,33 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(pod_columns(&pod).0, "Init:0/1");
+    }
+
+    #[test]
+    fn describe_pod_shows_the_qos_class() {
+        let mut pod = Pod::default();
+        pod.status = Some(PodStatus { qos_class: "Burstable".into(), ..Default::default() });
+        let text = describe_pod(&pod, &[]);
+        assert!(text.contains("\nQoS Class:        Burstable\n"), "{text}");
+    }
+
+    #[test]
+    fn get_node_shows_readiness_and_the_conditions() {
+        let mut node = crate::api::Node::default();
+        node.metadata.name = "edge1".into();
+        let now = SystemTime::now();
+        node.status.conditions = crate::server::routes::node_conditions(&[], now, now, now);
+        let text = render_node(&node, Output::Table).unwrap();
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[1], ["STATUS:", "Ready"]);
+        assert_eq!(&lines[2][..3], ["CONDITION", "STATUS", "REASON"]);
+        assert_eq!(&lines[3][..3], ["MemoryPressure", "False", "KubeletHasSufficientMemory"]);
+        assert_eq!(&lines[6][..3], ["Ready", "True", "KubeletReady"]);
+        assert!(text.contains("kubelet is posting ready status"), "{text}");
+        node.status.conditions = crate::server::routes::node_conditions(&["fl-pods died".into()], now, now, now);
+        let text = render_node(&node, Output::Table).unwrap();
+        let ready: Vec<&str> = text.lines().find(|l| l.starts_with("Ready")).unwrap().split_whitespace().collect();
+        assert!(text.contains("STATUS: NotReady"), "{text}");
+        assert_eq!(ready, ["Ready", "False", "KubeletNotReady", "fl-pods", "died"]);
     }
 }

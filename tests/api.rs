@@ -64,3 +64,40 @@ fn get_pods_without_an_agent_says_where_it_looked() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("cannot reach the ferrolet API at http://127.0.0.1:{port}/pods")), "{err}");
 }
+
+#[test]
+fn get_node_shows_ready_and_pressure_conditions_and_describe_shows_the_qos_class() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "web.yaml",
+        &manifest("web", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n"),
+    );
+    let agent = AgentProcess::start(&sb);
+    wait_for("running", Duration::from_secs(20), || {
+        agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running")
+    });
+    let node: serde_json::Value = serde_json::from_str(&agent.cli(&["get", "node", "-o", "json"])).unwrap();
+    let conditions: Vec<(&str, &str, &str)> = node["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap(), c["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        conditions,
+        [
+            ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            ("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ("Ready", "True", "KubeletReady"),
+        ]
+    );
+    assert_eq!(node["status"]["conditions"][3]["message"], "kubelet is posting ready status");
+    let table = agent.cli(&["get", "node"]);
+    assert!(table.contains("STATUS: Ready\n"), "{table}");
+    let ready: Vec<&str> = table.lines().find(|l| l.starts_with("Ready ")).unwrap().split_whitespace().collect();
+    assert_eq!(&ready[..3], ["Ready", "True", "KubeletReady"], "{table}");
+
+    let described = agent.cli(&["describe", "pod", "web"]);
+    assert!(described.contains("\nQoS Class:        BestEffort\n"), "{described}");
+}
