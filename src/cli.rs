@@ -29,9 +29,15 @@ impl std::str::FromStr for Output {
     }
 }
 
+/// The whole exchange with the local API, connect to last byte.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest response the CLI reads (a PodList of 500 pods is about 3 MiB).
+const MAX_RESPONSE_BYTES: u64 = 64 << 20;
+
 fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Result<T> {
+    use anyhow::Context as _;
     let url = format!("http://{server}{path}");
-    let config = ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).build();
+    let config = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build();
     let agent: ureq::Agent = config.into();
     let body = agent
         .get(&url)
@@ -42,8 +48,11 @@ fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Re
             )
         })?
         .body_mut()
-        .read_to_string()?;
-    Ok(serde_json::from_str(&body)?)
+        .with_config()
+        .limit(MAX_RESPONSE_BYTES)
+        .read_to_string()
+        .with_context(|| format!("reading the response of {url}"))?;
+    serde_json::from_str(&body).with_context(|| format!("decoding the response of {url}"))
 }
 
 /// Fetches `/pods` from the agent at `server` (`host:port`).

@@ -264,3 +264,15 @@ fn agent_log_lines_carry_a_utc_timestamp_unless_journald_adds_one() {
     let line = text.lines().find(|l| l.contains("api: serving")).unwrap();
     assert!(line.starts_with("<6>[INFO ] api: serving"), "{line:?}");
 }
+
+#[test]
+fn service_units_raise_the_fd_limit_above_what_the_api_may_take() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unit = std::fs::read_to_string(root.join("etc/systemd/ferrolet.service")).unwrap();
+    let nofile: u64 = unit.lines().find_map(|l| l.strip_prefix("LimitNOFILE=")).expect("LimitNOFILE").parse().unwrap();
+    let openrc = std::fs::read_to_string(root.join("etc/openrc/ferrolet")).unwrap();
+    let ulimit = openrc.lines().find_map(|l| l.strip_prefix("rc_ulimit=\"-n ")).expect("rc_ulimit -n");
+    assert_eq!(ulimit.trim_end_matches('"').parse::<u64>().unwrap(), nofile);
+    // The API's connection cap (a quarter of the limit, at most 512) leaves the rest to pods.
+    assert!(nofile >= 4 * ferrolet::server::conn::MAX_CONNECTIONS as u64, "{nofile}");
+}
