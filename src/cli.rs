@@ -539,8 +539,10 @@ mod tests {
 
     #[test]
     fn describe_pod_shows_the_qos_class() {
-        let mut pod = Pod::default();
-        pod.status = Some(PodStatus { qos_class: "Burstable".into(), ..Default::default() });
+        let pod = Pod {
+            status: Some(PodStatus { qos_class: "Burstable".into(), ..Default::default() }),
+            ..Default::default()
+        };
         let text = describe_pod(&pod, &[]);
         assert!(text.contains("\nQoS Class:        Burstable\n"), "{text}");
     }

@@ -235,7 +235,9 @@ impl<H: Handler> Reactor<H> {
                 };
                 pfds.push(pollfd(c.stream.as_raw_fd(), events));
                 ids.push(*id);
-                wake_at = wake_at.min(c.deadline);
+                if !matches!(c.state, State::Queued) {
+                    wake_at = wake_at.min(c.deadline);
+                }
             }
             let ms = wake_at.saturating_duration_since(now).as_millis() as i32;
             // SAFETY: pfds is a valid array of pollfd of the given length.
@@ -257,7 +259,7 @@ impl<H: Handler> Reactor<H> {
             }
             for (i, id) in ids.iter().enumerate() {
                 if pfds[i + 2].revents != 0 {
-                    self.on_ready(*id);
+                    self.on_ready(*id, pfds[i + 2].revents);
                 }
             }
             self.expire(Instant::now());
@@ -272,6 +274,7 @@ impl<H: Handler> Reactor<H> {
             self.in_flight -= 1;
             if matches!(self.conns.get(&id).map(|c| &c.state), Some(State::Queued)) {
                 self.respond(id, resp);
+                self.advance(id);
             }
         }
     }
@@ -358,7 +361,7 @@ impl<H: Handler> Reactor<H> {
         self.stats.open.store(self.conns.len() as u64, Ordering::Relaxed);
     }
 
-    fn on_ready(&mut self, id: u64) {
+    fn on_ready(&mut self, id: u64, revents: i16) {
         let Some(c) = self.conns.get_mut(&id) else { return };
         match &mut c.state {
             State::Reading { started } => {
@@ -395,12 +398,19 @@ impl<H: Handler> Reactor<H> {
                     }
                 }
             }
-            State::Writing { .. } => self.flush(id),
+            State::Writing { .. } => {
+                self.flush(id);
+                self.advance(id);
+            }
+            // Not polled for input; an error or hang-up means the client is gone.
+            State::Queued if revents & (libc::POLLERR | libc::POLLHUP) != 0 => self.close(id),
             State::Queued => {}
         }
     }
 
-    /// Parses what has arrived: answers inline, queues for a worker, or refuses.
+    /// Parses what has arrived: answers inline, queues for a worker, or refuses. Callers
+    /// run it after any step that may leave the connection reading with bytes buffered;
+    /// it loops (never recurses) over pipelined requests.
     fn advance(&mut self, id: u64) {
         loop {
             let Some(c) = self.conns.get_mut(&id) else { return };
@@ -468,7 +478,6 @@ impl<H: Handler> Reactor<H> {
             c.state = State::Reading { started };
             c.idle_since = now;
             c.deadline = now + if started { self.limits.request_timeout } else { self.limits.idle_timeout };
-            self.advance(id);
         }
     }
 

@@ -214,3 +214,20 @@ fn a_listener_failing_for_long_is_reported() {
     let text = stats.listener_problem(now + LISTENER_DEAD_AFTER).unwrap();
     assert!(text.contains("has not accepted a connection for 5s: Too many open files"), "{text}");
 }
+
+#[test]
+fn thousands_of_pipelined_inline_requests_are_answered_in_a_loop() {
+    let (running, addr, _stats, _health) = start(Limits { max_requests_per_connection: 1_000_000, ..limits() });
+    let mut s = connect(addr);
+    let n = 5000;
+    let requests = "GET /healthz HTTP/1.1\r\n\r\n".repeat(n);
+    let writer = {
+        let mut w = s.try_clone().unwrap();
+        std::thread::spawn(move || w.write_all(requests.as_bytes()).unwrap())
+    };
+    for _ in 0..n {
+        assert_eq!(read_response(&mut s).1, b"ok");
+    }
+    writer.join().unwrap();
+    running.stop(Duration::from_secs(2)).unwrap();
+}
