@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::manager::Health;
+use crate::server::pool::{spawn, Running};
 
 struct Fake;
 

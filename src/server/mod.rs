@@ -6,6 +6,7 @@
 
 pub mod conn;
 pub mod http;
+pub mod pool;
 pub mod routes;
 
 use crate::api::Node;
@@ -63,7 +64,7 @@ pub struct ApiState {
 
 /// The running API server.
 pub struct ApiServer {
-    running: conn::Running,
+    running: pool::Running,
     /// The bound address (useful when the port was 0).
     pub addr: std::net::SocketAddr,
 }
@@ -78,7 +79,7 @@ impl ApiServer {
         let stats = Arc::new(conn::ServerStats::default());
         let health = state.health.clone();
         let routes = Arc::new(routes::Routes::new(state, stats.clone()));
-        let running = conn::spawn(listener, routes, limits.clone(), stats, &health)
+        let running = pool::spawn(listener, routes, limits.clone(), stats, &health)
             .map_err(|source| ServerError::Spawn { addr: addr.into(), source })?;
         log::info!(
             "api: serving /healthz /pods /events /node /devices /metrics on http://{bound} (at most {} connections)",
