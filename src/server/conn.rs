@@ -422,7 +422,7 @@ impl<H: Handler> Reactor<H> {
                         req.close = true;
                     }
                     if self.handler.inline(&req) {
-                        let resp = self.handler.handle(&req);
+                        let resp = answer(&*self.handler, &req);
                         self.respond(id, Response { close: resp.close || req.close, ..resp });
                         // Loop: a pipelined request may already be buffered.
                     } else {
@@ -521,6 +521,15 @@ impl<H: Handler> Reactor<H> {
             }
         }
     }
+}
+
+/// The handler's answer; a bug in a route answers 500 instead of ending the reactor or
+/// shrinking the worker pool.
+pub fn answer<H: Handler>(handler: &H, req: &Request) -> Response {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
+        log::error!("api: the handler for {} panicked", req.path);
+        Response::text(500, "internal error\n")
+    })
 }
 
 /// Sets `SO_LINGER` to zero, so closing discards unsent data and sends a reset.

@@ -2,7 +2,7 @@
 //! owned as the manager pattern owns its thread: alive guards for `/healthz`, and a stop
 //! that waits with a timeout.
 
-use super::conn::{Handler, Limits, Reactor, ServerStats};
+use super::conn::{answer, Handler, Limits, Reactor, ServerStats};
 use super::http::{Request, Response};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use std::io::{self, Write};
@@ -30,12 +30,7 @@ pub fn work<H: Handler>(handler: &H, ends: &WorkerEnds) {
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        // A bug in one route answers 500 instead of shrinking the pool.
-        let resp =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(&req))).unwrap_or_else(|_| {
-                log::error!("api: handler for {} panicked", req.path);
-                Response::text(500, "internal error\n")
-            });
+        let resp = answer(handler, &req);
         if ends.replies.send((id, resp)).is_err() {
             return;
         }
