@@ -66,6 +66,28 @@ impl StateAccess {
     }
 }
 
+/// The gid of group `name` (a name from the group database, or a number).
+pub fn group_id(name: &str) -> io::Result<u32> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a group name cannot contain NUL"))?;
+    // SAFETY: `group` is plain old data (integers and pointers); all-zero is a valid value.
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut result: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: getgrnam_r writes into grp and buf, both valid for the lengths given.
+    let rc = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    if result.is_null() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "no such group"));
+    }
+    Ok(grp.gr_gid)
+}
+
 /// Creates `path` and its missing parents with the state directory's access (`0700`), and
 /// gives `path` itself that access even when it existed.
 pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
@@ -104,13 +126,17 @@ fn open_private(path: &Path, append: bool) -> io::Result<File> {
 
 /// Gives every directory and regular file under `root` (and `root` itself) the state
 /// directory's access, without following symlinks; sockets and other special files keep
-/// theirs (device plugins may need to reach theirs). Returns how many modes it changed.
-pub fn fix_state_modes(root: &Path) -> io::Result<usize> {
+/// theirs, and so does everything under `skip` (a device plugin directory must stay
+/// reachable by plugins). Returns how many modes it changed.
+pub fn fix_state_modes(root: &Path, skip: &[&Path]) -> io::Result<usize> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let access = StateAccess::current();
     let mut changed = 0;
     let mut stack = vec![root.to_path_buf()];
     while let Some(p) = stack.pop() {
+        if skip.iter().any(|s| !s.as_os_str().is_empty() && p.starts_with(s)) {
+            continue;
+        }
         let meta = fs::symlink_metadata(&p)?;
         let ft = meta.file_type();
         if !ft.is_dir() && !ft.is_file() {
