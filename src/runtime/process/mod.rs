@@ -274,7 +274,8 @@ impl ProcessRuntime {
         let state: Read<ShimState> = Read::file(&dir.join(files::STATE));
         // Keyed by the error text (which starts with the path): a file damaged differently
         // later is reported again.
-        for e in [unreadable(&record), unreadable(&state), unreadable(&exit)].into_iter().flatten() {
+        // A damaged config.json is reported where it is dealt with (adopted or moved aside).
+        for e in [unreadable(&state), unreadable(&exit)].into_iter().flatten() {
             report(Path::new(&e), &e);
         }
         let shim_alive = match records::lock_state(dir) {
@@ -317,7 +318,12 @@ impl ProcessRuntime {
         if look.record.ok().is_none() {
             self.report_once(
                 &dir.join(files::SHIM),
-                &format!("container {id} ({}): adopted from {} while its shim runs", record.config.name, files::SHIM),
+                &format!(
+                    "container {id} ({}): {}; adopted from {} (its command and env are unknown until it exits)",
+                    record.config.name,
+                    unreadable(&look.record).unwrap_or_else(|| format!("no {}", files::CONFIG)),
+                    files::SHIM
+                ),
             );
         }
         let state = look.state.ok().cloned();
