@@ -605,9 +605,9 @@ impl Config {
         if self.state_group.is_empty() {
             return Ok(crate::util::StateAccess::default());
         }
-        crate::util::group_id(&self.state_group)
-            .map(|gid| crate::util::StateAccess { gid: Some(gid) })
-            .map_err(|e| format!("invalid value {:?}: {e} (a group name or numeric gid; empty: owner only)", self.state_group))
+        crate::util::group_id(&self.state_group).map(|gid| crate::util::StateAccess { gid: Some(gid) }).map_err(|e| {
+            format!("invalid value {:?}: {e} (a group name or numeric gid; empty: owner only)", self.state_group)
+        })
     }
 }
 

@@ -264,10 +264,7 @@ fn damaged_records_are_moved_aside_once() {
     let q = fresh.take_quarantined();
     let mut kinds: Vec<(&str, &str)> = q.iter().map(|q| (q.kind, q.id.as_str())).collect();
     kinds.sort();
-    assert_eq!(
-        kinds,
-        vec![("container", "badcontainer"), ("sandbox", "badsandbox"), ("sandbox", "emptysandbox")]
-    );
+    assert_eq!(kinds, vec![("container", "badcontainer"), ("sandbox", "badsandbox"), ("sandbox", "emptysandbox")]);
     assert!(q.iter().all(|q| q.moved_to.exists()));
     assert!(!root.join("containers/badcontainer").exists());
     // Once: the next relist finds nothing more to report.

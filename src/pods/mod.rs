@@ -596,7 +596,12 @@ impl PodManager {
                 c.name
             );
             if let Err(e) = self.mutate().remove_container(&stale.id) {
-                log::warn!("pods: pod {} container {}: cannot remove it: {}", pod.key(), c.name, crate::util::Chain(&e));
+                log::warn!(
+                    "pods: pod {} container {}: cannot remove it: {}",
+                    pod.key(),
+                    c.name,
+                    crate::util::Chain(&e)
+                );
             }
         }
         // Devices that cannot be prepared fail the create, under the same back-off.

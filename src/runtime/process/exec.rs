@@ -15,17 +15,17 @@ use std::time::{Duration, Instant};
 const EXEC_OUTPUT_CAP: usize = 1 << 20;
 
 /// Runs `cmd` as container `cfg` would, joining the cgroups whose `cgroup.procs` are `procs`.
-pub fn exec_sync(cfg: &ContainerConfig, procs: &[PathBuf], cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
+pub fn exec_sync(
+    cfg: &ContainerConfig,
+    procs: &[PathBuf],
+    cmd: &[String],
+    timeout: Duration,
+) -> Result<ExecResult, RuntimeError> {
     let Some((prog, args)) = cmd.split_first() else {
-        return Err(RuntimeError::Process {
-            action: "exec".into(),
-            source: std::io::Error::other("empty command"),
-        });
+        return Err(RuntimeError::Process { action: "exec".into(), source: std::io::Error::other("empty command") });
     };
-    let cgroups = super::shim::open_cgroup_procs(&procs).map_err(|source| RuntimeError::Process {
-        action: "opening the container's cgroup.procs".into(),
-        source,
-    })?;
+    let cgroups = super::shim::open_cgroup_procs(procs)
+        .map_err(|source| RuntimeError::Process { action: "opening the container's cgroup.procs".into(), source })?;
     let mut command = Command::new(prog);
     command
         .args(args)
@@ -91,9 +91,8 @@ pub fn exec_sync(cfg: &ContainerConfig, procs: &[PathBuf], cmd: &[String], timeo
     }
     // The output is closed; the command may still run (it closed its pipes early).
     let status = loop {
-        let waited = child
-            .try_wait()
-            .map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
+        let waited =
+            child.try_wait().map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
         if let Some(status) = waited {
             break status;
         }
@@ -111,4 +110,3 @@ pub fn exec_sync(cfg: &ContainerConfig, procs: &[PathBuf], cmd: &[String], timeo
     let [stdout, stderr] = outs;
     Ok(ExecResult { exit_code: if timed_out { -1 } else { exit_code }, stdout, stderr, timed_out })
 }
-

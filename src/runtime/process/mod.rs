@@ -369,7 +369,9 @@ impl ProcessRuntime {
             match s.start_ticks.map(|t| util::kill_group_verified(s.pid, t, libc::SIGKILL)) {
                 Some(Ok(true)) => killed.push(format!("process group {}", s.pid)),
                 Some(Ok(false)) => {}
-                Some(Err(e)) => log::warn!("runtime: container {id} ({name}): cannot kill process group {}: {e}", s.pid),
+                Some(Err(e)) => {
+                    log::warn!("runtime: container {id} ({name}): cannot kill process group {}: {e}", s.pid)
+                }
                 None => log::warn!(
                     "runtime: container {id} ({name}): process group {} has no recorded start time; not signalled",
                     s.pid
@@ -396,12 +398,20 @@ impl ProcessRuntime {
     /// shim's pid proven by its start time), or kill the workload's verified group.
     fn stop_unidentified(&self, id: &str, dir: &Path, look: &Look) {
         let Some(s) = look.state.ok() else {
-            self.report_once(dir, &format!("container {id}: its records are unreadable and its shim still runs; waiting for the shim to exit"));
+            self.report_once(
+                dir,
+                &format!(
+                    "container {id}: its records are unreadable and its shim still runs; waiting for the shim to exit"
+                ),
+            );
             return;
         };
         self.report_once(
             dir,
-            &format!("container {id}: its records are unreadable; stopping its shim {} before it is moved aside", s.shim_pid),
+            &format!(
+                "container {id}: its records are unreadable; stopping its shim {} before it is moved aside",
+                s.shim_pid
+            ),
         );
         let _ = util::write_atomic(&dir.join(files::STOP), UNIDENTIFIED_GRACE.as_millis().to_string().as_bytes());
         if !matches!(util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGTERM), Ok(true)) {
@@ -605,7 +615,7 @@ impl ContainerRuntime for ProcessRuntime {
         if !records::try_lock(&lock).map_err(state_err(&lock_path))? {
             return Err(start_err("its shim is already running".into()));
         }
-        self.spawn_shim(id, &lock)?;
+        self.spawn_shim(id, &lock).map_err(|e| start_err(Chain(&e).to_string()))?;
         drop(lock);
         let deadline = Instant::now() + START_TIMEOUT;
         let mut pause = Duration::from_micros(200);
@@ -641,14 +651,18 @@ impl ContainerRuntime for ProcessRuntime {
         // the stop file when it does (see shim::run).
         let identity = read_json::<ShimState>(&dir.join(files::STATE))
             .map(|s| (s.shim_pid, s.shim_start_ticks, Some((s.pid, s.start_ticks))))
-            .or_else(|_| read_json::<ShimIdentity>(&dir.join(files::SHIM)).map(|i| (i.shim_pid, i.shim_start_ticks, None)));
+            .or_else(|_| {
+                read_json::<ShimIdentity>(&dir.join(files::SHIM)).map(|i| (i.shim_pid, i.shim_start_ticks, None))
+            });
         let Ok((shim_pid, shim_ticks, workload)) = identity else {
             // Starting, and not yet identified: it reads `stop` before it runs anything.
             return Ok(());
         };
-        let signalled = util::signal_verified(shim_pid, shim_ticks, libc::SIGTERM).map_err(|source| {
-            RuntimeError::Process { action: format!("signalling shim {shim_pid} of container {}", info.config.name), source }
-        })?;
+        let signalled =
+            util::signal_verified(shim_pid, shim_ticks, libc::SIGTERM).map_err(|source| RuntimeError::Process {
+                action: format!("signalling shim {shim_pid} of container {}", info.config.name),
+                source,
+            })?;
         if !signalled {
             // The shim is gone; stop the workload directly (if it is still ours).
             if let Some((pid, Some(ticks))) = workload {

@@ -287,11 +287,7 @@ pub fn decide(look: &Look, id: &str, now: SystemTime) -> Verdict {
     if usable_record(look, id).is_none() {
         // Nothing names the container's pod: it cannot be reported. While its shim lives it
         // is stopped (through state.json's verified pids); then it is moved aside.
-        return if look.shim_alive {
-            Verdict::Unidentified
-        } else {
-            Verdict::Quarantine(unreadable_reason(look))
-        };
+        return if look.shim_alive { Verdict::Unidentified } else { Verdict::Quarantine(unreadable_reason(look)) };
     }
     if let Some(e) = exit {
         return Verdict::Exited(e.clone());
@@ -351,7 +347,13 @@ mod tests {
     }
 
     fn state() -> ShimState {
-        ShimState { shim_pid: 10, shim_start_ticks: 1, pid: 11, start_ticks: Some(2), started_at: SystemTime::UNIX_EPOCH }
+        ShimState {
+            shim_pid: 10,
+            shim_start_ticks: 1,
+            pid: 11,
+            start_ticks: Some(2),
+            started_at: SystemTime::UNIX_EPOCH,
+        }
     }
 
     fn exit(code: i32) -> ExitRecord {
