@@ -183,6 +183,7 @@ const DRAIN_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// says what the caller wanted, for the message when the lock is taken.
 fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError> {
     use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
     let dir = &cfg.state_dir;
     let path = dir.join(LOCK_FILE);
     let err = |message: String| AgentError::StateDir { path: dir.clone(), message };
@@ -190,6 +191,7 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
     access.install();
     crate::util::create_private_dir_all(dir).map_err(|e| err(e.to_string()))?;
     let mut f = std::fs::OpenOptions::new()
+        .mode(access.file_mode())
         .read(true)
         .write(true)
         .create(true)

@@ -425,6 +425,38 @@ mod tests {
     }
 
     #[test]
+    fn oversized_records_are_refused_with_the_limit_not_a_parse_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.json");
+        let f = File::create(&p).unwrap();
+        f.set_len(MAX_RECORD_SIZE + 1).unwrap();
+        let e = read_json::<serde_json::Value>(&p).unwrap_err().to_string();
+        assert!(e.contains("larger than the record limit of 16777216 bytes"), "{e}");
+    }
+
+    #[test]
+    fn state_modes_are_fixed_without_touching_sockets_or_skipped_dirs() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("state");
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::create_dir_all(root.join("plugins")).unwrap();
+        fs::write(root.join("sub/f"), "x").unwrap();
+        fs::write(root.join("plugins/keep"), "x").unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        let mode = |p: &Path| fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        let sock_mode = mode(&root.join("sock"));
+        fs::set_permissions(root.join("sub/f"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(root.join("plugins/keep"), fs::Permissions::from_mode(0o644)).unwrap();
+        let n = fix_state_modes(&root, &[&root.join("plugins")]).unwrap();
+        assert!(n >= 2);
+        assert_eq!((mode(&root), mode(&root.join("sub")), mode(&root.join("sub/f"))), (0o700, 0o700, 0o600));
+        assert_eq!(mode(&root.join("plugins/keep")), 0o644);
+        assert_eq!(mode(&root.join("sock")), sock_mode);
+        assert_eq!(fix_state_modes(&root, &[&root.join("plugins")]).unwrap(), 0, "nothing left to fix");
+    }
+
+    #[test]
     fn own_process_is_alive_and_identified() {
         let me = std::process::id() as i32;
         let ticks = process_start_ticks(me);

@@ -14,6 +14,55 @@ use std::time::{Duration, Instant};
 /// Output kept per stream by `exec_sync`; the rest is read and dropped.
 const EXEC_OUTPUT_CAP: usize = 1 << 20;
 
+/// The kernel's limit on one argument or environment string, `MAX_ARG_STRLEN` (32 pages).
+pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+/// Checks a command line and environment against the kernel's `execve` limits, so a
+/// container that could never start says why instead of failing obscurely: each string at
+/// most `MAX_ARG_STRLEN` (128 KiB), and all of them (with their pointers) within `ARG_MAX`.
+pub fn check_exec_limits(argv: &[String], env: &[(String, String)], arg_max: usize) -> Result<(), String> {
+    let ptr = std::mem::size_of::<usize>();
+    let mut total = 0usize;
+    for (i, a) in argv.iter().enumerate() {
+        if a.len() + 1 > MAX_ARG_STRLEN {
+            return Err(format!(
+                "argument list too long: argument {i} is {} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)",
+                a.len()
+            ));
+        }
+        total += a.len() + 1 + ptr;
+    }
+    for (k, v) in env {
+        let len = k.len() + 1 + v.len();
+        if len + 1 > MAX_ARG_STRLEN {
+            return Err(format!(
+                "argument list too long: environment variable {k} is {len} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)"
+            ));
+        }
+        total += len + 1 + ptr;
+    }
+    if total > arg_max {
+        return Err(format!(
+            "argument list too long: {} arguments and {} environment variables take {total} bytes, over the kernel's ARG_MAX ({arg_max} bytes)",
+            argv.len(),
+            env.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The kernel's `ARG_MAX` for processes started from here (a quarter of the stack limit).
+pub(super) fn arg_max() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_ARG_MAX) };
+    if n > 0 {
+        n as usize
+    } else {
+        // POSIX's minimum-guaranteed value on Linux with the default 8 MiB stack.
+        2 << 20
+    }
+}
+
 /// Runs `cmd` as container `cfg` would, joining the cgroups whose `cgroup.procs` are `procs`.
 pub fn exec_sync(
     cfg: &ContainerConfig,
@@ -109,4 +158,25 @@ pub fn exec_sync(
     let exit_code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
     let [stdout, stderr] = outs;
     Ok(ExecResult { exit_code: if timed_out { -1 } else { exit_code }, stdout, stderr, timed_out })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_limits_name_the_kernel_limit_that_is_exceeded() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_exec_limits(&args(&["sh", "-c", "true"]), &[], 1 << 20).is_ok());
+        let long = "x".repeat(MAX_ARG_STRLEN);
+        let e = check_exec_limits(&[long.clone()], &[], usize::MAX).unwrap_err();
+        assert!(e.contains("argument 0") && e.contains("MAX_ARG_STRLEN (131072 bytes)"), "{e}");
+        let e = check_exec_limits(&[], &[("K".into(), long)], usize::MAX).unwrap_err();
+        assert!(e.contains("environment variable K"), "{e}");
+        // Strings and their pointers count against ARG_MAX.
+        let many: Vec<String> = (0..1000).map(|_| "a".into()).collect();
+        let e = check_exec_limits(&many, &[], 1000 * (2 + 8) - 1).unwrap_err();
+        assert!(e.contains("1000 arguments") && e.contains("ARG_MAX (9999 bytes)"), "{e}");
+        assert!(check_exec_limits(&many, &[], 1000 * (2 + 8)).is_ok());
+    }
 }

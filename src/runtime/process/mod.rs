@@ -23,6 +23,7 @@
 
 mod exec;
 pub mod logfile;
+mod observe;
 pub mod records;
 pub mod shim;
 
@@ -35,7 +36,7 @@ use super::{
 use crate::cm::cgroupfs::CgroupDriver;
 use crate::util::{self, read_json, write_json, Chain};
 use parking_lot::Mutex;
-use records::{Look, Read, Verdict};
+use records::Read;
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
@@ -50,13 +51,14 @@ use std::time::{Duration, Instant, SystemTime};
 const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// Directory (under the runtime root) damaged records are moved to.
 const QUARANTINE_DIR: &str = "quarantine";
+/// How much of shim.log a start error quotes.
+const SHIM_LOG_SHOWN: u64 = 4096;
 /// Prefix of the temporary directories records are made in.
 const TMP_PREFIX: &str = ".tmp-";
 /// Grace period for stopping a container whose record is damaged (kubelet's default).
 const UNIDENTIFIED_GRACE: Duration = Duration::from_secs(30);
 
-/// The kernel's limit on one argument or environment string, `MAX_ARG_STRLEN` (32 pages).
-pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+pub use exec::{check_exec_limits, MAX_ARG_STRLEN};
 
 #[derive(Default)]
 struct Cached {
@@ -88,52 +90,6 @@ fn state_err(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
 
 fn is_tmp(name: &std::ffi::OsStr) -> bool {
     name.to_string_lossy().starts_with(TMP_PREFIX)
-}
-
-/// Checks a command line and environment against the kernel's `execve` limits, so a
-/// container that could never start says why instead of failing obscurely: each string at
-/// most `MAX_ARG_STRLEN` (128 KiB), and all of them (with their pointers) within `ARG_MAX`.
-pub fn check_exec_limits(argv: &[String], env: &[(String, String)], arg_max: usize) -> Result<(), String> {
-    let ptr = std::mem::size_of::<usize>();
-    let mut total = 0usize;
-    for (i, a) in argv.iter().enumerate() {
-        if a.len() + 1 > MAX_ARG_STRLEN {
-            return Err(format!(
-                "argument list too long: argument {i} is {} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)",
-                a.len()
-            ));
-        }
-        total += a.len() + 1 + ptr;
-    }
-    for (k, v) in env {
-        let len = k.len() + 1 + v.len();
-        if len + 1 > MAX_ARG_STRLEN {
-            return Err(format!(
-                "argument list too long: environment variable {k} is {len} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)"
-            ));
-        }
-        total += len + 1 + ptr;
-    }
-    if total > arg_max {
-        return Err(format!(
-            "argument list too long: {} arguments and {} environment variables take {total} bytes, over the kernel's ARG_MAX ({arg_max} bytes)",
-            argv.len(),
-            env.len()
-        ));
-    }
-    Ok(())
-}
-
-/// The kernel's `ARG_MAX` for processes started from here (a quarter of the stack limit).
-fn arg_max() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_ARG_MAX) };
-    if n > 0 {
-        n as usize
-    } else {
-        // POSIX's minimum-guaranteed value on Linux with the default 8 MiB stack.
-        2 << 20
-    }
 }
 
 impl ProcessRuntime {
@@ -195,35 +151,6 @@ impl ProcessRuntime {
         self.root.join(QUARANTINE_DIR)
     }
 
-    /// Logs a damaged file once per agent run (`key` tells what was already said).
-    fn report_once(&self, key: &Path, what: &str) {
-        if self.reported.lock().insert(key.to_path_buf()) {
-            log::warn!("runtime: {what}");
-        }
-    }
-
-    /// Moves a damaged record aside, once: one log line, and an event via `take_quarantined`.
-    fn quarantine(&self, kind: &'static str, dir: &Path, reason: &str) {
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let qdir = self.quarantine_dir();
-        let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-        let target = qdir.join(format!("{kind}-{name}-{stamp}"));
-        let moved = util::create_private_dir_all(&qdir).and_then(|()| fs::rename(dir, &target));
-        match moved {
-            Ok(()) => {
-                log::warn!(
-                    "runtime: {kind} record {name} is damaged ({reason}); moved it to {} (ferrolet drain removes it)",
-                    target.display()
-                );
-                self.quarantined.lock().push(Quarantined { kind, id: name, moved_to: target, reason: reason.into() });
-            }
-            Err(e) => self.report_once(
-                dir,
-                &format!("{kind} record {} is damaged ({reason}) and cannot be moved aside: {e}", dir.display()),
-            ),
-        }
-    }
-
     /// The sandbox records, loading them from disk on first use.
     fn with_sandboxes<T>(&self, f: impl FnOnce(&mut HashMap<String, SandboxInfo>) -> T) -> Result<T, RuntimeError> {
         let mut guard = self.sandboxes.lock();
@@ -252,173 +179,6 @@ impl ProcessRuntime {
 
     fn sandbox_file(&self, id: &str) -> PathBuf {
         self.root.join("sandboxes").join(id).join("sandbox.json")
-    }
-
-    /// Reads every file of a container; reports each damaged one once.
-    fn look(&self, id: &str, dir: &Path) -> Look {
-        let report = |path: &Path, e: &str| self.report_once(path, &format!("container {id}: cannot read {e}"));
-        let cached = self.cache.lock().get(id).map(|c| c.record.clone());
-        let record = match cached.flatten() {
-            Some(r) => Read::Ok(r),
-            None => Read::file(&dir.join(files::CONFIG)),
-        };
-        let identity = match &record {
-            Read::Ok(_) => Read::Missing,
-            _ => Read::file(&dir.join(files::SHIM)),
-        };
-        let exit = Read::file(&dir.join(files::EXIT));
-        let exit_backup = match &exit {
-            Read::Ok(_) => Read::Missing,
-            _ => Read::file(&dir.join(files::EXIT_BACKUP)),
-        };
-        let state: Read<ShimState> = Read::file(&dir.join(files::STATE));
-        // Keyed by the error text (which starts with the path): a file damaged differently
-        // later is reported again.
-        // A damaged config.json is reported where it is dealt with (adopted or moved aside).
-        for e in [unreadable(&state), unreadable(&exit)].into_iter().flatten() {
-            report(Path::new(&e), &e);
-        }
-        let shim_alive = match records::lock_state(dir) {
-            records::LockState::Held => true,
-            records::LockState::Free => false,
-            // Started by an older shim (no lock): its recorded, verified pid decides.
-            records::LockState::Absent => {
-                state.ok().is_some_and(|s| util::process_alive(s.shim_pid, Some(s.shim_start_ticks)))
-            }
-        };
-        Look { record, identity, state, exit, exit_backup, shim_alive }
-    }
-
-    /// Reads the container's state files, caching what can no longer change, and acts on
-    /// what they say: a lost shim's workload is stopped, an unidentifiable record is stopped
-    /// and then moved aside. Returns the container with the record it is reported with.
-    fn observe_full(&self, id: &str) -> Result<(ContainerInfo, ContainerRecord), RuntimeError> {
-        let dir = self.container_dir(id);
-        if !dir.is_dir() {
-            return Err(RuntimeError::NotFound { kind: "container", id: id.into() });
-        }
-        let cached = {
-            let cache = self.cache.lock();
-            cache.get(id).and_then(|c| Some((c.record.clone()?, c.exit.clone()?)))
-        };
-        if let Some((record, exit)) = cached {
-            let state = self.cache.lock().get(id).and_then(|c| c.state.clone());
-            return Ok((info(id, &record, ContainerState::Exited, state.as_ref(), Some(&exit)), record));
-        }
-        let look = self.look(id, &dir);
-        let verdict = records::decide(&look, id, SystemTime::now());
-        let Some(record) = records::usable_record(&look, id) else {
-            match verdict {
-                Verdict::Unidentified => self.stop_unidentified(id, &dir, &look),
-                Verdict::Quarantine(why) => self.quarantine("container", &dir, &why),
-                _ => {}
-            }
-            return Err(RuntimeError::NotFound { kind: "container", id: id.into() });
-        };
-        if look.record.ok().is_none() {
-            self.report_once(
-                &dir.join(files::SHIM),
-                &format!(
-                    "container {id} ({}): {}; adopted from {} (its command and env are unknown until it exits)",
-                    record.config.name,
-                    unreadable(&look.record).unwrap_or_else(|| format!("no {}", files::CONFIG)),
-                    files::SHIM
-                ),
-            );
-        }
-        let state = look.state.ok().cloned();
-        let (st, exit) = match verdict {
-            Verdict::Exited(e) => (ContainerState::Exited, Some(e)),
-            Verdict::Running(_) => (ContainerState::Running, None),
-            Verdict::Created => (ContainerState::Created, None),
-            Verdict::Lost(e) => (ContainerState::Exited, Some(self.reap_lost(id, &record, &look, e))),
-            Verdict::Quarantine(_) | Verdict::Unidentified => (ContainerState::Created, None),
-        };
-        {
-            let mut cache = self.cache.lock();
-            let c = cache.entry(id.into()).or_default();
-            if look.record.ok().is_some() {
-                c.record = Some(record.clone());
-            }
-            c.state = state.clone();
-            c.exit = exit.clone();
-        }
-        Ok((info(id, &record, st, state.as_ref(), exit.as_ref()), record))
-    }
-
-    fn observe(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
-        self.observe_full(id).map(|(i, _)| i)
-    }
-
-    /// The shim died without recording an exit (killed by hand, OOM): stop what is left of
-    /// the workload, since nobody can report its exit any more, and record that. Only
-    /// processes proven ours are signalled: the process group whose leader still has the
-    /// recorded start time, and whatever is in the container's own cgroup.
-    fn reap_lost(&self, id: &str, record: &ContainerRecord, look: &Look, mut exit: ExitRecord) -> ExitRecord {
-        let name = &record.config.name;
-        if exit.signal.is_none() {
-            // The exit record exists but is damaged: the workload already ended.
-            self.report_once(
-                &self.container_dir(id).join(files::EXIT_BACKUP),
-                &format!("container {id} ({name}): {}", exit.message),
-            );
-            return exit;
-        }
-        let mut killed = Vec::new();
-        if let Some(s) = look.state.ok() {
-            match s.start_ticks.map(|t| util::kill_group_verified(s.pid, t, libc::SIGKILL)) {
-                Some(Ok(true)) => killed.push(format!("process group {}", s.pid)),
-                Some(Ok(false)) => {}
-                Some(Err(e)) => {
-                    log::warn!("runtime: container {id} ({name}): cannot kill process group {}: {e}", s.pid)
-                }
-                None => log::warn!(
-                    "runtime: container {id} ({name}): process group {} has no recorded start time; not signalled",
-                    s.pid
-                ),
-            }
-        }
-        if let Some(cg) = &record.cgroup {
-            shim::remove_cgroup(cg);
-            killed.push("its cgroup".into());
-        }
-        log::warn!(
-            "runtime: container {id} ({name}): shim is gone without recording an exit; killed {}",
-            if killed.is_empty() { "nothing (no process of it is left)".to_string() } else { killed.join(" and ") }
-        );
-        exit.message = format!("{} ({})", exit.message, if killed.is_empty() { "none left" } else { "killed" });
-        let path = self.container_dir(id).join(files::EXIT);
-        if let Err(e) = write_json(&path, &exit) {
-            log::warn!("runtime: container {id} ({name}): cannot record its exit in {}: {e}", path.display());
-        }
-        exit
-    }
-
-    /// A container nothing identifies, whose shim still runs: ask the shim to stop it (the
-    /// shim's pid proven by its start time), or kill the workload's verified group.
-    fn stop_unidentified(&self, id: &str, dir: &Path, look: &Look) {
-        let Some(s) = look.state.ok() else {
-            self.report_once(
-                dir,
-                &format!(
-                    "container {id}: its records are unreadable and its shim still runs; waiting for the shim to exit"
-                ),
-            );
-            return;
-        };
-        self.report_once(
-            dir,
-            &format!(
-                "container {id}: its records are unreadable; stopping its shim {} before it is moved aside",
-                s.shim_pid
-            ),
-        );
-        let _ = util::write_atomic(&dir.join(files::STOP), UNIDENTIFIED_GRACE.as_millis().to_string().as_bytes());
-        if !matches!(util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGTERM), Ok(true)) {
-            if let Some(t) = s.start_ticks {
-                let _ = util::kill_group_verified(s.pid, t, libc::SIGKILL);
-            }
-        }
     }
 
     fn spawn_shim(&self, id: &str, lock: &File) -> Result<(), RuntimeError> {
@@ -471,33 +231,12 @@ impl ProcessRuntime {
     }
 }
 
-fn unreadable<T>(r: &Read<T>) -> Option<String> {
-    match r {
-        Read::Unreadable(e) => Some(e.clone()),
-        _ => None,
-    }
-}
-
-fn info(
-    id: &str,
-    record: &ContainerRecord,
-    st: ContainerState,
-    state: Option<&ShimState>,
-    exit: Option<&ExitRecord>,
-) -> ContainerInfo {
-    ContainerInfo {
-        id: id.into(),
-        sandbox_id: record.sandbox_id.clone(),
-        config: record.config.clone(),
-        state: st,
-        created_at: record.created_at,
-        started_at: state.map(|s| s.started_at),
-        finished_at: exit.map(|e| e.finished_at),
-        exit_code: exit.map_or(0, |e| e.exit_code),
-        reason: exit.map(|e| e.reason.clone()).unwrap_or_default(),
-        message: exit.map(|e| e.message.clone()).unwrap_or_default(),
-        pid: if st == ContainerState::Running { state.map(|s| s.pid) } else { None },
-    }
+/// The first `limit` bytes of a file, as text (empty when unreadable).
+fn read_head(path: &Path, limit: u64) -> String {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    let _ = File::open(path).and_then(|f| f.take(limit).read_to_end(&mut buf));
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 impl ContainerRuntime for ProcessRuntime {
@@ -594,7 +333,9 @@ impl ContainerRuntime for ProcessRuntime {
             return Err(start_err("container was already started".into()));
         }
         let dir = self.container_dir(id);
-        if let Err(message) = check_exec_limits(&record.config.argv, &shim::process_env(&record.config), arg_max()) {
+        if let Err(message) =
+            check_exec_limits(&record.config.argv, &shim::process_env(&record.config), exec::arg_max())
+        {
             // What execve would refuse with E2BIG, said plainly and recorded as the start
             // error it is (the restart policy decides what follows, as for any failed start).
             let exit = ExitRecord {
@@ -635,7 +376,7 @@ impl ContainerRuntime for ProcessRuntime {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
         }
-        let shim_log = fs::read_to_string(dir.join(files::SHIM_LOG)).unwrap_or_default();
+        let shim_log = read_head(&dir.join(files::SHIM_LOG), SHIM_LOG_SHOWN);
         Err(start_err(format!("shim did not report the process started: {}", shim_log.trim())))
     }
 

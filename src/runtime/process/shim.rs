@@ -236,11 +236,7 @@ fn run(dir: &Path) -> io::Result<()> {
         if ready[1] != 0 || std::mem::take(&mut stop_pending) {
             drain(&mut sigterm);
             if exited.is_none() {
-                let grace = std::fs::read_to_string(dir.join(files::STOP))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .map(Duration::from_millis)
-                    .unwrap_or(DEFAULT_GRACE);
+                let grace = stop_grace(&dir.join(files::STOP));
                 let at = Instant::now() + grace;
                 // A second request may shorten the grace period, never lengthen it.
                 if kill_at.map_or(true, |k| at < k) {
@@ -312,6 +308,25 @@ fn run(dir: &Path) -> io::Result<()> {
     let exit =
         ExitRecord { exit_code, signal, reason: reason.into(), message: String::new(), finished_at: SystemTime::now() };
     write_exit(dir, &exit)
+}
+
+/// The grace period the agent wrote to `stop`; without one (SIGTERM from elsewhere, e.g.
+/// the host shutting down) `DEFAULT_GRACE`. A damaged file is said in shim.log, not ignored.
+fn stop_grace(path: &Path) -> Duration {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(ms) => Duration::from_millis(ms),
+            Err(e) => {
+                eprintln!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display());
+                DEFAULT_GRACE
+            }
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => DEFAULT_GRACE,
+        Err(e) => {
+            eprintln!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display());
+            DEFAULT_GRACE
+        }
+    }
 }
 
 /// Records the exit twice (`exit.json`, then its backup), so one damaged file cannot turn
