@@ -169,7 +169,7 @@ mod tests {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(check_exec_limits(&args(&["sh", "-c", "true"]), &[], 1 << 20).is_ok());
         let long = "x".repeat(MAX_ARG_STRLEN);
-        let e = check_exec_limits(&[long.clone()], &[], usize::MAX).unwrap_err();
+        let e = check_exec_limits(std::slice::from_ref(&long), &[], usize::MAX).unwrap_err();
         assert!(e.contains("argument 0") && e.contains("MAX_ARG_STRLEN (131072 bytes)"), "{e}");
         let e = check_exec_limits(&[], &[("K".into(), long)], usize::MAX).unwrap_err();
         assert!(e.contains("environment variable K"), "{e}");
