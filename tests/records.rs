@@ -257,6 +257,7 @@ fn damaged_records_are_moved_aside_once() {
     std::fs::write(root.join("sandboxes/badsandbox/sandbox.json"), "{").unwrap();
     std::fs::create_dir_all(root.join("containers/badcontainer")).unwrap();
     std::fs::write(root.join("containers/badcontainer/config.json"), "\0\0\0").unwrap();
+    std::fs::write(root.join("containers/notadir"), "x").unwrap();
     let fresh = runtime(&sb);
     let ids: Vec<String> = fresh.list_pod_sandboxes().unwrap().into_iter().map(|x| x.id).collect();
     assert_eq!(ids, vec![s]);
@@ -264,7 +265,13 @@ fn damaged_records_are_moved_aside_once() {
     let q = fresh.take_quarantined();
     let mut kinds: Vec<(&str, &str)> = q.iter().map(|q| (q.kind, q.id.as_str())).collect();
     kinds.sort();
-    assert_eq!(kinds, vec![("container", "badcontainer"), ("sandbox", "badsandbox"), ("sandbox", "emptysandbox")]);
+    let want = [
+        ("container", "badcontainer"),
+        ("container", "notadir"),
+        ("sandbox", "badsandbox"),
+        ("sandbox", "emptysandbox"),
+    ];
+    assert_eq!(kinds, want);
     assert!(q.iter().all(|q| q.moved_to.exists()));
     assert!(!root.join("containers/badcontainer").exists());
     // Once: the next relist finds nothing more to report.

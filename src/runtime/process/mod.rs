@@ -458,6 +458,10 @@ impl ContainerRuntime for ProcessRuntime {
                 continue;
             }
             let id = entry.file_name().to_string_lossy().into_owned();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                self.quarantine("container", &entry.path(), "not a directory");
+                continue;
+            }
             match self.observe(&id) {
                 Ok(info) => {
                     seen.insert(id);
