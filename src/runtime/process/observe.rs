@@ -59,8 +59,8 @@ impl ProcessRuntime {
         };
         let state: Read<ShimState> = Read::file(&dir.join(files::STATE));
         // Keyed by the error text (which starts with the path): a file damaged differently
-        // later is reported again.
-        // A damaged config.json is reported where it is dealt with (adopted or moved aside).
+        // later is reported again. A damaged config.json is reported where it is dealt with
+        // (adopted or moved aside).
         for e in [unreadable(&state), unreadable(&exit)].into_iter().flatten() {
             report(Path::new(&e), &e);
         }
@@ -118,7 +118,9 @@ impl ProcessRuntime {
             Verdict::Running(_) => (ContainerState::Running, None),
             Verdict::Created => (ContainerState::Created, None),
             Verdict::Lost(e) => (ContainerState::Exited, Some(self.reap_lost(id, &record, &look, e))),
-            Verdict::Quarantine(_) | Verdict::Unidentified => (ContainerState::Created, None),
+            // `decide` gives these only when no record is usable (handled above); were it
+            // ever otherwise, Running is the side that starts and kills nothing.
+            Verdict::Quarantine(_) | Verdict::Unidentified => (ContainerState::Running, None),
         };
         {
             let mut cache = self.cache.lock();
