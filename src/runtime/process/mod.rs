@@ -51,6 +51,8 @@ use std::time::{Duration, Instant, SystemTime};
 const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// Directory (under the runtime root) damaged records are moved to.
 const QUARANTINE_DIR: &str = "quarantine";
+/// How long a force-remove waits for the container's shim to record the exit and go.
+const REMOVE_WAIT: Duration = Duration::from_secs(5);
 /// How much of shim.log a start error quotes.
 const SHIM_LOG_SHOWN: u64 = 4096;
 /// Prefix of the temporary directories records are made in.
@@ -427,10 +429,17 @@ impl ContainerRuntime for ProcessRuntime {
                 // Force-remove, as CRI does: kill at once, then let the shim record the exit
                 // before its directory goes away.
                 self.stop_container(id, Duration::ZERO)?;
-                let deadline = Instant::now() + Duration::from_secs(5);
+                let deadline = Instant::now() + REMOVE_WAIT;
                 while self.observe(id).is_ok_and(|i| i.state == ContainerState::Running) && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(10));
                 }
+            }
+            // A shim that recorded the exit may still be exiting; its directory goes once it
+            // is gone (bounded: a stuck shim leaves the removal to fail and be retried).
+            let dir = self.container_dir(id);
+            let deadline = Instant::now() + REMOVE_WAIT;
+            while records::lock_state(&dir) == records::LockState::Held && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
             }
             if let Some(cg) = &record.cgroup {
                 shim::remove_cgroup(cg);

@@ -329,11 +329,12 @@ fn stop_grace(path: &Path) -> Duration {
     }
 }
 
-/// Records the exit twice (`exit.json`, then its backup), so one damaged file cannot turn
-/// a container that succeeded into one whose exit is unknown.
+/// Records the exit twice, so one damaged file cannot turn a container that succeeded into
+/// one whose exit is unknown. The backup goes first: `exit.json` is the shim's last write,
+/// so once it is there nothing more is written in the directory.
 fn write_exit(dir: &Path, exit: &ExitRecord) -> io::Result<()> {
-    write_json(&dir.join(files::EXIT), exit)?;
-    write_json(&dir.join(files::EXIT_BACKUP), exit)
+    write_json(&dir.join(files::EXIT_BACKUP), exit)?;
+    write_json(&dir.join(files::EXIT), exit)
 }
 
 /// Kills what is left in a container cgroup and removes it (best effort: the orphan
