@@ -171,26 +171,77 @@ fn node_object(cfg: &Config) -> crate::api::Node {
     node
 }
 
-/// Takes an exclusive lock on `<state>/ferrolet.lock` so two agents never share a state dir.
-fn lock_state_dir(dir: &Path) -> Result<File, AgentError> {
-    let err = |message: String| AgentError::StateDir { path: dir.into(), message };
-    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    let f = File::create(dir.join("ferrolet.lock")).map_err(|e| err(e.to_string()))?;
+/// The prober's persisted results, in the state directory.
+const PROBE_RESULTS_FILE: &str = "probe-results.json";
+/// Name of the lock file in the state directory.
+const LOCK_FILE: &str = "ferrolet.lock";
+/// How long `drain` waits past the longest grace period before it reports what still runs.
+const DRAIN_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Takes an exclusive lock on `<state>/ferrolet.lock` so two agents never share a state dir,
+/// and writes this process's pid into it (so the refusal can name the holder). `purpose`
+/// says what the caller wanted, for the message when the lock is taken.
+fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = &cfg.state_dir;
+    let path = dir.join(LOCK_FILE);
+    let err = |message: String| AgentError::StateDir { path: dir.clone(), message };
+    let access = cfg.state_access().map_err(|m| err(format!("state_group: {m}")))?;
+    access.install();
+    crate::util::create_private_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .mode(access.file_mode())
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| err(format!("{}: {e}", path.display())))?;
     // SAFETY: flock on an fd we own; no memory is passed.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(err("another ferrolet is running with this state directory".into()));
+        let mut holder = String::new();
+        let _ = f.read_to_string(&mut holder);
+        let holder = match holder.trim() {
+            "" => String::new(),
+            pid => format!(" (pid {pid})"),
+        };
+        let message = match purpose {
+            LockPurpose::Run => format!("another ferrolet{holder} is running with this state directory (it holds {})", path.display()),
+            LockPurpose::Drain => format!(
+                "another ferrolet{holder} is running with this state directory (it holds {}); stop it first (e.g. `systemctl stop ferrolet`), then run drain again: drain works only while no agent runs",
+                path.display()
+            ),
+        };
+        return Err(err(message));
+    }
+    let _ = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| writeln!(f, "{}", std::process::id()));
+    // Secrets live here: make the directory and everything in it private again, in case an
+    // older version (or a person) left it readable.
+    match crate::util::fix_state_modes(dir, &[&cfg.devices.plugin_dir]) {
+        Ok(0) => {}
+        Ok(n) => log::info!("agent: made {n} file(s) and directories under {} private", dir.display()),
+        Err(e) => log::warn!("agent: cannot correct the modes under {}: {e}", dir.display()),
     }
     Ok(f)
 }
 
+/// Why the state directory is locked.
+#[derive(Clone, Copy)]
+enum LockPurpose {
+    Run,
+    Drain,
+}
+
 /// `ferrolet drain`: with no agent running, stops every container recorded in the state
-/// directory (each pod's grace period honoured by its shim) and removes the pods' records
-/// and logs. For decommissioning a node, or cleaning up after `make run`.
+/// directory (each pod's grace period honoured by its shim; app containers first, sidecars
+/// once those have exited, as pod termination does) and removes the pods' records, logs,
+/// probe results and damaged records set aside. For decommissioning a node, or cleaning up
+/// after `make run`.
 pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
-    let _lock = lock_state_dir(&cfg.state_dir)?;
-    let runtime =
-        ProcessRuntime::new(&cfg.state_dir.join("runtime"), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
-            .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.clone(), source })?;
+    use crate::runtime::ContainerState::Running;
+    let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
+    let runtime = process_runtime(cfg, shim_exe)?;
     let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.clone(), source };
     let sandboxes = runtime.list_pod_sandboxes().map_err(rt_err)?;
     let grace_of = |sandbox_id: &str| {
@@ -198,28 +249,42 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
             sandboxes.iter().find(|s| s.id == sandbox_id).map_or(30, |s| s.config.termination_grace_period_seconds);
         std::time::Duration::from_secs(secs.max(0) as u64)
     };
-    let mut longest = std::time::Duration::ZERO;
-    for c in runtime.list_containers().map_err(rt_err)? {
-        if c.state == crate::runtime::ContainerState::Running {
-            let grace = grace_of(&c.sandbox_id);
-            longest = longest.max(grace);
-            log::info!(
-                "drain: stopping {} of pod {} (grace {grace:?})",
-                c.config.name,
-                c.config.labels.get(crate::runtime::labels::POD_NAME).map_or("?", |s| s)
-            );
-            runtime.stop_container(&c.id, grace).map_err(rt_err)?;
+    let is_sidecar = |c: &crate::runtime::ContainerInfo| {
+        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str) == Some("sidecar")
+    };
+    for sidecars in [false, true] {
+        let mut longest = std::time::Duration::ZERO;
+        for c in runtime.list_containers().map_err(rt_err)? {
+            if c.state == Running && is_sidecar(&c) == sidecars {
+                let grace = grace_of(&c.sandbox_id);
+                longest = longest.max(grace);
+                log::info!(
+                    "drain: stopping {} of pod {} (grace {grace:?})",
+                    c.config.name,
+                    c.config.labels.get(crate::runtime::labels::POD_NAME).map_or("?", |s| s)
+                );
+                runtime.stop_container(&c.id, grace).map_err(rt_err)?;
+            }
         }
-    }
-    // The shims kill at the end of each grace period; allow a little beyond the longest.
-    let deadline = std::time::Instant::now() + longest + std::time::Duration::from_secs(5);
-    while runtime.list_containers().map_err(rt_err)?.iter().any(|c| c.state == crate::runtime::ContainerState::Running)
-    {
-        if std::time::Instant::now() > deadline {
-            log::warn!("drain: some containers are still running past their grace period");
-            break;
+        // The shims kill at the end of each grace period; allow a little beyond the longest.
+        let deadline = std::time::Instant::now() + longest + DRAIN_MARGIN;
+        loop {
+            let running: Vec<String> = runtime
+                .list_containers()
+                .map_err(rt_err)?
+                .into_iter()
+                .filter(|c| c.state == Running && is_sidecar(c) == sidecars)
+                .map(|c| c.config.name)
+                .collect();
+            if running.is_empty() {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                log::warn!("drain: still running past their grace period: {}", running.join(", "));
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     for s in &sandboxes {
         runtime.remove_pod_sandbox(&s.id).map_err(rt_err)?;
@@ -239,6 +304,18 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     for c in runtime.list_containers().map_err(rt_err)? {
         runtime.remove_container(&c.id).map_err(rt_err)?;
     }
+    // What is left is state of pods that are gone: results of their probes (read back by
+    // the next start otherwise) and damaged records moved aside.
+    let leftovers = [cfg.state_dir.join(PROBE_RESULTS_FILE), runtime.quarantine_dir()];
+    for p in leftovers {
+        let removed = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                log::warn!("drain: cannot remove {}: {e}", p.display())
+            }
+            _ => {}
+        }
+    }
     Ok(sandboxes.len())
 }
 
@@ -246,7 +323,7 @@ impl Agent {
     /// Starts every manager: runtime, pod manager, static pod source, then the local API.
     /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.
     pub fn start(cfg: &Config, shim_exe: &Path) -> Result<Agent, AgentError> {
-        let lock = lock_state_dir(&cfg.state_dir)?;
+        let lock = lock_state_dir(cfg, LockPurpose::Run)?;
         let health = Health::default();
         let statuses = StatusCache::default();
         let spawn_err = |name: &str| {
@@ -263,6 +340,7 @@ impl Agent {
         };
         let pm = PodManager::new(
             PodManagerConfig {
+                node_name: cfg.node_name.clone(),
                 node_ip: cfg.node_ip.clone(),
                 log_root: cfg.state_dir.join("logs"),
                 max_dead_per_container: cfg.gc.max_dead_per_container,
@@ -275,7 +353,7 @@ impl Agent {
         );
         let pods_channel = crossbeam_channel::unbounded();
         let prober_channel = crossbeam_channel::unbounded();
-        let probe_results = ProbeResults::persistent(cfg.state_dir.join("probe-results.json"));
+        let probe_results = ProbeResults::persistent(cfg.state_dir.join(PROBE_RESULTS_FILE));
         let prober_metrics = Arc::new(ProberMetrics::default());
         let prober = ProberManager::new(
             ProberConfig { max_threads: cfg.prober.max_threads, agent_start: std::time::Instant::now() },

@@ -69,6 +69,9 @@ pub struct Config {
     pub node_ip: String,
     /// Where ferrolet keeps container state and logs.
     pub state_dir: PathBuf,
+    /// A group (name or gid) given read access to the state directory and logs; empty:
+    /// owner only.
+    pub state_group: String,
     /// Directory of static pod manifests.
     pub manifest_dir: PathBuf,
     /// Container runtime backend: `process`.
@@ -351,6 +354,7 @@ impl Default for Config {
             node_name: String::new(),
             node_ip: String::new(),
             state_dir: PathBuf::from("/var/lib/ferrolet"),
+            state_group: String::new(),
             manifest_dir: PathBuf::from("/etc/ferrolet/manifests"),
             runtime: "process".into(),
             manifest_check_interval: Dur(Duration::from_secs(1)),
@@ -588,7 +592,22 @@ impl Config {
                 return bad(key, "must not be empty".into());
             }
         }
+        if let Err(e) = self.state_access() {
+            return bad("state_group", e);
+        }
         Ok(())
+    }
+}
+
+impl Config {
+    /// Who may read the state directory: `state_group` resolved to its gid.
+    pub fn state_access(&self) -> Result<crate::util::StateAccess, String> {
+        if self.state_group.is_empty() {
+            return Ok(crate::util::StateAccess::default());
+        }
+        crate::util::group_id(&self.state_group).map(|gid| crate::util::StateAccess { gid: Some(gid) }).map_err(|e| {
+            format!("invalid value {:?}: {e} (a group name or numeric gid; empty: owner only)", self.state_group)
+        })
     }
 }
 

@@ -2,18 +2,170 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::path::Path;
 use std::time::Duration;
 
+/// Largest record `read_json` accepts (and the process runtime writes). A container record
+/// holds the pod's command, args and env (a pod passes validation up to about 1.5 MiB, as
+/// etcd's default request limit) plus a device plugin's merged `Allocate` responses (up to
+/// grpcio's 4 MiB message limit), with the plugin envs in two places; JSON escaping and
+/// indentation add to that. 16 MiB admits every record such inputs make, and still bounds
+/// what one corrupt or hostile file can make the agent allocate.
+pub const MAX_RECORD_SIZE: u64 = 16 << 20;
+
+/// Who may read the state directory: the owner only (`0700` directories, `0600` files), or
+/// also one group (`0750`, `0640`) when `state_group` is configured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateAccess {
+    /// The group given read access, if any.
+    pub gid: Option<u32>,
+}
+
+static STATE_GID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
+
+impl StateAccess {
+    /// The access every file written from now on gets (process-wide: the agent and its shims
+    /// write the same state directory).
+    pub fn install(self) {
+        STATE_GID.store(self.gid.map_or(-1, i64::from), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The access installed for this process (owner only by default).
+    pub fn current() -> StateAccess {
+        let g = STATE_GID.load(std::sync::atomic::Ordering::Relaxed);
+        StateAccess { gid: u32::try_from(g).ok() }
+    }
+
+    /// Mode of directories: `0700`, or `0750` with a group.
+    pub fn dir_mode(self) -> u32 {
+        if self.gid.is_some() {
+            0o750
+        } else {
+            0o700
+        }
+    }
+
+    /// Mode of files: `0600`, or `0640` with a group.
+    pub fn file_mode(self) -> u32 {
+        if self.gid.is_some() {
+            0o640
+        } else {
+            0o600
+        }
+    }
+
+    /// Gives `path` this access: its mode, and its group when one is configured.
+    pub fn apply(self, path: &Path, is_dir: bool) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(gid) = self.gid {
+            std::os::unix::fs::lchown(path, None, Some(gid))?;
+        }
+        let mode = if is_dir { self.dir_mode() } else { self.file_mode() };
+        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+    }
+}
+
+/// The gid of group `name` (a name from the group database, or a number).
+pub fn group_id(name: &str) -> io::Result<u32> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a group name cannot contain NUL"))?;
+    // SAFETY: `group` is plain old data (integers and pointers); all-zero is a valid value.
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut result: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: getgrnam_r writes into grp and buf, both valid for the lengths given.
+    let rc = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr().cast(), buf.len(), &mut result) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    if result.is_null() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "no such group"));
+    }
+    Ok(grp.gr_gid)
+}
+
+/// Creates `path` and its missing parents with the state directory's access (`0700`), and
+/// gives `path` itself that access even when it existed.
+pub fn create_private_dir_all(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let access = StateAccess::current();
+    fs::DirBuilder::new().recursive(true).mode(access.dir_mode()).create(path)?;
+    access.apply(path, true)
+}
+
+/// Creates (or truncates) a file readable only as `StateAccess` allows.
+pub fn create_private_file(path: &Path) -> io::Result<File> {
+    open_private(path, false)
+}
+
+/// Opens a file for appending, creating it readable only as `StateAccess` allows.
+pub fn append_private_file(path: &Path) -> io::Result<File> {
+    open_private(path, true)
+}
+
+fn open_private(path: &Path, append: bool) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let access = StateAccess::current();
+    let mut opts = fs::OpenOptions::new();
+    opts.create(true).mode(access.file_mode());
+    if append {
+        opts.append(true);
+    } else {
+        opts.write(true).truncate(true);
+    }
+    let f = opts.open(path)?;
+    if let Some(gid) = access.gid {
+        std::os::unix::fs::fchown(&f, None, Some(gid))?;
+    }
+    Ok(f)
+}
+
+/// Gives every directory and regular file under `root` (and `root` itself) the state
+/// directory's access, without following symlinks; sockets and other special files keep
+/// theirs, and so does everything under `skip` (a device plugin directory must stay
+/// reachable by plugins). Returns how many modes it changed.
+pub fn fix_state_modes(root: &Path, skip: &[&Path]) -> io::Result<usize> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let access = StateAccess::current();
+    let mut changed = 0;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        if skip.iter().any(|s| !s.as_os_str().is_empty() && p.starts_with(s)) {
+            continue;
+        }
+        let meta = fs::symlink_metadata(&p)?;
+        let ft = meta.file_type();
+        if !ft.is_dir() && !ft.is_file() {
+            continue;
+        }
+        let want = if ft.is_dir() { access.dir_mode() } else { access.file_mode() };
+        let group_ok = access.gid.map_or(true, |g| meta.gid() == g);
+        if meta.permissions().mode() & 0o7777 != want || !group_ok {
+            access.apply(&p, ft.is_dir())?;
+            changed += 1;
+        }
+        if ft.is_dir() {
+            for entry in fs::read_dir(&p)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(changed)
+}
+
 /// Writes `data` to `path` atomically: temp file in the same directory, fsync, rename,
 /// fsync the directory. A reader sees the old content or the new one, never a torn file.
+/// The file is readable only as `StateAccess` allows (it may hold secrets, such as env).
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     {
-        let mut f = File::create(&tmp)?;
+        let mut f = create_private_file(&tmp)?;
         f.write_all(data)?;
         f.sync_all()?;
     }
@@ -27,10 +179,17 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()>
     write_atomic(path, &data)
 }
 
-/// Reads a JSON file written by `write_json`; files above 1 MiB are refused as corrupt.
+/// Reads a JSON file written by `write_json`. A file over `MAX_RECORD_SIZE` is refused
+/// with an error that says so (never parsed half and reported as a syntax error).
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<T> {
     let mut data = Vec::new();
-    File::open(path)?.take(1 << 20).read_to_end(&mut data)?;
+    File::open(path)?.take(MAX_RECORD_SIZE + 1).read_to_end(&mut data)?;
+    if data.len() as u64 > MAX_RECORD_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: larger than the record limit of {MAX_RECORD_SIZE} bytes", path.display()),
+        ));
+    }
     serde_json::from_slice(&data)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
 }
@@ -113,6 +272,8 @@ fn is_zombie(pid: i32) -> bool {
 }
 
 /// Sends `sig` to the process group `pgid`; a group that no longer exists is not an error.
+/// Only for a group whose leader is the caller's own unreaped child (so its pid cannot have
+/// been reused); any other group goes through `kill_group_verified`.
 pub fn kill_group(pgid: i32, sig: i32) -> io::Result<()> {
     if pgid <= 1 {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process group {pgid}")));
@@ -127,6 +288,53 @@ pub fn kill_group(pgid: i32, sig: i32) -> io::Result<()> {
     } else {
         Err(e)
     }
+}
+
+/// Sends `sig` to process `pid` only if it is still the process that started at
+/// `start_ticks` (field 22 of /proc/PID/stat). The process is pinned with a pidfd before
+/// its start time is checked, so a pid reused after the check cannot be hit either.
+/// Returns false (and signals nothing) when that process is gone.
+pub fn signal_verified(pid: i32, start_ticks: u64, sig: i32) -> io::Result<bool> {
+    if pid <= 1 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process {pid}")));
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ESRCH) { Ok(false) } else { Err(e) };
+    }
+    // SAFETY: the syscall returned a new fd that nothing else owns.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) };
+    if process_start_ticks(pid) != Some(start_ticks) || is_zombie(pid) {
+        return Ok(false);
+    }
+    // SAFETY: pidfd_send_signal on a pidfd we own, with no siginfo.
+    let r = unsafe {
+        libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), sig, std::ptr::null::<libc::siginfo_t>(), 0)
+    };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Sends `sig` to the process group led by `pgid` only if its leader is still the process
+/// that started at `start_ticks` (a group outlives nothing of ours once its leader's pid is
+/// free to be reused). Returns false (and signals nothing) when the leader is gone.
+pub fn kill_group_verified(pgid: i32, start_ticks: u64, sig: i32) -> io::Result<bool> {
+    if pgid <= 1 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process group {pgid}")));
+    }
+    if !process_alive(pgid, Some(start_ticks)) {
+        return Ok(false);
+    }
+    kill_group(pgid, sig).map(|()| true)
 }
 
 /// Waits until one of `fds` is readable or `timeout` passes (`None` waits without limit).
@@ -214,6 +422,38 @@ mod tests {
         let text = Chain(&e).to_string();
         assert!(text.starts_with("cannot create cgroup /x: "), "{text}");
         assert!(text.contains("Too many open files"), "{text}");
+    }
+
+    #[test]
+    fn oversized_records_are_refused_with_the_limit_not_a_parse_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.json");
+        let f = File::create(&p).unwrap();
+        f.set_len(MAX_RECORD_SIZE + 1).unwrap();
+        let e = read_json::<serde_json::Value>(&p).unwrap_err().to_string();
+        assert!(e.contains("larger than the record limit of 16777216 bytes"), "{e}");
+    }
+
+    #[test]
+    fn state_modes_are_fixed_without_touching_sockets_or_skipped_dirs() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("state");
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::create_dir_all(root.join("plugins")).unwrap();
+        fs::write(root.join("sub/f"), "x").unwrap();
+        fs::write(root.join("plugins/keep"), "x").unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        let mode = |p: &Path| fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        let sock_mode = mode(&root.join("sock"));
+        fs::set_permissions(root.join("sub/f"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(root.join("plugins/keep"), fs::Permissions::from_mode(0o644)).unwrap();
+        let n = fix_state_modes(&root, &[&root.join("plugins")]).unwrap();
+        assert!(n >= 2);
+        assert_eq!((mode(&root), mode(&root.join("sub")), mode(&root.join("sub/f"))), (0o700, 0o700, 0o600));
+        assert_eq!(mode(&root.join("plugins/keep")), 0o644);
+        assert_eq!(mode(&root.join("sock")), sock_mode);
+        assert_eq!(fix_state_modes(&root, &[&root.join("plugins")]).unwrap(), 0, "nothing left to fix");
     }
 
     #[test]

@@ -129,7 +129,8 @@ fn a_second_agent_on_the_same_state_directory_is_refused() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("another ferrolet is running with this state directory"), "{err}");
+    assert!(err.contains("is running with this state directory"), "{err}");
+    assert!(err.contains("ferrolet.lock"), "names the lock file: {err}");
 }
 
 #[test]

@@ -76,6 +76,8 @@ pub enum PodsCommand {
 /// Settings the pod manager needs.
 #[derive(Clone, Debug)]
 pub struct PodManagerConfig {
+    /// This node's name (events about the node, such as damaged runtime records).
+    pub node_name: String,
     /// Address reported as hostIP/podIP.
     pub node_ip: String,
     /// Root of the per-pod log directories.
@@ -258,6 +260,20 @@ impl PodManager {
                 return None;
             }
         };
+        for q in self.runtime.take_quarantined() {
+            self.recorder.event(
+                &Reference::node(&self.cfg.node_name),
+                WARNING,
+                "QuarantinedRecord",
+                &format!(
+                    "damaged {} record {} ({}) moved to {}; `ferrolet drain` removes it",
+                    q.kind,
+                    q.id,
+                    q.reason,
+                    q.moved_to.display()
+                ),
+            );
+        }
         let mut snap = Snapshot::default();
         for s in sandboxes {
             let keep = snap.sandboxes.get(&s.config.pod_uid).map_or(true, |old| old.created_at < s.created_at);
@@ -410,9 +426,7 @@ impl PodManager {
                 let state = cur.as_ref().map(|i| (i.state, i.exit_code));
                 if c.is_sidecar() {
                     if !matches!(state, Some((ContainerState::Running, _))) {
-                        if !matches!(state, Some((ContainerState::Created, _))) {
-                            to_start.push((c.clone(), true, cur));
-                        }
+                        to_start.push((c.clone(), true, cur));
                         init_done = false;
                         break;
                     }
@@ -428,6 +442,9 @@ impl PodManager {
                     None => to_start.push((c.clone(), true, None)),
                     Some((ContainerState::Exited, _)) if policy == "Never" => init_failed = true,
                     Some((ContainerState::Exited, _)) => to_start.push((c.clone(), true, cur)),
+                    // Created but never run, and no shim will run it (kubelet restarts a
+                    // created container whatever the restart policy).
+                    Some((ContainerState::Created, _)) => to_start.push((c.clone(), true, cur)),
                     Some(_) => {}
                 }
                 init_done = false;
@@ -456,7 +473,7 @@ impl PodManager {
                 // Sidecars keep running next to the app containers.
                 for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()) {
                     let cur = latest(&c.name);
-                    if cur.as_ref().map_or(true, |i| i.state == ContainerState::Exited) {
+                    if cur.as_ref().map_or(true, |i| i.state != ContainerState::Running) {
                         to_start.push((c.clone(), true, cur));
                     }
                 }
@@ -466,7 +483,10 @@ impl PodManager {
                     let cur = latest(&c.name);
                     let start = match &cur {
                         None => true,
-                        Some(i) => i.state == ContainerState::Exited && should_restart(policy, i.exit_code),
+                        Some(i) => {
+                            i.state == ContainerState::Created
+                                || (i.state == ContainerState::Exited && should_restart(policy, i.exit_code))
+                        }
                     };
                     if start {
                         to_start.push((c.clone(), false, cur));
@@ -530,6 +550,8 @@ impl PodManager {
         let key: backoff::Key = (pod.metadata.uid.clone(), c.name.clone());
         // What the back-off counts from: the last exit, or the last failed create.
         let event_time = match (cur, self.waiting.get(&key)) {
+            // A created container that never ran counts from its creation.
+            (Some(i), _) if i.state == ContainerState::Created => Some(i.created_at),
             (Some(i), _) => Some(i.finished_at.unwrap_or(now)),
             (None, Some(w)) if w.reason == "CreateContainerError" => Some(w.since),
             _ => None,
@@ -565,6 +587,23 @@ impl PodManager {
             self.backoff.next(&key, t, now);
         }
         let attempt = cur.map(|i| i.config.attempt + 1).unwrap_or(0);
+        if let Some(stale) = cur.filter(|i| i.state == ContainerState::Created) {
+            // The runtime reports Created only when no shim of it is alive: nothing runs it,
+            // so it is removed and created again.
+            log::info!(
+                "pods: pod {} container {}: created but never started (the agent stopped or the start failed); creating it again",
+                pod.key(),
+                c.name
+            );
+            if let Err(e) = self.mutate().remove_container(&stale.id) {
+                log::warn!(
+                    "pods: pod {} container {}: cannot remove it: {}",
+                    pod.key(),
+                    c.name,
+                    crate::util::Chain(&e)
+                );
+            }
+        }
         // Devices that cannot be prepared fail the create, under the same back-off.
         let started = devices
             .map_err(CreateOrStart::Create)
@@ -703,7 +742,7 @@ impl PodManager {
                 Some(&c.config.name),
                 true,
                 "FailedKillPod",
-                &format!("error killing container {}: {e}", c.config.name),
+                &format!("error killing container {}: {}", c.config.name, crate::util::Chain(&e)),
             );
         }
     }
@@ -718,9 +757,10 @@ impl PodManager {
                 if old.state == ContainerState::Exited {
                     if let Err(e) = self.mutate().remove_container(&old.id) {
                         log::warn!(
-                            "pods: pod {} container {name}: cannot remove exited instance {}: {e}",
+                            "pods: pod {} container {name}: cannot remove exited instance {}: {}",
                             pod.key(),
-                            old.id
+                            old.id,
+                            crate::util::Chain(&e)
                         );
                     }
                 }
@@ -775,7 +815,7 @@ impl PodManager {
                 let removed =
                     self.mutate().stop_pod_sandbox(&s.id).and_then(|_| self.mutate().remove_pod_sandbox(&s.id));
                 if let Err(e) = removed {
-                    log::warn!("pods: pod {}: cannot remove sandbox {}: {e}", pod.key(), s.id);
+                    log::warn!("pods: pod {}: cannot remove sandbox {}: {}", pod.key(), s.id, crate::util::Chain(&e));
                     return;
                 }
             }

@@ -28,10 +28,10 @@ pub enum RuntimeError {
         message: String,
     },
     /// The container's process could not be started.
-    #[error("cannot start container {id}: {message}")]
+    #[error("cannot start container {name}: {message}")]
     StartContainer {
-        /// Container id.
-        id: String,
+        /// Container name (what events show; ids are internal).
+        name: String,
         /// Why, e.g. the executable was not found.
         message: String,
     },
@@ -53,6 +53,19 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A damaged record the runtime moved aside (so it is reported once, not every relist).
+#[derive(Clone, Debug)]
+pub struct Quarantined {
+    /// `sandbox` or `container`.
+    pub kind: &'static str,
+    /// Its id (the directory name).
+    pub id: String,
+    /// Where it went.
+    pub moved_to: PathBuf,
+    /// What was wrong with it.
+    pub reason: String,
 }
 
 /// What the pod manager asks for when it creates a pod sandbox.
@@ -201,4 +214,8 @@ pub trait ContainerRuntime: Send + Sync {
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
     /// Runs a command in the container's environment with a timeout.
     fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError>;
+    /// Damaged records moved aside since the last call (each reported once, as an event).
+    fn take_quarantined(&self) -> Vec<Quarantined> {
+        Vec::new()
+    }
 }

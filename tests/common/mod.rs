@@ -47,11 +47,11 @@ pub fn kill_everything(state_dir: &Path) {
     let Ok(rd) = std::fs::read_dir(state_dir.join("runtime/containers")) else { return };
     for e in rd.flatten() {
         if let Ok(s) = ferrolet::util::read_json::<ShimState>(&e.path().join("state.json")) {
-            let _ = ferrolet::util::kill_group(s.pid, libc::SIGKILL);
-            if ferrolet::util::process_alive(s.shim_pid, Some(s.shim_start_ticks)) {
-                // SAFETY: signalling a process we verified to be our shim.
-                unsafe { libc::kill(s.shim_pid, libc::SIGKILL) };
+            // Only processes proven ours by their start time (a pid may have been reused).
+            if let Some(t) = s.start_ticks {
+                let _ = ferrolet::util::kill_group_verified(s.pid, t, libc::SIGKILL);
             }
+            let _ = ferrolet::util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
         }
     }
 }

@@ -4,7 +4,7 @@
 //! `<name>.log` becomes `<name>.log.<YYYYMMDD-HHMMSS>`, keeping `max_files` in all.
 
 use crate::timefmt::rfc3339_nano;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -44,9 +44,11 @@ impl LogFile {
     /// Opens (appending to) the log file at `path`, creating its directory.
     pub fn open(path: &Path, max_size: u64, max_files: u32) -> io::Result<LogFile> {
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir)?;
+            crate::util::create_private_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        // Logs may hold whatever the workload prints, secrets included: owner (and the
+        // configured state group) only.
+        let file = crate::util::append_private_file(path)?;
         let size = file.metadata()?.len();
         Ok(LogFile {
             path: path.into(),
@@ -119,7 +121,7 @@ impl LogFile {
         let stamp: String = stamp.replace(['-', ':'], "").replace('T', "-").trim_end_matches('Z').to_string();
         let rotated = PathBuf::from(format!("{}.{stamp}", self.path.display()));
         fs::rename(&self.path, &rotated)?;
-        self.file = OpenOptions::new().create(true).append(true).open(&self.path)?;
+        self.file = crate::util::append_private_file(&self.path)?;
         self.size = 0;
         let mut old = rotated_files(&self.path);
         let keep = self.max_files.saturating_sub(1) as usize;

@@ -7,28 +7,40 @@
 //! ```text
 //! <root>/sandboxes/<id>/sandbox.json     SandboxInfo
 //! <root>/containers/<id>/config.json     ContainerRecord (written by the agent)
+//! <root>/containers/<id>/shim.lock       locked by the shim for its whole life
+//! <root>/containers/<id>/shim.json       ShimIdentity (written by the shim when it starts)
 //! <root>/containers/<id>/state.json      ShimState (written by the shim once the process runs)
-//! <root>/containers/<id>/exit.json       ExitRecord (written by the shim when it exits)
+//! <root>/containers/<id>/exit.json       ExitRecord (written by the shim when it exits,
+//!                                        with a copy in exit.backup.json)
 //! <root>/containers/<id>/stop            grace period in ms (written by the agent, then SIGTERM to the shim)
 //! <root>/containers/<id>/shim.log        the shim's own errors
+//! <root>/quarantine/                     damaged records, moved aside once (cleared by drain)
 //! ```
+//!
+//! A record is made in a hidden temporary directory and renamed into place, so a crash never
+//! leaves a half-made one. Whether a shim lives is told by its lock, never by a pid alone; a
+//! pid or process group is signalled only after its start time proves it is still ours.
 
+mod exec;
 pub mod logfile;
+mod observe;
+pub mod records;
 pub mod shim;
 
+pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
+
 use super::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError, SandboxConfig,
-    SandboxInfo,
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, Quarantined, RuntimeError,
+    SandboxConfig, SandboxInfo,
 };
 use crate::cm::cgroupfs::CgroupDriver;
-use crate::util::{self, read_json, write_json};
+use crate::util::{self, read_json, write_json, Chain};
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use records::Read;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
-use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -37,74 +49,24 @@ use std::time::{Duration, Instant, SystemTime};
 /// How long `start_container` waits for the shim to report the process running (shorter
 /// than the agent's default stop timeout, so a stuck start never stalls shutdown).
 const START_TIMEOUT: Duration = Duration::from_secs(5);
-/// Output kept per stream by `exec_sync`; the rest is read and dropped.
-const EXEC_OUTPUT_CAP: usize = 1 << 20;
+/// Directory (under the runtime root) damaged records are moved to.
+const QUARANTINE_DIR: &str = "quarantine";
+/// How long a force-remove waits for the container's shim to record the exit and go.
+const REMOVE_WAIT: Duration = Duration::from_secs(5);
+/// How much of shim.log a start error quotes.
+const SHIM_LOG_SHOWN: u64 = 4096;
+/// Prefix of the temporary directories records are made in.
+const TMP_PREFIX: &str = ".tmp-";
+/// Grace period for stopping a container whose record is damaged (kubelet's default).
+const UNIDENTIFIED_GRACE: Duration = Duration::from_secs(30);
 
-/// What the agent writes when it creates a container.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ContainerRecord {
-    /// Container id.
-    pub id: String,
-    /// Sandbox id.
-    pub sandbox_id: String,
-    /// The configuration.
-    pub config: ContainerConfig,
-    /// Creation time.
-    pub created_at: SystemTime,
-    /// Rotate the log past this size.
-    pub log_max_size: u64,
-    /// Log files to keep.
-    pub log_max_files: u32,
-    /// The container's own cgroup, when cgroups are enforced.
-    #[serde(default)]
-    pub cgroup: Option<ContainerCgroup>,
-}
-
-/// The container cgroup the runtime created (in each hierarchy on cgroup v1).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct ContainerCgroup {
-    /// Its directories (removed by the shim when the container exits).
-    pub dirs: Vec<PathBuf>,
-    /// The `cgroup.procs` files the process joins before it runs its command.
-    pub procs: Vec<PathBuf>,
-    /// The memory controller's directory, read to tell an OOM kill from other kills.
-    pub memory: Option<PathBuf>,
-}
-
-/// What the shim writes once the workload runs.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ShimState {
-    /// The shim's pid.
-    pub shim_pid: i32,
-    /// The shim's start time in clock ticks (identifies it across pid reuse).
-    pub shim_start_ticks: u64,
-    /// The workload's pid (also its process group and session id).
-    pub pid: i32,
-    /// When the workload started.
-    pub started_at: SystemTime,
-}
-
-/// What the shim writes when the workload is gone.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ExitRecord {
-    /// Exit code, 128 + signal when signalled.
-    pub exit_code: i32,
-    /// Signal number when signalled.
-    pub signal: Option<i32>,
-    /// `Completed`, `Error`, `OOMKilled`, `StartError` or `Unknown`.
-    pub reason: String,
-    /// Details.
-    pub message: String,
-    /// Exit time.
-    pub finished_at: SystemTime,
-}
+pub use exec::{check_exec_limits, MAX_ARG_STRLEN};
 
 #[derive(Default)]
 struct Cached {
     record: Option<ContainerRecord>,
     state: Option<ShimState>,
     exit: Option<ExitRecord>,
-    verified: bool,
 }
 
 /// The process runtime; cheap to share (`Arc`) between the pod manager and probe threads.
@@ -118,10 +80,18 @@ pub struct ProcessRuntime {
     /// Sandbox records, read from disk once: this runtime is their only writer (the state
     /// directory is locked), so a relist need not read every sandbox.json again.
     sandboxes: Mutex<Option<HashMap<String, SandboxInfo>>>,
+    /// Damaged files already reported (each once per agent run).
+    reported: Mutex<HashSet<PathBuf>>,
+    /// Records moved aside since the last `take_quarantined`.
+    quarantined: Mutex<Vec<Quarantined>>,
 }
 
 fn state_err(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
     move |source| RuntimeError::State { path: path.into(), source }
+}
+
+fn is_tmp(name: &std::ffi::OsStr) -> bool {
+    name.to_string_lossy().starts_with(TMP_PREFIX)
 }
 
 impl ProcessRuntime {
@@ -129,7 +99,14 @@ impl ProcessRuntime {
     pub fn new(root: &Path, shim_exe: &Path, log_max_size: u64, log_max_files: u32) -> Result<Self, RuntimeError> {
         for sub in ["sandboxes", "containers"] {
             let p = root.join(sub);
-            fs::create_dir_all(&p).map_err(state_err(&p))?;
+            util::create_private_dir_all(&p).map_err(state_err(&p))?;
+            // Half-made records of a crash: nothing was started for them (a shim is only
+            // spawned once the record is in place).
+            for entry in fs::read_dir(&p).map_err(state_err(&p))?.flatten() {
+                if is_tmp(&entry.file_name()) {
+                    let _ = fs::remove_dir_all(entry.path());
+                }
+            }
         }
         Ok(ProcessRuntime {
             root: root.into(),
@@ -139,6 +116,8 @@ impl ProcessRuntime {
             cgroups: None,
             cache: Mutex::new(HashMap::new()),
             sandboxes: Mutex::new(None),
+            reported: Mutex::new(HashSet::new()),
+            quarantined: Mutex::new(Vec::new()),
         })
     }
 
@@ -154,7 +133,7 @@ impl ProcessRuntime {
         let path = format!("{}/{}", linux.cgroup_parent.trim_end_matches('/'), config.name);
         let err = |e: crate::cm::cgroupfs::CgroupError| RuntimeError::CreateContainer {
             name: config.name.clone(),
-            message: e.to_string(),
+            message: Chain(&e).to_string(),
         };
         driver.create(&path).map_err(err)?;
         driver.apply(&path, &linux.files).map_err(err)?;
@@ -169,19 +148,29 @@ impl ProcessRuntime {
         self.root.join("containers").join(id)
     }
 
+    /// Where damaged records go.
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.root.join(QUARANTINE_DIR)
+    }
+
     /// The sandbox records, loading them from disk on first use.
     fn with_sandboxes<T>(&self, f: impl FnOnce(&mut HashMap<String, SandboxInfo>) -> T) -> Result<T, RuntimeError> {
         let mut guard = self.sandboxes.lock();
         if guard.is_none() {
             let dir = self.root.join("sandboxes");
             let mut map = HashMap::new();
-            for entry in fs::read_dir(&dir).map_err(state_err(&dir))?.flatten() {
+            for entry in fs::read_dir(&dir).map_err(state_err(&dir))? {
+                let entry = entry.map_err(state_err(&dir))?;
+                if is_tmp(&entry.file_name()) {
+                    continue;
+                }
                 let file = entry.path().join("sandbox.json");
-                match read_json::<SandboxInfo>(&file) {
-                    Ok(info) => {
+                match Read::<SandboxInfo>::file(&file) {
+                    Read::Ok(info) => {
                         map.insert(info.id.clone(), info);
                     }
-                    Err(e) => log::warn!("runtime: ignoring unreadable sandbox record {}: {e}", file.display()),
+                    Read::Missing => self.quarantine("sandbox", &entry.path(), "no sandbox.json"),
+                    Read::Unreadable(e) => self.quarantine("sandbox", &entry.path(), &e),
                 }
             }
             *guard = Some(map);
@@ -194,123 +183,36 @@ impl ProcessRuntime {
         self.root.join("sandboxes").join(id).join("sandbox.json")
     }
 
-    fn record(&self, id: &str) -> Result<ContainerRecord, RuntimeError> {
-        if let Some(r) = self.cache.lock().get(id).and_then(|c| c.record.clone()) {
-            return Ok(r);
-        }
-        let path = self.container_dir(id).join("config.json");
-        let r: ContainerRecord = read_json(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => RuntimeError::NotFound { kind: "container", id: id.into() },
-            _ => RuntimeError::State { path: path.clone(), source: e },
-        })?;
-        self.cache.lock().entry(id.into()).or_default().record = Some(r.clone());
-        Ok(r)
-    }
-
-    /// Reads the container's state files, caching what can no longer change.
-    fn observe(&self, id: &str) -> Result<ContainerInfo, RuntimeError> {
-        let record = self.record(id)?;
+    fn spawn_shim(&self, id: &str, lock: &File) -> Result<(), RuntimeError> {
         let dir = self.container_dir(id);
-        let (mut state, mut exit) = {
-            let cache = self.cache.lock();
-            let c = cache.get(id);
-            (c.and_then(|c| c.state.clone()), c.and_then(|c| c.exit.clone()))
-        };
-        if exit.is_none() {
-            exit = read_json::<ExitRecord>(&dir.join("exit.json")).ok();
-        }
-        if exit.is_none() && state.is_none() {
-            state = read_json::<ShimState>(&dir.join("state.json")).ok();
-        }
-        if exit.is_none() {
-            if let Some(s) = &state {
-                // The shim's identity (start time) is checked once per agent run; after
-                // that a signal-0 probe is enough (a shim is reparented to init and reaped
-                // at once, so it is never left a zombie).
-                let verified = self.cache.lock().get(id).is_some_and(|c| c.verified);
-                let alive = if verified {
-                    util::pid_exists(s.shim_pid)
-                } else {
-                    util::process_alive(s.shim_pid, Some(s.shim_start_ticks))
-                };
-                if alive && !verified {
-                    self.cache.lock().entry(id.into()).or_default().verified = true;
-                }
-                if !alive {
-                    // The shim may have written exit.json between our two looks.
-                    exit = read_json::<ExitRecord>(&dir.join("exit.json")).ok();
-                    if exit.is_none() {
-                        exit = Some(self.reap_lost(id, s));
-                    }
-                }
-            }
-        }
-        if state.is_none() {
-            state = read_json::<ShimState>(&dir.join("state.json")).ok();
-        }
-        {
-            let mut cache = self.cache.lock();
-            let c = cache.entry(id.into()).or_default();
-            c.state = state.clone();
-            c.exit = exit.clone();
-        }
-        let (st, exit_code, reason, message, finished_at) = match (&exit, &state) {
-            (Some(e), _) => {
-                (ContainerState::Exited, e.exit_code, e.reason.clone(), e.message.clone(), Some(e.finished_at))
-            }
-            (None, Some(_)) => (ContainerState::Running, 0, String::new(), String::new(), None),
-            (None, None) => (ContainerState::Created, 0, String::new(), String::new(), None),
-        };
-        Ok(ContainerInfo {
-            id: id.into(),
-            sandbox_id: record.sandbox_id.clone(),
-            config: record.config,
-            state: st,
-            created_at: record.created_at,
-            started_at: state.as_ref().map(|s| s.started_at),
-            finished_at,
-            exit_code,
-            reason,
-            message,
-            pid: if st == ContainerState::Running { state.map(|s| s.pid) } else { None },
-        })
-    }
-
-    /// The shim died without recording an exit (killed by hand, OOM): stop what is left of
-    /// the workload, since nobody can report its exit any more, and record that.
-    fn reap_lost(&self, id: &str, s: &ShimState) -> ExitRecord {
-        log::warn!(
-            "runtime: container {id}: shim {} is gone without recording an exit; killing process group {}",
-            s.shim_pid,
-            s.pid
-        );
-        let _ = util::kill_group(s.pid, libc::SIGKILL);
-        let rec = ExitRecord {
-            exit_code: 137,
-            signal: Some(libc::SIGKILL),
-            reason: "Unknown".into(),
-            message: "the container's shim exited without recording the exit; the process group was killed".into(),
-            finished_at: SystemTime::now(),
-        };
-        let _ = write_json(&self.container_dir(id).join("exit.json"), &rec);
-        rec
-    }
-
-    fn spawn_shim(&self, id: &str) -> Result<(), RuntimeError> {
-        let dir = self.container_dir(id);
-        let log = File::create(dir.join("shim.log")).map_err(state_err(&dir))?;
-        let mut child = Command::new(&self.shim_exe)
-            .arg("shim")
+        let log_path = dir.join(files::SHIM_LOG);
+        let log = util::create_private_file(&log_path).map_err(state_err(&log_path))?;
+        let lock_fd = lock.as_raw_fd();
+        let mut cmd = Command::new(&self.shim_exe);
+        cmd.arg("shim")
             .arg(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .env_remove("RUST_LOG_STYLE")
-            .spawn()
-            .map_err(|source| RuntimeError::Process {
-                action: format!("spawning shim {}", self.shim_exe.display()),
-                source,
-            })?;
+            .env(shim::LOCK_FD_ENV, lock_fd.to_string());
+        if let Some(gid) = util::StateAccess::current().gid {
+            cmd.env(shim::STATE_GID_ENV, gid.to_string());
+        }
+        // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // The shim inherits the locked fd, and with it the lock.
+                if libc::fcntl(lock_fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(|source| RuntimeError::Process {
+            action: format!("spawning shim {}", self.shim_exe.display()),
+            source,
+        })?;
         // The shim forks at once and its first process exits; reap it so no zombie is left.
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
@@ -320,15 +222,23 @@ impl ProcessRuntime {
                 Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(RuntimeError::StartContainer {
-                        id: id.into(),
-                        message: "shim did not detach in time".into(),
+                    return Err(RuntimeError::Process {
+                        action: "waiting for the shim to detach".into(),
+                        source: std::io::Error::from(std::io::ErrorKind::TimedOut),
                     });
                 }
                 Err(source) => return Err(RuntimeError::Process { action: "waiting for the shim".into(), source }),
             }
         }
     }
+}
+
+/// The first `limit` bytes of a file, as text (empty when unreadable).
+fn read_head(path: &Path, limit: u64) -> String {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    let _ = File::open(path).and_then(|f| f.take(limit).read_to_end(&mut buf));
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 impl ContainerRuntime for ProcessRuntime {
@@ -338,13 +248,10 @@ impl ContainerRuntime for ProcessRuntime {
 
     fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
         let id = util::random_id();
-        let file = self.sandbox_file(&id);
-        if let Some(dir) = file.parent() {
-            fs::create_dir_all(dir).map_err(state_err(dir))?;
-        }
-        fs::create_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
+        util::create_private_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
         let info = SandboxInfo { id: id.clone(), config: config.clone(), created_at: SystemTime::now(), ready: true };
-        write_json(&file, &info).map_err(state_err(&file))?;
+        let dir = self.root.join("sandboxes").join(&id);
+        self.make_record_dir(&dir, "sandbox.json", &info)?;
         self.with_sandboxes(|m| m.insert(id.clone(), info))?;
         Ok(id)
     }
@@ -390,61 +297,89 @@ impl ContainerRuntime for ProcessRuntime {
         if !self.with_sandboxes(|m| m.contains_key(sandbox_id))? {
             return Err(RuntimeError::NotFound { kind: "sandbox", id: sandbox_id.into() });
         }
+        let create_err = |message: String| RuntimeError::CreateContainer { name: config.name.clone(), message };
         if config.argv.is_empty() {
-            return Err(RuntimeError::CreateContainer {
-                name: config.name.clone(),
-                message: "the process runtime needs `command` (there is no image to take an entrypoint from)".into(),
-            });
+            return Err(create_err(
+                "the process runtime needs `command` (there is no image to take an entrypoint from)".into(),
+            ));
         }
-        let cgroup = self.create_cgroup(config)?;
         let id = util::random_id();
-        let dir = self.container_dir(&id);
-        fs::create_dir_all(&dir).map_err(state_err(&dir))?;
-        let record = ContainerRecord {
+        let mut record = ContainerRecord {
             id: id.clone(),
             sandbox_id: sandbox_id.into(),
             config: config.clone(),
             created_at: SystemTime::now(),
             log_max_size: self.log_max_size,
             log_max_files: self.log_max_files,
-            cgroup,
+            cgroup: None,
         };
-        let file = dir.join("config.json");
-        write_json(&file, &record).map_err(state_err(&file))?;
+        // Refused before anything is made, so an oversized container never leaks a record.
+        let size = serde_json::to_vec_pretty(&record).map(|v| v.len() as u64).unwrap_or(u64::MAX);
+        if size > util::MAX_RECORD_SIZE {
+            return Err(create_err(format!(
+                "its record (command, args, env and device options) is {size} bytes, over the limit of {} bytes",
+                util::MAX_RECORD_SIZE
+            )));
+        }
+        record.cgroup = self.create_cgroup(config)?;
+        self.make_record_dir(&self.container_dir(&id), files::CONFIG, &record)?;
         self.cache.lock().insert(id.clone(), Cached { record: Some(record), ..Default::default() });
         Ok(id)
     }
 
     fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
-        self.record(id)?;
-        let dir = self.container_dir(id);
-        if dir.join("state.json").exists() || dir.join("exit.json").exists() {
-            return Err(RuntimeError::StartContainer {
-                id: id.into(),
-                message: "container was already started".into(),
-            });
+        let (info, record) = self.observe_full(id)?;
+        let name = record.config.name.clone();
+        let start_err = |message: String| RuntimeError::StartContainer { name: name.clone(), message };
+        if info.state != ContainerState::Created {
+            return Err(start_err("container was already started".into()));
         }
-        self.spawn_shim(id)?;
+        let dir = self.container_dir(id);
+        if let Err(message) =
+            check_exec_limits(&record.config.argv, &shim::process_env(&record.config), exec::arg_max())
+        {
+            // What execve would refuse with E2BIG, said plainly and recorded as the start
+            // error it is (the restart policy decides what follows, as for any failed start).
+            let exit = ExitRecord {
+                exit_code: 128,
+                signal: None,
+                reason: "StartError".into(),
+                message: message.clone(),
+                finished_at: SystemTime::now(),
+            };
+            let path = dir.join(files::EXIT);
+            write_json(&path, &exit).map_err(state_err(&path))?;
+            return Err(start_err(message));
+        }
+        // The lock is taken here and inherited by the shim, so there is no moment in which a
+        // starting container looks dead, and two shims can never run for one container.
+        let lock_path = dir.join(files::LOCK);
+        let lock = util::create_private_file(&lock_path).map_err(state_err(&lock_path))?;
+        if !records::try_lock(&lock).map_err(state_err(&lock_path))? {
+            return Err(start_err("its shim is already running".into()));
+        }
+        self.spawn_shim(id, &lock).map_err(|e| start_err(Chain(&e).to_string()))?;
+        drop(lock);
         let deadline = Instant::now() + START_TIMEOUT;
         let mut pause = Duration::from_micros(200);
         while Instant::now() < deadline {
-            if let Ok(exit) = read_json::<ExitRecord>(&dir.join("exit.json")) {
+            if let Ok(exit) = read_json::<ExitRecord>(&dir.join(files::EXIT)) {
                 if exit.reason == "StartError" {
-                    return Err(RuntimeError::StartContainer { id: id.into(), message: exit.message });
+                    return Err(start_err(exit.message));
                 }
                 return Ok(());
             }
-            if dir.join("state.json").exists() {
+            if dir.join(files::STATE).exists() {
                 return Ok(());
+            }
+            if records::lock_state(&dir) == records::LockState::Free {
+                break;
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
         }
-        let shim_log = fs::read_to_string(dir.join("shim.log")).unwrap_or_default();
-        Err(RuntimeError::StartContainer {
-            id: id.into(),
-            message: format!("shim did not report the process started: {}", shim_log.trim()),
-        })
+        let shim_log = read_head(&dir.join(files::SHIM_LOG), SHIM_LOG_SHOWN);
+        Err(start_err(format!("shim did not report the process started: {}", shim_log.trim())))
     }
 
     fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
@@ -453,15 +388,29 @@ impl ContainerRuntime for ProcessRuntime {
             return Ok(());
         }
         let dir = self.container_dir(id);
-        let stop = dir.join("stop");
+        let stop = dir.join(files::STOP);
         util::write_atomic(&stop, grace.as_millis().to_string().as_bytes()).map_err(state_err(&stop))?;
-        let state = self.cache.lock().get(id).and_then(|c| c.state.clone());
-        if let Some(s) = state {
-            // SAFETY: kill has no memory-safety preconditions.
-            if unsafe { libc::kill(s.shim_pid, libc::SIGTERM) } != 0 {
-                // The shim is gone; stop the workload directly so the stop still happens.
-                util::kill_group(s.pid, libc::SIGKILL).map_err(|source| RuntimeError::Process {
-                    action: format!("killing process group {}", s.pid),
+        // Read after `stop` is written: a shim that had not written its state yet will see
+        // the stop file when it does (see shim::run).
+        let identity = read_json::<ShimState>(&dir.join(files::STATE))
+            .map(|s| (s.shim_pid, s.shim_start_ticks, Some((s.pid, s.start_ticks))))
+            .or_else(|_| {
+                read_json::<ShimIdentity>(&dir.join(files::SHIM)).map(|i| (i.shim_pid, i.shim_start_ticks, None))
+            });
+        let Ok((shim_pid, shim_ticks, workload)) = identity else {
+            // Starting, and not yet identified: it reads `stop` before it runs anything.
+            return Ok(());
+        };
+        let signalled =
+            util::signal_verified(shim_pid, shim_ticks, libc::SIGTERM).map_err(|source| RuntimeError::Process {
+                action: format!("signalling shim {shim_pid} of container {}", info.config.name),
+                source,
+            })?;
+        if !signalled {
+            // The shim is gone; stop the workload directly (if it is still ours).
+            if let Some((pid, Some(ticks))) = workload {
+                util::kill_group_verified(pid, ticks, libc::SIGKILL).map_err(|source| RuntimeError::Process {
+                    action: format!("killing process group {pid} of container {}", info.config.name),
                     source,
                 })?;
             }
@@ -470,23 +419,30 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
-        let info = match self.observe(id) {
+        let found = match self.observe_full(id) {
             Ok(i) => Some(i),
             Err(RuntimeError::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
-        if let Some(info) = &info {
+        if let Some((info, record)) = &found {
             if info.state == ContainerState::Running {
                 // Force-remove, as CRI does: kill at once, then let the shim record the exit
                 // before its directory goes away.
                 self.stop_container(id, Duration::ZERO)?;
-                let deadline = Instant::now() + Duration::from_secs(5);
+                let deadline = Instant::now() + REMOVE_WAIT;
                 while self.observe(id).is_ok_and(|i| i.state == ContainerState::Running) && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
-            if let Some(cg) = self.record(id).ok().and_then(|r| r.cgroup) {
-                shim::remove_cgroup(&cg);
+            // A shim that recorded the exit may still be exiting; its directory goes once it
+            // is gone (bounded: a stuck shim leaves the removal to fail and be retried).
+            let dir = self.container_dir(id);
+            let deadline = Instant::now() + REMOVE_WAIT;
+            while records::lock_state(&dir) == records::LockState::Held && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if let Some(cg) = &record.cgroup {
+                shim::remove_cgroup(cg);
             }
             let _ = fs::remove_file(&info.config.log_path);
             for p in logfile::rotated_files(&info.config.log_path) {
@@ -504,15 +460,25 @@ impl ContainerRuntime for ProcessRuntime {
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let dir = self.root.join("containers");
         let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for entry in fs::read_dir(&dir).map_err(state_err(&dir))?.flatten() {
+        let mut seen = HashSet::new();
+        for entry in fs::read_dir(&dir).map_err(state_err(&dir))? {
+            let entry = entry.map_err(state_err(&dir))?;
+            if is_tmp(&entry.file_name()) {
+                continue;
+            }
             let id = entry.file_name().to_string_lossy().into_owned();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                self.quarantine("container", &entry.path(), "not a directory");
+                continue;
+            }
             match self.observe(&id) {
                 Ok(info) => {
                     seen.insert(id);
                     out.push(info)
                 }
-                Err(e) => log::warn!("runtime: ignoring container {id}: {}", crate::util::Chain(&e)),
+                // Reported (once) and dealt with by observe.
+                Err(RuntimeError::NotFound { .. }) => {}
+                Err(e) => self.report_once(&entry.path(), &format!("ignoring container {id}: {}", Chain(&e))),
             }
         }
         self.cache.lock().retain(|id, _| seen.contains(id));
@@ -520,108 +486,37 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
-        let info = self.observe(id)?;
+        let (info, record) = self.observe_full(id)?;
         if info.state != ContainerState::Running {
             return Err(RuntimeError::StartContainer {
-                id: id.into(),
+                name: info.config.name,
                 message: "cannot exec in a container that is not running".into(),
             });
         }
-        let Some((prog, args)) = cmd.split_first() else {
-            return Err(RuntimeError::Process {
-                action: "exec".into(),
-                source: std::io::Error::other("empty command"),
-            });
-        };
-        let cfg = &info.config;
-        let procs = self.record(id)?.cgroup.map(|c| c.procs).unwrap_or_default();
-        let cgroups = shim::open_cgroup_procs(&procs).map_err(|source| RuntimeError::Process {
-            action: "opening the container's cgroup.procs".into(),
-            source,
-        })?;
-        let mut command = Command::new(prog);
-        command
-            .args(args)
-            .env_clear()
-            .envs(shim::process_env(cfg))
-            .current_dir(if cfg.working_dir.is_empty() { "/" } else { &cfg.working_dir })
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let fds: Vec<i32> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
-        // SAFETY: the closure only calls write(2), which is async-signal-safe.
-        unsafe {
-            command.pre_exec(move || shim::join_cgroups(&fds));
+        let procs = record.cgroup.map(|c| c.procs).unwrap_or_default();
+        exec::exec_sync(&info.config, &procs, cmd, timeout)
+    }
+
+    fn take_quarantined(&self) -> Vec<Quarantined> {
+        std::mem::take(&mut *self.quarantined.lock())
+    }
+}
+
+impl ProcessRuntime {
+    /// Makes a record directory atomically: a hidden temporary directory with the record in
+    /// it, renamed into place.
+    fn make_record_dir<T: serde::Serialize>(&self, dir: &Path, file: &str, value: &T) -> Result<(), RuntimeError> {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = dir.with_file_name(format!("{TMP_PREFIX}{name}"));
+        util::create_private_dir_all(&tmp).map_err(state_err(&tmp))?;
+        let path = tmp.join(file);
+        let made = write_json(&path, value).map_err(state_err(&path)).and_then(|()| {
+            fs::rename(&tmp, dir).map_err(state_err(dir))?;
+            dir.parent().map_or(Ok(()), |p| File::open(p).and_then(|f| f.sync_all()).map_err(state_err(p)))
+        });
+        if made.is_err() {
+            let _ = fs::remove_dir_all(&tmp);
         }
-        let started = Instant::now();
-        let mut child = match command.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                return Ok(ExecResult {
-                    exit_code: 126,
-                    stderr: format!("exec {prog:?}: {e}").into_bytes(),
-                    ..Default::default()
-                })
-            }
-        };
-        drop(cgroups);
-        let pid = child.id() as i32;
-        let mut streams = [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
-        let mut outs: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
-        let deadline = started + timeout;
-        let mut timed_out = false;
-        let mut buf = [0u8; 8192];
-        while streams.iter().any(Option::is_some) {
-            let now = Instant::now();
-            if now >= deadline {
-                timed_out = true;
-                break;
-            }
-            let open: Vec<(usize, i32)> = streams
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s): (usize, &Option<File>)| s.as_ref().map(|f| (i, f.as_raw_fd())))
-                .collect();
-            let fds: Vec<i32> = open.iter().map(|(_, fd)| *fd).collect();
-            let ready = util::poll_readable(&fds, Some(deadline - now))
-                .map_err(|source| RuntimeError::Process { action: "polling exec output".into(), source })?;
-            for ((i, _), r) in open.iter().zip(ready) {
-                if r == 0 {
-                    continue;
-                }
-                let Some(f) = streams[*i].as_mut() else {
-                    continue;
-                };
-                match f.read(&mut buf) {
-                    Ok(0) | Err(_) => streams[*i] = None,
-                    Ok(n) => {
-                        let room = EXEC_OUTPUT_CAP.saturating_sub(outs[*i].len());
-                        outs[*i].extend_from_slice(&buf[..n.min(room)]);
-                    }
-                }
-            }
-        }
-        // The output is closed; the command may still run (it closed its pipes early).
-        let status = loop {
-            let waited = child
-                .try_wait()
-                .map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
-            if let Some(status) = waited {
-                break status;
-            }
-            if timed_out || Instant::now() >= deadline {
-                timed_out = true;
-                let _ = util::kill_group(pid, libc::SIGKILL);
-                // SIGKILL cannot be caught, so this wait returns promptly.
-                break child
-                    .wait()
-                    .map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        let exit_code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-        let [stdout, stderr] = outs;
-        Ok(ExecResult { exit_code: if timed_out { -1 } else { exit_code }, stdout, stderr, timed_out })
+        made
     }
 }

@@ -5,7 +5,7 @@
 //! and two signal pipes, waking only when something happens.
 
 use super::logfile::{LogFile, Stream};
-use super::{ContainerRecord, ExitRecord, ShimState};
+use super::{files, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
 use crate::runtime::ContainerConfig;
 use crate::util::{self, read_json, write_json};
 use std::fs::{File, OpenOptions};
@@ -90,6 +90,18 @@ pub fn main(dir: &Path) -> i32 {
     }
     // SAFETY: setsid has no preconditions; failure only means we already lead a session.
     unsafe { libc::setsid() };
+    if let Some(gid) = std::env::var(STATE_GID_ENV).ok().and_then(|g| g.parse().ok()) {
+        util::StateAccess { gid: Some(gid) }.install();
+    }
+    // The lock on `shim.lock` is held for as long as this shim lives: it is how the agent
+    // tells a live shim from a dead one without trusting a pid.
+    let _lock = match hold_lock(dir) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("shim: {}: {e}", dir.display());
+            return 1;
+        }
+    };
     match run(dir) {
         Ok(()) => 0,
         Err(e) => {
@@ -97,6 +109,30 @@ pub fn main(dir: &Path) -> i32 {
             1
         }
     }
+}
+
+/// Environment variable naming the fd of the agent's locked `shim.lock` (inherited).
+pub const LOCK_FD_ENV: &str = "FERROLET_SHIM_LOCK_FD";
+/// Environment variable carrying the configured state group's gid, if any.
+pub const STATE_GID_ENV: &str = "FERROLET_STATE_GID";
+
+/// Keeps the lock the agent took for this shim (passed as an inherited fd), or takes it when
+/// started by hand. Either way the workload must not inherit it.
+fn hold_lock(dir: &Path) -> io::Result<File> {
+    if let Some(fd) = std::env::var(LOCK_FD_ENV).ok().and_then(|v| v.parse::<RawFd>().ok()) {
+        // SAFETY: the agent passed this fd open to us for exactly this purpose; we own it now.
+        let f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        // SAFETY: fcntl on an fd we own.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        return Ok(f);
+    }
+    let f = util::create_private_file(&dir.join(files::LOCK))?;
+    if !super::records::try_lock(&f)? {
+        return Err(io::Error::other("another shim is running for this container"));
+    }
+    Ok(f)
 }
 
 fn signal_pipe(sig: i32) -> io::Result<UnixStream> {
@@ -112,10 +148,25 @@ fn drain(sock: &mut UnixStream) {
 }
 
 fn run(dir: &Path) -> io::Result<()> {
-    let record: ContainerRecord = read_json(&dir.join("config.json"))?;
-    let cfg = &record.config;
+    // Signals first: a stop request from now on is seen, never the default SIGTERM death.
     let mut sigchld = signal_pipe(libc::SIGCHLD)?;
     let mut sigterm = signal_pipe(libc::SIGTERM)?;
+    let record: ContainerRecord = read_json(&dir.join(files::CONFIG))?;
+    let cfg = &record.config;
+    let me = std::process::id() as i32;
+    let identity = ShimIdentity::new(me, util::process_start_ticks(me).unwrap_or(0), &record);
+    write_json(&dir.join(files::SHIM), &identity)?;
+    if dir.join(files::STOP).exists() {
+        // Stopped before it ran: record that instead of starting the workload.
+        let exit = ExitRecord {
+            exit_code: 128 + libc::SIGTERM,
+            signal: Some(libc::SIGTERM),
+            reason: "Error".into(),
+            message: "stopped before the container process started".into(),
+            finished_at: SystemTime::now(),
+        };
+        return write_exit(dir, &exit);
+    }
     let mut log = LogFile::open(&cfg.log_path, record.log_max_size, record.log_max_files)?;
     let cgroup = record.cgroup.clone().unwrap_or_default();
     let oom_before = cgroup.memory.as_deref().and_then(oom_kills);
@@ -137,18 +188,21 @@ fn run(dir: &Path) -> io::Result<()> {
                 message: msg,
                 finished_at: SystemTime::now(),
             };
-            return write_json(&dir.join("exit.json"), &exit);
+            return write_exit(dir, &exit);
         }
     };
     let pid = child.id() as i32;
-    let me = std::process::id() as i32;
     let state = ShimState {
         shim_pid: me,
-        shim_start_ticks: util::process_start_ticks(me).unwrap_or(0),
+        shim_start_ticks: identity.shim_start_ticks,
         pid,
+        start_ticks: util::process_start_ticks(pid),
         started_at: SystemTime::now(),
     };
-    write_json(&dir.join("state.json"), &state)?;
+    write_json(&dir.join(files::STATE), &state)?;
+    // The agent writes `stop` and then looks for state.json; we write state.json and then
+    // look for `stop`: one of us sees the other, so a stop racing the start is never lost.
+    let mut stop_pending = dir.join(files::STOP).exists();
 
     let mut outputs: [Option<File>; 2] =
         [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
@@ -172,18 +226,17 @@ fn run(dir: &Path) -> io::Result<()> {
         if let Some((_, at)) = exited {
             timeout = Some((at + DRAIN_LIMIT).saturating_duration_since(now));
         }
+        if stop_pending {
+            timeout = Some(Duration::ZERO);
+        }
         let mut fds = vec![sigchld.as_raw_fd(), sigterm.as_raw_fd()];
         fds.extend(outputs.iter().flatten().map(|f| f.as_raw_fd()));
         let ready = util::poll_readable(&fds, timeout)?;
 
-        if ready[1] != 0 {
+        if ready[1] != 0 || std::mem::take(&mut stop_pending) {
             drain(&mut sigterm);
             if exited.is_none() {
-                let grace = std::fs::read_to_string(dir.join("stop"))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .map(Duration::from_millis)
-                    .unwrap_or(DEFAULT_GRACE);
+                let grace = stop_grace(&dir.join(files::STOP));
                 let at = Instant::now() + grace;
                 // A second request may shorten the grace period, never lengthen it.
                 if kill_at.map_or(true, |k| at < k) {
@@ -254,7 +307,34 @@ fn run(dir: &Path) -> io::Result<()> {
     };
     let exit =
         ExitRecord { exit_code, signal, reason: reason.into(), message: String::new(), finished_at: SystemTime::now() };
-    write_json(&dir.join("exit.json"), &exit)
+    write_exit(dir, &exit)
+}
+
+/// The grace period the agent wrote to `stop`; without one (SIGTERM from elsewhere, e.g.
+/// the host shutting down) `DEFAULT_GRACE`. A damaged file is said in shim.log, not ignored.
+fn stop_grace(path: &Path) -> Duration {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(ms) => Duration::from_millis(ms),
+            Err(e) => {
+                eprintln!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display());
+                DEFAULT_GRACE
+            }
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => DEFAULT_GRACE,
+        Err(e) => {
+            eprintln!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display());
+            DEFAULT_GRACE
+        }
+    }
+}
+
+/// Records the exit twice, so one damaged file cannot turn a container that succeeded into
+/// one whose exit is unknown. The backup goes first: `exit.json` is the shim's last write,
+/// so once it is there nothing more is written in the directory.
+fn write_exit(dir: &Path, exit: &ExitRecord) -> io::Result<()> {
+    write_json(&dir.join(files::EXIT_BACKUP), exit)?;
+    write_json(&dir.join(files::EXIT), exit)
 }
 
 /// Kills what is left in a container cgroup and removes it (best effort: the orphan
