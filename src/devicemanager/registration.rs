@@ -8,6 +8,7 @@ use futures::FutureExt;
 use grpcio::{RpcStatus, RpcStatusCode};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use crate::cm::ownership::{LockFile, OwnershipError};
 use std::sync::atomic::Ordering;
 
 /// The only API version plugins may speak.
@@ -63,6 +64,23 @@ pub fn check_socket(socket: &Path) -> Result<(), String> {
         Ok(_) => Ok(()),
         Err(e) => Err(format!("cannot use {}: {e}", socket.display())),
     }
+}
+
+/// The lock file in the plugin directory, held by the agent that serves `kubelet.sock` there.
+pub const LOCK_FILE: &str = "ferrolet.lock";
+
+/// Claims the plugin directory for this agent before anything in it is touched: locks
+/// `<dir>/ferrolet.lock` (refused while another ferrolet holds it), then checks that no
+/// other process answers on `<dir>/kubelet.sock` (a kubelet takes no lock of ours).
+pub fn claim_dir(dir: &Path) -> Result<LockFile, OwnershipError> {
+    std::fs::create_dir_all(dir).map_err(|source| OwnershipError::CreateLock { path: dir.join(LOCK_FILE), source })?;
+    let lock = LockFile::acquire(&dir.join(LOCK_FILE), &format!("device plugin directory {}", dir.display()))?;
+    let socket = dir.join(SOCKET);
+    let is_socket = std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket());
+    if is_socket && std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return Err(OwnershipError::Served { dir: dir.into(), socket });
+    }
+    Ok(lock)
 }
 
 /// Creates the plugin directory (0750) and removes the sockets left in it: plugins watch
@@ -229,6 +247,24 @@ mod tests {
         assert_eq!(e, format!("too many device plugin resources (at most {MAX_RESOURCES}); \"example.com/new\" is refused"));
         known.remove("example.com/r0");
         assert_eq!(too_many_resources(&known, "example.com/new"), None);
+    }
+
+    #[test]
+    fn a_plugin_dir_is_claimed_by_one_agent_and_never_beside_a_live_kubelet_sock() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("device-plugins");
+        let first = claim_dir(&d).unwrap();
+        let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("device plugin directory {} is in use by another ferrolet", d.display())), "{e}");
+        drop(first);
+        // A stale kubelet.sock nobody listens on is fine (prepare_dir removes it) ...
+        drop(std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap());
+        drop(claim_dir(&d).unwrap());
+        // ... a live one is someone's registration server.
+        std::fs::remove_file(d.join(SOCKET)).unwrap();
+        let _kubelet = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
+        let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
     }
 
     #[test]
