@@ -62,7 +62,7 @@ pub enum AgentError {
     #[error(transparent)]
     Api(#[from] ServerError),
     /// A cgroup root or plugin directory is in use by another agent or a kubelet.
-    #[error("refusing to start: {source}; give each agent its own [cgroups] root and [devices] plugin_dir")]
+    #[error("refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir)")]
     Shared {
         /// What is shared, and with whom.
         #[source]
