@@ -172,10 +172,24 @@ fn second_agent(sb: &Sandbox, edit: impl FnOnce(String) -> String) -> (std::proc
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let status = wait_for("the second agent to exit", Duration::from_secs(10), || child.try_wait().unwrap());
-    let _ = child.kill();
-    let _ = child.wait();
-    (status, std::fs::read_to_string(&log).unwrap_or_default())
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let Some(status) = status else {
+        // Still running: it started beside the first agent. Stop it before failing.
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the second agent started instead of refusing:\n{text}");
+    };
+    (status, text)
 }
 
 #[test]
