@@ -17,13 +17,13 @@ fn v1_driver(sb: &Sandbox) -> Option<Box<dyn CgroupDriver>> {
     let d = match detect(Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("skipping: no cgroup v1 on this host: {e}");
+            common::skip(&format!("no cgroup v1 on this host: {}", ferrolet::util::Chain(&e)));
             return None;
         }
     };
     let probe = format!("{}/probe", sb.cgroup_root());
     if let Err(e) = d.create(&probe) {
-        eprintln!("skipping: cannot create cgroups (needs root): {e}");
+        common::skip(&format!("cannot create cgroups (needs root): {}", ferrolet::util::Chain(&e)));
         return None;
     }
     let _ = d.destroy(&probe);
