@@ -20,6 +20,7 @@ use crate::server::{ApiServer, ApiState, ServerError};
 use crate::status::StatusCache;
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -155,8 +156,8 @@ fn start_container_manager(
         Err(e) => return Err(shared(e)),
     };
     let records = crate::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
-    let started = cgroupfs::detect(&cg.mountinfo, cg.forced_version()).map_err(crate::cm::CmError::from).and_then(
-        |driver| {
+    let started =
+        cgroupfs::detect(&cg.mountinfo, cg.forced_version()).map_err(crate::cm::CmError::from).and_then(|driver| {
             ContainerManager::start(
                 Arc::from(driver),
                 settings,
@@ -165,8 +166,7 @@ fn start_container_manager(
                 &cfg.node_name,
                 records,
             )
-        },
-    );
+        });
     match started {
         Ok(cm) => {
             let v = if cm.version() == cgroupfs::CgroupVersion::V1 { 1 } else { 2 };
@@ -211,7 +211,14 @@ fn node_object(cfg: &Config) -> crate::api::Node {
 fn lock_state_dir(dir: &Path) -> Result<File, AgentError> {
     let err = |message: String| AgentError::StateDir { path: dir.into(), message };
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    let f = File::create(dir.join("ferrolet.lock")).map_err(|e| err(e.to_string()))?;
+    // Never through a symlink, never truncating: the lock file holds nothing.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir.join("ferrolet.lock"))
+        .map_err(|e| err(e.to_string()))?;
     // SAFETY: flock on an fd we own; no memory is passed.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(err("another ferrolet is running with this state directory".into()));

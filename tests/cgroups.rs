@@ -141,7 +141,10 @@ fn a_process_in_a_pod_cgroup_this_agent_did_not_create_survives_and_is_reported(
     for f in d.procs_files(&foreign) {
         std::fs::write(f, child.id().to_string()).unwrap();
     }
-    sb.write_manifest("web.yaml", &manifest("web", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n"));
+    sb.write_manifest(
+        "web.yaml",
+        &manifest("web", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n"),
+    );
     let agent = AgentProcess::start(&sb);
     let evs = wait_for("the ForeignPodCgroup event", T, || {
         let body = agent.get("/events").unwrap();
@@ -199,8 +202,7 @@ fn a_second_agent_with_the_same_cgroup_root_or_plugin_dir_refuses_to_start() {
     let agent = AgentProcess::start(&first);
     let second = Sandbox::new();
     let own_root = format!("root = {:?}", second.cgroup_root());
-    let (status, err) =
-        second_agent(&second, |t| t.replace(&own_root, &format!("root = {:?}", first.cgroup_root())));
+    let (status, err) = second_agent(&second, |t| t.replace(&own_root, &format!("root = {:?}", first.cgroup_root())));
     assert!(!status.success(), "{err}");
     assert!(
         err.contains(&format!(
@@ -214,7 +216,10 @@ fn a_second_agent_with_the_same_cgroup_root_or_plugin_dir_refuses_to_start() {
         second_agent(&second, |t| t.replace(&own_dir, &format!("plugin_dir = {:?}", first.plugin_dir())));
     assert!(!status.success(), "{err}");
     assert!(
-        err.contains(&format!("device plugin directory {} is in use by another ferrolet", first.plugin_dir().display())),
+        err.contains(&format!(
+            "device plugin directory {} is in use by another ferrolet",
+            first.plugin_dir().display()
+        )),
         "{err}"
     );
     // The first agent is untouched: its registration socket still answers.

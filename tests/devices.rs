@@ -468,7 +468,10 @@ fn a_symlink_in_the_plugin_dir_is_never_dialled() {
     std::os::unix::fs::symlink(&p.socket, sb.plugin_dir().join("link.sock")).unwrap();
     let e = common::plugin::register_raw(&sb.plugin_dir(), "v1beta1", "link.sock", RES).unwrap_err();
     assert!(e.starts_with("failed to dial device plugin: "), "{e}");
-    assert!(e.ends_with("link.sock is a symbolic link; a plugin must create its socket in the plugin directory itself"), "{e}");
+    assert!(
+        e.ends_with("link.sock is a symbolic link; a plugin must create its socket in the plugin directory itself"),
+        "{e}"
+    );
     assert_eq!(p.calls(|c| c.list_and_watch), 0, "the plugin behind the link was never asked");
     assert!(devices(&a)["resources"].as_array().unwrap().is_empty());
 }

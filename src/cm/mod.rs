@@ -21,10 +21,10 @@ pub mod qos;
 use crate::api::{Container, Pod};
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use cgroupfs::{CgroupDriver, CgroupError, CgroupVersion};
-use ownership::{OwnershipError, PodCgroupRecords};
 use helpers::{
     milli_cpu_to_quota, milli_cpu_to_shares, shares_to_weight_linear, shares_to_weight_quadratic, QUOTA_PERIOD,
 };
+use ownership::{OwnershipError, PodCgroupRecords};
 use qos::{all_declare_limit, pod_limits, pod_qos, pod_requests, QosClass};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};

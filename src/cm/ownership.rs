@@ -54,7 +54,9 @@ pub enum OwnershipError {
         kubelet_root: String,
     },
     /// The plugin directory's `kubelet.sock` answers: someone else serves Registration there.
-    #[error("device plugin directory {dir} is in use: {socket} accepts connections (a running kubelet, or another agent)")]
+    #[error(
+        "device plugin directory {dir} is in use: {socket} accepts connections (a running kubelet, or another agent)"
+    )]
     Served {
         /// The plugin directory.
         dir: PathBuf,

@@ -3,12 +3,12 @@
 
 use super::{endpoint, Devices};
 use crate::api::validation::{is_extended_resource, is_qualified_name};
+use crate::cm::ownership::{LockFile, OwnershipError};
 use crate::proto::deviceplugin as pb;
 use futures::FutureExt;
 use grpcio::{RpcStatus, RpcStatusCode};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use crate::cm::ownership::{LockFile, OwnershipError};
 use std::sync::atomic::Ordering;
 
 /// The only API version plugins may speak.
@@ -231,7 +231,10 @@ mod tests {
         std::fs::write(dir.path().join("file.sock"), "").unwrap();
         assert_eq!(check_socket(&dir.path().join("mine.sock")), Ok(()));
         let e = check_socket(&dir.path().join("link.sock")).unwrap_err();
-        assert!(e.ends_with("link.sock is a symbolic link; a plugin must create its socket in the plugin directory itself"), "{e}");
+        assert!(
+            e.ends_with("link.sock is a symbolic link; a plugin must create its socket in the plugin directory itself"),
+            "{e}"
+        );
         assert!(check_socket(&dir.path().join("file.sock")).unwrap_err().ends_with("is not a socket"));
         assert!(check_socket(&dir.path().join("none.sock")).unwrap_err().contains("No such file"));
     }
@@ -244,7 +247,10 @@ mod tests {
         }
         assert_eq!(too_many_resources(&known, "example.com/r0"), None);
         let e = too_many_resources(&known, "example.com/new").unwrap();
-        assert_eq!(e, format!("too many device plugin resources (at most {MAX_RESOURCES}); \"example.com/new\" is refused"));
+        assert_eq!(
+            e,
+            format!("too many device plugin resources (at most {MAX_RESOURCES}); \"example.com/new\" is refused")
+        );
         known.remove("example.com/r0");
         assert_eq!(too_many_resources(&known, "example.com/new"), None);
     }
@@ -255,7 +261,10 @@ mod tests {
         let d = dir.path().join("device-plugins");
         let first = claim_dir(&d).unwrap();
         let e = claim_dir(&d).unwrap_err().to_string();
-        assert!(e.starts_with(&format!("device plugin directory {} is in use by another ferrolet", d.display())), "{e}");
+        assert!(
+            e.starts_with(&format!("device plugin directory {} is in use by another ferrolet", d.display())),
+            "{e}"
+        );
         drop(first);
         // A stale kubelet.sock nobody listens on is fine (prepare_dir removes it) ...
         drop(std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap());
@@ -274,8 +283,14 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let _l = std::os::unix::net::UnixListener::bind(d.join("old.sock")).unwrap();
         std::fs::write(d.join(super::super::checkpoint::FILE_NAME), "{}").unwrap();
+        // A link to a socket outside is not a socket in the directory: neither it nor its
+        // target is removed.
+        let outside = tempfile::tempdir().unwrap();
+        let _o = std::os::unix::net::UnixListener::bind(outside.path().join("theirs.sock")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("theirs.sock"), d.join("link.sock")).unwrap();
         prepare_dir(&d).unwrap();
         assert!(!d.join("old.sock").exists());
+        assert!(d.join("link.sock").symlink_metadata().is_ok() && outside.path().join("theirs.sock").exists());
         assert!(d.join(super::super::checkpoint::FILE_NAME).exists());
         assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o750);
     }
