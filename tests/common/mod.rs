@@ -136,6 +136,9 @@ impl Drop for Sandbox {
         if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&self.cgroup_root());
         }
+        // The cgroup root's lock file, left behind when the test's agent was SIGKILLed.
+        use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
+        let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root()));
     }
 }
 
