@@ -20,7 +20,6 @@ use crate::server::{ApiServer, ApiState, ServerError};
 use crate::status::StatusCache;
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -211,14 +210,7 @@ fn node_object(cfg: &Config) -> crate::api::Node {
 fn lock_state_dir(dir: &Path) -> Result<File, AgentError> {
     let err = |message: String| AgentError::StateDir { path: dir.into(), message };
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    // Never through a symlink, never truncating: the lock file holds nothing.
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir.join("ferrolet.lock"))
-        .map_err(|e| err(e.to_string()))?;
+    let f = File::create(dir.join("ferrolet.lock")).map_err(|e| err(e.to_string()))?;
     // SAFETY: flock on an fd we own; no memory is passed.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(err("another ferrolet is running with this state directory".into()));
