@@ -45,8 +45,17 @@ run: build
 drain: build
 	$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG)
 
+## test: every test; then how many were skipped and why (tests that need root or cgroup v1
+## skip themselves and append a line to $(SKIP_LOG), see tests/common/mod.rs `skip`).
+SKIP_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-skips.txt
 test: deps
-	$(CARGO) test --locked
+	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG)
+	@status=0; FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --locked || status=$$?; \
+	if [ -s $(SKIP_LOG) ]; then \
+	  echo "make test: $$(wc -l < $(SKIP_LOG)) test(s) skipped:"; \
+	  sort $(SKIP_LOG) | sed 's/^/  /; s/\t/: /'; \
+	else echo "make test: no test skipped"; fi; \
+	exit $$status
 
 lint: deps
 	$(CARGO) fmt --check

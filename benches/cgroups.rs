@@ -41,12 +41,15 @@ fn main() {
     let settings = CmSettings { root: format!("/ferrolet-bench-{}", std::process::id()), ..Default::default() };
     let (tx, _rx) = crossbeam_channel::unbounded();
     let recorder = EventRecorder::new(tx, "ferrolet", "bench", Default::default());
+    // Pod cgroup records (one fsynced file per pod cgroup created) in a state dir of its own.
+    let state = tempfile::tempdir().expect("a temporary state directory");
     let mut cm = match ContainerManager::start(
         driver.clone(),
         settings.clone(),
         NodeResources::from_proc(),
         recorder,
         "bench",
+        ferrolet::cm::ownership::PodCgroupRecords::new(state.path()),
     ) {
         Ok(cm) => cm,
         Err(e) => return println!("cgroups benchmark skipped (needs root and a writable cgroup tree): {e}"),

@@ -1,6 +1,7 @@
 //! Builds the managers, wires their channels, and starts and stops them in order.
 
 use crate::cm::cgroupfs;
+use crate::cm::ownership::LockFile;
 use crate::cm::{ContainerManager, NodeResources};
 use crate::config::Config;
 use crate::devicemanager::{DeviceManager, DevicesCommand};
@@ -60,6 +61,13 @@ pub enum AgentError {
     /// The local API could not listen.
     #[error(transparent)]
     Api(#[from] ServerError),
+    /// A cgroup root or plugin directory is in use by another agent or a kubelet.
+    #[error("refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir)")]
+    Shared {
+        /// What is shared, and with whom.
+        #[source]
+        source: crate::cm::ownership::OwnershipError,
+    },
 }
 
 /// The running agent.
@@ -73,6 +81,8 @@ pub struct Agent {
     api: Option<ApiServer>,
     cfg: Config,
     _lock: File,
+    /// The cgroup root's and the plugin directory's locks, held while the agent runs.
+    _owned: Vec<LockFile>,
     /// Pod statuses (what `/pods` serves).
     pub statuses: StatusCache,
     /// Manager liveness (what `/healthz` reports).
@@ -112,30 +122,55 @@ fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, Agen
 
 /// Sets up pod cgroups unless `cgroups.enforcement` is `off`. Without access to the cgroup
 /// tree (not root, read-only /sys/fs/cgroup) the agent runs pods without enforcement and
-/// says why, unless enforcement is `required`.
-fn start_container_manager(cfg: &Config, recorder: &EventRecorder) -> Result<Option<ContainerManager>, AgentError> {
+/// says why, unless enforcement is `required`. A cgroup root in use by another ferrolet or
+/// a kubelet is always refused. Returns the manager and the cgroup root's lock.
+fn start_container_manager(
+    cfg: &Config,
+    recorder: &EventRecorder,
+) -> Result<(Option<ContainerManager>, Option<LockFile>), AgentError> {
+    use crate::cm::ownership::{self, OwnershipError};
     let cg = &cfg.cgroups;
     if cg.enforcement == "off" {
         log::info!("cm: resource enforcement is off (cgroups.enforcement = \"off\")");
-        return Ok(None);
+        return Ok((None, None));
     }
     let settings = cg.settings().map_err(|message| AgentError::Cgroups { message })?;
     let kubepods = crate::cm::kubepods_path(&settings);
-    let started = cgroupfs::detect(&cg.mountinfo, cg.forced_version()).and_then(|driver| {
-        ContainerManager::start(
-            Arc::from(driver),
-            settings,
-            NodeResources::from_proc(),
-            recorder.clone(),
-            &cfg.node_name,
-        )
-        .map_err(|crate::cm::CmError::Cgroup(e)| e)
-    });
+    let shared = |source| AgentError::Shared { source };
+    ownership::kubelet_sharing_root(Path::new("/proc"), &settings.root).map_err(shared)?;
+    let what = format!("cgroup root {:?}", settings.root);
+    let lock_path = ownership::cgroup_root_lock_path(Path::new(ownership::LOCK_DIR), &settings.root);
+    let lock = match LockFile::acquire(&lock_path, &what) {
+        Ok(l) => Some(l),
+        Err(e @ OwnershipError::CreateLock { .. }) if cg.enforcement != "required" => {
+            // Where /run/ferrolet cannot be written (not root), neither can the cgroup tree.
+            log::warn!("cm: resource enforcement is off: {}; pods run without cgroup limits", crate::util::Chain(&e));
+            return Ok((None, None));
+        }
+        Err(e @ OwnershipError::CreateLock { .. }) => {
+            return Err(AgentError::Cgroups {
+                message: format!("resource enforcement is required but {}", crate::util::Chain(&e)),
+            })
+        }
+        Err(e) => return Err(shared(e)),
+    };
+    let records = crate::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
+    let started =
+        cgroupfs::detect(&cg.mountinfo, cg.forced_version()).map_err(crate::cm::CmError::from).and_then(|driver| {
+            ContainerManager::start(
+                Arc::from(driver),
+                settings,
+                NodeResources::from_proc(),
+                recorder.clone(),
+                &cfg.node_name,
+                records,
+            )
+        });
     match started {
         Ok(cm) => {
             let v = if cm.version() == cgroupfs::CgroupVersion::V1 { 1 } else { 2 };
             log::info!("cm: pod cgroups on cgroup v{v} under {kubepods}");
-            Ok(Some(cm))
+            Ok((Some(cm), lock))
         }
         Err(e) if cg.enforcement == "required" => Err(AgentError::Cgroups {
             message: format!(
@@ -145,7 +180,7 @@ fn start_container_manager(cfg: &Config, recorder: &EventRecorder) -> Result<Opt
         }),
         Err(e) => {
             log::warn!("cm: resource enforcement is off: {}; pods run without cgroup limits (set cgroups.enforcement = \"required\" to refuse to start instead)", crate::util::Chain(&e));
-            Ok(None)
+            Ok((None, None))
         }
     }
 }
@@ -294,8 +329,9 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         if let (Ok(driver), Ok(settings)) =
             (cgroupfs::detect(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version()), cfg.cgroups.settings())
         {
+            let records = crate::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
             for s in &sandboxes {
-                if let Err(e) = crate::cm::remove_pod_cgroup(&*driver, &settings, &s.config.pod_uid) {
+                if let Err(e) = crate::cm::remove_pod_cgroup(&*driver, &settings, &records, &s.config.pod_uid) {
                     log::warn!("drain: {}", crate::util::Chain(&e));
                 }
             }
@@ -333,7 +369,23 @@ impl Agent {
         let events = EventsPipeline::start(cfg, &health).map_err(spawn_err("fl-events"))?;
         let recorder = events.broadcaster.recorder(&cfg.events.component, &cfg.node_name);
         recorder.event(&Reference::node(&cfg.node_name), NORMAL, "Starting", "Starting ferrolet.");
-        let cm = start_container_manager(cfg, &recorder)?;
+        // Ownership first: nothing is created, removed or killed before the cgroup root and
+        // the plugin directory are known to be this agent's alone.
+        let plugin_lock = if cfg.devices.plugin_dir.as_os_str().is_empty() {
+            None
+        } else {
+            match crate::devicemanager::registration::claim_dir(&cfg.devices.plugin_dir) {
+                Ok(lock) => Some(lock),
+                // The registration server will fail on the same directory and say so.
+                Err(e @ crate::cm::ownership::OwnershipError::CreateLock { .. }) => {
+                    log::warn!("devices: {}", crate::util::Chain(&e));
+                    None
+                }
+                Err(source) => return Err(AgentError::Shared { source }),
+            }
+        };
+        let (cm, cgroup_lock) = start_container_manager(cfg, &recorder)?;
+        let owned: Vec<LockFile> = plugin_lock.into_iter().chain(cgroup_lock).collect();
         let runtime: Arc<dyn ContainerRuntime> = match &cm {
             Some(cm) => Arc::new(process_runtime(cfg, shim_exe)?.with_cgroups(cm.driver())),
             None => Arc::new(process_runtime(cfg, shim_exe)?),
@@ -420,6 +472,7 @@ impl Agent {
             api,
             cfg: cfg.clone(),
             _lock: lock,
+            _owned: owned,
             statuses,
             health,
         })

@@ -17,13 +17,13 @@ fn v1_driver(sb: &Sandbox) -> Option<Box<dyn CgroupDriver>> {
     let d = match detect(Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("skipping: no cgroup v1 on this host: {e}");
+            common::skip(&format!("no cgroup v1 on this host: {}", ferrolet::util::Chain(&e)));
             return None;
         }
     };
     let probe = format!("{}/probe", sb.cgroup_root());
     if let Err(e) = d.create(&probe) {
-        eprintln!("skipping: cannot create cgroups (needs root): {e}");
+        common::skip(&format!("cannot create cgroups (needs root): {}", ferrolet::util::Chain(&e)));
         return None;
     }
     let _ = d.destroy(&probe);
@@ -113,6 +113,8 @@ fn orphaned_pod_cgroups_left_by_a_crash_are_emptied_and_removed() {
     let Some(d) = v1_driver(&sb) else { return };
     // What a crashed agent could leave behind: a pod cgroup nobody owns, with a process in it.
     let orphan = format!("{}/kubepods/besteffort/pod0123456789abcdef0123456789abcdef", sb.cgroup_root());
+    // The agent recorded it in its state dir before creating it, then crashed.
+    ferrolet::cm::ownership::PodCgroupRecords::new(&sb.state()).record(&orphan).unwrap();
     d.create(&orphan).unwrap();
     let mut child = Command::new("sleep").arg("300").spawn().unwrap();
     for f in d.procs_files(&orphan) {
@@ -123,6 +125,126 @@ fn orphaned_pod_cgroups_left_by_a_crash_are_emptied_and_removed() {
     let status = wait_for("the orphan's process to be killed", T, || child.try_wait().unwrap());
     assert!(!status.success());
     assert!(agent.log_text().contains("removed orphaned pod cgroup"), "{}", agent.log_text());
+    let records = ferrolet::cm::ownership::PodCgroupRecords::new(&sb.state());
+    wait_for("the record to go", T, || (!records.contains(&orphan)).then_some(()));
+}
+
+#[test]
+fn a_process_in_a_pod_cgroup_this_agent_did_not_create_survives_and_is_reported() {
+    let sb = Sandbox::new();
+    let Some(d) = v1_driver(&sb) else { return };
+    // What a cgroupfs kubelet or another agent sharing the root would have: a pod cgroup
+    // with a workload in it, and no record in this agent's state dir.
+    let foreign = format!("{}/kubepods/besteffort/podfeedfacefeedfacefeedfacefeedface", sb.cgroup_root());
+    d.create(&foreign).unwrap();
+    let mut child = Command::new("sleep").arg("300").spawn().unwrap();
+    for f in d.procs_files(&foreign) {
+        std::fs::write(f, child.id().to_string()).unwrap();
+    }
+    sb.write_manifest(
+        "web.yaml",
+        &manifest("web", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '60']\n"),
+    );
+    let agent = AgentProcess::start(&sb);
+    let evs = wait_for("the ForeignPodCgroup event", T, || {
+        let body = agent.get("/events").unwrap();
+        body.contains("ForeignPodCgroup").then_some(body)
+    });
+    assert!(evs.contains(&format!("Pod cgroup {foreign} was not created by this agent")), "{evs}");
+    // Several orphan-cleanup rounds (every sync, 200 ms here) later, it is all still there.
+    wait_for("web running", T, || agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "the foreign workload was killed");
+    assert!(d.exists(&foreign));
+    let log = agent.log_text();
+    assert_eq!(log.matches("cm: Pod cgroup").count(), 1, "reported once:\n{log}");
+    assert_eq!(log.matches("reason=\"ForeignPodCgroup\"").count(), 1, "one event:\n{log}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs a second agent from `sb` with its config changed by `edit`; returns its exit status
+/// and what it printed (it must exit within 10 s).
+fn second_agent(sb: &Sandbox, edit: impl FnOnce(String) -> String) -> (std::process::ExitStatus, String) {
+    let cfg = sb.dir.path().join("second.toml");
+    std::fs::write(&cfg, edit(sb.config_text(common::free_port()))).unwrap();
+    let log = sb.dir.path().join("second.log");
+    let mut child = Command::new(common::ferrolet_bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let Some(status) = status else {
+        // Still running: it started beside the first agent. Stop it before failing.
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the second agent started instead of refusing:\n{text}");
+    };
+    (status, text)
+}
+
+#[test]
+fn a_second_agent_with_the_same_cgroup_root_or_plugin_dir_refuses_to_start() {
+    let first = Sandbox::new();
+    let Some(_d) = v1_driver(&first) else { return };
+    let agent = AgentProcess::start(&first);
+    let second = Sandbox::new();
+    let own_root = format!("root = {:?}", second.cgroup_root());
+    let (status, err) = second_agent(&second, |t| t.replace(&own_root, &format!("root = {:?}", first.cgroup_root())));
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir): cgroup root {:?} is in use by another ferrolet (it holds the lock /run/ferrolet/cgroup-root",
+            first.cgroup_root()
+        )),
+        "{err}"
+    );
+    let own_dir = format!("plugin_dir = {:?}", second.plugin_dir());
+    let (status, err) =
+        second_agent(&second, |t| t.replace(&own_dir, &format!("plugin_dir = {:?}", first.plugin_dir())));
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "device plugin directory {} is in use by another ferrolet",
+            first.plugin_dir().display()
+        )),
+        "{err}"
+    );
+    // The first agent is untouched: its registration socket still answers.
+    assert!(std::os::unix::net::UnixStream::connect(first.plugin_dir().join("kubelet.sock")).is_ok());
+    assert_eq!(agent.get("/healthz").unwrap(), "ok");
+    // With its own root and directory, the second agent runs beside the first.
+    let other = AgentProcess::start(&second);
+    assert_eq!(other.get("/healthz").unwrap(), "ok");
+}
+
+#[test]
+fn the_dev_config_keeps_make_run_inside_the_checkout() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/etc/ferrolet-dev.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let cfg = ferrolet::config::Config::parse(path, &text).unwrap();
+    let inside = |p: &Path| p.is_relative() && p.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    assert!(inside(&cfg.state_dir), "state_dir {:?}", cfg.state_dir);
+    assert!(inside(&cfg.manifest_dir), "manifest_dir {:?}", cfg.manifest_dir);
+    assert!(inside(&cfg.devices.plugin_dir), "devices.plugin_dir {:?}", cfg.devices.plugin_dir);
+    assert!(cfg.devices.plugin_dir.starts_with(".run"), "{:?}", cfg.devices.plugin_dir);
+    // cgroups cannot live in the checkout; a root of its own keeps them apart from a
+    // kubelet's (/kubepods) and any other agent's.
+    assert_eq!(cfg.cgroups.root, "/ferrolet-dev");
+    let listen: std::net::SocketAddr = cfg.api.listen.parse().unwrap();
+    assert!(listen.ip().is_loopback(), "{listen}");
 }
 
 /// Runs the agent with extra `[cgroups]` settings for a moment; returns what it printed.

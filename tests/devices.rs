@@ -399,3 +399,79 @@ fn a_running_pod_whose_checkpoint_was_lost_keeps_running() {
     assert_eq!(phase(&a, "keep").unwrap().0, "Running");
     assert_eq!(container(&a.pod("keep").unwrap(), "app").unwrap().restart_count, 0);
 }
+
+/// Threads of a process, from /proc/<pid>/task: (all, named `name`).
+fn threads(pid: u32, name: &str) -> (usize, usize) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return (0, 0) };
+    let comms: Vec<String> =
+        tasks.flatten().filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok()).collect();
+    (comms.len(), comms.iter().filter(|c| c.trim() == name).count())
+}
+
+#[test]
+fn concurrent_registrations_are_dialled_a_few_at_a_time_and_the_rest_refused_at_once() {
+    use ferrolet::devicemanager::registration::MAX_CONCURRENT_DIALS;
+    use ferrolet::proto::deviceplugin as pb;
+    let sb = Sandbox::new();
+    let a = agent(&sb, "dial_timeout = \"3s\"\n");
+    let dir = sb.plugin_dir();
+    // A socket that accepts connections and never speaks gRPC: each dial waits its timeout.
+    let _silent = std::os::unix::net::UnixListener::bind(dir.join("silent.sock")).unwrap();
+    let pid = a.child.id();
+    let (before, _) = threads(pid, "fl-plugin");
+    let env = std::sync::Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
+    let ch = grpcio::ChannelBuilder::new(env).connect(&format!("unix:{}", dir.join("kubelet.sock").display()));
+    let client = pb::RegistrationClient::new(ch);
+    let calls: Vec<_> = (0..300)
+        .map(|i| {
+            let mut req = pb::RegisterRequest::new();
+            req.set_version("v1beta1".into());
+            req.set_endpoint("silent.sock".into());
+            req.set_resource_name(format!("example.com/r{}", i % 50));
+            let opt = grpcio::CallOption::default().timeout(Duration::from_secs(20)).wait_for_ready(true);
+            client.register_async_opt(&req, opt).unwrap()
+        })
+        .collect();
+    let (mut most, mut most_dialling) = (before, 0);
+    for _ in 0..20 {
+        let (all, dialling) = threads(pid, "fl-plugin");
+        (most, most_dialling) = (most.max(all), most_dialling.max(dialling));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (mut exhausted, mut other) = (0, Vec::new());
+    for c in calls {
+        match futures::executor::block_on(c) {
+            Err(grpcio::Error::RpcFailure(s)) if s.code() == grpcio::RpcStatusCode::RESOURCE_EXHAUSTED => {
+                assert!(s.message().starts_with("too many device plugin registrations in progress (at most 8"));
+                exhausted += 1
+            }
+            r => other.push(format!("{r:?}")),
+        }
+    }
+    eprintln!("threads: {before} before, at most {most} ({most_dialling} dialling) with 300 registrations in flight; {exhausted} refused at once");
+    assert!(most_dialling <= MAX_CONCURRENT_DIALS, "{most_dialling} dialling threads");
+    assert!(most <= before + MAX_CONCURRENT_DIALS + 4, "{most} threads (from {before})");
+    assert!(exhausted >= 300 - MAX_CONCURRENT_DIALS * 3, "{exhausted} refused; others: {other:?}");
+    assert!(other.iter().all(|o| o.contains("failed to dial device plugin")), "{other:?}");
+    assert_eq!(a.get("/healthz").unwrap(), "ok");
+    wait_for("the dial threads to end", T, || (threads(pid, "fl-plugin").1 == 0).then_some(()));
+}
+
+#[test]
+fn a_symlink_in_the_plugin_dir_is_never_dialled() {
+    let sb = Sandbox::new();
+    let a = agent(&sb, "dial_timeout = \"2s\"\n");
+    // A real plugin outside the plugin directory, and a link to it inside.
+    let outside = sb.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    let p = TestPlugin::start(&outside, RES, "real.sock", &["dev0"], Behaviour::default());
+    std::os::unix::fs::symlink(&p.socket, sb.plugin_dir().join("link.sock")).unwrap();
+    let e = common::plugin::register_raw(&sb.plugin_dir(), "v1beta1", "link.sock", RES).unwrap_err();
+    assert!(e.starts_with("failed to dial device plugin: "), "{e}");
+    assert!(
+        e.ends_with("link.sock is a symbolic link; a plugin must create its socket in the plugin directory itself"),
+        "{e}"
+    );
+    assert_eq!(p.calls(|c| c.list_and_watch), 0, "the plugin behind the link was never asked");
+    assert!(devices(&a)["resources"].as_array().unwrap().is_empty());
+}

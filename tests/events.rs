@@ -168,3 +168,25 @@ fn get_events_watch_prints_new_and_updated_events_as_they_come() {
     assert_eq!(text.matches("Starting ferrolet.").count(), 1, "an unchanged event is not printed again:\n{text}");
     assert!(text.contains("pod/late-testnode"), "{text}");
 }
+
+#[test]
+fn an_unreadable_event_log_is_logged_once_and_the_agent_starts_with_an_empty_store() {
+    let sb = Sandbox::new();
+    // A directory where events.log should be: every read fails with EISDIR, as a failing
+    // SD card fails every read with EIO.
+    std::fs::create_dir_all(sb.state().join("events.log")).unwrap();
+    let agent = AgentProcess::start(&sb);
+    assert_eq!(agent.get("/healthz").unwrap(), "ok");
+    let evs = wait_for("Starting", T, || {
+        let evs = events(&agent, "");
+        evs.iter().any(|e| e.reason == "Starting").then_some(evs)
+    });
+    // Nothing was loaded: every event is this start's own, numbered from 1.
+    assert!(evs.iter().all(|e| e.involved_object.kind == "Node" && e.count == 1), "{evs:?}");
+    let versions: Vec<u64> = evs.iter().map(|e| e.metadata.resource_version.parse().unwrap()).collect();
+    assert!(versions.contains(&1), "{versions:?}");
+    let log = agent.log_text();
+    let read_errors: Vec<&str> = log.lines().filter(|l| l.contains("cannot read the event store")).collect();
+    assert_eq!(read_errors.len(), 1, "{log}");
+    assert!(read_errors[0].contains("Is a directory"), "{}", read_errors[0]);
+}

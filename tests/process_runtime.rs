@@ -202,11 +202,11 @@ fn a_container_gets_its_own_cgroup_and_an_oom_kill_there_is_reported_as_oomkille
     use ferrolet::cm::cgroupfs::{detect, CgroupVersion};
     let driver = match detect(std::path::Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
         Ok(d) => d,
-        Err(e) => return eprintln!("skipping: no cgroup v1 here: {e}"),
+        Err(e) => return common::skip(&format!("no cgroup v1 here: {}", ferrolet::util::Chain(&e))),
     };
     let parent = format!("/ferrolet-test-oom-{}", std::process::id());
     if let Err(e) = driver.create(&parent) {
-        return eprintln!("skipping: cannot create cgroup {parent} (needs root): {e}");
+        return common::skip(&format!("cannot create cgroup {parent} (needs root): {}", ferrolet::util::Chain(&e)));
     }
     let driver: std::sync::Arc<dyn ferrolet::cm::cgroupfs::CgroupDriver> = std::sync::Arc::from(driver);
     let sb = Sandbox::new();

@@ -15,6 +15,7 @@
 
 pub mod cgroupfs;
 pub mod helpers;
+pub mod ownership;
 pub mod qos;
 
 use crate::api::{Container, Pod};
@@ -23,6 +24,7 @@ use cgroupfs::{CgroupDriver, CgroupError, CgroupVersion};
 use helpers::{
     milli_cpu_to_quota, milli_cpu_to_shares, shares_to_weight_linear, shares_to_weight_quadratic, QUOTA_PERIOD,
 };
+use ownership::{OwnershipError, PodCgroupRecords};
 use qos::{all_declare_limit, pod_limits, pod_qos, pod_requests, QosClass};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -393,10 +395,18 @@ pub struct LinuxContainerConfig {
     pub files: BTreeMap<String, String>,
 }
 
-/// Removes the cgroup of pod `uid`, whichever QoS class it was in, killing what is left.
-pub fn remove_pod_cgroup(driver: &dyn CgroupDriver, s: &CmSettings, uid: &str) -> Result<(), CgroupError> {
+/// Removes the cgroup of pod `uid`, whichever QoS class it was in, killing what is left,
+/// and then its records. Only for pods of this agent (a pod it knows, or a recorded cgroup).
+pub fn remove_pod_cgroup(
+    driver: &dyn CgroupDriver,
+    s: &CmSettings,
+    records: &PodCgroupRecords,
+    uid: &str,
+) -> Result<(), CmError> {
     for class in [QosClass::Guaranteed, QosClass::Burstable, QosClass::BestEffort] {
-        driver.destroy(&join(&qos_path(s, class), &format!("pod{uid}")))?;
+        let path = join(&qos_path(s, class), &format!("pod{uid}"));
+        driver.destroy(&path)?;
+        records.forget(&path)?;
     }
     Ok(())
 }
@@ -407,6 +417,9 @@ pub enum CmError {
     /// A cgroup operation failed.
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
+    /// A pod cgroup could not be recorded as this agent's (so it is not created).
+    #[error(transparent)]
+    Ownership(#[from] OwnershipError),
 }
 
 #[derive(Debug)]
@@ -430,6 +443,9 @@ pub struct ContainerManager {
     allocatable_enforced: bool,
     last_qos_update: Option<Instant>,
     orphans: HashMap<String, Orphan>,
+    records: PodCgroupRecords,
+    /// Pod cgroups of others already reported (once each).
+    foreign: HashSet<String>,
 }
 
 impl ContainerManager {
@@ -441,6 +457,7 @@ impl ContainerManager {
         capacity: NodeResources,
         recorder: EventRecorder,
         node_name: &str,
+        records: PodCgroupRecords,
     ) -> Result<Self, CmError> {
         let mut cm = ContainerManager {
             driver,
@@ -451,6 +468,8 @@ impl ContainerManager {
             allocatable_enforced: false,
             last_qos_update: None,
             orphans: HashMap::new(),
+            records,
+            foreign: HashSet::new(),
         };
         // Creating kubepods is the test of whether enforcement is possible at all.
         cm.driver.create(&kubepods_path(&cm.settings))?;
@@ -515,6 +534,9 @@ impl ContainerManager {
     pub fn ensure_pod(&mut self, pod: &Pod, active: &[&Pod]) -> Result<(), CmError> {
         self.update_qos(active)?;
         let path = pod_path(&self.settings, pod);
+        // Recorded first: a crash right after `create` must not leave a cgroup that the
+        // orphan cleanup takes for someone else's.
+        self.records.record(&path)?;
         self.driver.create(&path)?;
         self.driver
             .apply(&path, &pod_config(&self.settings, pod).files(self.driver.version(), WeightFormula::Linear))?;
@@ -531,7 +553,7 @@ impl ContainerManager {
 
     /// Removes a terminated pod's cgroup (killing anything left) and refreshes QoS.
     pub fn remove_pod(&mut self, uid: &str, active: &[&Pod]) {
-        if let Err(e) = remove_pod_cgroup(&*self.driver, &self.settings, uid) {
+        if let Err(e) = remove_pod_cgroup(&*self.driver, &self.settings, &self.records, uid) {
             log::warn!("cm: {}; the orphan cleanup will retry", crate::util::Chain(&e));
         }
         if let Err(e) = self.update_qos(active) {
@@ -555,16 +577,31 @@ impl ContainerManager {
 
     fn cleanup_orphans(&mut self, known: &HashSet<String>) {
         let mut found = Vec::new();
+        let mut seen = HashSet::new();
         for class in [QosClass::Guaranteed, QosClass::Burstable, QosClass::BestEffort] {
             let parent = qos_path(&self.settings, class);
             for child in self.driver.children(&parent) {
-                if let Some(uid) = child.strip_prefix("pod") {
-                    if !known.contains(uid) {
-                        found.push((uid.to_string(), join(&parent, &child)));
-                    }
+                let Some(uid) = child.strip_prefix("pod") else { continue };
+                let path = join(&parent, &child);
+                seen.insert(path.clone());
+                match orphan_action(known.contains(uid), self.records.contains(&path)) {
+                    OrphanAction::Keep => {}
+                    OrphanAction::Remove => found.push((uid.to_string(), path)),
+                    OrphanAction::LeaveAlone => self.report_foreign(&path),
                 }
             }
         }
+        // A record without its cgroup: the agent stopped between recording and creating it,
+        // or the cgroup was removed by hand.
+        for path in self.records.list() {
+            let uid = path.rsplit('/').next().and_then(|c| c.strip_prefix("pod")).unwrap_or_default();
+            if !seen.contains(&path) && !known.contains(uid) && !self.driver.exists(&path) {
+                if let Err(e) = self.records.forget(&path) {
+                    log::warn!("cm: {}", crate::util::Chain(&e));
+                }
+            }
+        }
+        self.foreign.retain(|p| seen.contains(p));
         let now = Instant::now();
         self.orphans.retain(|uid, _| found.iter().any(|(u, _)| u == uid));
         for (uid, path) in found {
@@ -572,7 +609,7 @@ impl ContainerManager {
             if o.attempts >= ORPHAN_MAX_ATTEMPTS || now < o.next {
                 continue;
             }
-            match self.driver.destroy(&path) {
+            match self.driver.destroy(&path).map_err(CmError::from).and_then(|_| Ok(self.records.forget(&path)?)) {
                 Ok(()) => log::info!("cm: removed orphaned pod cgroup {path}"),
                 Err(e) => {
                     o.attempts += 1;
@@ -594,6 +631,39 @@ impl ContainerManager {
                 }
             }
         }
+    }
+
+    /// A pod cgroup this agent did not create: said once (log and Warning event), never touched.
+    fn report_foreign(&mut self, path: &str) {
+        if !self.foreign.insert(path.to_string()) {
+            return;
+        }
+        let message = format!(
+            "Pod cgroup {path} was not created by this agent (no record in its state directory); it and its processes are left alone"
+        );
+        log::warn!("cm: {message}");
+        self.recorder.event(&self.node, WARNING, "ForeignPodCgroup", &message);
+    }
+}
+
+/// What the orphan cleanup does with a `pod<uid>` cgroup under a QoS cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrphanAction {
+    /// A pod this agent runs.
+    Keep,
+    /// This agent created it and no pod owns it any more.
+    Remove,
+    /// Someone else created it (a kubelet, another ferrolet): report it, touch nothing.
+    LeaveAlone,
+}
+
+/// Decides what to do with a pod cgroup: whether a known pod owns it, and whether this
+/// agent recorded creating it.
+pub fn orphan_action(known: bool, recorded: bool) -> OrphanAction {
+    match (known, recorded) {
+        (true, _) => OrphanAction::Keep,
+        (false, true) => OrphanAction::Remove,
+        (false, false) => OrphanAction::LeaveAlone,
     }
 }
 
@@ -762,7 +832,10 @@ mod tests {
             let driver = fake_tree(dir.path(), version, &p);
             let (tx, _rx) = crossbeam_channel::unbounded();
             let recorder = EventRecorder::new(tx, "ferrolet", "n1", Default::default());
-            let mut cm = ContainerManager::start(driver.clone(), settings, node(), recorder, "n1").unwrap();
+            let state = tempfile::tempdir().unwrap();
+            let records = PodCgroupRecords::new(state.path());
+            let mut cm =
+                ContainerManager::start(driver.clone(), settings, node(), recorder, "n1", records.clone()).unwrap();
             for pod in &pods {
                 cm.ensure_pod(pod, &refs).unwrap();
             }
@@ -779,8 +852,10 @@ mod tests {
                 );
             }
             // Removing a pod removes its cgroup and updates the burstable shares.
+            assert!(records.contains("/kubepods/burstable/podb1"), "recorded when created");
             cm.remove_pod("b1", &[&pods[0], &pods[2]]);
             assert!(!driver.exists("/kubepods/burstable/podb1"));
+            assert!(!records.contains("/kubepods/burstable/podb1"), "forgotten when removed");
             let shares = driver.dir_for("/kubepods/burstable", "cpu.shares").unwrap();
             if version == CgroupVersion::V1 {
                 assert_eq!(std::fs::read_to_string(shares.join("cpu.shares")).unwrap(), "2");
@@ -789,18 +864,39 @@ mod tests {
     }
 
     #[test]
-    fn orphaned_pod_cgroups_are_removed_and_known_ones_kept() {
+    fn orphan_cleanup_removes_only_cgroups_this_agent_recorded() {
+        use OrphanAction::*;
+        assert_eq!([orphan_action(true, true), orphan_action(true, false)], [Keep, Keep]);
+        assert_eq!([orphan_action(false, true), orphan_action(false, false)], [Remove, LeaveAlone]);
+    }
+
+    #[test]
+    fn recorded_orphans_are_removed_foreign_pod_cgroups_reported_once_and_kept() {
         let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
         let pods = mixed();
         let refs: Vec<&Pod> = pods.iter().collect();
         let p = plan(&CmSettings::default(), CgroupVersion::V1, &node(), &refs, false);
         let driver = fake_tree(dir.path(), CgroupVersion::V1, &p);
-        let (tx, _rx) = crossbeam_channel::unbounded();
+        let (tx, rx) = crossbeam_channel::unbounded();
         let recorder = EventRecorder::new(tx, "ferrolet", "n1", Default::default());
-        let mut cm = ContainerManager::start(driver.clone(), CmSettings::default(), node(), recorder, "n1").unwrap();
-        let known: HashSet<String> = ["g1".to_string(), "e1".to_string()].into_iter().collect();
-        cm.on_tick(&refs, &known);
-        assert!(driver.exists("/kubepods/podg1") && driver.exists("/kubepods/besteffort/pode1"));
-        assert!(!driver.exists("/kubepods/burstable/podb1"), "b1 is no known pod's");
+        let records = PodCgroupRecords::new(state.path());
+        records.record("/kubepods/burstable/podb1").unwrap();
+        records.record("/kubepods/besteffort/podgone").unwrap();
+        let mut cm =
+            ContainerManager::start(driver.clone(), CmSettings::default(), node(), recorder, "n1", records.clone())
+                .unwrap();
+        let known: HashSet<String> = ["g1".to_string()].into_iter().collect();
+        for _ in 0..3 {
+            cm.on_tick(&refs, &known);
+        }
+        assert!(driver.exists("/kubepods/podg1"), "a known pod's");
+        assert!(!driver.exists("/kubepods/burstable/podb1"), "b1 was ours and no known pod's");
+        assert!(driver.exists("/kubepods/besteffort/pode1"), "e1 was never recorded: someone else's");
+        assert_eq!(records.list(), Vec::<String>::new(), "b1's record went with it, the stale one too");
+        let foreign: Vec<_> = rx.try_iter().filter(|e| e.reason == "ForeignPodCgroup").collect();
+        assert_eq!(foreign.len(), 1, "reported once: {foreign:?}");
+        assert_eq!(foreign[0].type_, WARNING);
+        assert!(foreign[0].message.starts_with("Pod cgroup /kubepods/besteffort/pode1 was not created by this agent"));
     }
 }

@@ -20,13 +20,17 @@
 use super::state::DeviceOptions;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The checkpoint's file name in the plugin directory.
 pub const FILE_NAME: &str = "ferrolet_internal_checkpoint";
 /// The format version this build reads and writes.
 pub const VERSION: u32 = 1;
+/// Largest checkpoint read back (64 resources of 1024 devices and their allocations fit
+/// many times over); a larger file is treated as corrupt.
+pub const MAX_SIZE: u64 = 64 << 20;
 
 /// What the checkpoint holds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -88,7 +92,13 @@ pub fn save(dir: &Path, data: &CheckpointData) -> std::io::Result<()> {
     };
     let text = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
     let tmp = dir.join(format!(".{FILE_NAME}.tmp"));
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+    // A leftover temporary file (or a symlink planted in its place) is removed, never
+    // written through: `create_new` (O_EXCL) does not follow a symlink.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
     f.write_all(&text)?;
     f.sync_all()?;
     drop(f);
@@ -100,7 +110,17 @@ pub fn save(dir: &Path, data: &CheckpointData) -> std::io::Result<()> {
 /// it is unreadable, corrupt, or of another version.
 pub fn load(dir: &Path) -> Result<Option<CheckpointData>, String> {
     let p = path(dir);
-    let text = match std::fs::read(&p) {
+    let read = || -> std::io::Result<Vec<u8>> {
+        // O_NOFOLLOW: a symlink in the checkpoint's place is refused, not read through.
+        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&p)?;
+        let mut text = Vec::new();
+        f.take(MAX_SIZE + 1).read_to_end(&mut text)?;
+        if text.len() as u64 > MAX_SIZE {
+            return Err(std::io::Error::other(format!("larger than {MAX_SIZE} bytes")));
+        }
+        Ok(text)
+    };
+    let text = match read() {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", p.display())),
@@ -169,5 +189,22 @@ mod tests {
         assert!(load(dir.path()).unwrap_err().contains("version 7 is not supported"));
         assert!(quarantine(dir.path()).is_some());
         assert_eq!(load(dir.path()), Ok(None));
+    }
+
+    #[test]
+    fn symlinks_in_the_checkpoints_place_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join(format!(".{FILE_NAME}.tmp"))).unwrap();
+        save(dir.path(), &sample()).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "not written through the link");
+        assert_eq!(load(dir.path()), Ok(Some(sample())));
+        std::fs::remove_file(path(dir.path())).unwrap();
+        save(outside.path(), &sample()).unwrap();
+        std::os::unix::fs::symlink(path(outside.path()), path(dir.path())).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(e.contains("Too many levels of symbolic links") || e.contains("symbolic"), "{e}");
     }
 }

@@ -3,6 +3,7 @@
 //! once; while the plugin's socket is still there the thread reconnects with back-off
 //! (kubelet gives up at the first break and waits for a new registration).
 
+use super::registration::DialPermit;
 use super::state::Endpoint;
 use super::Devices;
 use crate::proto::deviceplugin as pb;
@@ -27,6 +28,8 @@ struct Conn {
 }
 
 fn connect(devices: &Devices, socket: &Path) -> Result<Conn, String> {
+    // Checked before every dial, reconnects included: the socket may have been replaced.
+    super::registration::check_socket(socket)?;
     let timeout = devices.settings.dial_timeout;
     let ch = grpcio::ChannelBuilder::new(devices.env.clone())
         .max_receive_message_len(MAX_MESSAGE)
@@ -45,10 +48,18 @@ fn connect(devices: &Devices, socket: &Path) -> Result<Conn, String> {
     })
 }
 
-/// Starts the endpoint thread for a registration; it answers `sink`.
-pub fn spawn(devices: Devices, resource: String, socket: PathBuf, sink: grpcio::UnarySink<pb::Empty>) {
-    let spawned =
-        std::thread::Builder::new().name("fl-plugin".into()).spawn(move || run(devices, resource, socket, sink));
+/// Starts the endpoint thread for a registration; it answers `sink`, and gives `permit`
+/// back once the plugin is dialled (or could not be).
+pub fn spawn(
+    devices: Devices,
+    resource: String,
+    socket: PathBuf,
+    sink: grpcio::UnarySink<pb::Empty>,
+    permit: DialPermit,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("fl-plugin".into())
+        .spawn(move || run(devices, resource, socket, sink, permit));
     if let Err(e) = spawned {
         log::error!("devices: cannot start an endpoint thread: {e}");
     }
@@ -61,8 +72,10 @@ enum Ended {
     Broken(String),
 }
 
-fn run(devices: Devices, resource: String, socket: PathBuf, sink: grpcio::UnarySink<pb::Empty>) {
-    let mut conn = match connect(&devices, &socket) {
+fn run(devices: Devices, resource: String, socket: PathBuf, sink: grpcio::UnarySink<pb::Empty>, permit: DialPermit) {
+    let dialled = connect(&devices, &socket);
+    drop(permit);
+    let mut conn = match dialled {
         Ok(c) => c,
         Err(e) => {
             let message = format!("failed to dial device plugin: {e}");

@@ -154,6 +154,8 @@ pub struct Shared {
     notify: Sender<DevicesCommand>,
     /// Why the registration server is not running, if it is not.
     pub server_error: Mutex<Option<String>>,
+    /// Registrations being dialled now (at most `registration::MAX_CONCURRENT_DIALS`).
+    dialling: std::sync::atomic::AtomicUsize,
 }
 
 impl std::ops::Deref for Devices {
@@ -282,6 +284,7 @@ impl DeviceManager {
                 env,
                 notify,
                 server_error: Mutex::new(None),
+                dialling: Default::default(),
             }),
         };
         let server = match registration::serve(&devices) {

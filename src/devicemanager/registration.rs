@@ -3,16 +3,24 @@
 
 use super::{endpoint, Devices};
 use crate::api::validation::{is_extended_resource, is_qualified_name};
+use crate::cm::ownership::{LockFile, OwnershipError};
 use crate::proto::deviceplugin as pb;
 use futures::FutureExt;
 use grpcio::{RpcStatus, RpcStatusCode};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 /// The only API version plugins may speak.
 pub const VERSION: &str = "v1beta1";
 /// The agent's socket name in the plugin directory.
 pub const SOCKET: &str = "kubelet.sock";
+/// Most registrations dialled at once. Each one holds a thread for up to
+/// `devices.dial_timeout`; the ones beyond are answered at once with RESOURCE_EXHAUSTED
+/// (the plugin retries, as it does after any failed registration).
+pub const MAX_CONCURRENT_DIALS: usize = 8;
+/// Most resources (plugins) registered at once; each has one endpoint thread.
+pub const MAX_RESOURCES: usize = 64;
 
 /// Checks a registration; returns the plugin's socket path, or kubelet's message.
 pub fn validate(req: &pb::RegisterRequest, dir: &Path) -> Result<PathBuf, String> {
@@ -43,6 +51,38 @@ pub fn validate(req: &pb::RegisterRequest, dir: &Path) -> Result<PathBuf, String
     Ok(dir.join(endpoint))
 }
 
+/// Checks that `socket` is a Unix socket itself, right before it is dialled: a symbolic
+/// link (which could lead anywhere, even to another program's socket outside the plugin
+/// directory) or another kind of file is refused, without following it.
+pub fn check_socket(socket: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(socket) {
+        Ok(m) if m.file_type().is_symlink() => Err(format!(
+            "{} is a symbolic link; a plugin must create its socket in the plugin directory itself",
+            socket.display()
+        )),
+        Ok(m) if !m.file_type().is_socket() => Err(format!("{} is not a socket", socket.display())),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("cannot use {}: {e}", socket.display())),
+    }
+}
+
+/// The lock file in the plugin directory, held by the agent that serves `kubelet.sock` there.
+pub const LOCK_FILE: &str = "ferrolet.lock";
+
+/// Claims the plugin directory for this agent before anything in it is touched: locks
+/// `<dir>/ferrolet.lock` (refused while another ferrolet holds it), then checks that no
+/// other process answers on `<dir>/kubelet.sock` (a kubelet takes no lock of ours).
+pub fn claim_dir(dir: &Path) -> Result<LockFile, OwnershipError> {
+    std::fs::create_dir_all(dir).map_err(|source| OwnershipError::CreateLock { path: dir.join(LOCK_FILE), source })?;
+    let lock = LockFile::acquire(&dir.join(LOCK_FILE), &format!("device plugin directory {}", dir.display()))?;
+    let socket = dir.join(SOCKET);
+    let is_socket = std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket());
+    if is_socket && std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return Err(OwnershipError::Served { dir: dir.into(), socket });
+    }
+    Ok(lock)
+}
+
 /// Creates the plugin directory (0750) and removes the sockets left in it: plugins watch
 /// for their socket to disappear and then register again. Other files (the checkpoint)
 /// stay.
@@ -59,6 +99,34 @@ pub fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Refuses a new resource beyond `MAX_RESOURCES` (a known one may always register again).
+fn too_many_resources<V>(resources: &std::collections::BTreeMap<String, V>, name: &str) -> Option<String> {
+    (!resources.contains_key(name) && resources.len() >= MAX_RESOURCES)
+        .then(|| format!("too many device plugin resources (at most {MAX_RESOURCES}); {name:?} is refused"))
+}
+
+/// One of the `MAX_CONCURRENT_DIALS` slots for dialling a plugin; freed when dropped.
+pub struct DialPermit {
+    devices: Devices,
+}
+
+impl DialPermit {
+    /// Takes a slot, or `None` when all are in use.
+    fn take(devices: &Devices) -> Option<DialPermit> {
+        devices
+            .dialling
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_CONCURRENT_DIALS).then_some(n + 1))
+            .ok()
+            .map(|_| DialPermit { devices: devices.clone() })
+    }
+}
+
+impl Drop for DialPermit {
+    fn drop(&mut self) {
+        self.devices.dialling.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 #[derive(Clone)]
 struct Registration {
     devices: Devices,
@@ -73,12 +141,26 @@ impl pb::Registration for Registration {
             req.get_endpoint(),
             req.get_version()
         );
-        match validate(&req, &self.devices.dir) {
-            Ok(socket) => endpoint::spawn(self.devices.clone(), resource, socket, sink),
-            Err(message) => {
-                log::warn!("devices: registration refused: {message}");
-                ctx.spawn(sink.fail(RpcStatus::with_message(RpcStatusCode::UNKNOWN, message)).map(|_| ()));
-            }
+        let refused = |sink: grpcio::UnarySink<pb::Empty>, code, message: String| {
+            log::warn!("devices: registration refused: {message}");
+            ctx.spawn(sink.fail(RpcStatus::with_message(code, message)).map(|_| ()));
+        };
+        let socket = match validate(&req, &self.devices.dir) {
+            Ok(socket) => socket,
+            Err(message) => return refused(sink, RpcStatusCode::UNKNOWN, message),
+        };
+        if let Some(message) = too_many_resources(&self.devices.state.lock().resources, &resource) {
+            return refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, message);
+        }
+        match DialPermit::take(&self.devices) {
+            Some(permit) => endpoint::spawn(self.devices.clone(), resource, socket, sink, permit),
+            None => refused(
+                sink,
+                RpcStatusCode::RESOURCE_EXHAUSTED,
+                format!(
+                    "too many device plugin registrations in progress (at most {MAX_CONCURRENT_DIALS} are dialled at once); register again later"
+                ),
+            ),
         }
     }
 }
@@ -140,14 +222,75 @@ mod tests {
     }
 
     #[test]
+    fn only_a_socket_itself_is_dialled_never_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let _l = std::os::unix::net::UnixListener::bind(outside.path().join("other.sock")).unwrap();
+        let _m = std::os::unix::net::UnixListener::bind(dir.path().join("mine.sock")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("other.sock"), dir.path().join("link.sock")).unwrap();
+        std::fs::write(dir.path().join("file.sock"), "").unwrap();
+        assert_eq!(check_socket(&dir.path().join("mine.sock")), Ok(()));
+        let e = check_socket(&dir.path().join("link.sock")).unwrap_err();
+        assert!(
+            e.ends_with("link.sock is a symbolic link; a plugin must create its socket in the plugin directory itself"),
+            "{e}"
+        );
+        assert!(check_socket(&dir.path().join("file.sock")).unwrap_err().ends_with("is not a socket"));
+        assert!(check_socket(&dir.path().join("none.sock")).unwrap_err().contains("No such file"));
+    }
+
+    #[test]
+    fn new_resources_are_bounded_and_known_ones_may_register_again() {
+        let mut known = std::collections::BTreeMap::new();
+        for i in 0..MAX_RESOURCES {
+            known.insert(format!("example.com/r{i}"), ());
+        }
+        assert_eq!(too_many_resources(&known, "example.com/r0"), None);
+        let e = too_many_resources(&known, "example.com/new").unwrap();
+        assert_eq!(
+            e,
+            format!("too many device plugin resources (at most {MAX_RESOURCES}); \"example.com/new\" is refused")
+        );
+        known.remove("example.com/r0");
+        assert_eq!(too_many_resources(&known, "example.com/new"), None);
+    }
+
+    #[test]
+    fn a_plugin_dir_is_claimed_by_one_agent_and_never_beside_a_live_kubelet_sock() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("device-plugins");
+        let first = claim_dir(&d).unwrap();
+        let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("device plugin directory {} is in use by another ferrolet", d.display())),
+            "{e}"
+        );
+        drop(first);
+        // A stale kubelet.sock nobody listens on is fine (prepare_dir removes it) ...
+        drop(std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap());
+        drop(claim_dir(&d).unwrap());
+        // ... a live one is someone's registration server.
+        std::fs::remove_file(d.join(SOCKET)).unwrap();
+        let _kubelet = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
+        let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
+    }
+
+    #[test]
     fn prepare_dir_removes_sockets_only() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().join("device-plugins");
         std::fs::create_dir_all(&d).unwrap();
         let _l = std::os::unix::net::UnixListener::bind(d.join("old.sock")).unwrap();
         std::fs::write(d.join(super::super::checkpoint::FILE_NAME), "{}").unwrap();
+        // A link to a socket outside is not a socket in the directory: neither it nor its
+        // target is removed.
+        let outside = tempfile::tempdir().unwrap();
+        let _o = std::os::unix::net::UnixListener::bind(outside.path().join("theirs.sock")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("theirs.sock"), d.join("link.sock")).unwrap();
         prepare_dir(&d).unwrap();
         assert!(!d.join("old.sock").exists());
+        assert!(d.join("link.sock").symlink_metadata().is_ok() && outside.path().join("theirs.sock").exists());
         assert!(d.join(super::super::checkpoint::FILE_NAME).exists());
         assert_eq!(std::fs::metadata(&d).unwrap().permissions().mode() & 0o777, 0o750);
     }

@@ -72,25 +72,33 @@ impl EventStore {
         EventStore { inner: Arc::new(Mutex::new(inner)) }
     }
 
-    /// Opens the store persisted at `path`, loading what an earlier run recorded.
+    /// Opens the store persisted at `path`, loading what an earlier run recorded. Reading
+    /// stops at the first I/O error (a directory in its place, EIO from a failing SD card):
+    /// the error is logged once and the events read before it are kept.
     pub fn open(path: &Path, max: usize) -> EventStore {
-        let mut loaded = Vec::new();
-        let mut bad = 0;
-        match File::open(path) {
+        let (loaded, bad) = match File::open(path) {
             Ok(f) => {
-                for line in BufReader::new(f.take(MAX_FILE)).lines() {
-                    match line
-                        .map_err(|e| e.to_string())
-                        .and_then(|l| serde_json::from_str::<Event>(&l).map_err(|e| e.to_string()))
-                    {
-                        Ok(e) => loaded.push(e),
-                        Err(_) => bad += 1,
-                    }
+                let (loaded, bad, err) = read_events(BufReader::new(f.take(MAX_FILE)));
+                if let Some(e) = err {
+                    log::warn!(
+                        "events: cannot read the event store {}: {}; keeping the {} event(s) read before the error",
+                        path.display(),
+                        crate::util::Chain(&e),
+                        loaded.len()
+                    );
                 }
+                (loaded, bad)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => log::warn!("events: cannot read the event store {}: {e}; starting empty", path.display()),
-        }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0),
+            Err(e) => {
+                log::warn!(
+                    "events: cannot read the event store {}: {}; starting empty",
+                    path.display(),
+                    crate::util::Chain(&e)
+                );
+                (Vec::new(), 0)
+            }
+        };
         if bad > 0 {
             log::warn!("events: skipped {bad} unreadable line(s) in {}", path.display());
         }
@@ -100,8 +108,9 @@ impl EventStore {
             let mut inner = store.inner.lock();
             if let Err(e) = inner.compact() {
                 log::warn!(
-                    "events: cannot write the event store {}: {e}; events are kept in memory only",
-                    path.display()
+                    "events: cannot write the event store {}: {}; events are kept in memory only",
+                    path.display(),
+                    crate::util::Chain(&e)
                 );
             }
         }
@@ -137,6 +146,23 @@ impl EventStore {
     }
 }
 
+/// Parses one event per line until the end or the first I/O error: (events, lines that
+/// did not parse, the I/O error). `lines()` returns the same error forever on a
+/// directory or a failing device, so the loop must stop there.
+fn read_events(r: impl BufRead) -> (Vec<Event>, usize, Option<std::io::Error>) {
+    let (mut loaded, mut bad) = (Vec::new(), 0);
+    for line in r.lines() {
+        match line {
+            Ok(l) => match serde_json::from_str::<Event>(&l) {
+                Ok(e) => loaded.push(e),
+                Err(_) => bad += 1,
+            },
+            Err(e) => return (loaded, bad, Some(e)),
+        }
+    }
+    (loaded, bad, None)
+}
+
 impl Inner {
     fn persist(&mut self, e: &Event) {
         if self.path.is_none() {
@@ -144,7 +170,7 @@ impl Inner {
         }
         if self.lines >= self.max * 4 {
             if let Err(err) = self.compact() {
-                log::warn!("events: compacting the event store failed: {err}");
+                log::warn!("events: compacting the event store failed: {}", crate::util::Chain(&err));
             }
             return; // the compacted file already holds `e`
         }
@@ -152,7 +178,7 @@ impl Inner {
         let mut line = serde_json::to_vec(e).unwrap_or_default();
         line.push(b'\n');
         if let Err(err) = f.write_all(&line) {
-            log::warn!("events: appending to the event store failed: {err}");
+            log::warn!("events: appending to the event store failed: {}", crate::util::Chain(&err));
         }
         self.lines += 1;
     }
@@ -273,6 +299,49 @@ mod tests {
         let mut s2 = s.clone();
         let e = s2.create(&ev("new.1", 99)).unwrap();
         assert_eq!(e.metadata.resource_version, "12", "versions continue after a restart");
+    }
+
+    /// Two good lines, then the same I/O error forever, as a failing SD card gives.
+    struct FailingCard {
+        data: std::io::Cursor<Vec<u8>>,
+        errors: usize,
+    }
+
+    impl Read for FailingCard {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.data.read(buf)? {
+                0 => {
+                    self.errors += 1;
+                    Err(std::io::Error::from_raw_os_error(libc::EIO))
+                }
+                n => Ok(n),
+            }
+        }
+    }
+
+    #[test]
+    fn reading_stops_at_the_first_io_error_and_keeps_what_was_read() {
+        let mut text = Vec::new();
+        for (i, name) in ["a.1", "b.1"].iter().enumerate() {
+            text.extend(serde_json::to_vec(&ev(name, i as u64)).unwrap());
+            text.push(b'\n');
+        }
+        let mut card = FailingCard { data: std::io::Cursor::new(text), errors: 0 };
+        let (loaded, bad, err) = read_events(BufReader::new(&mut card));
+        assert_eq!((loaded.len(), bad), (2, 0));
+        assert_eq!(err.unwrap().raw_os_error(), Some(libc::EIO));
+        assert_eq!(card.errors, 1, "one read error ends the loop");
+    }
+
+    #[test]
+    fn a_directory_in_place_of_the_log_gives_an_empty_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.log");
+        std::fs::create_dir(&path).unwrap();
+        let mut s = EventStore::open(&path, 10);
+        assert!(s.is_empty());
+        s.create(&ev("a.1", 1)).unwrap();
+        assert_eq!(s.len(), 1, "the store keeps working in memory");
     }
 
     #[test]

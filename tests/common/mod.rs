@@ -18,6 +18,30 @@ pub fn ferrolet_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ferrolet"))
 }
 
+/// The environment variable naming the file skipped tests append to (`make test` sets it
+/// and prints a summary after `cargo test`).
+pub const SKIP_LOG_ENV: &str = "FERROLET_SKIP_LOG";
+
+/// Reports that the current test is skipped and why: on stderr (seen with `--nocapture`)
+/// and, when `FERROLET_SKIP_LOG` is set, as one `test<TAB>reason` line appended to that file.
+pub fn skip(reason: &str) {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    eprintln!("skipping {test}: {reason}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_ENV) {
+        use std::io::Write;
+        let line = format!("{test}\t{}\n", reason.replace(['\n', '\t'], " "));
+        // One write of one short line with O_APPEND: parallel tests never interleave.
+        let appended = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = appended {
+            eprintln!("cannot record the skip in {}: {e}", std::path::Path::new(&path).display());
+        }
+    }
+}
+
 /// Polls `f` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -112,6 +136,9 @@ impl Drop for Sandbox {
         if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&self.cgroup_root());
         }
+        // The cgroup root's lock file, left behind when the test's agent was SIGKILLed.
+        use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
+        let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root()));
     }
 }
 
