@@ -231,6 +231,8 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
         .write(true)
         .create(true)
         .truncate(false)
+        // Never lock (and later write our pid) through a link planted in the state dir.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| err(format!("{}: {e}", path.display())))?;
     // SAFETY: flock on an fd we own; no memory is passed.
