@@ -3,7 +3,8 @@
 //! fails to decode or validate is reported with its field path; the pods it held before
 //! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
 
-use crate::api::manifest::{as_static_pod, decode_pods, ManifestError};
+use crate::api::manifest::{as_static_pod, decode_pods, ManifestError, MAX_MANIFEST_BYTES};
+use crate::logsafe;
 use crate::api::Pod;
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::pods::PodsCommand;
@@ -31,6 +32,11 @@ struct FileState {
     pods: Vec<Pod>,
 }
 
+/// Most problems reported for one file (all documents); the rest are counted in one line.
+pub const MAX_PROBLEMS_PER_FILE: usize = 200;
+/// Most `FailedValidation` events for one rejected file (every problem is still logged).
+const MAX_EVENTS_PER_FILE: usize = 10;
+
 /// Reports about manifests that were rejected (for events once they exist).
 pub type Rejections = Vec<ManifestError>;
 
@@ -45,6 +51,10 @@ pub struct FileSource {
     recorder: EventRecorder,
     sent_once: bool,
     missing_dir_reported: bool,
+    /// Entries named like manifests that are not regular files, reported once each.
+    skipped: BTreeMap<PathBuf, String>,
+    /// Duplicates already reported, so each is logged once, not at every change.
+    duplicates: Vec<Duplicate>,
 }
 
 /// Whether a directory entry is a manifest: not hidden, ending in .yaml, .yml or .json.
@@ -53,24 +63,132 @@ fn is_manifest(path: &Path) -> bool {
     !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
-/// Reads one manifest file into static pods, or the reasons it was rejected.
+/// What kind of file a metadata describes, for "is a FIFO, not a regular file".
+fn file_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    match () {
+        _ if ft.is_dir() => "a directory",
+        _ if ft.is_fifo() => "a FIFO",
+        _ if ft.is_socket() => "a socket",
+        _ if ft.is_char_device() => "a character device",
+        _ if ft.is_block_device() => "a block device",
+        _ if ft.is_symlink() => "a symbolic link",
+        _ => "not a regular file",
+    }
+}
+
+/// The one check of a manifest file, shared by the agent's source and `ferrolet
+/// validate`: it must be (or link to) a regular file of at most `MAX_MANIFEST_BYTES`.
+/// FIFOs, sockets, devices and directories are refused without being opened (opening a
+/// FIFO blocks; a device may act on open). Returns the file's metadata.
+pub fn check_manifest_file(path: &Path) -> Result<std::fs::Metadata, String> {
+    let md = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !md.is_file() {
+        let kind = file_kind(md.file_type());
+        return Err(format!("{kind}, not a regular file: only regular files (or links to them) are read"));
+    }
+    if md.len() > MAX_MANIFEST_BYTES {
+        return Err(too_large(md.len()));
+    }
+    Ok(md)
+}
+
+fn too_large(len: u64) -> String {
+    format!(
+        "file is {len} bytes; a manifest file may have at most {MAX_MANIFEST_BYTES} bytes (10 MiB, kubelet's limit for static pod files)"
+    )
+}
+
+/// Reads a manifest file's text: checked first, opened non-blocking (so a file replaced
+/// by a FIFO after the check cannot block), checked again on the open file, and read up
+/// to the size limit only.
+pub fn read_manifest_text(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    check_manifest_file(path)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let md = f.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !md.is_file() {
+        return Err(format!("{}, not a regular file", file_kind(md.file_type())));
+    }
+    let mut data = Vec::new();
+    f.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut data).map_err(|e| format!("cannot read: {e}"))?;
+    if data.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(too_large(data.len() as u64));
+    }
+    String::from_utf8(data).map_err(|e| format!("cannot read: not UTF-8 text ({e})"))
+}
+
+/// Reads one manifest file into static pods, or the reasons it was rejected (every
+/// problem of every document, each on its own).
 pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejections> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| vec![ManifestError { file: file.clone(), doc: None, problem: format!("cannot read: {e}") }])?;
+    let text = read_manifest_text(path).map_err(|problem| vec![ManifestError { file: file.clone(), doc: None, problem }])?;
     let mut pods = Vec::new();
     let mut errors = Vec::new();
     for r in decode_pods(&file, &text) {
         match r {
             Ok(p) => pods.push(as_static_pod(p, node_name, path)),
-            Err(e) => errors.push(e),
+            Err(e) => errors.extend(e),
         }
     }
     if errors.is_empty() {
-        Ok(pods)
-    } else {
-        Err(errors)
+        return Ok(pods);
     }
+    if errors.len() > MAX_PROBLEMS_PER_FILE {
+        let more = errors.len() - MAX_PROBLEMS_PER_FILE;
+        errors.truncate(MAX_PROBLEMS_PER_FILE);
+        errors.push(ManifestError { file, doc: None, problem: format!("… and {more} more problem(s)") });
+    }
+    Err(errors)
+}
+
+/// A pod refused because an earlier pod (in file name order, then document order) has
+/// the same namespace and name, as kubelet refuses duplicate static pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Duplicate {
+    /// `namespace/name` of both pods.
+    pub key: String,
+    /// The file of the refused pod.
+    pub file: PathBuf,
+    /// The file of the pod that runs.
+    pub first: PathBuf,
+}
+
+impl Duplicate {
+    /// kubelet's wording (`Error validating pod … due to …, ignoring`) naming both files.
+    pub fn message(&self) -> String {
+        format!(
+            "{}: metadata.name: Duplicate value: pod {:?} is already defined in {}; ignoring this one",
+            logsafe::path(&self.file),
+            self.key,
+            logsafe::path(&self.first)
+        )
+    }
+}
+
+/// Keeps the first pod of each name, in the order given (file name order, then
+/// document order), and lists the others as duplicates.
+pub fn dedupe<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [Pod])>) -> (Vec<Pod>, Vec<Duplicate>) {
+    let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
+    let (mut pods, mut dups) = (Vec::new(), Vec::new());
+    for (file, list) in files {
+        for pod in list {
+            let key = pod.key();
+            match seen.get(&key) {
+                Some(first) => dups.push(Duplicate { key, file: file.into(), first: first.to_path_buf() }),
+                None => {
+                    seen.insert(key, file);
+                    pods.push(pod.clone());
+                }
+            }
+        }
+    }
+    (pods, dups)
 }
 
 impl FileSource {
@@ -91,6 +209,8 @@ impl FileSource {
             recorder,
             sent_once: false,
             missing_dir_reported: false,
+            skipped: BTreeMap::new(),
+            duplicates: Vec::new(),
         }
     }
 
@@ -100,26 +220,40 @@ impl FileSource {
         match std::fs::read_dir(&self.dir) {
             Ok(rd) => {
                 self.missing_dir_reported = false;
-                for entry in rd.flatten() {
-                    let path = entry.path();
+                let mut skipped = BTreeMap::new();
+                for entry in rd {
+                    // A listing that fails half-way would look like removed files and
+                    // stop their pods: keep everything as it is until the next poll.
+                    let path = match entry {
+                        Ok(entry) => entry.path(),
+                        Err(e) => {
+                            log::warn!("podsource: listing {}: {e}; trying again later", logsafe::path(&self.dir));
+                            return;
+                        }
+                    };
                     if !is_manifest(&path) {
                         continue;
                     }
-                    let Ok(md) = std::fs::metadata(&path) else {
-                        continue;
+                    let md = match check_manifest_file(&path) {
+                        Ok(md) => md,
+                        Err(why) => {
+                            if self.skipped.get(&path) != Some(&why) {
+                                log::warn!("podsource: skipping {}: {}", logsafe::path(&path), logsafe::Escaped(&why));
+                            }
+                            skipped.insert(path, why);
+                            continue;
+                        }
                     };
-                    if !md.is_file() {
-                        continue;
-                    }
                     use std::os::unix::fs::MetadataExt;
                     seen.insert(path, Signature { modified: md.modified().ok(), len: md.len(), inode: md.ino() });
                 }
+                self.skipped = skipped;
             }
             Err(e) => {
                 if !self.missing_dir_reported {
                     log::warn!(
                         "podsource: cannot read manifest directory {}: {e}; no static pods until it exists",
-                        self.dir.display()
+                        logsafe::path(&self.dir)
                     );
                     self.missing_dir_reported = true;
                 }
@@ -138,7 +272,7 @@ impl FileSource {
             changed = true;
             match read_manifest(&path, &self.node_name) {
                 Ok(pods) => {
-                    log::info!("podsource: {}: {} pod(s)", path.display(), pods.len());
+                    log::info!("podsource: {}: {} pod(s)", logsafe::path(&path), pods.len());
                     self.files.insert(path, FileState { signature: sig, pods });
                 }
                 Err(errors) => {
@@ -148,17 +282,29 @@ impl FileSource {
                         n => format!("keeping the {n} pod(s) of its last valid version running"),
                     };
                     let node = Reference::node(&self.node_name);
-                    for e in &errors {
+                    for (i, e) in errors.iter().enumerate() {
                         log::error!("podsource: {e}");
-                        let message = format!("Error validating pod manifest {e}; {what}");
-                        self.recorder.event(&node, WARNING, "FailedValidation", &message);
+                        // Every problem is logged; events stop after a few per file.
+                        if i < MAX_EVENTS_PER_FILE {
+                            let message = format!("Error validating pod manifest {e}; {what}");
+                            self.recorder.event(&node, WARNING, "FailedValidation", &message);
+                        }
                     }
                     self.files.insert(path, FileState { signature: sig, pods: kept });
                 }
             }
         }
         if changed {
-            let pods: Vec<Pod> = self.files.values().flat_map(|f| f.pods.iter().cloned()).collect();
+            let (pods, duplicates) = dedupe(self.files.iter().map(|(p, f)| (p.as_path(), f.pods.as_slice())));
+            let node = Reference::node(&self.node_name);
+            for d in &duplicates {
+                if !self.duplicates.contains(d) {
+                    let message = d.message();
+                    log::error!("podsource: {message}");
+                    self.recorder.event(&node, WARNING, "FailedValidation", &format!("Error validating pod manifest {message}"));
+                }
+            }
+            self.duplicates = duplicates;
             if self.out.send(PodsCommand::Update { source: SOURCE.into(), pods }).is_ok() {
                 self.sent_once = true;
             }
@@ -234,7 +380,7 @@ fn watch_loop(dir: &Path, wake: &Sender<()>, stop: &AtomicBool) {
             }
             Ok(_) => {}
             Err(e) => {
-                log::warn!("podsource: watching {}: {e}", dir.display());
+                log::warn!("podsource: watching {}: {e}", logsafe::path(dir));
                 std::thread::sleep(Duration::from_millis(500));
             }
         }

@@ -4,6 +4,7 @@ pub mod defaults;
 pub mod expand;
 pub mod manifest;
 pub mod quantity;
+pub mod strict;
 pub mod types;
 pub mod validation;
 
