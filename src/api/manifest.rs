@@ -62,10 +62,7 @@ fn strict_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Va
     match value {
         Ok(v) if problems.is_empty() => Ok(v),
         Ok(_) => Err(DocumentError { problems, syntax: None }),
-        Err(e) if over_budget => {
-            problems.push(e.to_string());
-            Err(DocumentError { problems, syntax: None })
-        }
+        Err(_) if over_budget => Err(DocumentError { problems, syntax: None }),
         Err(e) => Err(DocumentError { problems, syntax: Some(e.to_string()) }),
     }
 }
@@ -269,7 +266,7 @@ mod tests {
         let pods = decode_pods("two.yaml", &text);
         assert_eq!(pods.len(), 2);
         assert!(pods[0].is_ok());
-        let e = pods[1].as_ref().unwrap_err().to_string();
+        let e = pods[1].as_ref().unwrap_err()[0].to_string();
         assert!(e.starts_with("two.yaml: document 2: metadata.name: Invalid value: \"Web\""), "{e}");
     }
 
@@ -292,5 +289,70 @@ mod tests {
         let pods = decode_pods("list.json", json);
         assert_eq!(pods.len(), 1);
         assert_eq!(pods[0].as_ref().unwrap().metadata.name, "a");
+    }
+
+    fn problems(file: &str, text: &str) -> Vec<String> {
+        decode_pods(file, text)
+            .into_iter()
+            .filter_map(|r| r.err())
+            .flatten()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn nan_and_inf_quantities_are_rejected_with_their_path() {
+        for (v, shown) in [(".nan", "NaN"), (".inf", "inf"), ("-.Inf", "-inf")] {
+            let text = WEB.replace("cpu: 500m", &format!("cpu: {v}"));
+            let got = problems("web.yaml", &text);
+            let want = format!("web.yaml: spec.containers[0].resources.limits.cpu: Invalid value: {shown}: must be a finite number (.nan and .inf are not allowed)");
+            assert_eq!(got, vec![want], "{v}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected_with_their_path() {
+        let text = WEB.replace("  name: web\n", "  name: web\n  name: other\n");
+        let got = problems("web.yaml", &text);
+        assert_eq!(got, vec!["web.yaml: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]);
+        let json = r#"{"kind":"Pod","metadata":{"name":"a","name":"b"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+        let got = problems("p.json", json);
+        assert_eq!(got, vec!["p.json: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]);
+    }
+
+    #[test]
+    fn every_decode_and_validation_problem_is_reported_on_its_own() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: Web\nspec:\n  restartPolicy: Sometimes\n  containers:\n  - name: app\n    image: busybox\n    ports:\n    - containerPort: eighty\n    livenessProbe:\n      exec:\n        command: [/bin/true]\n      periodSeconds: ten\n    resources:\n      limits:\n        cpu: 1.5.0\n";
+        let got = problems("web.yaml", text);
+        assert_eq!(
+            got,
+            vec![
+                "web.yaml: spec.containers[0].ports[0].containerPort: invalid type: string \"eighty\", expected i64",
+                "web.yaml: spec.containers[0].livenessProbe.periodSeconds: invalid type: string \"ten\", expected i32",
+                "web.yaml: spec.containers[0].resources.limits.cpu: invalid quantity \"1.5.0\"",
+                "web.yaml: metadata.name: Invalid value: \"Web\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                "web.yaml: spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn later_documents_are_decoded_after_a_bad_one() {
+        let bad = WEB.replace("name: web", "name: bad").replace("cpu: 500m", "cpu: [1]");
+        let text = format!("{bad}---\n{}", WEB.replace("name: web", "name: good"));
+        let r = decode_pods("two.yaml", &text);
+        assert_eq!(r.len(), 2);
+        let e = r[0].as_ref().unwrap_err()[0].to_string();
+        assert!(e.starts_with("two.yaml: document 1: spec.containers[0].resources.limits.cpu: invalid type: sequence"), "{e}");
+        assert_eq!(r[1].as_ref().unwrap().metadata.name, "good");
+    }
+
+    #[test]
+    fn control_characters_in_file_names_and_values_are_escaped() {
+        let text = WEB.replace("name: web", "name: \"we\\nb\"");
+        let got = problems("x\nINFO forged.yaml", &text);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].starts_with("x\\nINFO forged.yaml: metadata.name: Invalid value: \"we\\nb\""), "{}", got[0]);
+        assert!(!got[0].contains('\n'));
     }
 }

@@ -17,12 +17,14 @@ pub struct Findings {
     budget: Cell<usize>,
     /// Whether decoding stopped because the budget ran out (not a syntax error).
     pub over_budget: Cell<bool>,
+    /// The budget at the start, for the message.
+    limit: usize,
 }
 
 impl Findings {
     /// Starts with `budget` bytes of decoded content allowed.
     pub fn new(budget: usize) -> Findings {
-        Findings { problems: RefCell::new(Vec::new()), budget: Cell::new(budget), over_budget: Cell::new(false) }
+        Findings { problems: RefCell::new(Vec::new()), budget: Cell::new(budget), over_budget: Cell::new(false), limit: budget }
     }
 
     fn spend<E: serde::de::Error>(&self, path: &str, n: usize) -> Result<(), E> {
@@ -32,11 +34,15 @@ impl Findings {
                 Ok(())
             }
             None => {
+                // The problem is recorded here, with our path; the parser's error that
+                // stops decoding would carry its own path and position instead.
                 self.over_budget.set(true);
-                Err(E::custom(format!(
-                "{}: Too long: the document expands to more than the limit for one object (YAML aliases repeating content?)",
-                shown(path)
-                )))
+                self.problems.borrow_mut().push(format!(
+                    "{}: Too long: the document expands to more than {} bytes (YAML aliases repeating content?)",
+                    shown(path),
+                    self.limit
+                ));
+                Err(E::custom("document too long"))
             }
         }
     }
@@ -200,9 +206,9 @@ mod tests {
     #[test]
     fn alias_expansion_stops_at_the_budget() {
         let text = format!("a: &a [{}]\nb: [{}]\n", "x".repeat(1000), vec!["*a"; 50].join(", "));
-        let (v, _) = yaml(&text, 10_000);
-        let e = v.unwrap_err();
-        assert!(e.starts_with("b[8][0]: Too long: the document expands to more than the limit"), "{e}");
+        let (v, p) = yaml(&text, 10_000);
+        assert!(v.is_err());
+        assert_eq!(p, vec!["b[8][0]: Too long: the document expands to more than 10000 bytes (YAML aliases repeating content?)"]);
         assert!(yaml(&text, 100_000).0.is_ok());
     }
 }

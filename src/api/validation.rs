@@ -2,9 +2,34 @@
 //! `FieldError` with the field path and a message shaped like the apiserver's, so
 //! `ferrolet validate` and `kubectl apply` say the same thing about the same manifest.
 
+use super::expand::expanded_lengths;
+use super::manifest::MAX_OBJECT_BYTES;
 use super::{Container, IntOrString, Pod, Probe, Quantity};
+use crate::cm::helpers::QUOTA_PERIOD;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+
+/// The apiserver's limit for all annotations of one object together, keys and values
+/// (`TotalAnnotationSizeLimitB`).
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
+/// Linux's `MAX_ARG_STRLEN` (32 pages): the longest argument or `NAME=value` environment
+/// string `execve` accepts, terminating NUL included.
+pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+/// Most bytes a container's env, command and args (or an exec probe's command with the
+/// env) may expand to: what Linux leaves for arguments and environment with the usual
+/// 8 MiB stack limit (a quarter of it). More could not be started anyway.
+pub const MAX_EXPANDED_BYTES: usize = 2 << 20;
+/// The largest CFS quota the kernel accepts, in µs (`max_cfs_runtime`: 2^44 - 1).
+pub const MAX_CFS_QUOTA_US: i64 = (1 << 44) - 1;
+/// The largest CPU amount, in millicores, for one container and for a pod's containers
+/// together: the cgroup code writes `millicores × 100` µs (period 100 ms) as the quota.
+pub const MAX_CPU_MILLIS: i64 = MAX_CFS_QUOTA_US / (QUOTA_PERIOD as i64 / 1000);
+/// The smallest memory limit a container may have: runc's minimum (6 MiB); below it a
+/// process cannot even be started in its cgroup.
+pub const MIN_MEMORY_LIMIT: i64 = 6 << 20;
+/// The largest memory amount for one pod (1 PiB): far beyond any machine, and small
+/// enough that the node's sums over thousands of pods never overflow.
+pub const MAX_MEMORY_BYTES: i64 = 1 << 50;
 
 /// What is wrong with a field, mirroring `field.ErrorType`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +44,8 @@ pub enum FieldErrorKind {
     Duplicate(String),
     /// `Forbidden`.
     Forbidden,
+    /// `Too long`: the detail says how long it is and what is allowed.
+    TooLong,
 }
 
 /// One validation problem at one field path.
@@ -34,7 +61,10 @@ pub struct FieldError {
 
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.path)?;
+        // An empty path is the whole object.
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
         match &self.kind {
             FieldErrorKind::Required => write!(f, "Required value")?,
             FieldErrorKind::Invalid(v) => write!(f, "Invalid value: {v}")?,
@@ -44,6 +74,7 @@ impl fmt::Display for FieldError {
             }
             FieldErrorKind::Duplicate(v) => write!(f, "Duplicate value: {v}")?,
             FieldErrorKind::Forbidden => write!(f, "Forbidden")?,
+            FieldErrorKind::TooLong => write!(f, "Too long")?,
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -74,6 +105,9 @@ impl Errs {
     }
     fn forbidden(&mut self, path: &str, detail: &str) {
         self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Forbidden, detail: detail.into() });
+    }
+    fn too_long(&mut self, path: &str, detail: String) {
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::TooLong, detail });
     }
     fn duplicate(&mut self, path: &str, value: &str) {
         self.0.push(FieldError {
@@ -165,10 +199,18 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             e.invalid(&format!("metadata.labels.{k}"), quote(v), "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character");
         }
     }
-    for k in m.annotations.keys() {
+    let mut annotation_bytes = 0usize;
+    for (k, v) in &m.annotations {
+        annotation_bytes += k.len() + v.len();
         if !is_qualified_name(k) {
             e.invalid("metadata.annotations", quote(k), "must be a qualified name, e.g. 'example.com/my-note'");
         }
+    }
+    if annotation_bytes > TOTAL_ANNOTATION_SIZE_LIMIT {
+        e.too_long(
+            "metadata.annotations",
+            format!("{annotation_bytes} bytes; all annotations together may have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
+        );
     }
     let spec = &pod.spec;
     const POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
@@ -213,7 +255,56 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             e.forbidden(&format!("{path}.restartPolicy"), "may not be set for non-init containers");
         }
     }
+    validate_pod_totals(&mut e, pod);
+    // Last, and only for an otherwise sane pod: the whole object as the apiserver stores it.
+    if e.0.is_empty() {
+        let size = serde_json::to_vec(pod).map(|v| v.len()).unwrap_or(0);
+        if size > MAX_OBJECT_BYTES {
+            e.too_long("", format!("the pod is {size} bytes as JSON with defaults applied; an object may have at most {MAX_OBJECT_BYTES} bytes (1.5 MiB, etcd's request limit)"));
+        }
+    }
     e.0
+}
+
+/// The pod's containers together: what the cgroup code sums into pod-level values.
+fn validate_pod_totals(e: &mut Errs, pod: &Pod) {
+    let all: Vec<&Container> = pod.spec.init_containers.iter().chain(&pod.spec.containers).collect();
+    for (field, list) in [
+        ("requests", (|c: &Container| &c.resources.requests) as fn(&Container) -> &BTreeMap<String, Quantity>),
+        ("limits", |c: &Container| &c.resources.limits),
+    ] {
+        for (name, max) in [("cpu", MAX_CPU_MILLIS), ("memory", MAX_MEMORY_BYTES)] {
+            let total: i128 = all
+                .iter()
+                .filter_map(|c| list(c).get(name))
+                .map(|q| i128::from(if name == "cpu" { q.milli_value() } else { q.value() }))
+                .sum();
+            // Each container is checked on its own first; only report the sum when each is fine.
+            let each_ok = all.iter().filter_map(|c| list(c).get(name)).all(|q| within_max(name, q));
+            if each_ok && total > i128::from(max) {
+                e.invalid(
+                    &format!("spec.containers[*].resources.{field}.{name}"),
+                    total.to_string(),
+                    format!("the pod's containers together {}", allowed_max(name)),
+                );
+            }
+        }
+    }
+}
+
+fn within_max(name: &str, q: &Quantity) -> bool {
+    match name {
+        "cpu" => q.milli_value() <= MAX_CPU_MILLIS,
+        "memory" => q.value() <= MAX_MEMORY_BYTES,
+        _ => true,
+    }
+}
+
+fn allowed_max(name: &str) -> String {
+    match name {
+        "cpu" => format!("must be at most {MAX_CPU_MILLIS}m: more overflows the kernel's CFS quota (at most 2^44-1 µs per 100 ms period)"),
+        _ => format!("must be at most {MAX_MEMORY_BYTES} (1Pi)"),
+    }
 }
 
 fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashSet<String>) {
@@ -239,6 +330,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
             e.invalid(&p, quote(&v.name), "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit");
         }
     }
+    validate_expanded_sizes(e, c, path);
     let mut port_names = HashSet::new();
     for (i, p) in c.ports.iter().enumerate() {
         let base = format!("{path}.ports[{i}]");
@@ -329,6 +421,53 @@ pub fn is_extended_resource(name: &str) -> bool {
     name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }
 
+/// `$(VAR)` references multiply sizes (Kubernetes expands them, once, from variables
+/// defined earlier): bound the result before anything builds it. Each string must fit
+/// `execve`'s per-string limit, and all of them its total.
+fn validate_expanded_sizes(e: &mut Errs, c: &Container, path: &str) {
+    let argv: Vec<&String> = c.command.iter().chain(&c.args).collect();
+    let (env_lens, argv_lens) = expanded_lengths(&c.env, &argv);
+    let one = |n: usize| format!("expands to {n} bytes; one argument or NAME=value environment entry may have at most {MAX_ARG_STRLEN} bytes (Linux's MAX_ARG_STRLEN)");
+    let mut env_total = 0usize;
+    for (i, (v, n)) in c.env.iter().zip(&env_lens).enumerate() {
+        // NAME=value and the terminating NUL.
+        let entry = v.name.len().saturating_add(2).saturating_add(*n);
+        env_total = env_total.saturating_add(entry);
+        if entry > MAX_ARG_STRLEN {
+            e.too_long(&format!("{path}.env[{i}].value"), one(entry));
+        }
+    }
+    let mut total = env_total;
+    for (i, n) in argv_lens.iter().enumerate() {
+        let (field, j) = if i < c.command.len() { ("command", i) } else { ("args", i - c.command.len()) };
+        total = total.saturating_add(n.saturating_add(1));
+        if n.saturating_add(1) > MAX_ARG_STRLEN {
+            e.too_long(&format!("{path}.{field}[{j}]"), one(n.saturating_add(1)));
+        }
+    }
+    let total_msg = |n: usize, what: &str| format!("{what} expand to {n} bytes; at most {MAX_EXPANDED_BYTES} bytes are allowed (what Linux leaves for a process's arguments and environment)");
+    if total > MAX_EXPANDED_BYTES {
+        e.too_long(path, total_msg(total, "env, command and args"));
+    }
+    for (probe, field) in
+        [(&c.liveness_probe, "livenessProbe"), (&c.readiness_probe, "readinessProbe"), (&c.startup_probe, "startupProbe")]
+    {
+        let Some(cmd) = probe.as_ref().and_then(|p| p.exec.as_ref()).map(|x| &x.command) else { continue };
+        let argv: Vec<&String> = cmd.iter().collect();
+        let (_, lens) = expanded_lengths(&c.env, &argv);
+        let mut total = env_total;
+        for (i, n) in lens.iter().enumerate() {
+            total = total.saturating_add(n.saturating_add(1));
+            if n.saturating_add(1) > MAX_ARG_STRLEN {
+                e.too_long(&format!("{path}.{field}.exec.command[{i}]"), one(n.saturating_add(1)));
+            }
+        }
+        if total > MAX_EXPANDED_BYTES {
+            e.too_long(&format!("{path}.{field}.exec.command"), total_msg(total, "env and the probe's command"));
+        }
+    }
+}
+
 fn validate_resources(e: &mut Errs, list: &BTreeMap<String, Quantity>, path: &str) {
     for (name, q) in list {
         let p = format!("{path}.{name}");
@@ -340,6 +479,14 @@ fn validate_resources(e: &mut Errs, list: &BTreeMap<String, Quantity>, path: &st
         }
         if q.is_negative() {
             e.invalid(&p, quote(&q.to_string()), "must be greater than or equal to 0");
+        } else if !within_max(name, q) {
+            e.invalid(&p, quote(&q.to_string()), allowed_max(name));
+        } else if name == "memory" && path.ends_with(".limits") && !q.is_zero() && q.value() < MIN_MEMORY_LIMIT {
+            e.invalid(
+                &p,
+                quote(&q.to_string()),
+                format!("must be 0 (no limit) or at least {MIN_MEMORY_LIMIT} (6Mi, runc's minimum): a container cannot start in a smaller memory cgroup"),
+            );
         }
         if is_extended_resource(name) && q.milli_value() % 1000 != 0 {
             e.invalid(&p, quote(&q.to_string()), "must be an integer");
