@@ -24,6 +24,10 @@ pub const MAX_CFS_QUOTA_US: i64 = (1 << 44) - 1;
 /// The largest CPU amount, in millicores, for one container and for a pod's containers
 /// together: the cgroup code writes `millicores × 100` µs (period 100 ms) as the quota.
 pub const MAX_CPU_MILLIS: i64 = MAX_CFS_QUOTA_US / (QUOTA_PERIOD as i64 / 1000);
+/// Most containers (init and app together) in one pod. Kubernetes has no such limit, but
+/// each container costs a shim process, a cgroup and log files on a small machine; 256 is
+/// far beyond any real pod and keeps one manifest from exhausting the node.
+pub const MAX_CONTAINERS_PER_POD: usize = 256;
 /// The smallest memory limit a container may have: runc's minimum (6 MiB); below it a
 /// process cannot even be started in its cgroup.
 pub const MIN_MEMORY_LIMIT: i64 = 6 << 20;
@@ -46,6 +50,8 @@ pub enum FieldErrorKind {
     Forbidden,
     /// `Too long`: the detail says how long it is and what is allowed.
     TooLong,
+    /// `Too many: <count>`.
+    TooMany(usize),
 }
 
 /// One validation problem at one field path.
@@ -75,6 +81,7 @@ impl fmt::Display for FieldError {
             FieldErrorKind::Duplicate(v) => write!(f, "Duplicate value: {v}")?,
             FieldErrorKind::Forbidden => write!(f, "Forbidden")?,
             FieldErrorKind::TooLong => write!(f, "Too long")?,
+            FieldErrorKind::TooMany(n) => write!(f, "Too many: {n}")?,
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -224,6 +231,16 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     }
     if spec.containers.is_empty() {
         e.required("spec.containers", "");
+    }
+    let count = spec.init_containers.len() + spec.containers.len();
+    if count > MAX_CONTAINERS_PER_POD {
+        e.0.push(FieldError {
+            path: "spec.containers".into(),
+            kind: FieldErrorKind::TooMany(count),
+            detail: format!("must have at most {MAX_CONTAINERS_PER_POD} items (init and app containers together)"),
+        });
+        // Validating each of thousands of containers would only bury this.
+        return e.0;
     }
     let mut names = HashSet::new();
     for (i, c) in spec.init_containers.iter().enumerate() {
@@ -603,5 +620,106 @@ mod tests {
         assert!(!is_qualified_name("/name"));
         assert!(is_extended_resource("example.com/dev"));
         assert!(!is_extended_resource("kubernetes.io/foo"));
+    }
+
+    fn pod(yaml_spec: &str) -> Pod {
+        let text = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n{yaml_spec}");
+        let mut pod: Pod = serde_norway::from_str(&text).unwrap();
+        crate::api::defaults::set_pod_defaults(&mut pod);
+        pod
+    }
+
+    fn errors(pod: &Pod) -> Vec<String> {
+        validate_pod(pod).iter().map(|e| e.to_string()).collect()
+    }
+
+    const ONE: &str = "  containers:\n  - name: a\n    image: b\n";
+
+    #[test]
+    fn annotations_together_are_limited_to_256_kib() {
+        let mut p = pod(ONE);
+        p.metadata.annotations.insert("a".into(), "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT - 1));
+        assert_eq!(errors(&p), Vec::<String>::new());
+        p.metadata.annotations.insert("b".into(), String::new());
+        assert_eq!(
+            errors(&p),
+            vec!["metadata.annotations: Too long: 262145 bytes; all annotations together may have at most 262144 bytes"]
+        );
+    }
+
+    #[test]
+    fn a_pod_bigger_than_etcd_stores_is_rejected() {
+        // Every container is within its own limits; together they are over 1.5 MiB.
+        let env: String = (0..10).map(|i| format!("    - name: V{i}\n      value: {}\n", "y".repeat(20_000))).collect();
+        let spec: String =
+            (0..10).map(|i| format!("  - name: c{i}\n    image: busybox\n    env:\n{env}")).collect();
+        let e = errors(&pod(&format!("  containers:\n{spec}")));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].starts_with("Too long: the pod is 20"), "{}", e[0]);
+        assert!(e[0].ends_with("an object may have at most 1572864 bytes (1.5 MiB, etcd's request limit)"), "{}", e[0]);
+    }
+
+    #[test]
+    fn containers_per_pod_are_bounded() {
+        let spec: String = (0..10_000).map(|i| format!("  - name: c{i}\n    image: busybox\n")).collect();
+        let e = errors(&pod(&format!("  containers:\n{spec}")));
+        assert_eq!(e, vec!["spec.containers: Too many: 10000: must have at most 256 items (init and app containers together)"]);
+        let spec: String = (0..256).map(|i| format!("  - name: c{i}\n    image: busybox\n")).collect();
+        assert_eq!(errors(&pod(&format!("  containers:\n{spec}"))), Vec::<String>::new());
+    }
+
+    #[test]
+    fn expansion_results_are_bounded_per_string_and_in_total() {
+        let spec = format!(
+            "  containers:\n  - name: a\n    image: b\n    env:\n    - name: A\n      value: {}\n    - name: B\n      value: {}\n    - name: C\n      value: {}\n    args: ['$(C)']\n",
+            "x".repeat(1000),
+            "$(A)".repeat(1000),
+            "$(B)".repeat(1000)
+        );
+        let e = errors(&pod(&spec));
+        assert_eq!(
+            e,
+            vec![
+                "spec.containers[0].env[1].value: Too long: expands to 1000003 bytes; one argument or NAME=value environment entry may have at most 131072 bytes (Linux's MAX_ARG_STRLEN)",
+                "spec.containers[0].env[2].value: Too long: expands to 1000000003 bytes; one argument or NAME=value environment entry may have at most 131072 bytes (Linux's MAX_ARG_STRLEN)",
+                "spec.containers[0].args[0]: Too long: expands to 1000000001 bytes; one argument or NAME=value environment entry may have at most 131072 bytes (Linux's MAX_ARG_STRLEN)",
+                "spec.containers[0]: Too long: env, command and args expand to 2001001010 bytes; at most 2097152 bytes are allowed (what Linux leaves for a process's arguments and environment)",
+            ]
+        );
+        // Many strings each below the per-string limit still add up.
+        let env: String = (0..20).map(|i| format!("    - name: V{i}\n      value: {}\n", "y".repeat(120_000))).collect();
+        let e = errors(&pod(&format!("{ONE}    env:\n{env}")));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].starts_with("spec.containers[0]: Too long: env, command and args expand to 2400"), "{}", e[0]);
+    }
+
+    #[test]
+    fn quantities_the_cgroup_code_cannot_write_are_rejected() {
+        let limits = |l: &str| errors(&pod(&format!("{ONE}    resources:\n      limits: {{{l}}}\n")));
+        assert_eq!(
+            limits("cpu: 1e30"),
+            vec![
+                "spec.containers[0].resources.requests.cpu: Invalid value: \"1e30\": must be at most 175921860444m: more overflows the kernel's CFS quota (at most 2^44-1 µs per 100 ms period)",
+                "spec.containers[0].resources.limits.cpu: Invalid value: \"1e30\": must be at most 175921860444m: more overflows the kernel's CFS quota (at most 2^44-1 µs per 100 ms period)",
+            ]
+        );
+        assert_eq!(limits("cpu: '175921860444m'"), Vec::<String>::new());
+        assert_eq!(
+            limits("memory: '1'"),
+            vec!["spec.containers[0].resources.limits.memory: Invalid value: \"1\": must be 0 (no limit) or at least 6291456 (6Mi, runc's minimum): a container cannot start in a smaller memory cgroup"]
+        );
+        assert_eq!(limits("memory: 6Mi"), Vec::<String>::new());
+        assert_eq!(
+            limits("memory: 2Pi"),
+            vec![
+                "spec.containers[0].resources.requests.memory: Invalid value: \"2Pi\": must be at most 1125899906842624 (1Pi)",
+                "spec.containers[0].resources.limits.memory: Invalid value: \"2Pi\": must be at most 1125899906842624 (1Pi)",
+            ]
+        );
+        // Each container fits, their sum (the pod cgroup's quota) does not.
+        let two = "  containers:\n  - name: a\n    image: b\n    resources:\n      limits: {cpu: 100M}\n  - name: c\n    image: b\n    resources:\n      limits: {cpu: 100M}\n";
+        let e = errors(&pod(two));
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[1].starts_with("spec.containers[*].resources.limits.cpu: Invalid value: 200000000000: the pod's containers together must be at most 175921860444m"), "{}", e[1]);
     }
 }
