@@ -99,6 +99,23 @@ fn too_large(len: u64) -> String {
     )
 }
 
+/// The manifest files of a directory in file name order, each with its metadata or why it
+/// is skipped (not a regular file, too large). Used by the agent and `ferrolet validate`,
+/// so both read the same files. A listing error ends the listing: a partial listing
+/// would look like removed files.
+pub fn list_manifest_dir(dir: &Path) -> std::io::Result<Vec<(PathBuf, Result<std::fs::Metadata, String>)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if is_manifest(&path) {
+            let checked = check_manifest_file(&path);
+            out.push((path, checked));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
 /// Reads a manifest file's text: checked first, opened non-blocking (so a file replaced
 /// by a FIFO after the check cannot block), checked again on the open file, and read up
 /// to the size limit only.
@@ -160,10 +177,10 @@ pub struct Duplicate {
 }
 
 impl Duplicate {
-    /// kubelet's wording (`Error validating pod … due to …, ignoring`) naming both files.
+    /// What is wrong, naming both files (the agent adds that it ignores this pod).
     pub fn message(&self) -> String {
         format!(
-            "{}: metadata.name: Duplicate value: pod {:?} is already defined in {}; ignoring this one",
+            "{}: metadata.name: Duplicate value: pod {:?} is already defined in {}",
             logsafe::path(&self.file),
             self.key,
             logsafe::path(&self.first)
@@ -217,24 +234,12 @@ impl FileSource {
     /// Looks for changes; sends an update when anything changed (and once at start).
     pub fn poll(&mut self) {
         let mut seen: BTreeMap<PathBuf, Signature> = BTreeMap::new();
-        match std::fs::read_dir(&self.dir) {
-            Ok(rd) => {
+        match list_manifest_dir(&self.dir) {
+            Ok(entries) => {
                 self.missing_dir_reported = false;
                 let mut skipped = BTreeMap::new();
-                for entry in rd {
-                    // A listing that fails half-way would look like removed files and
-                    // stop their pods: keep everything as it is until the next poll.
-                    let path = match entry {
-                        Ok(entry) => entry.path(),
-                        Err(e) => {
-                            log::warn!("podsource: listing {}: {e}; trying again later", logsafe::path(&self.dir));
-                            return;
-                        }
-                    };
-                    if !is_manifest(&path) {
-                        continue;
-                    }
-                    let md = match check_manifest_file(&path) {
+                for (path, checked) in entries {
+                    let md = match checked {
                         Ok(md) => md,
                         Err(why) => {
                             if self.skipped.get(&path) != Some(&why) {
@@ -250,12 +255,19 @@ impl FileSource {
                 self.skipped = skipped;
             }
             Err(e) => {
+                let exists = self.dir.is_dir();
                 if !self.missing_dir_reported {
-                    log::warn!(
-                        "podsource: cannot read manifest directory {}: {e}; no static pods until it exists",
-                        logsafe::path(&self.dir)
-                    );
+                    let what = if exists {
+                        "keeping the pods as they are until it can be read"
+                    } else {
+                        "no static pods until it exists"
+                    };
+                    log::warn!("podsource: cannot read manifest directory {}: {e}; {what}", logsafe::path(&self.dir));
                     self.missing_dir_reported = true;
+                }
+                if exists {
+                    // A listing that failed (half-way, or EIO) would look like removed files.
+                    return;
                 }
             }
         }
@@ -299,7 +311,8 @@ impl FileSource {
             let node = Reference::node(&self.node_name);
             for d in &duplicates {
                 if !self.duplicates.contains(d) {
-                    let message = d.message();
+                    // kubelet: "Error validating pod … due to duplicate pod name …, ignoring".
+                    let message = format!("{}; ignoring it, the first one runs", d.message());
                     log::error!("podsource: {message}");
                     self.recorder.event(&node, WARNING, "FailedValidation", &format!("Error validating pod manifest {message}"));
                 }

@@ -58,7 +58,7 @@ fn strict_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Va
     let findings = Findings::new(MAX_OBJECT_BYTES);
     let value = Strict { path: String::new(), findings: &findings }.deserialize(d);
     let over_budget = findings.over_budget.get();
-    let mut problems = findings.problems.into_inner();
+    let problems = findings.problems.into_inner();
     match value {
         Ok(v) if problems.is_empty() => Ok(v),
         Ok(_) => Err(DocumentError { problems, syntax: None }),
