@@ -712,7 +712,8 @@ pub fn check_state_dir(dir: &Path) -> Result<(), String> {
                 return Ok(());
             }
             Ok(_) => return Err(format!("{} exists and is not a directory", p.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match p.parent() {
+            // Missing, or below a file (ENOTDIR): look at the parent to say which.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => match p.parent() {
                 Some(parent) if !parent.as_os_str().is_empty() => p = parent,
                 _ => return Ok(()),
             },
