@@ -48,6 +48,8 @@ fn malformed_manifests_name_the_file_and_field_path() {
         ("kind: Pod\nmetadata: {name: x\n".to_string(), "etc/manifests/web.yaml: invalid YAML:"),
         ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: Web\nspec:\n  containers:\n  - name: a\n    image: b\n".to_string(), "etc/manifests/web.yaml: metadata.name: Invalid value: \"Web\": a lowercase RFC 1123 subdomain"),
         // Issue 10: values that used to be accepted (and turned into 0, or crashed later).
+        (format!("{HEAD}spec:\n  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n  - name: a\n    image: b\n"), "etc/manifests/web.yaml: spec.terminationGracePeriodSeconds: Invalid value: 9223372036854775807: must be at most 31536000 (one year)"),
+        (container("    livenessProbe:\n      exec:\n        command: [/bin/true]\n      terminationGracePeriodSeconds: 99999999999\n"), "etc/manifests/web.yaml: spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: 99999999999: must be at most 31536000 (one year)"),
         (container("    resources:\n      limits:\n        cpu: .nan\n"), "etc/manifests/web.yaml: spec.containers[0].resources.limits.cpu: Invalid value: NaN: must be a finite number (.nan and .inf are not allowed)"),
         (container("    resources:\n      requests:\n        memory: .inf\n"), "etc/manifests/web.yaml: spec.containers[0].resources.requests.memory: Invalid value: inf: must be a finite number"),
         (container("    image: other\n"), "etc/manifests/web.yaml: spec.containers[0].image: Duplicate value: \"image\": a key may appear only once in a mapping"),

@@ -24,6 +24,10 @@ pub const MAX_CFS_QUOTA_US: i64 = (1 << 44) - 1;
 /// The largest CPU amount, in millicores, for one container and for a pod's containers
 /// together: the cgroup code writes `millicores × 100` µs (period 100 ms) as the quota.
 pub const MAX_CPU_MILLIS: i64 = MAX_CFS_QUOTA_US / (QUOTA_PERIOD as i64 / 1000);
+/// The longest grace period (one year). Kubernetes sets none, but deadlines are computed
+/// as now + grace, and a value near `i64::MAX` seconds overflows every clock.
+pub const MAX_GRACE_PERIOD_SECONDS: i64 = 365 * 86_400;
+const GRACE_TOO_LONG: &str = "must be at most 31536000 (one year)";
 /// Most containers (init and app together) in one pod. Kubernetes has no such limit, but
 /// each container costs a shim process, a cgroup and log files on a small machine; 256 is
 /// far beyond any real pod and keeps one manifest from exhausting the node.
@@ -227,6 +231,8 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     if let Some(g) = spec.termination_grace_period_seconds {
         if g < 0 {
             e.invalid("spec.terminationGracePeriodSeconds", g.to_string(), "must be greater than or equal to 0");
+        } else if g > MAX_GRACE_PERIOD_SECONDS {
+            e.invalid("spec.terminationGracePeriodSeconds", g.to_string(), GRACE_TOO_LONG);
         }
     }
     if spec.containers.is_empty() {
@@ -542,6 +548,8 @@ fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
     if let Some(g) = p.termination_grace_period_seconds {
         if g <= 0 {
             e.invalid(&format!("{path}.terminationGracePeriodSeconds"), g.to_string(), "must be greater than 0");
+        } else if g > MAX_GRACE_PERIOD_SECONDS {
+            e.invalid(&format!("{path}.terminationGracePeriodSeconds"), g.to_string(), GRACE_TOO_LONG);
         }
     }
     let handlers = [p.exec.is_some(), p.http_get.is_some(), p.tcp_socket.is_some(), p.grpc.is_some()];
