@@ -13,14 +13,14 @@ use std::time::Duration;
 /// A configuration problem, with the file and key it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
+    /// The file could not be read (or is not a regular file, or is too large).
     #[error("cannot read config file {path}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
+        /// Why.
         #[source]
-        source: std::io::Error,
+        source: crate::inputfile::InputFileError,
     },
     /// A key is unknown or a value is malformed or out of range.
     #[error("{file}: {key}: {message}")]
@@ -430,7 +430,8 @@ impl Config {
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
         let (mut cfg, file) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.into(), source })?;
+                let text = crate::inputfile::read_to_string(p, MAX_CONFIG_BYTES)
+                    .map_err(|source| ConfigError::Read { path: p.into(), source })?;
                 (Config::parse(&p.display().to_string(), &text)?, p.display().to_string())
             }
             None => (Config::default(), "defaults".to_string()),
@@ -667,6 +668,8 @@ impl Config {
     }
 }
 
+/// Largest configuration file read (the sample is a few KiB).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Upper bound of `logs.max_size`.
 pub const MAX_LOG_SIZE: u64 = 10 << 30;
 /// Upper bound of `logs.max_files`.

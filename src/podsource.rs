@@ -4,7 +4,9 @@
 //! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
 
 use crate::api::manifest::{as_static_pod, decode_pods, ManifestError, MAX_MANIFEST_BYTES};
+use crate::inputfile::{self, InputFileError};
 use crate::logsafe;
+use crate::util::Chain;
 use crate::api::Pod;
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::pods::PodsCommand;
@@ -63,40 +65,21 @@ fn is_manifest(path: &Path) -> bool {
     !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
-/// What kind of file a metadata describes, for "is a FIFO, not a regular file".
-fn file_kind(ft: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    match () {
-        _ if ft.is_dir() => "a directory",
-        _ if ft.is_fifo() => "a FIFO",
-        _ if ft.is_socket() => "a socket",
-        _ if ft.is_char_device() => "a character device",
-        _ if ft.is_block_device() => "a block device",
-        _ if ft.is_symlink() => "a symbolic link",
-        _ => "not a regular file",
-    }
-}
-
 /// The one check of a manifest file, shared by the agent's source and `ferrolet
-/// validate`: it must be (or link to) a regular file of at most `MAX_MANIFEST_BYTES`.
-/// FIFOs, sockets, devices and directories are refused without being opened (opening a
-/// FIFO blocks; a device may act on open). Returns the file's metadata.
+/// validate`: it must be (or link to) a regular file of at most `MAX_MANIFEST_BYTES`;
+/// FIFOs, sockets, devices and directories are refused without being opened.
 pub fn check_manifest_file(path: &Path) -> Result<std::fs::Metadata, String> {
-    let md = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
-    if !md.is_file() {
-        let kind = file_kind(md.file_type());
-        return Err(format!("{kind}, not a regular file: only regular files (or links to them) are read"));
-    }
-    if md.len() > MAX_MANIFEST_BYTES {
-        return Err(too_large(md.len()));
-    }
-    Ok(md)
+    inputfile::check(path, MAX_MANIFEST_BYTES).map_err(|e| manifest_read_problem(&e))
 }
 
-fn too_large(len: u64) -> String {
-    format!(
-        "file is {len} bytes; a manifest file may have at most {MAX_MANIFEST_BYTES} bytes (10 MiB, kubelet's limit for static pod files)"
-    )
+/// The problem as a manifest error says it: kubelet's limit is named.
+fn manifest_read_problem(e: &InputFileError) -> String {
+    match e {
+        InputFileError::TooLarge { len, .. } => format!(
+            "file is {len} bytes; a manifest file may have at most {MAX_MANIFEST_BYTES} bytes (10 MiB, kubelet's limit for static pod files)"
+        ),
+        other => Chain(other).to_string(),
+    }
 }
 
 /// The manifest files of a directory in file name order, each with its metadata or why it
@@ -116,35 +99,12 @@ pub fn list_manifest_dir(dir: &Path) -> std::io::Result<Vec<(PathBuf, Result<std
     Ok(out)
 }
 
-/// Reads a manifest file's text: checked first, opened non-blocking (so a file replaced
-/// by a FIFO after the check cannot block), checked again on the open file, and read up
-/// to the size limit only.
-pub fn read_manifest_text(path: &Path) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    check_manifest_file(path)?;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let md = f.metadata().map_err(|e| format!("cannot read: {e}"))?;
-    if !md.is_file() {
-        return Err(format!("{}, not a regular file", file_kind(md.file_type())));
-    }
-    let mut data = Vec::new();
-    f.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut data).map_err(|e| format!("cannot read: {e}"))?;
-    if data.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(too_large(data.len() as u64));
-    }
-    String::from_utf8(data).map_err(|e| format!("cannot read: not UTF-8 text ({e})"))
-}
-
 /// Reads one manifest file into static pods, or the reasons it was rejected (every
 /// problem of every document, each on its own).
 pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejections> {
     let file = path.display().to_string();
-    let text = read_manifest_text(path).map_err(|problem| vec![ManifestError { file: file.clone(), doc: None, problem }])?;
+    let text = inputfile::read_to_string(path, MAX_MANIFEST_BYTES)
+        .map_err(|e| vec![ManifestError { file: file.clone(), doc: None, problem: manifest_read_problem(&e) }])?;
     let mut pods = Vec::new();
     let mut errors = Vec::new();
     for r in decode_pods(&file, &text) {
@@ -456,5 +416,28 @@ mod tests {
         std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
         src.poll();
         assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_first_pod_of_a_name_wins_in_file_then_document_order() {
+        let pod = |name: &str, arg: &str| {
+            let mut p = crate::api::manifest::decode_pods("x", &POD.replace("NAME", name)).remove(0).unwrap();
+            p.spec.containers[0].args.push(arg.into());
+            p
+        };
+        let a = vec![pod("web", "a1"), pod("db", "a2"), pod("web", "a3")];
+        let b = vec![pod("db", "b1"), pod("cache", "b2")];
+        let (pods, dups) = dedupe([(Path::new("/m/a.yaml"), a.as_slice()), (Path::new("/m/b.yaml"), b.as_slice())]);
+        let kept: Vec<(&str, &str)> =
+            pods.iter().map(|p| (p.metadata.name.as_str(), p.spec.containers[0].args[0].as_str())).collect();
+        assert_eq!(kept, vec![("web", "a1"), ("db", "a2"), ("cache", "b2")]);
+        let messages: Vec<String> = dups.iter().map(|d| d.message()).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "/m/a.yaml: metadata.name: Duplicate value: pod \"default/web\" is already defined in /m/a.yaml",
+                "/m/b.yaml: metadata.name: Duplicate value: pod \"default/db\" is already defined in /m/a.yaml",
+            ]
+        );
     }
 }

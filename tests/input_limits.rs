@@ -288,3 +288,27 @@ fn the_agent_runs_the_first_of_two_pods_with_one_name_and_reports_the_other() {
     assert_eq!(log.matches("fifo.yaml: a FIFO, not a regular file").count(), 1, "{log}");
     assert_eq!(agent.pods().len(), 2);
 }
+
+#[test]
+fn a_config_file_that_is_a_fifo_or_too_large_is_refused_without_blocking() {
+    let sb = Sandbox::new();
+    let fifo = sb.dir.path().join("fifo.toml");
+    mkfifo(&fifo);
+    let out = ferrolet(&["validate".as_ref(), "--config".as_ref(), fifo.as_os_str()], Duration::from_secs(20));
+    assert_eq!(out.code, Some(1));
+    assert_eq!(
+        out.stderr.trim_end(),
+        format!(
+            "error: cannot read config file {}: a FIFO, not a regular file: only regular files (or links to them) are read",
+            fifo.display()
+        )
+    );
+    let big = sb.dir.path().join("big.toml");
+    std::fs::File::create(&big).unwrap().set_len(100 << 20).unwrap();
+    let out = ferrolet(&["validate".as_ref(), "--config".as_ref(), big.as_os_str()], Duration::from_secs(20));
+    assert_eq!(out.code, Some(1));
+    assert_eq!(
+        out.stderr.trim_end(),
+        format!("error: cannot read config file {}: file is 104857600 bytes; at most 1048576 bytes are allowed", big.display())
+    );
+}
