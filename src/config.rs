@@ -634,7 +634,8 @@ impl Config {
                 return bad(key, format!("invalid value {d:?}: must be at most {max:?}"));
             }
         }
-        for (what, list) in [("cgroups.system_reserved", &cg.system_reserved), ("cgroups.kube_reserved", &cg.kube_reserved)]
+        for (what, list) in
+            [("cgroups.system_reserved", &cg.system_reserved), ("cgroups.kube_reserved", &cg.kube_reserved)]
         {
             for (k, q) in list {
                 let (v, max) = match k.as_str() {
@@ -644,7 +645,10 @@ impl Config {
                 };
                 if v > max {
                     let shown = if k == "cpu" { format!("{max}m") } else { max.to_string() };
-                    return bad(&format!("{what}.{k}"), format!("invalid value {:?}: must be at most {shown}", q.to_string()));
+                    return bad(
+                        &format!("{what}.{k}"),
+                        format!("invalid value {:?}: must be at most {shown}", q.to_string()),
+                    );
                 }
             }
         }
@@ -716,10 +720,12 @@ pub fn check_state_dir(dir: &Path) -> Result<(), String> {
             }
             Ok(_) => return Err(format!("{} exists and is not a directory", p.display())),
             // Missing, or below a file (ENOTDIR): look at the parent to say which.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => match p.parent() {
-                Some(parent) if !parent.as_os_str().is_empty() => p = parent,
-                _ => return Ok(()),
-            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
+                match p.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => p = parent,
+                    _ => return Ok(()),
+                }
+            }
             Err(e) => return Err(format!("cannot use {}: {e}", p.display())),
         }
     }
@@ -734,9 +740,9 @@ impl ApiConfig {
             return Ok(());
         }
         let addr: SocketAddr = self.listen.parse().map_err(|_| format!("invalid value {:?}", self.listen))?;
-        std::net::TcpListener::bind(SocketAddr::new(addr.ip(), 0))
-            .map(drop)
-            .map_err(|e| format!("invalid value {:?}: {} is not an address of this machine ({e})", self.listen, addr.ip()))
+        std::net::TcpListener::bind(SocketAddr::new(addr.ip(), 0)).map(drop).map_err(|e| {
+            format!("invalid value {:?}: {} is not an address of this machine ({e})", self.listen, addr.ip())
+        })
     }
 }
 

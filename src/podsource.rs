@@ -4,12 +4,12 @@
 //! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
 
 use crate::api::manifest::{as_static_pod, decode_pods, ManifestError, MAX_MANIFEST_BYTES};
-use crate::inputfile::{self, InputFileError};
-use crate::logsafe;
-use crate::util::Chain;
 use crate::api::Pod;
 use crate::events::{EventRecorder, Reference, WARNING};
+use crate::inputfile::{self, InputFileError};
+use crate::logsafe;
 use crate::pods::PodsCommand;
+use crate::util::Chain;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -274,7 +274,12 @@ impl FileSource {
                     // kubelet: "Error validating pod … due to duplicate pod name …, ignoring".
                     let message = format!("{}; ignoring it, the first one runs", d.message());
                     log::error!("podsource: {message}");
-                    self.recorder.event(&node, WARNING, "FailedValidation", &format!("Error validating pod manifest {message}"));
+                    self.recorder.event(
+                        &node,
+                        WARNING,
+                        "FailedValidation",
+                        &format!("Error validating pod manifest {message}"),
+                    );
                 }
             }
             self.duplicates = duplicates;

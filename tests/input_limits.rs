@@ -21,13 +21,11 @@ struct Outcome {
 }
 
 /// Runs `ferrolet ARGS`, killing it (and failing) if it takes longer than `timeout`.
+// The child is reaped by wait4 (for its own rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn ferrolet(args: &[&std::ffi::OsStr], timeout: Duration) -> Outcome {
-    let mut child = Command::new(common::ferrolet_bin())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child =
+        Command::new(common::ferrolet_bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     // Read both pipes on threads so a chatty child cannot block on a full pipe.
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
@@ -91,10 +89,8 @@ fn validate_refuses_fifos_sockets_devices_and_directories_without_blocking() {
     std::fs::write(&outside, manifest("linked", POD)).unwrap();
     std::os::unix::fs::symlink(&outside, m.join("link-to-good.yaml")).unwrap();
 
-    let named: Vec<_> = ["fifo", "sock", "dir", "link-to-fifo", "device"]
-        .iter()
-        .map(|n| m.join(format!("{n}.yaml")))
-        .collect();
+    let named: Vec<_> =
+        ["fifo", "sock", "dir", "link-to-fifo", "device"].iter().map(|n| m.join(format!("{n}.yaml"))).collect();
     let out = validate(&named.iter().map(|p| p.as_path()).collect::<Vec<_>>());
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     for (file, kind) in [
@@ -148,16 +144,40 @@ fn manifest_files_over_10_mib_are_refused_without_being_read() {
 fn config_values_past_their_bounds_are_refused_by_validate() {
     let sb = Sandbox::new();
     let cases = [
-        ("sync_frequency = \"99999999999999999999h\"\n", "sync_frequency: invalid duration \"99999999999999999999h\": too long to represent"),
+        (
+            "sync_frequency = \"99999999999999999999h\"\n",
+            "sync_frequency: invalid duration \"99999999999999999999h\": too long to represent",
+        ),
         ("sync_frequency = \"2h\"\n", "sync_frequency: invalid value 7200s: must be at most 3600s"),
-        ("[events]\nqueue_size = 100000000000\n", "events.queue_size: invalid value 100000000000: must be at most 100000"),
-        ("[events]\nlru_cache_size = 100000000000\n", "events.lru_cache_size: invalid value 100000000000: must be at most 100000"),
-        ("[events]\nstore_max_events = 100000000000\n", "events.store_max_events: invalid value 100000000000: must be at most 100000"),
-        ("[logs]\nmax_size = \"1Ei\"\n", "logs.max_size: invalid value 1152921504606846976: must be at most 10737418240"),
+        (
+            "[events]\nqueue_size = 100000000000\n",
+            "events.queue_size: invalid value 100000000000: must be at most 100000",
+        ),
+        (
+            "[events]\nlru_cache_size = 100000000000\n",
+            "events.lru_cache_size: invalid value 100000000000: must be at most 100000",
+        ),
+        (
+            "[events]\nstore_max_events = 100000000000\n",
+            "events.store_max_events: invalid value 100000000000: must be at most 100000",
+        ),
+        (
+            "[logs]\nmax_size = \"1Ei\"\n",
+            "logs.max_size: invalid value 1152921504606846976: must be at most 10737418240",
+        ),
         ("[prober]\nmax_threads = 100000\n", "prober.max_threads: invalid value 100000: must be at most 1024"),
-        ("[cgroups]\npod_pids_limit = 99999999\n", "cgroups.pod_pids_limit: invalid value 99999999: must be at most 4194304"),
-        ("[cgroups]\nsystem_reserved = { memory = \"1e30\" }\n", "cgroups.system_reserved.memory: invalid value \"1e30\": must be at most 1125899906842624"),
-        ("[devices]\nendpoint_grace_period = \"1000h\"\n", "devices.endpoint_grace_period: invalid value 3600000s: must be at most 86400s"),
+        (
+            "[cgroups]\npod_pids_limit = 99999999\n",
+            "cgroups.pod_pids_limit: invalid value 99999999: must be at most 4194304",
+        ),
+        (
+            "[cgroups]\nsystem_reserved = { memory = \"1e30\" }\n",
+            "cgroups.system_reserved.memory: invalid value \"1e30\": must be at most 1125899906842624",
+        ),
+        (
+            "[devices]\nendpoint_grace_period = \"1000h\"\n",
+            "devices.endpoint_grace_period: invalid value 3600000s: must be at most 86400s",
+        ),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let cfg = sb.dir.path().join(format!("c{i}.toml"));
@@ -175,10 +195,16 @@ fn validate_refuses_what_run_refuses_state_dir_and_listen_address() {
     let file = sb.dir.path().join("a-file");
     std::fs::write(&file, "").unwrap();
     let cases = [
-        (format!("state_dir = {:?}\n", file.join("state")), format!("state_dir: {} exists and is not a directory", file.display())),
+        (
+            format!("state_dir = {:?}\n", file.join("state")),
+            format!("state_dir: {} exists and is not a directory", file.display()),
+        ),
         (format!("state_dir = {:?}\n", file), format!("state_dir: {} exists and is not a directory", file.display())),
         // TEST-NET-1 (RFC 5737): never an address of this machine.
-        ("[api]\nlisten = \"192.0.2.1:10255\"\n".to_string(), "api.listen: invalid value \"192.0.2.1:10255\": 192.0.2.1 is not an address of this machine".to_string()),
+        (
+            "[api]\nlisten = \"192.0.2.1:10255\"\n".to_string(),
+            "api.listen: invalid value \"192.0.2.1:10255\": 192.0.2.1 is not an address of this machine".to_string(),
+        ),
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let cfg = sb.dir.path().join(format!("c{i}.toml"));
@@ -192,7 +218,11 @@ fn validate_refuses_what_run_refuses_state_dir_and_listen_address() {
         // `run` refuses it with the same words, before starting anything.
         let out = ferrolet(&["run".as_ref(), "--config".as_ref(), cfg.as_os_str()], Duration::from_secs(20));
         assert_eq!(out.code, Some(1), "{text}");
-        assert!(out.stderr.contains(&format!("error: {want}")), "run, config:\n{text}\nwant: {want}\ngot:  {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!("error: {want}")),
+            "run, config:\n{text}\nwant: {want}\ngot:  {}",
+            out.stderr
+        );
     }
     // A good configuration still says ok.
     let cfg = sb.dir.path().join("good.toml");
@@ -206,7 +236,10 @@ fn validate_prints_every_problem_of_every_file_on_its_own_line() {
     let sb = Sandbox::new();
     let spec = "  restartPolicy: Sometimes\n  containers:\n  - name: app\n    image: busybox\n    ports:\n    - containerPort: eighty\n    livenessProbe:\n      exec:\n        command: [/bin/true]\n      periodSeconds: ten\n";
     sb.write_manifest("a.yaml", &manifest("Bad", spec));
-    sb.write_manifest("b.yaml", &format!("{}---\n{}", manifest("x", "  containers: nope\n"), manifest("y", "  containers: []\n")));
+    sb.write_manifest(
+        "b.yaml",
+        &format!("{}---\n{}", manifest("x", "  containers: nope\n"), manifest("y", "  containers: []\n")),
+    );
     let m = sb.manifests();
     let out = validate(&[&m.join("a.yaml"), &m.join("b.yaml")]);
     assert_eq!(out.code, Some(1));
@@ -274,10 +307,17 @@ fn the_agent_runs_the_first_of_two_pods_with_one_name_and_reports_the_other() {
     common::wait_for("solo to run", Duration::from_secs(20), || agent.pod("solo"));
     let events = agent.get("/events").unwrap();
     let (a, b) = (sb.manifests().join("a.yaml"), sb.manifests().join("b.yaml"));
-    let want = format!("{}: metadata.name: Duplicate value: pod \"default/web-testnode\" is already defined in {}", b.display(), a.display());
+    let want = format!(
+        "{}: metadata.name: Duplicate value: pod \"default/web-testnode\" is already defined in {}",
+        b.display(),
+        a.display()
+    );
     let events: ferrolet::api::EventList = serde_json::from_str(&events).unwrap();
     assert!(
-        events.items.iter().any(|e| e.reason == "FailedValidation" && e.type_ == "Warning" && e.message.contains(&want)),
+        events
+            .items
+            .iter()
+            .any(|e| e.reason == "FailedValidation" && e.type_ == "Warning" && e.message.contains(&want)),
         "{:?}",
         events.items.iter().map(|e| &e.message).collect::<Vec<_>>()
     );
@@ -309,6 +349,9 @@ fn a_config_file_that_is_a_fifo_or_too_large_is_refused_without_blocking() {
     assert_eq!(out.code, Some(1));
     assert_eq!(
         out.stderr.trim_end(),
-        format!("error: cannot read config file {}: file is 104857600 bytes; at most 1048576 bytes are allowed", big.display())
+        format!(
+            "error: cannot read config file {}: file is 104857600 bytes; at most 1048576 bytes are allowed",
+            big.display()
+        )
     );
 }

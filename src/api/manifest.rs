@@ -3,8 +3,8 @@
 //! error names the file and the field path.
 
 use super::defaults::set_pod_defaults;
-use super::validation::validate_pod;
 use super::strict::{Findings, Strict};
+use super::validation::validate_pod;
 use super::Pod;
 use crate::logsafe::Escaped;
 use md5::{Digest, Md5};
@@ -130,8 +130,8 @@ pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, Vec<ManifestError>
                     _ => Vec::new(),
                 };
                 for (j, item) in items.into_iter().enumerate() {
-                    let r = decode_one(item)
-                        .map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect()));
+                    let r =
+                        decode_one(item).map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect()));
                     out.push(r);
                 }
             }
@@ -292,12 +292,7 @@ mod tests {
     }
 
     fn problems(file: &str, text: &str) -> Vec<String> {
-        decode_pods(file, text)
-            .into_iter()
-            .filter_map(|r| r.err())
-            .flatten()
-            .map(|e| e.to_string())
-            .collect()
+        decode_pods(file, text).into_iter().filter_map(|r| r.err()).flatten().map(|e| e.to_string()).collect()
     }
 
     #[test]
@@ -314,10 +309,17 @@ mod tests {
     fn duplicate_keys_are_rejected_with_their_path() {
         let text = WEB.replace("  name: web\n", "  name: web\n  name: other\n");
         let got = problems("web.yaml", &text);
-        assert_eq!(got, vec!["web.yaml: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]);
-        let json = r#"{"kind":"Pod","metadata":{"name":"a","name":"b"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+        assert_eq!(
+            got,
+            vec!["web.yaml: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]
+        );
+        let json =
+            r#"{"kind":"Pod","metadata":{"name":"a","name":"b"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
         let got = problems("p.json", json);
-        assert_eq!(got, vec!["p.json: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]);
+        assert_eq!(
+            got,
+            vec!["p.json: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]
+        );
     }
 
     #[test]
@@ -343,7 +345,10 @@ mod tests {
         let r = decode_pods("two.yaml", &text);
         assert_eq!(r.len(), 2);
         let e = r[0].as_ref().unwrap_err()[0].to_string();
-        assert!(e.starts_with("two.yaml: document 1: spec.containers[0].resources.limits.cpu: invalid type: sequence"), "{e}");
+        assert!(
+            e.starts_with("two.yaml: document 1: spec.containers[0].resources.limits.cpu: invalid type: sequence"),
+            "{e}"
+        );
         assert_eq!(r[1].as_ref().unwrap().metadata.name, "good");
     }
 

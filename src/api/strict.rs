@@ -24,7 +24,12 @@ pub struct Findings {
 impl Findings {
     /// Starts with `budget` bytes of decoded content allowed.
     pub fn new(budget: usize) -> Findings {
-        Findings { problems: RefCell::new(Vec::new()), budget: Cell::new(budget), over_budget: Cell::new(false), limit: budget }
+        Findings {
+            problems: RefCell::new(Vec::new()),
+            budget: Cell::new(budget),
+            over_budget: Cell::new(false),
+            limit: budget,
+        }
     }
 
     fn spend<E: serde::de::Error>(&self, path: &str, n: usize) -> Result<(), E> {
@@ -167,9 +172,10 @@ impl<'de> Visitor<'de> for Strict<'_> {
             if out.contains_key(&key) {
                 // The apiserver's strict decoding reports this; a silently kept last value
                 // would run something the author did not mean.
-                self.findings.problems.borrow_mut().push(format!(
-                    "{path}: Duplicate value: {key:?}: a key may appear only once in a mapping"
-                ));
+                self.findings
+                    .problems
+                    .borrow_mut()
+                    .push(format!("{path}: Duplicate value: {key:?}: a key may appear only once in a mapping"));
                 continue;
             }
             out.insert(key, value);
@@ -208,7 +214,10 @@ mod tests {
         let text = format!("a: &a [{}]\nb: [{}]\n", "x".repeat(1000), vec!["*a"; 50].join(", "));
         let (v, p) = yaml(&text, 10_000);
         assert!(v.is_err());
-        assert_eq!(p, vec!["b[8][0]: Too long: the document expands to more than 10000 bytes (YAML aliases repeating content?)"]);
+        assert_eq!(
+            p,
+            vec!["b[8][0]: Too long: the document expands to more than 10000 bytes (YAML aliases repeating content?)"]
+        );
         assert!(yaml(&text, 100_000).0.is_ok());
     }
 }

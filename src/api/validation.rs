@@ -450,7 +450,9 @@ pub fn is_extended_resource(name: &str) -> bool {
 fn validate_expanded_sizes(e: &mut Errs, c: &Container, path: &str) {
     let argv: Vec<&String> = c.command.iter().chain(&c.args).collect();
     let (env_lens, argv_lens) = expanded_lengths(&c.env, &argv);
-    let one = |n: usize| format!("expands to {n} bytes; one argument or NAME=value environment entry may have at most {MAX_ARG_STRLEN} bytes (Linux's MAX_ARG_STRLEN)");
+    let one = |n: usize| {
+        format!("expands to {n} bytes; one argument or NAME=value environment entry may have at most {MAX_ARG_STRLEN} bytes (Linux's MAX_ARG_STRLEN)")
+    };
     let mut env_total = 0usize;
     for (i, (v, n)) in c.env.iter().zip(&env_lens).enumerate() {
         // NAME=value and the terminating NUL.
@@ -468,13 +470,17 @@ fn validate_expanded_sizes(e: &mut Errs, c: &Container, path: &str) {
             e.too_long(&format!("{path}.{field}[{j}]"), one(n.saturating_add(1)));
         }
     }
-    let total_msg = |n: usize, what: &str| format!("{what} expand to {n} bytes; at most {MAX_EXPANDED_BYTES} bytes are allowed (what Linux leaves for a process's arguments and environment)");
+    let total_msg = |n: usize, what: &str| {
+        format!("{what} expand to {n} bytes; at most {MAX_EXPANDED_BYTES} bytes are allowed (what Linux leaves for a process's arguments and environment)")
+    };
     if total > MAX_EXPANDED_BYTES {
         e.too_long(path, total_msg(total, "env, command and args"));
     }
-    for (probe, field) in
-        [(&c.liveness_probe, "livenessProbe"), (&c.readiness_probe, "readinessProbe"), (&c.startup_probe, "startupProbe")]
-    {
+    for (probe, field) in [
+        (&c.liveness_probe, "livenessProbe"),
+        (&c.readiness_probe, "readinessProbe"),
+        (&c.startup_probe, "startupProbe"),
+    ] {
         let Some(cmd) = probe.as_ref().and_then(|p| p.exec.as_ref()).map(|x| &x.command) else { continue };
         let argv: Vec<&String> = cmd.iter().collect();
         let (_, lens) = expanded_lengths(&c.env, &argv);
@@ -651,7 +657,9 @@ mod tests {
         p.metadata.annotations.insert("b".into(), String::new());
         assert_eq!(
             errors(&p),
-            vec!["metadata.annotations: Too long: 262145 bytes; all annotations together may have at most 262144 bytes"]
+            vec![
+                "metadata.annotations: Too long: 262145 bytes; all annotations together may have at most 262144 bytes"
+            ]
         );
     }
 
@@ -659,8 +667,7 @@ mod tests {
     fn a_pod_bigger_than_etcd_stores_is_rejected() {
         // Every container is within its own limits; together they are over 1.5 MiB.
         let env: String = (0..10).map(|i| format!("    - name: V{i}\n      value: {}\n", "y".repeat(20_000))).collect();
-        let spec: String =
-            (0..10).map(|i| format!("  - name: c{i}\n    image: busybox\n    env:\n{env}")).collect();
+        let spec: String = (0..10).map(|i| format!("  - name: c{i}\n    image: busybox\n    env:\n{env}")).collect();
         let e = errors(&pod(&format!("  containers:\n{spec}")));
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(e[0].starts_with("Too long: the pod is 20"), "{}", e[0]);
@@ -671,7 +678,10 @@ mod tests {
     fn containers_per_pod_are_bounded() {
         let spec: String = (0..10_000).map(|i| format!("  - name: c{i}\n    image: busybox\n")).collect();
         let e = errors(&pod(&format!("  containers:\n{spec}")));
-        assert_eq!(e, vec!["spec.containers: Too many: 10000: must have at most 256 items (init and app containers together)"]);
+        assert_eq!(
+            e,
+            vec!["spec.containers: Too many: 10000: must have at most 256 items (init and app containers together)"]
+        );
         let spec: String = (0..256).map(|i| format!("  - name: c{i}\n    image: busybox\n")).collect();
         assert_eq!(errors(&pod(&format!("  containers:\n{spec}"))), Vec::<String>::new());
     }
@@ -695,7 +705,8 @@ mod tests {
             ]
         );
         // Many strings each below the per-string limit still add up.
-        let env: String = (0..20).map(|i| format!("    - name: V{i}\n      value: {}\n", "y".repeat(120_000))).collect();
+        let env: String =
+            (0..20).map(|i| format!("    - name: V{i}\n      value: {}\n", "y".repeat(120_000))).collect();
         let e = errors(&pod(&format!("{ONE}    env:\n{env}")));
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(e[0].starts_with("spec.containers[0]: Too long: env, command and args expand to 2400"), "{}", e[0]);
