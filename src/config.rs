@@ -656,9 +656,10 @@ impl Config {
     }
 
     /// What `run` needs from the machine besides a well-formed file, checked without
-    /// changing anything, so `ferrolet validate` refuses exactly what `run` would: a
-    /// state directory that cannot be created or written, and an API address that is
-    /// not one of this machine's (the agent could not listen on it).
+    /// changing anything, so `ferrolet validate` refuses what `run` would: a state (or
+    /// device plugin) directory that cannot be created or written, an API address that is
+    /// not one of this machine's (the agent could not listen on it), and unreadable
+    /// cgroup mounts when enforcement is required.
     pub fn check_host(&self, file: &str) -> Vec<ConfigError> {
         let bad = |key: &str, message: String| ConfigError::Invalid { file: file.into(), key: key.into(), message };
         let mut out = Vec::new();
@@ -667,6 +668,22 @@ impl Config {
         }
         if let Err(m) = self.api.check_bindable() {
             out.push(bad("api.listen", m));
+        }
+        // The device manager creates its directory at start, as the agent does the state dir.
+        if !self.devices.plugin_dir.as_os_str().is_empty() {
+            if let Err(m) = check_state_dir(&self.devices.plugin_dir) {
+                out.push(bad("devices.plugin_dir", m));
+            }
+        }
+        // With enforcement required, `run` refuses to start when the cgroup mounts cannot be
+        // read; reading them changes nothing (whether the tree is writable shows at start).
+        if self.cgroups.enforcement == "required" {
+            if let Err(e) = crate::cm::cgroupfs::detect(&self.cgroups.mountinfo, self.cgroups.forced_version()) {
+                out.push(bad(
+                    "cgroups.enforcement",
+                    format!("resource enforcement is required but cgroups cannot be used: {}", crate::util::Chain(&e)),
+                ));
+            }
         }
         out
     }

@@ -200,6 +200,14 @@ fn validate_refuses_what_run_refuses_state_dir_and_listen_address() {
             format!("state_dir: {} exists and is not a directory", file.display()),
         ),
         (format!("state_dir = {:?}\n", file), format!("state_dir: {} exists and is not a directory", file.display())),
+        (
+            format!("[devices]\nplugin_dir = {:?}\n", file.join("plugins")),
+            format!("devices.plugin_dir: {} exists and is not a directory", file.display()),
+        ),
+        (
+            format!("[cgroups]\nenforcement = \"required\"\nmountinfo = {:?}\n", file.join("mountinfo")),
+            "cgroups.enforcement: resource enforcement is required but cgroups cannot be used: ".to_string(),
+        ),
         // TEST-NET-1 (RFC 5737): never an address of this machine.
         (
             "[api]\nlisten = \"192.0.2.1:10255\"\n".to_string(),
