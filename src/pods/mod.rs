@@ -140,6 +140,9 @@ pub struct PodManager {
     devices_active: HashSet<String>,
     /// Probe results changed since the last sync.
     resync: bool,
+    /// Pods were removed: return freed heap to the OS at the next tick, once the other
+    /// threads (prober, status readers) have dropped their copies too.
+    trim_heap: bool,
     desired: BTreeMap<String, Pod>,
     sources_seen: HashSet<String>,
     pods: BTreeMap<String, PodEntry>,
@@ -204,6 +207,7 @@ impl PodManager {
             device_prep: HashMap::new(),
             devices_active: HashSet::new(),
             resync: false,
+            trim_heap: false,
             desired: BTreeMap::new(),
             sources_seen: HashSet::new(),
             pods: BTreeMap::new(),
@@ -795,7 +799,7 @@ impl PodManager {
             }
             self.backoff.forget_pod(uid);
             self.waiting.retain(|(u, _), _| u != uid);
-            release_freed_memory();
+            self.trim_heap = true;
         }
     }
 
@@ -1016,6 +1020,9 @@ impl crate::manager::Manager for PodManager {
     }
 
     fn on_tick(&mut self) {
+        if std::mem::take(&mut self.trim_heap) {
+            release_freed_memory();
+        }
         self.sync();
         // Orphaned cgroups can only be told apart once every source has reported.
         if self.cm.is_some() && !self.sources_seen.is_empty() {
