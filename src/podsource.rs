@@ -65,11 +65,13 @@ fn is_manifest(path: &Path) -> bool {
     !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
-/// The one check of a manifest file, shared by the agent's source and `ferrolet
-/// validate`: it must be (or link to) a regular file of at most `MAX_MANIFEST_BYTES`;
-/// FIFOs, sockets, devices and directories are refused without being opened.
+/// The one check of a directory entry named like a manifest, shared by the agent's
+/// source and `ferrolet validate`: it must be (or link to) a regular file; FIFOs,
+/// sockets, devices and directories are skipped without being opened. (The size limit
+/// is checked when the file is read, so a file grown too large is a rejected manifest,
+/// reported as one, and its pods keep their last valid version.)
 pub fn check_manifest_file(path: &Path) -> Result<std::fs::Metadata, String> {
-    inputfile::check(path, MAX_MANIFEST_BYTES).map_err(|e| manifest_read_problem(&e))
+    inputfile::check(path, u64::MAX).map_err(|e| manifest_read_problem(&e))
 }
 
 /// The problem as a manifest error says it: kubelet's limit is named.

@@ -299,13 +299,14 @@ fn log_lines_cannot_be_forged_through_file_names() {
 }
 
 #[test]
-fn the_agent_runs_the_first_of_two_pods_with_one_name_and_reports_the_other() {
+fn the_agent_runs_the_first_of_duplicate_pods_and_refuses_huge_and_special_files() {
     let sb = Sandbox::new();
     let forged = "z\nINFO forged line.yaml";
     sb.write_manifest("a.yaml", &manifest("web", POD));
     sb.write_manifest("b.yaml", &manifest("web", &POD.replace("3600", "3601")));
     sb.write_manifest(forged, &manifest("solo", POD));
     mkfifo(&sb.manifests().join("fifo.yaml"));
+    std::fs::File::create(sb.manifests().join("huge.yaml")).unwrap().set_len(200 << 20).unwrap();
     let agent = AgentProcess::start(&sb);
     let pod = common::wait_for("web to run", Duration::from_secs(20), || {
         agent.pod("web").filter(|p| common::container(p, "app").is_some_and(|c| c.state.running.is_some()))
@@ -335,6 +336,17 @@ fn the_agent_runs_the_first_of_two_pods_with_one_name_and_reports_the_other() {
     assert!(!log.lines().any(|l| l.starts_with("INFO forged")), "{log}");
     assert_eq!(log.matches("fifo.yaml: a FIFO, not a regular file").count(), 1, "{log}");
     assert_eq!(agent.pods().len(), 2);
+    let huge = format!(
+        "{}: file is 209715200 bytes; a manifest file may have at most 10485760 bytes",
+        sb.manifests().join("huge.yaml").display()
+    );
+    assert!(log.contains(&huge), "{log}");
+    assert!(events.items.iter().any(|e| e.reason == "FailedValidation" && e.message.contains(&huge)));
+    // The agent never read the 200 MiB: its peak RSS stays far below it.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
+    let peak_kib: u64 =
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap();
+    assert!(peak_kib < 100 << 10, "agent peak RSS {peak_kib} KiB");
 }
 
 #[test]
