@@ -79,6 +79,8 @@ pub struct Config {
     pub sync_frequency: Dur,
     /// How long an orderly shutdown may take before threads are abandoned.
     pub shutdown_timeout: Dur,
+    /// Most pods on this node (kubelet's `maxPods`); static pods past it are refused.
+    pub max_pods: usize,
     /// Local read-only API.
     pub api: ApiConfig,
     /// Container log files.
@@ -356,6 +358,7 @@ impl Default for Config {
             manifest_check_interval: Dur(Duration::from_secs(1)),
             sync_frequency: Dur(Duration::from_secs(1)),
             shutdown_timeout: Dur(Duration::from_secs(10)),
+            max_pods: DEFAULT_MAX_PODS,
             api: ApiConfig::default(),
             logs: LogsConfig::default(),
             gc: GcConfig::default(),
@@ -598,7 +601,11 @@ impl Config {
         let bad =
             |key: &str, message: String| Err(ConfigError::Invalid { file: file.into(), key: key.into(), message });
         let (ev, dv, cg) = (&self.events, &self.devices, &self.cgroups);
+        if self.max_pods == 0 {
+            return bad("max_pods", "invalid value 0: must be at least 1".into());
+        }
         for (key, v, max) in [
+            ("max_pods", self.max_pods as u128, MAX_MAX_PODS as u128),
             ("logs.max_size", self.logs.max_size.0 as u128, MAX_LOG_SIZE as u128),
             ("logs.max_files", self.logs.max_files.into(), MAX_LOG_FILES.into()),
             ("gc.max_dead_per_container", self.gc.max_dead_per_container.into(), MAX_DEAD_PER_CONTAINER.into()),
@@ -689,6 +696,10 @@ impl Config {
     }
 }
 
+/// Default of `max_pods`: kubelet's `maxPods` default.
+pub const DEFAULT_MAX_PODS: usize = 110;
+/// Upper bound of `max_pods`.
+pub const MAX_MAX_PODS: usize = 5000;
 /// Largest configuration file read (the sample is a few KiB).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Upper bound of `logs.max_size`.

@@ -132,7 +132,7 @@ fn run(flags: Flags) -> anyhow::Result<()> {
 
 fn validate(flags: Flags) -> anyhow::Result<bool> {
     use ferrolet::logsafe;
-    use ferrolet::podsource::{dedupe, list_manifest_dir};
+    use ferrolet::podsource::{dedupe, list_manifest_dir, over_max_pods_message, split_at_max_pods};
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
     let cfg_name = flags.config.as_ref().map_or("defaults".to_string(), |p| p.display().to_string());
     // What `run` would refuse on this machine, by the same check `run` makes.
@@ -196,10 +196,15 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
             }
         }
     }
-    let (_, duplicates) = dedupe(valid.iter().map(|(f, pods)| (f.as_path(), pods.as_slice())));
+    let (pods, duplicates) = dedupe(valid.iter().map(|(f, pods)| (f.as_path(), pods.as_slice())));
     for d in duplicates {
         ok = false;
         eprintln!("{}; the agent runs only the first", d.message());
+    }
+    let (_, refused) = split_at_max_pods(pods, cfg.max_pods);
+    for p in refused {
+        ok = false;
+        eprintln!("{}; the agent would refuse it", over_max_pods_message(&p, cfg.max_pods));
     }
     Ok(ok)
 }

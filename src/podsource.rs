@@ -57,6 +57,10 @@ pub struct FileSource {
     skipped: BTreeMap<PathBuf, String>,
     /// Duplicates already reported, so each is logged once, not at every change.
     duplicates: Vec<Duplicate>,
+    /// Most pods this source hands on (kubelet's `maxPods`).
+    max_pods: usize,
+    /// Pods refused for `max_pods` already reported (`namespace/name`).
+    over_limit: Vec<String>,
 }
 
 /// Whether a directory entry is a manifest: not hidden, ending in .yaml, .yml or .json.
@@ -150,6 +154,22 @@ impl Duplicate {
     }
 }
 
+/// Keeps the first `max` pods; the rest are refused (kubelet's `maxPods` admission).
+pub fn split_at_max_pods(mut pods: Vec<Pod>, max: usize) -> (Vec<Pod>, Vec<Pod>) {
+    let refused = if pods.len() > max { pods.split_off(max) } else { Vec::new() };
+    (pods, refused)
+}
+
+/// kubelet's admission message for a pod past `maxPods`, naming the pod's file.
+pub fn over_max_pods_message(pod: &Pod, max: usize) -> String {
+    let file = pod.metadata.annotations.get(crate::api::manifest::CONFIG_FILE_ANNOTATION).map(String::as_str);
+    format!(
+        "{}: pod {:?}: Node didn't have enough resource: pods, requested: 1, used: {max}, capacity: {max} (max_pods)",
+        logsafe::Escaped(file.unwrap_or("")),
+        pod.key()
+    )
+}
+
 /// Keeps the first pod of each name, in the order given (file name order, then
 /// document order), and lists the others as duplicates.
 pub fn dedupe<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [Pod])>) -> (Vec<Pod>, Vec<Duplicate>) {
@@ -190,7 +210,16 @@ impl FileSource {
             missing_dir_reported: false,
             skipped: BTreeMap::new(),
             duplicates: Vec::new(),
+            max_pods: crate::config::DEFAULT_MAX_PODS,
+            over_limit: Vec::new(),
         }
+    }
+
+    /// Hands on at most `n` pods (the first ones in file name, then document order); the
+    /// others are refused as kubelet's admission refuses pods past `maxPods`.
+    pub fn with_max_pods(mut self, n: usize) -> Self {
+        self.max_pods = n;
+        self
     }
 
     /// Looks for changes; sends an update when anything changed (and once at start).
@@ -285,6 +314,18 @@ impl FileSource {
                 }
             }
             self.duplicates = duplicates;
+            let (pods, refused) = split_at_max_pods(pods, self.max_pods);
+            let mut over_limit = Vec::new();
+            for p in &refused {
+                let key = p.key();
+                if !self.over_limit.contains(&key) {
+                    let message = over_max_pods_message(p, self.max_pods);
+                    log::error!("podsource: {message}; ignoring it");
+                    self.recorder.event(&node, WARNING, "OutOfpods", &message);
+                }
+                over_limit.push(key);
+            }
+            self.over_limit = over_limit;
             if self.out.send(PodsCommand::Update { source: SOURCE.into(), pods }).is_ok() {
                 self.sent_once = true;
             }

@@ -375,3 +375,39 @@ fn a_config_file_that_is_a_fifo_or_too_large_is_refused_without_blocking() {
         )
     );
 }
+
+#[test]
+fn pods_past_max_pods_are_refused_in_file_order() {
+    let sb = Sandbox::new();
+    for name in ["c", "a", "b"] {
+        sb.write_manifest(&format!("{name}.yaml"), &manifest(name, POD));
+    }
+    let cfg = sb.dir.path().join("two.toml");
+    std::fs::write(&cfg, format!("state_dir = {:?}\nmax_pods = 2\n", sb.state())).unwrap();
+    let m = sb.manifests();
+    let out = ferrolet(
+        &["validate".as_ref(), "--config".as_ref(), cfg.as_os_str(), "--manifest-dir".as_ref(), m.as_os_str()],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    let node = ferrolet::config::hostname().to_lowercase();
+    assert_eq!(
+        out.stderr.trim_end(),
+        format!("{}: pod \"default/c-{node}\": Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2 (max_pods); the agent would refuse it", m.join("c.yaml").display())
+    );
+
+    let agent = AgentProcess::start_with(&sb, |text| text.replace("[api]", "max_pods = 2\n[api]"));
+    common::wait_for("a and b to run", Duration::from_secs(20), || {
+        (agent.pod("a").is_some() && agent.pod("b").is_some()).then_some(())
+    });
+    let want =
+        format!("{}: pod \"default/c-testnode\": Node didn't have enough resource: pods", m.join("c.yaml").display());
+    let events: ferrolet::api::EventList = common::wait_for("the OutOfpods event", Duration::from_secs(10), || {
+        let list: ferrolet::api::EventList = serde_json::from_str(&agent.get("/events").ok()?).ok()?;
+        list.items.iter().any(|e| e.reason == "OutOfpods" && e.message.contains(&want)).then_some(list)
+    });
+    assert!(!events.items.is_empty());
+    assert_eq!(agent.pods().len(), 2);
+    assert!(agent.pod("c").is_none());
+    assert_eq!(agent.log_text().matches(&want).count(), 1);
+}
