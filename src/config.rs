@@ -10,6 +10,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod bounds;
+mod host;
+
+pub use bounds::*;
+pub use host::{check_state_dir, HostError};
+
 /// A configuration problem, with the file and key it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -21,6 +27,17 @@ pub enum ConfigError {
         /// Why.
         #[source]
         source: crate::inputfile::InputFileError,
+    },
+    /// The machine cannot give `run` what a setting asks for (see [`Config::check_host`]).
+    #[error("{file}: {key}")]
+    Host {
+        /// The file, or `defaults`.
+        file: String,
+        /// The dotted key.
+        key: String,
+        /// What is wrong on this machine.
+        #[source]
+        source: HostError,
     },
     /// A key is unknown or a value is malformed or out of range.
     #[error("{file}: {key}: {message}")]
@@ -593,184 +610,6 @@ impl Config {
             }
         }
         self.check_upper_bounds(file)
-    }
-
-    /// Every number has an upper bound: a value past it would exhaust memory (queues and
-    /// caches are allocated up front), overflow, or make the agent unresponsive.
-    fn check_upper_bounds(&self, file: &str) -> Result<(), ConfigError> {
-        let bad =
-            |key: &str, message: String| Err(ConfigError::Invalid { file: file.into(), key: key.into(), message });
-        let (ev, dv, cg) = (&self.events, &self.devices, &self.cgroups);
-        if self.max_pods == 0 {
-            return bad("max_pods", "invalid value 0: must be at least 1".into());
-        }
-        for (key, v, max) in [
-            ("max_pods", self.max_pods as u128, MAX_MAX_PODS as u128),
-            ("logs.max_size", self.logs.max_size.0 as u128, MAX_LOG_SIZE as u128),
-            ("logs.max_files", self.logs.max_files.into(), MAX_LOG_FILES.into()),
-            ("gc.max_dead_per_container", self.gc.max_dead_per_container.into(), MAX_DEAD_PER_CONTAINER.into()),
-            ("events.queue_size", ev.queue_size as u128, MAX_EVENTS as u128),
-            ("events.store_max_events", ev.store_max_events as u128, MAX_EVENTS as u128),
-            ("events.lru_cache_size", ev.lru_cache_size as u128, MAX_EVENTS as u128),
-            ("events.aggregate_max_events", ev.aggregate_max_events as u128, MAX_AGGREGATE_EVENTS as u128),
-            ("events.spam_burst", ev.spam_burst.into(), MAX_SPAM_BURST.into()),
-            ("prober.max_threads", self.prober.max_threads as u128, MAX_PROBE_THREADS as u128),
-            ("devices.reconnect_attempts", dv.reconnect_attempts.into(), MAX_RECONNECT_ATTEMPTS.into()),
-            ("devices.max_devices_per_resource", dv.max_devices_per_resource as u128, MAX_DEVICES as u128),
-            ("cgroups.pod_pids_limit", cg.pod_pids_limit.max(0) as u128, MAX_PIDS as u128),
-        ] {
-            if v > max {
-                return bad(key, format!("invalid value {v}: must be at most {max}"));
-            }
-        }
-        if ev.component.len() > 253 {
-            return bad("events.component", format!("{} characters: must be at most 253", ev.component.len()));
-        }
-        for (key, d, max) in [
-            ("manifest_check_interval", self.manifest_check_interval.0, MAX_INTERVAL),
-            ("sync_frequency", self.sync_frequency.0, MAX_INTERVAL),
-            ("shutdown_timeout", self.shutdown_timeout.0, MAX_SHUTDOWN_TIMEOUT),
-            ("events.aggregate_interval", ev.aggregate_interval.0, MAX_LONG_PERIOD),
-            ("events.spam_refill", ev.spam_refill.0, MAX_LONG_PERIOD),
-            ("devices.dial_timeout", dv.dial_timeout.0, MAX_INTERVAL),
-            ("devices.allocate_timeout", dv.allocate_timeout.0, MAX_INTERVAL),
-            ("devices.endpoint_grace_period", dv.endpoint_grace_period.0, MAX_LONG_PERIOD),
-            ("devices.admission_wait", dv.admission_wait.0, MAX_INTERVAL),
-        ] {
-            if d > max {
-                return bad(key, format!("invalid value {d:?}: must be at most {max:?}"));
-            }
-        }
-        for (what, list) in
-            [("cgroups.system_reserved", &cg.system_reserved), ("cgroups.kube_reserved", &cg.kube_reserved)]
-        {
-            for (k, q) in list {
-                let (v, max) = match k.as_str() {
-                    "cpu" => (q.milli_value(), crate::api::validation::MAX_CPU_MILLIS),
-                    "memory" => (q.value(), crate::api::validation::MAX_MEMORY_BYTES),
-                    _ => (q.value(), MAX_PIDS),
-                };
-                if v > max {
-                    let shown = if k == "cpu" { format!("{max}m") } else { max.to_string() };
-                    return bad(
-                        &format!("{what}.{k}"),
-                        format!("invalid value {:?}: must be at most {shown}", q.to_string()),
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// What `run` needs from the machine besides a well-formed file, checked without
-    /// changing anything, so `ferrolet validate` refuses what `run` would: a state (or
-    /// device plugin) directory that cannot be created or written, an API address that is
-    /// not one of this machine's (the agent could not listen on it), and unreadable
-    /// cgroup mounts when enforcement is required.
-    pub fn check_host(&self, file: &str) -> Vec<ConfigError> {
-        let bad = |key: &str, message: String| ConfigError::Invalid { file: file.into(), key: key.into(), message };
-        let mut out = Vec::new();
-        if let Err(m) = check_state_dir(&self.state_dir) {
-            out.push(bad("state_dir", m));
-        }
-        if let Err(m) = self.api.check_bindable() {
-            out.push(bad("api.listen", m));
-        }
-        // The device manager creates its directory at start, as the agent does the state dir.
-        if !self.devices.plugin_dir.as_os_str().is_empty() {
-            if let Err(m) = check_state_dir(&self.devices.plugin_dir) {
-                out.push(bad("devices.plugin_dir", m));
-            }
-        }
-        // With enforcement required, `run` refuses to start when the cgroup mounts cannot be
-        // read; reading them changes nothing (whether the tree is writable shows at start).
-        if self.cgroups.enforcement == "required" {
-            if let Err(e) = crate::cm::cgroupfs::detect(&self.cgroups.mountinfo, self.cgroups.forced_version()) {
-                out.push(bad(
-                    "cgroups.enforcement",
-                    format!("resource enforcement is required but cgroups cannot be used: {}", crate::util::Chain(&e)),
-                ));
-            }
-        }
-        out
-    }
-}
-
-/// Default of `max_pods`: kubelet's `maxPods` default.
-pub const DEFAULT_MAX_PODS: usize = 110;
-/// Upper bound of `max_pods`.
-pub const MAX_MAX_PODS: usize = 5000;
-/// Largest configuration file read (the sample is a few KiB).
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
-/// Upper bound of `logs.max_size`.
-pub const MAX_LOG_SIZE: u64 = 10 << 30;
-/// Upper bound of `logs.max_files`.
-pub const MAX_LOG_FILES: u32 = 100;
-/// Upper bound of `gc.max_dead_per_container`.
-pub const MAX_DEAD_PER_CONTAINER: u32 = 100;
-/// Upper bound of `events.queue_size`, `events.store_max_events` and `events.lru_cache_size`
-/// (each is allocated or kept in memory as a whole).
-pub const MAX_EVENTS: usize = 100_000;
-/// Upper bound of `events.aggregate_max_events`.
-pub const MAX_AGGREGATE_EVENTS: usize = 1000;
-/// Upper bound of `events.spam_burst`.
-pub const MAX_SPAM_BURST: u32 = 10_000;
-/// Upper bound of `prober.max_threads`.
-pub const MAX_PROBE_THREADS: usize = 1024;
-/// Upper bound of `devices.reconnect_attempts`.
-pub const MAX_RECONNECT_ATTEMPTS: u32 = 100;
-/// Upper bound of `devices.max_devices_per_resource`.
-pub const MAX_DEVICES: usize = 100_000;
-/// Upper bound of `cgroups.pod_pids_limit` and reserved `pid`: the kernel's `PID_MAX_LIMIT` (2^22).
-pub const MAX_PIDS: i64 = 1 << 22;
-/// Upper bound of polling intervals, timeouts and waits: one hour.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
-/// Upper bound of `shutdown_timeout`: ten minutes (init systems give up long before).
-pub const MAX_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(600);
-/// Upper bound of event windows and grace periods: one day.
-pub const MAX_LONG_PERIOD: Duration = Duration::from_secs(86_400);
-
-/// Whether `run` could use `dir` as its state directory: it, or the nearest ancestor that
-/// exists, is a directory this process may write (`run` creates the rest).
-pub fn check_state_dir(dir: &Path) -> Result<(), String> {
-    let mut p = dir;
-    loop {
-        match std::fs::metadata(p) {
-            Ok(md) if md.is_dir() => {
-                let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
-                    .map_err(|_| format!("{} contains a NUL byte", p.display()))?;
-                // SAFETY: access reads a NUL-terminated path we own.
-                if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
-                    let e = std::io::Error::last_os_error();
-                    return Err(format!("cannot create or write files in {}: {e}", p.display()));
-                }
-                return Ok(());
-            }
-            Ok(_) => return Err(format!("{} exists and is not a directory", p.display())),
-            // Missing, or below a file (ENOTDIR): look at the parent to say which.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) => {
-                match p.parent() {
-                    Some(parent) if !parent.as_os_str().is_empty() => p = parent,
-                    _ => return Ok(()),
-                }
-            }
-            Err(e) => return Err(format!("cannot use {}: {e}", p.display())),
-        }
-    }
-}
-
-impl ApiConfig {
-    /// Whether the API address is one the agent can listen on: its IP must belong to
-    /// this machine. Checked by binding the IP with port 0, so the real port (which a
-    /// running agent holds) is not needed. Empty disables the API and is fine.
-    pub fn check_bindable(&self) -> Result<(), String> {
-        if self.listen.is_empty() {
-            return Ok(());
-        }
-        let addr: SocketAddr = self.listen.parse().map_err(|_| format!("invalid value {:?}", self.listen))?;
-        std::net::TcpListener::bind(SocketAddr::new(addr.ip(), 0)).map(drop).map_err(|e| {
-            format!("invalid value {:?}: {} is not an address of this machine ({e})", self.listen, addr.ip())
-        })
     }
 }
 

@@ -139,7 +139,7 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
     let host = cfg.check_host(&cfg_name);
     let mut ok = host.is_empty();
     for e in &host {
-        eprintln!("{}", logsafe::Escaped(&e.to_string()));
+        eprintln!("{}", logsafe::Escaped(&ferrolet::util::Chain(e).to_string()));
     }
     if ok {
         if let Some(p) = &flags.config {
@@ -154,9 +154,11 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                 for (path, checked) in entries {
                     match checked {
                         Ok(_) => files.push(path),
-                        Err(why) => {
-                            println!("{}: warning: skipped: {}", logsafe::path(&path), logsafe::Escaped(&why))
-                        }
+                        Err(e) => println!(
+                            "{}: warning: skipped: {}",
+                            logsafe::path(&path),
+                            logsafe::Escaped(&ferrolet::util::Chain(&e).to_string())
+                        ),
                     }
                 }
             }

@@ -53,7 +53,8 @@ pub struct FileSource {
     recorder: EventRecorder,
     sent_once: bool,
     missing_dir_reported: bool,
-    /// Entries named like manifests that are not regular files, reported once each.
+    /// Entries named like manifests that are not regular files, reported once each
+    /// (with the reason, so a changed reason is reported again).
     skipped: BTreeMap<PathBuf, String>,
     /// Duplicates already reported, so each is logged once, not at every change.
     duplicates: Vec<Duplicate>,
@@ -74,8 +75,8 @@ fn is_manifest(path: &Path) -> bool {
 /// sockets, devices and directories are skipped without being opened. (The size limit
 /// is checked when the file is read, so a file grown too large is a rejected manifest,
 /// reported as one, and its pods keep their last valid version.)
-pub fn check_manifest_file(path: &Path) -> Result<std::fs::Metadata, String> {
-    inputfile::check(path, u64::MAX).map_err(|e| manifest_read_problem(&e))
+pub fn check_manifest_file(path: &Path) -> Result<std::fs::Metadata, InputFileError> {
+    inputfile::check(path, u64::MAX)
 }
 
 /// The problem as a manifest error says it: kubelet's limit is named.
@@ -92,7 +93,7 @@ fn manifest_read_problem(e: &InputFileError) -> String {
 /// is skipped (not a regular file, too large). Used by the agent and `ferrolet validate`,
 /// so both read the same files. A listing error ends the listing: a partial listing
 /// would look like removed files.
-pub fn list_manifest_dir(dir: &Path) -> std::io::Result<Vec<(PathBuf, Result<std::fs::Metadata, String>)>> {
+pub fn list_manifest_dir(dir: &Path) -> std::io::Result<Vec<(PathBuf, Result<std::fs::Metadata, InputFileError>)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -232,7 +233,8 @@ impl FileSource {
                 for (path, checked) in entries {
                     let md = match checked {
                         Ok(md) => md,
-                        Err(why) => {
+                        Err(e) => {
+                            let why = Chain(&e).to_string();
                             if self.skipped.get(&path) != Some(&why) {
                                 log::warn!("podsource: skipping {}: {}", logsafe::path(&path), logsafe::Escaped(&why));
                             }
