@@ -90,7 +90,7 @@ fn manifest_read_problem(e: &InputFileError) -> String {
 }
 
 /// The manifest files of a directory in file name order, each with its metadata or why it
-/// is skipped (not a regular file, too large). Used by the agent and `ferrolet validate`,
+/// is skipped (not a regular file, or gone). Used by the agent and `ferrolet validate`,
 /// so both read the same files. A listing error ends the listing: a partial listing
 /// would look like removed files.
 pub fn list_manifest_dir(dir: &Path) -> std::io::Result<Vec<(PathBuf, Result<std::fs::Metadata, InputFileError>)>> {

@@ -133,6 +133,18 @@ fn manifest_files_over_10_mib_are_refused_without_being_read() {
     );
     assert!(out.max_rss_kib < 30 << 10, "validate peaked at {} KiB", out.max_rss_kib);
 
+    // Within the size limit, a document of millions of tiny nodes is refused before the
+    // YAML parser holds them all (665 MB for this one before).
+    let flat = sb.manifests().join("flat.yaml");
+    std::fs::write(&flat, format!("kind: Pod\nspec:\n  containers: [{}1]\n", "1,".repeat(5_000_000))).unwrap();
+    let out = validate(&[&flat]);
+    assert_eq!(out.code, Some(1));
+    assert_eq!(
+        out.stderr.trim_end(),
+        format!("{}: Too long: more than 250000 YAML nodes in one document; a pod within the object size limit has far fewer", flat.display())
+    );
+    assert!(out.max_rss_kib < 60 << 10, "validate peaked at {} KiB", out.max_rss_kib);
+
     // Exactly at the limit is read (and rejected for its content, not its size).
     std::fs::File::create(&big).unwrap().set_len(10 << 20).unwrap();
     let out = validate(&[&big]);

@@ -3,7 +3,7 @@
 //! error names the file and the field path.
 
 use super::defaults::set_pod_defaults;
-use super::strict::{Findings, Strict};
+use super::strict::{oversized_yaml_document, Findings, Strict, MAX_YAML_EVENTS_PER_DOCUMENT};
 use super::validation::validate_pod;
 use super::Pod;
 use crate::logsafe::Escaped;
@@ -80,6 +80,10 @@ fn documents(text: &str) -> Vec<Document> {
             de.end().map(|_| v).map_err(|e| DocumentError { problems: Vec::new(), syntax: Some(e.to_string()) })
         });
         return vec![(1, v.map_err(|e| flatten(e, "JSON")))];
+    }
+    if let Some(doc) = oversized_yaml_document(text, MAX_YAML_EVENTS_PER_DOCUMENT) {
+        let problem = format!("Too long: more than {MAX_YAML_EVENTS_PER_DOCUMENT} YAML nodes in one document; a pod within the object size limit has far fewer");
+        return vec![(doc.max(1), Err(vec![problem]))];
     }
     let mut out = Vec::new();
     for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {

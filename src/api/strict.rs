@@ -184,6 +184,56 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
 }
 
+/// Most YAML events (scalars, aliases, collection starts and ends) one document may have.
+/// serde_norway loads all of a document's events before decoding it, about 130 bytes each,
+/// so a 10 MiB `[1,1,1,…]` took 665 MB; a pod within the 1.5 MiB object limit has far
+/// fewer (an env entry is 6 events).
+pub const MAX_YAML_EVENTS_PER_DOCUMENT: usize = 250_000;
+
+/// The 1-based number of the first document of `text` with more than `max` events,
+/// counted with libyaml's streaming parser, which holds one event at a time. Syntax
+/// errors end the count quietly: the real decode reports them.
+pub fn oversized_yaml_document(text: &str, max: usize) -> Option<usize> {
+    use std::mem::MaybeUninit;
+    use unsafe_libyaml_norway as sys;
+    // Boxed: libyaml keeps pointers into the parser, so it must not move once initialised.
+    let mut parser: Box<MaybeUninit<sys::yaml_parser_t>> = Box::new(MaybeUninit::uninit());
+    let p = parser.as_mut_ptr();
+    // SAFETY: `p` points to memory we own that stays in place; the input outlives the parser,
+    // which is deleted before returning; each event is deleted after its type is read.
+    unsafe {
+        if sys::yaml_parser_initialize(p).fail {
+            return None;
+        }
+        sys::yaml_parser_set_input_string(p, text.as_ptr(), text.len() as u64);
+        let (mut doc, mut events, mut found) = (0usize, 0usize, None);
+        loop {
+            let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+            if sys::yaml_parser_parse(p, event.as_mut_ptr()).fail {
+                break;
+            }
+            let kind = (*event.as_ptr()).type_;
+            sys::yaml_event_delete(event.as_mut_ptr());
+            match kind {
+                sys::YAML_STREAM_END_EVENT => break,
+                sys::YAML_DOCUMENT_START_EVENT => {
+                    doc += 1;
+                    events = 0;
+                }
+                _ => {
+                    events += 1;
+                    if events > max {
+                        found = Some(doc);
+                        break;
+                    }
+                }
+            }
+        }
+        sys::yaml_parser_delete(p);
+        found
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +257,14 @@ mod tests {
                 "c[1]: Invalid value: -inf: must be a finite number (.nan and .inf are not allowed)",
             ]
         );
+    }
+
+    #[test]
+    fn documents_with_too_many_events_are_found_without_loading_them() {
+        let flat = format!("a: 1\n---\nb: [{}1]\n", "1,".repeat(1000));
+        assert_eq!(oversized_yaml_document(&flat, 2000), None);
+        assert_eq!(oversized_yaml_document(&flat, 500), Some(2));
+        assert_eq!(oversized_yaml_document("a: [1, 2\n", 500), None, "syntax errors are left to the decoder");
     }
 
     #[test]
