@@ -195,28 +195,28 @@ pub const MAX_YAML_EVENTS_PER_DOCUMENT: usize = 250_000;
 /// errors end the count quietly: the real decode reports them.
 pub fn oversized_yaml_document(text: &str, max: usize) -> Option<usize> {
     use std::mem::MaybeUninit;
-    use unsafe_libyaml_norway as sys;
+    use unsafe_libyaml_norway as unsafe_yaml;
     // Boxed: libyaml keeps pointers into the parser, so it must not move once initialised.
-    let mut parser: Box<MaybeUninit<sys::yaml_parser_t>> = Box::new(MaybeUninit::uninit());
+    let mut parser: Box<MaybeUninit<unsafe_yaml::yaml_parser_t>> = Box::new(MaybeUninit::uninit());
     let p = parser.as_mut_ptr();
     // SAFETY: `p` points to memory we own that stays in place; the input outlives the parser,
     // which is deleted before returning; each event is deleted after its type is read.
     unsafe {
-        if sys::yaml_parser_initialize(p).fail {
+        if unsafe_yaml::yaml_parser_initialize(p).fail {
             return None;
         }
-        sys::yaml_parser_set_input_string(p, text.as_ptr(), text.len() as u64);
+        unsafe_yaml::yaml_parser_set_input_string(p, text.as_ptr(), text.len() as u64);
         let (mut doc, mut events, mut found) = (0usize, 0usize, None);
         loop {
-            let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
-            if sys::yaml_parser_parse(p, event.as_mut_ptr()).fail {
+            let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
+            if unsafe_yaml::yaml_parser_parse(p, event.as_mut_ptr()).fail {
                 break;
             }
             let kind = (*event.as_ptr()).type_;
-            sys::yaml_event_delete(event.as_mut_ptr());
+            unsafe_yaml::yaml_event_delete(event.as_mut_ptr());
             match kind {
-                sys::YAML_STREAM_END_EVENT => break,
-                sys::YAML_DOCUMENT_START_EVENT => {
+                unsafe_yaml::YAML_STREAM_END_EVENT => break,
+                unsafe_yaml::YAML_DOCUMENT_START_EVENT => {
                     doc += 1;
                     events = 0;
                 }
@@ -229,7 +229,7 @@ pub fn oversized_yaml_document(text: &str, max: usize) -> Option<usize> {
                 }
             }
         }
-        sys::yaml_parser_delete(p);
+        unsafe_yaml::yaml_parser_delete(p);
         found
     }
 }
