@@ -16,7 +16,7 @@ use std::path::Path;
 /// sources): 10 MiB. Larger files are refused before they are read.
 pub const MAX_MANIFEST_BYTES: u64 = 10 << 20;
 /// The largest pod, as JSON with defaults applied: etcd's default request limit
-/// (1.5 MiB), the most an apiserver could store. It also bounds what one document may
+/// (1.5 MiB), the most an apiserver could store. Twice it bounds what one document may
 /// expand to through YAML aliases.
 pub const MAX_OBJECT_BYTES: usize = 3 << 19;
 /// Most problems reported for one document; the rest are summarised in one line.
@@ -55,7 +55,10 @@ struct DocumentError {
 
 /// Decodes one document strictly (duplicate keys, non-finite numbers, size budget).
 fn strict_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Value, DocumentError> {
-    let findings = Findings::new(MAX_OBJECT_BYTES);
+    // Twice the object limit: the budget counts 8 bytes per node, which JSON may not, and
+    // a pod within the object limit must never trip it; the object limit itself is checked
+    // on the decoded pod.
+    let findings = Findings::new(2 * MAX_OBJECT_BYTES);
     let value = Strict { path: String::new(), findings: &findings }.deserialize(d);
     let over_budget = findings.over_budget.get();
     let problems = findings.problems.into_inner();
