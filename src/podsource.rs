@@ -4,6 +4,7 @@
 //! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
 
 use crate::api::manifest::{as_static_pod, decode_pods, ManifestError, MAX_MANIFEST_BYTES};
+use crate::api::validation::is_dns1123_subdomain;
 use crate::api::Pod;
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::inputfile::{self, InputFileError};
@@ -116,7 +117,17 @@ pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejection
     let mut errors = Vec::new();
     for r in decode_pods(&file, &text) {
         match r {
-            Ok(p) => pods.push(as_static_pod(p, node_name, path)),
+            Ok(p) => {
+                let name = p.metadata.name.clone();
+                let pod = as_static_pod(p, node_name, path);
+                // kubelet validates a static pod after appending the node name.
+                if is_dns1123_subdomain(&pod.metadata.name) {
+                    pods.push(pod);
+                } else {
+                    let problem = format!("metadata.name: Invalid value: {name:?}: with \"-{node_name}\" appended, as for every static pod, it must be a lowercase RFC 1123 subdomain of at most 253 characters");
+                    errors.push(ManifestError { file: file.clone(), doc: None, problem });
+                }
+            }
             Err(e) => errors.extend(e),
         }
     }
@@ -489,5 +500,19 @@ mod tests {
                 "/m/b.yaml: metadata.name: Duplicate value: pod \"default/db\" is already defined in /m/a.yaml",
             ]
         );
+    }
+
+    #[test]
+    fn a_static_pod_name_with_the_node_name_must_stay_a_valid_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.yaml");
+        let labels = vec!["a".repeat(60); 4].join(".");
+        std::fs::write(&path, POD.replace("NAME", &format!("{labels}.bbbbbb"))).unwrap();
+        let e = read_manifest(&path, "node1").unwrap_err();
+        assert_eq!(e.len(), 1);
+        assert!(e[0].problem.starts_with("metadata.name: Invalid value: \"aaaa"), "{}", e[0]);
+        assert!(e[0].problem.ends_with("with \"-node1\" appended, as for every static pod, it must be a lowercase RFC 1123 subdomain of at most 253 characters"), "{}", e[0]);
+        std::fs::write(&path, POD.replace("NAME", &format!("{labels}.bbb"))).unwrap();
+        assert_eq!(read_manifest(&path, "node1").unwrap()[0].metadata.name.len(), 253);
     }
 }
