@@ -443,6 +443,7 @@ impl Config {
             ConfigError::Invalid { file: file.into(), key, message: format!("{message}{line}") }
         })?;
         cfg.check(file)?;
+        cfg.check_upper_bounds(file)?;
         Ok(cfg)
     }
 
@@ -480,7 +481,9 @@ impl Config {
             || overrides.listen.is_some()
             || overrides.runtime.is_some()
             || overrides.device_plugin_dir.is_some();
-        cfg.check(if any_flag { "command line" } else { &file })?;
+        let source = if any_flag { "command line" } else { &file };
+        cfg.check(source)?;
+        cfg.check_upper_bounds(source)?;
         // Shims and log paths outlive the agent's working directory: keep paths absolute.
         if let Ok(cwd) = std::env::current_dir() {
             cfg.state_dir = cwd.join(&cfg.state_dir);
@@ -609,7 +612,7 @@ impl Config {
                 return bad(key, "must not be empty".into());
             }
         }
-        self.check_upper_bounds(file)
+        Ok(())
     }
 }
 
