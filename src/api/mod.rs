@@ -2,6 +2,7 @@
 
 pub mod defaults;
 pub mod expand;
+pub mod limits;
 pub mod manifest;
 pub mod quantity;
 pub mod strict;

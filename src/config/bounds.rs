@@ -91,8 +91,8 @@ impl Config {
         {
             for (k, q) in list {
                 let (v, max) = match k.as_str() {
-                    "cpu" => (q.milli_value(), crate::api::validation::MAX_CPU_MILLIS),
-                    "memory" => (q.value(), crate::api::validation::MAX_MEMORY_BYTES),
+                    "cpu" => (q.milli_value(), crate::api::limits::MAX_CPU_MILLIS),
+                    "memory" => (q.value(), crate::api::limits::MAX_MEMORY_BYTES),
                     _ => (q.value(), MAX_PIDS),
                 };
                 if v > max {
