@@ -436,7 +436,8 @@ impl Agent {
         let pods =
             ManagerHandle::spawn_with_channel("fl-pods", pm, pods_channel, &health).map_err(spawn_err("fl-pods"))?;
         let src =
-            FileSource::new(&cfg.manifest_dir, &cfg.node_name, cfg.manifest_check_interval.0, pods.sender(), recorder);
+            FileSource::new(&cfg.manifest_dir, &cfg.node_name, cfg.manifest_check_interval.0, pods.sender(), recorder)
+                .with_max_pods(cfg.max_pods);
         let source = ManagerHandle::spawn("fl-podsource", src, &health).map_err(spawn_err("fl-podsource"))?;
         // Read the manifests right away instead of after the first tick.
         let _ = source.sender().send(());

@@ -10,17 +10,34 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod bounds;
+mod host;
+
+pub use bounds::*;
+pub use host::{check_state_dir, HostError};
+
 /// A configuration problem, with the file and key it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
+    /// The file could not be read (or is not a regular file, or is too large).
     #[error("cannot read config file {path}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
+        /// Why.
         #[source]
-        source: std::io::Error,
+        source: crate::inputfile::InputFileError,
+    },
+    /// The machine cannot give `run` what a setting asks for (see [`Config::check_host`]).
+    #[error("{file}: {key}")]
+    Host {
+        /// The file, or `defaults`.
+        file: String,
+        /// The dotted key.
+        key: String,
+        /// What is wrong on this machine.
+        #[source]
+        source: HostError,
     },
     /// A key is unknown or a value is malformed or out of range.
     #[error("{file}: {key}: {message}")]
@@ -82,6 +99,8 @@ pub struct Config {
     pub sync_frequency: Dur,
     /// How long an orderly shutdown may take before threads are abandoned.
     pub shutdown_timeout: Dur,
+    /// Most pods on this node (kubelet's `maxPods`); static pods past it are refused.
+    pub max_pods: usize,
     /// Local read-only API.
     pub api: ApiConfig,
     /// Container log files.
@@ -360,6 +379,7 @@ impl Default for Config {
             manifest_check_interval: Dur(Duration::from_secs(1)),
             sync_frequency: Dur(Duration::from_secs(1)),
             shutdown_timeout: Dur(Duration::from_secs(10)),
+            max_pods: DEFAULT_MAX_PODS,
             api: ApiConfig::default(),
             logs: LogsConfig::default(),
             gc: GcConfig::default(),
@@ -427,6 +447,7 @@ impl Config {
             ConfigError::Invalid { file: file.into(), key, message: format!("{message}{line}") }
         })?;
         cfg.check(file)?;
+        cfg.check_upper_bounds(file)?;
         Ok(cfg)
     }
 
@@ -434,7 +455,8 @@ impl Config {
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
         let (mut cfg, file) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.into(), source })?;
+                let text = crate::inputfile::read_to_string(p, MAX_CONFIG_BYTES)
+                    .map_err(|source| ConfigError::Read { path: p.into(), source })?;
                 (Config::parse(&p.display().to_string(), &text)?, p.display().to_string())
             }
             None => (Config::default(), "defaults".to_string()),
@@ -463,7 +485,9 @@ impl Config {
             || overrides.listen.is_some()
             || overrides.runtime.is_some()
             || overrides.device_plugin_dir.is_some();
-        cfg.check(if any_flag { "command line" } else { &file })?;
+        let source = if any_flag { "command line" } else { &file };
+        cfg.check(source)?;
+        cfg.check_upper_bounds(source)?;
         // Shims and log paths outlive the agent's working directory: keep paths absolute.
         if let Ok(cwd) = std::env::current_dir() {
             cfg.state_dir = cwd.join(&cfg.state_dir);

@@ -8,6 +8,8 @@ pub mod cm;
 pub mod config;
 pub mod devicemanager;
 pub mod events;
+pub mod inputfile;
+pub mod logsafe;
 pub mod manager;
 pub mod pods;
 pub mod podsource;

@@ -110,6 +110,11 @@ fn run(flags: Flags) -> anyhow::Result<()> {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    // The same checks `ferrolet validate` makes, before anything is started.
+    let cfg_name = flags.config.as_ref().map_or("defaults".to_string(), |p| p.display().to_string());
+    if let Some(e) = cfg.check_host(&cfg_name).into_iter().next() {
+        return Err(e.into());
+    }
     let exe = std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
     let signals =
         signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT]).context("cannot install signal handlers")?;
@@ -127,34 +132,64 @@ fn run(flags: Flags) -> anyhow::Result<()> {
 }
 
 fn validate(flags: Flags) -> anyhow::Result<bool> {
+    use ferrolet::logsafe;
+    use ferrolet::podsource::{dedupe, list_manifest_dir, over_max_pods_message, split_at_max_pods};
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
-    if let Some(p) = &flags.config {
-        println!("{}: ok", p.display());
+    let cfg_name = flags.config.as_ref().map_or("defaults".to_string(), |p| p.display().to_string());
+    // What `run` would refuse on this machine, by the same check `run` makes.
+    let host = cfg.check_host(&cfg_name);
+    let mut ok = host.is_empty();
+    for e in &host {
+        eprintln!("{}", logsafe::Escaped(&ferrolet::util::Chain(e).to_string()));
+    }
+    if ok {
+        if let Some(p) = &flags.config {
+            println!("{}: ok", logsafe::path(p));
+        }
     }
     let mut files: Vec<PathBuf> = flags.positional.iter().map(PathBuf::from).collect();
     if files.is_empty() {
-        if let Ok(rd) = std::fs::read_dir(&cfg.manifest_dir) {
-            files = rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
-            files.sort();
+        // The files the agent would read, skipped ones reported as the agent does.
+        match list_manifest_dir(&cfg.manifest_dir) {
+            Ok(entries) => {
+                for (path, checked) in entries {
+                    match checked {
+                        Ok(_) => files.push(path),
+                        Err(e) => println!(
+                            "{}: warning: skipped: {}",
+                            logsafe::path(&path),
+                            logsafe::Escaped(&ferrolet::util::Chain(&e).to_string())
+                        ),
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("{}: cannot read the manifest directory: {e}", logsafe::path(&cfg.manifest_dir));
+                ok = false;
+            }
         }
     }
-    let mut ok = true;
+    // File name order, then document order: the order in which the agent keeps the
+    // first of two pods with the same name.
+    files.sort();
+    let mut valid: Vec<(PathBuf, Vec<ferrolet::api::Pod>)> = Vec::new();
     for f in files {
+        let shown = logsafe::path(&f);
         match read_manifest(&f, &cfg.node_name) {
             Ok(pods) => {
                 let names: Vec<String> = pods.iter().map(|p| p.metadata.name.clone()).collect();
-                println!("{}: ok ({})", f.display(), names.join(", "));
+                println!("{shown}: ok ({})", names.join(", "));
                 for p in &pods {
                     for c in p.spec.init_containers.iter().chain(&p.spec.containers) {
                         if cfg.runtime == "process" && c.command.is_empty() {
                             println!(
-                                "{}: warning: container {}: the process runtime needs `command` (images are not used)",
-                                f.display(),
+                                "{shown}: warning: container {}: the process runtime needs `command` (images are not used)",
                                 c.name
                             );
                         }
                     }
                 }
+                valid.push((f, pods));
             }
             Err(errors) => {
                 ok = false;
@@ -163,6 +198,16 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                 }
             }
         }
+    }
+    let (pods, duplicates) = dedupe(valid.iter().map(|(f, pods)| (f.as_path(), pods.as_slice())));
+    for d in duplicates {
+        ok = false;
+        eprintln!("{}; the agent runs only the first", d.message());
+    }
+    let (_, refused) = split_at_max_pods(pods, cfg.max_pods);
+    for p in refused {
+        ok = false;
+        eprintln!("{}; the agent would refuse it", over_max_pods_message(&p, cfg.max_pods));
     }
     Ok(ok)
 }

@@ -3,10 +3,14 @@
 //! fails to decode or validate is reported with its field path; the pods it held before
 //! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
 
-use crate::api::manifest::{as_static_pod, decode_pods, ManifestError};
+use crate::api::manifest::{as_static_pod, decode_pods, ManifestError, MAX_MANIFEST_BYTES};
+use crate::api::validation::is_dns1123_subdomain;
 use crate::api::Pod;
 use crate::events::{EventRecorder, Reference, WARNING};
+use crate::inputfile::{self, InputFileError};
+use crate::logsafe;
 use crate::pods::PodsCommand;
+use crate::util::Chain;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +35,11 @@ struct FileState {
     pods: Vec<Pod>,
 }
 
+/// Most problems reported for one file (all documents); the rest are counted in one line.
+pub const MAX_PROBLEMS_PER_FILE: usize = 200;
+/// Most `FailedValidation` events for one rejected file (every problem is still logged).
+const MAX_EVENTS_PER_FILE: usize = 10;
+
 /// Reports about manifests that were rejected (for events once they exist).
 pub type Rejections = Vec<ManifestError>;
 
@@ -45,6 +54,15 @@ pub struct FileSource {
     recorder: EventRecorder,
     sent_once: bool,
     missing_dir_reported: bool,
+    /// Entries named like manifests that are not regular files, reported once each
+    /// (with the reason, so a changed reason is reported again).
+    skipped: BTreeMap<PathBuf, String>,
+    /// Duplicates already reported, so each is logged once, not at every change.
+    duplicates: Vec<Duplicate>,
+    /// Most pods this source hands on (kubelet's `maxPods`).
+    max_pods: usize,
+    /// Pods refused for `max_pods` already reported (`namespace/name`).
+    over_limit: Vec<String>,
 }
 
 /// Whether a directory entry is a manifest: not hidden, ending in .yaml, .yml or .json.
@@ -53,24 +71,135 @@ fn is_manifest(path: &Path) -> bool {
     !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
-/// Reads one manifest file into static pods, or the reasons it was rejected.
+/// The one check of a directory entry named like a manifest, shared by the agent's
+/// source and `ferrolet validate`: it must be (or link to) a regular file; FIFOs,
+/// sockets, devices and directories are skipped without being opened. (The size limit
+/// is checked when the file is read, so a file grown too large is a rejected manifest,
+/// reported as one, and its pods keep their last valid version.)
+pub fn check_manifest_file(path: &Path) -> Result<std::fs::Metadata, InputFileError> {
+    inputfile::check(path, u64::MAX)
+}
+
+/// The problem as a manifest error says it: kubelet's limit is named.
+fn manifest_read_problem(e: &InputFileError) -> String {
+    match e {
+        InputFileError::TooLarge { len, .. } => format!(
+            "file is {len} bytes; a manifest file may have at most {MAX_MANIFEST_BYTES} bytes (10 MiB, kubelet's limit for static pod files)"
+        ),
+        other => Chain(other).to_string(),
+    }
+}
+
+/// The manifest files of a directory in file name order, each with its metadata or why it
+/// is skipped (not a regular file, or gone). Used by the agent and `ferrolet validate`,
+/// so both read the same files. A listing error ends the listing: a partial listing
+/// would look like removed files.
+pub fn list_manifest_dir(dir: &Path) -> std::io::Result<Vec<(PathBuf, Result<std::fs::Metadata, InputFileError>)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if is_manifest(&path) {
+            let checked = check_manifest_file(&path);
+            out.push((path, checked));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Reads one manifest file into static pods, or the reasons it was rejected (every
+/// problem of every document, each on its own).
 pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejections> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| vec![ManifestError { file: file.clone(), doc: None, problem: format!("cannot read: {e}") }])?;
+    let text = inputfile::read_to_string(path, MAX_MANIFEST_BYTES)
+        .map_err(|e| vec![ManifestError { file: file.clone(), doc: None, problem: manifest_read_problem(&e) }])?;
     let mut pods = Vec::new();
     let mut errors = Vec::new();
     for r in decode_pods(&file, &text) {
         match r {
-            Ok(p) => pods.push(as_static_pod(p, node_name, path)),
-            Err(e) => errors.push(e),
+            Ok(p) => {
+                let name = p.metadata.name.clone();
+                let pod = as_static_pod(p, node_name, path);
+                // kubelet validates a static pod after appending the node name.
+                if is_dns1123_subdomain(&pod.metadata.name) {
+                    pods.push(pod);
+                } else {
+                    let problem = format!("metadata.name: Invalid value: {name:?}: with \"-{node_name}\" appended, as for every static pod, it must be a lowercase RFC 1123 subdomain of at most 253 characters");
+                    errors.push(ManifestError { file: file.clone(), doc: None, problem });
+                }
+            }
+            Err(e) => errors.extend(e),
         }
     }
     if errors.is_empty() {
-        Ok(pods)
-    } else {
-        Err(errors)
+        return Ok(pods);
     }
+    if errors.len() > MAX_PROBLEMS_PER_FILE {
+        let more = errors.len() - MAX_PROBLEMS_PER_FILE;
+        errors.truncate(MAX_PROBLEMS_PER_FILE);
+        errors.push(ManifestError { file, doc: None, problem: format!("… and {more} more problem(s)") });
+    }
+    Err(errors)
+}
+
+/// A pod refused because an earlier pod (in file name order, then document order) has
+/// the same namespace and name, as kubelet refuses duplicate static pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Duplicate {
+    /// `namespace/name` of both pods.
+    pub key: String,
+    /// The file of the refused pod.
+    pub file: PathBuf,
+    /// The file of the pod that runs.
+    pub first: PathBuf,
+}
+
+impl Duplicate {
+    /// What is wrong, naming both files (the agent adds that it ignores this pod).
+    pub fn message(&self) -> String {
+        format!(
+            "{}: metadata.name: Duplicate value: pod {:?} is already defined in {}",
+            logsafe::path(&self.file),
+            self.key,
+            logsafe::path(&self.first)
+        )
+    }
+}
+
+/// Keeps the first `max` pods; the rest are refused (kubelet's `maxPods` admission).
+pub fn split_at_max_pods(mut pods: Vec<Pod>, max: usize) -> (Vec<Pod>, Vec<Pod>) {
+    let refused = if pods.len() > max { pods.split_off(max) } else { Vec::new() };
+    (pods, refused)
+}
+
+/// kubelet's admission message for a pod past `maxPods`, naming the pod's file.
+pub fn over_max_pods_message(pod: &Pod, max: usize) -> String {
+    let file = pod.metadata.annotations.get(crate::api::manifest::CONFIG_FILE_ANNOTATION).map(String::as_str);
+    format!(
+        "{}: pod {:?}: Node didn't have enough resource: pods, requested: 1, used: {max}, capacity: {max} (max_pods)",
+        logsafe::Escaped(file.unwrap_or("")),
+        pod.key()
+    )
+}
+
+/// Keeps the first pod of each name, in the order given (file name order, then
+/// document order), and lists the others as duplicates.
+pub fn dedupe<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [Pod])>) -> (Vec<Pod>, Vec<Duplicate>) {
+    let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
+    let (mut pods, mut dups) = (Vec::new(), Vec::new());
+    for (file, list) in files {
+        for pod in list {
+            let key = pod.key();
+            match seen.get(&key) {
+                Some(first) => dups.push(Duplicate { key, file: file.into(), first: first.to_path_buf() }),
+                None => {
+                    seen.insert(key, file);
+                    pods.push(pod.clone());
+                }
+            }
+        }
+    }
+    (pods, dups)
 }
 
 impl FileSource {
@@ -91,37 +220,58 @@ impl FileSource {
             recorder,
             sent_once: false,
             missing_dir_reported: false,
+            skipped: BTreeMap::new(),
+            duplicates: Vec::new(),
+            max_pods: crate::config::DEFAULT_MAX_PODS,
+            over_limit: Vec::new(),
         }
+    }
+
+    /// Hands on at most `n` pods (the first ones in file name, then document order); the
+    /// others are refused as kubelet's admission refuses pods past `maxPods`.
+    pub fn with_max_pods(mut self, n: usize) -> Self {
+        self.max_pods = n;
+        self
     }
 
     /// Looks for changes; sends an update when anything changed (and once at start).
     pub fn poll(&mut self) {
         let mut seen: BTreeMap<PathBuf, Signature> = BTreeMap::new();
-        match std::fs::read_dir(&self.dir) {
-            Ok(rd) => {
+        match list_manifest_dir(&self.dir) {
+            Ok(entries) => {
                 self.missing_dir_reported = false;
-                for entry in rd.flatten() {
-                    let path = entry.path();
-                    if !is_manifest(&path) {
-                        continue;
-                    }
-                    let Ok(md) = std::fs::metadata(&path) else {
-                        continue;
+                let mut skipped = BTreeMap::new();
+                for (path, checked) in entries {
+                    let md = match checked {
+                        Ok(md) => md,
+                        Err(e) => {
+                            let why = Chain(&e).to_string();
+                            if self.skipped.get(&path) != Some(&why) {
+                                log::warn!("podsource: skipping {}: {}", logsafe::path(&path), logsafe::Escaped(&why));
+                            }
+                            skipped.insert(path, why);
+                            continue;
+                        }
                     };
-                    if !md.is_file() {
-                        continue;
-                    }
                     use std::os::unix::fs::MetadataExt;
                     seen.insert(path, Signature { modified: md.modified().ok(), len: md.len(), inode: md.ino() });
                 }
+                self.skipped = skipped;
             }
             Err(e) => {
+                let exists = self.dir.is_dir();
                 if !self.missing_dir_reported {
-                    log::warn!(
-                        "podsource: cannot read manifest directory {}: {e}; no static pods until it exists",
-                        self.dir.display()
-                    );
+                    let what = if exists {
+                        "keeping the pods as they are until it can be read"
+                    } else {
+                        "no static pods until it exists"
+                    };
+                    log::warn!("podsource: cannot read manifest directory {}: {e}; {what}", logsafe::path(&self.dir));
                     self.missing_dir_reported = true;
+                }
+                if exists {
+                    // A listing that failed (half-way, or EIO) would look like removed files.
+                    return;
                 }
             }
         }
@@ -138,7 +288,7 @@ impl FileSource {
             changed = true;
             match read_manifest(&path, &self.node_name) {
                 Ok(pods) => {
-                    log::info!("podsource: {}: {} pod(s)", path.display(), pods.len());
+                    log::info!("podsource: {}: {} pod(s)", logsafe::path(&path), pods.len());
                     self.files.insert(path, FileState { signature: sig, pods });
                 }
                 Err(errors) => {
@@ -148,17 +298,47 @@ impl FileSource {
                         n => format!("keeping the {n} pod(s) of its last valid version running"),
                     };
                     let node = Reference::node(&self.node_name);
-                    for e in &errors {
+                    for (i, e) in errors.iter().enumerate() {
                         log::error!("podsource: {e}");
-                        let message = format!("Error validating pod manifest {e}; {what}");
-                        self.recorder.event(&node, WARNING, "FailedValidation", &message);
+                        // Every problem is logged; events stop after a few per file.
+                        if i < MAX_EVENTS_PER_FILE {
+                            let message = format!("Error validating pod manifest {e}; {what}");
+                            self.recorder.event(&node, WARNING, "FailedValidation", &message);
+                        }
                     }
                     self.files.insert(path, FileState { signature: sig, pods: kept });
                 }
             }
         }
         if changed {
-            let pods: Vec<Pod> = self.files.values().flat_map(|f| f.pods.iter().cloned()).collect();
+            let (pods, duplicates) = dedupe(self.files.iter().map(|(p, f)| (p.as_path(), f.pods.as_slice())));
+            let node = Reference::node(&self.node_name);
+            for d in &duplicates {
+                if !self.duplicates.contains(d) {
+                    // kubelet: "Error validating pod … due to duplicate pod name …, ignoring".
+                    let message = format!("{}; ignoring it, the first one runs", d.message());
+                    log::error!("podsource: {message}");
+                    self.recorder.event(
+                        &node,
+                        WARNING,
+                        "FailedValidation",
+                        &format!("Error validating pod manifest {message}"),
+                    );
+                }
+            }
+            self.duplicates = duplicates;
+            let (pods, refused) = split_at_max_pods(pods, self.max_pods);
+            let mut over_limit = Vec::new();
+            for p in &refused {
+                let key = p.key();
+                if !self.over_limit.contains(&key) {
+                    let message = over_max_pods_message(p, self.max_pods);
+                    log::error!("podsource: {message}; ignoring it");
+                    self.recorder.event(&node, WARNING, "OutOfpods", &message);
+                }
+                over_limit.push(key);
+            }
+            self.over_limit = over_limit;
             if self.out.send(PodsCommand::Update { source: SOURCE.into(), pods }).is_ok() {
                 self.sent_once = true;
             }
@@ -234,7 +414,7 @@ fn watch_loop(dir: &Path, wake: &Sender<()>, stop: &AtomicBool) {
             }
             Ok(_) => {}
             Err(e) => {
-                log::warn!("podsource: watching {}: {e}", dir.display());
+                log::warn!("podsource: watching {}: {e}", logsafe::path(dir));
                 std::thread::sleep(Duration::from_millis(500));
             }
         }
@@ -297,5 +477,42 @@ mod tests {
         std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
         src.poll();
         assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_first_pod_of_a_name_wins_in_file_then_document_order() {
+        let pod = |name: &str, arg: &str| {
+            let mut p = crate::api::manifest::decode_pods("x", &POD.replace("NAME", name)).remove(0).unwrap();
+            p.spec.containers[0].args.push(arg.into());
+            p
+        };
+        let a = vec![pod("web", "a1"), pod("db", "a2"), pod("web", "a3")];
+        let b = vec![pod("db", "b1"), pod("cache", "b2")];
+        let (pods, dups) = dedupe([(Path::new("/m/a.yaml"), a.as_slice()), (Path::new("/m/b.yaml"), b.as_slice())]);
+        let kept: Vec<(&str, &str)> =
+            pods.iter().map(|p| (p.metadata.name.as_str(), p.spec.containers[0].args[0].as_str())).collect();
+        assert_eq!(kept, vec![("web", "a1"), ("db", "a2"), ("cache", "b2")]);
+        let messages: Vec<String> = dups.iter().map(|d| d.message()).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "/m/a.yaml: metadata.name: Duplicate value: pod \"default/web\" is already defined in /m/a.yaml",
+                "/m/b.yaml: metadata.name: Duplicate value: pod \"default/db\" is already defined in /m/a.yaml",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_static_pod_name_with_the_node_name_must_stay_a_valid_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.yaml");
+        let labels = vec!["a".repeat(60); 4].join(".");
+        std::fs::write(&path, POD.replace("NAME", &format!("{labels}.bbbbbb"))).unwrap();
+        let e = read_manifest(&path, "node1").unwrap_err();
+        assert_eq!(e.len(), 1);
+        assert!(e[0].problem.starts_with("metadata.name: Invalid value: \"aaaa"), "{}", e[0]);
+        assert!(e[0].problem.ends_with("with \"-node1\" appended, as for every static pod, it must be a lowercase RFC 1123 subdomain of at most 253 characters"), "{}", e[0]);
+        std::fs::write(&path, POD.replace("NAME", &format!("{labels}.bbb"))).unwrap();
+        assert_eq!(read_manifest(&path, "node1").unwrap()[0].metadata.name.len(), 253);
     }
 }

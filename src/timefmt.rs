@@ -120,7 +120,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         rest = &rest[u..];
         total += value * scale;
     }
-    Ok(Duration::from_secs_f64(total))
+    // from_secs_f64 panics past u64 seconds ("99999999999999999999h").
+    Duration::try_from_secs_f64(total).map_err(|_| format!("invalid duration {s:?}: too long to represent"))
 }
 
 /// Formats a duration the way `kubectl get` prints ages: `45s`, `3m12s`, `5h`, `2d3h`.

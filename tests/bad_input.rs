@@ -15,7 +15,8 @@ fn container(extra: &str) -> String {
 fn pod_error(text: &str) -> String {
     let mut r = decode_pods("etc/manifests/web.yaml", text);
     assert_eq!(r.len(), 1, "one document");
-    r.remove(0).expect_err("must be rejected").to_string()
+    let errors = r.remove(0).expect_err("must be rejected");
+    errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n")
 }
 
 #[test]
@@ -46,11 +47,24 @@ fn malformed_manifests_name_the_file_and_field_path() {
         ("apiVersion: v1\nmetadata:\n  name: x\n".to_string(), "etc/manifests/web.yaml: kind: Required value"),
         ("kind: Pod\nmetadata: {name: x\n".to_string(), "etc/manifests/web.yaml: invalid YAML:"),
         ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: Web\nspec:\n  containers:\n  - name: a\n    image: b\n".to_string(), "etc/manifests/web.yaml: metadata.name: Invalid value: \"Web\": a lowercase RFC 1123 subdomain"),
+        // Issue 10: values that used to be accepted (and turned into 0, or crashed later).
+        (format!("{HEAD}spec:\n  terminationGracePeriodSeconds: 9223372036854775807\n  containers:\n  - name: a\n    image: b\n"), "etc/manifests/web.yaml: spec.terminationGracePeriodSeconds: Invalid value: 9223372036854775807: must be at most 31536000 (one year)"),
+        (container("    livenessProbe:\n      exec:\n        command: [/bin/true]\n      terminationGracePeriodSeconds: 99999999999\n"), "etc/manifests/web.yaml: spec.containers[0].livenessProbe.terminationGracePeriodSeconds: Invalid value: 99999999999: must be at most 31536000 (one year)"),
+        (format!("{HEAD}spec:\n  containers:\n{}", (0..300).map(|i| format!("  - name: c{i}\n    image: b\n")).collect::<String>()), "etc/manifests/web.yaml: spec.containers: Too many: 300: must have at most 256 items (init and app containers together)"),
+        (container(&format!("    env:\n{}", (0..21).map(|i| format!("    - name: V{i}\n      value: {}\n", "y".repeat(100_000))).collect::<String>())), "etc/manifests/web.yaml: spec.containers[0]: Too long: env, command and args expand to 2100"),
+        (format!("{HEAD}spec:\n  containers:\n{}", (0..20).map(|c| format!("  - name: c{c}\n    image: b\n    env:\n{}", (0..10).map(|i| format!("    - name: V{i}\n      value: {}\n", "y".repeat(10_000))).collect::<String>())).collect::<String>()), "etc/manifests/web.yaml: Too long: the pod is 20"),
+        (container("    resources:\n      limits:\n        cpu: .nan\n"), "etc/manifests/web.yaml: spec.containers[0].resources.limits.cpu: Invalid value: NaN: must be a finite number (.nan and .inf are not allowed)"),
+        (container("    resources:\n      requests:\n        memory: .inf\n"), "etc/manifests/web.yaml: spec.containers[0].resources.requests.memory: Invalid value: inf: must be a finite number"),
+        (container("    image: other\n"), "etc/manifests/web.yaml: spec.containers[0].image: Duplicate value: \"image\": a key may appear only once in a mapping"),
+        (container("    resources:\n      limits:\n        cpu: 1e30\n"), "etc/manifests/web.yaml: spec.containers[0].resources.limits.cpu: Invalid value: \"1e30\": must be at most 175921860444m"),
+        (container("    resources:\n      limits:\n        memory: '1'\n"), "etc/manifests/web.yaml: spec.containers[0].resources.limits.memory: Invalid value: \"1\": must be 0 (no limit) or at least 6291456 (6Mi, runc's minimum)"),
+        (format!("{HEAD}  annotations:\n    big: {}\nspec:\n  containers:\n  - name: a\n    image: b\n", "x".repeat(300 << 10)), "etc/manifests/web.yaml: metadata.annotations: Too long: 307203 bytes; all annotations together may have at most 262144 bytes"),
+        (container(&format!("    env:\n    - name: A\n      value: {}\n    - name: B\n      value: {}\n    - name: C\n      value: {}\n", "x".repeat(1000), "$(A)".repeat(1000), "$(B)".repeat(1000))), "etc/manifests/web.yaml: spec.containers[0].env[2].value: Too long: expands to 1000000003 bytes"),
     ];
     assert!(cases.len() >= 15);
     for (text, want) in cases {
         let got = pod_error(&text);
-        // Several problems are joined with "; "; the one the case is about must be among them.
+        // Several problems are reported one per line; the one the case is about must be among them.
         let (file, problem) = want.split_once(": ").unwrap();
         assert!(
             got.starts_with(file) && got.contains(problem),

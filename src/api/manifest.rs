@@ -3,15 +3,29 @@
 //! error names the file and the field path.
 
 use super::defaults::set_pod_defaults;
+use super::strict::{oversized_yaml_document, Findings, Strict, MAX_YAML_EVENTS_PER_DOCUMENT};
 use super::validation::validate_pod;
 use super::Pod;
+use crate::logsafe::Escaped;
 use md5::{Digest, Md5};
-use serde::Deserialize;
+use serde::de::DeserializeSeed;
+use serde_path_to_error::Segment;
 use std::path::Path;
 
-/// Why a manifest document was rejected; `Display` reads `<file>: <field path>: <problem>`.
+/// kubelet's limit for one static pod file (`maxConfigLength` of its file and HTTP
+/// sources): 10 MiB. Larger files are refused before they are read.
+pub const MAX_MANIFEST_BYTES: u64 = 10 << 20;
+/// The largest pod, as JSON with defaults applied: etcd's default request limit
+/// (1.5 MiB), the most an apiserver could store. Twice it bounds what one document may
+/// expand to through YAML aliases.
+pub const MAX_OBJECT_BYTES: usize = 3 << 19;
+/// Most problems reported for one document; the rest are summarised in one line.
+pub const MAX_PROBLEMS_PER_DOCUMENT: usize = 50;
+
+/// One problem with a manifest; `Display` reads `<file>: [document N: ]<field path>: <problem>`,
+/// with control characters in the file name and the problem escaped (one log line each).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {}{problem}", doc.map(|d| format!("document {d}: ")).unwrap_or_default())]
+#[error("{}: {}{}", Escaped(file), doc.map(|d| format!("document {d}: ")).unwrap_or_default(), Escaped(problem))]
 pub struct ManifestError {
     /// The manifest file as the user named it.
     pub file: String,
@@ -28,71 +42,196 @@ pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 /// Annotation ferrolet puts on static pods: the manifest file.
 pub const CONFIG_FILE_ANNOTATION: &str = "ferrolet.io/manifest";
 
-/// Splits a file's text into JSON values, one per non-empty document.
-fn documents(file: &str, text: &str) -> Result<Vec<serde_json::Value>, ManifestError> {
-    let err = |doc, problem: String| ManifestError { file: file.into(), doc, problem };
+/// One document of a file: its 1-based position and its value or problems.
+type Document = (usize, Result<serde_json::Value, Vec<String>>);
+
+/// Why one document could not be turned into a value.
+struct DocumentError {
+    /// Problems with field paths (duplicate keys, non-finite numbers, too long).
+    problems: Vec<String>,
+    /// The parser's own error; decoding cannot go on in this file after one.
+    syntax: Option<String>,
+}
+
+/// Decodes one document strictly (duplicate keys, non-finite numbers, size budget).
+fn strict_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Value, DocumentError> {
+    // Twice the object limit: the budget counts 8 bytes per node, which JSON may not, and
+    // a pod within the object limit must never trip it; the object limit itself is checked
+    // on the decoded pod.
+    let findings = Findings::new(2 * MAX_OBJECT_BYTES);
+    let value = Strict { path: String::new(), findings: &findings }.deserialize(d);
+    let over_budget = findings.over_budget.get();
+    let problems = findings.problems.into_inner();
+    match value {
+        Ok(v) if problems.is_empty() => Ok(v),
+        Ok(_) => Err(DocumentError { problems, syntax: None }),
+        Err(_) if over_budget => Err(DocumentError { problems, syntax: None }),
+        Err(e) => Err(DocumentError { problems, syntax: Some(e.to_string()) }),
+    }
+}
+
+/// Splits a file's text into documents (empty ones skipped). A YAML syntax error ends
+/// the file: the parser cannot find the next document reliably after one.
+fn documents(text: &str) -> Vec<Document> {
+    let flatten = |e: DocumentError, what: &str| -> Vec<String> {
+        e.problems.into_iter().chain(e.syntax.map(|s| format!("invalid {what}: {s}"))).collect()
+    };
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| err(None, format!("invalid JSON: {e}")))?;
-        return Ok(vec![v]);
+        let mut de = serde_json::Deserializer::from_str(text);
+        let v = strict_value(&mut de).and_then(|v| {
+            de.end().map(|_| v).map_err(|e| DocumentError { problems: Vec::new(), syntax: Some(e.to_string()) })
+        });
+        return vec![(1, v.map_err(|e| flatten(e, "JSON")))];
+    }
+    if let Some(doc) = oversized_yaml_document(text, MAX_YAML_EVENTS_PER_DOCUMENT) {
+        let problem = format!("Too long: more than {MAX_YAML_EVENTS_PER_DOCUMENT} YAML nodes in one document; a pod within the object size limit has far fewer");
+        return vec![(doc.max(1), Err(vec![problem]))];
     }
     let mut out = Vec::new();
     for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let v = serde_json::Value::deserialize(de)
-            .map_err(|e| err((i > 0).then_some(i + 1), format!("invalid YAML: {e}")))?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
-}
-
-/// Decodes, defaults and validates every pod in a manifest text. Pods keep their manifest
-/// names; `as_static_pods` turns them into this node's static pods.
-pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, ManifestError>> {
-    let docs = match documents(file, text) {
-        Ok(d) => d,
-        Err(e) => return vec![Err(e)],
-    };
-    let many = docs.len() > 1;
-    let mut out = Vec::new();
-    for (i, doc) in docs.into_iter().enumerate() {
-        let err = |problem: String| ManifestError { file: file.into(), doc: many.then_some(i + 1), problem };
-        let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
-        match kind.as_str() {
-            "List" | "PodList" => {
-                let items = doc.get("items").and_then(|v| v.as_array()).cloned().unwrap_or_default();
-                for (j, item) in items.into_iter().enumerate() {
-                    out.push(decode_one(item).map_err(|p| err(format!("items[{j}].{p}"))));
+        match strict_value(de) {
+            Ok(serde_json::Value::Null) => {}
+            Ok(v) => out.push((i + 1, Ok(v))),
+            Err(e) => {
+                let stop = e.syntax.is_some();
+                out.push((i + 1, Err(flatten(e, "YAML"))));
+                if stop {
+                    break;
                 }
             }
-            _ => out.push(decode_one(doc).map_err(err)),
         }
     }
     out
 }
 
-fn decode_one(value: serde_json::Value) -> Result<Pod, String> {
+/// Decodes, defaults and validates every pod in a manifest text: one result per pod,
+/// with every problem of a rejected pod (each its own `ManifestError`). Pods keep their
+/// manifest names; `as_static_pod` turns them into this node's static pods.
+pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, Vec<ManifestError>>> {
+    let docs = documents(text);
+    let many = docs.len() > 1 || docs.first().is_some_and(|(i, _)| *i > 1);
+    let mut out = Vec::new();
+    for (i, doc) in docs {
+        let errs = |problems: Vec<String>| -> Vec<ManifestError> {
+            problems
+                .into_iter()
+                .map(|problem| ManifestError { file: file.into(), doc: many.then_some(i), problem })
+                .collect()
+        };
+        let doc = match doc {
+            Ok(d) => d,
+            Err(p) => {
+                out.push(Err(errs(p)));
+                continue;
+            }
+        };
+        let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+        match kind.as_str() {
+            "List" | "PodList" => {
+                let items = match doc {
+                    serde_json::Value::Object(mut o) => match o.remove("items") {
+                        Some(serde_json::Value::Array(items)) => items,
+                        _ => Vec::new(),
+                    },
+                    _ => Vec::new(),
+                };
+                for (j, item) in items.into_iter().enumerate() {
+                    let r =
+                        decode_one(item).map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect()));
+                    out.push(r);
+                }
+            }
+            _ => out.push(decode_one(doc).map_err(errs)),
+        }
+    }
+    out
+}
+
+/// Whether two field paths name the same field or one lies inside the other.
+fn related(a: &str, b: &str) -> bool {
+    let inside = |x: &str, y: &str| x.strip_prefix(y).is_some_and(|r| r.is_empty() || r.starts_with(['.', '[']));
+    inside(a, b) || inside(b, a)
+}
+
+/// The value at `segments` inside `value`.
+fn value_at<'a>(value: &'a mut serde_json::Value, segments: &[Segment]) -> Option<&'a mut serde_json::Value> {
+    let mut cur = value;
+    for s in segments {
+        cur = match (s, cur) {
+            (Segment::Seq { index }, serde_json::Value::Array(a)) => a.get_mut(*index)?,
+            (Segment::Map { key }, serde_json::Value::Object(o)) => o.get_mut(key)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Takes the field a decode error was about out of the document, so decoding can go on
+/// and report the next problem: a map key is removed, a list element becomes null (so
+/// later indexes keep their meaning), a null element that still fails takes its list.
+fn strip(value: &mut serde_json::Value, segments: &[Segment]) -> bool {
+    let Some((last, parents)) = segments.split_last() else { return false };
+    let element_was_null = match (last, value_at(value, parents)) {
+        (Segment::Map { key }, Some(serde_json::Value::Object(o))) => return o.shift_remove(key).is_some(),
+        (Segment::Seq { index }, Some(serde_json::Value::Array(a))) if *index < a.len() => {
+            let was_null = a[*index].is_null();
+            a[*index] = serde_json::Value::Null;
+            was_null
+        }
+        _ => return false,
+    };
+    !element_was_null || strip(value, parents)
+}
+
+fn decode_one(mut value: serde_json::Value) -> Result<Pod, Vec<String>> {
     match value.get("kind").and_then(|k| k.as_str()) {
         Some("Pod") => {}
-        Some(other) => return Err(format!("kind: Unsupported value: {other:?}: supported values: \"Pod\", \"List\"")),
-        None => return Err("kind: Required value: a manifest must say `kind: Pod`".into()),
-    }
-    let mut pod: Pod = serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            e.into_inner().to_string()
-        } else {
-            format!("{path}: {}", e.into_inner())
+        Some(other) => {
+            return Err(vec![format!("kind: Unsupported value: {other:?}: supported values: \"Pod\", \"List\"")])
         }
-    })?;
-    set_pod_defaults(&mut pod);
-    let errs = validate_pod(&pod);
-    if !errs.is_empty() {
-        let lines: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-        return Err(lines.join("; "));
+        None => return Err(vec!["kind: Required value: a manifest must say `kind: Pod`".into()]),
     }
-    Ok(pod)
+    let mut problems = Vec::new();
+    let mut stripped: Vec<String> = Vec::new();
+    // Every decode error is reported, not only the first: the field it names is taken
+    // out and decoding runs again, at most MAX_PROBLEMS_PER_DOCUMENT times.
+    let decoded = loop {
+        let e = match serde_path_to_error::deserialize::<_, Pod>(&value) {
+            Ok(pod) => break Some(pod),
+            Err(e) => e,
+        };
+        let path = e.path().to_string();
+        let segments: Vec<Segment> = e.path().iter().cloned().collect();
+        let message = e.into_inner().to_string();
+        if path == "." {
+            problems.push(message);
+            break None;
+        }
+        if !stripped.iter().any(|s| related(s, &path)) {
+            problems.push(format!("{path}: {message}"));
+        }
+        if problems.len() >= MAX_PROBLEMS_PER_DOCUMENT || !strip(&mut value, &segments) {
+            break None;
+        }
+        stripped.push(path);
+    };
+    drop(value);
+    if let Some(mut pod) = decoded {
+        set_pod_defaults(&mut pod);
+        // Problems about fields taken out above would only repeat them.
+        let errs = validate_pod(&pod);
+        problems.extend(errs.iter().filter(|e| !stripped.iter().any(|s| related(s, &e.path))).map(|e| e.to_string()));
+        if problems.is_empty() {
+            return Ok(pod);
+        }
+    }
+    if problems.len() > MAX_PROBLEMS_PER_DOCUMENT {
+        let more = problems.len() - MAX_PROBLEMS_PER_DOCUMENT;
+        problems.truncate(MAX_PROBLEMS_PER_DOCUMENT);
+        problems.push(format!("… and {more} more problem(s)"));
+    }
+    Err(problems)
 }
 
 /// Makes a decoded pod this node's static pod, as kubelet's file source does: the name
@@ -134,7 +273,7 @@ mod tests {
         let pods = decode_pods("two.yaml", &text);
         assert_eq!(pods.len(), 2);
         assert!(pods[0].is_ok());
-        let e = pods[1].as_ref().unwrap_err().to_string();
+        let e = pods[1].as_ref().unwrap_err()[0].to_string();
         assert!(e.starts_with("two.yaml: document 2: metadata.name: Invalid value: \"Web\""), "{e}");
     }
 
@@ -157,5 +296,75 @@ mod tests {
         let pods = decode_pods("list.json", json);
         assert_eq!(pods.len(), 1);
         assert_eq!(pods[0].as_ref().unwrap().metadata.name, "a");
+    }
+
+    fn problems(file: &str, text: &str) -> Vec<String> {
+        decode_pods(file, text).into_iter().filter_map(|r| r.err()).flatten().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn nan_and_inf_quantities_are_rejected_with_their_path() {
+        for (v, shown) in [(".nan", "NaN"), (".inf", "inf"), ("-.Inf", "-inf")] {
+            let text = WEB.replace("cpu: 500m", &format!("cpu: {v}"));
+            let got = problems("web.yaml", &text);
+            let want = format!("web.yaml: spec.containers[0].resources.limits.cpu: Invalid value: {shown}: must be a finite number (.nan and .inf are not allowed)");
+            assert_eq!(got, vec![want], "{v}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected_with_their_path() {
+        let text = WEB.replace("  name: web\n", "  name: web\n  name: other\n");
+        let got = problems("web.yaml", &text);
+        assert_eq!(
+            got,
+            vec!["web.yaml: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]
+        );
+        let json =
+            r#"{"kind":"Pod","metadata":{"name":"a","name":"b"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+        let got = problems("p.json", json);
+        assert_eq!(
+            got,
+            vec!["p.json: metadata.name: Duplicate value: \"name\": a key may appear only once in a mapping"]
+        );
+    }
+
+    #[test]
+    fn every_decode_and_validation_problem_is_reported_on_its_own() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: Web\nspec:\n  restartPolicy: Sometimes\n  containers:\n  - name: app\n    image: busybox\n    ports:\n    - containerPort: eighty\n    livenessProbe:\n      exec:\n        command: [/bin/true]\n      periodSeconds: ten\n    resources:\n      limits:\n        cpu: 1.5.0\n";
+        let got = problems("web.yaml", text);
+        assert_eq!(
+            got,
+            vec![
+                "web.yaml: spec.containers[0].ports[0].containerPort: invalid type: string \"eighty\", expected i64",
+                "web.yaml: spec.containers[0].livenessProbe.periodSeconds: invalid type: string \"ten\", expected i32",
+                "web.yaml: spec.containers[0].resources.limits.cpu: invalid quantity \"1.5.0\"",
+                "web.yaml: metadata.name: Invalid value: \"Web\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                "web.yaml: spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn later_documents_are_decoded_after_a_bad_one() {
+        let bad = WEB.replace("name: web", "name: bad").replace("cpu: 500m", "cpu: [1]");
+        let text = format!("{bad}---\n{}", WEB.replace("name: web", "name: good"));
+        let r = decode_pods("two.yaml", &text);
+        assert_eq!(r.len(), 2);
+        let e = r[0].as_ref().unwrap_err()[0].to_string();
+        assert!(
+            e.starts_with("two.yaml: document 1: spec.containers[0].resources.limits.cpu: invalid type: sequence"),
+            "{e}"
+        );
+        assert_eq!(r[1].as_ref().unwrap().metadata.name, "good");
+    }
+
+    #[test]
+    fn control_characters_in_file_names_and_values_are_escaped() {
+        let text = WEB.replace("name: web", "name: \"we\\nb\"");
+        let got = problems("x\nINFO forged.yaml", &text);
+        assert_eq!(got.len(), 1);
+        assert!(got[0].starts_with("x\\nINFO forged.yaml: metadata.name: Invalid value: \"we\\nb\""), "{}", got[0]);
+        assert!(!got[0].contains('\n'));
     }
 }

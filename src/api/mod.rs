@@ -2,8 +2,10 @@
 
 pub mod defaults;
 pub mod expand;
+pub mod limits;
 pub mod manifest;
 pub mod quantity;
+pub mod strict;
 pub mod types;
 pub mod validation;
 

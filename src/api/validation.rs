@@ -2,6 +2,11 @@
 //! `FieldError` with the field path and a message shaped like the apiserver's, so
 //! `ferrolet validate` and `kubectl apply` say the same thing about the same manifest.
 
+use super::limits::{
+    allowed_max, validate_expanded_sizes, validate_pod_totals, within_max, GRACE_TOO_LONG, MAX_CONTAINERS_PER_POD,
+    MAX_GRACE_PERIOD_SECONDS, MIN_MEMORY_LIMIT, TOTAL_ANNOTATION_SIZE_LIMIT,
+};
+use super::manifest::MAX_OBJECT_BYTES;
 use super::{Container, IntOrString, Pod, Probe, Quantity};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -19,6 +24,10 @@ pub enum FieldErrorKind {
     Duplicate(String),
     /// `Forbidden`.
     Forbidden,
+    /// `Too long`: the detail says how long it is and what is allowed.
+    TooLong,
+    /// `Too many: <count>`.
+    TooMany(usize),
 }
 
 /// One validation problem at one field path.
@@ -34,7 +43,10 @@ pub struct FieldError {
 
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.path)?;
+        // An empty path is the whole object.
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
         match &self.kind {
             FieldErrorKind::Required => write!(f, "Required value")?,
             FieldErrorKind::Invalid(v) => write!(f, "Invalid value: {v}")?,
@@ -44,6 +56,8 @@ impl fmt::Display for FieldError {
             }
             FieldErrorKind::Duplicate(v) => write!(f, "Duplicate value: {v}")?,
             FieldErrorKind::Forbidden => write!(f, "Forbidden")?,
+            FieldErrorKind::TooLong => write!(f, "Too long")?,
+            FieldErrorKind::TooMany(n) => write!(f, "Too many: {n}")?,
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -56,26 +70,30 @@ fn quote(s: &str) -> String {
     format!("{s:?}")
 }
 
-struct Errs(Vec<FieldError>);
+/// Problems collected while validating one pod.
+pub(super) struct Errs(pub(super) Vec<FieldError>);
 
 impl Errs {
-    fn required(&mut self, path: &str, detail: &str) {
+    pub(super) fn required(&mut self, path: &str, detail: &str) {
         self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Required, detail: detail.into() });
     }
-    fn invalid(&mut self, path: &str, value: String, detail: impl Into<String>) {
+    pub(super) fn invalid(&mut self, path: &str, value: String, detail: impl Into<String>) {
         self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Invalid(value), detail: detail.into() });
     }
-    fn not_supported(&mut self, path: &str, value: &str, allowed: &[&'static str]) {
+    pub(super) fn not_supported(&mut self, path: &str, value: &str, allowed: &[&'static str]) {
         self.0.push(FieldError {
             path: path.into(),
             kind: FieldErrorKind::NotSupported(quote(value), allowed.to_vec()),
             detail: String::new(),
         });
     }
-    fn forbidden(&mut self, path: &str, detail: &str) {
+    pub(super) fn forbidden(&mut self, path: &str, detail: &str) {
         self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Forbidden, detail: detail.into() });
     }
-    fn duplicate(&mut self, path: &str, value: &str) {
+    pub(super) fn too_long(&mut self, path: &str, detail: String) {
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::TooLong, detail });
+    }
+    pub(super) fn duplicate(&mut self, path: &str, value: &str) {
         self.0.push(FieldError {
             path: path.into(),
             kind: FieldErrorKind::Duplicate(quote(value)),
@@ -165,10 +183,18 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             e.invalid(&format!("metadata.labels.{k}"), quote(v), "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character");
         }
     }
-    for k in m.annotations.keys() {
+    let mut annotation_bytes = 0usize;
+    for (k, v) in &m.annotations {
+        annotation_bytes += k.len() + v.len();
         if !is_qualified_name(k) {
             e.invalid("metadata.annotations", quote(k), "must be a qualified name, e.g. 'example.com/my-note'");
         }
+    }
+    if annotation_bytes > TOTAL_ANNOTATION_SIZE_LIMIT {
+        e.too_long(
+            "metadata.annotations",
+            format!("{annotation_bytes} bytes; all annotations together may have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
+        );
     }
     let spec = &pod.spec;
     const POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
@@ -178,10 +204,22 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     if let Some(g) = spec.termination_grace_period_seconds {
         if g < 0 {
             e.invalid("spec.terminationGracePeriodSeconds", g.to_string(), "must be greater than or equal to 0");
+        } else if g > MAX_GRACE_PERIOD_SECONDS {
+            e.invalid("spec.terminationGracePeriodSeconds", g.to_string(), GRACE_TOO_LONG);
         }
     }
     if spec.containers.is_empty() {
         e.required("spec.containers", "");
+    }
+    let count = spec.init_containers.len() + spec.containers.len();
+    if count > MAX_CONTAINERS_PER_POD {
+        e.0.push(FieldError {
+            path: "spec.containers".into(),
+            kind: FieldErrorKind::TooMany(count),
+            detail: format!("must have at most {MAX_CONTAINERS_PER_POD} items (init and app containers together)"),
+        });
+        // Validating each of thousands of containers would only bury this.
+        return e.0;
     }
     let mut names = HashSet::new();
     for (i, c) in spec.init_containers.iter().enumerate() {
@@ -213,6 +251,14 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             e.forbidden(&format!("{path}.restartPolicy"), "may not be set for non-init containers");
         }
     }
+    validate_pod_totals(&mut e, pod);
+    // Last, and only for an otherwise sane pod: the whole object as the apiserver stores it.
+    if e.0.is_empty() {
+        let size = serde_json::to_vec(pod).map(|v| v.len()).unwrap_or(0);
+        if size > MAX_OBJECT_BYTES {
+            e.too_long("", format!("the pod is {size} bytes as JSON with defaults applied; an object may have at most {MAX_OBJECT_BYTES} bytes (1.5 MiB, etcd's request limit)"));
+        }
+    }
     e.0
 }
 
@@ -239,6 +285,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
             e.invalid(&p, quote(&v.name), "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit");
         }
     }
+    validate_expanded_sizes(e, c, path);
     let mut port_names = HashSet::new();
     for (i, p) in c.ports.iter().enumerate() {
         let base = format!("{path}.ports[{i}]");
@@ -340,6 +387,14 @@ fn validate_resources(e: &mut Errs, list: &BTreeMap<String, Quantity>, path: &st
         }
         if q.is_negative() {
             e.invalid(&p, quote(&q.to_string()), "must be greater than or equal to 0");
+        } else if !within_max(name, q) {
+            e.invalid(&p, quote(&q.to_string()), allowed_max(name));
+        } else if name == "memory" && path.ends_with(".limits") && !q.is_zero() && q.value() < MIN_MEMORY_LIMIT {
+            e.invalid(
+                &p,
+                quote(&q.to_string()),
+                format!("must be 0 (no limit) or at least {MIN_MEMORY_LIMIT} (6Mi, runc's minimum): a container cannot start in a smaller memory cgroup"),
+            );
         }
         if is_extended_resource(name) && q.milli_value() % 1000 != 0 {
             e.invalid(&p, quote(&q.to_string()), "must be an integer");
@@ -378,6 +433,8 @@ fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
     if let Some(g) = p.termination_grace_period_seconds {
         if g <= 0 {
             e.invalid(&format!("{path}.terminationGracePeriodSeconds"), g.to_string(), "must be greater than 0");
+        } else if g > MAX_GRACE_PERIOD_SECONDS {
+            e.invalid(&format!("{path}.terminationGracePeriodSeconds"), g.to_string(), GRACE_TOO_LONG);
         }
     }
     let handlers = [p.exec.is_some(), p.http_get.is_some(), p.tcp_socket.is_some(), p.grpc.is_some()];

@@ -142,6 +142,9 @@ pub struct PodManager {
     devices_active: HashSet<String>,
     /// Probe results changed since the last sync.
     resync: bool,
+    /// Pods were removed: return freed heap to the OS at the next tick, once the other
+    /// threads (prober, status readers) have dropped their copies too.
+    trim_heap: bool,
     desired: BTreeMap<String, Pod>,
     sources_seen: HashSet<String>,
     pods: BTreeMap<String, PodEntry>,
@@ -206,6 +209,7 @@ impl PodManager {
             device_prep: HashMap::new(),
             devices_active: HashSet::new(),
             resync: false,
+            trim_heap: false,
             desired: BTreeMap::new(),
             sources_seen: HashSet::new(),
             pods: BTreeMap::new(),
@@ -835,6 +839,7 @@ impl PodManager {
             }
             self.backoff.forget_pod(uid);
             self.waiting.retain(|(u, _), _| u != uid);
+            self.trim_heap = true;
         }
     }
 
@@ -1055,6 +1060,9 @@ impl crate::manager::Manager for PodManager {
     }
 
     fn on_tick(&mut self) {
+        if std::mem::take(&mut self.trim_heap) {
+            release_freed_memory();
+        }
         self.sync();
         // Orphaned cgroups can only be told apart once every source has reported.
         if self.cm.is_some() && !self.sources_seen.is_empty() {
@@ -1078,5 +1086,16 @@ impl crate::manager::Manager for PodManager {
         if std::mem::take(&mut self.resync) {
             self.sync();
         }
+    }
+}
+
+/// Hands memory freed by a removed pod back to the OS. glibc keeps freed heap for reuse,
+/// so a large pod (up to the 1.5 MiB object limit, expanded env, thousands of statuses)
+/// would otherwise leave its RSS behind after it is gone.
+fn release_freed_memory() {
+    // SAFETY: malloc_trim only returns free pages of the allocator's arenas to the kernel.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
