@@ -14,6 +14,10 @@ use std::time::Duration;
 /// what one corrupt or hostile file can make the agent allocate.
 pub const MAX_RECORD_SIZE: u64 = 16 << 20;
 
+/// Linux's `MAX_ARG_STRLEN` (32 pages): the longest argument or `NAME=value` environment
+/// string `execve` accepts, terminating NUL included. Validation and the runtime both check it.
+pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+
 /// Who may read the state directory: the owner only (`0700` directories, `0600` files), or
 /// also one group (`0750`, `0640`) when `state_group` is configured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

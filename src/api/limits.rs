@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 /// The apiserver's limit for all annotations of one object together, keys and values
 /// (`TotalAnnotationSizeLimitB`).
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
-/// Linux's `MAX_ARG_STRLEN` (32 pages): the longest argument or `NAME=value` environment
-/// string `execve` accepts, terminating NUL included.
-pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+pub use crate::util::MAX_ARG_STRLEN;
 /// Most bytes a container's env, command and args (or an exec probe's command with the
 /// env) may expand to: what Linux leaves for arguments and environment with the usual
 /// 8 MiB stack limit (a quarter of it). More could not be started anyway.

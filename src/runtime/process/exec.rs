@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 /// Output kept per stream by `exec_sync`; the rest is read and dropped.
 const EXEC_OUTPUT_CAP: usize = 1 << 20;
 
-/// The kernel's limit on one argument or environment string, `MAX_ARG_STRLEN` (32 pages).
-pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+use crate::util::MAX_ARG_STRLEN;
 
 /// Checks a command line and environment against the kernel's `execve` limits, so a
 /// container that could never start says why instead of failing obscurely: each string at

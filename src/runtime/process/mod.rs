@@ -60,7 +60,7 @@ const TMP_PREFIX: &str = ".tmp-";
 /// Grace period for stopping a container whose record is damaged (kubelet's default).
 const UNIDENTIFIED_GRACE: Duration = Duration::from_secs(30);
 
-pub use exec::{check_exec_limits, MAX_ARG_STRLEN};
+pub use exec::check_exec_limits;
 
 #[derive(Default)]
 struct Cached {
