@@ -324,6 +324,9 @@ fn event_age(e: &Event, now: SystemTime) -> String {
 }
 
 fn table(rows: Vec<Vec<String>>, indent: &str) -> String {
+    // Cells come from pods, events and plugins: never let one move the cursor or split a row.
+    let rows: Vec<Vec<String>> =
+        rows.into_iter().map(|r| r.iter().map(|c| crate::logsafe::Escaped(c).to_string()).collect()).collect();
     let widths: Vec<usize> = (0..rows[0].len()).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in rows {
@@ -382,7 +385,7 @@ fn state_lines(out: &mut String, label: &str, s: &ContainerState) {
         let _ = writeln!(out, "    {label:<14} Waiting");
         let _ = writeln!(out, "      Reason:       {}", w.reason);
         if !w.message.is_empty() {
-            let _ = writeln!(out, "      Message:      {}", w.message);
+            let _ = writeln!(out, "      Message:      {}", crate::logsafe::Escaped(&w.message));
         }
     }
 }
@@ -506,6 +509,12 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn table_cells_cannot_carry_terminal_control_characters() {
+        let out = table(vec![vec!["MESSAGE".into()], vec!["probe said \u{1b}[2Jhi\nfake row".into()]], "");
+        assert_eq!(out, "MESSAGE\nprobe said \\u{1b}[2Jhi\\nfake row\n");
     }
 
     #[test]

@@ -142,7 +142,7 @@ impl pb::Registration for Registration {
             req.get_version()
         );
         let refused = |sink: grpcio::UnarySink<pb::Empty>, code, message: String| {
-            log::warn!("devices: registration refused: {message}");
+            log::warn!("devices: registration refused: {}", crate::logsafe::Escaped(&message));
             ctx.spawn(sink.fail(RpcStatus::with_message(code, message)).map(|_| ()));
         };
         let socket = match validate(&req, &self.devices.dir) {
