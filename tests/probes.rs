@@ -249,6 +249,53 @@ mod grpc {
         (server, port)
     }
 
+    /// A listener that accepts and never says a word; each accepted connection reports
+    /// when it saw EOF (the prober closed it).
+    fn silent_listener() -> (u16, std::sync::mpsc::Receiver<Instant>, Arc<std::sync::atomic::AtomicUsize>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming().flatten() {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    use std::io::Read;
+                    let mut conn = conn;
+                    let mut buf = [0u8; 4096];
+                    while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+                    let _ = tx.send(Instant::now());
+                });
+            }
+        });
+        (port, rx, accepted)
+    }
+
+    #[test]
+    fn a_grpc_probe_closes_its_connection_at_the_timeout_when_the_server_never_speaks_http2() {
+        let (port, closed, accepted) = silent_listener();
+        let env = GrpcEnv::default();
+        let started = Instant::now();
+        match env.check("127.0.0.1", port, "", SEC) {
+            Outcome::Failure(m) => assert!(m.starts_with("timeout: failed to connect service"), "{m}"),
+            o => panic!("{o:?}"),
+        }
+        let returned = Instant::now();
+        assert!(returned - started < Duration::from_millis(1500), "bounded by the timeout: {:?}", returned - started);
+        let n = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(n >= 1, "the probe connected");
+        for _ in 0..n {
+            let at = closed
+                .recv_timeout(Duration::from_secs(5))
+                .expect("every connection the probe opened is closed soon after its timeout");
+            assert!(at - returned < Duration::from_secs(1), "closed {:?} after the probe returned", at - returned);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), n, "no reconnection after the probe ended");
+    }
+
     #[test]
     fn grpc_health_probes_against_a_real_grpcio_server() {
         let env = GrpcEnv::default();

@@ -305,11 +305,25 @@ impl GrpcEnv {
         self.env.get_or_init(|| Arc::new(grpcio::EnvBuilder::new().cq_count(1).name_prefix("fl-grpc").build())).clone()
     }
 
-    /// `grpc.health.v1.Health/Check` without TLS; SERVING is success.
+    /// `grpc.health.v1.Health/Check` without TLS; SERVING is success. Connecting and the
+    /// call together take at most `timeout`, and the connection ends with the probe: the
+    /// channel has its own subchannel (not gRPC's process-wide pool, which would keep it
+    /// connecting after the channel is dropped) and a connect deadline of `timeout` (gRPC's
+    /// default is 20 s, during which a server that accepts but never speaks HTTP/2 kept a
+    /// socket open).
     pub fn check(&self, host: &str, port: u16, service: &str, timeout: Duration) -> Outcome {
         use crate::proto::health::{HealthCheckRequest, HealthCheckResponse_ServingStatus as Status, HealthClient};
+        let deadline = std::time::Instant::now() + timeout;
         let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-        let ch = grpcio::ChannelBuilder::new(self.env()).primary_user_agent(USER_AGENT).connect(&addr);
+        let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+        let ch = grpcio::ChannelBuilder::new(self.env())
+            .primary_user_agent(USER_AGENT)
+            .use_local_subchannel_pool(true)
+            .initial_reconnect_backoff(timeout)
+            .max_reconnect_backoff(timeout)
+            // The connect deadline is max(backoff, this): gRPC has no builder method for it.
+            .raw_cfg_int(c"grpc.min_reconnect_backoff_ms".into(), millis)
+            .connect(&addr);
         if !futures::executor::block_on(ch.wait_for_connected(timeout)) {
             return Outcome::Failure(format!(
                 "timeout: failed to connect service {addr:?} within {}s",
@@ -319,7 +333,9 @@ impl GrpcEnv {
         let client = HealthClient::new(ch);
         let mut req = HealthCheckRequest::new();
         req.set_service(service.into());
-        let opt = grpcio::CallOption::default().timeout(timeout);
+        // What is left of the probe's timeout, not a second timeout after connecting.
+        let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
+        let opt = grpcio::CallOption::default().timeout(left);
         match client.check_opt(&req, opt) {
             Ok(resp) if resp.get_status() == Status::SERVING => Outcome::Success("service healthy".into()),
             Ok(resp) => {
