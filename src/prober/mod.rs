@@ -6,6 +6,7 @@
 
 pub mod pool;
 pub mod probes;
+pub mod reaper;
 pub mod worker;
 
 use crate::api::{Container, Probe};
@@ -503,6 +504,8 @@ impl ProberManager {
                 }
             }
         }
+        // Probes queued behind threads that have turned slow get a thread of their own.
+        self.pool.rebalance();
         self.metrics.threads.store(self.pool.threads(), std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -587,7 +590,11 @@ impl crate::manager::Manager for ProberManager {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse((at, _))| *at)
+        let due = self.heap.peek().map(|Reverse((at, _))| *at);
+        match (due, self.pool.recheck_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn on_deadline(&mut self) {

@@ -4,7 +4,8 @@
 
 use crate::api::expand::expand;
 use crate::api::{Container, HttpGetAction, IntOrString, Probe};
-use crate::runtime::ContainerRuntime;
+use crate::runtime::exec::{ExecProcess, ExecStart};
+use crate::runtime::{ContainerRuntime, ExecResult};
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -57,9 +58,14 @@ fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, String> {
     }
 }
 
+/// A probe's timeout (`timeoutSeconds`, at least 1 s).
+pub fn timeout_of(probe: &Probe) -> Duration {
+    Duration::from_secs(probe.timeout_seconds.max(1) as u64)
+}
+
 /// Runs `probe` against `target`.
 pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, grpc: &GrpcEnv) -> Outcome {
-    let timeout = Duration::from_secs(probe.timeout_seconds.max(1) as u64);
+    let timeout = timeout_of(probe);
     if let Some(h) = &probe.http_get {
         return http(h, target, timeout);
     }
@@ -265,28 +271,61 @@ fn describe_http_error(e: &ureq::Error) -> String {
     }
 }
 
-/// Exec through the runtime with the container's static env expanded into the command;
-/// exit 0 is success, output (stdout then stderr) is capped at 10 KiB.
-pub fn exec(command: &[String], target: &Target, runtime: &Arc<dyn ContainerRuntime>, timeout: Duration) -> Outcome {
+/// An exec probe's command with `$(VAR)` expanded from the container's static env.
+pub fn exec_command(command: &[String], target: &Target) -> Vec<String> {
     let env = crate::api::expand::resolve_env(&target.container.env, &[]);
     let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-    let cmd: Vec<String> = command.iter().map(|c| expand(c, &lookup)).collect();
-    match runtime.exec_sync(&target.container_id, &cmd, timeout) {
-        Ok(r) if r.timed_out => Outcome::Failure(format!("command {:?} timed out", cmd.join(" "))),
-        Ok(r) => {
-            let mut out = r.stdout;
-            out.extend_from_slice(&r.stderr);
-            out.truncate(MAX_OUTPUT);
-            let text = String::from_utf8_lossy(&out).into_owned();
-            if r.exit_code == 0 {
-                Outcome::Success(text)
-            } else {
-                Outcome::Failure(text)
-            }
-        }
-        Err(e) => Outcome::Error(e.to_string()),
+    command.iter().map(|c| expand(c, &lookup)).collect()
+}
+
+/// Starts an exec probe's command through the runtime without waiting for it; when nothing
+/// runs (the executable is missing, the container is gone), the outcome at once.
+pub fn exec_start(
+    cmd: &[String],
+    target: &Target,
+    runtime: &Arc<dyn ContainerRuntime>,
+) -> Result<ExecProcess, Outcome> {
+    match runtime.exec_start(&target.container_id, cmd) {
+        Ok(ExecStart::Running(p)) => Ok(p),
+        Ok(ExecStart::Finished(r)) => Err(exec_outcome(cmd, r)),
+        Err(e) => Err(Outcome::Error(crate::util::Chain(&e).to_string())),
     }
 }
+
+/// What a finished (or timed-out) exec probe command means: exit 0 is success; output
+/// (stdout then stderr) is capped at 10 KiB.
+pub fn exec_outcome(cmd: &[String], r: ExecResult) -> Outcome {
+    if r.timed_out {
+        return Outcome::Failure(format!("command {:?} timed out", cmd.join(" ")));
+    }
+    let mut out = r.stdout;
+    out.truncate(MAX_OUTPUT);
+    out.extend_from_slice(&r.stderr[..r.stderr.len().min(MAX_OUTPUT - out.len())]);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    if r.exit_code == 0 {
+        Outcome::Success(text)
+    } else {
+        Outcome::Failure(text)
+    }
+}
+
+/// Exec through the runtime, waiting for it on this thread (the prober hands running
+/// commands to its exec reaper instead).
+pub fn exec(command: &[String], target: &Target, runtime: &Arc<dyn ContainerRuntime>, timeout: Duration) -> Outcome {
+    let cmd = exec_command(command, target);
+    match exec_start(&cmd, target, runtime) {
+        Ok(p) => match p.wait(timeout) {
+            Ok(r) => exec_outcome(&cmd, r),
+            Err(e) => Outcome::Error(crate::util::Chain(&e).to_string()),
+        },
+        Err(outcome) => outcome,
+    }
+}
+
+/// How much longer than the probe a gRPC connection attempt may last. The probe gives up
+/// (and drops its channel) first, so gRPC never starts a second attempt; the attempt still
+/// running ends this much later.
+const GRPC_CONNECT_GRACE: Duration = Duration::from_millis(200);
 
 /// The grpcio environment probes share (one completion-queue thread for all of them).
 pub struct GrpcEnv {
@@ -315,12 +354,13 @@ impl GrpcEnv {
         use crate::proto::health::{HealthCheckRequest, HealthCheckResponse_ServingStatus as Status, HealthClient};
         let deadline = std::time::Instant::now() + timeout;
         let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-        let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+        let connect = timeout + GRPC_CONNECT_GRACE;
+        let millis = connect.as_millis().min(i32::MAX as u128) as i32;
         let ch = grpcio::ChannelBuilder::new(self.env())
             .primary_user_agent(USER_AGENT)
             .use_local_subchannel_pool(true)
-            .initial_reconnect_backoff(timeout)
-            .max_reconnect_backoff(timeout)
+            .initial_reconnect_backoff(connect)
+            .max_reconnect_backoff(connect)
             // The connect deadline is max(backoff, this): gRPC has no builder method for it.
             .raw_cfg_int(c"grpc.min_reconnect_backoff_ms".into(), millis)
             .connect(&addr);

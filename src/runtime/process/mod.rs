@@ -16,6 +16,7 @@
 pub mod logfile;
 pub mod shim;
 
+use super::exec::{ExecProcess, ExecStart};
 use super::{
     ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError, SandboxConfig,
     SandboxInfo,
@@ -26,9 +27,8 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -37,8 +37,6 @@ use std::time::{Duration, Instant, SystemTime};
 /// How long `start_container` waits for the shim to report the process running (shorter
 /// than the agent's default stop timeout, so a stuck start never stalls shutdown).
 const START_TIMEOUT: Duration = Duration::from_secs(5);
-/// Output kept per stream by `exec_sync`; the rest is read and dropped.
-const EXEC_OUTPUT_CAP: usize = 1 << 20;
 
 /// What the agent writes when it creates a container.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -519,7 +517,7 @@ impl ContainerRuntime for ProcessRuntime {
         Ok(out)
     }
 
-    fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
+    fn exec_start(&self, id: &str, cmd: &[String]) -> Result<ExecStart, RuntimeError> {
         let info = self.observe(id)?;
         if info.state != ContainerState::Running {
             return Err(RuntimeError::StartContainer {
@@ -554,74 +552,19 @@ impl ContainerRuntime for ProcessRuntime {
         unsafe {
             command.pre_exec(move || shim::join_cgroups(&fds));
         }
-        let started = Instant::now();
-        let mut child = match command.spawn() {
+        let child = match command.spawn() {
             Ok(c) => c,
             Err(e) => {
-                return Ok(ExecResult {
+                return Ok(ExecStart::Finished(ExecResult {
                     exit_code: 126,
                     stderr: format!("exec {prog:?}: {e}").into_bytes(),
                     ..Default::default()
-                })
+                }))
             }
         };
         drop(cgroups);
-        let pid = child.id() as i32;
-        let mut streams = [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
-        let mut outs: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
-        let deadline = started + timeout;
-        let mut timed_out = false;
-        let mut buf = [0u8; 8192];
-        while streams.iter().any(Option::is_some) {
-            let now = Instant::now();
-            if now >= deadline {
-                timed_out = true;
-                break;
-            }
-            let open: Vec<(usize, i32)> = streams
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s): (usize, &Option<File>)| s.as_ref().map(|f| (i, f.as_raw_fd())))
-                .collect();
-            let fds: Vec<i32> = open.iter().map(|(_, fd)| *fd).collect();
-            let ready = util::poll_readable(&fds, Some(deadline - now))
-                .map_err(|source| RuntimeError::Process { action: "polling exec output".into(), source })?;
-            for ((i, _), r) in open.iter().zip(ready) {
-                if r == 0 {
-                    continue;
-                }
-                let Some(f) = streams[*i].as_mut() else {
-                    continue;
-                };
-                match f.read(&mut buf) {
-                    Ok(0) | Err(_) => streams[*i] = None,
-                    Ok(n) => {
-                        let room = EXEC_OUTPUT_CAP.saturating_sub(outs[*i].len());
-                        outs[*i].extend_from_slice(&buf[..n.min(room)]);
-                    }
-                }
-            }
-        }
-        // The output is closed; the command may still run (it closed its pipes early).
-        let status = loop {
-            let waited = child
-                .try_wait()
-                .map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
-            if let Some(status) = waited {
-                break status;
-            }
-            if timed_out || Instant::now() >= deadline {
-                timed_out = true;
-                let _ = util::kill_group(pid, libc::SIGKILL);
-                // SIGKILL cannot be caught, so this wait returns promptly.
-                break child
-                    .wait()
-                    .map_err(|source| RuntimeError::Process { action: "waiting for exec".into(), source })?;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
-        let exit_code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-        let [stdout, stderr] = outs;
-        Ok(ExecResult { exit_code: if timed_out { -1 } else { exit_code }, stdout, stderr, timed_out })
+        let p = ExecProcess::new(child)
+            .map_err(|source| RuntimeError::Process { action: "watching exec output".into(), source })?;
+        Ok(ExecStart::Running(p))
     }
 }
