@@ -33,6 +33,12 @@ pub enum AgentError {
         /// Why.
         message: String,
     },
+    /// Another agent holds the state directory's lock file.
+    #[error("cannot lock {path}: another ferrolet is running with this state directory")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
     /// The runtime backend could not be set up.
     #[error("cannot set up the {runtime} runtime")]
     Runtime {
@@ -175,10 +181,11 @@ fn node_object(cfg: &Config) -> crate::api::Node {
 fn lock_state_dir(dir: &Path) -> Result<File, AgentError> {
     let err = |message: String| AgentError::StateDir { path: dir.into(), message };
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    let f = File::create(dir.join("ferrolet.lock")).map_err(|e| err(e.to_string()))?;
+    let path = dir.join("ferrolet.lock");
+    let f = File::create(&path).map_err(|e| err(format!("{}: {e}", path.display())))?;
     // SAFETY: flock on an fd we own; no memory is passed.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(err("another ferrolet is running with this state directory".into()));
+        return Err(AgentError::Locked { path });
     }
     Ok(f)
 }
@@ -383,5 +390,17 @@ impl Agent {
         }
         log::info!("agent: stopped; containers keep running and are adopted by the next start");
         stuck
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_held_state_lock_names_the_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = super::lock_state_dir(dir.path()).unwrap();
+        let e = super::lock_state_dir(dir.path()).unwrap_err().to_string();
+        let want = format!("cannot lock {}: another ferrolet", dir.path().join("ferrolet.lock").display());
+        assert!(e.starts_with(&want), "{e}");
     }
 }

@@ -235,3 +235,30 @@ fn slow_probes_hold_up_only_their_own_workers() {
         exec_pids.iter().all(|&(pid, ticks)| !ferrolet::util::process_alive(pid, ticks)).then_some(())
     });
 }
+
+#[test]
+fn unreadable_saved_probe_results_are_reported_with_their_cause() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.state()).unwrap();
+    let path = sb.state().join("probe-results.json");
+    std::fs::write(&path, "[{\"kind\": \"Readiness\", ").unwrap();
+    let agent = AgentProcess::start(&sb);
+    let line = wait_for("the warning", T, || {
+        agent.log_text().lines().find(|l| l.contains("cannot read saved probe results")).map(String::from)
+    });
+    assert!(line.contains(&path.display().to_string()), "names the file: {line}");
+    assert!(line.contains("EOF while parsing"), "keeps the parse error: {line}");
+    assert!(line.contains("probe-results.json.corrupt"), "says where the file went: {line}");
+}
+
+#[test]
+fn probe_output_in_events_is_cut_at_one_kib() {
+    let sb = Sandbox::new();
+    let spec = "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      exec:\n        command: [sh, -c, 'head -c 20000 /dev/zero | tr \"\\0\" x; exit 1']\n      periodSeconds: 1\n      failureThreshold: 1\n";
+    sb.write_manifest("noisy.yaml", &manifest("noisy", spec));
+    let agent = AgentProcess::start(&sb);
+    let e = wait_for("the Unhealthy event", T, || events(&agent).into_iter().find(|e| e.reason == "Unhealthy"));
+    assert!(e.message.starts_with("Readiness probe failed: xxxx"), "{}", e.message);
+    assert!(e.message.len() <= 1024, "{} bytes", e.message.len());
+    assert!(e.message.ends_with("more bytes)"), "says it was cut: {}", &e.message[e.message.len() - 40..]);
+}

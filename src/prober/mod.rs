@@ -94,12 +94,46 @@ pub enum ProberCommand {
     Done(Done<WorkerId>),
 }
 
+/// What failed in the prober (a failed probe is a result, not one of these).
+#[derive(Debug, thiserror::Error)]
+pub enum ProberError {
+    /// The saved probe results could not be read or parsed.
+    #[error("cannot read saved probe results {path}")]
+    ReadResults {
+        /// The results file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An unreadable results file could not be moved aside.
+    #[error("cannot move {path} aside")]
+    SetAside {
+        /// The results file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The probe results could not be saved.
+    #[error("cannot save probe results to {path}")]
+    SaveResults {
+        /// The results file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The three results stores, keyed by container id; survives agent restarts for
 /// readiness and startup (so a Ready container stays Ready across `kill -9` of the agent).
 #[derive(Clone, Default)]
 pub struct ProbeResults {
     inner: Arc<RwLock<HashMap<String, [Option<ProbeResult>; 3]>>>,
     path: Option<PathBuf>,
+    /// Saving failed last time: the failure was logged once, the recovery will be too.
+    save_failing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -114,14 +148,34 @@ fn slot(kind: ProbeType) -> usize {
 }
 
 impl ProbeResults {
-    /// Results kept in `path` (loaded now, rewritten atomically on every change).
+    /// Results kept in `path` (loaded now, rewritten atomically on every change). An
+    /// unreadable file is reported with its cause and moved aside to `<path>.corrupt` (so
+    /// the next save does not destroy it), and the prober starts without saved results.
     pub fn persistent(path: PathBuf) -> ProbeResults {
-        let loaded: Vec<Persisted> = crate::util::read_json(&path).unwrap_or_default();
+        let loaded: Vec<Persisted> = match crate::util::read_json(&path) {
+            Ok(v) => v,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => {
+                let e = ProberError::ReadResults { path: path.clone(), source };
+                let aside = PathBuf::from(format!("{}.corrupt", path.display()));
+                let kept = match std::fs::rename(&path, &aside) {
+                    Ok(()) => format!("kept as {}", aside.display()),
+                    Err(source) => {
+                        crate::util::Chain(&ProberError::SetAside { path: path.clone(), source }).to_string()
+                    }
+                };
+                log::warn!(
+                    "prober: {}; readiness and startup start over from their initial values ({kept})",
+                    crate::util::Chain(&e)
+                );
+                Vec::new()
+            }
+        };
         let mut map: HashMap<String, [Option<ProbeResult>; 3]> = HashMap::new();
         for p in loaded {
             map.entry(p.container_id).or_default()[slot(p.kind)] = Some(p.result);
         }
-        ProbeResults { inner: Arc::new(RwLock::new(map)), path: Some(path) }
+        ProbeResults { inner: Arc::new(RwLock::new(map)), path: Some(path), save_failing: Arc::default() }
     }
 
     /// A result, if any.
@@ -175,10 +229,38 @@ impl ProbeResults {
                     .filter_map(|k| r[slot(k)].map(|result| Persisted { kind: k, container_id: id.clone(), result }))
             })
             .collect();
-        if let Err(e) = crate::util::write_json(path, &list) {
-            log::warn!("prober: cannot save probe results to {}: {e}", path.display());
+        use std::sync::atomic::Ordering;
+        // One line when saving starts failing (a full disk would fail every change) and one
+        // when it works again.
+        match crate::util::write_json(path, &list) {
+            Err(source) if !self.save_failing.swap(true, Ordering::Relaxed) => {
+                let e = ProberError::SaveResults { path: path.clone(), source };
+                log::warn!("prober: {} (reported once until a save succeeds)", crate::util::Chain(&e));
+            }
+            Ok(()) if self.save_failing.swap(false, Ordering::Relaxed) => {
+                log::info!("prober: probe results saved to {} again", path.display());
+            }
+            _ => {}
         }
     }
+}
+
+/// Longest event message the prober records, the `note` limit of events.k8s.io (1 KiB):
+/// probe output (up to 10 KiB) and error chains past it are cut.
+pub const MAX_EVENT_MESSAGE: usize = 1024;
+
+/// `message` cut to at most `MAX_EVENT_MESSAGE` bytes at a character boundary, ending with
+/// how much was cut.
+pub fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_EVENT_MESSAGE {
+        return message;
+    }
+    // Room for "… (NNNNNNNNNN more bytes)".
+    let mut end = MAX_EVENT_MESSAGE - 32;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &message[..end], message.len() - end)
 }
 
 const BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -540,13 +622,16 @@ impl ProberManager {
             // threshold crossing, and every 10th failure while it lasts; repeats of the same
             // message are counted by the correlator instead of written again.
             Outcome::Failure(out) if failures == 1 || failures % threshold == 0 || failures % 10 == 0 => {
-                self.recorder.event(reference, WARNING, "Unhealthy", &format!("{name} probe failed: {out}"));
+                let message = bounded_message(format!("{name} probe failed: {out}"));
+                self.recorder.event(reference, WARNING, "Unhealthy", &message);
             }
             Outcome::Warning(out) => {
-                self.recorder.event(reference, WARNING, "ProbeWarning", &format!("{name} probe warning: {out}"))
+                let message = bounded_message(format!("{name} probe warning: {out}"));
+                self.recorder.event(reference, WARNING, "ProbeWarning", &message)
             }
             Outcome::Error(e) => {
-                self.recorder.event(reference, WARNING, "Unhealthy", &format!("{name} probe errored: {e}"))
+                let message = bounded_message(format!("{name} probe errored: {e}"));
+                self.recorder.event(reference, WARNING, "Unhealthy", &message)
             }
             _ => {}
         }
@@ -599,5 +684,36 @@ impl crate::manager::Manager for ProberManager {
 
     fn on_deadline(&mut self) {
         self.run_due();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_messages_are_cut_at_one_kib_on_a_character_boundary() {
+        assert_eq!(bounded_message("Liveness probe failed: short".into()), "Liveness probe failed: short");
+        let long = format!("Readiness probe failed: {}", "é".repeat(5000));
+        let m = bounded_message(long.clone());
+        assert!(m.len() <= MAX_EVENT_MESSAGE, "{}", m.len());
+        assert!(m.starts_with("Readiness probe failed: éé"));
+        let kept = m.rsplit_once('…').unwrap().0.len();
+        assert!(m.ends_with(&format!("… ({} more bytes)", long.len() - kept)), "{m}");
+    }
+
+    #[test]
+    fn unreadable_saved_results_are_set_aside_and_the_store_starts_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe-results.json");
+        std::fs::write(&path, "{ not json").unwrap();
+        let r = ProbeResults::persistent(path.clone());
+        assert_eq!(r.get(ProbeType::Readiness, "c1"), None);
+        assert!(!path.exists());
+        let aside = dir.path().join("probe-results.json.corrupt");
+        assert_eq!(std::fs::read_to_string(&aside).unwrap(), "{ not json", "kept for a person to look at");
+        r.set(ProbeType::Readiness, "c1", ProbeResult::Success);
+        let again = ProbeResults::persistent(path);
+        assert_eq!(again.get(ProbeType::Readiness, "c1"), Some(ProbeResult::Success), "saving works again");
     }
 }

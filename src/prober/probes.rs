@@ -286,7 +286,10 @@ pub fn exec_start(
     runtime: &Arc<dyn ContainerRuntime>,
 ) -> Result<ExecProcess, Outcome> {
     match runtime.exec_start(&target.container_id, cmd) {
-        Ok(ExecStart::Running(p)) => Ok(p),
+        Ok(ExecStart::Running(mut p)) => {
+            p.limit_output(MAX_OUTPUT);
+            Ok(p)
+        }
         Ok(ExecStart::Finished(r)) => Err(exec_outcome(cmd, r)),
         Err(e) => Err(Outcome::Error(crate::util::Chain(&e).to_string())),
     }

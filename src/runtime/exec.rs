@@ -36,6 +36,7 @@ pub struct ExecProcess {
     out: [Vec<u8>; 2],
     exited: bool,
     reaped: bool,
+    cap: usize,
 }
 
 impl ExecProcess {
@@ -44,7 +45,15 @@ impl ExecProcess {
     pub fn new(mut child: Child) -> io::Result<ExecProcess> {
         let streams = [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
         let pgid = child.id() as i32;
-        let p = ExecProcess { child, pgid, streams, out: [Vec::new(), Vec::new()], exited: false, reaped: false };
+        let p = ExecProcess {
+            child,
+            pgid,
+            streams,
+            out: [Vec::new(), Vec::new()],
+            exited: false,
+            reaped: false,
+            cap: EXEC_OUTPUT_CAP,
+        };
         for s in p.streams.iter().flatten() {
             if let Err(e) = util::set_nonblocking(s) {
                 p.kill();
@@ -52,6 +61,12 @@ impl ExecProcess {
             }
         }
         Ok(p)
+    }
+
+    /// Keeps at most `cap` bytes per stream instead of `EXEC_OUTPUT_CAP` (a probe needs
+    /// 10 KiB, and many may run at once); the rest is still read and dropped.
+    pub fn limit_output(&mut self, cap: usize) {
+        self.cap = cap.min(EXEC_OUTPUT_CAP);
     }
 
     /// The pipes still open, to poll for readability.
@@ -63,6 +78,7 @@ impl ExecProcess {
     /// a read error; output past `EXEC_OUTPUT_CAP` per stream is read and dropped.
     pub fn read_output(&mut self) {
         let mut buf = [0u8; 8192];
+        let cap = self.cap;
         for (stream, out) in self.streams.iter_mut().zip(self.out.iter_mut()) {
             let Some(f) = stream.as_mut() else { continue };
             loop {
@@ -72,7 +88,7 @@ impl ExecProcess {
                         break;
                     }
                     Ok(n) => {
-                        let room = EXEC_OUTPUT_CAP.saturating_sub(out.len());
+                        let room = cap.saturating_sub(out.len());
                         out.extend_from_slice(&buf[..n.min(room)]);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
