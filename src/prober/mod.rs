@@ -703,6 +703,25 @@ mod tests {
     }
 
     #[test]
+    fn max_threads_is_bounded() {
+        for (n, ok) in [
+            (0, false),
+            (1, true),
+            (8, true),
+            (pool::MAX_THREADS, true),
+            (pool::MAX_THREADS + 1, false),
+            (100_000_000_000, false),
+        ] {
+            let r = crate::config::Config::parse("f.toml", &format!("[prober]\nmax_threads = {n}\n"));
+            assert_eq!(r.is_ok(), ok, "{n}: {:?}", r.err().map(|e| e.to_string()));
+            if let Err(e) = r {
+                assert!(e.to_string().contains("prober.max_threads"), "{e}");
+                assert!(e.to_string().contains("between 1 and 64"), "{e}");
+            }
+        }
+    }
+
+    #[test]
     fn unreadable_saved_results_are_set_aside_and_the_store_starts_empty() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe-results.json");

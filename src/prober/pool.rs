@@ -21,6 +21,8 @@ const IDLE_EXIT: Duration = Duration::from_secs(30);
 /// A probe running this long is slow: its thread no longer counts against `max_threads`.
 /// Probes that answer (on loopback or a pod network) take well under a millisecond to a few.
 pub const SLOW_AFTER: Duration = Duration::from_millis(100);
+/// Upper bound of `prober.max_threads`.
+pub const MAX_THREADS: usize = 64;
 /// Hard cap on threads beyond `max_threads`, for probes that run slow (exec probes need
 /// none). Past it, probes wait for a thread again.
 pub const MAX_SLOW_THREADS: usize = 32;

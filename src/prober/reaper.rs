@@ -69,8 +69,11 @@ fn poll_timeout(now: Instant, deadlines: impl Iterator<Item = Instant>, awaiting
 /// The handle: hands commands to the thread; `stop` (or dropping it) kills what is still
 /// watched.
 pub struct ExecReaper<K> {
-    inner: Mutex<Option<(Sender<Watch<K>>, File, JoinHandle<()>)>>,
+    inner: Mutex<Option<Running<K>>>,
 }
+
+/// The thread's command channel, the write end of its wake-up pipe, and the thread.
+type Running<K> = (Sender<Watch<K>>, File, JoinHandle<()>);
 
 impl<K: Send + 'static> ExecReaper<K> {
     /// Starts the thread; outcomes go to `done`, as from a probe thread.
