@@ -80,9 +80,11 @@ struct Shared<K> {
 }
 
 impl<K: Clone + Send + 'static> Shared<K> {
+    /// Threads whose current probe has run `SLOW_AFTER` or longer.
     fn slow(&self, now: Instant) -> usize {
-        let limit = (now.saturating_duration_since(self.epoch).saturating_sub(SLOW_AFTER)).as_nanos() as u64;
-        self.busy.lock().iter().filter(|b| matches!(b.load(Ordering::Relaxed), s if s != 0 && s - 1 <= limit)).count()
+        let since = now.saturating_duration_since(self.epoch);
+        let slow = |s: u64| s != 0 && Duration::from_nanos(s - 1) + SLOW_AFTER <= since;
+        self.busy.lock().iter().filter(|b| slow(b.load(Ordering::Relaxed))).count()
     }
 
     /// The earliest moment a busy thread turns slow (none when every busy one already is).
