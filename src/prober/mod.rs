@@ -1,26 +1,28 @@
 //! The prober: liveness, readiness and startup probes. One manager thread (`fl-prober`)
 //! keeps every worker's next due time in a heap and hands due probes to a small pool of
-//! probe threads; results go into three stores the pod manager reads, and every change is
-//! sent to the pod manager, which acts on it (readiness → Ready, startup → Started,
-//! liveness failure → kill and restart).
+//! probe threads (exec probe commands to one reaper thread); results go into three stores
+//! the pod manager reads, and every change is sent to the pod manager, which acts on it
+//! (readiness → Ready, startup → Started, liveness failure → kill and restart).
 
+pub mod metrics;
 pub mod pool;
 pub mod probes;
 pub mod reaper;
+pub mod results;
 pub mod worker;
+
+pub use metrics::{series_labels, ProberMetrics, SeriesLabels};
+pub use results::{ProbeResults, ProberError};
 
 use crate::api::{Container, Probe};
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::pods::PodsCommand;
 use crossbeam_channel::Sender;
-use parking_lot::{Mutex, RwLock};
 use pool::{Done, Job, ProbePool};
 use probes::Outcome;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
-use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use worker::{Decision, Worker};
@@ -94,157 +96,6 @@ pub enum ProberCommand {
     Done(Done<WorkerId>),
 }
 
-/// What failed in the prober (a failed probe is a result, not one of these).
-#[derive(Debug, thiserror::Error)]
-pub enum ProberError {
-    /// The saved probe results could not be read or parsed.
-    #[error("cannot read saved probe results {path}")]
-    ReadResults {
-        /// The results file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// An unreadable results file could not be moved aside.
-    #[error("cannot move {path} aside")]
-    SetAside {
-        /// The results file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The probe results could not be saved.
-    #[error("cannot save probe results to {path}")]
-    SaveResults {
-        /// The results file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// The three results stores, keyed by container id; survives agent restarts for
-/// readiness and startup (so a Ready container stays Ready across `kill -9` of the agent).
-#[derive(Clone, Default)]
-pub struct ProbeResults {
-    inner: Arc<RwLock<HashMap<String, [Option<ProbeResult>; 3]>>>,
-    path: Option<PathBuf>,
-    /// Saving failed last time: the failure was logged once, the recovery will be too.
-    save_failing: Arc<std::sync::atomic::AtomicBool>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Persisted {
-    kind: ProbeType,
-    container_id: String,
-    result: ProbeResult,
-}
-
-fn slot(kind: ProbeType) -> usize {
-    kind as usize
-}
-
-impl ProbeResults {
-    /// Results kept in `path` (loaded now, rewritten atomically on every change). An
-    /// unreadable file is reported with its cause and moved aside to `<path>.corrupt` (so
-    /// the next save does not destroy it), and the prober starts without saved results.
-    pub fn persistent(path: PathBuf) -> ProbeResults {
-        let loaded: Vec<Persisted> = match crate::util::read_json(&path) {
-            Ok(v) => v,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => {
-                let e = ProberError::ReadResults { path: path.clone(), source };
-                let aside = PathBuf::from(format!("{}.corrupt", path.display()));
-                let kept = match std::fs::rename(&path, &aside) {
-                    Ok(()) => format!("kept as {}", aside.display()),
-                    Err(source) => {
-                        crate::util::Chain(&ProberError::SetAside { path: path.clone(), source }).to_string()
-                    }
-                };
-                log::warn!(
-                    "prober: {}; readiness and startup start over from their initial values ({kept})",
-                    crate::util::Chain(&e)
-                );
-                Vec::new()
-            }
-        };
-        let mut map: HashMap<String, [Option<ProbeResult>; 3]> = HashMap::new();
-        for p in loaded {
-            map.entry(p.container_id).or_default()[slot(p.kind)] = Some(p.result);
-        }
-        ProbeResults { inner: Arc::new(RwLock::new(map)), path: Some(path), save_failing: Arc::default() }
-    }
-
-    /// A result, if any.
-    pub fn get(&self, kind: ProbeType, container_id: &str) -> Option<ProbeResult> {
-        self.inner.read().get(container_id).and_then(|r| r[slot(kind)])
-    }
-
-    /// Records a result; true when it changed.
-    pub fn set(&self, kind: ProbeType, container_id: &str, result: ProbeResult) -> bool {
-        let changed = {
-            let mut map = self.inner.write();
-            let old = match map.get_mut(container_id) {
-                Some(r) => r[slot(kind)].replace(result),
-                None => {
-                    map.entry(container_id.to_string()).or_default()[slot(kind)] = Some(result);
-                    None
-                }
-            };
-            old != Some(result)
-        };
-        if changed && kind != ProbeType::Liveness {
-            self.persist();
-        }
-        changed
-    }
-
-    /// Forgets a result (no update is published, as upstream).
-    pub fn remove(&self, kind: ProbeType, container_id: &str) {
-        let removed = {
-            let mut map = self.inner.write();
-            let removed = map.get_mut(container_id).and_then(|r| r[slot(kind)].take()).is_some();
-            if map.get(container_id).is_some_and(|r| r.iter().all(Option::is_none)) {
-                map.remove(container_id);
-            }
-            removed
-        };
-        if removed && kind != ProbeType::Liveness {
-            self.persist();
-        }
-    }
-
-    fn persist(&self) {
-        let Some(path) = &self.path else { return };
-        let list: Vec<Persisted> = self
-            .inner
-            .read()
-            .iter()
-            .flat_map(|(id, r)| {
-                [ProbeType::Readiness, ProbeType::Startup]
-                    .into_iter()
-                    .filter_map(|k| r[slot(k)].map(|result| Persisted { kind: k, container_id: id.clone(), result }))
-            })
-            .collect();
-        use std::sync::atomic::Ordering;
-        // One line when saving starts failing (a full disk would fail every change) and one
-        // when it works again.
-        match crate::util::write_json(path, &list) {
-            Err(source) if !self.save_failing.swap(true, Ordering::Relaxed) => {
-                let e = ProberError::SaveResults { path: path.clone(), source };
-                log::warn!("prober: {} (reported once until a save succeeds)", crate::util::Chain(&e));
-            }
-            Ok(()) if self.save_failing.swap(false, Ordering::Relaxed) => {
-                log::info!("prober: probe results saved to {} again", path.display());
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Longest event message the prober records, the `note` limit of events.k8s.io (1 KiB):
 /// probe output (up to 10 KiB) and error chains past it are cut.
 pub const MAX_EVENT_MESSAGE: usize = 1024;
@@ -261,117 +112,6 @@ pub fn bounded_message(message: String) -> String {
         end -= 1;
     }
     format!("{}… ({} more bytes)", &message[..end], message.len() - end)
-}
-
-const BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-#[derive(Default)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    sum: f64,
-    count: u64,
-}
-
-/// (container, pod, namespace) of a worker's metric series, shared by the worker.
-pub type SeriesLabels = Arc<(String, String, String)>;
-
-/// The labels of a target's series.
-pub fn series_labels(t: &ProbeTarget) -> SeriesLabels {
-    Arc::new((t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone()))
-}
-
-/// `prober_probe_total`, `prober_probe_duration_seconds`, and the scheduler's lateness.
-#[derive(Default)]
-pub struct ProberMetrics {
-    total: Mutex<BTreeMap<(ProbeType, &'static str, SeriesLabels), u64>>,
-    duration: Mutex<BTreeMap<(ProbeType, SeriesLabels), Histogram>>,
-    lateness: Mutex<VecDeque<Duration>>,
-    threads: std::sync::atomic::AtomicUsize,
-    workers: std::sync::atomic::AtomicUsize,
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
-}
-
-impl ProberMetrics {
-    fn observe(&self, kind: ProbeType, result: &'static str, labels: &SeriesLabels, took: Duration, late: Duration) {
-        let labels = labels.clone();
-        *self.total.lock().entry((kind, result, labels.clone())).or_insert(0) += 1;
-        // As kubelet: durations of successful and unknown probes only.
-        if result != "failed" {
-            let mut d = self.duration.lock();
-            let h = d.entry((kind, labels)).or_default();
-            let secs = took.as_secs_f64();
-            for (i, b) in BUCKETS.iter().enumerate() {
-                if secs <= *b {
-                    h.counts[i] += 1;
-                }
-            }
-            h.sum += secs;
-            h.count += 1;
-        }
-        let mut l = self.lateness.lock();
-        if l.len() == 10_000 {
-            l.pop_front();
-        }
-        l.push_back(late);
-    }
-
-    /// Drops a worker's series.
-    fn forget(&self, kind: ProbeType, labels: &SeriesLabels) {
-        self.total.lock().retain(|k, _| !(k.0 == kind && &k.2 == labels));
-        self.duration.lock().retain(|k, _| !(k.0 == kind && &k.1 == labels));
-    }
-
-    /// The p50, p99 and maximum scheduling lateness over the last 10,000 probes.
-    pub fn lateness(&self) -> Option<(Duration, Duration, Duration)> {
-        let mut v: Vec<Duration> = self.lateness.lock().iter().copied().collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort();
-        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-        Some((q(0.5), q(0.99), v[v.len() - 1]))
-    }
-
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut String) {
-        let _ = writeln!(out, "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter");
-        for ((kind, result, l), n) in self.total.lock().iter() {
-            let (c, pod, ns) = &**l;
-            let _ = writeln!(out, "prober_probe_total{{probe_type=\"{}\",result=\"{result}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"}} {n}", kind.name(), escape(c), escape(pod), escape(ns));
-        }
-        let _ = writeln!(out, "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n# TYPE prober_probe_duration_seconds histogram");
-        for ((kind, l), h) in self.duration.lock().iter() {
-            let (c, pod, ns) = &**l;
-            let labels = format!(
-                "probe_type=\"{}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"",
-                kind.name(),
-                escape(c),
-                escape(pod),
-                escape(ns)
-            );
-            for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(out, "prober_probe_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}", h.counts[i]);
-            }
-            let _ = writeln!(out, "prober_probe_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "prober_probe_duration_seconds_sum{{{labels}}} {}", h.sum);
-            let _ = writeln!(out, "prober_probe_duration_seconds_count{{{labels}}} {}", h.count);
-        }
-        use std::sync::atomic::Ordering;
-        let _ = writeln!(out, "# HELP ferrolet_prober_workers Probe workers.\n# TYPE ferrolet_prober_workers gauge");
-        let _ = writeln!(out, "ferrolet_prober_workers {}", self.workers.load(Ordering::Relaxed));
-        let _ =
-            writeln!(out, "# HELP ferrolet_prober_threads Probe pool threads.\n# TYPE ferrolet_prober_threads gauge");
-        let _ = writeln!(out, "ferrolet_prober_threads {}", self.threads.load(Ordering::Relaxed));
-        if let Some((p50, p99, max)) = self.lateness() {
-            let _ = writeln!(out, "# HELP ferrolet_prober_lateness_seconds Probe start minus its scheduled time, over the last 10000 probes.\n# TYPE ferrolet_prober_lateness_seconds summary");
-            for (q, d) in [("0.5", p50), ("0.99", p99), ("1", max)] {
-                let _ = writeln!(out, "ferrolet_prober_lateness_seconds{{quantile=\"{q}\"}} {}", d.as_secs_f64());
-            }
-        }
-    }
 }
 
 /// Settings of the prober.
@@ -719,20 +459,5 @@ mod tests {
                 assert!(e.to_string().contains("between 1 and 64"), "{e}");
             }
         }
-    }
-
-    #[test]
-    fn unreadable_saved_results_are_set_aside_and_the_store_starts_empty() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("probe-results.json");
-        std::fs::write(&path, "{ not json").unwrap();
-        let r = ProbeResults::persistent(path.clone());
-        assert_eq!(r.get(ProbeType::Readiness, "c1"), None);
-        assert!(!path.exists());
-        let aside = dir.path().join("probe-results.json.corrupt");
-        assert_eq!(std::fs::read_to_string(&aside).unwrap(), "{ not json", "kept for a person to look at");
-        r.set(ProbeType::Readiness, "c1", ProbeResult::Success);
-        let again = ProbeResults::persistent(path);
-        assert_eq!(again.get(ProbeType::Readiness, "c1"), Some(ProbeResult::Success), "saving works again");
     }
 }
