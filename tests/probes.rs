@@ -152,6 +152,10 @@ fn tcp_probes_succeed_on_connect_and_fail_when_refused() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     assert_eq!(probes::tcp("127.0.0.1", port, SEC), Outcome::Success(String::new()));
+    match probes::tcp("no-such-host.invalid", port, SEC) {
+        Outcome::Failure(m) => assert!(m.starts_with("dial tcp no-such-host.invalid:"), "{m}"),
+        o => panic!("{o:?}"),
+    }
     drop(l);
     match probes::tcp("127.0.0.1", port, SEC) {
         Outcome::Failure(m) => assert!(m.contains("connection refused") || m.contains("Connection refused"), "{m}"),

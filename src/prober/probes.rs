@@ -88,12 +88,13 @@ pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, 
 /// Connects with a timeout; success means connected. The socket closes at once with a
 /// 1 s linger, as kubelet's dialer does, to keep TIME_WAIT short at high probe rates.
 pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
-    let addrs: Vec<SocketAddr> = match (host, port).to_socket_addrs() {
-        Ok(a) => a.collect(),
-        Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {e}")),
+    let deadline = std::time::Instant::now() + timeout;
+    let addr = match resolve(host, port, timeout) {
+        Ok(a) => a,
+        Err(message) => return Outcome::Failure(format!("dial tcp {host}:{port}: {message}")),
     };
-    let Some(addr) = addrs.first() else { return Outcome::Failure(format!("dial tcp {host}:{port}: no address")) };
-    match TcpStream::connect_timeout(addr, timeout) {
+    let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
+    match TcpStream::connect_timeout(&addr, left) {
         Ok(s) => {
             set_linger(&s);
             Outcome::Success(String::new())
@@ -102,6 +103,29 @@ pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
             Outcome::Failure(format!("dial tcp {addr}: i/o timeout"))
         }
         Err(e) => Outcome::Failure(format!("dial tcp {addr}: connect: {e}")),
+    }
+}
+
+/// The first address of `host`: IP literals at once; names through the system resolver on
+/// a helper thread, so a resolver that hangs costs the probe no more than its timeout (the
+/// helper ends when the resolver gives up).
+fn resolve(host: &str, port: u16, timeout: Duration) -> Result<SocketAddr, String> {
+    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let name = host.to_string();
+    std::thread::Builder::new()
+        .name("fl-probe-dns".into())
+        .spawn(move || {
+            let _ = tx.send((name.as_str(), port).to_socket_addrs().map(|mut a| a.next()));
+        })
+        .map_err(|e| format!("cannot start a resolver thread: {e}"))?;
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(Some(addr))) => Ok(addr),
+        Ok(Ok(None)) => Err("no address".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("i/o timeout (resolving the host)".into()),
     }
 }
 
