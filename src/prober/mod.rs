@@ -117,7 +117,8 @@ pub fn bounded_message(message: String) -> String {
 /// Settings of the prober.
 #[derive(Clone, Debug)]
 pub struct ProberConfig {
-    /// Most probe threads at once.
+    /// Probe threads for probes that answer promptly (the pool adds up to
+    /// `pool::MAX_SLOW_THREADS` while probes run slow).
     pub max_threads: usize,
     /// When the agent started (first probes of containers it found running are spread
     /// over one period after that, as kubelet's jitter does).
