@@ -1,7 +1,10 @@
 //! `make bench`: 1000 probe workers (500 containers, each with an HTTP readiness probe and a
 //! TCP liveness probe, 1 s periods) against servers on 127.0.0.1: the agent's CPU, RSS,
 //! threads, and probe lateness (start minus scheduled time). The RSS growth is measured
-//! against the same 500 containers without probes. Prints numbers; asserts nothing.
+//! against the same 500 containers without probes. Then slow probes beside fast ones:
+//! 8 exec probes that hang past their 30 s timeout and 20 HTTP probes at 1 s, to show that
+//! a slow probe holds up only its own worker. Prints numbers; asserts nothing.
+//! `cargo bench --bench prober -- slow` (or `fast`) runs one case only.
 
 mod support;
 
@@ -133,15 +136,82 @@ fn run(dir: &Path, probes: Option<(u16, u16)>) -> (u64, u64) {
     (rss, threads)
 }
 
+/// Exec probes that hang (`sleep 100`) past their 30 s timeout.
+const SLOW: usize = 8;
+/// HTTP probes at a 1 s period beside them.
+const FAST: usize = 20;
+/// How long the mix is watched.
+const WINDOW: Duration = Duration::from_secs(45);
+
+fn slow_pod(i: usize) -> String {
+    format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: slow{i}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: none\n    command: [sleep, '3600']\n    readinessProbe:\n      exec:\n        command: [sleep, '100']\n      timeoutSeconds: 30\n      periodSeconds: 1\n")
+}
+
+fn fast_pod(i: usize, http: u16) -> String {
+    format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: fast{i}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: none\n    command: [sleep, '3600']\n    livenessProbe:\n      httpGet: {{host: 127.0.0.1, port: {http}, path: /healthz}}\n      periodSeconds: 1\n")
+}
+
+/// Probes counted in `prober_probe_total` for pods whose name starts with `prefix`.
+fn probes_of(text: &str, prefix: &str) -> f64 {
+    let needle = format!("pod=\"{prefix}");
+    text.lines()
+        .filter(|l| l.starts_with("prober_probe_total{") && l.contains(&needle))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn slow_beside_fast(dir: &Path, http: u16) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    for i in 0..SLOW {
+        std::fs::write(dir.join(format!("manifests/slow{i}.yaml")), slow_pod(i)).unwrap();
+    }
+    for i in 0..FAST {
+        std::fs::write(dir.join(format!("manifests/fast{i}.yaml")), fast_pod(i, http)).unwrap();
+    }
+    let (agent, _) = Agent::start(dir);
+    agent.wait_running(SLOW + FAST, Duration::from_secs(120));
+    // Let every slow probe start hanging.
+    std::thread::sleep(Duration::from_secs(3));
+    let m0 = http_get(agent.port, "/metrics").unwrap_or_default();
+    let w = Instant::now();
+    std::thread::sleep(WINDOW);
+    let secs = w.elapsed().as_secs_f64();
+    let m = http_get(agent.port, "/metrics").unwrap_or_default();
+    let fast = (probes_of(&m, "fast") - probes_of(&m0, "fast")) / FAST as f64 / secs * 60.0;
+    let slow = probes_of(&m, "slow") - probes_of(&m0, "slow");
+    let q = |quantile: &str| {
+        metric(&m, &format!("ferrolet_prober_lateness_seconds{{quantile=\"{quantile}\"}}")).unwrap_or(f64::NAN) * 1000.0
+    };
+    println!(
+        "{SLOW} hanging exec probes (timeout 30 s) beside {FAST} HTTP probes (1 s): {fast:.1} probes per minute per fast probe (60 is on time), {slow:.0} slow probes finished in {secs:.0} s, {} probe threads, {} agent threads",
+        metric(&m, "ferrolet_prober_threads ").unwrap_or(0.0),
+        status_field(agent.child.id(), "Threads:").unwrap_or(0)
+    );
+    println!(
+        "probe lateness with slow probes running: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        q("0.5"),
+        q("0.99"),
+        q("1")
+    );
+    drop(agent);
+}
+
 fn main() {
     let ports = servers();
     let dir = tempfile::tempdir().unwrap();
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     println!("prober benchmark ({}, release build)", bin().display());
-    let (base_rss, _) = run(&dir.path().join("a"), None);
-    let (rss, _) = run(&dir.path().join("b"), Some(ports));
-    println!(
-        "RSS growth for 1000 probe workers: {} KiB ({:.2} MiB)",
-        rss as i64 - base_rss as i64,
-        (rss as f64 - base_rss as f64) / 1024.0
-    );
+    if only.as_deref() != Some("slow") {
+        let (base_rss, _) = run(&dir.path().join("a"), None);
+        let (rss, _) = run(&dir.path().join("b"), Some(ports));
+        println!(
+            "RSS growth for 1000 probe workers: {} KiB ({:.2} MiB)",
+            rss as i64 - base_rss as i64,
+            (rss as f64 - base_rss as f64) / 1024.0
+        );
+    }
+    if only.as_deref() != Some("fast") {
+        slow_beside_fast(&dir.path().join("c"), ports.0);
+    }
 }

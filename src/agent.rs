@@ -34,6 +34,16 @@ pub enum AgentError {
         /// Why.
         message: String,
     },
+    /// Another agent holds the state directory's lock file.
+    #[error("cannot lock {path}: another ferrolet{holder} is running with this state directory{hint}")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// ` (pid N)` when the holder wrote its pid, else empty.
+        holder: String,
+        /// What to do about it, for the command that wanted the lock.
+        hint: &'static str,
+    },
     /// The runtime backend could not be set up.
     #[error("cannot set up the {runtime} runtime")]
     Runtime {
@@ -243,14 +253,13 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
             "" => String::new(),
             pid => format!(" (pid {pid})"),
         };
-        let message = match purpose {
-            LockPurpose::Run => format!("another ferrolet{holder} is running with this state directory (it holds {})", path.display()),
-            LockPurpose::Drain => format!(
-                "another ferrolet{holder} is running with this state directory (it holds {}); stop it first (e.g. `systemctl stop ferrolet`), then run drain again: drain works only while no agent runs",
-                path.display()
-            ),
+        let hint = match purpose {
+            LockPurpose::Run => "",
+            LockPurpose::Drain => {
+                "; stop it first (e.g. `systemctl stop ferrolet`), then run drain again: drain works only while no agent runs"
+            }
         };
-        return Err(err(message));
+        return Err(AgentError::Locked { path, holder, hint });
     }
     let _ = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| writeln!(f, "{}", std::process::id()));
     // Secrets live here: make the directory and everything in it private again, in case an
@@ -517,5 +526,23 @@ impl Agent {
         }
         log::info!("agent: stopped; containers keep running and are adopted by the next start");
         stuck
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_held_state_lock_names_the_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = crate::config::Config { state_dir: dir.path().into(), ..Default::default() };
+        let _held = super::lock_state_dir(&cfg, super::LockPurpose::Run).unwrap();
+        let e = super::lock_state_dir(&cfg, super::LockPurpose::Drain).unwrap_err().to_string();
+        let want = format!(
+            "cannot lock {}: another ferrolet (pid {})",
+            dir.path().join("ferrolet.lock").display(),
+            std::process::id()
+        );
+        assert!(e.starts_with(&want), "{e}");
+        assert!(e.ends_with("drain works only while no agent runs"), "{e}");
     }
 }

@@ -170,7 +170,8 @@ impl DevicesConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProberSettings {
-    /// Most probe threads at once; the pool grows to this on demand and shrinks when idle.
+    /// Probe threads for probes that answer promptly (1 to 64); the pool grows to this on
+    /// demand and shrinks when idle, plus up to 32 more while probes run slow.
     pub max_threads: usize,
 }
 
@@ -544,8 +545,10 @@ impl Config {
                 return bad(key, format!("invalid value {d:?}: must be at least {min:?}"));
             }
         }
-        if self.prober.max_threads == 0 {
-            return bad("prober.max_threads", "invalid value 0: must be at least 1".into());
+        let threads = self.prober.max_threads;
+        let most = crate::prober::pool::MAX_THREADS;
+        if !(1..=most).contains(&threads) {
+            return bad("prober.max_threads", format!("invalid value {threads}: must be between 1 and {most}"));
         }
         let cg = &self.cgroups;
         for (key, value, allowed) in [

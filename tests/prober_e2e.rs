@@ -5,6 +5,10 @@ mod common;
 
 use common::{container, manifest, wait_for, AgentProcess, Sandbox};
 use ferrolet::api::{Event, EventList, Pod};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -140,4 +144,121 @@ fn ready_survives_an_agent_restart_until_a_probe_says_otherwise() {
         assert!(ready(&agent.pod("web").unwrap()), "no flap to NotReady");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// An HTTP server that answers every request with 200 and counts the requests.
+fn counting_http_server() -> (u16, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let count = hits.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(match conn.try_clone() {
+                    Ok(c) => c,
+                    Err(_) => return,
+                });
+                let mut line = String::new();
+                while r.read_line(&mut line).unwrap_or(0) > 2 {
+                    line.clear();
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                let mut w = conn;
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            });
+        }
+    });
+    (port, hits)
+}
+
+/// A listener that accepts connections, keeps them open and never says a word.
+fn silent_listener() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in l.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    port
+}
+
+#[test]
+fn slow_probes_hold_up_only_their_own_workers() {
+    let sb = Sandbox::new();
+    let pids = sb.work().join("exec-pids");
+    let (fast_port, hits) = counting_http_server();
+    let silent = silent_listener();
+    // Four exec probes that hang (each records its pid) and four HTTP probes to a server that
+    // never answers, all with a 30 s timeout, against a pool of two threads.
+    let mut spec = String::from("  terminationGracePeriodSeconds: 1\n  containers:\n");
+    for i in 0..4 {
+        spec.push_str(&format!(
+            "  - name: exec{i}\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      exec:\n        command: [sh, -c, 'echo $$$$ >> {}; exec sleep 100']\n      timeoutSeconds: 30\n      periodSeconds: 1\n",
+            pids.display()
+        ));
+        spec.push_str(&format!(
+            "  - name: http{i}\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      httpGet: {{host: 127.0.0.1, port: {silent}, path: /}}\n      timeoutSeconds: 30\n      periodSeconds: 1\n"
+        ));
+    }
+    sb.write_manifest("slow.yaml", &manifest("slow", &spec));
+    let fast = format!(
+        "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n    livenessProbe:\n      httpGet: {{host: 127.0.0.1, port: {fast_port}, path: /}}\n      periodSeconds: 1\n"
+    );
+    sb.write_manifest("fast.yaml", &manifest("fast", &fast));
+    let agent = AgentProcess::start_with(&sb, |c| c + "[prober]\nmax_threads = 2\n");
+    let started = |p: &Pod| p.status.as_ref().is_some_and(|s| s.phase == "Running");
+    wait_for("both pods running", T, || agent.pod("slow").filter(started).and(agent.pod("fast").filter(started)));
+    wait_for("a hanging exec probe", T, || {
+        (std::fs::read_to_string(&pids).unwrap_or_default().lines().count() >= 1).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let before = hits.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_secs(10));
+    let ran = hits.load(Ordering::SeqCst) - before;
+    // About 10 at a 1 s period; a pool stuck behind the slow probes ran it once per 30 s.
+    assert!(ran >= 5, "the fast probe ran {ran} times in 10 s while eight slow probes hung");
+    assert_eq!(container(&agent.pod("fast").unwrap(), "app").unwrap().restart_count, 0);
+
+    // The hanging commands end with the agent: the exec reaper kills their process groups.
+    let exec_pids: Vec<(i32, Option<u64>)> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .map(|pid| (pid, ferrolet::util::process_start_ticks(pid)))
+        .collect();
+    assert!(agent.terminate().success());
+    wait_for("the exec probe commands to be killed", Duration::from_secs(5), || {
+        exec_pids.iter().all(|&(pid, ticks)| !ferrolet::util::process_alive(pid, ticks)).then_some(())
+    });
+}
+
+#[test]
+fn unreadable_saved_probe_results_are_reported_with_their_cause() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(sb.state()).unwrap();
+    let path = sb.state().join("probe-results.json");
+    std::fs::write(&path, "[{\"kind\": \"Readiness\", ").unwrap();
+    let agent = AgentProcess::start(&sb);
+    let line = wait_for("the warning", T, || {
+        agent.log_text().lines().find(|l| l.contains("cannot read saved probe results")).map(String::from)
+    });
+    assert!(line.contains(&path.display().to_string()), "names the file: {line}");
+    assert!(line.contains("EOF while parsing"), "keeps the parse error: {line}");
+    assert!(line.contains("probe-results.json.corrupt"), "says where the file went: {line}");
+}
+
+#[test]
+fn probe_output_in_events_is_cut_at_one_kib() {
+    let sb = Sandbox::new();
+    let spec = "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      exec:\n        command: [sh, -c, 'head -c 20000 /dev/zero | tr \"\\0\" x; exit 1']\n      periodSeconds: 1\n      failureThreshold: 1\n";
+    sb.write_manifest("noisy.yaml", &manifest("noisy", spec));
+    let agent = AgentProcess::start(&sb);
+    let e = wait_for("the Unhealthy event", T, || events(&agent).into_iter().find(|e| e.reason == "Unhealthy"));
+    assert!(e.message.starts_with("Readiness probe failed: xxxx"), "{}", e.message);
+    assert!(e.message.len() <= 1024, "{} bytes", e.message.len());
+    assert!(e.message.ends_with("more bytes)"), "says it was cut: {}", &e.message[e.message.len() - 40..]);
 }

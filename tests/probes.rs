@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ferrolet_bin, Sandbox};
+use common::{ferrolet_bin, wait_for, Sandbox};
 use ferrolet::api::{Container, ContainerPort, HttpGetAction, HttpHeader, IntOrString};
 use ferrolet::prober::probes::{self, GrpcEnv, Outcome, Target, MAX_OUTPUT};
 use ferrolet::runtime::process::ProcessRuntime;
@@ -152,6 +152,10 @@ fn tcp_probes_succeed_on_connect_and_fail_when_refused() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     assert_eq!(probes::tcp("127.0.0.1", port, SEC), Outcome::Success(String::new()));
+    match probes::tcp("no-such-host.invalid", port, SEC) {
+        Outcome::Failure(m) => assert!(m.starts_with("dial tcp no-such-host.invalid:"), "{m}"),
+        o => panic!("{o:?}"),
+    }
     drop(l);
     match probes::tcp("127.0.0.1", port, SEC) {
         Outcome::Failure(m) => assert!(m.contains("connection refused") || m.contains("Connection refused"), "{m}"),
@@ -203,7 +207,71 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
         Outcome::Failure("command \"sh -c sleep 10\" timed out".into())
     );
     assert!(started.elapsed() < Duration::from_secs(3));
+    // A command that exits at once but leaves a child holding its output open times out,
+    // and the whole group goes at the timeout, the leftover child included.
+    let pid_file = sb.work().join("bg.pid");
+    let bg = format!("sleep 100 & echo $! > {}", pid_file.display());
+    assert_eq!(probes::exec(&sh(&bg), &t, &rt, SEC), Outcome::Failure(format!("command \"sh -c {bg}\" timed out")));
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    wait_for("the leftover child to be killed", Duration::from_secs(1), || {
+        (!ferrolet::util::process_alive(pid, None)).then_some(())
+    });
     rt.stop_container(&id, Duration::from_secs(1)).unwrap();
+}
+
+/// A listener that accepts and never says a word; each accepted connection reports
+/// when it saw EOF (the prober closed it).
+fn silent_listener() -> (u16, std::sync::mpsc::Receiver<Instant>, Arc<std::sync::atomic::AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut conn = conn;
+                let mut buf = [0u8; 4096];
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+                let _ = tx.send(Instant::now());
+            });
+        }
+    });
+    (port, rx, accepted)
+}
+
+#[test]
+fn an_http_probe_closes_its_connection_at_the_timeout_when_the_server_never_answers() {
+    let (port, closed, accepted) = silent_listener();
+    let started = Instant::now();
+    match probes::http(&get(port, "/", vec![]), &target(), SEC) {
+        Outcome::Failure(m) => assert!(m.contains("Client.Timeout exceeded"), "{m}"),
+        o => panic!("{o:?}"),
+    }
+    let returned = Instant::now();
+    assert!(returned - started < Duration::from_millis(1500), "bounded by the timeout");
+    let at = closed.recv_timeout(Duration::from_secs(5)).expect("the connection is closed at the timeout");
+    assert!(at - returned < Duration::from_millis(500), "closed {:?} after the probe returned", at - returned);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// Established TCP connections from or to `port` on this host (both ends of a loopback
+/// connection count), from /proc/net/tcp and tcp6.
+fn established(port: u16) -> usize {
+    let hex = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f).unwrap_or_default().lines().skip(1).map(String::from).collect::<Vec<_>>()
+        })
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[3] == "01" && (f[1].ends_with(&hex) || f[2].ends_with(&hex))
+        })
+        .count()
 }
 
 mod grpc {
@@ -247,6 +315,42 @@ mod grpc {
         let port = server.add_listening_port("127.0.0.1:0", grpcio::ServerCredentials::insecure()).unwrap();
         server.start();
         (server, port)
+    }
+
+    #[test]
+    fn a_grpc_probe_closes_its_connection_at_the_timeout_when_the_server_never_speaks_http2() {
+        let (port, closed, accepted) = silent_listener();
+        let env = GrpcEnv::default();
+        let started = Instant::now();
+        match env.check("127.0.0.1", port, "", SEC) {
+            Outcome::Failure(m) => assert!(m.starts_with("timeout: failed to connect service"), "{m}"),
+            o => panic!("{o:?}"),
+        }
+        let returned = Instant::now();
+        assert!(returned - started < Duration::from_millis(1500), "bounded by the timeout: {:?}", returned - started);
+        let n = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(n >= 1, "the probe connected");
+        for _ in 0..n {
+            let at = closed
+                .recv_timeout(Duration::from_secs(5))
+                .expect("every connection the probe opened is closed soon after its timeout");
+            assert!(at - returned < Duration::from_secs(1), "closed {:?} after the probe returned", at - returned);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), n, "no reconnection after the probe ended");
+    }
+
+    #[test]
+    fn a_grpc_probe_closes_its_connection_when_the_call_times_out() {
+        let (_server, port) = serve(Some(S::SERVING), Duration::from_secs(3));
+        let env = GrpcEnv::default();
+        let started = Instant::now();
+        assert_eq!(
+            env.check("127.0.0.1", port, "", SEC),
+            Outcome::Failure("timeout: health rpc did not complete within 1s".into())
+        );
+        assert!(started.elapsed() < Duration::from_millis(1500), "connect and call share one timeout");
+        wait_for("the probe's connection to close", Duration::from_secs(1), || (established(port) == 0).then_some(()));
     }
 
     #[test]

@@ -24,8 +24,6 @@ pub const MAX_EVENTS: usize = 100_000;
 pub const MAX_AGGREGATE_EVENTS: usize = 1000;
 /// Upper bound of `events.spam_burst`.
 pub const MAX_SPAM_BURST: u32 = 10_000;
-/// Upper bound of `prober.max_threads`.
-pub const MAX_PROBE_THREADS: usize = 1024;
 /// Upper bound of `devices.reconnect_attempts`.
 pub const MAX_RECONNECT_ATTEMPTS: u32 = 100;
 /// Upper bound of `devices.max_devices_per_resource`.
@@ -59,7 +57,6 @@ impl Config {
             ("events.lru_cache_size", ev.lru_cache_size as u128, MAX_EVENTS as u128),
             ("events.aggregate_max_events", ev.aggregate_max_events as u128, MAX_AGGREGATE_EVENTS as u128),
             ("events.spam_burst", ev.spam_burst.into(), MAX_SPAM_BURST.into()),
-            ("prober.max_threads", self.prober.max_threads as u128, MAX_PROBE_THREADS as u128),
             ("devices.reconnect_attempts", dv.reconnect_attempts.into(), MAX_RECONNECT_ATTEMPTS.into()),
             ("devices.max_devices_per_resource", dv.max_devices_per_resource as u128, MAX_DEVICES as u128),
             ("cgroups.pod_pids_limit", cg.pod_pids_limit.max(0) as u128, MAX_PIDS as u128),

@@ -1,25 +1,28 @@
 //! The prober: liveness, readiness and startup probes. One manager thread (`fl-prober`)
 //! keeps every worker's next due time in a heap and hands due probes to a small pool of
-//! probe threads; results go into three stores the pod manager reads, and every change is
-//! sent to the pod manager, which acts on it (readiness → Ready, startup → Started,
-//! liveness failure → kill and restart).
+//! probe threads (exec probe commands to one reaper thread); results go into three stores
+//! the pod manager reads, and every change is sent to the pod manager, which acts on it
+//! (readiness → Ready, startup → Started, liveness failure → kill and restart).
 
+pub mod metrics;
 pub mod pool;
 pub mod probes;
+pub mod reaper;
+pub mod results;
 pub mod worker;
+
+pub use metrics::{series_labels, ProberMetrics, SeriesLabels};
+pub use results::{ProbeResults, ProberError};
 
 use crate::api::{Container, Probe};
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::pods::PodsCommand;
 use crossbeam_channel::Sender;
-use parking_lot::{Mutex, RwLock};
 use pool::{Done, Job, ProbePool};
 use probes::Outcome;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
-use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use worker::{Decision, Worker};
@@ -93,208 +96,29 @@ pub enum ProberCommand {
     Done(Done<WorkerId>),
 }
 
-/// The three results stores, keyed by container id; survives agent restarts for
-/// readiness and startup (so a Ready container stays Ready across `kill -9` of the agent).
-#[derive(Clone, Default)]
-pub struct ProbeResults {
-    inner: Arc<RwLock<HashMap<String, [Option<ProbeResult>; 3]>>>,
-    path: Option<PathBuf>,
-}
+/// Longest event message the prober records, the `note` limit of events.k8s.io (1 KiB):
+/// probe output (up to 10 KiB) and error chains past it are cut.
+pub const MAX_EVENT_MESSAGE: usize = 1024;
 
-#[derive(Serialize, Deserialize)]
-struct Persisted {
-    kind: ProbeType,
-    container_id: String,
-    result: ProbeResult,
-}
-
-fn slot(kind: ProbeType) -> usize {
-    kind as usize
-}
-
-impl ProbeResults {
-    /// Results kept in `path` (loaded now, rewritten atomically on every change).
-    pub fn persistent(path: PathBuf) -> ProbeResults {
-        let loaded: Vec<Persisted> = crate::util::read_json(&path).unwrap_or_default();
-        let mut map: HashMap<String, [Option<ProbeResult>; 3]> = HashMap::new();
-        for p in loaded {
-            map.entry(p.container_id).or_default()[slot(p.kind)] = Some(p.result);
-        }
-        ProbeResults { inner: Arc::new(RwLock::new(map)), path: Some(path) }
+/// `message` cut to at most `MAX_EVENT_MESSAGE` bytes at a character boundary, ending with
+/// how much was cut.
+pub fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_EVENT_MESSAGE {
+        return message;
     }
-
-    /// A result, if any.
-    pub fn get(&self, kind: ProbeType, container_id: &str) -> Option<ProbeResult> {
-        self.inner.read().get(container_id).and_then(|r| r[slot(kind)])
+    // Room for "… (NNNNNNNNNN more bytes)".
+    let mut end = MAX_EVENT_MESSAGE - 32;
+    while !message.is_char_boundary(end) {
+        end -= 1;
     }
-
-    /// Records a result; true when it changed.
-    pub fn set(&self, kind: ProbeType, container_id: &str, result: ProbeResult) -> bool {
-        let changed = {
-            let mut map = self.inner.write();
-            let old = match map.get_mut(container_id) {
-                Some(r) => r[slot(kind)].replace(result),
-                None => {
-                    map.entry(container_id.to_string()).or_default()[slot(kind)] = Some(result);
-                    None
-                }
-            };
-            old != Some(result)
-        };
-        if changed && kind != ProbeType::Liveness {
-            self.persist();
-        }
-        changed
-    }
-
-    /// Forgets a result (no update is published, as upstream).
-    pub fn remove(&self, kind: ProbeType, container_id: &str) {
-        let removed = {
-            let mut map = self.inner.write();
-            let removed = map.get_mut(container_id).and_then(|r| r[slot(kind)].take()).is_some();
-            if map.get(container_id).is_some_and(|r| r.iter().all(Option::is_none)) {
-                map.remove(container_id);
-            }
-            removed
-        };
-        if removed && kind != ProbeType::Liveness {
-            self.persist();
-        }
-    }
-
-    fn persist(&self) {
-        let Some(path) = &self.path else { return };
-        let list: Vec<Persisted> = self
-            .inner
-            .read()
-            .iter()
-            .flat_map(|(id, r)| {
-                [ProbeType::Readiness, ProbeType::Startup]
-                    .into_iter()
-                    .filter_map(|k| r[slot(k)].map(|result| Persisted { kind: k, container_id: id.clone(), result }))
-            })
-            .collect();
-        if let Err(e) = crate::util::write_json(path, &list) {
-            log::warn!("prober: cannot save probe results to {}: {e}", path.display());
-        }
-    }
-}
-
-const BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-#[derive(Default)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    sum: f64,
-    count: u64,
-}
-
-/// (container, pod, namespace) of a worker's metric series, shared by the worker.
-pub type SeriesLabels = Arc<(String, String, String)>;
-
-/// The labels of a target's series.
-pub fn series_labels(t: &ProbeTarget) -> SeriesLabels {
-    Arc::new((t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone()))
-}
-
-/// `prober_probe_total`, `prober_probe_duration_seconds`, and the scheduler's lateness.
-#[derive(Default)]
-pub struct ProberMetrics {
-    total: Mutex<BTreeMap<(ProbeType, &'static str, SeriesLabels), u64>>,
-    duration: Mutex<BTreeMap<(ProbeType, SeriesLabels), Histogram>>,
-    lateness: Mutex<VecDeque<Duration>>,
-    threads: std::sync::atomic::AtomicUsize,
-    workers: std::sync::atomic::AtomicUsize,
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
-}
-
-impl ProberMetrics {
-    fn observe(&self, kind: ProbeType, result: &'static str, labels: &SeriesLabels, took: Duration, late: Duration) {
-        let labels = labels.clone();
-        *self.total.lock().entry((kind, result, labels.clone())).or_insert(0) += 1;
-        // As kubelet: durations of successful and unknown probes only.
-        if result != "failed" {
-            let mut d = self.duration.lock();
-            let h = d.entry((kind, labels)).or_default();
-            let secs = took.as_secs_f64();
-            for (i, b) in BUCKETS.iter().enumerate() {
-                if secs <= *b {
-                    h.counts[i] += 1;
-                }
-            }
-            h.sum += secs;
-            h.count += 1;
-        }
-        let mut l = self.lateness.lock();
-        if l.len() == 10_000 {
-            l.pop_front();
-        }
-        l.push_back(late);
-    }
-
-    /// Drops a worker's series.
-    fn forget(&self, kind: ProbeType, labels: &SeriesLabels) {
-        self.total.lock().retain(|k, _| !(k.0 == kind && &k.2 == labels));
-        self.duration.lock().retain(|k, _| !(k.0 == kind && &k.1 == labels));
-    }
-
-    /// The p50, p99 and maximum scheduling lateness over the last 10,000 probes.
-    pub fn lateness(&self) -> Option<(Duration, Duration, Duration)> {
-        let mut v: Vec<Duration> = self.lateness.lock().iter().copied().collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort();
-        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-        Some((q(0.5), q(0.99), v[v.len() - 1]))
-    }
-
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut String) {
-        let _ = writeln!(out, "# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.\n# TYPE prober_probe_total counter");
-        for ((kind, result, l), n) in self.total.lock().iter() {
-            let (c, pod, ns) = &**l;
-            let _ = writeln!(out, "prober_probe_total{{probe_type=\"{}\",result=\"{result}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"}} {n}", kind.name(), escape(c), escape(pod), escape(ns));
-        }
-        let _ = writeln!(out, "# HELP prober_probe_duration_seconds Duration in seconds for a probe response.\n# TYPE prober_probe_duration_seconds histogram");
-        for ((kind, l), h) in self.duration.lock().iter() {
-            let (c, pod, ns) = &**l;
-            let labels = format!(
-                "probe_type=\"{}\",container=\"{}\",pod=\"{}\",namespace=\"{}\"",
-                kind.name(),
-                escape(c),
-                escape(pod),
-                escape(ns)
-            );
-            for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(out, "prober_probe_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}", h.counts[i]);
-            }
-            let _ = writeln!(out, "prober_probe_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "prober_probe_duration_seconds_sum{{{labels}}} {}", h.sum);
-            let _ = writeln!(out, "prober_probe_duration_seconds_count{{{labels}}} {}", h.count);
-        }
-        use std::sync::atomic::Ordering;
-        let _ = writeln!(out, "# HELP ferrolet_prober_workers Probe workers.\n# TYPE ferrolet_prober_workers gauge");
-        let _ = writeln!(out, "ferrolet_prober_workers {}", self.workers.load(Ordering::Relaxed));
-        let _ =
-            writeln!(out, "# HELP ferrolet_prober_threads Probe pool threads.\n# TYPE ferrolet_prober_threads gauge");
-        let _ = writeln!(out, "ferrolet_prober_threads {}", self.threads.load(Ordering::Relaxed));
-        if let Some((p50, p99, max)) = self.lateness() {
-            let _ = writeln!(out, "# HELP ferrolet_prober_lateness_seconds Probe start minus its scheduled time, over the last 10000 probes.\n# TYPE ferrolet_prober_lateness_seconds summary");
-            for (q, d) in [("0.5", p50), ("0.99", p99), ("1", max)] {
-                let _ = writeln!(out, "ferrolet_prober_lateness_seconds{{quantile=\"{q}\"}} {}", d.as_secs_f64());
-            }
-        }
-    }
+    format!("{}… ({} more bytes)", &message[..end], message.len() - end)
 }
 
 /// Settings of the prober.
 #[derive(Clone, Debug)]
 pub struct ProberConfig {
-    /// Most probe threads at once.
+    /// Probe threads for probes that answer promptly (the pool adds up to
+    /// `pool::MAX_SLOW_THREADS` while probes run slow).
     pub max_threads: usize,
     /// When the agent started (first probes of containers it found running are spread
     /// over one period after that, as kubelet's jitter does).
@@ -503,6 +327,8 @@ impl ProberManager {
                 }
             }
         }
+        // Probes queued behind threads that have turned slow get a thread of their own.
+        self.pool.rebalance();
         self.metrics.threads.store(self.pool.threads(), std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -537,13 +363,16 @@ impl ProberManager {
             // threshold crossing, and every 10th failure while it lasts; repeats of the same
             // message are counted by the correlator instead of written again.
             Outcome::Failure(out) if failures == 1 || failures % threshold == 0 || failures % 10 == 0 => {
-                self.recorder.event(reference, WARNING, "Unhealthy", &format!("{name} probe failed: {out}"));
+                let message = bounded_message(format!("{name} probe failed: {out}"));
+                self.recorder.event(reference, WARNING, "Unhealthy", &message);
             }
             Outcome::Warning(out) => {
-                self.recorder.event(reference, WARNING, "ProbeWarning", &format!("{name} probe warning: {out}"))
+                let message = bounded_message(format!("{name} probe warning: {out}"));
+                self.recorder.event(reference, WARNING, "ProbeWarning", &message)
             }
             Outcome::Error(e) => {
-                self.recorder.event(reference, WARNING, "Unhealthy", &format!("{name} probe errored: {e}"))
+                let message = bounded_message(format!("{name} probe errored: {e}"));
+                self.recorder.event(reference, WARNING, "Unhealthy", &message)
             }
             _ => {}
         }
@@ -587,10 +416,49 @@ impl crate::manager::Manager for ProberManager {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.heap.peek().map(|Reverse((at, _))| *at)
+        let due = self.heap.peek().map(|Reverse((at, _))| *at);
+        match (due, self.pool.recheck_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn on_deadline(&mut self) {
         self.run_due();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_messages_are_cut_at_one_kib_on_a_character_boundary() {
+        assert_eq!(bounded_message("Liveness probe failed: short".into()), "Liveness probe failed: short");
+        let long = format!("Readiness probe failed: {}", "é".repeat(5000));
+        let m = bounded_message(long.clone());
+        assert!(m.len() <= MAX_EVENT_MESSAGE, "{}", m.len());
+        assert!(m.starts_with("Readiness probe failed: éé"));
+        let kept = m.rsplit_once('…').unwrap().0.len();
+        assert!(m.ends_with(&format!("… ({} more bytes)", long.len() - kept)), "{m}");
+    }
+
+    #[test]
+    fn max_threads_is_bounded() {
+        for (n, ok) in [
+            (0, false),
+            (1, true),
+            (8, true),
+            (pool::MAX_THREADS, true),
+            (pool::MAX_THREADS + 1, false),
+            (100_000_000_000, false),
+        ] {
+            let r = crate::config::Config::parse("f.toml", &format!("[prober]\nmax_threads = {n}\n"));
+            assert_eq!(r.is_ok(), ok, "{n}: {:?}", r.err().map(|e| e.to_string()));
+            if let Err(e) = r {
+                assert!(e.to_string().contains("prober.max_threads"), "{e}");
+                assert!(e.to_string().contains("between 1 and 64"), "{e}");
+            }
+        }
     }
 }

@@ -1,15 +1,31 @@
-//! The probe pool: blocking probes run on a few threads that grow on demand up to a
-//! maximum (so one slow probe never holds up the others) and shrink again when idle.
+//! The probe pool: blocking probes run on a few threads that grow on demand and shrink
+//! again when idle. A slow probe holds up only its own worker:
+//!
+//! * an exec probe's command is started on a probe thread and handed to the exec reaper,
+//!   which watches every running command from one thread, so it holds no probe thread;
+//! * a probe that has run for `SLOW_AFTER` (an HTTP, TCP or gRPC peer that does not answer)
+//!   stops counting against `max_threads`: the pool starts another thread for the probes
+//!   behind it, up to `MAX_SLOW_THREADS` such threads in all.
 
 use super::probes::{self, GrpcEnv, Outcome, Target};
+use super::reaper::{ExecReaper, Watch};
 use crate::runtime::ContainerRuntime;
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// An idle probe thread beyond the first exits after this long.
 const IDLE_EXIT: Duration = Duration::from_secs(30);
+/// A probe running this long is slow: its thread no longer counts against `max_threads`.
+/// Probes that answer (on loopback or a pod network) take well under a millisecond to a few.
+pub const SLOW_AFTER: Duration = Duration::from_millis(100);
+/// Upper bound of `prober.max_threads`.
+pub const MAX_THREADS: usize = 64;
+/// Hard cap on threads beyond `max_threads`, for probes that run slow (exec probes need
+/// none). Past it, probes wait for a thread again.
+pub const MAX_SLOW_THREADS: usize = 32;
 
 /// One probe to run.
 pub struct Job<K> {
@@ -40,84 +56,235 @@ pub struct Done<K> {
 /// Where finished probes are reported; false when nobody listens any more.
 pub type Report<K> = Arc<dyn Fn(Done<K>) -> bool + Send + Sync>;
 
+/// Whether to start another probe thread: jobs are waiting that the idle threads will not
+/// all take, the threads not stuck in slow probes are fewer than `max`, and the hard cap
+/// allows one more.
+fn should_spawn(queued: usize, idle: usize, threads: usize, slow: usize, max: usize) -> bool {
+    queued > idle && threads.saturating_sub(slow) < max && threads < max + MAX_SLOW_THREADS
+}
+
+/// What the threads share.
+struct Shared<K> {
+    idle: AtomicUsize,
+    threads: AtomicUsize,
+    /// Per thread: when its current probe started (nanoseconds after `epoch`, plus one), 0
+    /// while idle. Written by its thread (two atomic stores per probe), read to count slow ones.
+    busy: Mutex<Vec<Arc<AtomicU64>>>,
+    epoch: Instant,
+    runtime: Arc<dyn ContainerRuntime>,
+    grpc: GrpcEnv,
+    done: Report<K>,
+    /// Started with the first exec probe (nodes without exec probes never run its thread);
+    /// `None` when it could not be started (exec probes then wait on their probe thread).
+    reaper: OnceLock<Option<ExecReaper<K>>>,
+}
+
+impl<K: Clone + Send + 'static> Shared<K> {
+    /// Threads whose current probe has run `SLOW_AFTER` or longer.
+    fn slow(&self, now: Instant) -> usize {
+        let since = now.saturating_duration_since(self.epoch);
+        let slow = |s: u64| s != 0 && Duration::from_nanos(s - 1) + SLOW_AFTER <= since;
+        self.busy.lock().iter().filter(|b| slow(b.load(Ordering::Relaxed))).count()
+    }
+
+    /// The earliest moment a busy thread turns slow (none when every busy one already is).
+    fn next_slow(&self, now: Instant) -> Option<Instant> {
+        let since = now.saturating_duration_since(self.epoch);
+        self.busy
+            .lock()
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .filter(|&s| s != 0)
+            .map(|s| Duration::from_nanos(s - 1) + SLOW_AFTER)
+            .filter(|&at| at > since)
+            .min()
+            .map(|at| self.epoch + at)
+    }
+
+    fn reaper(&self) -> Option<&ExecReaper<K>> {
+        self.reaper
+            .get_or_init(|| match ExecReaper::start(self.done.clone()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    log::error!("prober: cannot start the exec reaper thread, exec probes wait on probe threads: {e}");
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Runs a job; `None` when an exec probe's command was handed to the reaper, which
+    /// reports it.
+    fn run(&self, job: &Job<K>, started: Instant) -> Option<Outcome> {
+        let Some(probe) = super::probe_of(&job.target.container, job.kind) else {
+            return Some(Outcome::Error("the container has no such probe".into()));
+        };
+        let Some(x) = &probe.exec else { return Some(probes::run(probe, &job.target, &self.runtime, &self.grpc)) };
+        let timeout = probes::timeout_of(probe);
+        let command = probes::exec_command(&x.command, &job.target);
+        let process = match probes::exec_start(&command, &job.target, &self.runtime) {
+            Ok(p) => p,
+            Err(outcome) => return Some(outcome),
+        };
+        match self.reaper() {
+            Some(r) => {
+                let deadline = started + timeout;
+                let (key, scheduled) = (job.key.clone(), job.scheduled);
+                r.watch(Watch { key, process, command, deadline, started, scheduled });
+                None
+            }
+            None => Some(match process.wait(timeout) {
+                Ok(r) => probes::exec_outcome(&command, r),
+                Err(e) => Outcome::Error(crate::util::Chain(&e).to_string()),
+            }),
+        }
+    }
+}
+
 /// A growable pool of probe threads.
 pub struct ProbePool<K> {
     jobs: Sender<Job<K>>,
     queue: Receiver<Job<K>>,
-    done: Report<K>,
-    idle: Arc<AtomicUsize>,
-    threads: Arc<AtomicUsize>,
+    shared: Arc<Shared<K>>,
     max: usize,
-    runtime: Arc<dyn ContainerRuntime>,
-    grpc: Arc<GrpcEnv>,
 }
 
-impl<K: Send + 'static> ProbePool<K> {
-    /// A pool of at most `max` threads reporting to `done`.
+impl<K: Clone + Send + 'static> ProbePool<K> {
+    /// A pool of `max` threads for prompt probes (plus up to `MAX_SLOW_THREADS` for slow
+    /// ones) reporting to `done`.
     pub fn new(max: usize, runtime: Arc<dyn ContainerRuntime>, done: Report<K>) -> Self {
         let (jobs, queue) = unbounded();
-        ProbePool {
-            jobs,
-            queue,
-            done,
-            idle: Arc::default(),
-            threads: Arc::default(),
-            max: max.max(1),
+        let shared = Arc::new(Shared {
+            idle: AtomicUsize::new(0),
+            threads: AtomicUsize::new(0),
+            busy: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
             runtime,
-            grpc: Arc::default(),
-        }
+            grpc: GrpcEnv::default(),
+            done,
+            reaper: OnceLock::new(),
+        });
+        ProbePool { jobs, queue, shared, max: max.max(1) }
     }
 
     /// Threads running now.
     pub fn threads(&self) -> usize {
-        self.threads.load(Ordering::Relaxed)
+        self.shared.threads.load(Ordering::Relaxed)
     }
 
-    /// Queues a job, starting a thread when none is idle and the maximum allows.
+    /// Queues a job, starting a thread when the idle ones will not take it and the limits allow.
     pub fn submit(&self, job: Job<K>) {
-        if self.idle.load(Ordering::Acquire) == 0 && self.threads.load(Ordering::Acquire) < self.max {
-            self.spawn();
-        }
         // The pool holds a receiver itself, so the channel never disconnects.
         let _ = self.jobs.send(job);
+        self.rebalance();
     }
 
-    fn spawn(&self) {
-        let n = self.threads.fetch_add(1, Ordering::AcqRel);
-        self.idle.fetch_add(1, Ordering::AcqRel);
-        let (queue, done, idle, threads) =
-            (self.queue.clone(), self.done.clone(), self.idle.clone(), self.threads.clone());
-        let (runtime, grpc) = (self.runtime.clone(), self.grpc.clone());
-        let (idle2, threads2) = (self.idle.clone(), self.threads.clone());
+    /// Starts threads for waiting jobs while the limits allow (called again once busy threads
+    /// have turned slow: see `recheck_at`).
+    pub fn rebalance(&self) {
+        let s = &self.shared;
+        loop {
+            let queued = self.queue.len();
+            let idle = s.idle.load(Ordering::Acquire);
+            if queued <= idle {
+                return; // the common case: no lock, no scan
+            }
+            let threads = s.threads.load(Ordering::Acquire);
+            if !should_spawn(queued, idle, threads, s.slow(Instant::now()), self.max) || !self.spawn() {
+                return;
+            }
+        }
+    }
+
+    /// When jobs are waiting for a thread, the moment a busy thread turns slow and another
+    /// may start; the scheduler wakes then and calls `rebalance`.
+    pub fn recheck_at(&self) -> Option<Instant> {
+        let s = &self.shared;
+        if self.queue.len() <= s.idle.load(Ordering::Acquire)
+            || s.threads.load(Ordering::Acquire) >= self.max + MAX_SLOW_THREADS
+        {
+            return None;
+        }
+        s.next_slow(Instant::now())
+    }
+
+    /// Starts one thread; false when the OS refused.
+    fn spawn(&self) -> bool {
+        let s = &self.shared;
+        let n = s.threads.fetch_add(1, Ordering::AcqRel);
+        s.idle.fetch_add(1, Ordering::AcqRel);
+        let slot = Arc::new(AtomicU64::new(0));
+        s.busy.lock().push(slot.clone());
+        let (queue, shared) = (self.queue.clone(), self.shared.clone());
         let spawned = std::thread::Builder::new().name(format!("fl-probe-{n}")).spawn(move || {
+            let s = &*shared;
             loop {
                 match queue.recv_timeout(IDLE_EXIT) {
                     Ok(job) => {
-                        idle.fetch_sub(1, Ordering::AcqRel);
+                        s.idle.fetch_sub(1, Ordering::AcqRel);
                         let started = Instant::now();
-                        let outcome = match super::probe_of(&job.target.container, job.kind) {
-                            Some(p) => probes::run(p, &job.target, &runtime, &grpc),
-                            None => Outcome::Error("the container has no such probe".into()),
-                        };
+                        slot.store(started.saturating_duration_since(s.epoch).as_nanos() as u64 + 1, Ordering::Relaxed);
+                        let outcome = s.run(&job, started);
+                        slot.store(0, Ordering::Relaxed);
+                        s.idle.fetch_add(1, Ordering::AcqRel);
+                        let Some(outcome) = outcome else { continue };
                         let took = started.elapsed();
-                        idle.fetch_add(1, Ordering::AcqRel);
-                        if !done(Done { key: job.key, outcome, started, scheduled: job.scheduled, took }) {
+                        if !(s.done)(Done { key: job.key, outcome, started, scheduled: job.scheduled, took }) {
                             break;
                         }
                     }
                     // Shrink, but keep one thread so the next probe does not wait for a spawn.
-                    Err(RecvTimeoutError::Timeout) if threads.load(Ordering::Acquire) > 1 => break,
+                    Err(RecvTimeoutError::Timeout) if s.threads.load(Ordering::Acquire) > 1 => break,
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
-            idle.fetch_sub(1, Ordering::AcqRel);
-            threads.fetch_sub(1, Ordering::AcqRel);
+            s.busy.lock().retain(|b| !Arc::ptr_eq(b, &slot));
+            s.idle.fetch_sub(1, Ordering::AcqRel);
+            s.threads.fetch_sub(1, Ordering::AcqRel);
         });
-        if let Err(e) = spawned {
-            idle2.fetch_sub(1, Ordering::AcqRel);
-            threads2.fetch_sub(1, Ordering::AcqRel);
-            log::error!("prober: cannot start a probe thread: {e}");
+        match spawned {
+            Ok(_) => true,
+            Err(e) => {
+                s.busy.lock().pop();
+                s.idle.fetch_sub(1, Ordering::AcqRel);
+                s.threads.fetch_sub(1, Ordering::AcqRel);
+                log::error!("prober: cannot start a probe thread: {e}");
+                false
+            }
+        }
+    }
+}
+
+impl<K> Drop for ProbePool<K> {
+    /// Exec commands still running end with the prober (probe threads end by themselves once
+    /// the job channel closes).
+    fn drop(&mut self) {
+        if let Some(Some(reaper)) = self.shared.reaper.get() {
+            reaper.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_grow_past_slow_probes_up_to_the_hard_cap() {
+        // (queued, idle, threads, slow, max) → spawn?
+        let table = [
+            ((1, 1, 1, 0, 8), false, "an idle thread takes it"),
+            ((1, 0, 1, 0, 8), true, "room under max"),
+            ((1, 0, 8, 0, 8), false, "max threads busy with prompt probes: wait for one"),
+            ((1, 0, 8, 8, 8), true, "all eight stuck in slow probes: grow"),
+            ((3, 0, 12, 5, 8), true, "seven not slow, under max"),
+            ((3, 0, 13, 5, 8), false, "eight not slow"),
+            ((1, 0, 8 + MAX_SLOW_THREADS, 8 + MAX_SLOW_THREADS, 8), false, "the hard cap"),
+            ((0, 0, 1, 1, 8), false, "nothing waits"),
+        ];
+        for ((queued, idle, threads, slow, max), want, why) in table {
+            assert_eq!(should_spawn(queued, idle, threads, slow, max), want, "{why}");
         }
     }
 }

@@ -4,7 +4,8 @@
 
 use crate::api::expand::expand;
 use crate::api::{Container, HttpGetAction, IntOrString, Probe};
-use crate::runtime::ContainerRuntime;
+use crate::runtime::exec::{ExecProcess, ExecStart};
+use crate::runtime::{ContainerRuntime, ExecResult};
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -57,9 +58,14 @@ fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, String> {
     }
 }
 
+/// A probe's timeout (`timeoutSeconds`, at least 1 s).
+pub fn timeout_of(probe: &Probe) -> Duration {
+    Duration::from_secs(probe.timeout_seconds.max(1) as u64)
+}
+
 /// Runs `probe` against `target`.
 pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, grpc: &GrpcEnv) -> Outcome {
-    let timeout = Duration::from_secs(probe.timeout_seconds.max(1) as u64);
+    let timeout = timeout_of(probe);
     if let Some(h) = &probe.http_get {
         return http(h, target, timeout);
     }
@@ -82,12 +88,13 @@ pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, 
 /// Connects with a timeout; success means connected. The socket closes at once with a
 /// 1 s linger, as kubelet's dialer does, to keep TIME_WAIT short at high probe rates.
 pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
-    let addrs: Vec<SocketAddr> = match (host, port).to_socket_addrs() {
-        Ok(a) => a.collect(),
-        Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {e}")),
+    let deadline = std::time::Instant::now() + timeout;
+    let addr = match resolve(host, port, timeout) {
+        Ok(a) => a,
+        Err(message) => return Outcome::Failure(format!("dial tcp {host}:{port}: {message}")),
     };
-    let Some(addr) = addrs.first() else { return Outcome::Failure(format!("dial tcp {host}:{port}: no address")) };
-    match TcpStream::connect_timeout(addr, timeout) {
+    let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
+    match TcpStream::connect_timeout(&addr, left) {
         Ok(s) => {
             set_linger(&s);
             Outcome::Success(String::new())
@@ -96,6 +103,29 @@ pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
             Outcome::Failure(format!("dial tcp {addr}: i/o timeout"))
         }
         Err(e) => Outcome::Failure(format!("dial tcp {addr}: connect: {e}")),
+    }
+}
+
+/// The first address of `host`: IP literals at once; names through the system resolver on
+/// a helper thread, so a resolver that hangs costs the probe no more than its timeout (the
+/// helper ends when the resolver gives up).
+fn resolve(host: &str, port: u16, timeout: Duration) -> Result<SocketAddr, String> {
+    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let name = host.to_string();
+    std::thread::Builder::new()
+        .name("fl-probe-dns".into())
+        .spawn(move || {
+            let _ = tx.send((name.as_str(), port).to_socket_addrs().map(|mut a| a.next()));
+        })
+        .map_err(|e| format!("cannot start a resolver thread: {e}"))?;
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(Some(addr))) => Ok(addr),
+        Ok(Ok(None)) => Err("no address".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("i/o timeout (resolving the host)".into()),
     }
 }
 
@@ -265,28 +295,64 @@ fn describe_http_error(e: &ureq::Error) -> String {
     }
 }
 
-/// Exec through the runtime with the container's static env expanded into the command;
-/// exit 0 is success, output (stdout then stderr) is capped at 10 KiB.
-pub fn exec(command: &[String], target: &Target, runtime: &Arc<dyn ContainerRuntime>, timeout: Duration) -> Outcome {
+/// An exec probe's command with `$(VAR)` expanded from the container's static env.
+pub fn exec_command(command: &[String], target: &Target) -> Vec<String> {
     let env = crate::api::expand::resolve_env(&target.container.env, &[]);
     let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-    let cmd: Vec<String> = command.iter().map(|c| expand(c, &lookup)).collect();
-    match runtime.exec_sync(&target.container_id, &cmd, timeout) {
-        Ok(r) if r.timed_out => Outcome::Failure(format!("command {:?} timed out", cmd.join(" "))),
-        Ok(r) => {
-            let mut out = r.stdout;
-            out.extend_from_slice(&r.stderr);
-            out.truncate(MAX_OUTPUT);
-            let text = String::from_utf8_lossy(&out).into_owned();
-            if r.exit_code == 0 {
-                Outcome::Success(text)
-            } else {
-                Outcome::Failure(text)
-            }
+    command.iter().map(|c| expand(c, &lookup)).collect()
+}
+
+/// Starts an exec probe's command through the runtime without waiting for it; when nothing
+/// runs (the executable is missing, the container is gone), the outcome at once.
+pub fn exec_start(
+    cmd: &[String],
+    target: &Target,
+    runtime: &Arc<dyn ContainerRuntime>,
+) -> Result<ExecProcess, Outcome> {
+    match runtime.exec_start(&target.container_id, cmd) {
+        Ok(ExecStart::Running(mut p)) => {
+            p.limit_output(MAX_OUTPUT);
+            Ok(p)
         }
-        Err(e) => Outcome::Error(e.to_string()),
+        Ok(ExecStart::Finished(r)) => Err(exec_outcome(cmd, r)),
+        Err(e) => Err(Outcome::Error(crate::util::Chain(&e).to_string())),
     }
 }
+
+/// What a finished (or timed-out) exec probe command means: exit 0 is success; output
+/// (stdout then stderr) is capped at 10 KiB.
+pub fn exec_outcome(cmd: &[String], r: ExecResult) -> Outcome {
+    if r.timed_out {
+        return Outcome::Failure(format!("command {:?} timed out", cmd.join(" ")));
+    }
+    let mut out = r.stdout;
+    out.truncate(MAX_OUTPUT);
+    out.extend_from_slice(&r.stderr[..r.stderr.len().min(MAX_OUTPUT - out.len())]);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    if r.exit_code == 0 {
+        Outcome::Success(text)
+    } else {
+        Outcome::Failure(text)
+    }
+}
+
+/// Exec through the runtime, waiting for it on this thread (the prober hands running
+/// commands to its exec reaper instead).
+pub fn exec(command: &[String], target: &Target, runtime: &Arc<dyn ContainerRuntime>, timeout: Duration) -> Outcome {
+    let cmd = exec_command(command, target);
+    match exec_start(&cmd, target, runtime) {
+        Ok(p) => match p.wait(timeout) {
+            Ok(r) => exec_outcome(&cmd, r),
+            Err(e) => Outcome::Error(crate::util::Chain(&e).to_string()),
+        },
+        Err(outcome) => outcome,
+    }
+}
+
+/// How much longer than the probe a gRPC connection attempt may last. The probe gives up
+/// (and drops its channel) first, so gRPC never starts a second attempt; the attempt still
+/// running ends this much later.
+const GRPC_CONNECT_GRACE: Duration = Duration::from_millis(200);
 
 /// The grpcio environment probes share (one completion-queue thread for all of them).
 pub struct GrpcEnv {
@@ -305,11 +371,26 @@ impl GrpcEnv {
         self.env.get_or_init(|| Arc::new(grpcio::EnvBuilder::new().cq_count(1).name_prefix("fl-grpc").build())).clone()
     }
 
-    /// `grpc.health.v1.Health/Check` without TLS; SERVING is success.
+    /// `grpc.health.v1.Health/Check` without TLS; SERVING is success. Connecting and the
+    /// call together take at most `timeout`, and the connection ends with the probe: the
+    /// channel has its own subchannel (not gRPC's process-wide pool, which would keep it
+    /// connecting after the channel is dropped) and a connect deadline of `timeout` (gRPC's
+    /// default is 20 s, during which a server that accepts but never speaks HTTP/2 kept a
+    /// socket open).
     pub fn check(&self, host: &str, port: u16, service: &str, timeout: Duration) -> Outcome {
         use crate::proto::health::{HealthCheckRequest, HealthCheckResponse_ServingStatus as Status, HealthClient};
+        let deadline = std::time::Instant::now() + timeout;
         let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-        let ch = grpcio::ChannelBuilder::new(self.env()).primary_user_agent(USER_AGENT).connect(&addr);
+        let connect = timeout + GRPC_CONNECT_GRACE;
+        let millis = connect.as_millis().min(i32::MAX as u128) as i32;
+        let ch = grpcio::ChannelBuilder::new(self.env())
+            .primary_user_agent(USER_AGENT)
+            .use_local_subchannel_pool(true)
+            .initial_reconnect_backoff(connect)
+            .max_reconnect_backoff(connect)
+            // The connect deadline is max(backoff, this): gRPC has no builder method for it.
+            .raw_cfg_int(c"grpc.min_reconnect_backoff_ms".into(), millis)
+            .connect(&addr);
         if !futures::executor::block_on(ch.wait_for_connected(timeout)) {
             return Outcome::Failure(format!(
                 "timeout: failed to connect service {addr:?} within {}s",
@@ -319,7 +400,9 @@ impl GrpcEnv {
         let client = HealthClient::new(ch);
         let mut req = HealthCheckRequest::new();
         req.set_service(service.into());
-        let opt = grpcio::CallOption::default().timeout(timeout);
+        // What is left of the probe's timeout, not a second timeout after connecting.
+        let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
+        let opt = grpcio::CallOption::default().timeout(left);
         match client.check_opt(&req, opt) {
             Ok(resp) if resp.get_status() == Status::SERVING => Outcome::Success("service healthy".into()),
             Ok(resp) => {

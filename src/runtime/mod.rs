@@ -2,6 +2,7 @@
 //! create/start/stop/remove, list, exec) so the CRI backend can slot in beside the built-in
 //! process backend.
 
+pub mod exec;
 pub mod process;
 
 use std::collections::BTreeMap;
@@ -212,8 +213,17 @@ pub trait ContainerRuntime: Send + Sync {
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError>;
     /// Every container the runtime knows.
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
-    /// Runs a command in the container's environment with a timeout.
-    fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError>;
+    /// Starts a command in the container's environment and returns without waiting for it,
+    /// so one thread can watch many commands (the prober's exec reaper).
+    fn exec_start(&self, id: &str, cmd: &[String]) -> Result<exec::ExecStart, RuntimeError>;
+    /// Runs a command in the container's environment with a timeout, after which its
+    /// process group is killed.
+    fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
+        match self.exec_start(id, cmd)? {
+            exec::ExecStart::Running(p) => p.wait(timeout),
+            exec::ExecStart::Finished(r) => Ok(r),
+        }
+    }
     /// Damaged records moved aside since the last call (each reported once, as an event).
     fn take_quarantined(&self) -> Vec<Quarantined> {
         Vec::new()

@@ -29,9 +29,11 @@ pub mod shim;
 
 pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
 
+use super::exec::ExecStart;
+
 use super::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, Quarantined, RuntimeError,
-    SandboxConfig, SandboxInfo,
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, Quarantined, RuntimeError, SandboxConfig,
+    SandboxInfo,
 };
 use crate::cm::cgroupfs::CgroupDriver;
 use crate::util::{self, read_json, write_json, Chain};
@@ -485,7 +487,7 @@ impl ContainerRuntime for ProcessRuntime {
         Ok(out)
     }
 
-    fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
+    fn exec_start(&self, id: &str, cmd: &[String]) -> Result<ExecStart, RuntimeError> {
         let (info, record) = self.observe_full(id)?;
         if info.state != ContainerState::Running {
             return Err(RuntimeError::StartContainer {
@@ -494,7 +496,7 @@ impl ContainerRuntime for ProcessRuntime {
             });
         }
         let procs = record.cgroup.map(|c| c.procs).unwrap_or_default();
-        exec::exec_sync(&info.config, &procs, cmd, timeout)
+        exec::exec_start(&info.config, &procs, cmd)
     }
 
     fn take_quarantined(&self) -> Vec<Quarantined> {

@@ -1,0 +1,229 @@
+//! The exec reaper: one thread (`fl-probe-exec`) watches the command of every running exec
+//! probe, polling all their output pipes at once and killing each at its deadline. A probe
+//! thread only starts the command (a fork, about a millisecond) and hands it over, so an
+//! exec probe that hangs until its timeout holds no probe thread and delays no other probe.
+
+use super::pool::{Done, Report};
+use super::probes::{exec_outcome, Outcome};
+use crate::runtime::exec::{ExecProcess, EXIT_CHECK};
+use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
+use parking_lot::Mutex;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long dropping the reaper waits for its thread (which kills what it still watches).
+const STOP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A running exec probe command and what its report needs.
+pub struct Watch<K> {
+    /// The worker key.
+    pub key: K,
+    /// The command.
+    pub process: ExecProcess,
+    /// Its argv (for the timeout message).
+    pub command: Vec<String>,
+    /// When it is killed.
+    pub deadline: Instant,
+    /// When the probe started.
+    pub started: Instant,
+    /// When the worker was due.
+    pub scheduled: Instant,
+}
+
+/// What to do with a watched command now.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Its output is closed and it has exited: report its result.
+    Finished,
+    /// It ran past its deadline: kill its process group, report a timeout.
+    Kill,
+    /// Keep watching.
+    Watch,
+}
+
+fn step(finished: bool, now: Instant, deadline: Instant) -> Step {
+    if finished {
+        Step::Finished
+    } else if now >= deadline {
+        Step::Kill
+    } else {
+        Step::Watch
+    }
+}
+
+/// How long to poll: until the nearest deadline, at most `EXIT_CHECK` while a command that
+/// closed its output has not exited yet (an exit has no fd to poll), without limit when
+/// nothing is watched (a new command or the stop wakes the poll).
+fn poll_timeout(now: Instant, deadlines: impl Iterator<Item = Instant>, awaiting_exit: bool) -> Option<Duration> {
+    let nearest = deadlines.min().map(|d| d.saturating_duration_since(now));
+    match (nearest, awaiting_exit) {
+        (Some(d), true) => Some(d.min(EXIT_CHECK)),
+        (None, true) => Some(EXIT_CHECK),
+        (d, false) => d,
+    }
+}
+
+/// The handle: hands commands to the thread; `stop` (or dropping it) kills what is still
+/// watched.
+pub struct ExecReaper<K> {
+    inner: Mutex<Option<Running<K>>>,
+}
+
+/// The thread's command channel, the write end of its wake-up pipe, and the thread.
+type Running<K> = (Sender<Watch<K>>, File, JoinHandle<()>);
+
+impl<K: Send + 'static> ExecReaper<K> {
+    /// Starts the thread; outcomes go to `done`, as from a probe thread.
+    pub fn start(done: Report<K>) -> io::Result<ExecReaper<K>> {
+        let (wake_rx, wake_tx) = pipe()?;
+        let (tx, rx) = unbounded();
+        let thread = std::thread::Builder::new().name("fl-probe-exec".into()).spawn(move || run(rx, wake_rx, done))?;
+        Ok(ExecReaper { inner: Mutex::new(Some((tx, wake_tx, thread))) })
+    }
+
+    /// Watches a started command until it finishes or its deadline passes (after `stop`,
+    /// the command is killed at once).
+    pub fn watch(&self, w: Watch<K>) {
+        if let Some((tx, wake, _)) = &*self.inner.lock() {
+            // The thread holds the receiver until `stop`.
+            let _ = tx.send(w);
+            // A full pipe (EAGAIN) already holds a wake-up.
+            let _ = (&*wake).write(&[1]);
+        }
+    }
+}
+
+impl<K> ExecReaper<K> {
+    /// Stops the thread, which kills the commands it still watches, and waits for it.
+    pub fn stop(&self) {
+        // Closing the channel and the pipe wakes the thread.
+        let Some((tx, wake, thread)) = self.inner.lock().take() else { return };
+        drop((tx, wake));
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while !thread.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if thread.is_finished() {
+            let _ = thread.join();
+        } else {
+            log::warn!("prober: the exec reaper did not stop within {STOP_TIMEOUT:?}");
+        }
+    }
+}
+
+impl<K> Drop for ExecReaper<K> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A non-blocking, close-on-exec pipe: (read end, write end).
+fn pipe() -> io::Result<(File, File)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two fds into the array we pass.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+}
+
+/// Reads the wake pipe empty; false once its write end is closed (the handle was dropped).
+fn drain(wake: &mut File) -> bool {
+    let mut buf = [0u8; 64];
+    loop {
+        match wake.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) => {
+                log::error!("prober: exec reaper: reading its wake-up pipe failed: {e}");
+                return false;
+            }
+        }
+    }
+}
+
+fn report<K>(done: &Report<K>, w: Watch<K>, step: Step) -> bool {
+    let (key, command, started, scheduled) = (w.key, w.command, w.started, w.scheduled);
+    let outcome = match step {
+        Step::Kill => exec_outcome(&command, w.process.kill()),
+        _ => match w.process.result() {
+            Ok(r) => exec_outcome(&command, r),
+            Err(e) => Outcome::Error(crate::util::Chain(&e).to_string()),
+        },
+    };
+    done(Done { key, outcome, started, scheduled, took: started.elapsed() })
+}
+
+/// The thread: settle what is done or overdue, then poll every open pipe and the wake pipe.
+fn run<K>(rx: Receiver<Watch<K>>, mut wake: File, done: Report<K>) {
+    let mut watched: Vec<Watch<K>> = Vec::new();
+    'outer: loop {
+        loop {
+            match rx.try_recv() {
+                Ok(w) => watched.push(w),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => break 'outer,
+            }
+        }
+        let now = Instant::now();
+        let mut i = 0;
+        while i < watched.len() {
+            let w = &mut watched[i];
+            w.process.read_output();
+            match step(w.process.finished(), now, w.deadline) {
+                Step::Watch => i += 1,
+                s => {
+                    if !report(&done, watched.swap_remove(i), s) {
+                        break 'outer; // nobody listens any more
+                    }
+                }
+            }
+        }
+        let awaiting_exit = watched.iter().any(|w| w.process.output_closed());
+        let timeout = poll_timeout(Instant::now(), watched.iter().map(|w| w.deadline), awaiting_exit);
+        let mut fds = vec![wake.as_raw_fd()];
+        fds.extend(watched.iter().flat_map(|w| w.process.fds()));
+        match crate::util::poll_readable(&fds, timeout) {
+            Ok(ready) if ready[0] != 0 && !drain(&mut wake) => break,
+            Ok(_) => {}
+            Err(e) => {
+                // Not expected (EINTR is handled); stop rather than spin, killing the commands.
+                log::error!("prober: exec reaper: poll failed: {e}");
+                break;
+            }
+        }
+    }
+    // Dropping the rest kills their process groups (ExecProcess::drop).
+    drop(watched);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_is_reported_when_done_and_killed_at_its_deadline() {
+        let t0 = Instant::now();
+        let deadline = t0 + Duration::from_secs(1);
+        assert_eq!(step(true, t0, deadline), Step::Finished);
+        assert_eq!(step(true, deadline, deadline), Step::Finished, "a finished command is never killed");
+        assert_eq!(step(false, t0, deadline), Step::Watch);
+        assert_eq!(step(false, deadline, deadline), Step::Kill);
+    }
+
+    #[test]
+    fn the_poll_ends_at_the_nearest_deadline_and_checks_exits_often() {
+        let t0 = Instant::now();
+        let d = [t0 + Duration::from_secs(5), t0 + Duration::from_secs(2)];
+        assert_eq!(poll_timeout(t0, d.into_iter(), false), Some(Duration::from_secs(2)));
+        assert_eq!(poll_timeout(t0, d.into_iter(), true), Some(EXIT_CHECK));
+        assert_eq!(poll_timeout(t0, std::iter::empty(), false), None, "idle: sleep until woken");
+        assert_eq!(poll_timeout(t0 + Duration::from_secs(3), d.into_iter(), false), Some(Duration::ZERO));
+    }
+}
