@@ -177,7 +177,7 @@ fn config_values_past_their_bounds_are_refused_by_validate() {
             "[logs]\nmax_size = \"1Ei\"\n",
             "logs.max_size: invalid value 1152921504606846976: must be at most 10737418240",
         ),
-        ("[prober]\nmax_threads = 100000\n", "prober.max_threads: invalid value 100000: must be at most 1024"),
+        ("[prober]\nmax_threads = 100000\n", "prober.max_threads: invalid value 100000: must be between 1 and 64"),
         (
             "[cgroups]\npod_pids_limit = 99999999\n",
             "cgroups.pod_pids_limit: invalid value 99999999: must be at most 4194304",
