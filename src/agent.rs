@@ -220,8 +220,27 @@ fn node_object(cfg: &Config) -> crate::api::Node {
 const PROBE_RESULTS_FILE: &str = "probe-results.json";
 /// Name of the lock file in the state directory.
 const LOCK_FILE: &str = "ferrolet.lock";
+/// How long start-up waits for the state lock: a previous agent killed a moment ago may
+/// still hold it (through a child forked but not yet exec'd when it died), as after a
+/// crash and an immediate restart by the init system.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long `drain` waits past the longest grace period before it reports what still runs.
 const DRAIN_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Tries to take an exclusive flock on `f` until `wait` has passed.
+fn flock_within(f: &File, wait: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        // SAFETY: flock on an fd we own; no memory is passed.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
 
 /// Takes an exclusive lock on `<state>/ferrolet.lock` so two agents never share a state dir,
 /// and writes this process's pid into it (so the refusal can name the holder). `purpose`
@@ -245,8 +264,7 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| err(format!("{}: {e}", path.display())))?;
-    // SAFETY: flock on an fd we own; no memory is passed.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if !flock_within(&f, LOCK_WAIT) {
         let mut holder = String::new();
         let _ = f.read_to_string(&mut holder);
         let holder = match holder.trim() {

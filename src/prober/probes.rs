@@ -106,6 +106,9 @@ pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
     }
 }
 
+/// Host name lookups (TCP probes to a name) that may run at once, each on its own thread.
+const MAX_RESOLVER_THREADS: usize = 16;
+
 /// The first address of `host`: IP literals at once; names through the system resolver on
 /// a helper thread, so a resolver that hangs costs the probe no more than its timeout (the
 /// helper ends when the resolver gives up).
@@ -113,14 +116,25 @@ fn resolve(host: &str, port: u16, timeout: Duration) -> Result<SocketAddr, Strin
     if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
     }
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Resolver threads outlive a probe whose resolver hangs; never let them pile up.
+    static RESOLVING: AtomicUsize = AtomicUsize::new(0);
+    if RESOLVING.fetch_add(1, Ordering::SeqCst) >= MAX_RESOLVER_THREADS {
+        RESOLVING.fetch_sub(1, Ordering::SeqCst);
+        return Err(format!("too many host name lookups in progress (at most {MAX_RESOLVER_THREADS})"));
+    }
     let (tx, rx) = crossbeam_channel::bounded(1);
     let name = host.to_string();
     std::thread::Builder::new()
         .name("fl-probe-dns".into())
         .spawn(move || {
             let _ = tx.send((name.as_str(), port).to_socket_addrs().map(|mut a| a.next()));
+            RESOLVING.fetch_sub(1, Ordering::SeqCst);
         })
-        .map_err(|e| format!("cannot start a resolver thread: {e}"))?;
+        .map_err(|e| {
+            RESOLVING.fetch_sub(1, Ordering::SeqCst);
+            format!("cannot start a resolver thread: {e}")
+        })?;
     match rx.recv_timeout(timeout) {
         Ok(Ok(Some(addr))) => Ok(addr),
         Ok(Ok(None)) => Err("no address".into()),

@@ -168,8 +168,20 @@ impl AgentProcess {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let agent = AgentProcess { child, port, log };
-        wait_for("the agent's /healthz", Duration::from_secs(10), || agent.get("/healthz").ok());
+        let mut agent = AgentProcess { child, port, log };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while agent.get("/healthz").is_err() {
+            let exited = agent.child.try_wait().ok().flatten();
+            if exited.is_some() || Instant::now() >= deadline {
+                let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
+                panic!(
+                    "the agent's /healthz did not answer (exit: {exited:?}); the end of its log:\n{}",
+                    tail.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         agent
     }
 
