@@ -5,7 +5,6 @@
 use super::expand::expanded_lengths;
 use super::validation::Errs;
 use super::{Container, Pod, Quantity};
-use crate::cm::helpers::QUOTA_PERIOD;
 use std::collections::BTreeMap;
 
 /// The apiserver's limit for all annotations of one object together, keys and values
@@ -18,6 +17,8 @@ pub use crate::util::MAX_ARG_STRLEN;
 pub const MAX_EXPANDED_BYTES: usize = 2 << 20;
 /// The largest CFS quota the kernel accepts, in µs (`max_cfs_runtime`: 2^44 - 1).
 pub const MAX_CFS_QUOTA_US: i64 = (1 << 44) - 1;
+/// The CFS period in µs every quota is written with (kubelet's `QuotaPeriod`, 100 ms).
+pub const QUOTA_PERIOD: u64 = 100_000;
 /// The largest CPU amount, in millicores, for one container and for a pod's containers
 /// together: the cgroup code writes `millicores × 100` µs (period 100 ms) as the quota.
 pub const MAX_CPU_MILLIS: i64 = MAX_CFS_QUOTA_US / (QUOTA_PERIOD as i64 / 1000);

@@ -6,8 +6,8 @@ pub const MIN_SHARES: u64 = 2;
 pub const MAX_SHARES: u64 = 262_144;
 /// `cpu.shares` per CPU.
 pub const SHARES_PER_CPU: u64 = 1024;
-/// The CFS period in µs.
-pub const QUOTA_PERIOD: u64 = 100_000;
+/// The CFS period in µs (defined with the limits validation checks against it).
+pub use crate::api::limits::QUOTA_PERIOD;
 /// Smallest CFS quota in µs.
 pub const MIN_QUOTA: i64 = 1000;
 
