@@ -515,4 +515,21 @@ mod tests {
         std::fs::write(&path, POD.replace("NAME", &format!("{labels}.bbb"))).unwrap();
         assert_eq!(read_manifest(&path, "node1").unwrap()[0].metadata.name.len(), 253);
     }
+
+    #[test]
+    fn ten_thousand_problems_are_reported_as_a_bounded_list() {
+        // 40 documents, each with 250 invalid container names: 10,000 problems. Each
+        // document reports at most 50, the file at most 200 and a summary line, and every
+        // line stays short (no 400 KB line, no 400 KB event).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("many.yaml");
+        let containers: String = (0..250).map(|i| format!("  - name: Bad_{i}\n    image: x\n")).collect();
+        let doc = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n{containers}");
+        std::fs::write(&path, vec![doc; 40].join("---\n")).unwrap();
+        let errors = read_manifest(&path, "node1").unwrap_err();
+        assert_eq!(errors.len(), MAX_PROBLEMS_PER_FILE + 1);
+        let last = errors.last().unwrap().to_string();
+        assert!(last.ends_with("more problem(s)"), "{last}");
+        assert!(errors.iter().all(|e| e.to_string().len() < 1024), "every problem is one short line");
+    }
 }
