@@ -209,7 +209,7 @@ impl PodCgroupRecords {
             return Ok(());
         }
         let err = |source| OwnershipError::Record { cgroup: cgroup.into(), path: path.clone(), source };
-        fs::create_dir_all(&self.dir).map_err(err)?;
+        crate::util::create_private_dir_all(&self.dir).map_err(err)?;
         crate::util::write_atomic(&path, cgroup.as_bytes()).map_err(err)
     }
 
