@@ -5,32 +5,19 @@ mod common;
 
 use common::{ferrolet_bin, wait_for, Sandbox};
 use ferrolet::runtime::process::ProcessRuntime;
-use ferrolet::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
+use ferrolet::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState};
 use std::time::{Duration, Instant};
 
 fn runtime(sb: &Sandbox) -> ProcessRuntime {
-    ProcessRuntime::new(&sb.state().join("runtime"), &ferrolet_bin(), 1 << 20, 3).unwrap()
+    common::process_runtime(sb)
 }
 
 fn sandbox(rt: &ProcessRuntime, sb: &Sandbox) -> String {
-    rt.run_pod_sandbox(&SandboxConfig {
-        pod_uid: "uid1".into(),
-        pod_name: "p".into(),
-        namespace: "default".into(),
-        log_directory: sb.state().join("logs/p"),
-        termination_grace_period_seconds: 30,
-    })
-    .unwrap()
+    common::pod_sandbox(rt, sb)
 }
 
 fn config(sb: &Sandbox, name: &str, script: &str) -> ContainerConfig {
-    ContainerConfig {
-        name: name.into(),
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        env: vec![("GREETING".into(), "hi there".into())],
-        log_path: sb.state().join(format!("logs/p/{name}/0.log")),
-        ..Default::default()
-    }
+    ContainerConfig { env: vec![("GREETING".into(), "hi there".into())], ..common::sh_container(sb, name, script) }
 }
 
 fn info(rt: &ProcessRuntime, id: &str) -> ContainerInfo {

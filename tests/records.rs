@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::{ferrolet_bin, wait_for, Sandbox};
+use common::{wait_for, Sandbox};
 use ferrolet::runtime::process::{ExitRecord, ProcessRuntime, ShimState};
-use ferrolet::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
+use ferrolet::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -14,27 +14,15 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(10);
 
 fn runtime(sb: &Sandbox) -> ProcessRuntime {
-    ProcessRuntime::new(&sb.state().join("runtime"), &ferrolet_bin(), 1 << 20, 3).unwrap()
+    common::process_runtime(sb)
 }
 
 fn sandbox(rt: &ProcessRuntime, sb: &Sandbox) -> String {
-    rt.run_pod_sandbox(&SandboxConfig {
-        pod_uid: "uid1".into(),
-        pod_name: "p".into(),
-        namespace: "default".into(),
-        log_directory: sb.state().join("logs/p"),
-        termination_grace_period_seconds: 30,
-    })
-    .unwrap()
+    common::pod_sandbox(rt, sb)
 }
 
 fn config(sb: &Sandbox, name: &str, script: &str) -> ContainerConfig {
-    ContainerConfig {
-        name: name.into(),
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        log_path: sb.state().join(format!("logs/p/{name}/0.log")),
-        ..Default::default()
-    }
+    common::sh_container(sb, name, script)
 }
 
 fn find(rt: &ProcessRuntime, id: &str) -> Option<ContainerInfo> {
@@ -290,6 +278,8 @@ fn state_files_and_logs_are_private() {
     rt.start_container(&id).unwrap();
     wait_exit(&rt, &id);
     let d = dir(&sb, &id);
+    // The exit is known from exit.backup.json; exit.json is the shim's last write.
+    wait_for("the shim's last record", T, || d.join("exit.json").exists().then_some(()));
     for f in ["config.json", "state.json", "exit.json", "shim.log"] {
         assert_eq!(mode(&d.join(f)), 0o600, "{f}");
     }

@@ -248,3 +248,30 @@ pub fn workload_pid(state_dir: &Path, container_id: &str) -> Option<i32> {
         ferrolet::util::read_json(&state_dir.join("runtime/containers").join(id).join("state.json")).ok()?;
     Some(s.pid)
 }
+
+/// A process runtime over `sb`'s state directory, with this build's shim (1 MiB logs, 3 files).
+pub fn process_runtime(sb: &Sandbox) -> ferrolet::runtime::process::ProcessRuntime {
+    ferrolet::runtime::process::ProcessRuntime::new(&sb.state().join("runtime"), &ferrolet_bin(), 1 << 20, 3).unwrap()
+}
+
+/// A sandbox for pod `default/p` (uid `uid1`) with its logs under `sb`.
+pub fn pod_sandbox(rt: &dyn ferrolet::runtime::ContainerRuntime, sb: &Sandbox) -> String {
+    rt.run_pod_sandbox(&ferrolet::runtime::SandboxConfig {
+        pod_uid: "uid1".into(),
+        pod_name: "p".into(),
+        namespace: "default".into(),
+        log_directory: sb.state().join("logs/p"),
+        termination_grace_period_seconds: 30,
+    })
+    .unwrap()
+}
+
+/// A container `name` running `sh -c script`, logging under `sb`.
+pub fn sh_container(sb: &Sandbox, name: &str, script: &str) -> ferrolet::runtime::ContainerConfig {
+    ferrolet::runtime::ContainerConfig {
+        name: name.into(),
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        log_path: sb.state().join(format!("logs/p/{name}/0.log")),
+        ..Default::default()
+    }
+}
