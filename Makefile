@@ -47,14 +47,21 @@ drain: build
 
 ## test: every test; then how many were skipped and why (tests that need root or cgroup v1
 ## skip themselves and append a line to $(SKIP_LOG), see tests/common/mod.rs `skip`).
+## The last line sums every test binary: `tests: N passed, N failed, N skipped` (a skipped
+## test is counted once, as skipped, not as passed).
 SKIP_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-skips.txt
+TEST_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-output.txt
 test: deps
-	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG)
-	@status=0; FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --locked || status=$$?; \
+	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG) $(TEST_LOG)
+	@FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
+	skipped=0; \
 	if [ -s $(SKIP_LOG) ]; then \
-	  echo "make test: $$(wc -l < $(SKIP_LOG)) test(s) skipped:"; \
+	  skipped=$$(wc -l < $(SKIP_LOG)); \
+	  echo "make test: $$skipped test(s) skipped:"; \
 	  sort $(SKIP_LOG) | sed 's/^/  /; s/\t/: /'; \
 	else echo "make test: no test skipped"; fi; \
+	sum() { grep '^test result:' $(TEST_LOG) | grep -o "[0-9]* $$1" | awk '{s+=$$1} END {print s+0}'; }; \
+	echo "tests: $$(( $$(sum passed) - skipped )) passed, $$(sum failed) failed, $$skipped skipped"; \
 	exit $$status
 
 lint: deps

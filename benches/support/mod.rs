@@ -53,11 +53,18 @@ impl Agent {
     pub fn start(dir: &Path) -> (Agent, Duration) {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let started = Instant::now();
+        // Its own cgroup root and plugin directory: a benchmark touches nothing it did not make.
+        let config = dir.join("bench.toml");
+        std::fs::write(&config, format!("[cgroups]\nroot = {:?}\n", cgroup_root(dir))).unwrap();
         let child = Command::new(bin())
-            .args(["run", "--node-name", "bench", "--listen", &format!("127.0.0.1:{port}"), "--manifest-dir"])
+            .args(["run", "--config"])
+            .arg(&config)
+            .args(["--node-name", "bench", "--listen", &format!("127.0.0.1:{port}"), "--manifest-dir"])
             .arg(dir.join("manifests"))
             .arg("--state-dir")
             .arg(dir.join("state"))
+            .arg("--device-plugin-dir")
+            .arg(dir.join("device-plugins"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -90,5 +97,14 @@ impl Drop for Agent {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
+            let _ = driver.destroy(&cgroup_root(&self.dir));
+        }
     }
+}
+
+/// The cgroup root of the agent benchmarked in `dir` (one per run, never kubelet's).
+fn cgroup_root(dir: &Path) -> String {
+    let name = dir.file_name().map(|n| n.to_string_lossy().trim_start_matches('.').to_string()).unwrap_or_default();
+    format!("/ferrolet-bench-{name}")
 }

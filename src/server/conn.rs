@@ -423,7 +423,7 @@ impl<H: Handler> Reactor<H> {
                     }
                     if self.handler.inline(&req) {
                         let resp = answer(&*self.handler, &req);
-                        self.respond(id, Response { close: resp.close || req.close, ..resp });
+                        self.respond(id, resp);
                         // Loop: a pipelined request may already be buffered.
                     } else {
                         c.state = State::Queued;
@@ -525,11 +525,14 @@ impl<H: Handler> Reactor<H> {
 
 /// The handler's answer; a bug in a route answers 500 instead of ending the reactor or
 /// shrinking the worker pool.
+/// A request that ends its connection (HTTP/1.0, `Connection: close`, the last one allowed)
+/// gets a response that says so, from a worker as from the reactor.
 pub fn answer<H: Handler>(handler: &H, req: &Request) -> Response {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
+    let resp = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
         log::error!("api: the handler for {} panicked", req.path);
         Response::text(500, "internal error\n")
-    })
+    });
+    Response { close: resp.close || req.close, ..resp }
 }
 
 /// Sets `SO_LINGER` to zero, so closing discards unsent data and sends a reset.

@@ -101,7 +101,9 @@ fn closed_by_server(s: &mut TcpStream) -> bool {
 
 #[test]
 fn a_client_that_never_reads_blocks_nobody_and_is_closed_at_its_write_deadline() {
-    let (running, addr, stats, _health) = start(limits());
+    // Enough requests per connection that 60 pipelined 1 MiB answers outgrow the socket
+    // buffers (about 4 MiB here) and the write deadline, not the request limit, ends it.
+    let (running, addr, stats, _health) = start(Limits { max_requests_per_connection: 100, ..limits() });
     let mut hostile = TcpStream::connect(addr).unwrap();
     set_rcvbuf(&hostile, 1024);
     let pipelined = "GET /big HTTP/1.1\r\nHost: t\r\n\r\n".repeat(60);
@@ -114,6 +116,19 @@ fn a_client_that_never_reads_blocks_nobody_and_is_closed_at_its_write_deadline()
     std::thread::sleep(Duration::from_secs(1));
     assert!(closed_by_server(&mut hostile));
     assert!(stats.timeouts.load(Ordering::Relaxed) >= 1);
+    running.stop(Duration::from_secs(2)).unwrap();
+}
+
+#[test]
+fn an_http_1_0_request_is_closed_after_its_response_from_a_worker_as_inline() {
+    let (running, addr, _stats, _health) = start(limits());
+    for path in ["/healthz", "/big"] {
+        let mut s = connect(addr);
+        s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).unwrap();
+        let (head, _) = read_response(&mut s);
+        assert!(head.contains("Connection: close"), "{path}: {head}");
+        assert!(closed_by_server(&mut s), "{path}: an HTTP/1.0 client reads to EOF");
+    }
     running.stop(Duration::from_secs(2)).unwrap();
 }
 
