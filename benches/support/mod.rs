@@ -55,7 +55,8 @@ impl Agent {
         let started = Instant::now();
         // Its own cgroup root and plugin directory: a benchmark touches nothing it did not make.
         let config = dir.join("bench.toml");
-        std::fs::write(&config, format!("[cgroups]\nroot = {:?}\n", cgroup_root(dir))).unwrap();
+        // The prober benchmark runs 500 pods, past kubelet's default of 110 per node.
+        std::fs::write(&config, format!("max_pods = 1000\n[cgroups]\nroot = {:?}\n", cgroup_root(dir))).unwrap();
         let child = Command::new(bin())
             .args(["run", "--config"])
             .arg(&config)
