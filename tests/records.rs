@@ -289,3 +289,62 @@ fn state_files_and_logs_are_private() {
     assert_eq!(mode(cfg.log_path.parent().unwrap()), 0o700, "container log dir");
     let _: ExitRecord = ferrolet::util::read_json(&d.join("exit.json")).unwrap();
 }
+
+/// A cgroup v2 tree of plain directories under a temp dir: enough for the runtime to record
+/// a container's cgroup without root (nothing is ever joined to it).
+struct FakeCgroups(PathBuf);
+
+impl ferrolet::cm::cgroupfs::CgroupDriver for FakeCgroups {
+    fn version(&self) -> ferrolet::cm::cgroupfs::CgroupVersion {
+        ferrolet::cm::cgroupfs::CgroupVersion::V2
+    }
+    fn dirs(&self, path: &str) -> Vec<PathBuf> {
+        vec![self.0.join(path.trim_start_matches('/'))]
+    }
+    fn dir_for(&self, path: &str, _file: &str) -> Option<PathBuf> {
+        self.dirs(path).pop()
+    }
+    fn memory_dir(&self, _path: &str) -> Option<PathBuf> {
+        None
+    }
+    fn enable_controllers(&self, _path: &str) -> Result<(), ferrolet::cm::cgroupfs::CgroupError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn removing_an_exited_instance_leaves_the_cgroup_of_the_next_instance_alone() {
+    let sb = Sandbox::new();
+    let cgroups = sb.dir.path().join("cgroupfs");
+    let rt = runtime(&sb).with_cgroups(std::sync::Arc::new(FakeCgroups(cgroups.clone())));
+    let s = sandbox(&rt, &sb);
+    let mut cfg = config(&sb, "app", "exit 0");
+    cfg.linux =
+        Some(ferrolet::cm::LinuxContainerConfig { cgroup_parent: "/kubepods/podu1".into(), files: Default::default() });
+    // The first instance exited (its shim removed the cgroup and recorded the exit) ...
+    let old = rt.create_container(&s, &cfg).unwrap();
+    let exit = ExitRecord {
+        exit_code: 1,
+        signal: None,
+        reason: "Error".into(),
+        message: String::new(),
+        finished_at: std::time::SystemTime::now(),
+    };
+    ferrolet::util::write_json(&dir(&sb, &old).join("exit.json"), &exit).unwrap();
+    // ... and the restarted one runs in the cgroup of the same name.
+    cfg.attempt = 1;
+    let _new = rt.create_container(&s, &cfg).unwrap();
+    let cg = cgroups.join("kubepods/podu1/app");
+    let mut workload = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+    std::fs::write(cg.join("cgroup.procs"), format!("{}\n", workload.id())).unwrap();
+
+    // Garbage collection of the dead instance.
+    rt.remove_container(&old).unwrap();
+    assert!(!dir(&sb, &old).exists());
+    std::thread::sleep(Duration::from_millis(100));
+    let alive = workload.try_wait().unwrap().is_none();
+    let _ = workload.kill();
+    let _ = workload.wait();
+    assert!(alive, "the running instance's process was killed");
+    assert!(cg.is_dir(), "the running instance's cgroup was removed");
+}

@@ -349,6 +349,11 @@ impl ContainerRuntime for ProcessRuntime {
                 message: message.clone(),
                 finished_at: SystemTime::now(),
             };
+            // No shim will remove the cgroup made at create: it goes before the exit is
+            // recorded, as a shim does it (an exited instance's cgroup is never removed later).
+            if let Some(cg) = &record.cgroup {
+                shim::remove_cgroup(cg);
+            }
             let path = dir.join(files::EXIT);
             write_json(&path, &exit).map_err(state_err(&path))?;
             return Err(start_err(message));
@@ -443,8 +448,12 @@ impl ContainerRuntime for ProcessRuntime {
             while records::lock_state(&dir) == records::LockState::Held && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            if let Some(cg) = &record.cgroup {
-                shim::remove_cgroup(cg);
+            // An exited instance's cgroup was removed by whoever recorded its exit; the path
+            // (`<pod cgroup>/<name>`) may now be the next instance's, which must not be killed.
+            if info.state != ContainerState::Exited {
+                if let Some(cg) = &record.cgroup {
+                    shim::remove_cgroup(cg);
+                }
             }
             let _ = fs::remove_file(&info.config.log_path);
             for p in logfile::rotated_files(&info.config.log_path) {
