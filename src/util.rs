@@ -364,6 +364,23 @@ pub fn fd_file(fd: impl Into<std::os::fd::OwnedFd>) -> File {
     File::from(fd.into())
 }
 
+/// Marks every fd from 3 up close-on-exec, so a child started next inherits only its stdio
+/// (and what is cleared again afterwards), never an fd the agent itself inherited without
+/// `O_CLOEXEC` (a supervisor's pipe or socket). Meant for `pre_exec`: one syscall, which is
+/// async-signal-safe. On kernels before 5.11 (no `close_range`) it does nothing.
+pub fn cloexec_above_stdio() -> io::Result<()> {
+    // SAFETY: close_range takes plain integers; with CLOSE_RANGE_CLOEXEC it closes nothing.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
+        _ => Err(e),
+    }
+}
+
 /// Puts `fd` into non-blocking mode.
 pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     let fd = fd.as_raw_fd();

@@ -201,9 +201,11 @@ impl ProcessRuntime {
         if let Some(gid) = util::StateAccess::current().gid {
             cmd.env(shim::STATE_GID_ENV, gid.to_string());
         }
-        // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec.
+        // SAFETY: only close_range and fcntl, which are async-signal-safe, run between fork
+        // and exec.
         unsafe {
             cmd.pre_exec(move || {
+                util::cloexec_above_stdio()?;
                 // The shim inherits the locked fd, and with it the lock.
                 if libc::fcntl(lock_fd, libc::F_SETFD, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
