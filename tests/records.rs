@@ -348,3 +348,24 @@ fn removing_an_exited_instance_leaves_the_cgroup_of_the_next_instance_alone() {
     assert!(alive, "the running instance's process was killed");
     assert!(cg.is_dir(), "the running instance's cgroup was removed");
 }
+
+#[test]
+fn a_container_whose_shim_does_not_exit_is_not_removed_from_under_it() {
+    let sb = Sandbox::new();
+    let rt = runtime(&sb);
+    let s = sandbox(&rt, &sb);
+    let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
+    rt.start_container(&id).unwrap();
+    let d = dir(&sb, &id);
+    let state: ShimState = wait_for("state", T, || ferrolet::util::read_json(&d.join("state.json")).ok());
+    // A shim that cannot act (stopped here; stuck in the kernel on a real node).
+    assert!(ferrolet::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGSTOP).unwrap());
+    let e = rt.remove_container(&id).unwrap_err();
+    let shown = ferrolet::util::Chain(&e).to_string();
+    assert!(d.join("state.json").exists(), "the record of a live shim was removed");
+    assert!(shown.contains("its shim did not exit"), "{shown}");
+    // Once the shim can run again it finishes the stop, and the removal succeeds.
+    assert!(ferrolet::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGCONT).unwrap());
+    wait_for("the removal", T, || rt.remove_container(&id).ok());
+    assert!(!d.exists());
+}

@@ -372,6 +372,8 @@ impl ContainerRuntime for ProcessRuntime {
         let deadline = Instant::now() + START_TIMEOUT;
         let mut pause = Duration::from_micros(200);
         while Instant::now() < deadline {
+            // Looked at before the records: a shim that is gone wrote all it ever will.
+            let shim_gone = records::lock_state(&dir) == records::LockState::Free;
             if let Ok(exit) = read_json::<ExitRecord>(&dir.join(files::EXIT)) {
                 if exit.reason == "StartError" {
                     return Err(start_err(exit.message));
@@ -381,7 +383,7 @@ impl ContainerRuntime for ProcessRuntime {
             if dir.join(files::STATE).exists() {
                 return Ok(());
             }
-            if records::lock_state(&dir) == records::LockState::Free {
+            if shim_gone {
                 break;
             }
             std::thread::sleep(pause);
@@ -456,6 +458,17 @@ impl ContainerRuntime for ProcessRuntime {
                 if let Some(cg) = &record.cgroup {
                     shim::remove_cgroup(cg);
                 }
+            }
+            if records::lock_state(&dir) == records::LockState::Held {
+                // Its directory is how the shim is found and stopped: removed now, the shim
+                // (and whatever it still runs) would be lost to every later look.
+                return Err(RuntimeError::Process {
+                    action: format!(
+                        "removing container {}: its shim did not exit within {REMOVE_WAIT:?}",
+                        info.config.name
+                    ),
+                    source: std::io::ErrorKind::TimedOut.into(),
+                });
             }
             let _ = fs::remove_file(&info.config.log_path);
             for p in logfile::rotated_files(&info.config.log_path) {
