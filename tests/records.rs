@@ -369,3 +369,32 @@ fn a_container_whose_shim_does_not_exit_is_not_removed_from_under_it() {
     wait_for("the removal", T, || rt.remove_container(&id).ok());
     assert!(!d.exists());
 }
+
+#[test]
+fn an_unidentifiable_container_whose_shim_died_has_its_workload_killed_before_it_is_moved_aside() {
+    let sb = Sandbox::new();
+    let rt = runtime(&sb);
+    let s = sandbox(&rt, &sb);
+    let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
+    rt.start_container(&id).unwrap();
+    let d = dir(&sb, &id);
+    let state: ShimState = wait_for("state", T, || ferrolet::util::read_json(&d.join("state.json")).ok());
+    // The shim dies (kill -9) and both records that name the container are damaged.
+    assert!(ferrolet::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGKILL).unwrap());
+    wait_for("the shim to die", T, || (!ferrolet::util::process_alive(state.shim_pid, None)).then_some(()));
+    std::fs::write(d.join("config.json"), "{").unwrap();
+    std::fs::write(d.join("shim.json"), "{").unwrap();
+    let fresh = runtime(&sb);
+    assert!(find(&fresh, &id).is_none());
+    assert_eq!(fresh.take_quarantined().len(), 1);
+    let ticks = state.start_ticks.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while ferrolet::util::process_alive(state.pid, Some(ticks)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let alive = ferrolet::util::process_alive(state.pid, Some(ticks));
+    if alive {
+        let _ = ferrolet::util::kill_group_verified(state.pid, ticks, libc::SIGKILL);
+    }
+    assert!(!alive, "the workload of the quarantined container still runs, unrecorded");
+}

@@ -101,7 +101,16 @@ impl ProcessRuntime {
         let Some(record) = records::usable_record(&look, id) else {
             match verdict {
                 Verdict::Unidentified => self.stop_unidentified(id, &dir, &look),
-                Verdict::Quarantine(why) => self.quarantine("container", &dir, &why),
+                Verdict::Quarantine(why) => {
+                    // Its shim is gone, but a workload it left may still run: once the
+                    // record is moved aside nothing would ever find it again.
+                    if let Some(ShimState { pid, start_ticks: Some(ticks), .. }) = look.state.ok() {
+                        if let Ok(true) = util::kill_group_verified(*pid, *ticks, libc::SIGKILL) {
+                            log::warn!("runtime: container {id}: killed process group {pid} its lost shim left");
+                        }
+                    }
+                    self.quarantine("container", &dir, &why)
+                }
                 _ => {}
             }
             return Err(RuntimeError::NotFound { kind: "container", id: id.into() });
