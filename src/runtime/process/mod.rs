@@ -463,10 +463,7 @@ impl ContainerRuntime for ProcessRuntime {
                 // Its directory is how the shim is found and stopped: removed now, the shim
                 // (and whatever it still runs) would be lost to every later look.
                 return Err(RuntimeError::Process {
-                    action: format!(
-                        "removing container {}: its shim did not exit within {REMOVE_WAIT:?}",
-                        info.config.name
-                    ),
+                    action: format!("waiting {REMOVE_WAIT:?} for the shim of container {} to exit", info.config.name),
                     source: std::io::ErrorKind::TimedOut.into(),
                 });
             }
