@@ -32,7 +32,9 @@ fn kill_container(dir: &Path) {
     }
     let _ = ferrolet::util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
     wait_for("the shim and workload to die", T, || {
-        (!ferrolet::util::process_alive(s.pid, None) && !ferrolet::util::process_alive(s.shim_pid, None)).then_some(())
+        (!ferrolet::util::process_alive(s.pid, s.start_ticks)
+            && !ferrolet::util::process_alive(s.shim_pid, Some(s.shim_start_ticks)))
+        .then_some(())
     });
 }
 

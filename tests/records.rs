@@ -161,7 +161,9 @@ fn a_lost_shim_never_kills_a_process_group_that_is_no_longer_its_workload() {
     ferrolet::util::kill_group(state.pid, libc::SIGKILL).unwrap();
     // SAFETY: signalling the shim this test started (pid from its own state file).
     unsafe { libc::kill(state.shim_pid, libc::SIGKILL) };
-    wait_for("the shim to die", T, || (!ferrolet::util::process_alive(state.shim_pid, None)).then_some(()));
+    wait_for("the shim to die", T, || {
+        (!ferrolet::util::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
+    });
     let _ = std::fs::remove_file(d.join("exit.json"));
     let _ = std::fs::remove_file(d.join("exit.backup.json"));
     let mut other = bystander();
@@ -194,7 +196,7 @@ fn a_damaged_state_record_of_a_running_container_still_shows_it_running() {
     fresh.stop_container(&id, Duration::ZERO).unwrap();
     let done = wait_exit(&fresh, &id);
     assert_eq!(done.exit_code, 137);
-    assert!(!ferrolet::util::process_alive(state.pid, None));
+    assert!(!ferrolet::util::process_alive(state.pid, state.start_ticks));
 }
 
 #[test]
@@ -381,7 +383,9 @@ fn an_unidentifiable_container_whose_shim_died_has_its_workload_killed_before_it
     let state: ShimState = wait_for("state", T, || ferrolet::util::read_json(&d.join("state.json")).ok());
     // The shim dies (kill -9) and both records that name the container are damaged.
     assert!(ferrolet::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGKILL).unwrap());
-    wait_for("the shim to die", T, || (!ferrolet::util::process_alive(state.shim_pid, None)).then_some(()));
+    wait_for("the shim to die", T, || {
+        (!ferrolet::util::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
+    });
     std::fs::write(d.join("config.json"), "{").unwrap();
     std::fs::write(d.join("shim.json"), "{").unwrap();
     let fresh = runtime(&sb);
