@@ -167,13 +167,21 @@ pub fn fix_state_modes(root: &Path, skip: &[&Path]) -> io::Result<usize> {
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    {
-        let mut f = create_private_file(&tmp)?;
+    // Unique per call, not only per process: two threads may write the same file (a lost
+    // container's exit, seen by the pod manager and a probe at once), and sharing one temp
+    // file would interleave their writes into a torn record.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp.{}.{seq}", std::process::id()));
+    let written = create_private_file(&tmp).and_then(|mut f| {
         f.write_all(data)?;
         f.sync_all()?;
+        fs::rename(&tmp, path)
+    });
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
     }
-    fs::rename(&tmp, path)?;
+    written?;
     File::open(dir)?.sync_all()
 }
 
@@ -364,6 +372,23 @@ pub fn fd_file(fd: impl Into<std::os::fd::OwnedFd>) -> File {
     File::from(fd.into())
 }
 
+/// Marks every fd from 3 up close-on-exec, so a child started next inherits only its stdio
+/// (and what is cleared again afterwards), never an fd the agent itself inherited without
+/// `O_CLOEXEC` (a supervisor's pipe or socket). Meant for `pre_exec`: one syscall, which is
+/// async-signal-safe. On kernels before 5.11 (no `close_range`) it does nothing.
+pub fn cloexec_above_stdio() -> io::Result<()> {
+    // SAFETY: close_range takes plain integers; with CLOSE_RANGE_CLOEXEC it closes nothing.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
+        _ => Err(e),
+    }
+}
+
 /// Puts `fd` into non-blocking mode.
 pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
     let fd = fd.as_raw_fd();
@@ -414,6 +439,26 @@ mod tests {
         write_json(&p, &vec![1, 2, 3]).unwrap();
         let v: Vec<i32> = read_json(&p).unwrap();
         assert_eq!(v, vec![1, 2, 3]);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn concurrent_atomic_writes_of_one_file_never_tear_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exit.json");
+        std::thread::scope(|s| {
+            for t in 0..4u8 {
+                let path = &path;
+                s.spawn(move || {
+                    let data = vec![b'a' + t; 256 * 1024];
+                    for _ in 0..20 {
+                        write_atomic(path, &data).unwrap();
+                        let read = fs::read(path).unwrap();
+                        assert!(read.len() == data.len() && read.iter().all(|&b| b == read[0]), "a torn file");
+                    }
+                });
+            }
+        });
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
     }
 

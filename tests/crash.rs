@@ -32,7 +32,9 @@ fn kill_container(dir: &Path) {
     }
     let _ = ferrolet::util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
     wait_for("the shim and workload to die", T, || {
-        (!ferrolet::util::process_alive(s.pid, None) && !ferrolet::util::process_alive(s.shim_pid, None)).then_some(())
+        (!ferrolet::util::process_alive(s.pid, s.start_ticks)
+            && !ferrolet::util::process_alive(s.shim_pid, Some(s.shim_start_ticks)))
+        .then_some(())
     });
 }
 
@@ -226,4 +228,42 @@ fn kill_9_at_a_random_moment_of_a_pod_start_leaves_no_container_stuck_or_doubled
         let expected: Vec<String> = (0..10).map(|i| format!("c{i}")).collect();
         assert_eq!(live, expected, "round {round}");
     }
+}
+
+/// What the open fds of `pid` point to (`socket:[…]`, paths, `pipe:[…]`), fds 0-2 left out.
+fn open_fds(pid: i32) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+    rd.flatten()
+        .filter(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n > 2))
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
+#[test]
+fn shims_and_workloads_inherit_no_fd_of_the_agent() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "web.yaml",
+        &manifest("web", "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n"),
+    );
+    // An fd without O_CLOEXEC, as a supervisor may leave one open: the agent inherits it.
+    let mut leaked = [0; 2];
+    // SAFETY: pipe writes two fds into the array it is given.
+    assert_eq!(unsafe { libc::pipe(leaked.as_mut_ptr()) }, 0);
+    let agent = AgentProcess::start(&sb);
+    for fd in leaked {
+        // SAFETY: closing the fds this test opened (the agent has its own copies).
+        unsafe { libc::close(fd) };
+    }
+    let id = wait_for("the container to run", T, || running_id(&agent, "web", "app"));
+    let s: ShimState = ferrolet::util::read_json(&containers_dir(&sb).join(&id).join("state.json")).unwrap();
+    let workload = open_fds(s.pid);
+    assert!(workload.is_empty(), "the workload holds fds beyond stdio: {workload:?}");
+    // The shim: its lock, the log file, two signal socket pairs and the workload's two pipes.
+    let shim = open_fds(s.shim_pid);
+    let count = |p: &str| shim.iter().filter(|f| f.starts_with(p)).count();
+    assert_eq!((count("socket:"), count("pipe:"), shim.len()), (4, 2, 8), "{shim:?}");
+    assert!(shim.iter().any(|f| f.ends_with("/shim.lock")) && shim.iter().any(|f| f.ends_with("/0.log")), "{shim:?}");
+    drop(agent);
 }

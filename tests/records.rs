@@ -161,7 +161,9 @@ fn a_lost_shim_never_kills_a_process_group_that_is_no_longer_its_workload() {
     ferrolet::util::kill_group(state.pid, libc::SIGKILL).unwrap();
     // SAFETY: signalling the shim this test started (pid from its own state file).
     unsafe { libc::kill(state.shim_pid, libc::SIGKILL) };
-    wait_for("the shim to die", T, || (!ferrolet::util::process_alive(state.shim_pid, None)).then_some(()));
+    wait_for("the shim to die", T, || {
+        (!ferrolet::util::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
+    });
     let _ = std::fs::remove_file(d.join("exit.json"));
     let _ = std::fs::remove_file(d.join("exit.backup.json"));
     let mut other = bystander();
@@ -194,7 +196,7 @@ fn a_damaged_state_record_of_a_running_container_still_shows_it_running() {
     fresh.stop_container(&id, Duration::ZERO).unwrap();
     let done = wait_exit(&fresh, &id);
     assert_eq!(done.exit_code, 137);
-    assert!(!ferrolet::util::process_alive(state.pid, None));
+    assert!(!ferrolet::util::process_alive(state.pid, state.start_ticks));
 }
 
 #[test]
@@ -288,4 +290,115 @@ fn state_files_and_logs_are_private() {
     assert_eq!(mode(&cfg.log_path), 0o600, "container log");
     assert_eq!(mode(cfg.log_path.parent().unwrap()), 0o700, "container log dir");
     let _: ExitRecord = ferrolet::util::read_json(&d.join("exit.json")).unwrap();
+}
+
+/// A cgroup v2 tree of plain directories under a temp dir: enough for the runtime to record
+/// a container's cgroup without root (nothing is ever joined to it).
+struct FakeCgroups(PathBuf);
+
+impl ferrolet::cm::cgroupfs::CgroupDriver for FakeCgroups {
+    fn version(&self) -> ferrolet::cm::cgroupfs::CgroupVersion {
+        ferrolet::cm::cgroupfs::CgroupVersion::V2
+    }
+    fn dirs(&self, path: &str) -> Vec<PathBuf> {
+        vec![self.0.join(path.trim_start_matches('/'))]
+    }
+    fn dir_for(&self, path: &str, _file: &str) -> Option<PathBuf> {
+        self.dirs(path).pop()
+    }
+    fn memory_dir(&self, _path: &str) -> Option<PathBuf> {
+        None
+    }
+    fn enable_controllers(&self, _path: &str) -> Result<(), ferrolet::cm::cgroupfs::CgroupError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn removing_an_exited_instance_leaves_the_cgroup_of_the_next_instance_alone() {
+    let sb = Sandbox::new();
+    let cgroups = sb.dir.path().join("cgroupfs");
+    let rt = runtime(&sb).with_cgroups(std::sync::Arc::new(FakeCgroups(cgroups.clone())));
+    let s = sandbox(&rt, &sb);
+    let mut cfg = config(&sb, "app", "exit 0");
+    cfg.linux =
+        Some(ferrolet::cm::LinuxContainerConfig { cgroup_parent: "/kubepods/podu1".into(), files: Default::default() });
+    // The first instance exited (its shim removed the cgroup and recorded the exit) ...
+    let old = rt.create_container(&s, &cfg).unwrap();
+    let exit = ExitRecord {
+        exit_code: 1,
+        signal: None,
+        reason: "Error".into(),
+        message: String::new(),
+        finished_at: std::time::SystemTime::now(),
+    };
+    ferrolet::util::write_json(&dir(&sb, &old).join("exit.json"), &exit).unwrap();
+    // ... and the restarted one runs in the cgroup of the same name.
+    cfg.attempt = 1;
+    let _new = rt.create_container(&s, &cfg).unwrap();
+    let cg = cgroups.join("kubepods/podu1/app");
+    let mut workload = std::process::Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+    std::fs::write(cg.join("cgroup.procs"), format!("{}\n", workload.id())).unwrap();
+
+    // Garbage collection of the dead instance.
+    rt.remove_container(&old).unwrap();
+    assert!(!dir(&sb, &old).exists());
+    std::thread::sleep(Duration::from_millis(100));
+    let alive = workload.try_wait().unwrap().is_none();
+    let _ = workload.kill();
+    let _ = workload.wait();
+    assert!(alive, "the running instance's process was killed");
+    assert!(cg.is_dir(), "the running instance's cgroup was removed");
+}
+
+#[test]
+fn a_container_whose_shim_does_not_exit_is_not_removed_from_under_it() {
+    let sb = Sandbox::new();
+    let rt = runtime(&sb);
+    let s = sandbox(&rt, &sb);
+    let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
+    rt.start_container(&id).unwrap();
+    let d = dir(&sb, &id);
+    let state: ShimState = wait_for("state", T, || ferrolet::util::read_json(&d.join("state.json")).ok());
+    // A shim that cannot act (stopped here; stuck in the kernel on a real node).
+    assert!(ferrolet::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGSTOP).unwrap());
+    let e = rt.remove_container(&id).unwrap_err();
+    let shown = ferrolet::util::Chain(&e).to_string();
+    assert!(d.join("state.json").exists(), "the record of a live shim was removed");
+    assert!(shown.contains("for the shim of container app to exit failed: timed out"), "{shown}");
+    // Once the shim can run again it finishes the stop, and the removal succeeds.
+    assert!(ferrolet::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGCONT).unwrap());
+    wait_for("the removal", T, || rt.remove_container(&id).ok());
+    assert!(!d.exists());
+}
+
+#[test]
+fn an_unidentifiable_container_whose_shim_died_has_its_workload_killed_before_it_is_moved_aside() {
+    let sb = Sandbox::new();
+    let rt = runtime(&sb);
+    let s = sandbox(&rt, &sb);
+    let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
+    rt.start_container(&id).unwrap();
+    let d = dir(&sb, &id);
+    let state: ShimState = wait_for("state", T, || ferrolet::util::read_json(&d.join("state.json")).ok());
+    // The shim dies (kill -9) and both records that name the container are damaged.
+    assert!(ferrolet::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGKILL).unwrap());
+    wait_for("the shim to die", T, || {
+        (!ferrolet::util::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
+    });
+    std::fs::write(d.join("config.json"), "{").unwrap();
+    std::fs::write(d.join("shim.json"), "{").unwrap();
+    let fresh = runtime(&sb);
+    assert!(find(&fresh, &id).is_none());
+    assert_eq!(fresh.take_quarantined().len(), 1);
+    let ticks = state.start_ticks.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while ferrolet::util::process_alive(state.pid, Some(ticks)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let alive = ferrolet::util::process_alive(state.pid, Some(ticks));
+    if alive {
+        let _ = ferrolet::util::kill_group_verified(state.pid, ticks, libc::SIGKILL);
+    }
+    assert!(!alive, "the workload of the quarantined container still runs, unrecorded");
 }

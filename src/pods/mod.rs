@@ -600,12 +600,15 @@ impl PodManager {
                 c.name
             );
             if let Err(e) = self.mutate().remove_container(&stale.id) {
+                // Not created beside it: the two would share the container's cgroup, and
+                // removing the stale one later would kill the new one. Retried under back-off.
                 log::warn!(
                     "pods: pod {} container {}: cannot remove it: {}",
                     pod.key(),
                     c.name,
                     crate::util::Chain(&e)
                 );
+                return;
             }
         }
         // Devices that cannot be prepared fail the create, under the same back-off.

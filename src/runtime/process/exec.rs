@@ -77,9 +77,12 @@ pub fn exec_start(cfg: &ContainerConfig, procs: &[PathBuf], cmd: &[String]) -> R
         .stderr(Stdio::piped())
         .process_group(0);
     let fds: Vec<i32> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
-    // SAFETY: the closure only calls write(2), which is async-signal-safe.
+    // SAFETY: the closure only calls close_range(2) and write(2), which are async-signal-safe.
     unsafe {
-        command.pre_exec(move || super::shim::join_cgroups(&fds));
+        command.pre_exec(move || {
+            crate::util::cloexec_above_stdio()?;
+            super::shim::join_cgroups(&fds)
+        });
     }
     let child = match command.spawn() {
         Ok(c) => c,

@@ -201,9 +201,11 @@ impl ProcessRuntime {
         if let Some(gid) = util::StateAccess::current().gid {
             cmd.env(shim::STATE_GID_ENV, gid.to_string());
         }
-        // SAFETY: only fcntl, which is async-signal-safe, runs between fork and exec.
+        // SAFETY: only close_range and fcntl, which are async-signal-safe, run between fork
+        // and exec.
         unsafe {
             cmd.pre_exec(move || {
+                util::cloexec_above_stdio()?;
                 // The shim inherits the locked fd, and with it the lock.
                 if libc::fcntl(lock_fd, libc::F_SETFD, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
@@ -349,6 +351,11 @@ impl ContainerRuntime for ProcessRuntime {
                 message: message.clone(),
                 finished_at: SystemTime::now(),
             };
+            // No shim will remove the cgroup made at create: it goes before the exit is
+            // recorded, as a shim does it (an exited instance's cgroup is never removed later).
+            if let Some(cg) = &record.cgroup {
+                shim::remove_cgroup(cg);
+            }
             let path = dir.join(files::EXIT);
             write_json(&path, &exit).map_err(state_err(&path))?;
             return Err(start_err(message));
@@ -365,6 +372,8 @@ impl ContainerRuntime for ProcessRuntime {
         let deadline = Instant::now() + START_TIMEOUT;
         let mut pause = Duration::from_micros(200);
         while Instant::now() < deadline {
+            // Looked at before the records: a shim that is gone wrote all it ever will.
+            let shim_gone = records::lock_state(&dir) == records::LockState::Free;
             if let Ok(exit) = read_json::<ExitRecord>(&dir.join(files::EXIT)) {
                 if exit.reason == "StartError" {
                     return Err(start_err(exit.message));
@@ -374,7 +383,7 @@ impl ContainerRuntime for ProcessRuntime {
             if dir.join(files::STATE).exists() {
                 return Ok(());
             }
-            if records::lock_state(&dir) == records::LockState::Free {
+            if shim_gone {
                 break;
             }
             std::thread::sleep(pause);
@@ -443,8 +452,20 @@ impl ContainerRuntime for ProcessRuntime {
             while records::lock_state(&dir) == records::LockState::Held && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
             }
-            if let Some(cg) = &record.cgroup {
-                shim::remove_cgroup(cg);
+            // An exited instance's cgroup was removed by whoever recorded its exit; the path
+            // (`<pod cgroup>/<name>`) may now be the next instance's, which must not be killed.
+            if info.state != ContainerState::Exited {
+                if let Some(cg) = &record.cgroup {
+                    shim::remove_cgroup(cg);
+                }
+            }
+            if records::lock_state(&dir) == records::LockState::Held {
+                // Its directory is how the shim is found and stopped: removed now, the shim
+                // (and whatever it still runs) would be lost to every later look.
+                return Err(RuntimeError::Process {
+                    action: format!("waiting {REMOVE_WAIT:?} for the shim of container {} to exit", info.config.name),
+                    source: std::io::ErrorKind::TimedOut.into(),
+                });
             }
             let _ = fs::remove_file(&info.config.log_path);
             for p in logfile::rotated_files(&info.config.log_path) {

@@ -52,19 +52,13 @@ impl ProcessRuntime {
             Read::Ok(_) => Read::Missing,
             _ => Read::file(&dir.join(files::SHIM)),
         };
-        let exit = Read::file(&dir.join(files::EXIT));
-        let exit_backup = match &exit {
-            Read::Ok(_) => Read::Missing,
-            _ => Read::file(&dir.join(files::EXIT_BACKUP)),
-        };
+        // Liveness first, the exit after: a shim writes its exit before it lets go of its
+        // lock (by exiting), so a shim seen dead has written every exit it ever will. Read the
+        // other way round, a shim exiting in between would look lost, and its real exit
+        // would be overwritten with an unknown one.
+        let lock = records::lock_state(dir);
         let state: Read<ShimState> = Read::file(&dir.join(files::STATE));
-        // Keyed by the error text (which starts with the path): a file damaged differently
-        // later is reported again. A damaged config.json is reported where it is dealt with
-        // (adopted or moved aside).
-        for e in [unreadable(&state), unreadable(&exit)].into_iter().flatten() {
-            report(Path::new(&e), &e);
-        }
-        let shim_alive = match records::lock_state(dir) {
+        let shim_alive = match lock {
             records::LockState::Held => true,
             records::LockState::Free => false,
             // Started by an older shim (no lock): its recorded, verified pid decides.
@@ -72,6 +66,17 @@ impl ProcessRuntime {
                 state.ok().is_some_and(|s| util::process_alive(s.shim_pid, Some(s.shim_start_ticks)))
             }
         };
+        let exit = Read::file(&dir.join(files::EXIT));
+        let exit_backup = match &exit {
+            Read::Ok(_) => Read::Missing,
+            _ => Read::file(&dir.join(files::EXIT_BACKUP)),
+        };
+        // Keyed by the error text (which starts with the path): a file damaged differently
+        // later is reported again. A damaged config.json is reported where it is dealt with
+        // (adopted or moved aside).
+        for e in [unreadable(&state), unreadable(&exit)].into_iter().flatten() {
+            report(Path::new(&e), &e);
+        }
         Look { record, identity, state, exit, exit_backup, shim_alive }
     }
 
@@ -96,7 +101,16 @@ impl ProcessRuntime {
         let Some(record) = records::usable_record(&look, id) else {
             match verdict {
                 Verdict::Unidentified => self.stop_unidentified(id, &dir, &look),
-                Verdict::Quarantine(why) => self.quarantine("container", &dir, &why),
+                Verdict::Quarantine(why) => {
+                    // Its shim is gone, but a workload it left may still run: once the
+                    // record is moved aside nothing would ever find it again.
+                    if let Some(ShimState { pid, start_ticks: Some(ticks), .. }) = look.state.ok() {
+                        if let Ok(true) = util::kill_group_verified(*pid, *ticks, libc::SIGKILL) {
+                            log::warn!("runtime: container {id}: killed process group {pid} its lost shim left");
+                        }
+                    }
+                    self.quarantine("container", &dir, &why)
+                }
                 _ => {}
             }
             return Err(RuntimeError::NotFound { kind: "container", id: id.into() });

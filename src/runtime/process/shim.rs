@@ -370,12 +370,14 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (setsid, write) run between fork and exec.
+    // SAFETY: only async-signal-safe calls (setsid, close_range, write) run between fork
+    // and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
+            util::cloexec_above_stdio()?;
             join_cgroups(&fds)
         });
     }
