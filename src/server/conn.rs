@@ -211,13 +211,9 @@ impl<H: Handler> Reactor<H> {
             let now = Instant::now();
             pfds.clear();
             ids.clear();
-            let listening = self.accept_paused_until.map_or(true, |t| now >= t);
+            let listening = self.listening(now);
             pfds.push(pollfd(self.wake.as_raw_fd(), libc::POLLIN));
             pfds.push(pollfd(self.listener.as_raw_fd(), if listening { libc::POLLIN } else { 0 }));
-            let mut wake_at = now + POLL_TICK;
-            if let Some(t) = self.accept_paused_until {
-                wake_at = wake_at.min(t);
-            }
             for (id, c) in &self.conns {
                 let events = match c.state {
                     State::Reading { .. } | State::Lingering { .. } => libc::POLLIN,
@@ -226,11 +222,8 @@ impl<H: Handler> Reactor<H> {
                 };
                 pfds.push(pollfd(c.stream.as_raw_fd(), events));
                 ids.push(*id);
-                if !matches!(c.state, State::Queued) {
-                    wake_at = wake_at.min(c.deadline);
-                }
             }
-            let ms = wake_at.saturating_duration_since(now).as_millis() as i32;
+            let ms = poll_millis(self.next_wakeup(now), now);
             // SAFETY: pfds is a valid array of pollfd of the given length.
             if unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) } < 0 {
                 let e = io::Error::last_os_error();
@@ -258,6 +251,30 @@ impl<H: Handler> Reactor<H> {
         }
         // Dropping the job sender ends the workers.
         self.jobs.take();
+    }
+
+    /// Whether to accept: paused --pause over--> listening. A pause left set after it passed
+    /// would keep `next_wakeup` in the past, and every later `poll` would return at once.
+    fn listening(&mut self, now: Instant) -> bool {
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+        }
+        self.accept_paused_until.is_none()
+    }
+
+    /// When `poll` must return at the latest: the tick, the end of an accept pause, the
+    /// earliest deadline of a connection that has one (a queued one waits for its worker).
+    fn next_wakeup(&self, now: Instant) -> Instant {
+        let mut wake_at = now + POLL_TICK;
+        if let Some(t) = self.accept_paused_until {
+            wake_at = wake_at.min(t);
+        }
+        for c in self.conns.values() {
+            if !matches!(c.state, State::Queued) {
+                wake_at = wake_at.min(c.deadline);
+            }
+        }
+        wake_at
     }
 
     fn collect_replies(&mut self) {
@@ -548,6 +565,13 @@ fn abort_on_close(stream: &TcpStream) {
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
+}
+
+/// `poll`'s timeout for waking at `at`, rounded up to a whole millisecond: rounding down
+/// would spin with a zero timeout through the last millisecond before a deadline.
+fn poll_millis(at: Instant, now: Instant) -> i32 {
+    let d = at.saturating_duration_since(now);
+    d.as_millis().saturating_add(u128::from(d.subsec_nanos() % 1_000_000 != 0)).min(i32::MAX as u128) as i32
 }
 
 fn pollfd(fd: i32, events: i16) -> libc::pollfd {

@@ -250,3 +250,18 @@ fn thousands_of_pipelined_inline_requests_are_answered_in_a_loop() {
     writer.join().unwrap();
     running.stop(Duration::from_secs(2)).unwrap();
 }
+
+#[test]
+fn an_accept_pause_that_has_passed_no_longer_shortens_the_poll() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let now = Instant::now();
+    r.accept_paused_until = Some(now + Duration::from_millis(50));
+    assert!(!r.listening(now));
+    assert_eq!(r.next_wakeup(now), now + Duration::from_millis(50));
+    let later = now + Duration::from_millis(60);
+    assert!(r.listening(later), "the pause is over");
+    assert_eq!(r.next_wakeup(later), later + POLL_TICK, "not a zero timeout on every later poll");
+    assert_eq!(poll_millis(later + Duration::from_micros(300), later), 1, "rounded up, not a zero-timeout spin");
+    assert_eq!(poll_millis(later, later + Duration::from_secs(1)), 0);
+}
