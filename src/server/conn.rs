@@ -146,6 +146,8 @@ struct Conn {
     buf: Vec<u8>,
     state: State,
     served: u32,
+    /// The client shut down its side after sending: answer what is buffered, then close.
+    peer_done: bool,
     deadline: Instant,
     /// When it last became idle, for choosing whom to evict.
     idle_since: Instant,
@@ -362,6 +364,7 @@ impl<H: Handler> Reactor<H> {
             buf: Vec::new(),
             state: State::Reading { started: false },
             served: 0,
+            peer_done: false,
             deadline,
             idle_since: now,
         };
@@ -376,7 +379,12 @@ impl<H: Handler> Reactor<H> {
                 let mut chunk = [0u8; 16 << 10];
                 loop {
                     match (&c.stream).read(&mut chunk) {
-                        Ok(0) => return self.close(id),
+                        // A client may half-close right after its request (`nc -N`, `shutdown(SHUT_WR)`).
+                        Ok(0) if c.buf.is_empty() => return self.close(id),
+                        Ok(0) => {
+                            c.peer_done = true;
+                            break;
+                        }
                         Ok(n) => {
                             c.buf.extend_from_slice(&chunk[..n]);
                             if !*started {
@@ -426,6 +434,7 @@ impl<H: Handler> Reactor<H> {
                 return;
             }
             match parse_head(&c.buf) {
+                Parsed::Incomplete if c.peer_done => return self.close(id),
                 Parsed::Incomplete => return,
                 Parsed::Refused(e) => {
                     log::debug!("api: refusing a request: {e}");
@@ -435,7 +444,7 @@ impl<H: Handler> Reactor<H> {
                 Parsed::Complete(mut req, used) => {
                     c.buf.drain(..used);
                     c.served += 1;
-                    if c.served >= self.limits.max_requests_per_connection {
+                    if c.served >= self.limits.max_requests_per_connection || (c.peer_done && c.buf.is_empty()) {
                         req.close = true;
                     }
                     if self.handler.inline(&req) {

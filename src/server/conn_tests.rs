@@ -265,3 +265,24 @@ fn an_accept_pause_that_has_passed_no_longer_shortens_the_poll() {
     assert_eq!(poll_millis(later + Duration::from_micros(300), later), 1, "rounded up, not a zero-timeout spin");
     assert_eq!(poll_millis(later, later + Duration::from_secs(1)), 0);
 }
+
+#[test]
+fn a_request_followed_by_a_half_close_is_answered_before_the_connection_closes() {
+    let (running, addr, _stats, _health) = start(limits());
+    for path in ["/healthz", "/big", "/healthz"] {
+        let mut s = connect(addr);
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes()).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let (head, _) = read_response(&mut s);
+        assert!(head.starts_with("HTTP/1.1 200") && head.contains("Connection: close"), "{path}: {head}");
+        assert!(closed_by_server(&mut s), "{path}");
+    }
+    let mut s = connect(addr);
+    s.write_all(b"GET /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\nGET /heal").unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let (h1, _) = read_response(&mut s);
+    let (h2, _) = read_response(&mut s);
+    assert!(h1.starts_with("HTTP/1.1 200") && h2.starts_with("HTTP/1.1 200"), "{h1}{h2}");
+    assert!(closed_by_server(&mut s), "the cut third request is dropped");
+    running.stop(Duration::from_secs(2)).unwrap();
+}
