@@ -286,3 +286,33 @@ fn a_request_followed_by_a_half_close_is_answered_before_the_connection_closes()
     assert!(closed_by_server(&mut s), "the cut third request is dropped");
     running.stop(Duration::from_secs(2)).unwrap();
 }
+
+/// Reads a response head only (the answer to HEAD has no body).
+fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "connection closed in a response head: {head:?}");
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+#[test]
+fn http_1_0_keep_alive_is_confirmed_and_head_answers_carry_no_body() {
+    let (running, addr, _stats, _health) = start(Limits { max_requests_per_connection: 100, ..limits() });
+    let mut s = connect(addr);
+    for path in ["/healthz", "/big"] {
+        s.write_all(format!("GET {path} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").as_bytes()).unwrap();
+        let (head, _) = read_response(&mut s);
+        assert!(head.contains("Connection: keep-alive\r\n"), "{path}: {head}");
+    }
+    let mut s = connect(addr);
+    for path in ["/healthz", "/big"] {
+        s.write_all(format!("HEAD {path} HTTP/1.1\r\n\r\n").as_bytes()).unwrap();
+        assert!(read_head(&mut s).starts_with("HTTP/1.1 200"), "{path}");
+        // The next answer on the connection starts right after the head: no stray body bytes.
+        assert_eq!(get(&mut s, "/healthz").1, b"ok", "after HEAD {path}");
+    }
+    running.stop(Duration::from_secs(2)).unwrap();
+}
