@@ -81,7 +81,9 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
         Ok(v) => v,
         Err(e) => return Parsed::Refused(e),
     };
-    let mut close = minor == 0;
+    // HTTP/1.0 closes unless asked to keep alive; a body we will not read always closes,
+    // whatever order the fields come in.
+    let (mut close_token, mut keep_alive_token, mut body) = (false, false, false);
     let mut pos = line_end + 1;
     let mut count = 0;
     loop {
@@ -111,19 +113,17 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
         };
         if name.eq_ignore_ascii_case("connection") {
             for token in value.split(',').map(str::trim) {
-                if token.eq_ignore_ascii_case("close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case("keep-alive") && minor == 0 {
-                    close = false;
-                }
+                close_token |= token.eq_ignore_ascii_case("close");
+                keep_alive_token |= token.eq_ignore_ascii_case("keep-alive");
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding")
             || (name.eq_ignore_ascii_case("content-length") && value.trim() != "0")
         {
             // A body we will not read: the connection cannot carry another request.
-            close = true;
+            body = true;
         }
     }
+    let close = body || close_token || (minor == 0 && !keep_alive_token);
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (target.to_string(), String::new()),
@@ -292,6 +292,9 @@ mod tests {
         assert!(!complete(b"GET / HTTP/1.1\r\n\r\n").0.http_1_0);
         assert!(complete(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").0.close);
         assert!(complete(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").0.close);
+        // A later keep-alive cannot reopen a connection whose unread body follows the head.
+        assert!(complete(b"POST / HTTP/1.0\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello").0.close);
+        assert!(complete(b"GET / HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n").0.close);
     }
 
     #[test]
