@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 pub const MAX_CONNECTIONS: usize = 512;
 /// Worker threads that compute responses.
 pub const WORKERS: usize = 2;
-/// Requests handed to workers and not yet answered.
-pub const QUEUE: usize = 64;
 /// A request head must arrive in full within this time of its first byte.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// An idle keep-alive connection is closed after this time.
@@ -32,7 +30,9 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests served on one connection; the last one is answered with `Connection: close`.
 pub const MAX_REQUESTS_PER_CONNECTION: u32 = 1000;
-/// Unsent response bytes over all connections; past it, queued requests wait.
+/// Unsent response bytes over all connections; past it, queued requests wait. Responses
+/// being computed are not counted yet, so workers get one request each at a time: the
+/// budget is then exceeded by at most `workers` responses.
 pub const OUTPUT_BUDGET: usize = 32 << 20;
 /// `/healthz` fails once `accept` has failed without a success for this long.
 pub const LISTENER_DEAD_AFTER: Duration = Duration::from_secs(5);
@@ -183,7 +183,7 @@ impl<H: Handler> Reactor<H> {
         let (wake_rx, wake_tx) = UnixStream::pair()?;
         wake_rx.set_nonblocking(true)?;
         wake_tx.set_nonblocking(true)?;
-        let (jobs_tx, jobs_rx) = bounded(QUEUE);
+        let (jobs_tx, jobs_rx) = bounded(limits.workers.max(1));
         let (replies_tx, replies_rx) = unbounded();
         let ends = WorkerEnds { jobs: jobs_rx, replies: replies_tx, wake: wake_tx.try_clone()? };
         let reactor = Reactor {
@@ -526,9 +526,11 @@ impl<H: Handler> Reactor<H> {
         }
     }
 
-    /// Hands queued requests to workers while work in flight and unsent output allow.
+    /// Hands queued requests to idle workers while unsent output allows. One request per
+    /// worker: requests handed over ahead of time would all be answered before the budget
+    /// is checked again (64 non-reading clients of `/events` held 64 responses).
     fn dispatch(&mut self) {
-        while self.in_flight < QUEUE && self.pending_out < OUTPUT_BUDGET {
+        while self.in_flight < self.limits.workers.max(1) && self.pending_out < OUTPUT_BUDGET {
             let Some((id, req)) = self.ready.pop_front() else { return };
             if !self.conns.contains_key(&id) {
                 continue;

@@ -316,3 +316,39 @@ fn http_1_0_keep_alive_is_confirmed_and_head_answers_carry_no_body() {
     }
     running.stop(Duration::from_secs(2)).unwrap();
 }
+
+#[test]
+fn workers_get_one_request_each_so_unsent_output_stays_near_its_budget() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (mut r, ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    // Ten connections with a request each, waiting for a worker.
+    let clients: Vec<TcpStream> = (0..10).map(|_| connect(addr)).collect();
+    for id in 0..10 {
+        let (stream, _) = r.listener.accept().unwrap();
+        let now = Instant::now();
+        let conn = Conn {
+            stream,
+            buf: Vec::new(),
+            state: State::Queued,
+            served: 1,
+            peer_done: false,
+            deadline: now,
+            idle_since: now,
+        };
+        r.conns.insert(id, conn);
+        let req =
+            Request { method: "GET".into(), path: "/big".into(), query: String::new(), close: false, http_1_0: false };
+        r.ready.push_back((id, req));
+    }
+    r.dispatch();
+    assert_eq!((r.in_flight, ends.jobs.len(), r.ready.len()), (2, 2, 8), "not all ten at once");
+    // A worker answers: its reply is collected (and counted as unsent output) before the
+    // next request is handed over.
+    let (id, req) = ends.jobs.try_recv().unwrap();
+    ends.replies.send((id, answer(&Fake, &req))).unwrap();
+    r.collect_replies();
+    r.dispatch();
+    assert_eq!((r.in_flight, r.ready.len()), (2, 7));
+    drop(clients);
+}
