@@ -40,6 +40,8 @@ pub const LISTENER_DEAD_AFTER: Duration = Duration::from_secs(5);
 /// client is not reset before it reads the response), up to `LINGER_BYTES`.
 const LINGER: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 << 10;
+/// Input buffer capacity an idle connection keeps (a head may take up to `MAX_HEAD`).
+const KEEP_BUF: usize = 4 << 10;
 /// The first and the longest pause of `accept` after it failed (EMFILE and the like).
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
 /// The longest `poll` wait, so a stop request is seen promptly.
@@ -443,6 +445,10 @@ impl<H: Handler> Reactor<H> {
                 }
                 Parsed::Complete(mut req, used) => {
                     c.buf.drain(..used);
+                    if c.buf.is_empty() && c.buf.capacity() > KEEP_BUF {
+                        // An idle connection does not keep the room its largest head took.
+                        c.buf = Vec::new();
+                    }
                     c.served += 1;
                     if c.served >= self.limits.max_requests_per_connection || (c.peer_done && c.buf.is_empty()) {
                         req.close = true;

@@ -352,3 +352,28 @@ fn workers_get_one_request_each_so_unsent_output_stays_near_its_budget() {
     assert_eq!((r.in_flight, r.ready.len()), (2, 7));
     drop(clients);
 }
+
+#[test]
+fn an_idle_connection_gives_back_the_buffer_of_a_large_request_head() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let _client = connect(addr);
+    let (stream, _) = r.listener.accept().unwrap();
+    let now = Instant::now();
+    let buf = format!("GET /healthz HTTP/1.1\r\nX-Pad: {}\r\n\r\n", "p".repeat(60 << 10)).into_bytes();
+    let conn = Conn {
+        stream,
+        buf,
+        state: State::Reading { started: true },
+        served: 0,
+        peer_done: false,
+        deadline: now,
+        idle_since: now,
+    };
+    r.conns.insert(0, conn);
+    r.advance(0);
+    let c = &r.conns[&0];
+    assert!(matches!(c.state, State::Reading { started: false }), "answered inline and idle again");
+    assert!(c.buf.capacity() <= KEEP_BUF, "an idle connection keeps {} bytes of buffer", c.buf.capacity());
+}
