@@ -109,8 +109,20 @@ fn get_pods_into_a_closed_pipe_ends_quietly() {
     // A one-shot API that answers /pods with one pod.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
     let server = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
+        // Never a bare accept: a CLI that fails before connecting must not hang the test.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut s = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("no request from the CLI: {e}"),
+            }
+        };
+        s.set_nonblocking(false).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut head = Vec::new();
         let mut byte = [0u8; 1];
