@@ -135,8 +135,8 @@ impl ServerStats {
 enum State {
     /// Waiting for (the rest of) a request head; `started` once a byte of it arrived.
     Reading { started: bool },
-    /// A worker has the request, or it waits for one.
-    Queued,
+    /// A worker has the request (`at_worker`), or it waits for one until the deadline.
+    Queued { at_worker: bool },
     /// Sending `out`; close afterwards if `close`.
     Writing { out: Vec<u8>, pos: usize, close: bool },
     /// Response sent and write side shut; discarding input until EOF or the deadline.
@@ -222,7 +222,7 @@ impl<H: Handler> Reactor<H> {
                 let events = match c.state {
                     State::Reading { .. } | State::Lingering { .. } => libc::POLLIN,
                     State::Writing { .. } => libc::POLLOUT,
-                    State::Queued => 0,
+                    State::Queued { .. } => 0,
                 };
                 pfds.push(pollfd(c.stream.as_raw_fd(), events));
                 ids.push(*id);
@@ -274,7 +274,8 @@ impl<H: Handler> Reactor<H> {
             wake_at = wake_at.min(t);
         }
         for c in self.conns.values() {
-            if !matches!(c.state, State::Queued) {
+            // A request at a worker has no deadline of ours: the worker's answer ends it.
+            if !matches!(c.state, State::Queued { at_worker: true }) {
                 wake_at = wake_at.min(c.deadline);
             }
         }
@@ -284,7 +285,7 @@ impl<H: Handler> Reactor<H> {
     fn collect_replies(&mut self) {
         while let Ok((id, resp)) = self.replies.try_recv() {
             self.in_flight -= 1;
-            if matches!(self.conns.get(&id).map(|c| &c.state), Some(State::Queued)) {
+            if matches!(self.conns.get(&id).map(|c| &c.state), Some(State::Queued { .. })) {
                 self.respond(id, resp);
                 self.advance(id);
             }
@@ -421,8 +422,8 @@ impl<H: Handler> Reactor<H> {
                 self.advance(id);
             }
             // Not polled for input; an error or hang-up means the client is gone.
-            State::Queued if revents & (libc::POLLERR | libc::POLLHUP) != 0 => self.close(id),
-            State::Queued => {}
+            State::Queued { .. } if revents & (libc::POLLERR | libc::POLLHUP) != 0 => self.close(id),
+            State::Queued { .. } => {}
         }
     }
 
@@ -458,7 +459,10 @@ impl<H: Handler> Reactor<H> {
                         self.respond(id, resp);
                         // Loop: a pipelined request may already be buffered.
                     } else {
-                        c.state = State::Queued;
+                        // Reading --complete--> Queued: a worker must take it within the
+                        // write deadline (workers slower than that leave clients waiting).
+                        c.state = State::Queued { at_worker: false };
+                        c.deadline = Instant::now() + self.limits.write_timeout;
                         self.ready.push_back((id, req));
                         return;
                     }
@@ -517,13 +521,26 @@ impl<H: Handler> Reactor<H> {
     }
 
     fn expire(&mut self, now: Instant) {
-        let late: Vec<(u64, bool)> = self
+        let late: Vec<(u64, bool, bool)> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.deadline <= now && !matches!(c.state, State::Queued))
-            .map(|(id, c)| (*id, matches!(c.state, State::Writing { .. } | State::Reading { started: true })))
+            .filter(|(_, c)| c.deadline <= now && !matches!(c.state, State::Queued { at_worker: true }))
+            .map(|(id, c)| {
+                let waiting = matches!(c.state, State::Queued { at_worker: false });
+                (*id, waiting, waiting || matches!(c.state, State::Writing { .. } | State::Reading { started: true }))
+            })
             .collect();
-        for (id, counted) in late {
+        for (id, waiting, counted) in late {
+            if waiting {
+                // Queued --no worker in time--> Writing a 503: the slot is not held forever
+                // by a client that may long have given up.
+                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                self.ready.retain(|(r, _)| *r != id);
+                let resp =
+                    Response { close: true, ..Response::text(503, "the ferrolet API is busy; try again later\n") };
+                self.respond(id, resp);
+                continue;
+            }
             if counted {
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 log::debug!("api: closing a connection that missed its read or write deadline");
@@ -543,7 +560,12 @@ impl<H: Handler> Reactor<H> {
             }
             let Some(jobs) = &self.jobs else { return };
             match jobs.try_send((id, req)) {
-                Ok(()) => self.in_flight += 1,
+                Ok(()) => {
+                    self.in_flight += 1;
+                    if let Some(c) = self.conns.get_mut(&id) {
+                        c.state = State::Queued { at_worker: true };
+                    }
+                }
                 Err(TrySendError::Full(job)) => {
                     self.ready.push_front(job);
                     return;

@@ -188,7 +188,8 @@ fn a_slow_request_head_is_closed_at_the_request_deadline() {
 
 #[test]
 fn over_the_cap_idle_connections_make_room_and_busy_ones_get_503() {
-    let (running, addr, stats, _health) = start(limits());
+    // Queued requests wait for a worker longer than this test runs.
+    let (running, addr, stats, _health) = start(Limits { write_timeout: Duration::from_secs(10), ..limits() });
     let idle: Vec<TcpStream> = (0..8).map(|_| connect(addr)).collect();
     std::thread::sleep(Duration::from_millis(200));
     let mut fresh = connect(addr);
@@ -330,7 +331,7 @@ fn workers_get_one_request_each_so_unsent_output_stays_near_its_budget() {
         let conn = Conn {
             stream,
             buf: Vec::new(),
-            state: State::Queued,
+            state: State::Queued { at_worker: false },
             served: 1,
             peer_done: false,
             deadline: now,
@@ -376,4 +377,21 @@ fn an_idle_connection_gives_back_the_buffer_of_a_large_request_head() {
     let c = &r.conns[&0];
     assert!(matches!(c.state, State::Reading { started: false }), "answered inline and idle again");
     assert!(c.buf.capacity() <= KEEP_BUF, "an idle connection keeps {} bytes of buffer", c.buf.capacity());
+}
+
+#[test]
+fn a_request_that_no_worker_takes_in_time_gets_503_and_frees_its_slot() {
+    // Two workers busy with /slow (2 s) for longer than the 700 ms deadline of the third.
+    let (running, addr, stats, _health) = start(limits());
+    let mut clients: Vec<TcpStream> = (0..3).map(|_| connect(addr)).collect();
+    for s in &mut clients {
+        s.write_all(b"GET /slow HTTP/1.1\r\n\r\n").unwrap();
+    }
+    let heads: Vec<String> = clients.iter_mut().map(|s| read_response(s).0).collect();
+    let busy: Vec<&String> = heads.iter().filter(|h| h.starts_with("HTTP/1.1 503")).collect();
+    assert_eq!(busy.len(), 1, "{heads:?}");
+    assert!(busy[0].contains("Connection: close"), "{heads:?}");
+    assert_eq!(heads.iter().filter(|h| h.starts_with("HTTP/1.1 200")).count(), 2, "{heads:?}");
+    assert!(stats.timeouts.load(Ordering::Relaxed) >= 1);
+    running.stop(Duration::from_secs(5)).unwrap();
 }
