@@ -421,6 +421,17 @@ fn init_logging() {
         .init();
 }
 
+/// Commands that only print end as any Unix filter does when their reader goes away
+/// (`ferrolet get pods | head -1`): killed quietly by SIGPIPE. Rust ignores SIGPIPE, and
+/// `print!` then panics on EPIPE. Not for `run` or `drain`, which must not die halfway;
+/// sockets are unaffected (std sends with MSG_NOSIGNAL).
+fn end_quietly_on_a_closed_stdout() {
+    // SAFETY: restoring the default disposition of one signal; no handler is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = args.first().cloned() else {
@@ -435,6 +446,12 @@ fn main() -> ExitCode {
         return ExitCode::from(ferrolet::runtime::process::shim::main(std::path::Path::new(dir)) as u8);
     }
     init_logging();
+    if matches!(
+        cmd.as_str(),
+        "get" | "describe" | "validate" | "plan" | "version" | "--version" | "help" | "-h" | "--help"
+    ) {
+        end_quietly_on_a_closed_stdout();
+    }
     let flags = match parse_flags(&args[1..]) {
         Ok(f) => f,
         Err(e) => {

@@ -101,3 +101,49 @@ fn get_node_shows_ready_and_pressure_conditions_and_describe_shows_the_qos_class
     let described = agent.cli(&["describe", "pod", "web"]);
     assert!(described.contains("\nQoS Class:        BestEffort\n"), "{described}");
 }
+
+#[test]
+fn get_pods_into_a_closed_pipe_ends_quietly() {
+    use std::io::{Read, Write};
+    use std::os::unix::process::ExitStatusExt as _;
+    // A one-shot API that answers /pods with one pod.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = std::thread::spawn(move || {
+        // Never a bare accept: a CLI that fails before connecting must not hang the test.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut s = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("no request from the CLI: {e}"),
+            }
+        };
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).unwrap() == 1 {
+            head.push(byte[0]);
+        }
+        let body = r#"{"apiVersion":"v1","kind":"PodList","metadata":{},"items":[{"metadata":{"name":"web","namespace":"default"}}]}"#;
+        let resp = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        s.write_all(resp.as_bytes()).unwrap();
+    });
+    let mut child = Command::new(common::ferrolet_bin())
+        .args(["get", "pods", "--server", &addr.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the first byte, as `| head -0` would.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    server.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success() || out.status.signal() == Some(libc::SIGPIPE), "{:?}: {err}", out.status);
+}

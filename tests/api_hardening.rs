@@ -58,6 +58,19 @@ fn proc_status(pid: u32, field: &str) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// CPU time (user + system, in clock ticks) of the thread of `pid` named `name`.
+fn thread_ticks(pid: u32, name: &str) -> u64 {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        if std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim() == name {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap();
+            // Fields after the `(comm)`: state is the 3rd field, utime the 14th, stime the 15th.
+            let rest: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+            return rest[11].parse::<u64>().unwrap() + rest[12].parse::<u64>().unwrap();
+        }
+    }
+    panic!("no thread {name} in {pid}")
+}
+
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
 }
@@ -99,6 +112,13 @@ fn fd_exhaustion_is_reported_by_healthz_and_the_listener_recovers() {
     wait_for("a new connection to be served", Duration::from_secs(30), || {
         fresh_get(&agent, "/healthz").ok().filter(|(status, _)| *status == 200)
     });
+    // Recovered and idle, the reactor sleeps in poll: no busy loop left over from the pause.
+    let before = thread_ticks(pid, "fl-api");
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = thread_ticks(pid, "fl-api") - before;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    assert!(spent < hz / 2, "the idle reactor used {spent} ticks of CPU in 2 s (at {hz} per second)");
     let log = agent.log_text();
     assert_eq!(log.matches("api: accept failed").count(), 1, "one line per burst:\n{log}");
     assert!(log.contains("api: accepting connections again"), "{log}");

@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 pub const MAX_CONNECTIONS: usize = 512;
 /// Worker threads that compute responses.
 pub const WORKERS: usize = 2;
-/// Requests handed to workers and not yet answered.
-pub const QUEUE: usize = 64;
 /// A request head must arrive in full within this time of its first byte.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// An idle keep-alive connection is closed after this time.
@@ -32,7 +30,9 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Requests served on one connection; the last one is answered with `Connection: close`.
 pub const MAX_REQUESTS_PER_CONNECTION: u32 = 1000;
-/// Unsent response bytes over all connections; past it, queued requests wait.
+/// Unsent response bytes over all connections; past it, queued requests wait. Responses
+/// being computed are not counted yet, so workers get one request each at a time: the
+/// budget is then exceeded by at most `workers` responses.
 pub const OUTPUT_BUDGET: usize = 32 << 20;
 /// `/healthz` fails once `accept` has failed without a success for this long.
 pub const LISTENER_DEAD_AFTER: Duration = Duration::from_secs(5);
@@ -40,6 +40,8 @@ pub const LISTENER_DEAD_AFTER: Duration = Duration::from_secs(5);
 /// client is not reset before it reads the response), up to `LINGER_BYTES`.
 const LINGER: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 << 10;
+/// Input buffer capacity an idle connection keeps (a head may take up to `MAX_HEAD`).
+const KEEP_BUF: usize = 4 << 10;
 /// The first and the longest pause of `accept` after it failed (EMFILE and the like).
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
 /// The longest `poll` wait, so a stop request is seen promptly.
@@ -133,8 +135,8 @@ impl ServerStats {
 enum State {
     /// Waiting for (the rest of) a request head; `started` once a byte of it arrived.
     Reading { started: bool },
-    /// A worker has the request, or it waits for one.
-    Queued,
+    /// A worker has the request (`at_worker`), or it waits for one until the deadline.
+    Queued { at_worker: bool },
     /// Sending `out`; close afterwards if `close`.
     Writing { out: Vec<u8>, pos: usize, close: bool },
     /// Response sent and write side shut; discarding input until EOF or the deadline.
@@ -146,6 +148,8 @@ struct Conn {
     buf: Vec<u8>,
     state: State,
     served: u32,
+    /// The client shut down its side after sending: answer what is buffered, then close.
+    peer_done: bool,
     deadline: Instant,
     /// When it last became idle, for choosing whom to evict.
     idle_since: Instant,
@@ -181,7 +185,7 @@ impl<H: Handler> Reactor<H> {
         let (wake_rx, wake_tx) = UnixStream::pair()?;
         wake_rx.set_nonblocking(true)?;
         wake_tx.set_nonblocking(true)?;
-        let (jobs_tx, jobs_rx) = bounded(QUEUE);
+        let (jobs_tx, jobs_rx) = bounded(limits.workers.max(1));
         let (replies_tx, replies_rx) = unbounded();
         let ends = WorkerEnds { jobs: jobs_rx, replies: replies_tx, wake: wake_tx.try_clone()? };
         let reactor = Reactor {
@@ -211,26 +215,19 @@ impl<H: Handler> Reactor<H> {
             let now = Instant::now();
             pfds.clear();
             ids.clear();
-            let listening = self.accept_paused_until.map_or(true, |t| now >= t);
+            let listening = self.listening(now);
             pfds.push(pollfd(self.wake.as_raw_fd(), libc::POLLIN));
             pfds.push(pollfd(self.listener.as_raw_fd(), if listening { libc::POLLIN } else { 0 }));
-            let mut wake_at = now + POLL_TICK;
-            if let Some(t) = self.accept_paused_until {
-                wake_at = wake_at.min(t);
-            }
             for (id, c) in &self.conns {
                 let events = match c.state {
                     State::Reading { .. } | State::Lingering { .. } => libc::POLLIN,
                     State::Writing { .. } => libc::POLLOUT,
-                    State::Queued => 0,
+                    State::Queued { .. } => 0,
                 };
                 pfds.push(pollfd(c.stream.as_raw_fd(), events));
                 ids.push(*id);
-                if !matches!(c.state, State::Queued) {
-                    wake_at = wake_at.min(c.deadline);
-                }
             }
-            let ms = wake_at.saturating_duration_since(now).as_millis() as i32;
+            let ms = poll_millis(self.next_wakeup(now), now);
             // SAFETY: pfds is a valid array of pollfd of the given length.
             if unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) } < 0 {
                 let e = io::Error::last_os_error();
@@ -260,10 +257,35 @@ impl<H: Handler> Reactor<H> {
         self.jobs.take();
     }
 
+    /// Whether to accept: paused --pause over--> listening. A pause left set after it passed
+    /// would keep `next_wakeup` in the past, and every later `poll` would return at once.
+    fn listening(&mut self, now: Instant) -> bool {
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+        }
+        self.accept_paused_until.is_none()
+    }
+
+    /// When `poll` must return at the latest: the tick, the end of an accept pause, the
+    /// earliest deadline of a connection that has one (a queued one waits for its worker).
+    fn next_wakeup(&self, now: Instant) -> Instant {
+        let mut wake_at = now + POLL_TICK;
+        if let Some(t) = self.accept_paused_until {
+            wake_at = wake_at.min(t);
+        }
+        for c in self.conns.values() {
+            // A request at a worker has no deadline of ours: the worker's answer ends it.
+            if !matches!(c.state, State::Queued { at_worker: true }) {
+                wake_at = wake_at.min(c.deadline);
+            }
+        }
+        wake_at
+    }
+
     fn collect_replies(&mut self) {
         while let Ok((id, resp)) = self.replies.try_recv() {
             self.in_flight -= 1;
-            if matches!(self.conns.get(&id).map(|c| &c.state), Some(State::Queued)) {
+            if matches!(self.conns.get(&id).map(|c| &c.state), Some(State::Queued { .. })) {
                 self.respond(id, resp);
                 self.advance(id);
             }
@@ -345,6 +367,7 @@ impl<H: Handler> Reactor<H> {
             buf: Vec::new(),
             state: State::Reading { started: false },
             served: 0,
+            peer_done: false,
             deadline,
             idle_since: now,
         };
@@ -359,7 +382,12 @@ impl<H: Handler> Reactor<H> {
                 let mut chunk = [0u8; 16 << 10];
                 loop {
                     match (&c.stream).read(&mut chunk) {
-                        Ok(0) => return self.close(id),
+                        // A client may half-close right after its request (`nc -N`, `shutdown(SHUT_WR)`).
+                        Ok(0) if c.buf.is_empty() => return self.close(id),
+                        Ok(0) => {
+                            c.peer_done = true;
+                            break;
+                        }
                         Ok(n) => {
                             c.buf.extend_from_slice(&chunk[..n]);
                             if !*started {
@@ -394,8 +422,8 @@ impl<H: Handler> Reactor<H> {
                 self.advance(id);
             }
             // Not polled for input; an error or hang-up means the client is gone.
-            State::Queued if revents & (libc::POLLERR | libc::POLLHUP) != 0 => self.close(id),
-            State::Queued => {}
+            State::Queued { .. } if revents & (libc::POLLERR | libc::POLLHUP) != 0 => self.close(id),
+            State::Queued { .. } => {}
         }
     }
 
@@ -409,6 +437,7 @@ impl<H: Handler> Reactor<H> {
                 return;
             }
             match parse_head(&c.buf) {
+                Parsed::Incomplete if c.peer_done => return self.close(id),
                 Parsed::Incomplete => return,
                 Parsed::Refused(e) => {
                     log::debug!("api: refusing a request: {e}");
@@ -417,8 +446,12 @@ impl<H: Handler> Reactor<H> {
                 }
                 Parsed::Complete(mut req, used) => {
                     c.buf.drain(..used);
+                    if c.buf.is_empty() && c.buf.capacity() > KEEP_BUF {
+                        // An idle connection does not keep the room its largest head took.
+                        c.buf = Vec::new();
+                    }
                     c.served += 1;
-                    if c.served >= self.limits.max_requests_per_connection {
+                    if c.served >= self.limits.max_requests_per_connection || (c.peer_done && c.buf.is_empty()) {
                         req.close = true;
                     }
                     if self.handler.inline(&req) {
@@ -426,7 +459,10 @@ impl<H: Handler> Reactor<H> {
                         self.respond(id, resp);
                         // Loop: a pipelined request may already be buffered.
                     } else {
-                        c.state = State::Queued;
+                        // Reading --complete--> Queued: a worker must take it within the
+                        // write deadline (workers slower than that leave clients waiting).
+                        c.state = State::Queued { at_worker: false };
+                        c.deadline = Instant::now() + self.limits.write_timeout;
                         self.ready.push_back((id, req));
                         return;
                     }
@@ -485,13 +521,26 @@ impl<H: Handler> Reactor<H> {
     }
 
     fn expire(&mut self, now: Instant) {
-        let late: Vec<(u64, bool)> = self
+        let late: Vec<(u64, bool, bool)> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.deadline <= now && !matches!(c.state, State::Queued))
-            .map(|(id, c)| (*id, matches!(c.state, State::Writing { .. } | State::Reading { started: true })))
+            .filter(|(_, c)| c.deadline <= now && !matches!(c.state, State::Queued { at_worker: true }))
+            .map(|(id, c)| {
+                let waiting = matches!(c.state, State::Queued { at_worker: false });
+                (*id, waiting, waiting || matches!(c.state, State::Writing { .. } | State::Reading { started: true }))
+            })
             .collect();
-        for (id, counted) in late {
+        for (id, waiting, counted) in late {
+            if waiting {
+                // Queued --no worker in time--> Writing a 503: the slot is not held forever
+                // by a client that may long have given up.
+                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                self.ready.retain(|(r, _)| *r != id);
+                let resp =
+                    Response { close: true, ..Response::text(503, "the ferrolet API is busy; try again later\n") };
+                self.respond(id, resp);
+                continue;
+            }
             if counted {
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 log::debug!("api: closing a connection that missed its read or write deadline");
@@ -500,16 +549,23 @@ impl<H: Handler> Reactor<H> {
         }
     }
 
-    /// Hands queued requests to workers while work in flight and unsent output allow.
+    /// Hands queued requests to idle workers while unsent output allows. One request per
+    /// worker: requests handed over ahead of time would all be answered before the budget
+    /// is checked again (64 non-reading clients of `/events` held 64 responses).
     fn dispatch(&mut self) {
-        while self.in_flight < QUEUE && self.pending_out < OUTPUT_BUDGET {
+        while self.in_flight < self.limits.workers.max(1) && self.pending_out < OUTPUT_BUDGET {
             let Some((id, req)) = self.ready.pop_front() else { return };
             if !self.conns.contains_key(&id) {
                 continue;
             }
             let Some(jobs) = &self.jobs else { return };
             match jobs.try_send((id, req)) {
-                Ok(()) => self.in_flight += 1,
+                Ok(()) => {
+                    self.in_flight += 1;
+                    if let Some(c) = self.conns.get_mut(&id) {
+                        c.state = State::Queued { at_worker: true };
+                    }
+                }
                 Err(TrySendError::Full(job)) => {
                     self.ready.push_front(job);
                     return;
@@ -526,13 +582,15 @@ impl<H: Handler> Reactor<H> {
 /// The handler's answer; a bug in a route answers 500 instead of ending the reactor or
 /// shrinking the worker pool.
 /// A request that ends its connection (HTTP/1.0, `Connection: close`, the last one allowed)
-/// gets a response that says so, from a worker as from the reactor.
+/// gets a response that says so, from a worker as from the reactor; an HTTP/1.0 one that
+/// keeps it is told so, and a HEAD request gets no body.
 pub fn answer<H: Handler>(handler: &H, req: &Request) -> Response {
     let resp = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
         log::error!("api: the handler for {} panicked", req.path);
         Response::text(500, "internal error\n")
     });
-    Response { close: resp.close || req.close, ..resp }
+    let close = resp.close || req.close;
+    Response { close, keep_alive: !close && req.http_1_0, head: req.method == "HEAD", ..resp }
 }
 
 /// Sets `SO_LINGER` to zero, so closing discards unsent data and sends a reset.
@@ -548,6 +606,13 @@ fn abort_on_close(stream: &TcpStream) {
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
     }
+}
+
+/// `poll`'s timeout for waking at `at`, rounded up to a whole millisecond: rounding down
+/// would spin with a zero timeout through the last millisecond before a deadline.
+fn poll_millis(at: Instant, now: Instant) -> i32 {
+    let d = at.saturating_duration_since(now);
+    d.as_millis().saturating_add(u128::from(d.subsec_nanos() % 1_000_000 != 0)).min(i32::MAX as u128) as i32
 }
 
 fn pollfd(fd: i32, events: i16) -> libc::pollfd {

@@ -188,7 +188,8 @@ fn a_slow_request_head_is_closed_at_the_request_deadline() {
 
 #[test]
 fn over_the_cap_idle_connections_make_room_and_busy_ones_get_503() {
-    let (running, addr, stats, _health) = start(limits());
+    // Queued requests wait for a worker longer than this test runs.
+    let (running, addr, stats, _health) = start(Limits { write_timeout: Duration::from_secs(10), ..limits() });
     let idle: Vec<TcpStream> = (0..8).map(|_| connect(addr)).collect();
     std::thread::sleep(Duration::from_millis(200));
     let mut fresh = connect(addr);
@@ -249,4 +250,149 @@ fn thousands_of_pipelined_inline_requests_are_answered_in_a_loop() {
     }
     writer.join().unwrap();
     running.stop(Duration::from_secs(2)).unwrap();
+}
+
+#[test]
+fn an_accept_pause_that_has_passed_no_longer_shortens_the_poll() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let now = Instant::now();
+    r.accept_paused_until = Some(now + Duration::from_millis(50));
+    assert!(!r.listening(now));
+    assert_eq!(r.next_wakeup(now), now + Duration::from_millis(50));
+    let later = now + Duration::from_millis(60);
+    assert!(r.listening(later), "the pause is over");
+    assert_eq!(r.next_wakeup(later), later + POLL_TICK, "not a zero timeout on every later poll");
+    assert_eq!(poll_millis(later + Duration::from_micros(300), later), 1, "rounded up, not a zero-timeout spin");
+    assert_eq!(poll_millis(later, later + Duration::from_secs(1)), 0);
+}
+
+#[test]
+fn a_request_followed_by_a_half_close_is_answered_before_the_connection_closes() {
+    let (running, addr, _stats, _health) = start(limits());
+    for path in ["/healthz", "/big", "/healthz"] {
+        let mut s = connect(addr);
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes()).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        // Whether the close is announced depends on whether the FIN came with the request.
+        let (head, _) = read_response(&mut s);
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+        assert!(closed_by_server(&mut s), "{path}");
+    }
+    let mut s = connect(addr);
+    s.write_all(b"GET /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\nGET /heal").unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let (h1, _) = read_response(&mut s);
+    let (h2, _) = read_response(&mut s);
+    assert!(h1.starts_with("HTTP/1.1 200") && h2.starts_with("HTTP/1.1 200"), "{h1}{h2}");
+    assert!(closed_by_server(&mut s), "the cut third request is dropped");
+    running.stop(Duration::from_secs(2)).unwrap();
+}
+
+/// Reads a response head only (the answer to HEAD has no body).
+fn read_head(s: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "connection closed in a response head: {head:?}");
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+#[test]
+fn http_1_0_keep_alive_is_confirmed_and_head_answers_carry_no_body() {
+    let (running, addr, _stats, _health) = start(Limits { max_requests_per_connection: 100, ..limits() });
+    let mut s = connect(addr);
+    for path in ["/healthz", "/big"] {
+        s.write_all(format!("GET {path} HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").as_bytes()).unwrap();
+        let (head, _) = read_response(&mut s);
+        assert!(head.contains("Connection: keep-alive\r\n"), "{path}: {head}");
+    }
+    let mut s = connect(addr);
+    for path in ["/healthz", "/big"] {
+        s.write_all(format!("HEAD {path} HTTP/1.1\r\n\r\n").as_bytes()).unwrap();
+        assert!(read_head(&mut s).starts_with("HTTP/1.1 200"), "{path}");
+        // The next answer on the connection starts right after the head: no stray body bytes.
+        assert_eq!(get(&mut s, "/healthz").1, b"ok", "after HEAD {path}");
+    }
+    running.stop(Duration::from_secs(2)).unwrap();
+}
+
+#[test]
+fn workers_get_one_request_each_so_unsent_output_stays_near_its_budget() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (mut r, ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    // Ten connections with a request each, waiting for a worker.
+    let clients: Vec<TcpStream> = (0..10).map(|_| connect(addr)).collect();
+    for id in 0..10 {
+        let (stream, _) = r.listener.accept().unwrap();
+        let now = Instant::now();
+        let conn = Conn {
+            stream,
+            buf: Vec::new(),
+            state: State::Queued { at_worker: false },
+            served: 1,
+            peer_done: false,
+            deadline: now,
+            idle_since: now,
+        };
+        r.conns.insert(id, conn);
+        let req =
+            Request { method: "GET".into(), path: "/big".into(), query: String::new(), close: false, http_1_0: false };
+        r.ready.push_back((id, req));
+    }
+    r.dispatch();
+    assert_eq!((r.in_flight, ends.jobs.len(), r.ready.len()), (2, 2, 8), "not all ten at once");
+    // A worker answers: its reply is collected (and counted as unsent output) before the
+    // next request is handed over.
+    let (id, req) = ends.jobs.try_recv().unwrap();
+    ends.replies.send((id, answer(&Fake, &req))).unwrap();
+    r.collect_replies();
+    r.dispatch();
+    assert_eq!((r.in_flight, r.ready.len()), (2, 7));
+    drop(clients);
+}
+
+#[test]
+fn an_idle_connection_gives_back_the_buffer_of_a_large_request_head() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let _client = connect(addr);
+    let (stream, _) = r.listener.accept().unwrap();
+    let now = Instant::now();
+    let buf = format!("GET /healthz HTTP/1.1\r\nX-Pad: {}\r\n\r\n", "p".repeat(60 << 10)).into_bytes();
+    let conn = Conn {
+        stream,
+        buf,
+        state: State::Reading { started: true },
+        served: 0,
+        peer_done: false,
+        deadline: now,
+        idle_since: now,
+    };
+    r.conns.insert(0, conn);
+    r.advance(0);
+    let c = &r.conns[&0];
+    assert!(matches!(c.state, State::Reading { started: false }), "answered inline and idle again");
+    assert!(c.buf.capacity() <= KEEP_BUF, "an idle connection keeps {} bytes of buffer", c.buf.capacity());
+}
+
+#[test]
+fn a_request_that_no_worker_takes_in_time_gets_503_and_frees_its_slot() {
+    // Two workers busy with /slow (2 s) for longer than the 700 ms deadline of the third.
+    let (running, addr, stats, _health) = start(limits());
+    let mut clients: Vec<TcpStream> = (0..3).map(|_| connect(addr)).collect();
+    for s in &mut clients {
+        s.write_all(b"GET /slow HTTP/1.1\r\n\r\n").unwrap();
+    }
+    let heads: Vec<String> = clients.iter_mut().map(|s| read_response(s).0).collect();
+    let busy: Vec<&String> = heads.iter().filter(|h| h.starts_with("HTTP/1.1 503")).collect();
+    assert_eq!(busy.len(), 1, "{heads:?}");
+    assert!(busy[0].contains("Connection: close"), "{heads:?}");
+    assert_eq!(heads.iter().filter(|h| h.starts_with("HTTP/1.1 200")).count(), 2, "{heads:?}");
+    assert!(stats.timeouts.load(Ordering::Relaxed) >= 1);
+    running.stop(Duration::from_secs(5)).unwrap();
 }

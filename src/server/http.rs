@@ -24,6 +24,8 @@ pub struct Request {
     pub query: String,
     /// The connection must close after the response (HTTP/1.0, `Connection: close`, a body).
     pub close: bool,
+    /// HTTP/1.0: a connection kept open must be confirmed with `Connection: keep-alive`.
+    pub http_1_0: bool,
 }
 
 /// Why a request head was refused; each maps to a status code and closes the connection.
@@ -79,7 +81,9 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
         Ok(v) => v,
         Err(e) => return Parsed::Refused(e),
     };
-    let mut close = minor == 0;
+    // HTTP/1.0 closes unless asked to keep alive; a body we will not read always closes,
+    // whatever order the fields come in.
+    let (mut close_token, mut keep_alive_token, mut body) = (false, false, false);
     let mut pos = line_end + 1;
     let mut count = 0;
     loop {
@@ -109,24 +113,22 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
         };
         if name.eq_ignore_ascii_case("connection") {
             for token in value.split(',').map(str::trim) {
-                if token.eq_ignore_ascii_case("close") {
-                    close = true;
-                } else if token.eq_ignore_ascii_case("keep-alive") && minor == 0 {
-                    close = false;
-                }
+                close_token |= token.eq_ignore_ascii_case("close");
+                keep_alive_token |= token.eq_ignore_ascii_case("keep-alive");
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding")
             || (name.eq_ignore_ascii_case("content-length") && value.trim() != "0")
         {
             // A body we will not read: the connection cannot carry another request.
-            close = true;
+            body = true;
         }
     }
+    let close = body || close_token || (minor == 0 && !keep_alive_token);
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (target.to_string(), String::new()),
     };
-    Parsed::Complete(Request { method: method.to_string(), path, query, close }, pos)
+    Parsed::Complete(Request { method: method.to_string(), path, query, close, http_1_0: minor == 0 }, pos)
 }
 
 fn trim_cr(line: &[u8]) -> &[u8] {
@@ -180,17 +182,35 @@ pub struct Response {
     pub body: Vec<u8>,
     /// Close the connection after this response.
     pub close: bool,
+    /// Say `Connection: keep-alive` (an HTTP/1.0 client otherwise waits for the close).
+    pub keep_alive: bool,
+    /// The answer to a HEAD request: its headers (`Content-Length` included), no body.
+    pub head: bool,
 }
 
 impl Response {
     /// A response with a text body.
     pub fn text(status: u16, body: impl Into<String>) -> Response {
-        Response { status, content_type: "text/plain; charset=utf-8", body: body.into().into_bytes(), close: false }
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: body.into().into_bytes(),
+            close: false,
+            keep_alive: false,
+            head: false,
+        }
     }
 
     /// A response with a JSON body.
     pub fn json(body: String) -> Response {
-        Response { status: 200, content_type: "application/json", body: body.into_bytes(), close: false }
+        Response {
+            status: 200,
+            content_type: "application/json",
+            body: body.into_bytes(),
+            close: false,
+            keep_alive: false,
+            head: false,
+        }
     }
 
     /// The answer to a refused head: its status, and the connection closes.
@@ -206,10 +226,16 @@ impl Response {
             reason(self.status),
             self.content_type,
             self.body.len(),
-            if self.close { "Connection: close\r\n" } else { "" }
+            match (self.close, self.keep_alive) {
+                (true, _) => "Connection: close\r\n",
+                (false, true) => "Connection: keep-alive\r\n",
+                (false, false) => "",
+            }
         )
         .into_bytes();
-        out.extend_from_slice(&self.body);
+        if !self.head {
+            out.extend_from_slice(&self.body);
+        }
         out
     }
 }
@@ -261,9 +287,14 @@ mod tests {
     fn connection_close_http_1_0_and_bodies_close_the_connection() {
         assert!(complete(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").0.close);
         assert!(complete(b"GET / HTTP/1.0\r\n\r\n").0.close);
-        assert!(!complete(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").0.close);
+        let (r, _) = complete(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        assert!(!r.close && r.http_1_0);
+        assert!(!complete(b"GET / HTTP/1.1\r\n\r\n").0.http_1_0);
         assert!(complete(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").0.close);
         assert!(complete(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").0.close);
+        // A later keep-alive cannot reopen a connection whose unread body follows the head.
+        assert!(complete(b"POST / HTTP/1.0\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello").0.close);
+        assert!(complete(b"GET / HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n").0.close);
     }
 
     #[test]
@@ -320,5 +351,9 @@ mod tests {
         assert!(text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{text}");
         assert!(text.contains("Content-Length: 5\r\n") && text.contains("Connection: close\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\nbusy\n"), "{text}");
+        let r = Response { keep_alive: true, head: true, ..Response::text(200, "ok") };
+        let text = String::from_utf8(r.to_bytes()).unwrap();
+        assert!(text.contains("Content-Length: 2\r\n") && text.contains("Connection: keep-alive\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\n"), "no body after the head of a HEAD answer: {text}");
     }
 }

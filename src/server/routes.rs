@@ -169,13 +169,14 @@ fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'%' if i + 2 < b.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                Ok(v) => {
-                    out.push(v);
+            // On bytes: a `%` before a multi-byte character must not slice inside it.
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(hi), Some(lo)) => {
+                    out.push(hi << 4 | lo);
                     i += 3;
                     continue;
                 }
-                Err(_) => out.push(b'%'),
+                _ => out.push(b'%'),
             },
             b'+' => out.push(b' '),
             c => out.push(c),
@@ -183,6 +184,10 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
 }
 
 /// `/events` filters: `fieldSelector=involvedObject.name=web,involvedObject.kind=Pod` (as
@@ -307,5 +312,13 @@ mod tests {
         assert_eq!((f.namespace.as_deref(), f.uid.as_deref()), (Some("default"), Some("abc")));
         assert!(event_filter("reason=BackOff").unwrap_err().contains("unsupported event filter"));
         assert!(event_filter("fieldSelector=type=Warning").is_err());
+    }
+
+    #[test]
+    fn percent_decoding_never_splits_a_character() {
+        assert_eq!(percent_decode("a%20b+c%zz%4"), "a b c%zz%4");
+        assert_eq!(percent_decode("%a\u{e9}x"), "%a\u{e9}x");
+        assert_eq!(percent_decode("%+1"), "% 1");
+        assert_eq!(event_filter("name=%\u{e9}").unwrap().name.as_deref(), Some("%\u{e9}"));
     }
 }
