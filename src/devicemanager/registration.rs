@@ -135,7 +135,6 @@ struct Registration {
 impl pb::Registration for Registration {
     fn register(&mut self, ctx: grpcio::RpcContext, req: pb::RegisterRequest, sink: grpcio::UnarySink<pb::Empty>) {
         let resource = req.get_resource_name().to_string();
-        self.devices.metrics.registered(&resource);
         log::info!(
             "devices: plugin registering: resource {resource:?}, endpoint {:?}, version {:?}",
             req.get_endpoint(),
@@ -149,6 +148,8 @@ impl pb::Registration for Registration {
             Ok(socket) => socket,
             Err(message) => return refused(sink, RpcStatusCode::UNKNOWN, message),
         };
+        // Counted once the name is known to be valid (short), in a bounded set of series.
+        self.devices.metrics.registered(&resource);
         if let Some(message) = too_many_resources(&self.devices.state.lock().resources, &resource) {
             return refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, message);
         }
