@@ -77,10 +77,39 @@ pub fn claim_dir(dir: &Path) -> Result<LockFile, OwnershipError> {
     let lock = LockFile::acquire(&dir.join(LOCK_FILE), &format!("device plugin directory {}", dir.display()))?;
     let socket = dir.join(SOCKET);
     let is_socket = std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket());
-    if is_socket && std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+    if is_socket && listened_on(&socket) {
         return Err(OwnershipError::Served { dir: dir.into(), socket });
     }
     Ok(lock)
+}
+
+/// Whether a process listens on the Unix socket `path`, found without blocking: a plain
+/// connect to a listener whose backlog is full (a hung kubelet) would wait for ever.
+fn listened_on(path: &Path) -> bool {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data, for which all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return false; // no socket can be bound at such a path
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket(2) takes no pointers; the fd is owned below.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
+    let r = unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) };
+    // EAGAIN: a listener whose backlog is full, which is still someone's server.
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
 }
 
 /// Creates the plugin directory (0750) and removes the sockets left in it: plugins watch
@@ -274,6 +303,25 @@ mod tests {
         std::fs::remove_file(d.join(SOCKET)).unwrap();
         let _kubelet = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
         let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
+    }
+
+    #[test]
+    fn a_kubelet_sock_with_a_full_backlog_is_in_use_and_never_blocks_the_claim() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("device-plugins");
+        std::fs::create_dir_all(&d).unwrap();
+        let hung = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
+        // SAFETY: listen(2) on a socket we own; a backlog of 0 holds one connection.
+        assert_eq!(unsafe { libc::listen(hung.as_raw_fd(), 0) }, 0);
+        let _queued = std::os::unix::net::UnixStream::connect(d.join(SOCKET)).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = tx.send(claim_dir(&d).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("claim_dir blocked on a full backlog");
+        let e = got.unwrap_err();
         assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
     }
 
