@@ -21,6 +21,16 @@ pub const MAX_MANIFEST_BYTES: u64 = 10 << 20;
 pub const MAX_OBJECT_BYTES: usize = 3 << 19;
 /// Most problems reported for one document; the rest are summarised in one line.
 pub const MAX_PROBLEMS_PER_DOCUMENT: usize = 50;
+/// Most pods (documents and list items together) in one file: as many as a node may run
+/// (the bound of `max_pods`). Each costs a result even when it is only `{}`, so a 10 MiB
+/// file of a million tiny documents took 1.2 GB before this bound; a file with more is
+/// rejected.
+pub const MAX_PODS_PER_FILE: usize = crate::config::MAX_MAX_PODS;
+
+/// The problem of a file with more than `MAX_PODS_PER_FILE` pods.
+fn too_many_pods() -> String {
+    format!("Too many: more than {MAX_PODS_PER_FILE} pods in one file (a node runs at most {MAX_PODS_PER_FILE})")
+}
 
 /// One problem with a manifest; `Display` reads `<file>: [document N: ]<field path>: <problem>`,
 /// with control characters in the file name and the problem escaped (one log line each).
@@ -90,7 +100,12 @@ fn documents(text: &str) -> Vec<Document> {
     }
     let mut out = Vec::new();
     for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
-        match strict_value(de) {
+        let decoded = strict_value(de);
+        if out.len() == MAX_PODS_PER_FILE && !matches!(decoded, Ok(serde_json::Value::Null)) {
+            out.push((i + 1, Err(vec![too_many_pods()])));
+            break;
+        }
+        match decoded {
             Ok(serde_json::Value::Null) => {}
             Ok(v) => out.push((i + 1, Ok(v))),
             Err(e) => {
@@ -137,10 +152,18 @@ pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, Vec<ManifestError>
                     _ => Vec::new(),
                 };
                 for (j, item) in items.into_iter().enumerate() {
+                    if out.len() >= MAX_PODS_PER_FILE {
+                        out.push(Err(errs(vec![format!("items[{j}]: {}", too_many_pods())])));
+                        return out;
+                    }
                     let r =
                         decode_one(item).map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect()));
                     out.push(r);
                 }
+            }
+            _ if out.len() >= MAX_PODS_PER_FILE => {
+                out.push(Err(errs(vec![too_many_pods()])));
+                return out;
             }
             _ => out.push(decode_one(doc).map_err(errs)),
         }
@@ -343,6 +366,26 @@ mod tests {
                 "web.yaml: spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
             ]
         );
+    }
+
+    #[test]
+    fn a_file_holds_at_most_as_many_pods_as_a_node_runs() {
+        // A million `{}` documents or list items cost a result each: the file is refused
+        // at the first one past the bound, without decoding the rest.
+        let docs = "a: 1\n---\n".repeat(MAX_PODS_PER_FILE + 1000);
+        let r = decode_pods("many.yaml", &docs);
+        assert_eq!(r.len(), MAX_PODS_PER_FILE + 1);
+        let last = r.last().unwrap().as_ref().unwrap_err()[0].to_string();
+        let want = format!("many.yaml: document {}: Too many: more than {MAX_PODS_PER_FILE} pods in one file (a node runs at most {MAX_PODS_PER_FILE})", MAX_PODS_PER_FILE + 1);
+        assert_eq!(last, want);
+        let list = format!("kind: List\nitems: [{}{{}}]\n", "{},".repeat(MAX_PODS_PER_FILE + 1000));
+        let r = decode_pods("list.yaml", &list);
+        assert_eq!(r.len(), MAX_PODS_PER_FILE + 1);
+        let last = r.last().unwrap().as_ref().unwrap_err()[0].to_string();
+        assert!(last.starts_with(&format!("list.yaml: items[{MAX_PODS_PER_FILE}]: Too many: more than")), "{last}");
+        // Empty documents are no pods.
+        let empty = format!("{}a: 1\n", "---\n".repeat(MAX_PODS_PER_FILE + 10));
+        assert_eq!(decode_pods("empty.yaml", &empty).len(), 1);
     }
 
     #[test]
