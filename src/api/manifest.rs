@@ -52,9 +52,6 @@ pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 /// Annotation ferrolet puts on static pods: the manifest file.
 pub const CONFIG_FILE_ANNOTATION: &str = "ferrolet.io/manifest";
 
-/// One document of a file: its 1-based position and its value or problems.
-type Document = (usize, Result<serde_json::Value, Vec<String>>);
-
 /// Why one document could not be turned into a value.
 struct DocumentError {
     /// Problems with field paths (duplicate keys, non-finite numbers, too long).
@@ -80,9 +77,39 @@ fn strict_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Va
     }
 }
 
-/// Splits a file's text into documents (empty ones skipped). A YAML syntax error ends
-/// the file: the parser cannot find the next document reliably after one.
-fn documents(text: &str) -> Vec<Document> {
+/// One document of a file, as `documents` hands it on: whether the file has more than one
+/// (so problems name their document), its 1-based position, and its value or problems.
+struct Document {
+    many: bool,
+    index: usize,
+    value: Result<serde_json::Value, Vec<String>>,
+}
+
+/// Whether a YAML text has more than one non-empty document, or one that is not the first
+/// (then problems say `document N:`). Only reads as far as the second such document, and
+/// builds no value.
+fn many_yaml_documents(text: &str) -> bool {
+    let mut found = 0;
+    for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let read = <Option<serde::de::IgnoredAny> as serde::Deserialize>::deserialize(de);
+        if !matches!(read, Ok(None)) {
+            found += 1;
+            if i > 0 || found > 1 {
+                return true;
+            }
+        }
+        if read.is_err() {
+            return false; // decoding stops at this syntax error too
+        }
+    }
+    false
+}
+
+/// Hands each document of a file's text to `f` (empty ones skipped) until `f` returns
+/// false. One document is decoded at a time, so a file of many documents never holds all
+/// their values at once. A YAML syntax error ends the file: the parser cannot find the
+/// next document reliably after one.
+fn documents(text: &str, mut f: impl FnMut(Document) -> bool) {
     let flatten = |e: DocumentError, what: &str| -> Vec<String> {
         e.problems.into_iter().chain(e.syntax.map(|s| format!("invalid {what}: {s}"))).collect()
     };
@@ -92,53 +119,67 @@ fn documents(text: &str) -> Vec<Document> {
         let v = strict_value(&mut de).and_then(|v| {
             de.end().map(|_| v).map_err(|e| DocumentError { problems: Vec::new(), syntax: Some(e.to_string()) })
         });
-        return vec![(1, v.map_err(|e| flatten(e, "JSON")))];
+        f(Document { many: false, index: 1, value: v.map_err(|e| flatten(e, "JSON")) });
+        return;
     }
     if let Some(doc) = oversized_yaml_document(text, MAX_YAML_EVENTS_PER_DOCUMENT) {
         let problem = format!("Too long: more than {MAX_YAML_EVENTS_PER_DOCUMENT} YAML nodes in one document; a pod within the object size limit has far fewer");
-        return vec![(doc.max(1), Err(vec![problem]))];
+        f(Document { many: doc > 1, index: doc.max(1), value: Err(vec![problem]) });
+        return;
     }
-    let mut out = Vec::new();
+    let many = many_yaml_documents(text);
+    let mut handed = 0;
     for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
         let decoded = strict_value(de);
-        if out.len() == MAX_PODS_PER_FILE && !matches!(decoded, Ok(serde_json::Value::Null)) {
-            out.push((i + 1, Err(vec![too_many_pods()])));
-            break;
+        if matches!(decoded, Ok(serde_json::Value::Null)) {
+            continue;
         }
-        match decoded {
-            Ok(serde_json::Value::Null) => {}
-            Ok(v) => out.push((i + 1, Ok(v))),
+        let index = i + 1;
+        if handed == MAX_PODS_PER_FILE {
+            f(Document { many, index, value: Err(vec![too_many_pods()]) });
+            return;
+        }
+        handed += 1;
+        let (value, stop) = match decoded {
+            Ok(v) => (Ok(v), false),
             Err(e) => {
                 let stop = e.syntax.is_some();
-                out.push((i + 1, Err(flatten(e, "YAML"))));
-                if stop {
-                    break;
-                }
+                (Err(flatten(e, "YAML")), stop)
             }
+        };
+        if !f(Document { many, index, value }) || stop {
+            return;
         }
     }
-    out
 }
 
 /// Decodes, defaults and validates every pod in a manifest text: one result per pod,
 /// with every problem of a rejected pod (each its own `ManifestError`). Pods keep their
 /// manifest names; `as_static_pod` turns them into this node's static pods.
 pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, Vec<ManifestError>>> {
-    let docs = documents(text);
-    let many = docs.len() > 1 || docs.first().is_some_and(|(i, _)| *i > 1);
     let mut out = Vec::new();
-    for (i, doc) in docs {
+    for_each_pod(file, text, |r| out.push(r));
+    out
+}
+
+/// `decode_pods`, handing each result to `f` as it is decoded (a caller that keeps only
+/// some problems never holds all of them).
+pub fn for_each_pod(file: &str, text: &str, mut f: impl FnMut(Result<Pod, Vec<ManifestError>>)) {
+    // Results handed on so far (documents and list items).
+    let mut n = 0usize;
+    documents(text, |Document { many, index: i, value }| {
         let errs = |problems: Vec<String>| -> Vec<ManifestError> {
             problems
                 .into_iter()
                 .map(|problem| ManifestError { file: file.into(), doc: many.then_some(i), problem })
                 .collect()
         };
-        let doc = match doc {
+        let doc = match value {
             Ok(d) => d,
             Err(p) => {
-                out.push(Err(errs(p)));
-                continue;
+                n += 1;
+                f(Err(errs(p)));
+                return true;
             }
         };
         let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
@@ -152,23 +193,25 @@ pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, Vec<ManifestError>
                     _ => Vec::new(),
                 };
                 for (j, item) in items.into_iter().enumerate() {
-                    if out.len() >= MAX_PODS_PER_FILE {
-                        out.push(Err(errs(vec![format!("items[{j}]: {}", too_many_pods())])));
-                        return out;
+                    if n >= MAX_PODS_PER_FILE {
+                        f(Err(errs(vec![format!("items[{j}]: {}", too_many_pods())])));
+                        return false;
                     }
-                    let r =
-                        decode_one(item).map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect()));
-                    out.push(r);
+                    n += 1;
+                    f(decode_one(item).map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect())));
                 }
             }
-            _ if out.len() >= MAX_PODS_PER_FILE => {
-                out.push(Err(errs(vec![too_many_pods()])));
-                return out;
+            _ if n >= MAX_PODS_PER_FILE => {
+                f(Err(errs(vec![too_many_pods()])));
+                return false;
             }
-            _ => out.push(decode_one(doc).map_err(errs)),
+            _ => {
+                n += 1;
+                f(decode_one(doc).map_err(errs));
+            }
         }
-    }
-    out
+        true
+    });
 }
 
 /// Whether two field paths name the same field or one lies inside the other.
