@@ -74,13 +74,18 @@ pub const LOCK_FILE: &str = "ferrolet.lock";
 /// other process answers on `<dir>/kubelet.sock` (a kubelet takes no lock of ours).
 pub fn claim_dir(dir: &Path) -> Result<LockFile, OwnershipError> {
     std::fs::create_dir_all(dir).map_err(|source| OwnershipError::CreateLock { path: dir.join(LOCK_FILE), source })?;
-    let lock = LockFile::acquire(&dir.join(LOCK_FILE), &format!("device plugin directory {}", dir.display()))?;
+    let lock = LockFile::acquire(&dir.join(LOCK_FILE), &format!("device plugin directory {}", dir.display()));
+    if let Err(OwnershipError::Locked { .. }) = lock {
+        return lock;
+    }
+    // Checked even when the lock file could not be created (the agent then goes on
+    // without it): a live kubelet.sock must never be taken over.
     let socket = dir.join(SOCKET);
     let is_socket = std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket());
     if is_socket && listened_on(&socket) {
         return Err(OwnershipError::Served { dir: dir.into(), socket });
     }
-    Ok(lock)
+    lock
 }
 
 /// Whether a process listens on the Unix socket `path`, found without blocking: a plain
@@ -301,6 +306,18 @@ mod tests {
         drop(claim_dir(&d).unwrap());
         // ... a live one is someone's registration server.
         std::fs::remove_file(d.join(SOCKET)).unwrap();
+        let _kubelet = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
+        let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
+    }
+
+    #[test]
+    fn a_live_kubelet_sock_is_found_even_when_the_lock_file_cannot_be_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("device-plugins");
+        // Something that cannot be opened as the lock file: the agent would go on without it.
+        std::fs::create_dir_all(d.join(LOCK_FILE)).unwrap();
+        assert!(matches!(claim_dir(&d), Err(OwnershipError::CreateLock { .. })));
         let _kubelet = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
         let e = claim_dir(&d).unwrap_err().to_string();
         assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
