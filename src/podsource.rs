@@ -3,7 +3,7 @@
 //! fails to decode or validate is reported with its field path; the pods it held before
 //! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
 
-use crate::api::manifest::{as_static_pod, decode_pods, ManifestError, MAX_MANIFEST_BYTES};
+use crate::api::manifest::{as_static_pod, for_each_pod, ManifestError, MAX_MANIFEST_BYTES};
 use crate::api::validation::is_dns1123_subdomain;
 use crate::api::Pod;
 use crate::events::{EventRecorder, Reference, WARNING};
@@ -115,28 +115,33 @@ pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejection
         .map_err(|e| vec![ManifestError { file: file.clone(), doc: None, problem: manifest_read_problem(&e) }])?;
     let mut pods = Vec::new();
     let mut errors = Vec::new();
-    for r in decode_pods(&file, &text) {
-        match r {
-            Ok(p) => {
-                let name = p.metadata.name.clone();
-                let pod = as_static_pod(p, node_name, path);
-                // kubelet validates a static pod after appending the node name.
-                if is_dns1123_subdomain(&pod.metadata.name) {
-                    pods.push(pod);
-                } else {
-                    let problem = format!("metadata.name: Invalid value: {name:?}: with \"-{node_name}\" appended, as for every static pod, it must be a lowercase RFC 1123 subdomain of at most 253 characters");
-                    errors.push(ManifestError { file: file.clone(), doc: None, problem });
-                }
-            }
-            Err(e) => errors.extend(e),
+    // Problems past MAX_PROBLEMS_PER_FILE are only counted: a file may have 250,000.
+    let mut more = 0usize;
+    let mut add = |errors: &mut Vec<ManifestError>, e: ManifestError| {
+        if errors.len() < MAX_PROBLEMS_PER_FILE {
+            errors.push(e);
+        } else {
+            more += 1;
         }
-    }
+    };
+    for_each_pod(&file, &text, |r| match r {
+        Ok(p) => {
+            let name = p.metadata.name.clone();
+            let pod = as_static_pod(p, node_name, path);
+            // kubelet validates a static pod after appending the node name.
+            if is_dns1123_subdomain(&pod.metadata.name) {
+                pods.push(pod);
+            } else {
+                let problem = format!("metadata.name: Invalid value: {name:?}: with \"-{node_name}\" appended, as for every static pod, it must be a lowercase RFC 1123 subdomain of at most 253 characters");
+                add(&mut errors, ManifestError { file: file.clone(), doc: None, problem });
+            }
+        }
+        Err(e) => e.into_iter().for_each(|e| add(&mut errors, e)),
+    });
     if errors.is_empty() {
         return Ok(pods);
     }
-    if errors.len() > MAX_PROBLEMS_PER_FILE {
-        let more = errors.len() - MAX_PROBLEMS_PER_FILE;
-        errors.truncate(MAX_PROBLEMS_PER_FILE);
+    if more > 0 {
         errors.push(ManifestError { file, doc: None, problem: format!("… and {more} more problem(s)") });
     }
     Err(errors)

@@ -145,6 +145,23 @@ fn manifest_files_over_10_mib_are_refused_without_being_read() {
     );
     assert!(out.max_rss_kib < 60 << 10, "validate peaked at {} KiB", out.max_rss_kib);
 
+    // The same nodes split into 5000 documents, each far below the per-document bound, and
+    // a file of 250,000 problems: documents are decoded one at a time and only the
+    // reported problems kept (390 MB and 234 MB before).
+    let doc = format!("x: [{}1]\n", "1,".repeat(1000));
+    std::fs::write(&flat, vec![doc; 5000].join("---\n")).unwrap();
+    let out = validate(&[&flat]);
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.trim_end().ends_with("… and 4800 more problem(s)"), "{}", out.stderr);
+    assert!(out.max_rss_kib < 60 << 10, "validate peaked at {} KiB", out.max_rss_kib);
+    let names: String = (0..60).map(|i| format!("  - {{name: B_{i}, image: x}}\n")).collect();
+    let doc = format!("kind: Pod\nmetadata: {{name: p}}\nspec:\n  containers:\n{names}");
+    std::fs::write(&flat, vec![doc; 5000].join("---\n")).unwrap();
+    let out = validate(&[&flat]);
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.trim_end().ends_with("… and 254800 more problem(s)"), "{}", out.stderr);
+    assert!(out.max_rss_kib < 60 << 10, "validate peaked at {} KiB", out.max_rss_kib);
+
     // Exactly at the limit is read (and rejected for its content, not its size).
     std::fs::File::create(&big).unwrap().set_len(10 << 20).unwrap();
     let out = validate(&[&big]);

@@ -21,6 +21,16 @@ pub const MAX_MANIFEST_BYTES: u64 = 10 << 20;
 pub const MAX_OBJECT_BYTES: usize = 3 << 19;
 /// Most problems reported for one document; the rest are summarised in one line.
 pub const MAX_PROBLEMS_PER_DOCUMENT: usize = 50;
+/// Most pods (documents and list items together) in one file: as many as a node may run
+/// (the bound of `max_pods`). Each costs a result even when it is only `{}`, so a 10 MiB
+/// file of a million tiny documents took 1.2 GB before this bound; a file with more is
+/// rejected.
+pub const MAX_PODS_PER_FILE: usize = crate::config::MAX_MAX_PODS;
+
+/// The problem of a file with more than `MAX_PODS_PER_FILE` pods.
+fn too_many_pods() -> String {
+    format!("Too many: more than {MAX_PODS_PER_FILE} pods in one file (a node runs at most {MAX_PODS_PER_FILE})")
+}
 
 /// One problem with a manifest; `Display` reads `<file>: [document N: ]<field path>: <problem>`,
 /// with control characters in the file name and the problem escaped (one log line each).
@@ -41,9 +51,6 @@ pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 /// Annotation ferrolet puts on static pods: the manifest file.
 pub const CONFIG_FILE_ANNOTATION: &str = "ferrolet.io/manifest";
-
-/// One document of a file: its 1-based position and its value or problems.
-type Document = (usize, Result<serde_json::Value, Vec<String>>);
 
 /// Why one document could not be turned into a value.
 struct DocumentError {
@@ -70,9 +77,39 @@ fn strict_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<serde_json::Va
     }
 }
 
-/// Splits a file's text into documents (empty ones skipped). A YAML syntax error ends
-/// the file: the parser cannot find the next document reliably after one.
-fn documents(text: &str) -> Vec<Document> {
+/// One document of a file, as `documents` hands it on: whether the file has more than one
+/// (so problems name their document), its 1-based position, and its value or problems.
+struct Document {
+    many: bool,
+    index: usize,
+    value: Result<serde_json::Value, Vec<String>>,
+}
+
+/// Whether a YAML text has more than one non-empty document, or one that is not the first
+/// (then problems say `document N:`). Only reads as far as the second such document, and
+/// builds no value.
+fn many_yaml_documents(text: &str) -> bool {
+    let mut found = 0;
+    for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
+        let read = <Option<serde::de::IgnoredAny> as serde::Deserialize>::deserialize(de);
+        if !matches!(read, Ok(None)) {
+            found += 1;
+            if i > 0 || found > 1 {
+                return true;
+            }
+        }
+        if read.is_err() {
+            return false; // decoding stops at this syntax error too
+        }
+    }
+    false
+}
+
+/// Hands each document of a file's text to `f` (empty ones skipped) until `f` returns
+/// false. One document is decoded at a time, so a file of many documents never holds all
+/// their values at once. A YAML syntax error ends the file: the parser cannot find the
+/// next document reliably after one.
+fn documents(text: &str, mut f: impl FnMut(Document) -> bool) {
     let flatten = |e: DocumentError, what: &str| -> Vec<String> {
         e.problems.into_iter().chain(e.syntax.map(|s| format!("invalid {what}: {s}"))).collect()
     };
@@ -82,48 +119,67 @@ fn documents(text: &str) -> Vec<Document> {
         let v = strict_value(&mut de).and_then(|v| {
             de.end().map(|_| v).map_err(|e| DocumentError { problems: Vec::new(), syntax: Some(e.to_string()) })
         });
-        return vec![(1, v.map_err(|e| flatten(e, "JSON")))];
+        f(Document { many: false, index: 1, value: v.map_err(|e| flatten(e, "JSON")) });
+        return;
     }
     if let Some(doc) = oversized_yaml_document(text, MAX_YAML_EVENTS_PER_DOCUMENT) {
         let problem = format!("Too long: more than {MAX_YAML_EVENTS_PER_DOCUMENT} YAML nodes in one document; a pod within the object size limit has far fewer");
-        return vec![(doc.max(1), Err(vec![problem]))];
+        f(Document { many: doc > 1, index: doc.max(1), value: Err(vec![problem]) });
+        return;
     }
-    let mut out = Vec::new();
+    let many = many_yaml_documents(text);
+    let mut handed = 0;
     for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
-        match strict_value(de) {
-            Ok(serde_json::Value::Null) => {}
-            Ok(v) => out.push((i + 1, Ok(v))),
+        let decoded = strict_value(de);
+        if matches!(decoded, Ok(serde_json::Value::Null)) {
+            continue;
+        }
+        let index = i + 1;
+        if handed == MAX_PODS_PER_FILE {
+            f(Document { many, index, value: Err(vec![too_many_pods()]) });
+            return;
+        }
+        handed += 1;
+        let (value, stop) = match decoded {
+            Ok(v) => (Ok(v), false),
             Err(e) => {
                 let stop = e.syntax.is_some();
-                out.push((i + 1, Err(flatten(e, "YAML"))));
-                if stop {
-                    break;
-                }
+                (Err(flatten(e, "YAML")), stop)
             }
+        };
+        if !f(Document { many, index, value }) || stop {
+            return;
         }
     }
-    out
 }
 
 /// Decodes, defaults and validates every pod in a manifest text: one result per pod,
 /// with every problem of a rejected pod (each its own `ManifestError`). Pods keep their
 /// manifest names; `as_static_pod` turns them into this node's static pods.
 pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, Vec<ManifestError>>> {
-    let docs = documents(text);
-    let many = docs.len() > 1 || docs.first().is_some_and(|(i, _)| *i > 1);
     let mut out = Vec::new();
-    for (i, doc) in docs {
+    for_each_pod(file, text, |r| out.push(r));
+    out
+}
+
+/// `decode_pods`, handing each result to `f` as it is decoded (a caller that keeps only
+/// some problems never holds all of them).
+pub fn for_each_pod(file: &str, text: &str, mut f: impl FnMut(Result<Pod, Vec<ManifestError>>)) {
+    // Results handed on so far (documents and list items).
+    let mut n = 0usize;
+    documents(text, |Document { many, index: i, value }| {
         let errs = |problems: Vec<String>| -> Vec<ManifestError> {
             problems
                 .into_iter()
                 .map(|problem| ManifestError { file: file.into(), doc: many.then_some(i), problem })
                 .collect()
         };
-        let doc = match doc {
+        let doc = match value {
             Ok(d) => d,
             Err(p) => {
-                out.push(Err(errs(p)));
-                continue;
+                n += 1;
+                f(Err(errs(p)));
+                return true;
             }
         };
         let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
@@ -137,15 +193,25 @@ pub fn decode_pods(file: &str, text: &str) -> Vec<Result<Pod, Vec<ManifestError>
                     _ => Vec::new(),
                 };
                 for (j, item) in items.into_iter().enumerate() {
-                    let r =
-                        decode_one(item).map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect()));
-                    out.push(r);
+                    if n >= MAX_PODS_PER_FILE {
+                        f(Err(errs(vec![format!("items[{j}]: {}", too_many_pods())])));
+                        return false;
+                    }
+                    n += 1;
+                    f(decode_one(item).map_err(|p| errs(p.into_iter().map(|p| format!("items[{j}].{p}")).collect())));
                 }
             }
-            _ => out.push(decode_one(doc).map_err(errs)),
+            _ if n >= MAX_PODS_PER_FILE => {
+                f(Err(errs(vec![too_many_pods()])));
+                return false;
+            }
+            _ => {
+                n += 1;
+                f(decode_one(doc).map_err(errs));
+            }
         }
-    }
-    out
+        true
+    });
 }
 
 /// Whether two field paths name the same field or one lies inside the other.
@@ -343,6 +409,26 @@ mod tests {
                 "web.yaml: spec.restartPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"OnFailure\", \"Never\"",
             ]
         );
+    }
+
+    #[test]
+    fn a_file_holds_at_most_as_many_pods_as_a_node_runs() {
+        // A million `{}` documents or list items cost a result each: the file is refused
+        // at the first one past the bound, without decoding the rest.
+        let docs = "a: 1\n---\n".repeat(MAX_PODS_PER_FILE + 1000);
+        let r = decode_pods("many.yaml", &docs);
+        assert_eq!(r.len(), MAX_PODS_PER_FILE + 1);
+        let last = r.last().unwrap().as_ref().unwrap_err()[0].to_string();
+        let want = format!("many.yaml: document {}: Too many: more than {MAX_PODS_PER_FILE} pods in one file (a node runs at most {MAX_PODS_PER_FILE})", MAX_PODS_PER_FILE + 1);
+        assert_eq!(last, want);
+        let list = format!("kind: List\nitems: [{}{{}}]\n", "{},".repeat(MAX_PODS_PER_FILE + 1000));
+        let r = decode_pods("list.yaml", &list);
+        assert_eq!(r.len(), MAX_PODS_PER_FILE + 1);
+        let last = r.last().unwrap().as_ref().unwrap_err()[0].to_string();
+        assert!(last.starts_with(&format!("list.yaml: items[{MAX_PODS_PER_FILE}]: Too many: more than")), "{last}");
+        // Empty documents are no pods.
+        let empty = format!("{}a: 1\n", "---\n".repeat(MAX_PODS_PER_FILE + 10));
+        assert_eq!(decode_pods("empty.yaml", &empty).len(), 1);
     }
 
     #[test]

@@ -89,7 +89,9 @@ impl LockFile {
     pub fn acquire(path: &Path, what: &str) -> Result<LockFile, OwnershipError> {
         let create = |source| OwnershipError::CreateLock { path: path.into(), source };
         if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(create)?;
+            use std::os::unix::fs::DirBuilderExt;
+            // Only directories created here get 0700; an existing one keeps its mode.
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(create)?;
         }
         // A lock file that is removed while another process waits to lock it would let two
         // processes hold "the" lock: after locking, check that the path still names our file.
@@ -268,6 +270,10 @@ mod tests {
         drop(first);
         assert!(!p.exists());
         let _again = LockFile::acquire(&p, "x").unwrap();
+        let nested = dir.path().join("run/ferrolet/x.lock");
+        let _l = LockFile::acquire(&nested, "x").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!((mode(&dir.path().join("run/ferrolet")), mode(&nested)), (0o700, 0o600));
     }
 
     #[test]

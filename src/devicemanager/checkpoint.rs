@@ -112,7 +112,15 @@ pub fn load(dir: &Path) -> Result<Option<CheckpointData>, String> {
     let p = path(dir);
     let read = || -> std::io::Result<Vec<u8>> {
         // O_NOFOLLOW: a symlink in the checkpoint's place is refused, not read through.
-        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&p)?;
+        // O_NONBLOCK: a FIFO in its place (plugins may create files in this directory)
+        // must not block the start; it is refused as not a regular file.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&p)?;
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
         let mut text = Vec::new();
         f.take(MAX_SIZE + 1).read_to_end(&mut text)?;
         if text.len() as u64 > MAX_SIZE {
@@ -189,6 +197,16 @@ mod tests {
         assert!(load(dir.path()).unwrap_err().contains("version 7 is not supported"));
         assert!(quarantine(dir.path()).is_some());
         assert_eq!(load(dir.path()), Ok(None));
+    }
+
+    #[test]
+    fn a_fifo_in_the_checkpoints_place_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = std::ffi::CString::new(path(dir.path()).as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = load(dir.path()).unwrap_err();
+        assert!(e.ends_with("not a regular file"), "{e}");
     }
 
     #[test]

@@ -88,8 +88,16 @@ struct Histogram {
 }
 
 impl DeviceMetrics {
+    /// Counts a registration of a valid resource name. The names come from any client of
+    /// the registration socket, so at most `registration::MAX_RESOURCES` of them get a
+    /// series; registrations of further new names are not counted.
     fn registered(&self, resource: &str) {
-        *self.registrations.lock().entry(resource.to_string()).or_default() += 1;
+        let mut all = self.registrations.lock();
+        if let Some(n) = all.get_mut(resource) {
+            *n += 1;
+        } else if all.len() < registration::MAX_RESOURCES {
+            all.insert(resource.to_string(), 1);
+        }
     }
 
     fn allocated(&self, resource: &str, d: Duration) {
@@ -565,5 +573,24 @@ impl Drop for DeviceManager {
         for r in st.resources.values_mut() {
             r.endpoint = None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registration_counts_keep_a_bounded_set_of_resource_names() {
+        let m = DeviceMetrics::default();
+        for i in 0..registration::MAX_RESOURCES + 100 {
+            m.registered(&format!("example.com/r{i}"));
+        }
+        m.registered("example.com/r0");
+        let mut out = String::new();
+        m.render(&mut out);
+        let series = out.lines().filter(|l| l.starts_with("kubelet_device_plugin_registration_total{")).count();
+        assert_eq!(series, registration::MAX_RESOURCES);
+        assert!(out.contains("kubelet_device_plugin_registration_total{resource_name=\"example.com/r0\"} 2"), "{out}");
     }
 }

@@ -74,13 +74,47 @@ pub const LOCK_FILE: &str = "ferrolet.lock";
 /// other process answers on `<dir>/kubelet.sock` (a kubelet takes no lock of ours).
 pub fn claim_dir(dir: &Path) -> Result<LockFile, OwnershipError> {
     std::fs::create_dir_all(dir).map_err(|source| OwnershipError::CreateLock { path: dir.join(LOCK_FILE), source })?;
-    let lock = LockFile::acquire(&dir.join(LOCK_FILE), &format!("device plugin directory {}", dir.display()))?;
+    let lock = LockFile::acquire(&dir.join(LOCK_FILE), &format!("device plugin directory {}", dir.display()));
+    if let Err(OwnershipError::Locked { .. }) = lock {
+        return lock;
+    }
+    // Checked even when the lock file could not be created (the agent then goes on
+    // without it): a live kubelet.sock must never be taken over.
     let socket = dir.join(SOCKET);
     let is_socket = std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket());
-    if is_socket && std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+    if is_socket && listened_on(&socket) {
         return Err(OwnershipError::Served { dir: dir.into(), socket });
     }
-    Ok(lock)
+    lock
+}
+
+/// Whether a process listens on the Unix socket `path`, found without blocking: a plain
+/// connect to a listener whose backlog is full (a hung kubelet) would wait for ever.
+fn listened_on(path: &Path) -> bool {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data, for which all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return false; // no socket can be bound at such a path
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket(2) takes no pointers; the fd is owned below.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: `fd` was just created and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `addr` is a valid sockaddr_un of `len` bytes that outlives the call.
+    let r = unsafe { libc::connect(fd.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) };
+    // EAGAIN: a listener whose backlog is full, which is still someone's server.
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN)
 }
 
 /// Creates the plugin directory (0750) and removes the sockets left in it: plugins watch
@@ -135,7 +169,6 @@ struct Registration {
 impl pb::Registration for Registration {
     fn register(&mut self, ctx: grpcio::RpcContext, req: pb::RegisterRequest, sink: grpcio::UnarySink<pb::Empty>) {
         let resource = req.get_resource_name().to_string();
-        self.devices.metrics.registered(&resource);
         log::info!(
             "devices: plugin registering: resource {resource:?}, endpoint {:?}, version {:?}",
             req.get_endpoint(),
@@ -149,6 +182,8 @@ impl pb::Registration for Registration {
             Ok(socket) => socket,
             Err(message) => return refused(sink, RpcStatusCode::UNKNOWN, message),
         };
+        // Counted once the name is known to be valid (short), in a bounded set of series.
+        self.devices.metrics.registered(&resource);
         if let Some(message) = too_many_resources(&self.devices.state.lock().resources, &resource) {
             return refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, message);
         }
@@ -273,6 +308,37 @@ mod tests {
         std::fs::remove_file(d.join(SOCKET)).unwrap();
         let _kubelet = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
         let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
+    }
+
+    #[test]
+    fn a_live_kubelet_sock_is_found_even_when_the_lock_file_cannot_be_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("device-plugins");
+        // Something that cannot be opened as the lock file: the agent would go on without it.
+        std::fs::create_dir_all(d.join(LOCK_FILE)).unwrap();
+        assert!(matches!(claim_dir(&d), Err(OwnershipError::CreateLock { .. })));
+        let _kubelet = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
+        let e = claim_dir(&d).unwrap_err().to_string();
+        assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
+    }
+
+    #[test]
+    fn a_kubelet_sock_with_a_full_backlog_is_in_use_and_never_blocks_the_claim() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("device-plugins");
+        std::fs::create_dir_all(&d).unwrap();
+        let hung = std::os::unix::net::UnixListener::bind(d.join(SOCKET)).unwrap();
+        // SAFETY: listen(2) on a socket we own; a backlog of 0 holds one connection.
+        assert_eq!(unsafe { libc::listen(hung.as_raw_fd(), 0) }, 0);
+        let _queued = std::os::unix::net::UnixStream::connect(d.join(SOCKET)).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = tx.send(claim_dir(&d).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("claim_dir blocked on a full backlog");
+        let e = got.unwrap_err();
         assert!(e.ends_with("kubelet.sock accepts connections (a running kubelet, or another agent)"), "{e}");
     }
 

@@ -147,20 +147,27 @@ impl EventStore {
 }
 
 /// Parses one event per line until the end or the first I/O error: (events, lines that
-/// did not parse, the I/O error). `lines()` returns the same error forever on a
-/// directory or a failing device, so the loop must stop there.
-fn read_events(r: impl BufRead) -> (Vec<Event>, usize, Option<std::io::Error>) {
+/// did not parse, the I/O error). A read error repeats for ever on a directory or a
+/// failing device, so the loop must stop there. Lines are read as bytes: a torn line
+/// that is not UTF-8 (a write cut inside a character) is one bad line, not an I/O error
+/// that would drop every event after it.
+fn read_events(mut r: impl BufRead) -> (Vec<Event>, usize, Option<std::io::Error>) {
     let (mut loaded, mut bad) = (Vec::new(), 0);
-    for line in r.lines() {
-        match line {
-            Ok(l) => match serde_json::from_str::<Event>(&l) {
-                Ok(e) => loaded.push(e),
-                Err(_) => bad += 1,
-            },
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match r.read_until(b'\n', &mut line) {
+            Ok(0) => return (loaded, bad, None),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return (loaded, bad, Some(e)),
         }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        match serde_json::from_slice::<Event>(text) {
+            Ok(e) => loaded.push(e),
+            Err(_) => bad += 1,
+        }
     }
-    (loaded, bad, None)
 }
 
 impl Inner {
@@ -331,6 +338,19 @@ mod tests {
         assert_eq!((loaded.len(), bad), (2, 0));
         assert_eq!(err.unwrap().raw_os_error(), Some(libc::EIO));
         assert_eq!(card.errors, 1, "one read error ends the loop");
+    }
+
+    #[test]
+    fn a_torn_line_that_is_not_utf8_is_skipped_and_later_events_kept() {
+        let mut text = serde_json::to_vec(&ev("a.1", 1)).unwrap();
+        text.push(b'\n');
+        // A write cut inside "é" (0xC3 0xA9), then the next event appended.
+        text.extend_from_slice(b"{\"reason\":\"caf\xC3\n");
+        text.extend(serde_json::to_vec(&ev("b.1", 2)).unwrap());
+        text.push(b'\n');
+        let (loaded, bad, err) = read_events(BufReader::new(&text[..]));
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!((loaded.len(), bad), (2, 1));
     }
 
     #[test]

@@ -70,6 +70,8 @@ fn poll_timeout(now: Instant, deadlines: impl Iterator<Item = Instant>, awaiting
 /// watched.
 pub struct ExecReaper<K> {
     inner: Mutex<Option<Running<K>>>,
+    /// Where a command is reported when the thread is gone (it ended on an error).
+    done: Report<K>,
 }
 
 /// The thread's command channel, the write end of its wake-up pipe, and the thread.
@@ -80,18 +82,26 @@ impl<K: Send + 'static> ExecReaper<K> {
     pub fn start(done: Report<K>) -> io::Result<ExecReaper<K>> {
         let (wake_rx, wake_tx) = pipe()?;
         let (tx, rx) = unbounded();
-        let thread = std::thread::Builder::new().name("fl-probe-exec".into()).spawn(move || run(rx, wake_rx, done))?;
-        Ok(ExecReaper { inner: Mutex::new(Some((tx, wake_tx, thread))) })
+        let report = done.clone();
+        let thread =
+            std::thread::Builder::new().name("fl-probe-exec".into()).spawn(move || run(rx, wake_rx, report))?;
+        Ok(ExecReaper { inner: Mutex::new(Some((tx, wake_tx, thread))), done })
     }
 
     /// Watches a started command until it finishes or its deadline passes (after `stop`,
     /// the command is killed at once).
     pub fn watch(&self, w: Watch<K>) {
-        if let Some((tx, wake, _)) = &*self.inner.lock() {
-            // The thread holds the receiver until `stop`.
-            let _ = tx.send(w);
-            // A full pipe (EAGAIN) already holds a wake-up.
-            let _ = (&*wake).write(&[1]);
+        let sent = match &*self.inner.lock() {
+            Some((tx, wake, _)) => tx.send(w).map(|()| {
+                // A full pipe (EAGAIN) already holds a wake-up.
+                let _ = (&*wake).write(&[1]);
+            }),
+            None => return, // stopped: the command is killed as it is dropped
+        };
+        // The thread ended on an error: kill the command and report it, or its worker
+        // would wait for ever for a result.
+        if let Err(crossbeam_channel::SendError(w)) = sent {
+            abandon(&self.done, w);
         }
     }
 }
@@ -148,6 +158,14 @@ fn drain(wake: &mut File) -> bool {
     }
 }
 
+/// Kills a command the thread can no longer watch and reports a prober error for it.
+fn abandon<K>(done: &Report<K>, w: Watch<K>) -> bool {
+    let (key, started, scheduled) = (w.key, w.started, w.scheduled);
+    drop(w.process); // kills its process group and reaps it
+    let outcome = Outcome::Error("the exec probe reaper has stopped".into());
+    done(Done { key, outcome, started, scheduled, took: started.elapsed() })
+}
+
 fn report<K>(done: &Report<K>, w: Watch<K>, step: Step) -> bool {
     let (key, command, started, scheduled) = (w.key, w.command, w.started, w.scheduled);
     let outcome = match step {
@@ -163,6 +181,7 @@ fn report<K>(done: &Report<K>, w: Watch<K>, step: Step) -> bool {
 /// The thread: settle what is done or overdue, then poll every open pipe and the wake pipe.
 fn run<K>(rx: Receiver<Watch<K>>, mut wake: File, done: Report<K>) {
     let mut watched: Vec<Watch<K>> = Vec::new();
+    let mut listening = true;
     'outer: loop {
         loop {
             match rx.try_recv() {
@@ -180,6 +199,7 @@ fn run<K>(rx: Receiver<Watch<K>>, mut wake: File, done: Report<K>) {
                 Step::Watch => i += 1,
                 s => {
                     if !report(&done, watched.swap_remove(i), s) {
+                        listening = false;
                         break 'outer; // nobody listens any more
                     }
                 }
@@ -199,8 +219,17 @@ fn run<K>(rx: Receiver<Watch<K>>, mut wake: File, done: Report<K>) {
             }
         }
     }
-    // Dropping the rest kills their process groups (ExecProcess::drop).
-    drop(watched);
+    // The rest are killed (ExecProcess::drop); each is reported, so that after an error
+    // no worker waits for ever for its result (a stopped prober ignores the reports).
+    // From now on `watch` reports what it is given itself (only a command sent between
+    // these two lines goes unreported, killed with the channel).
+    watched.extend(rx.try_iter());
+    drop(rx);
+    for w in watched {
+        if !listening || !abandon(&done, w) {
+            listening = false;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -215,6 +244,42 @@ mod tests {
         assert_eq!(step(true, deadline, deadline), Step::Finished, "a finished command is never killed");
         assert_eq!(step(false, t0, deadline), Step::Watch);
         assert_eq!(step(false, deadline, deadline), Step::Kill);
+    }
+
+    #[test]
+    fn a_command_handed_over_after_the_thread_ended_is_killed_and_reported() {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let got: std::sync::Arc<Mutex<Vec<Done<u32>>>> = Default::default();
+        let sink = got.clone();
+        let done: Report<u32> = std::sync::Arc::new(move |d| {
+            sink.lock().push(d);
+            true
+        });
+        // What is left once the thread has ended on an error: its receiver is gone.
+        let (tx, rx) = unbounded();
+        drop(rx);
+        let (_wake_rx, wake_tx) = pipe().unwrap();
+        let thread = std::thread::spawn(|| {});
+        let reaper = ExecReaper { inner: Mutex::new(Some((tx, wake_tx, thread))), done };
+        let child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let process = ExecProcess::new(child).unwrap();
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(60);
+        reaper.watch(Watch { key: 7, process, command: vec!["sleep".into()], deadline, started: now, scheduled: now });
+        let got = got.lock();
+        assert_eq!(got.len(), 1, "its worker gets a result");
+        assert_eq!(got[0].key, 7);
+        assert_eq!(got[0].outcome, Outcome::Error("the exec probe reaper has stopped".into()));
+        // SAFETY: signal 0 only checks that the pid exists.
+        assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the command was killed and reaped");
     }
 
     #[test]
