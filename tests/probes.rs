@@ -252,9 +252,10 @@ fn an_http_probe_closes_its_connection_at_the_timeout_when_the_server_never_answ
         o => panic!("{o:?}"),
     }
     let returned = Instant::now();
-    assert!(returned - started < Duration::from_millis(1500), "bounded by the timeout");
+    // Generous margins for a loaded machine; the defect was a connection open for 20 s.
+    assert!(returned - started < Duration::from_secs(3), "bounded by the timeout");
     let at = closed.recv_timeout(Duration::from_secs(5)).expect("the connection is closed at the timeout");
-    assert!(at - returned < Duration::from_millis(500), "closed {:?} after the probe returned", at - returned);
+    assert!(at - returned < Duration::from_secs(3), "closed {:?} after the probe returned", at - returned);
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
@@ -327,14 +328,15 @@ mod grpc {
             o => panic!("{o:?}"),
         }
         let returned = Instant::now();
-        assert!(returned - started < Duration::from_millis(1500), "bounded by the timeout: {:?}", returned - started);
+        // Generous margins for a loaded machine; the defect was a connection open for 20 s.
+        assert!(returned - started < Duration::from_secs(3), "bounded by the timeout: {:?}", returned - started);
         let n = accepted.load(std::sync::atomic::Ordering::SeqCst);
         assert!(n >= 1, "the probe connected");
         for _ in 0..n {
             let at = closed
                 .recv_timeout(Duration::from_secs(5))
                 .expect("every connection the probe opened is closed soon after its timeout");
-            assert!(at - returned < Duration::from_secs(1), "closed {:?} after the probe returned", at - returned);
+            assert!(at - returned < Duration::from_secs(3), "closed {:?} after the probe returned", at - returned);
         }
         std::thread::sleep(Duration::from_secs(1));
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), n, "no reconnection after the probe ended");
@@ -349,8 +351,9 @@ mod grpc {
             env.check("127.0.0.1", port, "", SEC),
             Outcome::Failure("timeout: health rpc did not complete within 1s".into())
         );
-        assert!(started.elapsed() < Duration::from_millis(1500), "connect and call share one timeout");
-        wait_for("the probe's connection to close", Duration::from_secs(1), || (established(port) == 0).then_some(()));
+        // Under twice the timeout, which is what separate connect and call deadlines took.
+        assert!(started.elapsed() < Duration::from_millis(1900), "connect and call share one timeout");
+        wait_for("the probe's connection to close", Duration::from_secs(3), || (established(port) == 0).then_some(()));
     }
 
     #[test]
