@@ -266,7 +266,8 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
         .map_err(|e| err(format!("{}: {e}", path.display())))?;
     if !flock_within(&f, LOCK_WAIT) {
         let mut holder = String::new();
-        let _ = f.read_to_string(&mut holder);
+        // A pid is a few bytes; never read more than that from a file anyone could have grown.
+        let _ = (&f).take(32).read_to_string(&mut holder);
         let holder = match holder.trim() {
             "" => String::new(),
             pid => format!(" (pid {pid})"),

@@ -42,8 +42,10 @@ fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Re
     let body = agent
         .get(&url)
         .call()
-        .map_err(|e| {
-            anyhow::anyhow!(
+        .map_err(|e| match e {
+            // The agent answered, with an error of its own: say that, not "cannot reach".
+            ureq::Error::StatusCode(code) => anyhow::anyhow!("the ferrolet API at {url} answered HTTP {code}"),
+            e => anyhow::anyhow!(
                 "cannot reach the ferrolet API at {url}: {e} (is `ferrolet run` running? use --server to point elsewhere)"
             )
         })?

@@ -79,7 +79,7 @@ fn run(devices: Devices, resource: String, socket: PathBuf, sink: grpcio::UnaryS
         Ok(c) => c,
         Err(e) => {
             let message = format!("failed to dial device plugin: {e}");
-            log::warn!("devices: registration of {resource} failed: {}", crate::logsafe::Escaped(&message));
+            log::warn!("devices: registration of {resource} failed: {}", crate::logsafe::short(&message));
             let _ = futures::executor::block_on(sink.fail(RpcStatus::with_message(RpcStatusCode::UNKNOWN, message)));
             return;
         }

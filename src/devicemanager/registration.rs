@@ -4,6 +4,7 @@
 use super::{endpoint, Devices};
 use crate::api::validation::{is_extended_resource, is_qualified_name};
 use crate::cm::ownership::{LockFile, OwnershipError};
+use crate::logsafe::short;
 use crate::proto::deviceplugin as pb;
 use futures::FutureExt;
 use grpcio::{RpcStatus, RpcStatusCode};
@@ -170,12 +171,13 @@ impl pb::Registration for Registration {
     fn register(&mut self, ctx: grpcio::RpcContext, req: pb::RegisterRequest, sink: grpcio::UnarySink<pb::Empty>) {
         let resource = req.get_resource_name().to_string();
         log::info!(
-            "devices: plugin registering: resource {resource:?}, endpoint {:?}, version {:?}",
-            req.get_endpoint(),
-            req.get_version()
+            "devices: plugin registering: resource \"{}\", endpoint \"{}\", version \"{}\"",
+            short(&resource),
+            short(req.get_endpoint()),
+            short(req.get_version())
         );
         let refused = |sink: grpcio::UnarySink<pb::Empty>, code, message: String| {
-            log::warn!("devices: registration refused: {}", crate::logsafe::Escaped(&message));
+            log::warn!("devices: registration refused: {}", short(&message));
             ctx.spawn(sink.fail(RpcStatus::with_message(code, message)).map(|_| ()));
         };
         let socket = match validate(&req, &self.devices.dir) {
