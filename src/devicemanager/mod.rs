@@ -29,11 +29,14 @@ use state::{Choice, DeviceState};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// kubelet's `KubeletPreStartContainerRPCTimeoutInSecs`.
 pub const PRE_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most PreStartContainer calls (each on its own thread) in progress at once.
+pub const MAX_PRESTART_THREADS: usize = 16;
 
 /// The `[devices]` settings.
 #[derive(Clone, Debug)]
@@ -250,6 +253,8 @@ pub struct DeviceManager {
     recorder: EventRecorder,
     waiting: Vec<WaitingPod>,
     server: Option<grpcio::Server>,
+    /// PreStartContainer threads running now (at most `MAX_PRESTART_THREADS`).
+    prestarts: Arc<AtomicUsize>,
 }
 
 impl DeviceManager {
@@ -305,7 +310,14 @@ impl DeviceManager {
                 None
             }
         };
-        let dm = DeviceManager { devices: devices.clone(), pods, recorder, waiting: Vec::new(), server };
+        let dm = DeviceManager {
+            devices: devices.clone(),
+            pods,
+            recorder,
+            waiting: Vec::new(),
+            server,
+            prestarts: Arc::new(AtomicUsize::new(0)),
+        };
         (dm, devices)
     }
 
@@ -478,29 +490,46 @@ impl DeviceManager {
             (st.container_options(&uid, &container), calls)
         };
         let pods = self.pods.clone();
-        let reply = move |result| {
+        let reply = move |uid: String, container: String, result| {
             let _ = pods.send(PodsCommand::DevicesPrepared { pod_uid: uid, container, result });
         };
         let Some(options) = options else {
-            return reply(Err("no devices are allocated to this container (was the checkpoint lost?)".into()));
+            return reply(
+                uid,
+                container,
+                Err("no devices are allocated to this container (was the checkpoint lost?)".into()),
+            );
         };
         if calls.is_empty() {
-            return reply(Ok(options));
+            return reply(uid, container, Ok(options));
         }
-        // Up to 30 s per call: on a thread of its own, so admissions go on meanwhile.
+        // Up to 30 s per call: on a thread of its own, so admissions go on meanwhile; at most
+        // MAX_PRESTART_THREADS at once. A container that cannot have one now fails to start
+        // and is retried under back-off, never left waiting for an answer.
+        if self.prestarts.fetch_add(1, Ordering::AcqRel) >= MAX_PRESTART_THREADS {
+            self.prestarts.fetch_sub(1, Ordering::AcqRel);
+            let message = format!("too many PreStartContainer calls in progress (at most {MAX_PRESTART_THREADS})");
+            return reply(uid, container, Err(message));
+        }
+        let (in_flight, reply_in_thread) = (self.prestarts.clone(), reply.clone());
+        let (uid_in_thread, container_in_thread) = (uid.clone(), container.clone());
         let spawned = std::thread::Builder::new().name("fl-prestart".into()).spawn(move || {
-            for (client, ids) in calls {
+            let result = calls.into_iter().try_for_each(|(client, ids)| {
                 let mut req = pb::PreStartContainerRequest::new();
                 req.set_devices_ids(ids.into_iter().collect::<Vec<_>>().into());
                 let opt = grpcio::CallOption::default().timeout(PRE_START_TIMEOUT);
-                if let Err(e) = client.pre_start_container_opt(&req, opt) {
-                    return reply(Err(format!("device plugin PreStartContainer rpc failed with err: {e}")));
-                }
-            }
-            reply(Ok(options));
+                client
+                    .pre_start_container_opt(&req, opt)
+                    .map(|_| ())
+                    .map_err(|e| format!("device plugin PreStartContainer rpc failed with err: {e}"))
+            });
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+            reply_in_thread(uid_in_thread, container_in_thread, result.map(|()| options));
         });
         if let Err(e) = spawned {
-            log::error!("devices: cannot start a PreStartContainer thread: {e}");
+            self.prestarts.fetch_sub(1, Ordering::AcqRel);
+            log::error!("devices: cannot start a PreStartContainer thread: {}", crate::util::Chain(&e));
+            reply(uid, container, Err(format!("cannot start a PreStartContainer thread: {e}")));
         }
     }
 }
