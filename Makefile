@@ -8,12 +8,16 @@ DEV_CONFIG := etc/ferrolet-dev.toml
 ## deps: install the system packages the build and tests need (Debian), if missing.
 ##   gcc   - the linker driver rustc uses (and the C compiler for -sys crates)
 ##   g++, cmake - grpcio builds gRPC's C++ core (gRPC probes, later device plugins and CRI)
+##   python3-prometheus-client - its text parser checks the whole /metrics page (tests/metrics.rs);
+##     Debian installs it for /usr/bin/python3, which the test also tries (a pyenv python3 lacks it)
 ##   The Rust toolchain itself (cargo >= 1.80) comes from rustup; Debian 12's is too old.
 deps:
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust >= 1.80 with rustup (https://rustup.rs)"; exit 1; }
 	@missing=""; command -v cc >/dev/null || missing="$$missing gcc"; \
 	command -v c++ >/dev/null || missing="$$missing g++"; \
 	command -v cmake >/dev/null || missing="$$missing cmake"; \
+	{ python3 -c 'import prometheus_client' || /usr/bin/python3 -c 'import prometheus_client'; } 2>/dev/null \
+	  || missing="$$missing python3-prometheus-client"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -11,6 +11,7 @@ pub mod events;
 pub mod inputfile;
 pub mod logsafe;
 pub mod manager;
+pub mod metrics;
 pub mod pods;
 pub mod podsource;
 pub mod prober;

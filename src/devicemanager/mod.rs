@@ -20,6 +20,7 @@ pub mod state;
 use crate::api::validation::is_extended_resource;
 use crate::api::{Container, Pod};
 use crate::events::{EventRecorder, Reference, NORMAL};
+use crate::metrics::{CounterVec, Encoder, HistogramVec};
 use crate::pods::PodsCommand;
 use crate::proto::deviceplugin as pb;
 use crate::timefmt::go_duration;
@@ -27,7 +28,6 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 use state::{Choice, DeviceState};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fmt::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -74,20 +74,26 @@ pub fn pod_needs_devices(pod: &Pod) -> bool {
 }
 
 /// `kubelet_device_plugin_*` metrics.
-#[derive(Default)]
 pub struct DeviceMetrics {
-    registrations: Mutex<BTreeMap<String, u64>>,
-    alloc: Mutex<BTreeMap<String, Histogram>>,
+    registrations: CounterVec<String>,
+    alloc: HistogramVec<String>,
 }
 
-/// Prometheus' default buckets, as kubelet's `DefBuckets`.
-const BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-#[derive(Default)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+impl Default for DeviceMetrics {
+    fn default() -> Self {
+        DeviceMetrics {
+            registrations: CounterVec::new(
+                "kubelet_device_plugin_registration_total",
+                "Cumulative number of device plugin registrations.",
+                &["resource_name"],
+            ),
+            alloc: HistogramVec::new(
+                "kubelet_device_plugin_alloc_duration_seconds",
+                "Duration in seconds to serve a device plugin Allocation request.",
+                &["resource_name"],
+            ),
+        }
+    }
 }
 
 impl DeviceMetrics {
@@ -95,50 +101,18 @@ impl DeviceMetrics {
     /// the registration socket, so at most `registration::MAX_RESOURCES` of them get a
     /// series; registrations of further new names are not counted.
     fn registered(&self, resource: &str) {
-        let mut all = self.registrations.lock();
-        if let Some(n) = all.get_mut(resource) {
-            *n += 1;
-        } else if all.len() < registration::MAX_RESOURCES {
-            all.insert(resource.to_string(), 1);
-        }
+        self.registrations.update_bounded(resource.to_string(), registration::MAX_RESOURCES, |n| *n += 1);
     }
 
     fn allocated(&self, resource: &str, d: Duration) {
-        let mut all = self.alloc.lock();
-        let h = all.entry(resource.to_string()).or_default();
-        let secs = d.as_secs_f64();
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if secs <= *b {
-                h.counts[i] += 1;
-            }
-        }
-        h.count += 1;
-        h.sum += secs;
+        self.alloc.observe(resource.to_string(), d);
     }
 
     /// Appends the metrics in Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        let _ = writeln!(out, "# HELP kubelet_device_plugin_registration_total Cumulative number of device plugin registrations.\n# TYPE kubelet_device_plugin_registration_total counter");
-        for (r, n) in self.registrations.lock().iter() {
-            let _ = writeln!(out, "kubelet_device_plugin_registration_total{{resource_name={r:?}}} {n}");
-        }
-        let _ = writeln!(out, "# HELP kubelet_device_plugin_alloc_duration_seconds Duration in seconds to serve a device plugin Allocation request.\n# TYPE kubelet_device_plugin_alloc_duration_seconds histogram");
-        for (r, h) in self.alloc.lock().iter() {
-            for (b, c) in BUCKETS.iter().zip(h.counts) {
-                let _ = writeln!(
-                    out,
-                    "kubelet_device_plugin_alloc_duration_seconds_bucket{{resource_name={r:?},le=\"{b}\"}} {c}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "kubelet_device_plugin_alloc_duration_seconds_bucket{{resource_name={r:?},le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(out, "kubelet_device_plugin_alloc_duration_seconds_sum{{resource_name={r:?}}} {}", h.sum);
-            let _ =
-                writeln!(out, "kubelet_device_plugin_alloc_duration_seconds_count{{resource_name={r:?}}} {}", h.count);
-        }
+        let mut enc = Encoder::new(out);
+        self.registrations.encode(&mut enc);
+        self.alloc.encode(&mut enc);
     }
 }
 

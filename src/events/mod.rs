@@ -11,10 +11,9 @@ pub mod sink;
 pub mod store;
 
 use crate::api::{Event, EventSource, ObjectMeta, ObjectReference, Pod, Time};
+use crate::metrics::{CounterVec, Encoder, Kind};
 use crossbeam_channel::{Sender, TrySendError};
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -25,9 +24,8 @@ pub const NORMAL: &str = "Normal";
 pub const WARNING: &str = "Warning";
 
 /// Counters served on `/metrics` (users of kubelet ask for these and never got them).
-#[derive(Default)]
 pub struct EventMetrics {
-    total: Mutex<BTreeMap<(String, String), u64>>,
+    total: CounterVec<(String, String)>,
     /// Dropped because the broadcaster's queue was full.
     pub dropped_queue_full: AtomicU64,
     /// Dropped by the correlator's spam filter.
@@ -38,35 +36,51 @@ pub struct EventMetrics {
     pub aggregated: AtomicU64,
 }
 
+impl Default for EventMetrics {
+    fn default() -> Self {
+        EventMetrics {
+            total: CounterVec::new(
+                "ferrolet_events_total",
+                "Events recorded, by type and reason.",
+                &["type", "reason"],
+            ),
+            dropped_queue_full: AtomicU64::new(0),
+            dropped_spam_filter: AtomicU64::new(0),
+            dropped_sink_failed: AtomicU64::new(0),
+            aggregated: AtomicU64::new(0),
+        }
+    }
+}
+
 impl EventMetrics {
     fn count(&self, type_: &str, reason: &str) {
-        *self.total.lock().entry((type_.to_string(), reason.to_string())).or_insert(0) += 1;
+        self.total.inc((type_.to_string(), reason.to_string()));
     }
 
     /// Events recorded with this type and reason.
     pub fn total(&self, type_: &str, reason: &str) -> u64 {
-        self.total.lock().get(&(type_.to_string(), reason.to_string())).copied().unwrap_or(0)
+        self.total.get(&(type_.to_string(), reason.to_string()))
     }
 
     /// Appends the Prometheus text for these counters.
     pub fn render(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP ferrolet_events_total Events recorded, by type and reason.\n# TYPE ferrolet_events_total counter"
-        );
-        for ((t, r), n) in self.total.lock().iter() {
-            let _ = writeln!(out, "ferrolet_events_total{{type=\"{t}\",reason=\"{r}\"}} {n}");
-        }
-        let _ = writeln!(out, "# HELP ferrolet_events_dropped_total Events dropped, by cause.\n# TYPE ferrolet_events_dropped_total counter");
+        let mut enc = Encoder::new(out);
+        self.total.encode(&mut enc);
+        let name = "ferrolet_events_dropped_total";
+        enc.family(name, Kind::Counter, "Events dropped, by cause.");
         for (cause, n) in [
             ("queue_full", &self.dropped_queue_full),
             ("spam_filter", &self.dropped_spam_filter),
             ("sink_failed", &self.dropped_sink_failed),
         ] {
-            let _ = writeln!(out, "ferrolet_events_dropped_total{{cause=\"{cause}\"}} {}", n.load(Ordering::Relaxed));
+            enc.sample(name, &[("cause", cause)], n.load(Ordering::Relaxed));
         }
-        let _ = writeln!(out, "# HELP ferrolet_events_aggregated_total Events that replaced similar ones (\"combined from similar events\").\n# TYPE ferrolet_events_aggregated_total counter");
-        let _ = writeln!(out, "ferrolet_events_aggregated_total {}", self.aggregated.load(Ordering::Relaxed));
+        enc.single(
+            "ferrolet_events_aggregated_total",
+            Kind::Counter,
+            "Events that replaced similar ones (\"combined from similar events\").",
+            self.aggregated.load(Ordering::Relaxed),
+        );
     }
 }
 

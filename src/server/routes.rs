@@ -5,8 +5,8 @@ use super::http::{Request, Response};
 use super::ApiState;
 use crate::api::{EventList, ListMeta, Node, NodeCondition, PodList, Quantity, Time};
 use crate::events::store::EventFilter;
+use crate::metrics::{Encoder, Kind};
 use parking_lot::Mutex;
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -244,27 +244,32 @@ impl Routes {
                 *containers.entry(st).or_insert(0u64) += 1;
             }
         }
-        let _ = writeln!(out, "# HELP ferrolet_pods Pods known to the agent, by phase.\n# TYPE ferrolet_pods gauge");
+        let mut enc = Encoder::new(&mut out);
+        enc.family("ferrolet_pods", Kind::Gauge, "Pods known to the agent, by phase.");
         for phase in ["Pending", "Running", "Succeeded", "Failed"] {
-            let _ = writeln!(out, "ferrolet_pods{{phase=\"{phase}\"}} {}", phases.get(phase).copied().unwrap_or(0));
+            enc.sample("ferrolet_pods", &[("phase", phase)], phases.get(phase).copied().unwrap_or(0));
         }
-        let _ = writeln!(
-            out,
-            "# HELP ferrolet_containers Containers known to the agent, by state.\n# TYPE ferrolet_containers gauge"
-        );
+        enc.family("ferrolet_containers", Kind::Gauge, "Containers known to the agent, by state.");
         for st in ["running", "waiting", "exited"] {
-            let _ = writeln!(out, "ferrolet_containers{{state=\"{st}\"}} {}", containers.get(st).copied().unwrap_or(0));
+            enc.sample("ferrolet_containers", &[("state", st)], containers.get(st).copied().unwrap_or(0));
         }
         if let Ok(me) = procfs::process::Process::myself() {
             if let Ok(stat) = me.stat() {
                 let tps = procfs::ticks_per_second() as f64;
                 let page = procfs::page_size();
-                let _ = writeln!(out, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter");
-                let _ = writeln!(out, "process_cpu_seconds_total {}", (stat.utime + stat.stime) as f64 / tps);
-                let _ = writeln!(out, "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge");
-                let _ = writeln!(out, "process_resident_memory_bytes {}", stat.rss * page);
-                let _ = writeln!(out, "# HELP process_threads Number of OS threads.\n# TYPE process_threads gauge");
-                let _ = writeln!(out, "process_threads {}", stat.num_threads);
+                enc.single(
+                    "process_cpu_seconds_total",
+                    Kind::Counter,
+                    "Total user and system CPU time spent in seconds.",
+                    (stat.utime + stat.stime) as f64 / tps,
+                );
+                enc.single(
+                    "process_resident_memory_bytes",
+                    Kind::Gauge,
+                    "Resident memory size in bytes.",
+                    stat.rss * page,
+                );
+                enc.single("process_threads", Kind::Gauge, "Number of OS threads.", stat.num_threads);
             }
         }
         state.event_metrics.render(&mut out);
@@ -273,11 +278,12 @@ impl Routes {
             d.metrics.render(&mut out);
         }
         let dead = state.health.dead();
-        let _ = writeln!(
-        out,
-        "# HELP ferrolet_manager_threads_dead Manager threads that died.\n# TYPE ferrolet_manager_threads_dead gauge"
-    );
-        let _ = writeln!(out, "ferrolet_manager_threads_dead {}", dead.len());
+        Encoder::new(&mut out).single(
+            "ferrolet_manager_threads_dead",
+            Kind::Gauge,
+            "Manager threads that died.",
+            dead.len(),
+        );
         self.api_metrics(&mut out);
         out
     }
@@ -285,8 +291,9 @@ impl Routes {
     /// The API server's own counters.
     fn api_metrics(&self, out: &mut String) {
         let st = &self.stats;
+        let mut enc = Encoder::new(out);
         let open = st.open.load(Ordering::Relaxed);
-        let _ = writeln!(out, "# HELP ferrolet_api_connections Open connections to the local API.\n# TYPE ferrolet_api_connections gauge\nferrolet_api_connections {open}");
+        enc.single("ferrolet_api_connections", Kind::Gauge, "Open connections to the local API.", open);
         for (name, help, counter) in [
             ("accepted", "Connections accepted.", &st.accepted),
             ("rejected", "Connections refused with 503 because every connection slot was busy.", &st.rejected),
@@ -295,7 +302,7 @@ impl Routes {
             ("accept_errors", "Failed accept calls (out of file descriptors and the like).", &st.accept_errors),
         ] {
             let v = counter.load(Ordering::Relaxed);
-            let _ = writeln!(out, "# HELP ferrolet_api_{name}_total {help}\n# TYPE ferrolet_api_{name}_total counter\nferrolet_api_{name}_total {v}");
+            enc.single(&format!("ferrolet_api_{name}_total"), Kind::Counter, help, v);
         }
     }
 }
