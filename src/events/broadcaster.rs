@@ -8,7 +8,6 @@ use crate::api::Event;
 use crate::manager::{AliveGuard, Health};
 use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender, TrySendError};
 use parking_lot::Mutex;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -130,7 +129,7 @@ fn distribute(watchers: &Mutex<Vec<(String, Sender<Event>)>>, metrics: &EventMet
 
 fn offer(name: &str, w: &Sender<Event>, metrics: &EventMetrics, e: Event) {
     if let Err(TrySendError::Full(e)) = w.try_send(e) {
-        metrics.dropped_sink_failed.fetch_add(1, Ordering::Relaxed);
+        metrics.dropped_sink_failed.inc();
         log::debug!("events: watcher {name} is full, dropped {} on {}", e.reason, e.involved_object.name);
     }
 }
@@ -159,8 +158,8 @@ mod tests {
         }
         assert!(started.elapsed() < Duration::from_secs(1), "recording never waits");
         std::thread::sleep(Duration::from_millis(200));
-        let queue_full = metrics.dropped_queue_full.load(Ordering::Relaxed);
-        let sink_full = metrics.dropped_sink_failed.load(Ordering::Relaxed);
+        let queue_full = metrics.dropped_queue_full.get();
+        let sink_full = metrics.dropped_sink_failed.get();
         let delivered = 1000 - queue_full;
         // Every delivered event was either accepted or counted, once per watcher: the
         // stuck one holds 5; the blocked one took 1 or 0 (timing) and holds 5.

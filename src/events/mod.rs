@@ -11,10 +11,9 @@ pub mod sink;
 pub mod store;
 
 use crate::api::{Event, EventSource, ObjectMeta, ObjectReference, Pod, Time};
-use crate::metrics::{CounterVec, Encoder, Kind};
+use crate::metrics::{Counter, CounterVec, Encoder, Kind};
 use crossbeam_channel::{Sender, TrySendError};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -27,13 +26,13 @@ pub const WARNING: &str = "Warning";
 pub struct EventMetrics {
     total: CounterVec<(String, String)>,
     /// Dropped because the broadcaster's queue was full.
-    pub dropped_queue_full: AtomicU64,
+    pub dropped_queue_full: Counter,
     /// Dropped by the correlator's spam filter.
-    pub dropped_spam_filter: AtomicU64,
+    pub dropped_spam_filter: Counter,
     /// Dropped because a sink failed for good (or a watcher's channel was full).
-    pub dropped_sink_failed: AtomicU64,
+    pub dropped_sink_failed: Counter,
     /// Events that replaced similar ones by aggregation.
-    pub aggregated: AtomicU64,
+    pub aggregated: Counter,
 }
 
 impl Default for EventMetrics {
@@ -44,10 +43,10 @@ impl Default for EventMetrics {
                 "Events recorded, by type and reason.",
                 &["type", "reason"],
             ),
-            dropped_queue_full: AtomicU64::new(0),
-            dropped_spam_filter: AtomicU64::new(0),
-            dropped_sink_failed: AtomicU64::new(0),
-            aggregated: AtomicU64::new(0),
+            dropped_queue_full: Counter::default(),
+            dropped_spam_filter: Counter::default(),
+            dropped_sink_failed: Counter::default(),
+            aggregated: Counter::default(),
         }
     }
 }
@@ -73,13 +72,13 @@ impl EventMetrics {
             ("spam_filter", &self.dropped_spam_filter),
             ("sink_failed", &self.dropped_sink_failed),
         ] {
-            enc.sample(name, &[("cause", cause)], n.load(Ordering::Relaxed));
+            enc.sample(name, &[("cause", cause)], n.get());
         }
         enc.single(
             "ferrolet_events_aggregated_total",
             Kind::Counter,
             "Events that replaced similar ones (\"combined from similar events\").",
-            self.aggregated.load(Ordering::Relaxed),
+            self.aggregated.get(),
         );
     }
 }
@@ -213,7 +212,7 @@ impl EventRecorder {
         match self.tx.try_send(event) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
-                self.metrics.dropped_queue_full.fetch_add(1, Ordering::Relaxed);
+                self.metrics.dropped_queue_full.inc();
                 log::debug!("events: too many queued events, dropped {reason} on {}", obj.object.name);
             }
             Err(TrySendError::Disconnected(_)) => {

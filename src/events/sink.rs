@@ -7,7 +7,6 @@
 use super::correlator::{Correlation, EventCorrelator};
 use super::EventMetrics;
 use crate::api::Event;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Why a sink did not store an event.
@@ -82,12 +81,12 @@ pub fn record_to_sink(
 ) -> Outcome {
     let (event, repeat) = match correlator.correlate(event) {
         Correlation::Skip => {
-            metrics.dropped_spam_filter.fetch_add(1, Ordering::Relaxed);
+            metrics.dropped_spam_filter.inc();
             return Outcome::Filtered;
         }
         Correlation::Record { event, repeat, aggregated } => {
             if aggregated {
-                metrics.aggregated.fetch_add(1, Ordering::Relaxed);
+                metrics.aggregated.inc();
             }
             (event, repeat)
         }
@@ -95,7 +94,7 @@ pub fn record_to_sink(
     let give_up = |why: &str| {
         let o = &event.involved_object;
         log::warn!("events: dropping event {} ({} on {}): {why}", event.metadata.name, event.reason, o.name);
-        metrics.dropped_sink_failed.fetch_add(1, Ordering::Relaxed);
+        metrics.dropped_sink_failed.inc();
         Outcome::Failed
     };
     let mut tries = 0;
@@ -219,7 +218,7 @@ mod tests {
         assert_eq!(sleeps.len(), 11);
         assert_eq!(sleeps[0], Duration::from_millis(2500));
         assert!(sleeps[1..].iter().all(|d| *d == Duration::from_secs(10)));
-        assert_eq!(m.dropped_sink_failed.load(Ordering::Relaxed), 1);
+        assert_eq!(m.dropped_sink_failed.get(), 1);
     }
 
     #[test]
