@@ -221,3 +221,35 @@ impl EventRecorder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_counters_render_every_cause_and_escape_reasons() {
+        let m = EventMetrics::default();
+        m.count(WARNING, "BackOff");
+        m.count(WARNING, "BackOff");
+        m.count(NORMAL, "Odd\"Reason");
+        m.dropped_spam_filter.inc();
+        let mut out = String::new();
+        m.render(&mut out);
+        assert_eq!(m.total(WARNING, "BackOff"), 2);
+        assert_eq!(
+            out,
+            "# HELP ferrolet_events_total Events recorded, by type and reason.\n\
+             # TYPE ferrolet_events_total counter\n\
+             ferrolet_events_total{type=\"Normal\",reason=\"Odd\\\"Reason\"} 1\n\
+             ferrolet_events_total{type=\"Warning\",reason=\"BackOff\"} 2\n\
+             # HELP ferrolet_events_dropped_total Events dropped, by cause.\n\
+             # TYPE ferrolet_events_dropped_total counter\n\
+             ferrolet_events_dropped_total{cause=\"queue_full\"} 0\n\
+             ferrolet_events_dropped_total{cause=\"spam_filter\"} 1\n\
+             ferrolet_events_dropped_total{cause=\"sink_failed\"} 0\n\
+             # HELP ferrolet_events_aggregated_total Events that replaced similar ones (\"combined from similar events\").\n\
+             # TYPE ferrolet_events_aggregated_total counter\n\
+             ferrolet_events_aggregated_total 0\n"
+        );
+    }
+}

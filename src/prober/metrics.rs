@@ -122,3 +122,58 @@ impl ProberMetrics {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(c: &str) -> SeriesLabels {
+        Arc::new((c.to_string(), "web-n1".to_string(), "default".to_string()))
+    }
+
+    #[test]
+    fn probes_are_counted_by_result_and_only_answered_ones_are_timed() {
+        let m = ProberMetrics::default();
+        let (app, ms) = (labels("app"), Duration::from_millis(3));
+        m.observe(ProbeType::Liveness, "failed", &app, ms, Duration::ZERO);
+        m.observe(ProbeType::Readiness, "successful", &app, ms, Duration::from_millis(2));
+        let mut out = String::new();
+        m.render(&mut out);
+        let series = "container=\"app\",pod=\"web-n1\",namespace=\"default\"";
+        assert!(
+            out.contains(&format!("prober_probe_total{{probe_type=\"Liveness\",result=\"failed\",{series}}} 1\n")),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "prober_probe_duration_seconds_bucket{{probe_type=\"Readiness\",{series},le=\"0.005\"}} 1\n"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!("prober_probe_duration_seconds_count{{probe_type=\"Readiness\",{series}}} 1\n")),
+            "{out}"
+        );
+        assert!(!out.contains("prober_probe_duration_seconds_count{probe_type=\"Liveness\""), "{out}");
+        assert!(
+            out.contains(
+                "# TYPE ferrolet_prober_lateness_seconds summary\nferrolet_prober_lateness_seconds{quantile=\"0.5\"}"
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_forgotten_worker_leaves_no_series_and_label_values_are_escaped() {
+        let m = ProberMetrics::default();
+        let odd = labels("a\"b\\c\nd");
+        m.observe(ProbeType::Startup, "successful", &odd, Duration::ZERO, Duration::ZERO);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains("container=\"a\\\"b\\\\c\\nd\""), "{out}");
+        m.forget(ProbeType::Startup, &odd);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(!out.contains("probe_type=\"Startup\""), "{out}");
+    }
+}
