@@ -310,8 +310,12 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.clone(), source };
     let sandboxes = runtime.list_pod_sandboxes().map_err(rt_err)?;
     let grace_of = |sandbox_id: &str| {
-        let secs =
-            sandboxes.iter().find(|s| s.id == sandbox_id).map_or(30, |s| s.config.termination_grace_period_seconds);
+        let secs = sandboxes
+            .iter()
+            .find(|s| s.id == sandbox_id)
+            .map_or(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD, |s| {
+                s.config.termination_grace_period_seconds
+            });
         std::time::Duration::from_secs(secs.max(0) as u64)
     };
     let is_sidecar = |c: &crate::runtime::ContainerInfo| {
