@@ -3,7 +3,7 @@
 use crate::cm::cgroupfs;
 use crate::cm::ownership::LockFile;
 use crate::cm::{ContainerManager, NodeResources};
-use crate::config::Config;
+use crate::config::{Config, Enforcement};
 use crate::devicemanager::{DeviceManager, DevicesCommand};
 use crate::events::broadcaster::Broadcaster;
 use crate::events::correlator::{EventCorrelator, RealClock};
@@ -127,7 +127,7 @@ impl EventsPipeline {
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
     ProcessRuntime::new(&cfg.state_dir.join("runtime"), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
-        .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.clone(), source })
+        .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source })
 }
 
 /// Sets up pod cgroups unless `cgroups.enforcement` is `off`. Without access to the cgroup
@@ -140,7 +140,7 @@ fn start_container_manager(
 ) -> Result<(Option<ContainerManager>, Option<LockFile>), AgentError> {
     use crate::cm::ownership::{self, OwnershipError};
     let cg = &cfg.cgroups;
-    if cg.enforcement == "off" {
+    if cg.enforcement == Enforcement::Off {
         log::info!("cm: resource enforcement is off (cgroups.enforcement = \"off\")");
         return Ok((None, None));
     }
@@ -152,7 +152,7 @@ fn start_container_manager(
     let lock_path = ownership::cgroup_root_lock_path(Path::new(ownership::LOCK_DIR), &settings.root);
     let lock = match LockFile::acquire(&lock_path, &what) {
         Ok(l) => Some(l),
-        Err(e @ OwnershipError::CreateLock { .. }) if cg.enforcement != "required" => {
+        Err(e @ OwnershipError::CreateLock { .. }) if cg.enforcement != Enforcement::Required => {
             // Where /run/ferrolet cannot be written (not root), neither can the cgroup tree.
             log::warn!("cm: resource enforcement is off: {}; pods run without cgroup limits", crate::util::Chain(&e));
             return Ok((None, None));
@@ -182,7 +182,7 @@ fn start_container_manager(
             log::info!("cm: pod cgroups on cgroup v{v} under {kubepods}");
             Ok((Some(cm), lock))
         }
-        Err(e) if cg.enforcement == "required" => Err(AgentError::Cgroups {
+        Err(e) if cg.enforcement == Enforcement::Required => Err(AgentError::Cgroups {
             message: format!(
                 "resource enforcement is required (cgroups.enforcement = \"required\") but cgroups cannot be used: {}",
                 crate::util::Chain(&e)
@@ -307,11 +307,15 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     use crate::runtime::ContainerState::Running;
     let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
     let runtime = process_runtime(cfg, shim_exe)?;
-    let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.clone(), source };
+    let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source };
     let sandboxes = runtime.list_pod_sandboxes().map_err(rt_err)?;
     let grace_of = |sandbox_id: &str| {
-        let secs =
-            sandboxes.iter().find(|s| s.id == sandbox_id).map_or(30, |s| s.config.termination_grace_period_seconds);
+        let secs = sandboxes
+            .iter()
+            .find(|s| s.id == sandbox_id)
+            .map_or(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD, |s| {
+                s.config.termination_grace_period_seconds
+            });
         std::time::Duration::from_secs(secs.max(0) as u64)
     };
     let is_sidecar = |c: &crate::runtime::ContainerInfo| {
@@ -355,7 +359,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         runtime.remove_pod_sandbox(&s.id).map_err(rt_err)?;
     }
     // Pod cgroups go too, when ferrolet manages them here.
-    if cfg.cgroups.enforcement != "off" {
+    if cfg.cgroups.enforcement != Enforcement::Off {
         if let (Ok(driver), Ok(settings)) =
             (cgroupfs::detect(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version()), cfg.cgroups.settings())
         {

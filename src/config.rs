@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod bounds;
+mod choice;
 mod host;
 
 pub use bounds::*;
+pub use choice::{CgroupVersionSetting, Enforcement, RuntimeBackend};
 pub use host::{check_state_dir, HostError};
 
 /// A configuration problem, with the file and key it concerns.
@@ -91,8 +93,8 @@ pub struct Config {
     pub state_group: String,
     /// Directory of static pod manifests.
     pub manifest_dir: PathBuf,
-    /// Container runtime backend: `process`.
-    pub runtime: String,
+    /// Container runtime backend.
+    pub runtime: RuntimeBackend,
     /// How often the manifest directory is checked for changes.
     pub manifest_check_interval: Dur,
     /// How often the pod manager relists containers and syncs every pod.
@@ -186,9 +188,9 @@ impl Default for ProberSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct CgroupsConfig {
     /// `auto` (enforce when the cgroup tree is writable), `required` (exit when it is not), `off`.
-    pub enforcement: String,
+    pub enforcement: Enforcement,
     /// `auto`, `1` or `2`.
-    pub version: String,
+    pub version: CgroupVersionSetting,
     /// Parent of `kubepods` in the cgroup hierarchy.
     pub root: String,
     /// Where the cgroup mounts are read from.
@@ -210,8 +212,8 @@ pub struct CgroupsConfig {
 impl Default for CgroupsConfig {
     fn default() -> Self {
         CgroupsConfig {
-            enforcement: "auto".into(),
-            version: "auto".into(),
+            enforcement: Enforcement::Auto,
+            version: CgroupVersionSetting::Auto,
             root: "/".into(),
             mountinfo: PathBuf::from("/proc/self/mountinfo"),
             system_reserved: BTreeMap::new(),
@@ -284,11 +286,7 @@ impl CgroupsConfig {
 
     /// The forced cgroup version, if any.
     pub fn forced_version(&self) -> Option<crate::cm::cgroupfs::CgroupVersion> {
-        match self.version.as_str() {
-            "1" => Some(crate::cm::cgroupfs::CgroupVersion::V1),
-            "2" => Some(crate::cm::cgroupfs::CgroupVersion::V2),
-            _ => None,
-        }
+        self.version.forced()
     }
 }
 
@@ -376,7 +374,7 @@ impl Default for Config {
             state_dir: PathBuf::from("/var/lib/ferrolet"),
             state_group: String::new(),
             manifest_dir: PathBuf::from("/etc/ferrolet/manifests"),
-            runtime: "process".into(),
+            runtime: RuntimeBackend::Process,
             manifest_check_interval: Dur(Duration::from_secs(1)),
             sync_frequency: Dur(Duration::from_secs(1)),
             shutdown_timeout: Dur(Duration::from_secs(10)),
@@ -427,9 +425,6 @@ pub struct Overrides {
     pub device_plugin_dir: Option<PathBuf>,
 }
 
-/// The runtimes this build knows.
-pub const RUNTIMES: &[&str] = &["process"];
-
 impl Config {
     /// Parses configuration text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
@@ -475,7 +470,11 @@ impl Config {
             cfg.api.listen = v.clone();
         }
         if let Some(v) = &overrides.runtime {
-            cfg.runtime = v.clone();
+            cfg.runtime = RuntimeBackend::parse(v).map_err(|message| ConfigError::Invalid {
+                file: "command line".into(),
+                key: "runtime".into(),
+                message,
+            })?;
         }
         if let Some(v) = &overrides.device_plugin_dir {
             cfg.devices.plugin_dir = v.clone();
@@ -515,12 +514,6 @@ impl Config {
         if !self.node_ip.is_empty() && self.node_ip.parse::<std::net::IpAddr>().is_err() {
             return bad("node_ip", format!("invalid value {:?}: must be an IP address", self.node_ip));
         }
-        if !RUNTIMES.contains(&self.runtime.as_str()) {
-            return bad(
-                "runtime",
-                format!("unsupported value {:?}: supported values: {}", self.runtime, RUNTIMES.join(", ")),
-            );
-        }
         if !self.api.listen.is_empty() && self.api.listen.parse::<SocketAddr>().is_err() {
             return bad(
                 "api.listen",
@@ -551,14 +544,6 @@ impl Config {
             return bad("prober.max_threads", format!("invalid value {threads}: must be between 1 and {most}"));
         }
         let cg = &self.cgroups;
-        for (key, value, allowed) in [
-            ("cgroups.enforcement", &cg.enforcement, &["auto", "required", "off"][..]),
-            ("cgroups.version", &cg.version, &["auto", "1", "2"][..]),
-        ] {
-            if !allowed.contains(&value.as_str()) {
-                return bad(key, format!("unsupported value {value:?}: supported values: {}", allowed.join(", ")));
-            }
-        }
         if !cg.root.starts_with('/') {
             return bad(
                 "cgroups.root",
@@ -688,5 +673,26 @@ mod tests {
         let e = err("[logs]\nmax_sise = \"1Mi\"\n");
         assert!(e.starts_with("f.toml: logs.max_sise: unknown field `max_sise`"), "{e}");
         assert!(e.ends_with("(line 2)"), "{e}");
+    }
+
+    #[test]
+    fn choices_are_enums_refused_with_what_is_allowed() {
+        let c = Config::parse("f.toml", "[cgroups]\nenforcement = \"off\"\nversion = \"1\"\n").unwrap();
+        assert_eq!(c.cgroups.enforcement, Enforcement::Off);
+        assert_eq!(c.cgroups.forced_version(), Some(crate::cm::cgroupfs::CgroupVersion::V1));
+        assert_eq!(c.runtime, RuntimeBackend::Process);
+        assert_eq!(
+            err("[cgroups]\nversion = \"3\"\n"),
+            "f.toml: cgroups.version: unsupported value \"3\": supported values: auto, 1, 2 (line 2)"
+        );
+        assert_eq!(
+            err("runtime = \"docker\"\n"),
+            "f.toml: runtime: unsupported value \"docker\": supported values: process (line 1)"
+        );
+        let flags = Overrides { runtime: Some("docker".into()), ..Default::default() };
+        assert_eq!(
+            Config::load(None, &flags).unwrap_err().to_string(),
+            "command line: runtime: unsupported value \"docker\": supported values: process"
+        );
     }
 }

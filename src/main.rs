@@ -181,7 +181,7 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                 println!("{shown}: ok ({})", names.join(", "));
                 for p in &pods {
                     for c in p.spec.init_containers.iter().chain(&p.spec.containers) {
-                        if cfg.runtime == "process" && c.command.is_empty() {
+                        if cfg.runtime == ferrolet::config::RuntimeBackend::Process && c.command.is_empty() {
                             println!(
                                 "{shown}: warning: container {}: the process runtime needs `command` (images are not used)",
                                 c.name
@@ -356,7 +356,7 @@ fn plan(flags: Flags) -> anyhow::Result<bool> {
         }
     }
     let refs: Vec<&ferrolet::api::Pod> = pods.iter().collect();
-    let plan = cm::plan(&settings, version, &capacity, &refs, cfg.runtime == "process");
+    let plan = cm::plan(&settings, version, &capacity, &refs, cfg.runtime == ferrolet::config::RuntimeBackend::Process);
     if flags.output == Some(Output::Json) {
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {

@@ -3,7 +3,7 @@
 
 use crate::api::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    Pod, PodCondition, PodIp, PodStatus, Time,
+    Pod, PodCondition, PodIp, PodStatus, RestartPolicy, Time,
 };
 use crate::runtime::{self, ContainerInfo};
 use parking_lot::RwLock;
@@ -160,7 +160,7 @@ pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -
             unknown += 1;
         }
     }
-    if failed_init > 0 && spec.restart_policy == "Never" {
+    if failed_init > 0 && spec.restart() == RestartPolicy::Never {
         return "Failed";
     }
     if pending_init > 0 || failed_init > 0 {
@@ -173,13 +173,13 @@ pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -
         return "Running";
     }
     if running == 0 && stopped > 0 && unknown == 0 {
-        if spec.restart_policy == "Always" {
+        if spec.restart() == RestartPolicy::Always {
             return "Running";
         }
         if stopped == succeeded {
             return "Succeeded";
         }
-        if spec.restart_policy == "Never" {
+        if spec.restart() == RestartPolicy::Never {
             return "Failed";
         }
         return "Running";

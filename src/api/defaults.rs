@@ -1,10 +1,13 @@
 //! Kubernetes API defaulting for pods (`pkg/apis/core/v1/defaults.go`), applied to every
 //! manifest before validation, so a pod reads the same here as `kubectl get -o yaml` shows it.
 
-use super::{Container, Pod, Probe};
+use super::{Container, Pod, Probe, RestartPolicy};
+use std::time::Duration;
 
-/// Default grace period, seconds.
+/// Default grace period, seconds (the API's `DefaultTerminationGracePeriodSeconds`).
 pub const DEFAULT_TERMINATION_GRACE_PERIOD: i64 = 30;
+/// `DEFAULT_TERMINATION_GRACE_PERIOD` as a duration, for stops that have no pod spec at hand.
+pub const DEFAULT_TERMINATION_GRACE: Duration = Duration::from_secs(DEFAULT_TERMINATION_GRACE_PERIOD as u64);
 
 /// Applies API defaults in place.
 pub fn set_pod_defaults(pod: &mut Pod) {
@@ -19,7 +22,7 @@ pub fn set_pod_defaults(pod: &mut Pod) {
     }
     let spec = &mut pod.spec;
     if spec.restart_policy.is_empty() {
-        spec.restart_policy = "Always".into();
+        spec.restart_policy = RestartPolicy::Always.as_str().into();
     }
     if spec.termination_grace_period_seconds.is_none() {
         spec.termination_grace_period_seconds = Some(DEFAULT_TERMINATION_GRACE_PERIOD);

@@ -97,6 +97,50 @@ impl Pod {
     }
 }
 
+/// A pod's `restartPolicy`. The spec keeps the text (the manifest's shape, and validation's
+/// `Unsupported value` messages, stay the API's); code compares these values, read with
+/// `PodSpec::restart()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestartPolicy {
+    /// Restart every container that exits.
+    Always,
+    /// Restart containers that exit with a non-zero code.
+    OnFailure,
+    /// Never restart a container.
+    Never,
+}
+
+impl RestartPolicy {
+    /// Every value, in the order the API lists them.
+    pub const ALL: [RestartPolicy; 3] = [RestartPolicy::Always, RestartPolicy::OnFailure, RestartPolicy::Never];
+    /// The values' spellings, in the order the API lists them (for validation messages).
+    pub const NAMES: [&'static str; 3] = ["Always", "OnFailure", "Never"];
+
+    /// The value's spelling in a manifest.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Always => "Always",
+            RestartPolicy::OnFailure => "OnFailure",
+            RestartPolicy::Never => "Never",
+        }
+    }
+
+    /// The value spelled `s`, if it is one.
+    pub fn parse(s: &str) -> Option<RestartPolicy> {
+        RestartPolicy::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// Whether a container that exited with `exit_code` is started again (kubelet's
+    /// `ShouldContainerBeRestarted` for a container that ran).
+    pub fn restarts(self, exit_code: i32) -> bool {
+        match self {
+            RestartPolicy::Always => true,
+            RestartPolicy::OnFailure => exit_code != 0,
+            RestartPolicy::Never => false,
+        }
+    }
+}
+
 /// `v1.PodSpec` (the fields a node agent acts on).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -109,7 +153,7 @@ pub struct PodSpec {
     /// `Always`, `OnFailure` or `Never`; defaulted to `Always`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub restart_policy: String,
-    /// Grace period for termination; defaulted to 30.
+    /// Grace period for termination; defaulted to `DEFAULT_TERMINATION_GRACE_PERIOD`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
     /// Whether the pod uses the node's network namespace.
@@ -167,10 +211,28 @@ pub struct Container {
     pub termination_message_path: String,
 }
 
+impl PodSpec {
+    /// The restart policy; an unset or unknown one (which validation refuses) reads as the
+    /// API default, `Always`.
+    pub fn restart(&self) -> RestartPolicy {
+        RestartPolicy::parse(&self.restart_policy).unwrap_or(RestartPolicy::Always)
+    }
+
+    /// The termination grace period in seconds; unset means the API default.
+    pub fn grace_period_seconds(&self) -> i64 {
+        self.termination_grace_period_seconds.unwrap_or(super::defaults::DEFAULT_TERMINATION_GRACE_PERIOD)
+    }
+
+    /// The termination grace period (a negative one, which validation refuses, is zero).
+    pub fn termination_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.grace_period_seconds().max(0) as u64)
+    }
+}
+
 impl Container {
     /// A restartable init container (`restartPolicy: Always`), i.e. a sidecar.
     pub fn is_sidecar(&self) -> bool {
-        self.restart_policy.as_deref() == Some("Always")
+        self.restart_policy.as_deref() == Some(RestartPolicy::Always.as_str())
     }
 }
 
@@ -657,4 +719,43 @@ pub struct NodeCondition {
     /// Human-readable message.
     #[serde(default)]
     pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn restart_policies_restart_as_kubelet_does_and_keep_their_spelling() {
+        let cases = [
+            (RestartPolicy::Always, [true, true]),
+            (RestartPolicy::OnFailure, [false, true]),
+            (RestartPolicy::Never, [false, false]),
+        ];
+        for (policy, [after_success, after_failure]) in cases {
+            assert_eq!(policy.restarts(0), after_success, "{policy:?} after exit 0");
+            assert_eq!(policy.restarts(1), after_failure, "{policy:?} after exit 1");
+            assert_eq!(RestartPolicy::parse(policy.as_str()), Some(policy));
+        }
+        assert_eq!(RestartPolicy::NAMES, RestartPolicy::ALL.map(RestartPolicy::as_str));
+        assert_eq!(RestartPolicy::parse("Sometimes"), None);
+        let spec = PodSpec { restart_policy: "OnFailure".into(), ..Default::default() };
+        assert_eq!(spec.restart(), RestartPolicy::OnFailure);
+        assert_eq!(PodSpec::default().restart(), RestartPolicy::Always, "unset reads as the API default");
+        let back: PodSpec = serde_json::from_str(&serde_json::to_string(&spec).unwrap()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap()["restartPolicy"], "OnFailure", "the manifest keeps the text");
+    }
+
+    #[test]
+    fn an_unset_grace_period_is_the_api_default_and_a_negative_one_is_zero() {
+        let mut spec = PodSpec::default();
+        assert_eq!(spec.grace_period_seconds(), 30);
+        assert_eq!(spec.termination_grace(), Duration::from_secs(30));
+        assert_eq!(spec.termination_grace(), crate::api::defaults::DEFAULT_TERMINATION_GRACE);
+        spec.termination_grace_period_seconds = Some(5);
+        assert_eq!(spec.termination_grace(), Duration::from_secs(5));
+        spec.termination_grace_period_seconds = Some(-1);
+        assert_eq!((spec.grace_period_seconds(), spec.termination_grace()), (-1, Duration::ZERO));
+    }
 }

@@ -7,7 +7,7 @@ use super::limits::{
     MAX_GRACE_PERIOD_SECONDS, MIN_MEMORY_LIMIT, TOTAL_ANNOTATION_SIZE_LIMIT,
 };
 use super::manifest::MAX_OBJECT_BYTES;
-use super::{Container, IntOrString, Pod, Probe, Quantity};
+use super::{Container, IntOrString, Pod, Probe, Quantity, RestartPolicy};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
@@ -197,9 +197,8 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         );
     }
     let spec = &pod.spec;
-    const POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
-    if !POLICIES.contains(&spec.restart_policy.as_str()) {
-        e.not_supported("spec.restartPolicy", &spec.restart_policy, POLICIES);
+    if RestartPolicy::parse(&spec.restart_policy).is_none() {
+        e.not_supported("spec.restartPolicy", &spec.restart_policy, &RestartPolicy::NAMES);
     }
     if let Some(g) = spec.termination_grace_period_seconds {
         if g < 0 {
@@ -226,8 +225,9 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         let path = format!("spec.initContainers[{i}]");
         validate_container(&mut e, c, &path, &mut names);
         match c.restart_policy.as_deref() {
-            None | Some("Always") => {}
-            Some(other) => e.not_supported(&format!("{path}.restartPolicy"), other, &["Always"]),
+            None => {}
+            Some(p) if p == RestartPolicy::Always.as_str() => {}
+            Some(other) => e.not_supported(&format!("{path}.restartPolicy"), other, &[RestartPolicy::Always.as_str()]),
         }
         if !c.is_sidecar() {
             for (probe, field) in [

@@ -67,7 +67,7 @@ impl Config {
         }
         // With enforcement required, `run` refuses to start when the cgroup mounts cannot be
         // read; reading them changes nothing (whether the tree is writable shows at start).
-        if self.cgroups.enforcement == "required" {
+        if self.cgroups.enforcement == super::Enforcement::Required {
             if let Err(e) = crate::cm::cgroupfs::detect(&self.cgroups.mountinfo, self.cgroups.forced_version()) {
                 out.push(host("cgroups.enforcement", HostError::Cgroups(e)));
             }

@@ -60,6 +60,56 @@ pub struct PodDeviceEntry {
     pub alloc_resp: DeviceOptions,
 }
 
+/// Why the checkpoint could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The file could not be opened or read, is not a regular file, or is too large.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The checkpoint's path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a checkpoint's JSON.
+    #[error("{}: not a checkpoint", path.display())]
+    Decode {
+        /// The checkpoint's path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file is of a format version this build does not read.
+    #[error("{}: version {version} is not supported (this build reads {VERSION})", path.display())]
+    UnsupportedVersion {
+        /// The checkpoint's path.
+        path: PathBuf,
+        /// The version recorded.
+        version: u32,
+    },
+    /// The content does not match its recorded checksum.
+    #[error("{}: checksum mismatch (recorded {recorded}, content has {computed})", path.display())]
+    VerifyChecksum {
+        /// The checkpoint's path.
+        path: PathBuf,
+        /// The checksum in the file.
+        recorded: String,
+        /// The checksum of the content.
+        computed: String,
+    },
+    /// The checksummed data does not decode.
+    #[error("{}: data", path.display())]
+    DecodeData {
+        /// The checkpoint's path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -108,7 +158,7 @@ pub fn save(dir: &Path, data: &CheckpointData) -> std::io::Result<()> {
 
 /// Reads the checkpoint: `Ok(None)` when there is none, `Err` (saying what is wrong) when
 /// it is unreadable, corrupt, or of another version.
-pub fn load(dir: &Path) -> Result<Option<CheckpointData>, String> {
+pub fn load(dir: &Path) -> Result<Option<CheckpointData>, CheckpointError> {
     let p = path(dir);
     let read = || -> std::io::Result<Vec<u8>> {
         // O_NOFOLLOW: a symlink in the checkpoint's place is refused, not read through.
@@ -131,17 +181,23 @@ pub fn load(dir: &Path) -> Result<Option<CheckpointData>, String> {
     let text = match read() {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", p.display())),
+        Err(source) => return Err(CheckpointError::Read { path: p, source }),
     };
-    let file: File = serde_json::from_slice(&text).map_err(|e| format!("{}: not a checkpoint: {e}", p.display()))?;
+    let file: File = match serde_json::from_slice(&text) {
+        Ok(f) => f,
+        Err(source) => return Err(CheckpointError::Decode { path: p, source }),
+    };
     if file.version != VERSION {
-        return Err(format!("{}: version {} is not supported (this build reads {VERSION})", p.display(), file.version));
+        return Err(CheckpointError::UnsupportedVersion { path: p, version: file.version });
     }
-    let sum = fnv1a64(file.data.get().as_bytes());
-    if sum != file.checksum {
-        return Err(format!("{}: checksum mismatch (recorded {}, content has {sum})", p.display(), file.checksum));
+    let computed = fnv1a64(file.data.get().as_bytes());
+    if computed != file.checksum {
+        return Err(CheckpointError::VerifyChecksum { path: p, recorded: file.checksum, computed });
     }
-    let data = serde_json::from_str(file.data.get()).map_err(|e| format!("{}: data: {e}", p.display()))?;
+    let data = match serde_json::from_str(file.data.get()) {
+        Ok(d) => d,
+        Err(source) => return Err(CheckpointError::DecodeData { path: p, source }),
+    };
     Ok(Some(data))
 }
 
@@ -155,6 +211,11 @@ pub fn quarantine(dir: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::Chain;
+
+    fn load_err(dir: &Path) -> String {
+        Chain(&load(dir).unwrap_err()).to_string()
+    }
 
     fn sample() -> CheckpointData {
         let mut alloc = DeviceOptions::default();
@@ -174,9 +235,9 @@ mod tests {
     #[test]
     fn round_trip_and_documented_shape() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(load(dir.path()), Ok(None));
+        assert_eq!(load(dir.path()).unwrap(), None);
         save(dir.path(), &sample()).unwrap();
-        assert_eq!(load(dir.path()), Ok(Some(sample())));
+        assert_eq!(load(dir.path()).unwrap(), Some(sample()));
         let text = std::fs::read_to_string(path(dir.path())).unwrap();
         assert!(text.starts_with("{\"version\":1,\"checksum\":\"fnv1a64:"), "{text}");
         assert!(text.contains("\"deviceIDs\":{\"-1\":[\"dev0\"],\"0\":[\"dev1\"]}"), "{text}");
@@ -190,13 +251,16 @@ mod tests {
         let p = path(dir.path());
         let text = std::fs::read_to_string(&p).unwrap();
         std::fs::write(&p, text.replace("dev1", "dev9")).unwrap();
-        assert!(load(dir.path()).unwrap_err().contains("checksum mismatch"));
+        assert!(matches!(load(dir.path()), Err(CheckpointError::VerifyChecksum { .. })));
+        assert!(load_err(dir.path()).contains("checksum mismatch"));
         std::fs::write(&p, &text[..text.len() / 2]).unwrap();
-        assert!(load(dir.path()).unwrap_err().contains("not a checkpoint"));
+        assert!(matches!(load(dir.path()), Err(CheckpointError::Decode { .. })));
+        assert!(load_err(dir.path()).contains("not a checkpoint: "));
         std::fs::write(&p, text.replace("\"version\":1", "\"version\":7")).unwrap();
-        assert!(load(dir.path()).unwrap_err().contains("version 7 is not supported"));
+        assert!(matches!(load(dir.path()), Err(CheckpointError::UnsupportedVersion { version: 7, .. })));
+        assert!(load_err(dir.path()).contains("version 7 is not supported"));
         assert!(quarantine(dir.path()).is_some());
-        assert_eq!(load(dir.path()), Ok(None));
+        assert_eq!(load(dir.path()).unwrap(), None);
     }
 
     #[test]
@@ -205,7 +269,7 @@ mod tests {
         let c = std::ffi::CString::new(path(dir.path()).as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a NUL-terminated path we own.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let e = load(dir.path()).unwrap_err();
+        let e = load_err(dir.path());
         assert!(e.ends_with("not a regular file"), "{e}");
     }
 
@@ -218,11 +282,11 @@ mod tests {
         std::os::unix::fs::symlink(&victim, dir.path().join(format!(".{FILE_NAME}.tmp"))).unwrap();
         save(dir.path(), &sample()).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "not written through the link");
-        assert_eq!(load(dir.path()), Ok(Some(sample())));
+        assert_eq!(load(dir.path()).unwrap(), Some(sample()));
         std::fs::remove_file(path(dir.path())).unwrap();
         save(outside.path(), &sample()).unwrap();
         std::os::unix::fs::symlink(path(outside.path()), path(dir.path())).unwrap();
-        let e = load(dir.path()).unwrap_err();
+        let e = load_err(dir.path());
         assert!(e.contains("Too many levels of symbolic links") || e.contains("symbolic"), "{e}");
     }
 }

@@ -3,10 +3,11 @@
 //! once; while the plugin's socket is still there the thread reconnects with back-off
 //! (kubelet gives up at the first break and waits for a new registration).
 
-use super::registration::DialPermit;
+use super::registration::{DialPermit, RegistrationError};
 use super::state::Endpoint;
 use super::Devices;
 use crate::proto::deviceplugin as pb;
+use crate::util::Chain;
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::StreamExt;
@@ -27,7 +28,26 @@ struct Conn {
     preferred_allocation: bool,
 }
 
-fn connect(devices: &Devices, socket: &Path) -> Result<Conn, String> {
+/// Why a plugin could not be dialled.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// The socket path is not a socket in the plugin directory.
+    #[error(transparent)]
+    CheckSocket(#[from] RegistrationError),
+    /// The plugin did not accept the connection in time.
+    #[error("cannot connect to {} within {timeout:?}", socket.display())]
+    Connect {
+        /// The plugin's socket.
+        socket: PathBuf,
+        /// `devices.dial_timeout`.
+        timeout: Duration,
+    },
+    /// The plugin's GetDevicePluginOptions failed.
+    #[error("GetDevicePluginOptions")]
+    GetOptions(#[source] grpcio::Error),
+}
+
+fn connect(devices: &Devices, socket: &Path) -> Result<Conn, EndpointError> {
     // Checked before every dial, reconnects included: the socket may have been replaced.
     super::registration::check_socket(socket)?;
     let timeout = devices.settings.dial_timeout;
@@ -35,12 +55,12 @@ fn connect(devices: &Devices, socket: &Path) -> Result<Conn, String> {
         .max_receive_message_len(MAX_MESSAGE)
         .connect(&format!("unix:{}", socket.display()));
     if !futures::executor::block_on(ch.wait_for_connected(timeout)) {
-        return Err(format!("cannot connect to {} within {timeout:?}", socket.display()));
+        return Err(EndpointError::Connect { socket: socket.into(), timeout });
     }
     let client = pb::DevicePluginClient::new(ch);
     let opts = client
         .get_device_plugin_options_opt(&pb::Empty::new(), CallOption::default().timeout(timeout))
-        .map_err(|e| format!("GetDevicePluginOptions: {e}"))?;
+        .map_err(EndpointError::GetOptions)?;
     Ok(Conn {
         client,
         pre_start_required: opts.get_pre_start_required(),
@@ -61,7 +81,7 @@ pub fn spawn(
         .name("fl-plugin".into())
         .spawn(move || run(devices, resource, socket, sink, permit));
     if let Err(e) = spawned {
-        log::error!("devices: cannot start an endpoint thread: {e}");
+        log::error!("devices: cannot start an endpoint thread: {}", Chain(&e));
     }
 }
 
@@ -78,7 +98,7 @@ fn run(devices: Devices, resource: String, socket: PathBuf, sink: grpcio::UnaryS
     let mut conn = match dialled {
         Ok(c) => c,
         Err(e) => {
-            let message = format!("failed to dial device plugin: {e}");
+            let message = format!("failed to dial device plugin: {}", Chain(&e));
             log::warn!("devices: registration of {resource} failed: {}", crate::logsafe::short(&message));
             let _ = futures::executor::block_on(sink.fail(RpcStatus::with_message(RpcStatusCode::UNKNOWN, message)));
             return;
@@ -183,7 +203,9 @@ fn watch(
                 stream.cancel();
                 return Ended::Stopped;
             }
-            Err(e) => log::warn!("devices: refusing a ListAndWatch update from the plugin for {resource}: {e}"),
+            Err(e) => {
+                log::warn!("devices: refusing a ListAndWatch update from the plugin for {resource}: {}", Chain(&e))
+            }
         }
     }
 }
@@ -202,7 +224,7 @@ fn reconnect(devices: &Devices, resource: &str, socket: &Path, stop: &mut onesho
         }
         match connect(devices, socket) {
             Ok(c) => return Some(c),
-            Err(e) => log::debug!("devices: reconnect {attempt} to {resource} failed: {e}"),
+            Err(e) => log::debug!("devices: reconnect {attempt} to {resource} failed: {}", Chain(&e)),
         }
         delay *= 2;
     }

@@ -24,9 +24,10 @@ use crate::metrics::{CounterVec, Encoder, HistogramVec};
 use crate::pods::PodsCommand;
 use crate::proto::deviceplugin as pb;
 use crate::timefmt::go_duration;
+use crate::util::Chain;
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
-use state::{Choice, DeviceState};
+use state::{Choice, DeviceState, StateError};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,6 +38,45 @@ use std::time::{Duration, Instant};
 pub const PRE_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most PreStartContainer calls (each on its own thread) in progress at once.
 pub const MAX_PRESTART_THREADS: usize = 16;
+
+/// Why a container's devices could not be allocated or prepared. The messages are
+/// kubelet's; the pod manager shows them in `Allocate failed due to …` events.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The bookkeeping refused the allocation (unregistered, unhealthy, too few devices).
+    #[error(transparent)]
+    Choose(#[from] StateError),
+    /// The plugin's GetPreferredAllocation failed.
+    #[error("device plugin GetPreferredAllocation rpc failed with err")]
+    GetPreferredAllocation(#[source] grpcio::Error),
+    /// The plugin's Allocate failed.
+    #[error("device plugin Allocate rpc failed for {resource}")]
+    Allocate {
+        /// Resource name.
+        resource: String,
+        /// The cause.
+        #[source]
+        source: grpcio::Error,
+    },
+    /// The plugin's Allocate answered without a container response.
+    #[error("no containers return in allocation response from the plugin for {resource}")]
+    AllocateEmptyResponse {
+        /// Resource name.
+        resource: String,
+    },
+    /// A container to prepare holds no devices.
+    #[error("no devices are allocated to this container (was the checkpoint lost?)")]
+    PrepareUnallocated,
+    /// Every PreStartContainer slot is in use.
+    #[error("too many PreStartContainer calls in progress (at most {MAX_PRESTART_THREADS})")]
+    TooManyPreStarts,
+    /// A PreStartContainer thread could not be started.
+    #[error("cannot start a PreStartContainer thread")]
+    SpawnPreStart(#[source] std::io::Error),
+    /// The plugin's PreStartContainer failed.
+    #[error("device plugin PreStartContainer rpc failed with err")]
+    PreStartContainer(#[source] grpcio::Error),
+}
 
 /// The `[devices]` settings.
 #[derive(Clone, Debug)]
@@ -256,7 +296,8 @@ impl DeviceManager {
             Err(e) => {
                 let aside = checkpoint::quarantine(&dir);
                 log::error!(
-                    "devices: continuing without the checkpoint: {e}; moved to {}",
+                    "devices: continuing without the checkpoint: {}; moved to {}",
+                    Chain(&e),
                     aside.map_or("(could not move it)".into(), |p| p.display().to_string())
                 );
             }
@@ -277,6 +318,7 @@ impl DeviceManager {
         let server = match registration::serve(&devices) {
             Ok(s) => Some(s),
             Err(e) => {
+                let e = Chain(&e).to_string();
                 log::error!(
                     "devices: device plugin registration gRPC server failed and no device plugins can register: {e}"
                 );
@@ -297,7 +339,7 @@ impl DeviceManager {
 
     /// Tries to admit a pod: `None` means wait (a resource it needs is not ready and
     /// `may_wait`), else the outcome.
-    fn admit(&self, pod: &Pod, may_wait: bool) -> Option<Result<(), String>> {
+    fn admit(&self, pod: &Pod, may_wait: bool) -> Option<Result<(), DeviceError>> {
         let uid = &pod.metadata.uid;
         let init = pod.spec.init_containers.iter().map(|c| (c, true));
         let all: Vec<(&Container, bool)> = init.chain(pod.spec.containers.iter().map(|c| (c, false))).collect();
@@ -352,7 +394,7 @@ impl DeviceManager {
         resource: &str,
         required: usize,
         reusable: &BTreeSet<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeviceError> {
         let (choice, client, preferred) = {
             let st = self.devices.state.lock();
             let choice = st.choose(uid, container, resource, required, reusable)?;
@@ -363,7 +405,7 @@ impl DeviceManager {
             return Ok(());
         };
         let Some(client) = client else {
-            return Err(format!("cannot allocate unregistered device {resource}"));
+            return Err(StateError::AllocateUnregistered { resource: resource.into() }.into());
         };
         let opt = || grpcio::CallOption::default().timeout(self.devices.settings.allocate_timeout);
         let mut chosen = reused.clone();
@@ -376,9 +418,8 @@ impl DeviceManager {
             req.set_allocation_size(required as i32);
             let mut preq = pb::PreferredAllocationRequest::new();
             preq.mut_container_requests().push(req);
-            let resp = client
-                .get_preferred_allocation_opt(&preq, opt())
-                .map_err(|e| format!("device plugin GetPreferredAllocation rpc failed with err: {e}"))?;
+            let resp =
+                client.get_preferred_allocation_opt(&preq, opt()).map_err(DeviceError::GetPreferredAllocation)?;
             for id in resp.get_container_responses().iter().flat_map(|r| r.get_deviceIDs()) {
                 if chosen.len() < required && available.contains(id) && !chosen.contains(id) {
                     chosen.push(id.clone());
@@ -400,9 +441,9 @@ impl DeviceManager {
         let started = Instant::now();
         let resp = client.allocate_opt(&req, opt());
         self.devices.metrics.allocated(resource, started.elapsed());
-        let resp = resp.map_err(|e| format!("device plugin Allocate rpc failed for {resource}: {e}"))?;
+        let resp = resp.map_err(|source| DeviceError::Allocate { resource: resource.into(), source })?;
         let Some(first) = resp.get_container_responses().first() else {
-            return Err(format!("no containers return in allocation response from the plugin for {resource}"));
+            return Err(DeviceError::AllocateEmptyResponse { resource: resource.into() });
         };
         log::info!("devices: pod {uid} container {container}: allocated {resource} {chosen:?}");
         let mut st = self.devices.state.lock();
@@ -411,7 +452,9 @@ impl DeviceManager {
         Ok(())
     }
 
-    fn reply_admission(&self, pod: &Pod, result: Result<(), String>) {
+    fn reply_admission(&self, pod: &Pod, result: Result<(), DeviceError>) {
+        // The pod manager's message types still carry text; the error's chain goes whole.
+        let result = result.map_err(|e| Chain(&e).to_string());
         let _ = self.pods.send(PodsCommand::DevicesAdmitted { pod_uid: pod.metadata.uid.clone(), result });
     }
 
@@ -464,15 +507,12 @@ impl DeviceManager {
             (st.container_options(&uid, &container), calls)
         };
         let pods = self.pods.clone();
-        let reply = move |uid: String, container: String, result| {
+        let reply = move |uid: String, container: String, result: Result<_, DeviceError>| {
+            let result = result.map_err(|e| Chain(&e).to_string());
             let _ = pods.send(PodsCommand::DevicesPrepared { pod_uid: uid, container, result });
         };
         let Some(options) = options else {
-            return reply(
-                uid,
-                container,
-                Err("no devices are allocated to this container (was the checkpoint lost?)".into()),
-            );
+            return reply(uid, container, Err(DeviceError::PrepareUnallocated));
         };
         if calls.is_empty() {
             return reply(uid, container, Ok(options));
@@ -482,8 +522,7 @@ impl DeviceManager {
         // and is retried under back-off, never left waiting for an answer.
         if self.prestarts.fetch_add(1, Ordering::AcqRel) >= MAX_PRESTART_THREADS {
             self.prestarts.fetch_sub(1, Ordering::AcqRel);
-            let message = format!("too many PreStartContainer calls in progress (at most {MAX_PRESTART_THREADS})");
-            return reply(uid, container, Err(message));
+            return reply(uid, container, Err(DeviceError::TooManyPreStarts));
         }
         let (in_flight, reply_in_thread) = (self.prestarts.clone(), reply.clone());
         let (uid_in_thread, container_in_thread) = (uid.clone(), container.clone());
@@ -492,18 +531,16 @@ impl DeviceManager {
                 let mut req = pb::PreStartContainerRequest::new();
                 req.set_devices_ids(ids.into_iter().collect::<Vec<_>>().into());
                 let opt = grpcio::CallOption::default().timeout(PRE_START_TIMEOUT);
-                client
-                    .pre_start_container_opt(&req, opt)
-                    .map(|_| ())
-                    .map_err(|e| format!("device plugin PreStartContainer rpc failed with err: {e}"))
+                client.pre_start_container_opt(&req, opt).map(|_| ()).map_err(DeviceError::PreStartContainer)
             });
             in_flight.fetch_sub(1, Ordering::AcqRel);
             reply_in_thread(uid_in_thread, container_in_thread, result.map(|()| options));
         });
         if let Err(e) = spawned {
             self.prestarts.fetch_sub(1, Ordering::AcqRel);
-            log::error!("devices: cannot start a PreStartContainer thread: {}", crate::util::Chain(&e));
-            reply(uid, container, Err(format!("cannot start a PreStartContainer thread: {e}")));
+            let e = DeviceError::SpawnPreStart(e);
+            log::error!("devices: {}", Chain(&e));
+            reply(uid, container, Err(e));
         }
     }
 }
@@ -595,5 +632,26 @@ mod tests {
         let series = out.lines().filter(|l| l.starts_with("kubelet_device_plugin_registration_total{")).count();
         assert_eq!(series, registration::MAX_RESOURCES);
         assert!(out.contains("kubelet_device_plugin_registration_total{resource_name=\"example.com/r0\"} 2"), "{out}");
+    }
+
+    #[test]
+    fn device_errors_keep_kubelets_words_for_the_pod_manager() {
+        let e = DeviceError::from(StateError::AllocateUnavailable {
+            resource: "example.com/dev".into(),
+            requested: 2,
+            available: 1,
+        });
+        assert_eq!(
+            Chain(&e).to_string(),
+            "requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1"
+        );
+        let e = DeviceError::from(StateError::AllocateUnregistered { resource: "example.com/ghost".into() });
+        assert_eq!(Chain(&e).to_string(), "cannot allocate unregistered device example.com/ghost");
+        let e = DeviceError::SpawnPreStart(std::io::Error::from_raw_os_error(libc::EAGAIN));
+        assert!(Chain(&e).to_string().starts_with("cannot start a PreStartContainer thread: Resource temporarily"));
+        assert_eq!(
+            DeviceError::TooManyPreStarts.to_string(),
+            format!("too many PreStartContainer calls in progress (at most {MAX_PRESTART_THREADS})")
+        );
     }
 }

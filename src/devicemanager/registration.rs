@@ -6,6 +6,7 @@ use crate::api::validation::{is_extended_resource, is_qualified_name};
 use crate::cm::ownership::{LockFile, OwnershipError};
 use crate::logsafe::short;
 use crate::proto::deviceplugin as pb;
+use crate::util::Chain;
 use futures::FutureExt;
 use grpcio::{RpcStatus, RpcStatusCode};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -23,17 +24,96 @@ pub const MAX_CONCURRENT_DIALS: usize = 8;
 /// Most resources (plugins) registered at once; each has one endpoint thread.
 pub const MAX_RESOURCES: usize = 64;
 
+/// Why a registration was refused, or the registration server could not start. The
+/// refusals' messages are kubelet's (plugins and the README quote them).
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrationError {
+    /// The plugin speaks another API version.
+    #[error("requested API version {version:?} is not supported by kubelet. Supported version is [\"{VERSION}\"]")]
+    CheckVersion {
+        /// The version asked for.
+        version: String,
+    },
+    /// The resource name is not an extended resource name.
+    #[error("the ResourceName {name:?} is invalid")]
+    CheckResourceName {
+        /// The name given.
+        name: String,
+    },
+    /// The endpoint is not the plain file name of a socket in the plugin directory.
+    #[error(
+        "the endpoint {endpoint:?} is invalid: must be the file name of a socket in {} (no '/', not '..' or {SOCKET})",
+        dir.display()
+    )]
+    CheckEndpoint {
+        /// The endpoint given.
+        endpoint: String,
+        /// The plugin directory.
+        dir: PathBuf,
+    },
+    /// The plugin's socket path is a symbolic link.
+    #[error("{} is a symbolic link; a plugin must create its socket in the plugin directory itself", path.display())]
+    SocketIsSymlink {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// The plugin's socket path is another kind of file.
+    #[error("{} is not a socket", path.display())]
+    NotASocket {
+        /// The socket path.
+        path: PathBuf,
+    },
+    /// The plugin's socket path cannot be looked at.
+    #[error("cannot use {}", path.display())]
+    StatSocket {
+        /// The socket path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A new resource beyond `MAX_RESOURCES`.
+    #[error("too many device plugin resources (at most {MAX_RESOURCES}); {name:?} is refused")]
+    TooManyResources {
+        /// The new resource.
+        name: String,
+    },
+    /// Every dial slot is in use.
+    #[error(
+        "too many device plugin registrations in progress (at most {MAX_CONCURRENT_DIALS} are dialled at once); register again later"
+    )]
+    TooManyDials,
+    /// The plugin directory could not be created or cleaned.
+    #[error("cannot prepare {}", dir.display())]
+    PrepareDir {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// gRPC could not build the server.
+    #[error("cannot build the registration server")]
+    BuildServer(#[source] grpcio::Error),
+    /// gRPC could not listen on `kubelet.sock`.
+    #[error("cannot listen on {}", socket.display())]
+    Listen {
+        /// `<plugin dir>/kubelet.sock`.
+        socket: PathBuf,
+        /// The cause.
+        #[source]
+        source: grpcio::Error,
+    },
+}
+
 /// Checks a registration; returns the plugin's socket path, or kubelet's message.
-pub fn validate(req: &pb::RegisterRequest, dir: &Path) -> Result<PathBuf, String> {
+pub fn validate(req: &pb::RegisterRequest, dir: &Path) -> Result<PathBuf, RegistrationError> {
     if req.get_version() != VERSION {
-        return Err(format!(
-            "requested API version {:?} is not supported by kubelet. Supported version is [\"{VERSION}\"]",
-            req.get_version()
-        ));
+        return Err(RegistrationError::CheckVersion { version: req.get_version().into() });
     }
     let name = req.get_resource_name();
     if !is_extended_resource(name) || !is_qualified_name(&format!("requests.{name}")) {
-        return Err(format!("the ResourceName {name:?} is invalid"));
+        return Err(RegistrationError::CheckResourceName { name: name.into() });
     }
     // kubelet joins whatever it is given to the directory; ferrolet dials only sockets in it.
     let endpoint = req.get_endpoint();
@@ -44,10 +124,7 @@ pub fn validate(req: &pb::RegisterRequest, dir: &Path) -> Result<PathBuf, String
         && !endpoint.contains('/')
         && !endpoint.contains('\0');
     if !plain {
-        return Err(format!(
-            "the endpoint {endpoint:?} is invalid: must be the file name of a socket in {} (no '/', not '..' or {SOCKET})",
-            dir.display()
-        ));
+        return Err(RegistrationError::CheckEndpoint { endpoint: endpoint.into(), dir: dir.into() });
     }
     Ok(dir.join(endpoint))
 }
@@ -55,15 +132,12 @@ pub fn validate(req: &pb::RegisterRequest, dir: &Path) -> Result<PathBuf, String
 /// Checks that `socket` is a Unix socket itself, right before it is dialled: a symbolic
 /// link (which could lead anywhere, even to another program's socket outside the plugin
 /// directory) or another kind of file is refused, without following it.
-pub fn check_socket(socket: &Path) -> Result<(), String> {
+pub fn check_socket(socket: &Path) -> Result<(), RegistrationError> {
     match std::fs::symlink_metadata(socket) {
-        Ok(m) if m.file_type().is_symlink() => Err(format!(
-            "{} is a symbolic link; a plugin must create its socket in the plugin directory itself",
-            socket.display()
-        )),
-        Ok(m) if !m.file_type().is_socket() => Err(format!("{} is not a socket", socket.display())),
+        Ok(m) if m.file_type().is_symlink() => Err(RegistrationError::SocketIsSymlink { path: socket.into() }),
+        Ok(m) if !m.file_type().is_socket() => Err(RegistrationError::NotASocket { path: socket.into() }),
         Ok(_) => Ok(()),
-        Err(e) => Err(format!("cannot use {}: {e}", socket.display())),
+        Err(source) => Err(RegistrationError::StatSocket { path: socket.into(), source }),
     }
 }
 
@@ -135,9 +209,9 @@ pub fn prepare_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Refuses a new resource beyond `MAX_RESOURCES` (a known one may always register again).
-fn too_many_resources<V>(resources: &std::collections::BTreeMap<String, V>, name: &str) -> Option<String> {
+fn too_many_resources<V>(resources: &std::collections::BTreeMap<String, V>, name: &str) -> Option<RegistrationError> {
     (!resources.contains_key(name) && resources.len() >= MAX_RESOURCES)
-        .then(|| format!("too many device plugin resources (at most {MAX_RESOURCES}); {name:?} is refused"))
+        .then(|| RegistrationError::TooManyResources { name: name.into() })
 }
 
 /// One of the `MAX_CONCURRENT_DIALS` slots for dialling a plugin; freed when dropped.
@@ -176,44 +250,41 @@ impl pb::Registration for Registration {
             short(req.get_endpoint()),
             short(req.get_version())
         );
-        let refused = |sink: grpcio::UnarySink<pb::Empty>, code, message: String| {
+        let refused = |sink: grpcio::UnarySink<pb::Empty>, code, error: RegistrationError| {
+            let message = Chain(&error).to_string();
             log::warn!("devices: registration refused: {}", short(&message));
             ctx.spawn(sink.fail(RpcStatus::with_message(code, message)).map(|_| ()));
         };
         let socket = match validate(&req, &self.devices.dir) {
             Ok(socket) => socket,
-            Err(message) => return refused(sink, RpcStatusCode::UNKNOWN, message),
+            Err(error) => return refused(sink, RpcStatusCode::UNKNOWN, error),
         };
         // Counted once the name is known to be valid (short), in a bounded set of series.
         self.devices.metrics.registered(&resource);
-        if let Some(message) = too_many_resources(&self.devices.state.lock().resources, &resource) {
-            return refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, message);
+        // Bound to a name first: the state lock is released before the answer is sent.
+        let too_many = too_many_resources(&self.devices.state.lock().resources, &resource);
+        if let Some(error) = too_many {
+            return refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, error);
         }
         match DialPermit::take(&self.devices) {
             Some(permit) => endpoint::spawn(self.devices.clone(), resource, socket, sink, permit),
-            None => refused(
-                sink,
-                RpcStatusCode::RESOURCE_EXHAUSTED,
-                format!(
-                    "too many device plugin registrations in progress (at most {MAX_CONCURRENT_DIALS} are dialled at once); register again later"
-                ),
-            ),
+            None => refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, RegistrationError::TooManyDials),
         }
     }
 }
 
 /// Starts the gRPC server for the Registration service on `<dir>/kubelet.sock`.
-pub fn serve(devices: &Devices) -> Result<grpcio::Server, String> {
-    prepare_dir(&devices.dir).map_err(|e| format!("cannot prepare {}: {e}", devices.dir.display()))?;
+pub fn serve(devices: &Devices) -> Result<grpcio::Server, RegistrationError> {
+    prepare_dir(&devices.dir).map_err(|source| RegistrationError::PrepareDir { dir: devices.dir.clone(), source })?;
     let socket = devices.dir.join(SOCKET);
     let service = pb::create_registration(Registration { devices: devices.clone() });
     let mut server = grpcio::ServerBuilder::new(devices.env.clone())
         .register_service(service)
         .build()
-        .map_err(|e| format!("cannot build the registration server: {e}"))?;
+        .map_err(RegistrationError::BuildServer)?;
     server
         .add_listening_port(format!("unix:{}", socket.display()), grpcio::ServerCredentials::insecure())
-        .map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+        .map_err(|source| RegistrationError::Listen { socket: socket.clone(), source })?;
     server.start();
     log::info!("devices: registration server listening on {}", socket.display());
     Ok(server)
@@ -222,6 +293,10 @@ pub fn serve(devices: &Devices) -> Result<grpcio::Server, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn message(e: RegistrationError) -> String {
+        Chain(&e).to_string()
+    }
 
     fn req(version: &str, endpoint: &str, name: &str) -> pb::RegisterRequest {
         let mut r = pb::RegisterRequest::new();
@@ -234,9 +309,13 @@ mod tests {
     #[test]
     fn registrations_are_checked_like_kubelet_and_endpoints_stay_inside() {
         let dir = Path::new("/var/lib/kubelet/device-plugins");
-        assert_eq!(validate(&req("v1beta1", "dev.sock", "example.com/dev"), dir), Ok(dir.join("dev.sock")));
+        assert_eq!(validate(&req("v1beta1", "dev.sock", "example.com/dev"), dir).unwrap(), dir.join("dev.sock"));
+        assert!(matches!(
+            validate(&req("v1", "dev.sock", "example.com/dev"), dir),
+            Err(RegistrationError::CheckVersion { version }) if version == "v1"
+        ));
         assert_eq!(
-            validate(&req("v1", "dev.sock", "example.com/dev"), dir).unwrap_err(),
+            message(validate(&req("v1", "dev.sock", "example.com/dev"), dir).unwrap_err()),
             "requested API version \"v1\" is not supported by kubelet. Supported version is [\"v1beta1\"]"
         );
         for bad in [
@@ -248,12 +327,12 @@ mod tests {
             "Example_com/dev",
         ] {
             assert_eq!(
-                validate(&req("v1beta1", "dev.sock", bad), dir).unwrap_err(),
+                message(validate(&req("v1beta1", "dev.sock", bad), dir).unwrap_err()),
                 format!("the ResourceName {bad:?} is invalid")
             );
         }
         for bad in ["../x", "/tmp/x.sock", "a/b", "..", "", "kubelet.sock"] {
-            let e = validate(&req("v1beta1", bad, "example.com/dev"), dir).unwrap_err();
+            let e = message(validate(&req("v1beta1", bad, "example.com/dev"), dir).unwrap_err());
             assert!(e.starts_with(&format!("the endpoint {bad:?} is invalid")), "{e}");
         }
     }
@@ -266,14 +345,16 @@ mod tests {
         let _m = std::os::unix::net::UnixListener::bind(dir.path().join("mine.sock")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("other.sock"), dir.path().join("link.sock")).unwrap();
         std::fs::write(dir.path().join("file.sock"), "").unwrap();
-        assert_eq!(check_socket(&dir.path().join("mine.sock")), Ok(()));
-        let e = check_socket(&dir.path().join("link.sock")).unwrap_err();
+        check_socket(&dir.path().join("mine.sock")).unwrap();
+        assert!(matches!(check_socket(&dir.path().join("link.sock")), Err(RegistrationError::SocketIsSymlink { .. })));
+        let e = message(check_socket(&dir.path().join("link.sock")).unwrap_err());
         assert!(
             e.ends_with("link.sock is a symbolic link; a plugin must create its socket in the plugin directory itself"),
             "{e}"
         );
-        assert!(check_socket(&dir.path().join("file.sock")).unwrap_err().ends_with("is not a socket"));
-        assert!(check_socket(&dir.path().join("none.sock")).unwrap_err().contains("No such file"));
+        assert!(message(check_socket(&dir.path().join("file.sock")).unwrap_err()).ends_with("is not a socket"));
+        let e = message(check_socket(&dir.path().join("none.sock")).unwrap_err());
+        assert!(e.contains("none.sock: No such file"), "{e}");
     }
 
     #[test]
@@ -282,14 +363,14 @@ mod tests {
         for i in 0..MAX_RESOURCES {
             known.insert(format!("example.com/r{i}"), ());
         }
-        assert_eq!(too_many_resources(&known, "example.com/r0"), None);
-        let e = too_many_resources(&known, "example.com/new").unwrap();
+        assert!(too_many_resources(&known, "example.com/r0").is_none());
+        let e = too_many_resources(&known, "example.com/new").unwrap().to_string();
         assert_eq!(
             e,
             format!("too many device plugin resources (at most {MAX_RESOURCES}); \"example.com/new\" is refused")
         );
         known.remove("example.com/r0");
-        assert_eq!(too_many_resources(&known, "example.com/new"), None);
+        assert!(too_many_resources(&known, "example.com/new").is_none());
     }
 
     #[test]

@@ -14,6 +14,67 @@ pub const MAX_DEVICE_ID_LEN: usize = 63;
 /// The health value that means usable; anything else counts as unhealthy, as in kubelet.
 pub const HEALTHY: &str = "Healthy";
 
+/// Why the bookkeeping refused a plugin's device list or a container's allocation. The
+/// messages are kubelet's, which pod events and the README quote.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// A ListAndWatch answer listed more devices than a resource may have.
+    #[error(
+        "{listed} devices listed, more than the {allowed} allowed per resource (devices.max_devices_per_resource)"
+    )]
+    ListTooManyDevices {
+        /// Devices in the answer.
+        listed: usize,
+        /// `devices.max_devices_per_resource`.
+        allowed: usize,
+    },
+    /// A ListAndWatch answer held an empty or overlong device ID.
+    #[error("device ID {id:?} is empty or longer than {MAX_DEVICE_ID_LEN} characters")]
+    ListInvalidDeviceId {
+        /// The ID, cut to 80 characters.
+        id: String,
+    },
+    /// A container asked for another number of devices than it already holds.
+    #[error("pod {uid:?} container {container:?} changed request for resource {resource:?} from {from} to {to}")]
+    AllocateChangedRequest {
+        /// Pod uid.
+        uid: String,
+        /// Container name.
+        container: String,
+        /// Resource name.
+        resource: String,
+        /// Devices held.
+        from: usize,
+        /// Devices asked for now.
+        to: usize,
+    },
+    /// No plugin has registered the resource.
+    #[error("cannot allocate unregistered device {resource}")]
+    AllocateUnregistered {
+        /// Resource name.
+        resource: String,
+    },
+    /// The resource has no healthy device.
+    #[error("no healthy devices present; cannot allocate unhealthy devices {resource}")]
+    AllocateUnhealthy {
+        /// Resource name.
+        resource: String,
+    },
+    /// A device of a finished init container, to be reused, turned unhealthy.
+    #[error("previously allocated devices are no longer healthy")]
+    ReuseUnhealthy,
+    /// Fewer free healthy devices than asked for.
+    #[error("requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}")]
+    AllocateUnavailable {
+        /// Resource name.
+        resource: String,
+        /// Devices still needed.
+        requested: usize,
+        /// Free healthy devices.
+        available: usize,
+    },
+}
+
 /// How to expose a container's devices: one plugin's `ContainerAllocateResponse`, or several
 /// merged. Also the checkpoint's and the local API's shape.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -269,20 +330,16 @@ impl DeviceState {
 
     /// A ListAndWatch answer: replaces the resource's device sets. Oversize lists and bad
     /// IDs are refused whole (the previous sets stay). `Ok(false)` for a stale endpoint.
-    pub fn update(&mut self, name: &str, generation: u64, devices: &[pb::Device]) -> Result<bool, String> {
+    pub fn update(&mut self, name: &str, generation: u64, devices: &[pb::Device]) -> Result<bool, StateError> {
         if !self.is_current(name, generation) {
             return Ok(false);
         }
         if devices.len() > self.max_devices {
-            return Err(format!(
-                "{} devices listed, more than the {} allowed per resource (devices.max_devices_per_resource)",
-                devices.len(),
-                self.max_devices
-            ));
+            return Err(StateError::ListTooManyDevices { listed: devices.len(), allowed: self.max_devices });
         }
         if let Some(d) = devices.iter().find(|d| d.get_ID().is_empty() || d.get_ID().len() > MAX_DEVICE_ID_LEN) {
             let id: String = d.get_ID().chars().take(80).collect();
-            return Err(format!("device ID {id:?} is empty or longer than {MAX_DEVICE_ID_LEN} characters"));
+            return Err(StateError::ListInvalidDeviceId { id });
         }
         let r = self.resources.get_mut(name).expect("current endpoint has a resource");
         r.healthy.clear();
@@ -393,34 +450,39 @@ impl DeviceState {
         resource: &str,
         required: usize,
         reusable: &BTreeSet<String>,
-    ) -> Result<Choice, String> {
+    ) -> Result<Choice, StateError> {
         if let Some(a) = self.pods.get(uid).and_then(|c| c.get(container)).and_then(|r| r.get(resource)) {
             let have = a.ids().len();
             if have != required {
-                return Err(format!(
-                    "pod {uid:?} container {container:?} changed request for resource {resource:?} from {have} to {required}"
-                ));
+                return Err(StateError::AllocateChangedRequest {
+                    uid: uid.into(),
+                    container: container.into(),
+                    resource: resource.into(),
+                    from: have,
+                    to: required,
+                });
             }
             return Ok(Choice::Done);
         }
         let Some(r) = self.resources.get(resource) else {
-            return Err(format!("cannot allocate unregistered device {resource}"));
+            return Err(StateError::AllocateUnregistered { resource: resource.into() });
         };
         if r.healthy.is_empty() {
-            return Err(format!("no healthy devices present; cannot allocate unhealthy devices {resource}"));
+            return Err(StateError::AllocateUnhealthy { resource: resource.into() });
         }
         let reused: Vec<String> = reusable.iter().take(required).cloned().collect();
         if reused.iter().any(|d| !r.healthy.contains(d)) {
-            return Err("previously allocated devices are no longer healthy".into());
+            return Err(StateError::ReuseUnhealthy);
         }
         let needed = required - reused.len();
         let in_use = self.allocated(resource);
         let available: Vec<String> = r.healthy.iter().filter(|d| !in_use.contains(*d)).cloned().collect();
         if available.len() < needed {
-            return Err(format!(
-                "requested number of devices unavailable for {resource}. Requested: {needed}, Available: {}",
-                available.len()
-            ));
+            return Err(StateError::AllocateUnavailable {
+                resource: resource.into(),
+                requested: needed,
+                available: available.len(),
+            });
         }
         Ok(Choice::Need { reused, needed, available })
     }
@@ -561,9 +623,17 @@ mod tests {
         assert!(!s.stream_ended("example.com/dev", g, Instant::now()), "the old stream must not stop the new one");
         assert!(s.is_current("example.com/dev", g2));
         let many: Vec<pb::Device> = (0..17).map(|i| device(&format!("d{i}"), true)).collect();
-        assert!(s.update("example.com/dev", g2, &many).unwrap_err().contains("17 devices listed"));
+        assert_eq!(
+            s.update("example.com/dev", g2, &many).unwrap_err(),
+            StateError::ListTooManyDevices { listed: 17, allowed: 16 }
+        );
+        assert!(s.update("example.com/dev", g2, &many).unwrap_err().to_string().contains("17 devices listed"));
         let long = "x".repeat(64);
-        assert!(s.update("example.com/dev", g2, &[device(&long, true)]).unwrap_err().contains("longer than 63"));
+        assert!(s
+            .update("example.com/dev", g2, &[device(&long, true)])
+            .unwrap_err()
+            .to_string()
+            .contains("longer than 63"));
         assert_eq!(s.resources["example.com/dev"].healthy.iter().collect::<Vec<_>>(), ["a"]);
     }
 
@@ -585,10 +655,14 @@ mod tests {
         let none = BTreeSet::new();
         assert_eq!(
             s.choose("p", "c", "other.com/x", 1, &none).unwrap_err(),
+            StateError::AllocateUnregistered { resource: "other.com/x".into() }
+        );
+        assert_eq!(
+            s.choose("p", "c", "other.com/x", 1, &none).unwrap_err().to_string(),
             "cannot allocate unregistered device other.com/x"
         );
         assert_eq!(
-            s.choose("p", "c", "example.com/dev", 3, &none).unwrap_err(),
+            s.choose("p", "c", "example.com/dev", 3, &none).unwrap_err().to_string(),
             "requested number of devices unavailable for example.com/dev. Requested: 3, Available: 2"
         );
         s.record("p", "init", "example.com/dev", &["a".into()], DeviceOptions::default());
@@ -599,9 +673,12 @@ mod tests {
         );
         s.record("p", "app", "example.com/dev", &["a".into(), "b".into()], DeviceOptions::default());
         assert_eq!(s.choose("p", "app", "example.com/dev", 2, &none).unwrap(), Choice::Done);
-        assert!(s.choose("p", "app", "example.com/dev", 1, &none).unwrap_err().contains("changed request"));
         assert_eq!(
-            s.choose("q", "c", "example.com/dev", 1, &none).unwrap_err(),
+            s.choose("p", "app", "example.com/dev", 1, &none).unwrap_err().to_string(),
+            "pod \"p\" container \"app\" changed request for resource \"example.com/dev\" from 2 to 1"
+        );
+        assert_eq!(
+            s.choose("q", "c", "example.com/dev", 1, &none).unwrap_err().to_string(),
             "requested number of devices unavailable for example.com/dev. Requested: 1, Available: 0"
         );
         s.retain_pods(&["q".to_string()].into());
@@ -612,7 +689,7 @@ mod tests {
     fn unhealthy_only_resources_cannot_allocate() {
         let (s, _) = state_with(&[("c", false)]);
         assert_eq!(
-            s.choose("p", "c", "example.com/dev", 1, &BTreeSet::new()).unwrap_err(),
+            s.choose("p", "c", "example.com/dev", 1, &BTreeSet::new()).unwrap_err().to_string(),
             "no healthy devices present; cannot allocate unhealthy devices example.com/dev"
         );
     }

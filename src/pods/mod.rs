@@ -7,7 +7,7 @@
 pub mod backoff;
 
 use crate::api::expand::{expand, resolve_env};
-use crate::api::{Container, Pod, ResourceHealth, ResourceStatus, Time};
+use crate::api::{Container, Pod, ResourceHealth, ResourceStatus, RestartPolicy, Time};
 use crate::cm::ContainerManager;
 use crate::devicemanager::state::DeviceOptions;
 use crate::devicemanager::{device_requests, pod_needs_devices, Devices, DevicesCommand};
@@ -182,10 +182,6 @@ fn container_kind(c: &Container, init: bool) -> &'static str {
     }
 }
 
-fn should_restart(policy: &str, exit_code: i32) -> bool {
-    policy == "Always" || (policy == "OnFailure" && exit_code != 0)
-}
-
 impl PodManager {
     /// A pod manager over `runtime`, publishing statuses into `statuses`.
     pub fn new(
@@ -323,8 +319,7 @@ impl PodManager {
     fn admit_and_retire(&mut self, snap: &Snapshot, now: SystemTime) {
         for (uid, entry) in self.pods.iter_mut() {
             if !self.desired.contains_key(uid) && entry.termination.is_none() {
-                let grace =
-                    Duration::from_secs(entry.pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64);
+                let grace = entry.pod.spec.termination_grace();
                 log::info!(
                     "pods: pod {} removed from its source; terminating with grace period {grace:?}",
                     entry.pod.key()
@@ -397,7 +392,7 @@ impl PodManager {
                     pod_name: pod.metadata.name.clone(),
                     namespace: pod.metadata.namespace.clone(),
                     log_directory: self.log_dir(&pod),
-                    termination_grace_period_seconds: pod.spec.termination_grace_period_seconds.unwrap_or(30),
+                    termination_grace_period_seconds: pod.spec.grace_period_seconds(),
                 };
                 match self.mutate().run_pod_sandbox(&cfg) {
                     Ok(id) => id,
@@ -415,7 +410,7 @@ impl PodManager {
             }
         };
         let latest = |name: &str| snap.instances(uid, name).first().map(|c| (*c).clone());
-        let policy = pod.spec.restart_policy.as_str();
+        let policy = pod.spec.restart();
         let initialized = pod.spec.containers.iter().any(|c| latest(&c.name).is_some());
 
         // Init containers, in order: a regular one must exit 0 before the next starts; a
@@ -444,7 +439,7 @@ impl PodManager {
                 match state {
                     Some((ContainerState::Exited, 0)) => continue,
                     None => to_start.push((c.clone(), true, None)),
-                    Some((ContainerState::Exited, _)) if policy == "Never" => init_failed = true,
+                    Some((ContainerState::Exited, _)) if policy == RestartPolicy::Never => init_failed = true,
                     Some((ContainerState::Exited, _)) => to_start.push((c.clone(), true, cur)),
                     // Created but never run, and no shim will run it (kubelet restarts a
                     // created container whatever the restart policy).
@@ -459,14 +454,13 @@ impl PodManager {
         // Terminal: init failed under Never, or every app container exited for good.
         let apps_finished = init_done
             && pod.spec.containers.iter().all(|c| {
-                matches!(latest(&c.name), Some(i) if i.state == ContainerState::Exited && !should_restart(policy, i.exit_code))
+                matches!(latest(&c.name), Some(i) if i.state == ContainerState::Exited && !policy.restarts(i.exit_code))
             });
         let terminal = init_failed || apps_finished;
 
         if terminal {
             // Sidecars exist to serve app containers; once those are done, sidecars stop.
-            let grace = Duration::from_secs(pod.spec.termination_grace_period_seconds.unwrap_or(30).max(0) as u64)
-                .max(MIN_GRACE);
+            let grace = pod.spec.termination_grace().max(MIN_GRACE);
             for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()) {
                 if let Some(i) = latest(&c.name).filter(|i| i.state == ContainerState::Running) {
                     self.stop(&pod, &i, grace, &format!("Stopping container {}", i.config.name));
@@ -489,7 +483,7 @@ impl PodManager {
                         None => true,
                         Some(i) => {
                             i.state == ContainerState::Created
-                                || (i.state == ContainerState::Exited && should_restart(policy, i.exit_code))
+                                || (i.state == ContainerState::Exited && policy.restarts(i.exit_code))
                         }
                     };
                     if start {
@@ -863,7 +857,7 @@ impl PodManager {
         for (uid, entry) in &self.pods {
             let pod = &entry.pod;
             let phase = self.statuses.status(uid).map(|s| s.phase).unwrap_or_default();
-            let policy = pod.spec.restart_policy.as_str();
+            let policy = pod.spec.restart();
             for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()).chain(&pod.spec.containers) {
                 if c.liveness_probe.is_none() && c.readiness_probe.is_none() && c.startup_probe.is_none() {
                     continue;
@@ -878,7 +872,7 @@ impl PodManager {
                     container_id: cur.as_ref().map(|i| i.id.clone()),
                     running,
                     started_at: cur.as_ref().and_then(|i| i.started_at),
-                    will_restart: c.is_sidecar() || cur.as_ref().map_or(true, |i| should_restart(policy, i.exit_code)),
+                    will_restart: c.is_sidecar() || cur.as_ref().map_or(true, |i| policy.restarts(i.exit_code)),
                     terminating: entry.termination.is_some(),
                     pod_terminal: matches!(phase.as_str(), "Succeeded" | "Failed"),
                 });
@@ -909,10 +903,10 @@ impl PodManager {
         };
         let probe =
             if kind == ProbeType::Liveness { spec.liveness_probe.as_ref() } else { spec.startup_probe.as_ref() };
-        let pod_grace = pod.spec.termination_grace_period_seconds.unwrap_or(30);
+        let pod_grace = pod.spec.grace_period_seconds();
         let grace = probe.and_then(|p| p.termination_grace_period_seconds).unwrap_or(pod_grace);
         let grace = Duration::from_secs(grace.max(0) as u64).max(MIN_GRACE);
-        let restarts = spec.is_sidecar() || pod.spec.restart_policy != "Never";
+        let restarts = spec.is_sidecar() || pod.spec.restart() != RestartPolicy::Never;
         let what = if kind == ProbeType::Liveness { "liveness" } else { "startup" };
         let message =
             format!("Container {name} failed {what} probe{}", if restarts { ", will be restarted" } else { "" });

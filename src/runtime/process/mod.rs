@@ -60,7 +60,7 @@ const SHIM_LOG_SHOWN: u64 = 4096;
 /// Prefix of the temporary directories records are made in.
 const TMP_PREFIX: &str = ".tmp-";
 /// Grace period for stopping a container whose record is damaged (kubelet's default).
-const UNIDENTIFIED_GRACE: Duration = Duration::from_secs(30);
+const UNIDENTIFIED_GRACE: Duration = crate::api::defaults::DEFAULT_TERMINATION_GRACE;
 
 pub use exec::check_exec_limits;
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// PATH for workloads whose env does not set one (what container images usually set).
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Grace period when SIGTERM arrives without a `stop` file (e.g. the host shuts down).
-const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+const DEFAULT_GRACE: Duration = crate::api::defaults::DEFAULT_TERMINATION_GRACE;
 /// How long output is still drained after the workload exited.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
