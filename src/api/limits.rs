@@ -17,6 +17,9 @@ pub use crate::util::MAX_ARG_STRLEN;
 pub const MAX_EXPANDED_BYTES: usize = 2 << 20;
 /// The largest CFS quota the kernel accepts, in µs (`max_cfs_runtime`: 2^44 - 1).
 pub const MAX_CFS_QUOTA_US: i64 = (1 << 44) - 1;
+/// Most pods one node may run: the upper bound of the `max_pods` setting (kubelet's
+/// default is 110), and so also of the pods one manifest file may hold.
+pub const MAX_PODS_PER_NODE: usize = 5000;
 /// The CFS period in µs every quota is written with (kubelet's `QuotaPeriod`, 100 ms).
 pub const QUOTA_PERIOD: u64 = 100_000;
 /// The largest CPU amount, in millicores, for one container and for a pod's containers

@@ -25,7 +25,7 @@ pub const MAX_PROBLEMS_PER_DOCUMENT: usize = 50;
 /// (the bound of `max_pods`). Each costs a result even when it is only `{}`, so a 10 MiB
 /// file of a million tiny documents took 1.2 GB before this bound; a file with more is
 /// rejected.
-pub const MAX_PODS_PER_FILE: usize = crate::config::MAX_MAX_PODS;
+pub const MAX_PODS_PER_FILE: usize = super::limits::MAX_PODS_PER_NODE;
 
 /// The problem of a file with more than `MAX_PODS_PER_FILE` pods.
 fn too_many_pods() -> String {

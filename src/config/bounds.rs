@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Default of `max_pods`: kubelet's `maxPods` default.
 pub const DEFAULT_MAX_PODS: usize = 110;
 /// Upper bound of `max_pods`.
-pub const MAX_MAX_PODS: usize = 5000;
+pub const MAX_MAX_PODS: usize = crate::api::limits::MAX_PODS_PER_NODE;
 /// Largest configuration file read (the sample is a few KiB).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Upper bound of `logs.max_size`.
