@@ -28,14 +28,88 @@ usage:
                                                     (with no agent running)
   ferrolet version
 
+Every command takes --help (or: ferrolet help COMMAND).
 Without --config the built-in defaults apply; flags win over the file.
 Logging: RUST_LOG=debug (default info); lines start with an RFC 3339 UTC timestamp
 unless stderr goes to journald (JOURNAL_STREAM), which stamps them itself.
 ";
 
+/// `ferrolet run --help`.
+const RUN_HELP: &str = "\
+usage: ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--state-dir DIR]
+                    [--listen ADDR] [--runtime process] [--device-plugin-dir DIR]
+
+Runs the agent until SIGTERM or SIGINT. Without --config the built-in defaults apply;
+flags win over the file.
+";
+
+/// `ferrolet validate --help`.
+const VALIDATE_HELP: &str = "\
+usage: ferrolet validate [--config FILE] [--manifest-dir DIR] [MANIFEST...]
+
+Checks the configuration, the host and the manifests (those named, or the manifest
+directory's), as `run` would, and runs nothing.
+";
+
+/// `ferrolet get --help`.
+const GET_HELP: &str = "\
+usage: ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
+       ferrolet get events [--for pod/NAME] [--watch] [-o json|yaml] [--server ADDR | --config FILE]
+       ferrolet get node|devices [-o json|yaml] [--server ADDR | --config FILE]
+
+Lists what a running agent reports: pods, events, the node's capacity, device plugins.
+";
+
+/// `ferrolet describe --help`.
+const DESCRIBE_HELP: &str = "\
+usage: ferrolet describe pod NAME [--server ADDR | --config FILE]
+
+Shows one pod of a running agent, with its containers and events.
+";
+
+/// `ferrolet plan --help`.
+const PLAN_HELP: &str = "\
+usage: ferrolet plan cgroups [--config FILE] [-o json] [--cpus N] [--memory Q] [--pids N]
+                             [--system-reserved cpu=…,memory=…] [--kube-reserved …]
+                             [--qos-reserved memory=N%] [--cgroup-version 1|2]
+                             [--cgroup-root PATH] MANIFEST...
+
+Prints the cgroups and values ferrolet would write for these pods, and writes nothing.
+";
+
+/// `ferrolet drain --help`.
+const DRAIN_HELP: &str = "\
+usage: ferrolet drain [--config FILE] [--state-dir DIR]
+
+Stops every container and removes every pod, with no agent running.
+";
+
+/// `ferrolet version --help`.
+const VERSION_HELP: &str = "\
+usage: ferrolet version
+
+Prints the version.
+";
+
+/// The help of a subcommand (the whole usage for `help` and anything unknown).
+fn help_for(cmd: &str) -> &'static str {
+    match cmd {
+        "run" => RUN_HELP,
+        "validate" => VALIDATE_HELP,
+        "get" => GET_HELP,
+        "describe" => DESCRIBE_HELP,
+        "plan" => PLAN_HELP,
+        "drain" => DRAIN_HELP,
+        "version" | "--version" => VERSION_HELP,
+        _ => USAGE,
+    }
+}
+
 /// Parsed command-line flags shared by the subcommands.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Flags {
+    /// `-h`/`--help` was given: print the subcommand's help and do nothing else.
+    help: bool,
     config: Option<PathBuf>,
     overrides: Overrides,
     output: Option<Output>,
@@ -47,54 +121,51 @@ struct Flags {
     positional: Vec<String>,
 }
 
-fn parse_flags(args: &[String]) -> anyhow::Result<Flags> {
+/// The `plan` flags, named like kubelet's.
+const PLAN_FLAGS: [&str; 8] =
+    ["cpus", "memory", "pids", "system-reserved", "kube-reserved", "qos-reserved", "cgroup-version", "cgroup-root"];
+
+/// The value of `flag`, as the next argument or after `=`.
+fn value(p: &mut lexopt::Parser, flag: &str) -> anyhow::Result<String> {
+    let v = p.value().map_err(|_| anyhow::anyhow!("{flag} needs a value"))?;
+    v.into_string().map_err(|v| anyhow::anyhow!("{flag}: {v:?} is not UTF-8"))
+}
+
+/// Parses the flags after the subcommand. It never exits: `--help` is returned as
+/// `Flags::help`, and a bad flag as an error the caller prints with the usage.
+fn parse_flags(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Result<Flags> {
+    use lexopt::Arg::{Long, Short, Value};
     let mut f = Flags::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (name, inline) = match a.split_once('=') {
-            Some((n, v)) if a.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next()? {
+        // The flag as written, for messages (`--config`, `-o`).
+        let flag = match &arg {
+            Long(name) => format!("--{name}"),
+            Short(c) => format!("-{c}"),
+            Value(_) => String::new(),
         };
-        let mut value = |flag: &str| -> anyhow::Result<String> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => it.next().cloned().with_context(|| format!("{flag} needs a value")),
+        match arg {
+            Short('h') | Long("help") => {
+                f.help = true;
+                return Ok(f);
             }
-        };
-        match name.as_str() {
-            "--config" => f.config = Some(value("--config")?.into()),
-            "--node-name" => f.overrides.node_name = Some(value("--node-name")?),
-            "--manifest-dir" => f.overrides.manifest_dir = Some(value("--manifest-dir")?.into()),
-            "--state-dir" => f.overrides.state_dir = Some(value("--state-dir")?.into()),
-            "--listen" => f.overrides.listen = Some(value("--listen")?),
-            "--runtime" => f.overrides.runtime = Some(value("--runtime")?),
-            "--device-plugin-dir" => f.overrides.device_plugin_dir = Some(value("--device-plugin-dir")?.into()),
-            "--server" => f.server = Some(value("--server")?),
-            "--for" => f.for_object = Some(value("--for")?),
-            "-w" | "--watch" => f.watch = true,
-            "--cpus" | "--memory" | "--pids" | "--system-reserved" | "--kube-reserved" | "--qos-reserved"
-            | "--cgroup-version" | "--cgroup-root" => {
-                const NAMES: [&str; 8] = [
-                    "cpus",
-                    "memory",
-                    "pids",
-                    "system-reserved",
-                    "kube-reserved",
-                    "qos-reserved",
-                    "cgroup-version",
-                    "cgroup-root",
-                ];
-                let key = NAMES.iter().find(|n| name.trim_start_matches('-') == **n).copied().unwrap_or("cpus");
-                let v = value(&name)?;
-                f.plan.insert(key, v);
+            Long("config") => f.config = Some(value(&mut p, &flag)?.into()),
+            Long("node-name") => f.overrides.node_name = Some(value(&mut p, &flag)?),
+            Long("manifest-dir") => f.overrides.manifest_dir = Some(value(&mut p, &flag)?.into()),
+            Long("state-dir") => f.overrides.state_dir = Some(value(&mut p, &flag)?.into()),
+            Long("listen") => f.overrides.listen = Some(value(&mut p, &flag)?),
+            Long("runtime") => f.overrides.runtime = Some(value(&mut p, &flag)?),
+            Long("device-plugin-dir") => f.overrides.device_plugin_dir = Some(value(&mut p, &flag)?.into()),
+            Long("server") => f.server = Some(value(&mut p, &flag)?),
+            Long("for") => f.for_object = Some(value(&mut p, &flag)?),
+            Short('w') | Long("watch") => f.watch = true,
+            Short('o') | Long("output") => f.output = Some(value(&mut p, &flag)?.parse().map_err(anyhow::Error::msg)?),
+            Long(name) if PLAN_FLAGS.contains(&name) => {
+                let key = PLAN_FLAGS.iter().copied().find(|n| *n == name).unwrap_or("cpus");
+                f.plan.insert(key, value(&mut p, &flag)?);
             }
-            "-o" | "--output" => f.output = Some(value("-o")?.parse().map_err(anyhow::Error::msg)?),
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                std::process::exit(0);
-            }
-            s if s.starts_with('-') => bail!("unknown flag {s}\n\n{USAGE}"),
-            _ => f.positional.push(a.clone()),
+            Value(v) => f.positional.push(v.into_string().map_err(|v| anyhow::anyhow!("argument {v:?} is not UTF-8"))?),
+            Long(_) | Short(_) => bail!("unknown flag {flag}"),
         }
     }
     Ok(f)
@@ -433,18 +504,19 @@ fn end_quietly_on_a_closed_stdout() {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first().cloned() else {
+    let mut args = std::env::args_os().skip(1);
+    let Some(cmd) = args.next() else {
         eprint!("{USAGE}");
         return ExitCode::from(2);
     };
     if cmd == "shim" {
         // The shim must fork before anything else creates threads or state.
-        let Some(dir) = args.get(1) else {
+        let Some(dir) = args.next() else {
             return ExitCode::from(2);
         };
-        return ExitCode::from(ferrolet::runtime::process::shim::main(std::path::Path::new(dir)) as u8);
+        return ExitCode::from(ferrolet::runtime::process::shim::main(std::path::Path::new(&dir)) as u8);
     }
+    let cmd = cmd.to_string_lossy().into_owned();
     init_logging();
     if matches!(
         cmd.as_str(),
@@ -452,13 +524,17 @@ fn main() -> ExitCode {
     ) {
         end_quietly_on_a_closed_stdout();
     }
-    let flags = match parse_flags(&args[1..]) {
+    let flags = match parse_flags(args) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {e:#}\n\n{}", help_for(&cmd));
             return ExitCode::from(2);
         }
     };
+    if flags.help {
+        print!("{}", help_for(&cmd));
+        return ExitCode::SUCCESS;
+    }
     let result = match cmd.as_str() {
         "run" => run(flags).map(|_| true),
         "validate" => validate(flags),
@@ -471,7 +547,8 @@ fn main() -> ExitCode {
             Ok(true)
         }
         "help" | "-h" | "--help" => {
-            print!("{USAGE}");
+            // `ferrolet help get` is `ferrolet get --help`.
+            print!("{}", help_for(flags.positional.first().map_or("", String::as_str)));
             Ok(true)
         }
         other => {
@@ -502,5 +579,46 @@ mod tests {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_123);
         assert_eq!(log_prefix(false, log::Level::Info, t), "2023-11-14T22:13:20.123Z ");
         assert_eq!(log_prefix(true, log::Level::Warn, t), "<4>");
+    }
+
+    fn parse(args: &[&str]) -> anyhow::Result<Flags> {
+        parse_flags(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn flags_take_their_value_apart_or_after_an_equals_sign() {
+        let f = parse(&["pods", "-o", "wide", "--server=127.0.0.1:1", "--config", "/etc/f.toml", "-w"]).unwrap();
+        assert_eq!(f.positional, ["pods"]);
+        assert_eq!(f.output, Some(Output::Wide));
+        assert_eq!(f.server.as_deref(), Some("127.0.0.1:1"));
+        assert_eq!(f.config, Some(PathBuf::from("/etc/f.toml")));
+        assert!(f.watch && !f.help);
+        let f = parse(&["cgroups", "--cpus", "2", "--cgroup-version=1", "a.yaml"]).unwrap();
+        assert_eq!(f.plan.get("cpus").map(String::as_str), Some("2"));
+        assert_eq!(f.plan.get("cgroup-version").map(String::as_str), Some("1"));
+        assert_eq!(f.positional, ["cgroups", "a.yaml"]);
+    }
+
+    #[test]
+    fn help_is_returned_not_acted_on_and_wins_over_later_flags() {
+        assert!(parse(&["--help"]).unwrap().help);
+        assert!(parse(&["pods", "-h", "--bogus"]).unwrap().help);
+    }
+
+    #[test]
+    fn bad_flags_say_which_flag_and_what_is_wrong() {
+        assert_eq!(parse(&["--bogus"]).unwrap_err().to_string(), "unknown flag --bogus");
+        assert_eq!(parse(&["-x"]).unwrap_err().to_string(), "unknown flag -x");
+        assert_eq!(parse(&["--config"]).unwrap_err().to_string(), "--config needs a value");
+        assert!(parse(&["-o", "xml"]).unwrap_err().to_string().contains("allowed formats are wide, json, yaml"));
+    }
+
+    #[test]
+    fn every_subcommand_has_its_own_help() {
+        for cmd in ["run", "validate", "get", "describe", "plan", "drain", "version"] {
+            let h = help_for(cmd);
+            assert!(h.starts_with(&format!("usage: ferrolet {cmd}")), "{cmd}: {h}");
+        }
+        assert_eq!(help_for("help"), USAGE);
     }
 }

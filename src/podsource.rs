@@ -148,11 +148,14 @@ pub fn read_manifest(path: &Path, node_name: &str) -> Result<Vec<Pod>, Rejection
 }
 
 /// A pod refused because an earlier pod (in file name order, then document order) has
-/// the same namespace and name, as kubelet refuses duplicate static pods.
+/// the same namespace and name, as kubelet refuses duplicate static pods, or the same uid
+/// (which a manifest may set).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Duplicate {
-    /// `namespace/name` of both pods.
+    /// `namespace/name` of the refused pod (and of the first, when the name is the duplicate).
     pub key: String,
+    /// The uid both pods set, when that is the duplicate.
+    pub uid: Option<String>,
     /// The file of the refused pod.
     pub file: PathBuf,
     /// The file of the pod that runs.
@@ -162,6 +165,15 @@ pub struct Duplicate {
 impl Duplicate {
     /// What is wrong, naming both files (the agent adds that it ignores this pod).
     pub fn message(&self) -> String {
+        if let Some(uid) = &self.uid {
+            return format!(
+                "{}: metadata.uid: Duplicate value: pod {:?} sets uid {:?}, already the uid of a pod in {}",
+                logsafe::path(&self.file),
+                self.key,
+                uid,
+                logsafe::path(&self.first)
+            );
+        }
         format!(
             "{}: metadata.name: Duplicate value: pod {:?} is already defined in {}",
             logsafe::path(&self.file),
@@ -187,20 +199,25 @@ pub fn over_max_pods_message(pod: &Pod, max: usize) -> String {
     )
 }
 
-/// Keeps the first pod of each name, in the order given (file name order, then
-/// document order), and lists the others as duplicates.
+/// Keeps the first pod of each name and of each uid, in the order given (file name order,
+/// then document order), and lists the others as duplicates.
 pub fn dedupe<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [Pod])>) -> (Vec<Pod>, Vec<Duplicate>) {
     let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
+    let mut seen_uids: BTreeMap<&str, &Path> = BTreeMap::new();
     let (mut pods, mut dups) = (Vec::new(), Vec::new());
     for (file, list) in files {
         for pod in list {
             let key = pod.key();
-            match seen.get(&key) {
-                Some(first) => dups.push(Duplicate { key, file: file.into(), first: first.to_path_buf() }),
-                None => {
-                    seen.insert(key, file);
-                    pods.push(pod.clone());
-                }
+            let uid = pod.metadata.uid.as_str();
+            if let Some(first) = seen.get(&key) {
+                dups.push(Duplicate { key, uid: None, file: file.into(), first: first.to_path_buf() });
+            } else if let Some(first) = seen_uids.get(uid).filter(|_| !uid.is_empty()) {
+                // Only a uid the manifests set can repeat (hashed ones differ by content).
+                dups.push(Duplicate { key, uid: Some(uid.into()), file: file.into(), first: first.to_path_buf() });
+            } else {
+                seen.insert(key, file);
+                seen_uids.insert(uid, file);
+                pods.push(pod.clone());
             }
         }
     }
@@ -482,6 +499,23 @@ mod tests {
         std::fs::remove_file(dir.path().join("a.yaml")).unwrap();
         src.poll();
         assert_eq!(names(rx.try_recv().unwrap()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_uid_two_manifests_set_runs_only_the_first_pod() {
+        let pod = |name: &str| {
+            let mut p = crate::api::manifest::decode_pods("x", &POD.replace("NAME", name)).remove(0).unwrap();
+            p.metadata.uid = "same-uid".into();
+            p
+        };
+        let (a, b) = (vec![pod("web")], vec![pod("db")]);
+        let (pods, dups) = dedupe([(Path::new("/m/a.yaml"), a.as_slice()), (Path::new("/m/b.yaml"), b.as_slice())]);
+        assert_eq!(pods.len(), 1);
+        assert_eq!(pods[0].metadata.name, "web");
+        assert_eq!(
+            dups[0].message(),
+            "/m/b.yaml: metadata.uid: Duplicate value: pod \"default/db\" sets uid \"same-uid\", already the uid of a pod in /m/a.yaml"
+        );
     }
 
     #[test]

@@ -164,8 +164,15 @@ pub fn fix_state_modes(root: &Path, skip: &[&Path]) -> io::Result<usize> {
 /// Writes `data` to `path` atomically: temp file in the same directory, fsync, rename,
 /// fsync the directory. A reader sees the old content or the new one, never a torn file.
 /// The file is readable only as `StateAccess` allows (it may hold secrets, such as env).
+/// This is the one atomic-write helper: state records and the device checkpoint use it.
 pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    write_atomic_as(path, data, StateAccess::current())
+}
+
+/// `write_atomic` with the access given, not the process-wide one (the device checkpoint
+/// lives in the plugin directory, outside the state directory, and stays owner-only).
+pub fn write_atomic_as(path: &Path, data: &[u8], access: StateAccess) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // Unique per call, not only per process: two threads may write the same file (a lost
     // container's exit, seen by the pod manager and a probe at once), and sharing one temp
@@ -173,16 +180,48 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.tmp.{}.{seq}", std::process::id()));
-    let written = create_private_file(&tmp).and_then(|mut f| {
+    write_via(&tmp, path, data, access)?;
+    File::open(dir)?.sync_all()
+}
+
+/// Writes `data` into the new file `tmp`, syncs it and renames it to `path`; `tmp` is gone
+/// afterwards whatever happened.
+fn write_via(tmp: &Path, path: &Path, data: &[u8], access: StateAccess) -> io::Result<()> {
+    let written = create_new_private(tmp, access).and_then(|mut f| {
         f.write_all(data)?;
         f.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(tmp, path)
     });
     if written.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(tmp);
     }
-    written?;
-    File::open(dir)?.sync_all()
+    written
+}
+
+/// Creates `tmp` afresh with `access`'s mode and group. Whatever is in its place (a file a
+/// crashed run left, or a symlink planted there) is removed, never written through:
+/// `O_EXCL` and `O_NOFOLLOW` do not follow a symlink.
+fn create_new_private(tmp: &Path, access: StateAccess) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(access.file_mode())
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(tmp)
+    };
+    let f = match open() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs::remove_file(tmp)?;
+            open()?
+        }
+        r => r?,
+    };
+    if let Some(gid) = access.gid {
+        std::os::unix::fs::fchown(&f, None, Some(gid))?;
+    }
+    Ok(f)
 }
 
 /// Writes `value` as JSON atomically.
@@ -460,6 +499,42 @@ mod tests {
             }
         });
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left behind");
+    }
+
+    #[test]
+    fn atomic_writes_are_owner_only_by_default() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("secret");
+        write_atomic_as(&p, b"env", StateAccess::default()).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::read(&p).unwrap(), b"env");
+    }
+
+    #[test]
+    fn a_symlink_in_the_temp_files_place_is_removed_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        fs::write(&victim, "precious").unwrap();
+        let tmp = dir.path().join(".x.tmp");
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let p = dir.path().join("x");
+        write_via(&tmp, &p, b"new", StateAccess::default()).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(fs::read_to_string(&p).unwrap(), "new");
+        assert!(fs::symlink_metadata(&tmp).is_err(), "the temp name is gone");
+    }
+
+    #[test]
+    fn a_leftover_temp_file_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join(".x.tmp");
+        fs::write(&tmp, "half a record from a crash").unwrap();
+        let p = dir.path().join("x");
+        write_via(&tmp, &p, b"whole", StateAccess::default()).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "whole");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

@@ -181,6 +181,34 @@ fn an_edited_manifest_replaces_the_pod() {
 }
 
 #[test]
+fn an_edited_manifest_that_sets_its_uid_replaces_the_pod_and_keeps_the_uid() {
+    let sb = Sandbox::new();
+    const UID: &str = "0b5c6d2e-1f3a-4b5c-8d9e-0a1b2c3d4e5f";
+    let text = |v: &str| {
+        manifest(
+            "web",
+            &format!("  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo {v}; sleep 30']\n"),
+        )
+        .replace("  name: web\n", &format!("  name: web\n  uid: {UID}\n"))
+    };
+    sb.write_manifest("web.yaml", &text("v1"));
+    let agent = AgentProcess::start(&sb);
+    let v1 = wait_for("v1 running", T, || agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
+    assert_eq!(v1.metadata.uid, UID);
+    let old_id = container(&v1, "app").unwrap().container_id.clone();
+    sb.write_manifest("web.yaml", &text("v2"));
+    let v2 = wait_for("v2 running", T, || {
+        agent.pod("web").filter(|p| {
+            p.spec.containers[0].command[2].contains("v2")
+                && container(p, "app").is_some_and(|c| c.container_id != old_id && c.state.running.is_some())
+        })
+    });
+    assert_eq!(v2.metadata.uid, UID);
+    assert!(common::workload_pid(&sb.state(), &old_id).is_none(), "the old version's container is gone");
+    assert_eq!(agent.pods().len(), 1);
+}
+
+#[test]
 fn a_broken_manifest_is_reported_with_its_field_path_and_others_keep_running() {
     let sb = Sandbox::new();
     let good = "  containers:\n  - name: app\n    image: x\n    command: [sleep, '30']\n";

@@ -1,15 +1,17 @@
-//! Helpers the benchmark programs share: a real `ferrolet run` on a free port, and readings
+//! Helpers the benchmark programs share: a real `ferrolet run` on a free port (the
+//! integration tests' `AgentProcess`, with the benchmarks' own configuration), and readings
 //! from /proc.
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
-pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_ferrolet"))
-}
+pub use common::ferrolet_bin as bin;
+use common::AgentProcess;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub fn status_field(pid: u32, field: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -43,39 +45,39 @@ pub fn running_containers(port: u16) -> usize {
     http_get(port, "/pods").map(|b| b.matches("\"running\":{").count()).unwrap_or(0)
 }
 
+/// An agent started for a benchmark, in a directory of the benchmark's own.
 pub struct Agent {
-    pub child: Child,
-    pub port: u16,
+    pub process: AgentProcess,
     pub dir: PathBuf,
 }
 
+impl std::ops::Deref for Agent {
+    type Target = AgentProcess;
+    fn deref(&self) -> &AgentProcess {
+        &self.process
+    }
+}
+
 impl Agent {
+    /// Starts `ferrolet run` with its files in `dir`; returns it and how long it took to
+    /// answer `/healthz`.
     pub fn start(dir: &Path) -> (Agent, Duration) {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = common::free_port();
         let started = Instant::now();
         // Its own cgroup root and plugin directory: a benchmark touches nothing it did not make.
-        let config = dir.join("bench.toml");
         // The prober benchmark runs 500 pods, past kubelet's default of 110 per node.
-        std::fs::write(&config, format!("max_pods = 1000\n[cgroups]\nroot = {:?}\n", cgroup_root(dir))).unwrap();
-        let child = Command::new(bin())
-            .args(["run", "--config"])
-            .arg(&config)
-            .args(["--node-name", "bench", "--listen", &format!("127.0.0.1:{port}"), "--manifest-dir"])
-            .arg(dir.join("manifests"))
-            .arg("--state-dir")
-            .arg(dir.join("state"))
-            .arg("--device-plugin-dir")
-            .arg(dir.join("device-plugins"))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        while http_get(port, "/healthz").is_none() {
-            std::thread::sleep(Duration::from_micros(500));
-        }
+        let config = dir.join("bench.toml");
+        let text = format!(
+            "node_name = \"bench\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmax_pods = 1000\n[api]\nlisten = \"127.0.0.1:{port}\"\n[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n",
+            dir.join("state"),
+            dir.join("manifests"),
+            dir.join("device-plugins"),
+            cgroup_root(dir)
+        );
+        std::fs::write(&config, text).unwrap();
+        let process = AgentProcess::spawn(&config, port, "warn", dir.join("agent.log"), Duration::from_micros(500));
         let took = started.elapsed();
-        (Agent { child, port, dir: dir.into() }, took)
+        (Agent { process, dir: dir.into() }, took)
     }
 
     pub fn wait_running(&self, n: usize, timeout: Duration) {
@@ -89,8 +91,8 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.process.child.kill();
+        let _ = self.process.child.wait();
         // Stop every container this agent started, through the state directory.
         let _ = Command::new(bin())
             .args(["drain", "--state-dir"])
@@ -106,6 +108,5 @@ impl Drop for Agent {
 
 /// The cgroup root of the agent benchmarked in `dir` (one per run, never kubelet's).
 fn cgroup_root(dir: &Path) -> String {
-    let name = dir.file_name().map(|n| n.to_string_lossy().trim_start_matches('.').to_string()).unwrap_or_default();
-    format!("/ferrolet-bench-{name}")
+    common::cgroup_root_of("bench", dir)
 }

@@ -301,18 +301,23 @@ fn decode_one(mut value: serde_json::Value) -> Result<Pod, Vec<String>> {
 }
 
 /// Makes a decoded pod this node's static pod, as kubelet's file source does: the name
-/// gets `-<node>` appended, the uid is a hash of node, file and content (stable across
-/// agent restarts, new whenever the manifest changes), and the config annotations are set.
+/// gets `-<node>` appended, and a pod whose manifest sets no `metadata.uid` gets a hash of
+/// node, file and content as its uid (stable across agent restarts, new whenever the
+/// manifest changes); a uid the manifest sets is kept. The config annotations are set; the
+/// hash annotation is always the content hash, so a change to a pod that keeps its uid is
+/// still seen.
 pub fn as_static_pod(mut pod: Pod, node_name: &str, file: &Path) -> Pod {
     let mut h = Md5::new();
     h.update(format!("host:{node_name}").as_bytes());
     h.update(format!("file:{}", file.display()).as_bytes());
     // Serializing our own types cannot fail: every map key is a string.
     h.update(serde_json::to_vec(&pod).unwrap_or_default());
-    let uid: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hash: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    if pod.metadata.uid.is_empty() {
+        pod.metadata.uid = hash.clone();
+    }
     pod.metadata.name = format!("{}-{}", pod.metadata.name, node_name);
-    pod.metadata.uid = uid.clone();
-    pod.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), uid);
+    pod.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), hash);
     pod.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
     pod.metadata.annotations.insert(CONFIG_FILE_ANNOTATION.into(), file.display().to_string());
     pod.spec.node_name = node_name.into();
@@ -354,6 +359,36 @@ mod tests {
         changed.spec.containers[0].args.push("x".into());
         let c = as_static_pod(changed, "edge1", Path::new("/m/web.yaml"));
         assert_ne!(a.metadata.uid, c.metadata.uid);
+    }
+
+    #[test]
+    fn a_uid_the_manifest_sets_is_kept_and_the_hash_still_follows_the_content() {
+        let with_uid = WEB.replace("  name: web\n", "  name: web\n  uid: 0b5c6d2e-1f3a-4b5c-8d9e-0a1b2c3d4e5f\n");
+        let pod = decode_pods("web.yaml", &with_uid).remove(0).unwrap();
+        let a = as_static_pod(pod.clone(), "edge1", Path::new("/m/web.yaml"));
+        assert_eq!(a.metadata.uid, "0b5c6d2e-1f3a-4b5c-8d9e-0a1b2c3d4e5f");
+        let mut changed = pod;
+        changed.spec.containers[0].args.push("x".into());
+        let c = as_static_pod(changed, "edge1", Path::new("/m/web.yaml"));
+        assert_eq!(c.metadata.uid, a.metadata.uid);
+        assert_ne!(c.metadata.annotations[CONFIG_HASH_ANNOTATION], a.metadata.annotations[CONFIG_HASH_ANNOTATION]);
+    }
+
+    #[test]
+    fn a_uid_unfit_for_a_path_is_refused() {
+        for bad in ["../../etc", "a/b", "x y", &"a".repeat(65)] {
+            let text = WEB.replace("  name: web\n", &format!("  name: web\n  uid: {bad:?}\n"));
+            let e = problems("web.yaml", &text);
+            assert!(e.iter().any(|e| e.contains("metadata.uid: Invalid value")), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_uid_is_the_hash() {
+        let pod = decode_pods("web.yaml", WEB).remove(0).unwrap();
+        let a = as_static_pod(pod, "edge1", Path::new("/m/web.yaml"));
+        assert_eq!(a.metadata.uid.len(), 32);
+        assert_eq!(a.metadata.annotations[CONFIG_HASH_ANNOTATION], a.metadata.uid);
     }
 
     #[test]

@@ -105,6 +105,15 @@ impl Errs {
 const DNS1123_LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1123_SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
+/// What a `metadata.uid` set in a manifest may hold.
+const UID_FMT: &str = "a uid must consist of at most 64 alphanumeric characters or '-' (e.g. a UUID such as '0b5c6d2e-1f3a-4b5c-8d9e-0a1b2c3d4e5f')";
+
+/// Whether `s` may be a pod uid: 1 to 64 ASCII letters, digits or dashes (a UUID, an md5 hex),
+/// so it is safe in a path and a cgroup name.
+pub fn is_uid(s: &str) -> bool {
+    (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
 pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
@@ -175,6 +184,10 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     }
     if !is_dns1123_label(&m.namespace) {
         e.invalid("metadata.namespace", quote(&m.namespace), DNS1123_LABEL_FMT);
+    }
+    // A uid the manifest sets is kept, and it names directories and cgroups (`pod<uid>`).
+    if !m.uid.is_empty() && !is_uid(&m.uid) {
+        e.invalid("metadata.uid", quote(&m.uid), UID_FMT);
     }
     for (k, v) in &m.labels {
         if !is_qualified_name(k) {

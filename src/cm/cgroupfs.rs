@@ -221,7 +221,7 @@ pub trait CgroupDriver: Send + Sync {
     /// it bottom-up. A cgroup that does not exist is already destroyed.
     fn destroy(&self, path: &str) -> Result<(), CgroupError> {
         for dir in self.dirs(path) {
-            destroy_tree(&dir)?;
+            kill_and_remove(&dir)?;
         }
         Ok(())
     }
@@ -249,7 +249,15 @@ pub fn tree_pids(dir: &Path) -> Vec<i32> {
         .collect()
 }
 
-fn destroy_tree(dir: &Path) -> Result<(), CgroupError> {
+/// How long a cgroup directory that is still busy (its killed processes not yet gone) is
+/// retried before its removal fails; shared by the whole tree.
+const REMOVE_BUSY_BUDGET: Duration = Duration::from_millis(500);
+
+/// Kills every process left in the cgroup tree at `dir` (SIGKILL, up to 5 rounds), then
+/// removes the tree deepest first, retrying a directory the kernel still calls busy. A
+/// cgroup that does not exist is already removed. This is the one kill-and-remove: the
+/// drivers' `destroy` (pod cgroups, orphans) and the shim (a container's cgroup) use it.
+pub fn kill_and_remove(dir: &Path) -> Result<(), CgroupError> {
     if !dir.exists() {
         return Ok(());
     }
@@ -266,16 +274,25 @@ fn destroy_tree(dir: &Path) -> Result<(), CgroupError> {
     }
     let mut dirs = Vec::new();
     tree(dir, &mut dirs);
+    let deadline = std::time::Instant::now() + REMOVE_BUSY_BUDGET;
     for d in dirs {
-        match fs::remove_dir(&d) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            // A fake tree in a temp dir holds plain files; the kernel's cgroupfs removes
-            // its control files with the directory.
-            Err(_) if d.join("cgroup.procs").is_file() && !is_cgroupfs(&d) => {
-                fs::remove_dir_all(&d).map_err(|source| CgroupError::RemoveCgroup { path: d.clone(), source })?;
+        loop {
+            match fs::remove_dir(&d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                // A fake tree in a temp dir holds plain files; the kernel's cgroupfs removes
+                // its control files with the directory.
+                Err(_) if d.join("cgroup.procs").is_file() && !is_cgroupfs(&d) => {
+                    fs::remove_dir_all(&d).map_err(|source| CgroupError::RemoveCgroup { path: d.clone(), source })?;
+                }
+                // A killed process leaves its cgroup only once it has exited.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                Err(source) => return Err(CgroupError::RemoveCgroup { path: d, source }),
             }
-            Err(source) => return Err(CgroupError::RemoveCgroup { path: d, source }),
+            break;
         }
     }
     Ok(())
@@ -443,5 +460,21 @@ mod tests {
         let err = write_control_file(&dir.path().join("cpu.sharez"), "1024").unwrap_err().to_string();
         assert!(err.starts_with("cannot write \"1024\" to ") && err.contains("cpu.sharez"), "{err}");
         assert!(!dir.path().join("cpu.sharez").exists(), "never created");
+    }
+
+    #[test]
+    fn kill_and_remove_kills_what_is_listed_and_removes_the_tree_deepest_first() {
+        let root = tempfile::tempdir().unwrap();
+        let cg = root.path().join("pod1");
+        let child = cg.join("app");
+        fs::create_dir_all(&child).unwrap();
+        fs::write(cg.join("cgroup.procs"), "").unwrap();
+        let mut sleeper = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+        fs::write(child.join("cgroup.procs"), format!("{}\n", sleeper.id())).unwrap();
+        kill_and_remove(&cg).unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(sleeper.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert!(!cg.exists(), "the whole tree is gone");
+        kill_and_remove(&cg).expect("a cgroup that is gone is already removed");
     }
 }

@@ -20,7 +20,7 @@
 use super::state::DeviceOptions;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -141,19 +141,8 @@ pub fn save(dir: &Path, data: &CheckpointData) -> std::io::Result<()> {
         data: serde_json::value::RawValue::from_string(body).map_err(std::io::Error::other)?,
     };
     let text = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!(".{FILE_NAME}.tmp"));
-    // A leftover temporary file (or a symlink planted in its place) is removed, never
-    // written through: `create_new` (O_EXCL) does not follow a symlink.
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-    f.write_all(&text)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path(dir))?;
-    std::fs::File::open(dir)?.sync_all()
+    // Owner-only whatever `state_group` says: the plugin directory is not the state directory.
+    crate::util::write_atomic_as(&path(dir), &text, crate::util::StateAccess::default())
 }
 
 /// Reads the checkpoint: `Ok(None)` when there is none, `Err` (saying what is wrong) when

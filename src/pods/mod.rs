@@ -318,12 +318,13 @@ impl PodManager {
     /// orphans found in the runtime once every source has reported.
     fn admit_and_retire(&mut self, snap: &Snapshot, now: SystemTime) {
         for (uid, entry) in self.pods.iter_mut() {
-            if !self.desired.contains_key(uid) && entry.termination.is_none() {
+            // A pod whose manifest sets its uid keeps it when the manifest changes: the old
+            // version is terminated, and the new one starts once it is gone, as for a new uid.
+            let changed = self.desired.get(uid).is_some_and(|d| config_hash(d) != config_hash(&entry.pod));
+            if (changed || !self.desired.contains_key(uid)) && entry.termination.is_none() {
                 let grace = entry.pod.spec.termination_grace();
-                log::info!(
-                    "pods: pod {} removed from its source; terminating with grace period {grace:?}",
-                    entry.pod.key()
-                );
+                let why = if changed { "changed in" } else { "removed from" };
+                log::info!("pods: pod {} {why} its source; terminating with grace period {grace:?}", entry.pod.key());
                 entry.pod.metadata.deletion_timestamp = Some(Time(now));
                 entry.termination = Some(Termination { started: now, grace, requested: HashSet::new(), warned: false });
             }
@@ -1095,4 +1096,9 @@ fn release_freed_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// The content hash of a static pod (`kubernetes.io/config.hash`), none for other pods.
+fn config_hash(pod: &Pod) -> Option<&str> {
+    pod.metadata.annotations.get(crate::api::manifest::CONFIG_HASH_ANNOTATION).map(String::as_str)
 }

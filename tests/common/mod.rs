@@ -1,6 +1,7 @@
 //! Shared helpers for integration tests: temporary agents (in-process or as a real
 //! `ferrolet run` process), waiting for conditions, and cleaning up every process a test
-//! started (through the runtime's own state files, never by process name).
+//! started (through the runtime's own state files, never by process name). The benchmarks
+//! include this file too (`benches/support`), for the one agent-process helper.
 
 #![allow(dead_code)]
 
@@ -125,8 +126,7 @@ impl Sandbox {
     /// A cgroup root of this test's own, so parallel test agents never see each other's
     /// pod cgroups as orphans (nor a developer's `make run`).
     pub fn cgroup_root(&self) -> String {
-        let name = self.dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_string();
-        format!("/ferrolet-test-{name}")
+        cgroup_root_of("test", self.dir.path())
     }
 }
 
@@ -142,7 +142,15 @@ impl Drop for Sandbox {
     }
 }
 
-/// A real `ferrolet run` process on a free port.
+/// The cgroup root `/ferrolet-KIND-NAME` of the agent whose files are in `dir` (named after
+/// the directory, so parallel agents never share one, nor a developer's `make run`).
+pub fn cgroup_root_of(kind: &str, dir: &Path) -> String {
+    let name = dir.file_name().map(|n| n.to_string_lossy().trim_start_matches('.').to_string()).unwrap_or_default();
+    format!("/ferrolet-{kind}-{name}")
+}
+
+/// A real `ferrolet run` process on a free port: the one agent-process helper of the
+/// integration tests and the benchmarks.
 pub struct AgentProcess {
     pub child: Child,
     pub port: u16,
@@ -160,10 +168,18 @@ impl AgentProcess {
         let cfg = sb.dir.path().join("ferrolet.toml");
         std::fs::write(&cfg, edit(sb.config_text(port))).unwrap();
         let log = sb.dir.path().join(format!("agent-{port}.log"));
+        Self::spawn(&cfg, port, "debug", log, Duration::from_millis(50))
+    }
+
+    /// Runs `ferrolet run --config CONFIG` (a configuration that listens on
+    /// `127.0.0.1:PORT`), logging at `log_level` into `log`, and returns once its
+    /// `/healthz` answers (asked every `poll`: the start-up benchmark polls finely);
+    /// panics with the end of the log when it exits or takes over 10 s.
+    pub fn spawn(config: &Path, port: u16, log_level: &str, log: PathBuf, poll: Duration) -> AgentProcess {
         let child = Command::new(ferrolet_bin())
             .args(["run", "--config"])
-            .arg(&cfg)
-            .env("RUST_LOG", "debug")
+            .arg(config)
+            .env("RUST_LOG", log_level)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -180,7 +196,7 @@ impl AgentProcess {
                     tail.join("\n")
                 );
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(poll);
         }
         agent
     }

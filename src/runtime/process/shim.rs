@@ -341,15 +341,8 @@ fn write_exit(dir: &Path, exit: &ExitRecord) -> io::Result<()> {
 /// cleanup of the pod cgroup catches anything left).
 pub fn remove_cgroup(cg: &super::ContainerCgroup) {
     for d in &cg.dirs {
-        for pid in crate::cm::cgroupfs::tree_pids(d) {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        for _ in 0..50 {
-            if std::fs::remove_dir(d).is_ok() || !d.exists() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if let Err(e) = crate::cm::cgroupfs::kill_and_remove(d) {
+            log::warn!("runtime: {}", util::Chain(&e));
         }
     }
 }
@@ -382,4 +375,23 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
         });
     }
     cmd.spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_cgroup_is_removed_in_every_hierarchy() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<PathBuf> = ["cpu/pod1/app", "memory/pod1/app"].iter().map(|d| root.path().join(d)).collect();
+        for d in &dirs {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("cgroup.procs"), "").unwrap();
+        }
+        let cg = super::super::ContainerCgroup { dirs: dirs.clone(), procs: Vec::new(), memory: None };
+        remove_cgroup(&cg);
+        assert!(dirs.iter().all(|d| !d.exists()));
+        assert!(dirs.iter().all(|d| d.parent().unwrap().exists()), "the pod cgroup stays");
+    }
 }
