@@ -8,10 +8,11 @@ mod plugin;
 
 use crossbeam_channel::unbounded;
 use ferrolet::api::{Container, Pod, Quantity};
+use ferrolet::devicemanager::DeviceUpdate;
 use ferrolet::devicemanager::{DeviceManager, DeviceSettings, DevicesCommand};
 use ferrolet::events::EventRecorder;
+use ferrolet::manager::Publisher;
 use ferrolet::manager::{Health, ManagerHandle};
-use ferrolet::pods::PodsCommand;
 use ferrolet::proto::deviceplugin as pb;
 use plugin::{Behaviour, TestPlugin};
 use std::time::{Duration, Instant};
@@ -46,7 +47,7 @@ fn main() {
         reconnect_attempts: 5,
         max_devices_per_resource: 1024,
     };
-    let (dm, devices) = DeviceManager::new(settings, recorder, pods_tx, tx.clone());
+    let (dm, devices) = DeviceManager::new(settings, recorder, Publisher::to(pods_tx), tx.clone());
     let health = Health::default();
     let handle = ManagerHandle::spawn_with_channel("fl-devices", dm, (tx.clone(), rx), &health).unwrap();
 
@@ -111,7 +112,7 @@ fn main() {
         let t0 = Instant::now();
         tx.send(DevicesCommand::Admit(Box::new(pod))).unwrap();
         match pods_rx.recv_timeout(Duration::from_secs(10)).unwrap() {
-            PodsCommand::DevicesAdmitted { result, .. } => result.unwrap(),
+            DeviceUpdate::Admitted { result, .. } => result.unwrap(),
             other => panic!("unexpected {other:?}"),
         }
         admit.push(t0.elapsed());

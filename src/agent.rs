@@ -10,7 +10,7 @@ use crate::events::correlator::{EventCorrelator, RealClock};
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
-use crate::manager::{Health, ManagerHandle};
+use crate::manager::{Health, ManagerHandle, Publisher};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::{DirWatcher, FileSource};
 use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
@@ -447,7 +447,7 @@ impl Agent {
             probe_results.clone(),
             prober_metrics.clone(),
             recorder.clone(),
-            pods_channel.0.clone(),
+            Publisher::to(pods_channel.0.clone()),
             prober_channel.0.clone(),
         );
         let mut pm = pm.with_prober(prober_channel.0.clone(), probe_results);
@@ -456,8 +456,12 @@ impl Agent {
             (None, None)
         } else {
             let channel = crossbeam_channel::unbounded();
-            let (dm, shared) =
-                DeviceManager::new(cfg.devices.settings(), recorder.clone(), pods_channel.0.clone(), channel.0.clone());
+            let (dm, shared) = DeviceManager::new(
+                cfg.devices.settings(),
+                recorder.clone(),
+                Publisher::to(pods_channel.0.clone()),
+                channel.0.clone(),
+            );
             pm = pm.with_devices(channel.0.clone(), shared.clone());
             let handle = ManagerHandle::spawn_with_channel("fl-devices", dm, channel, &health)
                 .map_err(spawn_err("fl-devices"))?;

@@ -28,6 +28,37 @@ pub trait Manager: Send + 'static {
     fn on_deadline(&mut self) {}
 }
 
+/// Where a producer (the prober, the device manager) publishes its own update type. The
+/// consumer decides how an update reaches it (the agent wraps it into the pod manager's
+/// command), so no producer imports its consumer's command enum.
+pub struct Publisher<U>(Arc<dyn Fn(U) + Send + Sync>);
+
+impl<U> Clone for Publisher<U> {
+    fn clone(&self) -> Self {
+        Publisher(self.0.clone())
+    }
+}
+
+impl<U: 'static> Publisher<U> {
+    /// Publishes through `f`.
+    pub fn new(f: impl Fn(U) + Send + Sync + 'static) -> Self {
+        Publisher(Arc::new(f))
+    }
+
+    /// Publishes onto a channel of the consumer's commands. A consumer that is gone
+    /// (shutdown) drops the update.
+    pub fn to<C: From<U> + Send + 'static>(tx: Sender<C>) -> Self {
+        Publisher::new(move |u| {
+            let _ = tx.send(C::from(u));
+        })
+    }
+
+    /// Publishes one update.
+    pub fn publish(&self, u: U) {
+        (self.0)(u)
+    }
+}
+
 /// A thread's name and whether it is alive.
 type ThreadFlag = (String, Arc<AtomicBool>);
 

@@ -20,8 +20,8 @@ pub mod state;
 use crate::api::validation::is_extended_resource;
 use crate::api::{Container, Pod};
 use crate::events::{EventRecorder, Reference, NORMAL};
+use crate::manager::Publisher;
 use crate::metrics::{CounterVec, Encoder, HistogramVec};
-use crate::pods::PodsCommand;
 use crate::proto::deviceplugin as pb;
 use crate::timefmt::go_duration;
 use crate::util::Chain;
@@ -239,10 +239,10 @@ impl Devices {
 /// Commands to the device manager.
 #[derive(Debug)]
 pub enum DevicesCommand {
-    /// Allocate a pod's devices; answered with `PodsCommand::DevicesAdmitted`.
+    /// Allocate a pod's devices; answered with `DeviceUpdate::Admitted`.
     Admit(Box<Pod>),
     /// A container with devices is about to start; answered with
-    /// `PodsCommand::DevicesPrepared` after PreStartContainer where the plugin wants it.
+    /// `DeviceUpdate::Prepared` after PreStartContainer where the plugin wants it.
     Prepare {
         /// Pod uid.
         pod_uid: String,
@@ -260,10 +260,31 @@ struct WaitingPod {
     deadline: Instant,
 }
 
+/// What the device manager publishes to the pod manager.
+#[derive(Clone, Debug)]
+pub enum DeviceUpdate {
+    /// A pod was admitted (its devices are allocated) or refused, and why.
+    Admitted {
+        /// Pod uid.
+        pod_uid: String,
+        /// Why the pod cannot have its devices.
+        result: Result<(), String>,
+    },
+    /// A container's devices are prepared (PreStartContainer done), or why not.
+    Prepared {
+        /// Pod uid.
+        pod_uid: String,
+        /// Container name.
+        container: String,
+        /// The merged device options, or why the container cannot start.
+        result: Result<state::DeviceOptions, String>,
+    },
+}
+
 /// The `fl-devices` manager.
 pub struct DeviceManager {
     devices: Devices,
-    pods: Sender<PodsCommand>,
+    pods: Publisher<DeviceUpdate>,
     recorder: EventRecorder,
     waiting: Vec<WaitingPod>,
     server: Option<grpcio::Server>,
@@ -278,7 +299,7 @@ impl DeviceManager {
     pub fn new(
         settings: DeviceSettings,
         recorder: EventRecorder,
-        pods: Sender<PodsCommand>,
+        pods: Publisher<DeviceUpdate>,
         notify: Sender<DevicesCommand>,
     ) -> (DeviceManager, Devices) {
         let dir = settings.plugin_dir.clone();
@@ -455,7 +476,7 @@ impl DeviceManager {
     fn reply_admission(&self, pod: &Pod, result: Result<(), DeviceError>) {
         // The pod manager's message types still carry text; the error's chain goes whole.
         let result = result.map_err(|e| Chain(&e).to_string());
-        let _ = self.pods.send(PodsCommand::DevicesAdmitted { pod_uid: pod.metadata.uid.clone(), result });
+        self.pods.publish(DeviceUpdate::Admitted { pod_uid: pod.metadata.uid.clone(), result });
     }
 
     fn handle_admit(&mut self, pod: Box<Pod>) {
@@ -509,7 +530,7 @@ impl DeviceManager {
         let pods = self.pods.clone();
         let reply = move |uid: String, container: String, result: Result<_, DeviceError>| {
             let result = result.map_err(|e| Chain(&e).to_string());
-            let _ = pods.send(PodsCommand::DevicesPrepared { pod_uid: uid, container, result });
+            pods.publish(DeviceUpdate::Prepared { pod_uid: uid, container, result });
         };
         let Some(options) = options else {
             return reply(uid, container, Err(DeviceError::PrepareUnallocated));

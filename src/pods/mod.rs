@@ -10,9 +10,9 @@ use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, ResourceHealth, ResourceStatus, RestartPolicy, Time};
 use crate::cm::ContainerManager;
 use crate::devicemanager::state::DeviceOptions;
-use crate::devicemanager::{device_requests, pod_needs_devices, Devices, DevicesCommand};
+use crate::devicemanager::{device_requests, pod_needs_devices, DeviceUpdate, Devices, DevicesCommand};
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
-use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProberCommand};
+use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProbeUpdate, ProberCommand};
 use crate::runtime::{
     labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig, SandboxInfo,
 };
@@ -36,34 +36,9 @@ const EXCEEDED_GRACE_MARGIN: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub enum PodsCommand {
     /// A probe result changed (from the prober).
-    ProbeResult {
-        /// Pod uid.
-        pod_uid: String,
-        /// Container name.
-        container: String,
-        /// The container instance the result is about.
-        container_id: String,
-        /// Which probe.
-        kind: ProbeType,
-        /// The new result.
-        result: ProbeResult,
-    },
-    /// The device manager admitted a pod (its devices are allocated) or refused it.
-    DevicesAdmitted {
-        /// Pod uid.
-        pod_uid: String,
-        /// Why the pod cannot have its devices.
-        result: Result<(), String>,
-    },
-    /// The device manager prepared a container's devices (PreStartContainer done).
-    DevicesPrepared {
-        /// Pod uid.
-        pod_uid: String,
-        /// Container name.
-        container: String,
-        /// The merged device options, or why the container cannot start.
-        result: Result<DeviceOptions, String>,
-    },
+    Probe(ProbeUpdate),
+    /// The device manager admitted a pod or prepared a container's devices.
+    Devices(DeviceUpdate),
     /// The complete set of pods a source wants on this node.
     Update {
         /// Source name, e.g. `file`.
@@ -71,6 +46,18 @@ pub enum PodsCommand {
         /// The pods (static pods already named and uid'd).
         pods: Vec<Pod>,
     },
+}
+
+impl From<ProbeUpdate> for PodsCommand {
+    fn from(u: ProbeUpdate) -> Self {
+        PodsCommand::Probe(u)
+    }
+}
+
+impl From<DeviceUpdate> for PodsCommand {
+    fn from(u: DeviceUpdate) -> Self {
+        PodsCommand::Devices(u)
+    }
 }
 
 /// Settings the pod manager needs.
@@ -998,7 +985,7 @@ impl crate::manager::Manager for PodManager {
 
     fn handle(&mut self, cmd: PodsCommand) {
         match cmd {
-            PodsCommand::ProbeResult { pod_uid, container, container_id, kind, result } => {
+            PodsCommand::Probe(ProbeUpdate { pod_uid, container, container_id, kind, result }) => {
                 log::debug!("pods: {kind:?} probe of {pod_uid}/{container} ({container_id}) is now {result:?}");
                 if result == ProbeResult::Failure && kind != ProbeType::Readiness {
                     self.on_probe_failure(&pod_uid, &container, &container_id, kind);
@@ -1007,7 +994,7 @@ impl crate::manager::Manager for PodManager {
                 // once), run when the command queue is empty.
                 self.resync = true;
             }
-            PodsCommand::DevicesAdmitted { pod_uid, result } => {
+            PodsCommand::Devices(DeviceUpdate::Admitted { pod_uid, result }) => {
                 let Some(entry) = self.pods.get_mut(&pod_uid).filter(|e| e.admission == Admission::Pending) else {
                     return;
                 };
@@ -1037,7 +1024,7 @@ impl crate::manager::Manager for PodManager {
                 }
                 self.resync = true;
             }
-            PodsCommand::DevicesPrepared { pod_uid, container, result } => {
+            PodsCommand::Devices(DeviceUpdate::Prepared { pod_uid, container, result }) => {
                 if let Some(slot) = self.device_prep.get_mut(&(pod_uid, container)) {
                     *slot = Some(result);
                     self.resync = true;

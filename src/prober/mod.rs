@@ -16,7 +16,7 @@ pub use results::{ProbeResults, ProberError};
 
 use crate::api::{Container, Probe};
 use crate::events::{EventRecorder, Reference, WARNING};
-use crate::pods::PodsCommand;
+use crate::manager::Publisher;
 use crossbeam_channel::Sender;
 use pool::{Done, Job, ProbePool};
 use probes::Outcome;
@@ -139,7 +139,23 @@ pub struct ProberManager {
     results: ProbeResults,
     metrics: Arc<ProberMetrics>,
     recorder: EventRecorder,
-    pods: Sender<PodsCommand>,
+    pods: Publisher<ProbeUpdate>,
+}
+
+/// A probe result that changed, published to the pod manager (kubelet's results manager
+/// `Updates()`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeUpdate {
+    /// Pod uid.
+    pub pod_uid: String,
+    /// Container name.
+    pub container: String,
+    /// The container instance the result is about.
+    pub container_id: String,
+    /// Which probe.
+    pub kind: ProbeType,
+    /// The new result.
+    pub result: ProbeResult,
 }
 
 /// A worker with what the manager keeps beside it.
@@ -158,7 +174,7 @@ impl ProberManager {
         results: ProbeResults,
         metrics: Arc<ProberMetrics>,
         recorder: EventRecorder,
-        pods: Sender<PodsCommand>,
+        pods: Publisher<ProbeUpdate>,
         me: Sender<ProberCommand>,
     ) -> Self {
         let report: pool::Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
@@ -201,7 +217,7 @@ impl ProberManager {
             return;
         }
         if self.results.set(key.2, &cid, result) {
-            let _ = self.pods.send(PodsCommand::ProbeResult {
+            self.pods.publish(ProbeUpdate {
                 pod_uid: key.0.clone(),
                 container: key.1.clone(),
                 container_id: cid,
