@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -17,27 +16,11 @@ use support::{bin, cpu_ticks, http_get, rss_kib, status_field, Agent};
 const PODS: usize = 500;
 
 fn servers() -> (u16, u16) {
-    let http = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (http, _hits) = support::common::ok_http_server();
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
-    let ports = (http.local_addr().unwrap().port(), tcp.local_addr().unwrap().port());
-    std::thread::spawn(move || {
-        for conn in http.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(match conn.try_clone() {
-                    Ok(c) => c,
-                    Err(_) => return,
-                });
-                let mut line = String::new();
-                while r.read_line(&mut line).unwrap_or(0) > 2 {
-                    line.clear();
-                }
-                let mut w = conn;
-                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-            });
-        }
-    });
+    let port = tcp.local_addr().unwrap().port();
     std::thread::spawn(move || for _conn in tcp.incoming() {});
-    ports
+    (http, port)
 }
 
 fn pod(i: usize, probes: Option<(u16, u16)>) -> String {

@@ -5,10 +5,8 @@ mod common;
 
 use common::{container, manifest, wait_for, AgentProcess, Sandbox};
 use ferrolet::api::{Event, EventList, Pod};
-use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
@@ -146,33 +144,6 @@ fn ready_survives_an_agent_restart_until_a_probe_says_otherwise() {
     }
 }
 
-/// An HTTP server that answers every request with 200 and counts the requests.
-fn counting_http_server() -> (u16, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let count = hits.clone();
-    std::thread::spawn(move || {
-        for conn in l.incoming().flatten() {
-            let count = count.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(match conn.try_clone() {
-                    Ok(c) => c,
-                    Err(_) => return,
-                });
-                let mut line = String::new();
-                while r.read_line(&mut line).unwrap_or(0) > 2 {
-                    line.clear();
-                }
-                count.fetch_add(1, Ordering::SeqCst);
-                let mut w = conn;
-                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-            });
-        }
-    });
-    (port, hits)
-}
-
 /// A listener that accepts connections, keeps them open and never says a word.
 fn silent_listener() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -190,7 +161,7 @@ fn silent_listener() -> u16 {
 fn slow_probes_hold_up_only_their_own_workers() {
     let sb = Sandbox::new();
     let pids = sb.work().join("exec-pids");
-    let (fast_port, hits) = counting_http_server();
+    let (fast_port, hits) = common::ok_http_server();
     let silent = silent_listener();
     // Four exec probes that hang (each records its pid) and four HTTP probes to a server that
     // never answers, all with a 30 s timeout, against a pool of two threads.

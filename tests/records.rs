@@ -41,6 +41,12 @@ fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
+/// Gives a wrongly aimed signal time to land, then checks the bystander still runs.
+fn assert_not_signalled(other: &mut std::process::Child) {
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(other.try_wait().unwrap().is_none(), "the unrelated process group was not signalled");
+}
+
 /// A process group of the test's own, standing in for an unrelated process that reused a
 /// container's recorded pid. Start times are in clock ticks (10 ms): a reused pid is a
 /// later process, so it starts a few ticks after the recorded one.
@@ -132,8 +138,7 @@ fn a_damaged_exit_record_keeps_the_exit_and_signals_no_reused_pid() {
     let fresh = runtime(&sb);
     let i = find(&fresh, &id).unwrap();
     assert_eq!((i.state, i.exit_code, i.reason.as_str()), (ContainerState::Exited, 0, "Completed"));
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(other.try_wait().unwrap().is_none(), "the unrelated process group was not signalled");
+    assert_not_signalled(&mut other);
 
     // Both copies damaged: the exit is unknown, and still nothing is signalled.
     std::fs::write(d.join("exit.backup.json"), "garbage").unwrap();
@@ -141,8 +146,7 @@ fn a_damaged_exit_record_keeps_the_exit_and_signals_no_reused_pid() {
     let i = find(&fresh, &id).unwrap();
     assert_eq!((i.state, i.reason.as_str()), (ContainerState::Exited, "Unknown"));
     assert!(i.message.contains("exit.json"), "the parse error is kept: {}", i.message);
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(other.try_wait().unwrap().is_none(), "the unrelated process group was not signalled");
+    assert_not_signalled(&mut other);
     other.kill().unwrap();
     other.wait().unwrap();
 }
@@ -174,8 +178,7 @@ fn a_lost_shim_never_kills_a_process_group_that_is_no_longer_its_workload() {
     let fresh = runtime(&sb);
     let i = find(&fresh, &id).unwrap();
     assert_eq!((i.state, i.reason.as_str()), (ContainerState::Exited, "Unknown"));
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(other.try_wait().unwrap().is_none(), "the unrelated process group was not signalled");
+    assert_not_signalled(&mut other);
     other.kill().unwrap();
     other.wait().unwrap();
 }

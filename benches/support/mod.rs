@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 #[path = "../../tests/common/mod.rs"]
-mod common;
+pub mod common;
 
 pub use common::ferrolet_bin as bin;
 use common::AgentProcess;

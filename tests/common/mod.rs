@@ -291,3 +291,31 @@ pub fn sh_container(sb: &Sandbox, name: &str, script: &str) -> ferrolet::runtime
         ..Default::default()
     }
 }
+
+/// An HTTP server that answers every request with 200 and counts the requests.
+pub fn ok_http_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = hits.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming().flatten() {
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut r = std::io::BufReader::new(match conn.try_clone() {
+                    Ok(c) => c,
+                    Err(_) => return,
+                });
+                use std::io::{BufRead, Write};
+                let mut line = String::new();
+                while r.read_line(&mut line).unwrap_or(0) > 2 {
+                    line.clear();
+                }
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut w = conn;
+                let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            });
+        }
+    });
+    (port, hits)
+}
