@@ -530,19 +530,19 @@ impl Agent {
         let timeout = self.cfg.shutdown_timeout.0;
         let mut stuck = Vec::new();
         if let Some(w) = self.watcher.take() {
-            w.stop();
+            stuck.extend(w.stop(timeout).err().map(|e| e.to_string()));
         }
         if let Some(s) = self.source.take() {
-            stuck.extend(s.stop(timeout).err());
+            stuck.extend(s.stop(timeout).err().map(|e| e.to_string()));
         }
         if let Some(p) = self.pods.take() {
-            stuck.extend(p.stop(timeout).err());
+            stuck.extend(p.stop(timeout).err().map(|e| e.to_string()));
         }
         if let Some(p) = self.prober.take() {
-            stuck.extend(p.stop(timeout).err());
+            stuck.extend(p.stop(timeout).err().map(|e| e.to_string()));
         }
         if let Some(d) = self.devices.take() {
-            stuck.extend(d.stop(timeout).err());
+            stuck.extend(d.stop(timeout).err().map(|e| e.to_string()));
         }
         if let Some(e) = self.events.take() {
             stuck.extend(e.broadcaster.shutdown(timeout));

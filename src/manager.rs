@@ -59,67 +59,208 @@ impl<U: 'static> Publisher<U> {
     }
 }
 
-/// A thread's name and whether it is alive.
-type ThreadFlag = (String, Arc<AtomicBool>);
+/// A registered thread: its name and whether it is alive.
+struct ThreadEntry {
+    id: u64,
+    name: String,
+    alive: Arc<AtomicBool>,
+}
 
-/// Which manager threads are alive, for `/healthz`.
+/// Every long-lived thread of the agent and whether it is alive, for `/healthz`.
 #[derive(Clone, Default)]
 pub struct Health {
-    threads: Arc<Mutex<Vec<ThreadFlag>>>,
+    threads: Arc<Mutex<(u64, Vec<ThreadEntry>)>>,
 }
 
 impl Health {
-    /// Registers a thread and returns its liveness flag.
-    pub fn register(&self, name: &str) -> Arc<AtomicBool> {
-        let flag = Arc::new(AtomicBool::new(true));
-        self.threads.lock().push((name.into(), flag.clone()));
-        flag
+    /// Registers a thread; returns its id and liveness flag.
+    fn register(&self, name: &str) -> (u64, Arc<AtomicBool>) {
+        let alive = Arc::new(AtomicBool::new(true));
+        let mut t = self.threads.lock();
+        t.0 += 1;
+        let id = t.0;
+        t.1.push(ThreadEntry { id, name: name.into(), alive: alive.clone() });
+        (id, alive)
     }
 
-    /// Names of threads that ended unexpectedly (panicked).
+    /// Forgets a thread that ended in order (a short-lived one, or one that was stopped).
+    fn forget(&self, id: u64) {
+        self.threads.lock().1.retain(|e| e.id != id);
+    }
+
+    /// Names of threads that ended unexpectedly (panicked, or returned without being asked).
     pub fn dead(&self) -> Vec<String> {
-        self.threads.lock().iter().filter(|(_, f)| !f.load(Ordering::Relaxed)).map(|(n, _)| n.clone()).collect()
+        self.threads.lock().1.iter().filter(|e| !e.alive.load(Ordering::Relaxed)).map(|e| e.name.clone()).collect()
+    }
+
+    /// Names of the registered threads that are alive, sorted.
+    pub fn alive(&self) -> Vec<String> {
+        let mut v: Vec<String> =
+            self.threads.lock().1.iter().filter(|e| e.alive.load(Ordering::Relaxed)).map(|e| e.name.clone()).collect();
+        v.sort();
+        v
     }
 }
 
 /// Clears the liveness flag when the thread ends other than by an orderly stop (a panic
-/// unwinds through it). Threads that do not use `ManagerHandle` hold one too.
-pub struct AliveGuard {
-    flag: Arc<AtomicBool>,
+/// unwinds through it).
+struct AliveGuard {
+    health: Health,
+    id: u64,
+    alive: Arc<AtomicBool>,
     orderly: bool,
 }
 
 impl AliveGuard {
-    /// Registers thread `name` with `health`; hold the guard for the thread's lifetime.
-    pub fn new(health: &Health, name: &str) -> Self {
-        AliveGuard { flag: health.register(name), orderly: false }
-    }
-
-    /// The thread is ending because it was asked to.
-    pub fn finish(mut self) {
-        self.orderly = true;
+    fn new(health: &Health, name: &str) -> Self {
+        let (id, alive) = health.register(name);
+        AliveGuard { health: health.clone(), id, alive, orderly: false }
     }
 }
 
 impl Drop for AliveGuard {
     fn drop(&mut self) {
-        if !self.orderly {
-            self.flag.store(false, Ordering::Relaxed);
+        if self.orderly {
+            self.health.forget(self.id);
+        } else {
+            self.alive.store(false, Ordering::Relaxed);
         }
     }
 }
 
-/// A running manager: its command sender and the means to stop it.
-pub struct ManagerHandle<C> {
+/// What a worker's body receives: the one stop signal of its owner. The owner stops the
+/// worker by dropping the sender, so `receiver()` becomes ready (disconnected) in every
+/// `select!` that waits on it.
+#[derive(Clone)]
+pub struct StopSignal(Receiver<()>);
+
+impl StopSignal {
+    /// The channel to select on; it is ready (disconnected) once stop was asked.
+    pub fn receiver(&self) -> &Receiver<()> {
+        &self.0
+    }
+
+    /// Whether stop was asked.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.0.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected))
+    }
+
+    /// Sleeps up to `d`; returns true (at once) when stop was asked meanwhile.
+    pub fn sleep(&self, d: Duration) -> bool {
+        matches!(self.0.recv_timeout(d), Err(RecvTimeoutError::Disconnected))
+    }
+}
+
+/// How a worker's body ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Stopped when asked, or its work is done (a short-lived thread): not a failure.
+    Done,
+    /// Ended on its own although it should have run until stopped: `/healthz` reports it.
+    Failed,
+}
+
+/// A thread could not be stopped in time.
+#[derive(Debug, thiserror::Error)]
+#[error("{name} did not stop within {timeout:?}")]
+pub struct StopTimeout {
+    /// The thread's name.
+    pub name: String,
+    /// How long it was given.
+    pub timeout: Duration,
+}
+
+/// A thread with an owner: named (≤ 15 bytes, Linux truncates longer names), registered
+/// with `Health` while it runs, stopped by one stop signal, joined with a timeout. Every
+/// thread the agent starts is one of these (managers through `ManagerHandle`).
+pub struct Worker {
     name: String,
-    commands: Sender<C>,
     stop: Option<Sender<()>>,
     done: Receiver<()>,
     join: Option<JoinHandle<()>>,
 }
 
+impl Worker {
+    /// Starts `body` on a thread called `name`. The body watches its `StopSignal` and
+    /// returns `Exit::Done` when stopped or when its work is over; a panic, or
+    /// `Exit::Failed`, marks it dead in `health`.
+    pub fn spawn(
+        name: &str,
+        health: &Health,
+        body: impl FnOnce(StopSignal) -> Exit + Send + 'static,
+    ) -> std::io::Result<Worker> {
+        debug_assert!(name.len() <= 15, "thread name {name} is longer than 15 bytes");
+        let (stop_tx, stop_rx) = bounded::<()>(0);
+        let (done_tx, done_rx) = bounded::<()>(1);
+        let mut guard = AliveGuard::new(health, name);
+        let join = std::thread::Builder::new().name(name.into()).spawn(move || {
+            guard.orderly = body(StopSignal(stop_rx)) == Exit::Done;
+            drop(guard);
+            // Sent last, after everything the body owned was dropped.
+            let _ = done_tx.send(());
+        });
+        let join = match join {
+            Ok(j) => j,
+            Err(e) => return Err(e),
+        };
+        Ok(Worker { name: name.into(), stop: Some(stop_tx), done: done_rx, join: Some(join) })
+    }
+
+    /// The thread's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the thread has ended (a short-lived one is then reaped with `stop`).
+    pub fn is_finished(&self) -> bool {
+        self.join.as_ref().map_or(true, |j| j.is_finished())
+    }
+
+    /// Asks the thread to stop without waiting (to stop many at once, then `join` each).
+    pub fn signal_stop(&mut self) {
+        drop(self.stop.take());
+    }
+
+    /// Waits until `deadline` for the thread to end, then joins it.
+    pub fn join(mut self, deadline: Instant) -> Result<(), StopTimeout> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        match self.done.recv_timeout(timeout) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if let Some(j) = self.join.take() {
+                    // The thread has finished (or panicked), so join returns at once.
+                    let _ = j.join();
+                }
+                Ok(())
+            }
+            Err(RecvTimeoutError::Timeout) => Err(StopTimeout { name: self.name.clone(), timeout }),
+        }
+    }
+
+    /// Stops the thread and waits up to `timeout` for it to end.
+    pub fn stop(mut self, timeout: Duration) -> Result<(), StopTimeout> {
+        self.signal_stop();
+        let r = self.join(Instant::now() + timeout);
+        r.map_err(|e| StopTimeout { timeout, ..e })
+    }
+}
+
+/// Stops every worker at once, then joins each within one shared `timeout`; returns the
+/// ones that did not end in time.
+pub fn stop_all(workers: impl IntoIterator<Item = Worker>, timeout: Duration) -> Vec<StopTimeout> {
+    let mut workers: Vec<Worker> = workers.into_iter().collect();
+    workers.iter_mut().for_each(Worker::signal_stop);
+    let deadline = Instant::now() + timeout;
+    workers.into_iter().filter_map(|w| w.join(deadline).err()).map(|e| StopTimeout { timeout, ..e }).collect()
+}
+
+/// A running manager: its command sender and the worker that runs it.
+pub struct ManagerHandle<C> {
+    commands: Sender<C>,
+    worker: Worker,
+}
+
 impl<C: Send + 'static> ManagerHandle<C> {
-    /// Moves `manager` into a thread called `name` (≤ 15 bytes, Linux truncates longer names).
+    /// Moves `manager` into a thread called `name` (≤ 15 bytes).
     pub fn spawn<M: Manager<Command = C>>(name: &str, manager: M, health: &Health) -> std::io::Result<Self> {
         let (cmd_tx, cmd_rx) = unbounded::<C>();
         Self::spawn_with_channel(name, manager, (cmd_tx, cmd_rx), health)
@@ -133,18 +274,14 @@ impl<C: Send + 'static> ManagerHandle<C> {
         (cmd_tx, cmd_rx): (Sender<C>, Receiver<C>),
         health: &Health,
     ) -> std::io::Result<Self> {
-        debug_assert!(name.len() <= 15, "thread name {name} is longer than 15 bytes");
-        let (stop_tx, stop_rx) = bounded::<()>(0);
-        let (done_tx, done_rx) = bounded::<()>(1);
-        let guard = AliveGuard::new(health, name);
-        let join = std::thread::Builder::new().name(name.into()).spawn(move || {
+        let worker = Worker::spawn(name, health, move |stop| {
             let ticker = tick(manager.tick_interval());
             loop {
                 let wait = manager.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
                 let wait = wait.unwrap_or(Duration::from_secs(3600));
                 select! {
                     // Running --stop sender dropped--> Stopped
-                    recv(stop_rx) -> _ => break,
+                    recv(stop.receiver()) -> _ => break,
                     recv(cmd_rx) -> cmd => match cmd {
                         Ok(cmd) => manager.handle(cmd),
                         // Every command sender is gone: nothing more can arrive.
@@ -154,11 +291,9 @@ impl<C: Send + 'static> ManagerHandle<C> {
                     default(wait) => manager.on_deadline(),
                 }
             }
-            guard.finish();
-            drop(manager);
-            let _ = done_tx.send(());
+            Exit::Done
         })?;
-        Ok(ManagerHandle { name: name.into(), commands: cmd_tx, stop: Some(stop_tx), done: done_rx, join: Some(join) })
+        Ok(ManagerHandle { commands: cmd_tx, worker })
     }
 
     /// A sender for commands to this manager.
@@ -167,18 +302,13 @@ impl<C: Send + 'static> ManagerHandle<C> {
     }
 
     /// Stops the thread and waits up to `timeout` for it to finish.
-    pub fn stop(mut self, timeout: Duration) -> Result<(), String> {
-        drop(self.stop.take());
-        match self.done.recv_timeout(timeout) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
-                if let Some(j) = self.join.take() {
-                    // The thread has finished (or panicked), so join returns at once.
-                    let _ = j.join();
-                }
-                Ok(())
-            }
-            Err(RecvTimeoutError::Timeout) => Err(format!("{} did not stop within {timeout:?}", self.name)),
-        }
+    pub fn stop(self, timeout: Duration) -> Result<(), StopTimeout> {
+        self.worker.stop(timeout)
+    }
+
+    /// The worker, to stop together with others (`stop_all`).
+    pub fn into_worker(self) -> Worker {
+        self.worker
     }
 }
 
@@ -234,5 +364,42 @@ mod tests {
         }
         assert_eq!(health.dead(), vec!["fl-doomed".to_string()]);
         h.stop(Duration::from_secs(2)).unwrap();
+    }
+
+    #[test]
+    fn a_finished_worker_is_forgotten_and_a_failed_one_reported() {
+        let health = Health::default();
+        let done = Worker::spawn("fl-short", &health, |_| Exit::Done).unwrap();
+        let failed = Worker::spawn("fl-gave-up", &health, |_| Exit::Failed).unwrap();
+        done.stop(Duration::from_secs(2)).unwrap();
+        failed.stop(Duration::from_secs(2)).unwrap();
+        assert_eq!(health.dead(), vec!["fl-gave-up".to_string()]);
+        assert!(health.alive().is_empty());
+    }
+
+    #[test]
+    fn stop_all_signals_every_worker_and_names_the_stuck_one() {
+        let health = Health::default();
+        let (_hold, never) = bounded::<()>(0);
+        let waits = |stop: StopSignal| {
+            let _ = stop.receiver().recv_timeout(Duration::from_secs(5));
+            Exit::Done
+        };
+        let a = Worker::spawn("fl-a", &health, waits).unwrap();
+        let b = Worker::spawn("fl-b", &health, waits).unwrap();
+        // Ignores its stop signal for longer than the timeout.
+        let stuck = Worker::spawn("fl-stuck", &health, move |_| {
+            let _ = never.recv_timeout(Duration::from_millis(800));
+            Exit::Done
+        })
+        .unwrap();
+        assert_eq!(health.alive(), vec!["fl-a", "fl-b", "fl-stuck"]);
+        let started = Instant::now();
+        let late = stop_all([a, b, stuck], Duration::from_millis(300));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let names: Vec<&str> = late.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["fl-stuck"]);
+        assert_eq!(late[0].to_string(), "fl-stuck did not stop within 300ms");
+        assert!(health.dead().is_empty());
     }
 }

@@ -373,7 +373,7 @@ impl FileSource {
 /// safety net (and the only mechanism where inotify is unavailable).
 pub struct DirWatcher {
     stop: Arc<AtomicBool>,
-    join: Option<std::thread::JoinHandle<()>>,
+    worker: crate::manager::Worker,
 }
 
 impl DirWatcher {
@@ -381,20 +381,17 @@ impl DirWatcher {
     pub fn start(dir: &Path, wake: Sender<()>, health: &crate::manager::Health) -> std::io::Result<DirWatcher> {
         let stop = Arc::new(AtomicBool::new(false));
         let (flag, dir) = (stop.clone(), dir.to_path_buf());
-        let guard = crate::manager::AliveGuard::new(health, "fl-podwatch");
-        let join = std::thread::Builder::new().name("fl-podwatch".into()).spawn(move || {
+        let worker = crate::manager::Worker::spawn("fl-podwatch", health, move |_| {
             watch_loop(&dir, &wake, &flag);
-            guard.finish();
+            crate::manager::Exit::Done
         })?;
-        Ok(DirWatcher { stop, join: Some(join) })
+        Ok(DirWatcher { stop, worker })
     }
 
     /// Stops the thread (it checks every 500 ms).
-    pub fn stop(mut self) {
+    pub fn stop(self, timeout: std::time::Duration) -> Result<(), crate::manager::StopTimeout> {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(j) = self.join.take() {
-            let _ = j.join();
-        }
+        self.worker.stop(timeout)
     }
 }
 

@@ -5,11 +5,10 @@
 
 use super::{EventMetrics, EventRecorder};
 use crate::api::Event;
-use crate::manager::{AliveGuard, Health};
-use crossbeam_channel::{bounded, select, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crate::manager::{Exit, Health, Worker};
+use crossbeam_channel::{bounded, select, Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Watcher names and their channels.
@@ -21,8 +20,8 @@ pub struct Broadcaster {
     watchers: Watchers,
     metrics: Arc<EventMetrics>,
     health: Health,
-    stop: Option<Sender<()>>,
-    threads: Vec<(String, JoinHandle<()>)>,
+    /// `fl-events` first, then the watchers.
+    threads: Vec<Worker>,
     watcher_capacity: usize,
 }
 
@@ -36,15 +35,13 @@ impl Broadcaster {
         health: &Health,
     ) -> std::io::Result<Self> {
         let (tx, rx) = bounded::<Event>(queue.max(1));
-        let (stop_tx, stop_rx) = bounded::<()>(0);
         let watchers: Watchers = Arc::default();
         let (w, m) = (watchers.clone(), metrics.clone());
-        let guard = AliveGuard::new(health, "fl-events");
-        let join = std::thread::Builder::new().name("fl-events".into()).spawn(move || {
+        let worker = Worker::spawn("fl-events", health, move |stop| {
             loop {
                 select! {
                     // Running --stop--> Draining: deliver what is already queued, then end.
-                    recv(stop_rx) -> _ => break,
+                    recv(stop.receiver()) -> _ => break,
                     recv(rx) -> e => match e {
                         Ok(e) => distribute(&w, &m, e),
                         Err(_) => break,
@@ -56,15 +53,14 @@ impl Broadcaster {
             }
             // Dropping the watcher senders ends each watcher once it has drained its channel.
             w.lock().clear();
-            guard.finish();
+            Exit::Done
         })?;
         Ok(Broadcaster {
             incoming: tx,
             watchers,
             metrics,
             health: health.clone(),
-            stop: Some(stop_tx),
-            threads: vec![("fl-events".into(), join)],
+            threads: vec![worker],
             watcher_capacity: watcher_capacity.max(1),
         })
     }
@@ -84,40 +80,31 @@ impl Broadcaster {
     /// A watcher on its own thread `name` that calls `handle` for every event.
     pub fn start_watcher(&mut self, name: &str, mut handle: impl FnMut(Event) + Send + 'static) -> std::io::Result<()> {
         let rx = self.watch(name);
-        let guard = AliveGuard::new(&self.health, name);
-        let join = std::thread::Builder::new().name(name.into()).spawn(move || {
-            loop {
-                // A timeout instead of a bare recv: the loop also ends when the
-                // broadcaster is gone and the channel is drained.
-                match rx.recv_timeout(Duration::from_secs(1)) {
-                    Ok(e) => handle(e),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
+        let worker = Worker::spawn(name, &self.health, move |_| {
+            // A watcher ends once `fl-events` has dropped its sender and the channel is
+            // drained, so every queued event is handled before shutdown completes.
+            for e in rx.iter() {
+                handle(e);
             }
-            guard.finish();
+            Exit::Done
         })?;
-        self.threads.push((name.into(), join));
+        self.threads.push(worker);
         Ok(())
     }
 
     /// Stops intake, delivers what is queued and waits for the watchers to finish, all
     /// within `timeout`. Returns the threads that did not finish in time.
     pub fn shutdown(mut self, timeout: Duration) -> Vec<String> {
-        drop(self.stop.take());
         let deadline = Instant::now() + timeout;
+        let mut threads = self.threads.drain(..);
         let mut stuck = Vec::new();
-        for (name, join) in self.threads.drain(..) {
-            while !join.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if join.is_finished() {
-                let _ = join.join();
-            } else {
-                stuck.push(format!("{name} did not finish delivering events within {timeout:?}"));
-            }
+        // Only `fl-events` is signalled: the watchers end when it drops their senders.
+        if let Some(mut events) = threads.next() {
+            events.signal_stop();
+            stuck.extend(events.join(deadline).err());
         }
-        stuck
+        stuck.extend(threads.filter_map(|w| w.join(deadline).err()));
+        stuck.into_iter().map(|e| format!("{} did not finish delivering events within {timeout:?}", e.name)).collect()
     }
 }
 

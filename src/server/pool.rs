@@ -4,13 +4,14 @@
 
 use super::conn::{answer, Handler, Limits, Reactor, ServerStats};
 use super::http::{Request, Response};
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use crate::manager::{stop_all, Exit, StopTimeout, Worker};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::{self, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Worker threads' end of the reactor: jobs in, replies out, and the wakeup socket.
 pub struct WorkerEnds {
@@ -43,8 +44,7 @@ pub fn work<H: Handler>(handler: &H, ends: &WorkerEnds) {
 pub struct Running {
     stop: Arc<AtomicBool>,
     wake: UnixStream,
-    threads: Vec<std::thread::JoinHandle<()>>,
-    done: Receiver<()>,
+    threads: Vec<crate::manager::Worker>,
 }
 
 /// Starts the reactor (`fl-api`) and `limits.workers` workers (`fl-api-work`) on `listener`,
@@ -59,48 +59,29 @@ pub fn spawn<H: Handler>(
     let workers = limits.workers.max(1);
     let (reactor, ends, wake) = Reactor::new(listener, handler.clone(), limits, stats.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
-    let (done_tx, done) = bounded::<()>(workers + 1);
     let mut threads = Vec::new();
     for _ in 0..workers {
         let ends = WorkerEnds { jobs: ends.jobs.clone(), replies: ends.replies.clone(), wake: ends.wake.try_clone()? };
-        let (handler, guard, done_tx) =
-            (handler.clone(), crate::manager::AliveGuard::new(health, "fl-api-work"), done_tx.clone());
-        threads.push(std::thread::Builder::new().name("fl-api-work".into()).spawn(move || {
+        let handler = handler.clone();
+        threads.push(Worker::spawn("fl-api-work", health, move |_| {
             work(&*handler, &ends);
-            guard.finish();
-            let _ = done_tx.send(());
+            Exit::Done
         })?);
     }
     drop(ends);
-    let (flag, guard) = (stop.clone(), crate::manager::AliveGuard::new(health, "fl-api"));
-    threads.push(std::thread::Builder::new().name("fl-api".into()).spawn(move || {
+    let flag = stop.clone();
+    threads.push(Worker::spawn("fl-api", health, move |_| {
         reactor.run(&flag);
-        guard.finish();
-        let _ = done_tx.send(());
+        Exit::Done
     })?);
-    Ok(Running { stop, wake, threads, done })
+    Ok(Running { stop, wake, threads })
 }
 
 impl Running {
     /// Stops the reactor and the workers, waiting up to `timeout` for them.
-    pub fn stop(self, timeout: Duration) -> Result<(), String> {
+    pub fn stop(self, timeout: Duration) -> Result<(), StopTimeout> {
         self.stop.store(true, Ordering::Relaxed);
         let _ = (&self.wake).write(&[1]);
-        let deadline = Instant::now() + timeout;
-        for _ in 0..self.threads.len() {
-            match self.done.recv_deadline(deadline) {
-                Ok(()) => {}
-                // A thread that panicked drops its sender without sending: it has ended too.
-                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    return Err(format!("fl-api did not stop within {timeout:?}"))
-                }
-            }
-        }
-        for t in self.threads {
-            // Every thread has finished (or panicked), so join returns at once.
-            let _ = t.join();
-        }
-        Ok(())
+        stop_all(self.threads, timeout).into_iter().next().map_or(Ok(()), Err)
     }
 }
