@@ -198,11 +198,7 @@ impl Worker {
             drop(guard);
             // Sent last, after everything the body owned was dropped.
             let _ = done_tx.send(());
-        });
-        let join = match join {
-            Ok(j) => j,
-            Err(e) => return Err(e),
-        };
+        })?;
         Ok(Worker { name: name.into(), stop: Some(stop_tx), done: done_rx, join: Some(join) })
     }
 
