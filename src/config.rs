@@ -497,7 +497,7 @@ impl Config {
             }
         }
         if cfg.node_name.is_empty() {
-            cfg.node_name = hostname().to_lowercase();
+            cfg.node_name = crate::util::hostname().to_lowercase();
         }
         if cfg.node_ip.is_empty() {
             cfg.node_ip = crate::util::primary_ipv4().unwrap_or_else(|| "127.0.0.1".into());
@@ -621,13 +621,6 @@ impl Config {
             format!("invalid value {:?}: {e} (a group name or numeric gid; empty: owner only)", self.state_group)
         })
     }
-}
-
-/// The host name from the kernel.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
 }
 
 #[cfg(test)]

@@ -467,6 +467,13 @@ pub fn primary_ipv4() -> Option<String> {
     }
 }
 
+/// The host name from the kernel.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@
 //! protobuf in base64) any tool can read and verify it. Writes go to a temporary file that
 //! is fsynced and renamed over the old one, so a crash leaves the old or the new checkpoint.
 
-use super::state::DeviceOptions;
+use crate::runtime::devices::DeviceOptions;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -277,7 +277,7 @@ pub enum DeviceUpdate {
         /// Container name.
         container: String,
         /// The merged device options, or why the container cannot start.
-        result: Result<state::DeviceOptions, String>,
+        result: Result<crate::runtime::devices::DeviceOptions, String>,
     },
 }
 

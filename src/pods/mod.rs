@@ -9,10 +9,10 @@ pub mod backoff;
 use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, ResourceHealth, ResourceStatus, RestartPolicy, Time};
 use crate::cm::ContainerManager;
-use crate::devicemanager::state::DeviceOptions;
 use crate::devicemanager::{device_requests, pod_needs_devices, DeviceUpdate, Devices, DevicesCommand};
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProbeUpdate, ProberCommand};
+use crate::runtime::devices::DeviceOptions;
 use crate::runtime::{
     labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig, SandboxInfo,
 };

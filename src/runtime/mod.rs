@@ -2,6 +2,7 @@
 //! create/start/stop/remove, list, exec) so the CRI backend can slot in beside the built-in
 //! process backend.
 
+pub mod devices;
 pub mod exec;
 pub mod process;
 
@@ -123,7 +124,7 @@ pub struct ContainerConfig {
     /// Device plugin allocations, merged: envs (already in `env`), device nodes, mounts,
     /// annotations, CDI names. The process runtime records them; a CRI runtime gets them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub devices: Option<crate::devicemanager::state::DeviceOptions>,
+    pub devices: Option<devices::DeviceOptions>,
 }
 
 /// Label keys the pod manager sets on containers (as kubelet does on CRI containers).

@@ -31,7 +31,7 @@ pub fn process_env(cfg: &ContainerConfig) -> Vec<(String, String)> {
         env.insert(0, ("PATH".into(), DEFAULT_PATH.into()));
     }
     if !env.iter().any(|(k, _)| k == "HOSTNAME") {
-        env.insert(0, ("HOSTNAME".into(), crate::config::hostname()));
+        env.insert(0, ("HOSTNAME".into(), crate::util::hostname()));
     }
     env
 }
