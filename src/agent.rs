@@ -1,12 +1,13 @@
 //! Builds the managers, wires their channels, and starts and stops them in order.
 
+use crate::clock::RealClock;
 use crate::cm::cgroupfs;
 use crate::cm::ownership::LockFile;
 use crate::cm::{ContainerManager, NodeResources};
 use crate::config::{Config, Enforcement};
 use crate::devicemanager::{DeviceManager, DevicesCommand};
 use crate::events::broadcaster::Broadcaster;
-use crate::events::correlator::{EventCorrelator, RealClock};
+use crate::events::correlator::EventCorrelator;
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
@@ -319,7 +320,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         std::time::Duration::from_secs(secs.max(0) as u64)
     };
     let is_sidecar = |c: &crate::runtime::ContainerInfo| {
-        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str) == Some("sidecar")
+        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str) == Some(crate::pods::ContainerKind::Sidecar.as_str())
     };
     for sidecars in [false, true] {
         let mut longest = std::time::Duration::ZERO;

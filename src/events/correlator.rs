@@ -17,47 +17,11 @@
 
 use super::lru::{FxBuild, FxHasher, Lru};
 use crate::api::{Event, Time};
-use parking_lot::Mutex;
+use crate::clock::Clock;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// Where the correlator reads the time (a fake in tests).
-pub trait Clock: Send + Sync {
-    /// The current time.
-    fn now(&self) -> SystemTime;
-}
-
-/// The system clock.
-pub struct RealClock;
-
-impl Clock for RealClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-}
-
-/// A clock tests move by hand.
-#[derive(Clone)]
-pub struct FakeClock(Arc<Mutex<SystemTime>>);
-
-impl FakeClock {
-    /// A fake clock at `t`.
-    pub fn new(t: SystemTime) -> Self {
-        FakeClock(Arc::new(Mutex::new(t)))
-    }
-    /// Moves the clock forward.
-    pub fn advance(&self, d: Duration) {
-        *self.0.lock() += d;
-    }
-}
-
-impl Clock for FakeClock {
-    fn now(&self) -> SystemTime {
-        *self.0.lock()
-    }
-}
 
 /// Correlator limits (client-go's `CorrelatorOptions`).
 #[derive(Clone, Debug, PartialEq)]
@@ -316,6 +280,7 @@ impl EventCorrelator {
 mod tests {
     use super::*;
     use crate::api::{EventSource, ObjectReference};
+    use crate::clock::FakeClock;
 
     fn clock() -> FakeClock {
         FakeClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000))

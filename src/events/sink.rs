@@ -147,7 +147,8 @@ pub fn log_event(e: &Event) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::correlator::{CorrelatorOptions, FakeClock};
+    use crate::clock::FakeClock;
+    use crate::events::correlator::CorrelatorOptions;
     use crate::events::{EventRecorder, Reference, WARNING};
     use std::sync::Arc;
     use std::time::UNIX_EPOCH;

@@ -28,9 +28,9 @@ pub use state::{
 };
 
 use crate::api::Pod;
+use crate::clock::{Clock, RealClock};
 use crate::cm::ContainerManager;
 use crate::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
-use crate::events::correlator::{Clock, RealClock};
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProbeUpdate, ProberCommand};
 use crate::runtime::ContainerRuntime;

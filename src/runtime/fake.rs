@@ -8,7 +8,7 @@ use super::exec::ExecStart;
 use super::{
     ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, RuntimeError, SandboxConfig, SandboxInfo,
 };
-use crate::events::correlator::{Clock, FakeClock};
+use crate::clock::{Clock, FakeClock};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;

@@ -13,7 +13,7 @@ mod termination;
 use super::{PodManager, PodManagerConfig, PodsCommand};
 use crate::api::manifest::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use crate::api::{Container, ContainerStatus, Event, Pod, PodPhase, PodStatus, RestartPolicy};
-use crate::events::correlator::FakeClock;
+use crate::clock::FakeClock;
 use crate::events::EventRecorder;
 use crate::manager::Manager;
 use crate::prober::{ProbeResults, ProberCommand};
