@@ -10,9 +10,10 @@ use crate::events::correlator::{EventCorrelator, RealClock};
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
-use crate::manager::{Health, ManagerHandle, Publisher};
+use crate::manager::{Health, ManagerHandle, Publisher, StopTimeout};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::{DirWatcher, FileSource};
+use crate::prober::pool::ProberThreads;
 use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
 use crate::runtime::process::ProcessRuntime;
 use crate::runtime::{ContainerRuntime, RuntimeError};
@@ -86,6 +87,8 @@ pub struct Agent {
     watcher: Option<DirWatcher>,
     pods: Option<ManagerHandle<PodsCommand>>,
     prober: Option<ManagerHandle<ProberCommand>>,
+    /// The probe threads, the exec reaper and the host name lookups.
+    prober_threads: ProberThreads,
     devices: Option<ManagerHandle<DevicesCommand>>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
@@ -441,6 +444,7 @@ impl Agent {
         let prober_channel = crossbeam_channel::unbounded();
         let probe_results = ProbeResults::persistent(cfg.state_dir.join(PROBE_RESULTS_FILE));
         let prober_metrics = Arc::new(ProberMetrics::default());
+        let prober_threads = ProberThreads::new(&health);
         let prober = ProberManager::new(
             ProberConfig { max_threads: cfg.prober.max_threads, agent_start: std::time::Instant::now() },
             runtime.clone(),
@@ -449,6 +453,7 @@ impl Agent {
             recorder.clone(),
             Publisher::to(pods_channel.0.clone()),
             prober_channel.0.clone(),
+            prober_threads.clone(),
         );
         let mut pm = pm.with_prober(prober_channel.0.clone(), probe_results);
         let (devices, device_state) = if cfg.devices.plugin_dir.as_os_str().is_empty() {
@@ -506,6 +511,7 @@ impl Agent {
             watcher: Some(watcher),
             pods: Some(pods),
             prober: Some(prober),
+            prober_threads,
             devices,
             events: Some(events),
             api,
@@ -522,34 +528,38 @@ impl Agent {
         self.api.as_ref().map(|a| a.addr)
     }
 
-    /// Orderly shutdown: intake first (pod source), then the pod manager, then the events
-    /// still queued are delivered, then the API.
-    /// Containers keep running; the next start adopts them. Returns threads that did not
-    /// stop in time.
+    /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the
+    /// pod manager, the prober and its threads, the device manager, the events still queued
+    /// (delivered), and the API last, so `/healthz` answers until the end. Each step waits up
+    /// to `shutdown_timeout`. Containers keep running; the next start adopts them. Returns
+    /// every thread that did not stop in time.
     pub fn stop(mut self) -> Vec<String> {
         let timeout = self.cfg.shutdown_timeout.0;
         let mut stuck = Vec::new();
+        let mut late = |r: Result<(), StopTimeout>| stuck.extend(r.err().map(|e| e.to_string()));
         if let Some(w) = self.watcher.take() {
-            stuck.extend(w.stop(timeout).err().map(|e| e.to_string()));
+            late(w.stop(timeout));
         }
         if let Some(s) = self.source.take() {
-            stuck.extend(s.stop(timeout).err().map(|e| e.to_string()));
+            late(s.stop(timeout));
         }
         if let Some(p) = self.pods.take() {
-            stuck.extend(p.stop(timeout).err().map(|e| e.to_string()));
+            late(p.stop(timeout));
         }
         if let Some(p) = self.prober.take() {
-            stuck.extend(p.stop(timeout).err().map(|e| e.to_string()));
+            late(p.stop(timeout));
         }
+        // The prober's end has signalled them; a probe under way finishes at its timeout.
+        self.prober_threads.stop(timeout).into_iter().for_each(|e| late(Err(e)));
         if let Some(d) = self.devices.take() {
-            stuck.extend(d.stop(timeout).err().map(|e| e.to_string()));
+            late(d.stop(timeout));
         }
         if let Some(e) = self.events.take() {
             stuck.extend(e.broadcaster.shutdown(timeout));
             e.store.sync();
         }
         if let Some(a) = self.api.take() {
-            a.stop();
+            stuck.extend(a.stop(timeout).into_iter().map(|e| e.to_string()));
         }
         log::info!("agent: stopped; containers keep running and are adopted by the next start");
         stuck

@@ -21,3 +21,4 @@ pub mod server;
 pub mod status;
 pub mod timefmt;
 pub mod util;
+pub mod wake;

@@ -9,6 +9,7 @@ pub mod pool;
 pub mod probes;
 pub mod reaper;
 pub mod results;
+pub mod threads;
 pub mod worker;
 
 pub use metrics::{series_labels, ProberMetrics, SeriesLabels};
@@ -167,7 +168,8 @@ struct Slot {
 
 impl ProberManager {
     /// A prober running probes through `runtime` (exec) and reporting changes to `pods`;
-    /// `me` is its own command sender, for the pool's results.
+    /// `me` is its own command sender, for the pool's results; its helper threads live in
+    /// `threads`, which the agent stops after the prober.
     pub fn new(
         cfg: ProberConfig,
         runtime: Arc<dyn crate::runtime::ContainerRuntime>,
@@ -176,9 +178,10 @@ impl ProberManager {
         recorder: EventRecorder,
         pods: Publisher<ProbeUpdate>,
         me: Sender<ProberCommand>,
+        threads: pool::ProberThreads,
     ) -> Self {
         let report: pool::Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
-        let pool = ProbePool::new(cfg.max_threads, runtime, report);
+        let pool = ProbePool::new(cfg.max_threads, runtime, report, threads);
         ProberManager {
             cfg,
             ids: HashMap::new(),

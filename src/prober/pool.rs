@@ -7,10 +7,12 @@
 //!   stops counting against `max_threads`: the pool starts another thread for the probes
 //!   behind it, up to `MAX_SLOW_THREADS` such threads in all.
 
-use super::probes::{self, GrpcEnv, Outcome, Target};
+use super::probes::{self, GrpcEnv, Lookups, Outcome, Target};
 use super::reaper::{ExecReaper, Watch};
+use super::threads::ThreadSet;
+use crate::manager::{Exit, Health, StopTimeout};
 use crate::runtime::ContainerRuntime;
-use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{select, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -26,6 +28,39 @@ pub const MAX_THREADS: usize = 64;
 /// Hard cap on threads beyond `max_threads`, for probes that run slow (exec probes need
 /// none). Past it, probes wait for a thread again.
 pub const MAX_SLOW_THREADS: usize = 32;
+
+/// How long the agent waits at stop for host name lookups: a lookup cannot be interrupted
+/// inside the resolver, and the probe that started it has given up at its own timeout.
+pub const LOOKUP_STOP_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Every thread the prober starts besides its own: probe threads and the exec reaper in one
+/// set, host name lookups in another. The agent holds a clone and stops them after the
+/// prober (whose end already signals them).
+#[derive(Clone)]
+pub struct ProberThreads {
+    probes: Arc<ThreadSet>,
+    lookups: Lookups,
+}
+
+impl ProberThreads {
+    /// Empty sets, registering their threads in `health`.
+    pub fn new(health: &Health) -> ProberThreads {
+        // Every probe thread there may be, and the reaper.
+        let probes = Arc::new(ThreadSet::new(MAX_THREADS + MAX_SLOW_THREADS + 1, health));
+        ProberThreads { probes, lookups: Lookups::new(health) }
+    }
+
+    /// Stops every thread: probe threads finish the probe they run (bounded by its timeout)
+    /// and the reaper kills the commands it watches, within `timeout`; lookups get
+    /// `LOOKUP_STOP_TIMEOUT` at most. Returns the threads that outlived their time.
+    pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+        self.probes.signal_stop();
+        self.lookups.signal_stop();
+        let mut late = self.probes.stop(timeout);
+        late.extend(self.lookups.stop(LOOKUP_STOP_TIMEOUT.min(timeout)));
+        late
+    }
+}
 
 /// One probe to run.
 pub struct Job<K> {
@@ -73,6 +108,7 @@ struct Shared<K> {
     epoch: Instant,
     runtime: Arc<dyn ContainerRuntime>,
     grpc: GrpcEnv,
+    owned: ProberThreads,
     done: Report<K>,
     /// Started with the first exec probe (nodes without exec probes never run its thread);
     /// `None` when it could not be started (exec probes then wait on their probe thread).
@@ -103,10 +139,11 @@ impl<K: Clone + Send + 'static> Shared<K> {
 
     fn reaper(&self) -> Option<&ExecReaper<K>> {
         self.reaper
-            .get_or_init(|| match ExecReaper::start(self.done.clone()) {
+            .get_or_init(|| match ExecReaper::start(self.done.clone(), &self.owned.probes) {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    log::error!("prober: cannot start the exec reaper thread, exec probes wait on probe threads: {e}");
+                    let e = crate::util::Chain(&e);
+                    log::error!("prober: cannot start the exec reaper, exec probes wait on probe threads: {e}");
                     None
                 }
             })
@@ -119,7 +156,9 @@ impl<K: Clone + Send + 'static> Shared<K> {
         let Some(probe) = super::probe_of(&job.target.container, job.kind) else {
             return Some(Outcome::Error("the container has no such probe".into()));
         };
-        let Some(x) = &probe.exec else { return Some(probes::run(probe, &job.target, &self.runtime, &self.grpc)) };
+        let Some(x) = &probe.exec else {
+            return Some(probes::run(probe, &job.target, &self.runtime, &self.grpc, &self.owned.lookups));
+        };
         let timeout = probes::timeout_of(probe);
         let command = probes::exec_command(&x.command, &job.target);
         let process = match probes::exec_start(&command, &job.target, &self.runtime) {
@@ -151,8 +190,8 @@ pub struct ProbePool<K> {
 
 impl<K: Clone + Send + 'static> ProbePool<K> {
     /// A pool of `max` threads for prompt probes (plus up to `MAX_SLOW_THREADS` for slow
-    /// ones) reporting to `done`.
-    pub fn new(max: usize, runtime: Arc<dyn ContainerRuntime>, done: Report<K>) -> Self {
+    /// ones) reporting to `done`; its threads live in `owned`.
+    pub fn new(max: usize, runtime: Arc<dyn ContainerRuntime>, done: Report<K>, owned: ProberThreads) -> Self {
         let (jobs, queue) = unbounded();
         let shared = Arc::new(Shared {
             idle: AtomicUsize::new(0),
@@ -161,6 +200,7 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
             epoch: Instant::now(),
             runtime,
             grpc: GrpcEnv::default(),
+            owned,
             done,
             reaper: OnceLock::new(),
         });
@@ -216,40 +256,48 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
         let slot = Arc::new(AtomicU64::new(0));
         s.busy.lock().push(slot.clone());
         let (queue, shared) = (self.queue.clone(), self.shared.clone());
-        let spawned = std::thread::Builder::new().name(format!("fl-probe-{n}")).spawn(move || {
+        let spawned = s.owned.probes.spawn(&format!("fl-probe-{n}"), move |stop| {
             let s = &*shared;
             loop {
-                match queue.recv_timeout(IDLE_EXIT) {
-                    Ok(job) => {
-                        s.idle.fetch_sub(1, Ordering::AcqRel);
-                        let started = Instant::now();
-                        slot.store(started.saturating_duration_since(s.epoch).as_nanos() as u64 + 1, Ordering::Relaxed);
-                        let outcome = s.run(&job, started);
-                        slot.store(0, Ordering::Relaxed);
-                        s.idle.fetch_add(1, Ordering::AcqRel);
-                        let Some(outcome) = outcome else { continue };
-                        let took = started.elapsed();
-                        if !(s.done)(Done { key: job.key, outcome, started, scheduled: job.scheduled, took }) {
+                let job = select! {
+                    // Idle --stop signal--> Stopped (a probe under way finishes first).
+                    recv(stop.receiver()) -> _ => break,
+                    recv(queue) -> job => match job {
+                        Ok(job) => job,
+                        Err(_) => break,
+                    },
+                    // Shrink, but keep one thread so the next probe does not wait for a spawn.
+                    default(IDLE_EXIT) => {
+                        if s.threads.load(Ordering::Acquire) > 1 {
                             break;
                         }
+                        continue;
                     }
-                    // Shrink, but keep one thread so the next probe does not wait for a spawn.
-                    Err(RecvTimeoutError::Timeout) if s.threads.load(Ordering::Acquire) > 1 => break,
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => break,
+                };
+                s.idle.fetch_sub(1, Ordering::AcqRel);
+                let started = Instant::now();
+                slot.store(started.saturating_duration_since(s.epoch).as_nanos() as u64 + 1, Ordering::Relaxed);
+                let outcome = s.run(&job, started);
+                slot.store(0, Ordering::Relaxed);
+                s.idle.fetch_add(1, Ordering::AcqRel);
+                let Some(outcome) = outcome else { continue };
+                let took = started.elapsed();
+                if !(s.done)(Done { key: job.key, outcome, started, scheduled: job.scheduled, took }) {
+                    break;
                 }
             }
             s.busy.lock().retain(|b| !Arc::ptr_eq(b, &slot));
             s.idle.fetch_sub(1, Ordering::AcqRel);
             s.threads.fetch_sub(1, Ordering::AcqRel);
+            Exit::Done
         });
         match spawned {
-            Ok(_) => true,
+            Ok(()) => true,
             Err(e) => {
                 s.busy.lock().pop();
                 s.idle.fetch_sub(1, Ordering::AcqRel);
                 s.threads.fetch_sub(1, Ordering::AcqRel);
-                log::error!("prober: cannot start a probe thread: {e}");
+                log::error!("prober: {}", crate::util::Chain(&e));
                 false
             }
         }
@@ -257,15 +305,16 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
 }
 
 impl<K> Drop for ProbePool<K> {
-    /// Exec commands still running end with the prober (probe threads end by themselves once
-    /// the job channel closes).
+    /// The prober has ended: every probe thread is asked to stop (each finishes the probe it
+    /// runs) and the reaper kills the commands still running. The agent joins them
+    /// (`ProberThreads::stop`).
     fn drop(&mut self) {
+        self.shared.owned.probes.signal_stop();
         if let Some(Some(reaper)) = self.shared.reaper.get() {
-            reaper.stop();
+            reaper.close();
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

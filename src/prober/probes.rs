@@ -2,8 +2,10 @@
 //! grpcio. Each is a blocking call bounded by the probe's timeout, with kubelet's semantics
 //! and messages. A failed probe is a result, not an error.
 
+use super::threads::{ThreadSet, ThreadSetError};
 use crate::api::expand::expand;
 use crate::api::{Container, HttpGetAction, IntOrString, Probe};
+use crate::manager::{Exit, Health, StopTimeout};
 use crate::runtime::exec::{ExecProcess, ExecStart};
 use crate::runtime::{ContainerRuntime, ExecResult};
 use std::io::Read;
@@ -42,19 +44,62 @@ pub struct Target {
     pub container_id: String,
 }
 
+/// A probe's port or host could not be resolved (the probe's result says so, with
+/// kubelet's words).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// A named port is not among the container's ports.
+    #[error("couldn't find port {name:?} in container")]
+    FindPort {
+        /// The port name.
+        name: String,
+    },
+    /// The port number is outside 1..65535.
+    #[error("invalid port number: {port}")]
+    CheckPort {
+        /// The number.
+        port: i64,
+    },
+    /// A lookup could not start: its threads are all busy.
+    #[error("too many host name lookups in progress (at most {max})")]
+    StartLookupBusy {
+        /// The bound.
+        max: usize,
+    },
+    /// A lookup could not start: the prober is stopping.
+    #[error("the prober is stopping")]
+    StartLookupStopping,
+    /// A lookup could not start: the OS refused a thread.
+    #[error("cannot start a resolver thread")]
+    StartLookup {
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The resolver answered with an error (its message is the whole story).
+    #[error(transparent)]
+    Lookup(std::io::Error),
+    /// The resolver answered without an address.
+    #[error("no address")]
+    LookupEmpty,
+    /// The resolver did not answer within the probe's timeout.
+    #[error("i/o timeout (resolving the host)")]
+    LookupTimeout,
+}
+
 /// Resolves a port given by number or by container port name.
-fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, String> {
+fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, ResolveError> {
     let n = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(name) => match c.ports.iter().find(|p| &p.name == name) {
             Some(p) => p.container_port,
-            None => name.parse::<i64>().map_err(|_| format!("couldn't find port {name:?} in container"))?,
+            None => name.parse::<i64>().map_err(|_| ResolveError::FindPort { name: name.clone() })?,
         },
     };
     if (1..65536).contains(&n) {
         Ok(n as u16)
     } else {
-        Err(format!("invalid port number: {n}"))
+        Err(ResolveError::CheckPort { port: n })
     }
 }
 
@@ -63,8 +108,15 @@ pub fn timeout_of(probe: &Probe) -> Duration {
     Duration::from_secs(probe.timeout_seconds.max(1) as u64)
 }
 
-/// Runs `probe` against `target`.
-pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, grpc: &GrpcEnv) -> Outcome {
+/// Runs `probe` against `target`; TCP probes to a host name look it up on a thread of
+/// `lookups`.
+pub fn run(
+    probe: &Probe,
+    target: &Target,
+    runtime: &Arc<dyn ContainerRuntime>,
+    grpc: &GrpcEnv,
+    lookups: &Lookups,
+) -> Outcome {
     let timeout = timeout_of(probe);
     if let Some(h) = &probe.http_get {
         return http(h, target, timeout);
@@ -72,8 +124,8 @@ pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, 
     if let Some(t) = &probe.tcp_socket {
         let host = if t.host.is_empty() { target.pod_ip.clone() } else { t.host.clone() };
         return match resolve_port(&t.port, &target.container) {
-            Ok(port) => tcp(&host, port, timeout),
-            Err(e) => Outcome::Error(e),
+            Ok(port) => tcp(&host, port, timeout, lookups),
+            Err(e) => Outcome::Error(e.to_string()),
         };
     }
     if let Some(x) = &probe.exec {
@@ -87,11 +139,11 @@ pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, 
 
 /// Connects with a timeout; success means connected. The socket closes at once with a
 /// 1 s linger, as kubelet's dialer does, to keep TIME_WAIT short at high probe rates.
-pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
+pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outcome {
     let deadline = std::time::Instant::now() + timeout;
-    let addr = match resolve(host, port, timeout) {
+    let addr = match resolve(host, port, timeout, lookups) {
         Ok(a) => a,
-        Err(message) => return Outcome::Failure(format!("dial tcp {host}:{port}: {message}")),
+        Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {}", crate::util::Chain(&e))),
     };
     let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
     match TcpStream::connect_timeout(&addr, left) {
@@ -107,39 +159,65 @@ pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
 }
 
 /// Host name lookups (TCP probes to a name) that may run at once, each on its own thread.
-const MAX_RESOLVER_THREADS: usize = 16;
+pub const MAX_LOOKUP_THREADS: usize = 16;
+
+/// The threads of host name lookups (`fl-probe-dns`): at most `MAX_LOOKUP_THREADS`, so a
+/// resolver that hangs cannot pile them up; reaped as they end, stopped with the prober. A
+/// lookup cannot be interrupted inside the resolver, so a stop only waits a short while.
+#[derive(Clone)]
+pub struct Lookups(Arc<ThreadSet>);
+
+impl Lookups {
+    /// No lookups yet; threads are registered in `health`.
+    pub fn new(health: &Health) -> Lookups {
+        Lookups(Arc::new(ThreadSet::new(MAX_LOOKUP_THREADS, health)))
+    }
+
+    /// Asks every lookup to stop (they end when the resolver answers), without waiting.
+    pub fn signal_stop(&self) {
+        self.0.signal_stop();
+    }
+
+    /// Waits up to `timeout` for the lookups; returns those still in the resolver.
+    pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+        self.0.stop(timeout)
+    }
+
+    /// Lookups running now.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no lookup runs.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 /// The first address of `host`: IP literals at once; names through the system resolver on
-/// a helper thread, so a resolver that hangs costs the probe no more than its timeout (the
-/// helper ends when the resolver gives up).
-fn resolve(host: &str, port: u16, timeout: Duration) -> Result<SocketAddr, String> {
+/// a thread of `lookups`, so a resolver that hangs costs the probe no more than its timeout
+/// (the thread ends when the resolver gives up).
+fn resolve(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Result<SocketAddr, ResolveError> {
     if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
     }
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    // Resolver threads outlive a probe whose resolver hangs; never let them pile up.
-    static RESOLVING: AtomicUsize = AtomicUsize::new(0);
-    if RESOLVING.fetch_add(1, Ordering::SeqCst) >= MAX_RESOLVER_THREADS {
-        RESOLVING.fetch_sub(1, Ordering::SeqCst);
-        return Err(format!("too many host name lookups in progress (at most {MAX_RESOLVER_THREADS})"));
-    }
     let (tx, rx) = crossbeam_channel::bounded(1);
     let name = host.to_string();
-    std::thread::Builder::new()
-        .name("fl-probe-dns".into())
-        .spawn(move || {
-            let _ = tx.send((name.as_str(), port).to_socket_addrs().map(|mut a| a.next()));
-            RESOLVING.fetch_sub(1, Ordering::SeqCst);
-        })
-        .map_err(|e| {
-            RESOLVING.fetch_sub(1, Ordering::SeqCst);
-            format!("cannot start a resolver thread: {e}")
-        })?;
+    // The stop signal is not watched: getaddrinfo cannot be interrupted.
+    let started = lookups.0.spawn("fl-probe-dns", move |_stop| {
+        let _ = tx.send((name.as_str(), port).to_socket_addrs().map(|mut a| a.next()));
+        Exit::Done
+    });
+    started.map_err(|e| match e {
+        ThreadSetError::Full { max, .. } => ResolveError::StartLookupBusy { max },
+        ThreadSetError::Stopping => ResolveError::StartLookupStopping,
+        ThreadSetError::SpawnThread { source, .. } => ResolveError::StartLookup { source },
+    })?;
     match rx.recv_timeout(timeout) {
         Ok(Ok(Some(addr))) => Ok(addr),
-        Ok(Ok(None)) => Err("no address".into()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("i/o timeout (resolving the host)".into()),
+        Ok(Ok(None)) => Err(ResolveError::LookupEmpty),
+        Ok(Err(e)) => Err(ResolveError::Lookup(e)),
+        Err(_) => Err(ResolveError::LookupTimeout),
     }
 }
 
@@ -239,7 +317,7 @@ fn resolve_location(base: &str, location: &str) -> String {
 pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
     let port = match resolve_port(&h.port, &target.container) {
         Ok(p) => p,
-        Err(e) => return Outcome::Error(e),
+        Err(e) => return Outcome::Error(e.to_string()),
     };
     let host = if h.host.is_empty() { target.pod_ip.as_str() } else { h.host.as_str() };
     let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
@@ -451,9 +529,42 @@ mod tests {
     fn named_ports_resolve_from_the_container() {
         let mut c = Container::default();
         c.ports.push(crate::api::ContainerPort { name: "http".into(), container_port: 8080, ..Default::default() });
-        assert_eq!(resolve_port(&IntOrString::String("http".into()), &c), Ok(8080));
-        assert_eq!(resolve_port(&IntOrString::String("9090".into()), &c), Ok(9090));
-        assert!(resolve_port(&IntOrString::String("grpc".into()), &c).is_err());
-        assert!(resolve_port(&IntOrString::Int(0), &c).is_err());
+        assert_eq!(resolve_port(&IntOrString::String("http".into()), &c).unwrap(), 8080);
+        assert_eq!(resolve_port(&IntOrString::String("9090".into()), &c).unwrap(), 9090);
+        let e = resolve_port(&IntOrString::String("grpc".into()), &c).unwrap_err();
+        assert_eq!(e.to_string(), "couldn't find port \"grpc\" in container");
+        let e = resolve_port(&IntOrString::Int(0), &c).unwrap_err();
+        assert_eq!(e.to_string(), "invalid port number: 0");
+    }
+
+    #[test]
+    fn a_lookup_runs_on_an_owned_thread_that_is_reaped() {
+        let health = Health::default();
+        let lookups = Lookups::new(&health);
+        let addr = resolve("localhost", 80, Duration::from_secs(5), &lookups).unwrap();
+        assert!(addr.ip().is_loopback(), "{addr}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !lookups.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(lookups.is_empty(), "the ended lookup was reaped");
+        assert!(resolve("10.1.2.3", 80, Duration::from_secs(1), &lookups).is_ok(), "a literal needs no thread");
+        assert!(lookups.stop(Duration::from_millis(100)).is_empty());
+        let e = resolve("localhost", 80, Duration::from_secs(1), &lookups).unwrap_err();
+        assert_eq!(e.to_string(), "the prober is stopping");
+        assert!(health.dead().is_empty());
+    }
+
+    #[test]
+    fn resolve_errors_keep_kubelets_words() {
+        assert_eq!(
+            ResolveError::StartLookupBusy { max: MAX_LOOKUP_THREADS }.to_string(),
+            "too many host name lookups in progress (at most 16)"
+        );
+        assert_eq!(ResolveError::LookupTimeout.to_string(), "i/o timeout (resolving the host)");
+        assert_eq!(ResolveError::LookupEmpty.to_string(), "no address");
+        let e = ResolveError::StartLookup { source: std::io::Error::from_raw_os_error(libc::EAGAIN) };
+        let chain = crate::util::Chain(&e).to_string();
+        assert!(chain.starts_with("cannot start a resolver thread: Resource temporarily unavailable"), "{chain}");
     }
 }
