@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod pool;
 pub mod probes;
 pub mod reaper;
+pub mod resolve;
 pub mod results;
 pub mod threads;
 pub mod worker;

@@ -318,6 +318,7 @@ impl<K> Drop for ProbePool<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn threads_grow_past_slow_probes_up_to_the_hard_cap() {
@@ -335,5 +336,59 @@ mod tests {
         for ((queued, idle, threads, slow, max), want, why) in table {
             assert_eq!(should_spawn(queued, idle, threads, slow, max), want, "{why}");
         }
+    }
+
+    /// A pool whose results arrive on the returned channel, with a TCP or HTTP probe
+    /// target on 127.0.0.1:`port`.
+    fn pool_with_target(port: u16, http: bool) -> (ProbePool<u32>, ProberThreads, Receiver<Done<u32>>, Target) {
+        use crate::api::{Container, HttpGetAction, IntOrString, Probe, TcpSocketAction};
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = crate::runtime::process::ProcessRuntime::new(dir.path(), Path::new("/bin/false"), 1 << 20, 1);
+        let (tx, rx) = unbounded();
+        let done: Report<u32> = Arc::new(move |d| tx.send(d).is_ok());
+        let threads = ProberThreads::new(&Health::default());
+        let pool = ProbePool::new(1, Arc::new(runtime.unwrap()), done, threads.clone());
+        let port_ = IntOrString::Int(i64::from(port));
+        let mut probe = Probe { timeout_seconds: 2, ..Default::default() };
+        if http {
+            let (path, host, scheme, http_headers) = ("/".into(), String::new(), String::new(), Vec::new());
+            probe.http_get = Some(HttpGetAction { path, port: port_, host, scheme, http_headers });
+        } else {
+            probe.tcp_socket = Some(TcpSocketAction { port: port_, host: String::new() });
+        }
+        let container = Container { readiness_probe: Some(probe), ..Default::default() };
+        let target = Target { pod_ip: "127.0.0.1".into(), container: Arc::new(container), container_id: "c".into() };
+        (pool, threads, rx, target)
+    }
+
+    fn job(target: &Target) -> Job<u32> {
+        Job { key: 1, kind: crate::prober::ProbeType::Readiness, target: target.clone(), scheduled: Instant::now() }
+    }
+
+    #[test]
+    fn an_idle_probe_thread_stops_at_once_without_waiting_for_its_idle_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pool, threads, rx, target) = pool_with_target(listener.local_addr().unwrap().port(), false);
+        pool.submit(job(&target));
+        let d = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(d.outcome, Outcome::Success(String::new()));
+        assert_eq!(pool.threads(), 1, "one idle thread stays");
+        drop(pool);
+        let started = Instant::now();
+        assert!(threads.stop(Duration::from_secs(2)).is_empty());
+        assert!(started.elapsed() < Duration::from_millis(100), "stopped in {:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_probe_thread_busy_past_the_stop_timeout_is_named() {
+        // Accepts (the kernel does) but never answers: the HTTP probe waits its 2 s.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pool, threads, _rx, target) = pool_with_target(listener.local_addr().unwrap().port(), true);
+        pool.submit(job(&target));
+        std::thread::sleep(Duration::from_millis(200));
+        drop(pool);
+        let late = threads.stop(Duration::from_millis(200));
+        let names: Vec<&str> = late.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["fl-probe-0"]);
     }
 }

@@ -272,4 +272,45 @@ mod tests {
         assert_eq!(poll_timeout(t0, std::iter::empty(), false), None, "idle: sleep until woken");
         assert_eq!(poll_timeout(t0 + Duration::from_secs(3), d.into_iter(), false), Some(Duration::ZERO));
     }
+
+    #[test]
+    fn stopping_the_reaper_kills_what_it_watches_at_once_and_reports_it() {
+        use crate::manager::Health;
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let got: std::sync::Arc<Mutex<Vec<Done<u32>>>> = Default::default();
+        let sink = got.clone();
+        let done: Report<u32> = std::sync::Arc::new(move |d| {
+            sink.lock().push(d);
+            true
+        });
+        let health = Health::default();
+        let threads = ThreadSet::new(1, &health);
+        let reaper = ExecReaper::start(done, &threads).unwrap();
+        assert_eq!(health.alive(), vec!["fl-probe-exec"]);
+        let child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let process = ExecProcess::new(child).unwrap();
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(60);
+        reaper.watch(Watch { key: 3, process, command: vec!["sleep".into()], deadline, started: now, scheduled: now });
+        std::thread::sleep(Duration::from_millis(50));
+        // The reaper waits in poll on the command's pipes (deadline 60 s): only the stop's
+        // wake-up ends that wait.
+        let started = Instant::now();
+        assert!(threads.stop(Duration::from_secs(2)).is_empty());
+        assert!(started.elapsed() < Duration::from_millis(500), "stopped in {:?}", started.elapsed());
+        let got = got.lock();
+        assert_eq!(got.len(), 1, "its worker gets a result");
+        assert_eq!(got[0].outcome, Outcome::Error("the exec probe reaper has stopped".into()));
+        // SAFETY: signal 0 only checks that the pid exists.
+        assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the command was killed and reaped");
+        assert!(health.alive().is_empty() && health.dead().is_empty());
+    }
 }
