@@ -72,6 +72,9 @@ pub enum AgentError {
     /// The local API could not listen.
     #[error(transparent)]
     Api(#[from] ServerError),
+    /// A cgroup reservation is malformed (validation refuses it earlier).
+    #[error(transparent)]
+    Reservation(#[from] crate::config::ReservationError),
     /// A cgroup root or plugin directory is in use by another agent or a kubelet.
     #[error("refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir)")]
     Shared {
@@ -147,7 +150,7 @@ fn start_container_manager(
         log::info!("cm: resource enforcement is off (cgroups.enforcement = \"off\")");
         return Ok((None, None));
     }
-    let settings = cg.settings().map_err(|message| AgentError::Cgroups { message })?;
+    let settings = cg.settings()?;
     let kubepods = crate::cm::kubepods_path(&settings);
     let shared = |source| AgentError::Shared { source };
     ownership::kubelet_sharing_root(Path::new("/proc"), &settings.root).map_err(shared)?;
@@ -254,7 +257,7 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
     let dir = &cfg.state_dir;
     let path = dir.join(LOCK_FILE);
     let err = |message: String| AgentError::StateDir { path: dir.clone(), message };
-    let access = cfg.state_access().map_err(|m| err(format!("state_group: {m}")))?;
+    let access = cfg.state_access().map_err(|e| err(format!("state_group: {}", e.message())))?;
     access.install();
     crate::util::create_private_dir_all(dir).map_err(|e| err(e.to_string()))?;
     let mut f = std::fs::OpenOptions::new()

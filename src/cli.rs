@@ -17,14 +17,22 @@ pub enum Output {
     Yaml,
 }
 
+/// An `-o` value that is not an output format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported output format {value:?}: allowed formats are wide, json, yaml")]
+pub struct ParseOutputError {
+    /// The value as given.
+    pub value: String,
+}
+
 impl std::str::FromStr for Output {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseOutputError;
+    fn from_str(s: &str) -> Result<Self, ParseOutputError> {
         match s {
             "wide" => Ok(Output::Wide),
             "json" => Ok(Output::Json),
             "yaml" => Ok(Output::Yaml),
-            _ => Err(format!("unsupported output format {s:?}: allowed formats are wide, json, yaml")),
+            _ => Err(ParseOutputError { value: s.into() }),
         }
     }
 }

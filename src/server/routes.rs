@@ -242,17 +242,40 @@ fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
+/// An `/events` query that is not a filter the store understands (answered with 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventFilterError {
+    /// A parameter or selector field other than kind, namespace, name and uid.
+    #[error("unsupported event filter {field:?}: use kind, namespace, name or uid")]
+    CheckField {
+        /// The field.
+        field: String,
+    },
+    /// A field selector without `=`.
+    #[error("bad field selector {selector:?}")]
+    SplitSelector {
+        /// The selector.
+        selector: String,
+    },
+    /// A field selector on something other than `involvedObject`.
+    #[error("unsupported field selector {field:?}: use involvedObject.<kind|namespace|name|uid>")]
+    CheckSelectorField {
+        /// The field.
+        field: String,
+    },
+}
+
 /// `/events` filters: `fieldSelector=involvedObject.name=web,involvedObject.kind=Pod` (as
 /// kubectl sends) or the short `kind=`, `namespace=`, `name=`, `uid=` parameters.
-fn event_filter(query: &str) -> Result<EventFilter, String> {
+fn event_filter(query: &str) -> Result<EventFilter, EventFilterError> {
     let mut f = EventFilter::default();
-    let mut set = |field: &str, value: String| -> Result<(), String> {
+    let mut set = |field: &str, value: String| -> Result<(), EventFilterError> {
         match field {
             "kind" => f.kind = Some(value),
             "namespace" => f.namespace = Some(value),
             "name" => f.name = Some(value),
             "uid" => f.uid = Some(value),
-            other => return Err(format!("unsupported event filter {other:?}: use kind, namespace, name or uid")),
+            other => return Err(EventFilterError::CheckField { field: other.into() }),
         }
         Ok(())
     };
@@ -261,10 +284,11 @@ fn event_filter(query: &str) -> Result<EventFilter, String> {
         let (k, v) = (percent_decode(k), percent_decode(v));
         if k == "fieldSelector" {
             for sel in v.split(',').filter(|s| !s.is_empty()) {
-                let (field, value) = sel.split_once('=').ok_or_else(|| format!("bad field selector {sel:?}"))?;
-                let field = field.strip_prefix("involvedObject.").ok_or_else(|| {
-                    format!("unsupported field selector {field:?}: use involvedObject.<kind|namespace|name|uid>")
-                })?;
+                let (field, value) =
+                    sel.split_once('=').ok_or_else(|| EventFilterError::SplitSelector { selector: sel.into() })?;
+                let field = field
+                    .strip_prefix("involvedObject.")
+                    .ok_or_else(|| EventFilterError::CheckSelectorField { field: field.into() })?;
                 set(field, value.to_string())?;
             }
         } else {
@@ -369,8 +393,18 @@ mod tests {
         assert_eq!((f.name.as_deref(), f.kind.as_deref()), (Some("web-n1"), Some("Pod")));
         let f = event_filter("namespace=default&uid=abc").unwrap();
         assert_eq!((f.namespace.as_deref(), f.uid.as_deref()), (Some("default"), Some("abc")));
-        assert!(event_filter("reason=BackOff").unwrap_err().contains("unsupported event filter"));
-        assert!(event_filter("fieldSelector=type=Warning").is_err());
+        assert_eq!(
+            event_filter("reason=BackOff").unwrap_err().to_string(),
+            "unsupported event filter \"reason\": use kind, namespace, name or uid"
+        );
+        assert_eq!(
+            event_filter("fieldSelector=type=Warning").unwrap_err().to_string(),
+            "unsupported field selector \"type\": use involvedObject.<kind|namespace|name|uid>"
+        );
+        assert_eq!(
+            event_filter("fieldSelector=involvedObject.name").unwrap_err(),
+            EventFilterError::SplitSelector { selector: "involvedObject.name".into() }
+        );
     }
 
     #[test]
