@@ -105,7 +105,7 @@ pub fn pod_columns(pod: &Pod) -> (String, String, String) {
     let Some(st) = &pod.status else {
         return ("Unknown".into(), "0/0".into(), "0".into());
     };
-    let mut reason = if st.reason.is_empty() { st.phase.clone() } else { st.reason.clone() };
+    let mut reason = if st.reason.is_empty() { st.phase.to_string() } else { st.reason.clone() };
     let sidecars: Vec<&str> =
         pod.spec.init_containers.iter().filter(|c| c.is_sidecar()).map(|c| c.name.as_str()).collect();
     let total = pod.spec.containers.len() + sidecars.len();
@@ -422,7 +422,7 @@ pub fn describe_pod(pod: &Pod, events: &[Event]) -> String {
     }
     let _ = writeln!(out, "Labels:           {}", kv(&m.labels, "="));
     let _ = writeln!(out, "Annotations:      {}", kv(&m.annotations, ": "));
-    let status = if m.deletion_timestamp.is_some() { "Terminating".to_string() } else { st.phase.clone() };
+    let status = if m.deletion_timestamp.is_some() { "Terminating".to_string() } else { st.phase.to_string() };
     let _ = writeln!(out, "Status:           {status}");
     let _ = writeln!(out, "IP:               {}", st.pod_ip);
     let sections = [
@@ -507,7 +507,9 @@ pub fn describe_pod(pod: &Pod, events: &[Event]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{Container, ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition, PodStatus};
+    use crate::api::{
+        Container, ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition, PodPhase, PodStatus,
+    };
 
     fn waiting(name: &str, reason: &str, restarts: i32) -> ContainerStatus {
         ContainerStatus {
@@ -532,7 +534,7 @@ mod tests {
         let mut pod = Pod::default();
         pod.spec.containers.push(Container { name: "app".into(), ..Default::default() });
         pod.status = Some(PodStatus {
-            phase: "Running".into(),
+            phase: PodPhase::Running,
             container_statuses: vec![waiting("app", "CrashLoopBackOff", 4)],
             ..Default::default()
         });
@@ -540,7 +542,7 @@ mod tests {
 
         pod.spec.init_containers.push(Container { name: "setup".into(), ..Default::default() });
         pod.status = Some(PodStatus {
-            phase: "Pending".into(),
+            phase: PodPhase::Pending,
             init_container_statuses: vec![waiting("setup", "PodInitializing", 0)],
             container_statuses: vec![waiting("app", "PodInitializing", 0)],
             conditions: vec![PodCondition {

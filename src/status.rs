@@ -3,13 +3,43 @@
 
 use crate::api::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    Pod, PodCondition, PodIp, PodStatus, RestartPolicy, Time,
+    Pod, PodCondition, PodIp, PodPhase, PodStatus, RestartPolicy, Time,
 };
 use crate::runtime::{self, ContainerInfo};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
+
+/// Pod condition types, as the API spells them.
+pub mod condition {
+    /// The sandbox is ready.
+    pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+    /// Every init container completed (sidecars: started).
+    pub const INITIALIZED: &str = "Initialized";
+    /// The pod serves: every container (and sidecar) is ready.
+    pub const READY: &str = "Ready";
+    /// Every container (and sidecar) is ready.
+    pub const CONTAINERS_READY: &str = "ContainersReady";
+    /// Always true: a pod on this node is scheduled.
+    pub const POD_SCHEDULED: &str = "PodScheduled";
+}
+
+/// Reasons the status shows, as kubelet words them.
+pub mod reason {
+    /// A container is being created (or the init containers are done and it waits its turn).
+    pub const CONTAINER_CREATING: &str = "ContainerCreating";
+    /// A container waits for the init containers.
+    pub const POD_INITIALIZING: &str = "PodInitializing";
+    /// `Initialized` is false.
+    pub const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
+    /// `Ready` is false while the pod runs.
+    pub const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
+    /// `Ready` is false because the pod succeeded.
+    pub const POD_COMPLETED: &str = "PodCompleted";
+    /// `Ready` is false because the pod failed.
+    pub const POD_FAILED: &str = "PodFailed";
+}
 
 /// What the pod manager knows about one container of a pod.
 #[derive(Clone, Debug, Default)]
@@ -84,8 +114,10 @@ pub fn container_status(
             st.restart_count = cur.config.attempt as i32;
             match cur.state {
                 runtime::ContainerState::Created => {
-                    st.state.waiting =
-                        Some(ContainerStateWaiting { reason: "ContainerCreating".into(), message: String::new() });
+                    st.state.waiting = Some(ContainerStateWaiting {
+                        reason: reason::CONTAINER_CREATING.into(),
+                        message: String::new(),
+                    });
                 }
                 runtime::ContainerState::Running => {
                     st.state.running = Some(ContainerStateRunning { started_at: cur.started_at.map(Time) });
@@ -112,7 +144,7 @@ fn exited_ok(s: &ContainerStatus) -> bool {
 }
 
 /// kubelet's `getPhase`: the pod phase from its spec and container statuses.
-pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -> &'static str {
+pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -> PodPhase {
     let spec = &pod.spec;
     let mut pending_init = 0;
     let mut failed_init = 0;
@@ -161,30 +193,30 @@ pub fn pod_phase(pod: &Pod, init: &[ContainerStatus], app: &[ContainerStatus]) -
         }
     }
     if failed_init > 0 && spec.restart() == RestartPolicy::Never {
-        return "Failed";
+        return PodPhase::Failed;
     }
     if pending_init > 0 || failed_init > 0 {
-        return "Pending";
+        return PodPhase::Pending;
     }
     if waiting > 0 {
-        return "Pending";
+        return PodPhase::Pending;
     }
     if running > 0 && unknown == 0 {
-        return "Running";
+        return PodPhase::Running;
     }
     if running == 0 && stopped > 0 && unknown == 0 {
         if spec.restart() == RestartPolicy::Always {
-            return "Running";
+            return PodPhase::Running;
         }
         if stopped == succeeded {
-            return "Succeeded";
+            return PodPhase::Succeeded;
         }
         if spec.restart() == RestartPolicy::Never {
-            return "Failed";
+            return PodPhase::Failed;
         }
-        return "Running";
+        return PodPhase::Running;
     }
-    "Pending"
+    PodPhase::Pending
 }
 
 fn app_started(app: &[ContainerStatus]) -> bool {
@@ -215,7 +247,7 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
                 c,
                 o.init.get(&c.name).unwrap_or(&ContainerObservation::default()),
                 o.runtime,
-                "PodInitializing",
+                reason::POD_INITIALIZING,
             )
         })
         .collect();
@@ -226,7 +258,7 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
             exited_ok(s)
         }
     }) || app_created;
-    let pending = if init_done { "ContainerCreating" } else { "PodInitializing" };
+    let pending = if init_done { reason::CONTAINER_CREATING } else { reason::POD_INITIALIZING };
     let app: Vec<ContainerStatus> = pod
         .spec
         .containers
@@ -260,26 +292,26 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
         .map(|(c, _)| c.name.as_str())
         .chain(app.iter().filter(|s| !s.ready).map(|s| s.name.as_str()))
         .collect();
-    let terminal = matches!(phase, "Succeeded" | "Failed");
+    let terminal = phase.is_terminal();
     let ready_reason = match phase {
-        "Succeeded" => "PodCompleted",
-        "Failed" => "PodFailed",
-        _ => "ContainersNotReady",
+        PodPhase::Succeeded => reason::POD_COMPLETED,
+        PodPhase::Failed => reason::POD_FAILED,
+        _ => reason::CONTAINERS_NOT_READY,
     };
     let ready_msg =
         if terminal { String::new() } else { format!("containers with unready status: [{}]", unready.join(" ")) };
     let all_ready = unready.is_empty() && !terminal;
     let mut conditions = vec![
-        condition("PodReadyToStartContainers", o.sandbox_ready, "", String::new()),
+        condition(condition::POD_READY_TO_START_CONTAINERS, o.sandbox_ready, "", String::new()),
         condition(
-            "Initialized",
+            condition::INITIALIZED,
             init_done,
-            "ContainersNotInitialized",
+            reason::CONTAINERS_NOT_INITIALIZED,
             format!("containers with incomplete status: [{}]", incomplete.join(" ")),
         ),
-        condition("Ready", all_ready, ready_reason, ready_msg.clone()),
-        condition("ContainersReady", all_ready, ready_reason, ready_msg),
-        condition("PodScheduled", true, "", String::new()),
+        condition(condition::READY, all_ready, ready_reason, ready_msg.clone()),
+        condition(condition::CONTAINERS_READY, all_ready, ready_reason, ready_msg),
+        condition(condition::POD_SCHEDULED, true, "", String::new()),
     ];
     for c in &mut conditions {
         let before = previous.and_then(|p| p.conditions.iter().find(|x| x.type_ == c.type_));
@@ -296,7 +328,7 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
         }
     };
     PodStatus {
-        phase: phase.into(),
+        phase,
         conditions,
         host_ip: o.host_ip.into(),
         host_ips: ips(o.host_ip),
@@ -342,162 +374,5 @@ impl StatusCache {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::runtime::{ContainerConfig, ContainerState as RtState};
-
-    fn info(name: &str, state: RtState, exit: i32, attempt: u32) -> ContainerInfo {
-        ContainerInfo {
-            id: format!("{name}-{attempt}"),
-            sandbox_id: "s".into(),
-            config: ContainerConfig { name: name.into(), attempt, ..Default::default() },
-            state,
-            created_at: SystemTime::UNIX_EPOCH,
-            started_at: Some(SystemTime::UNIX_EPOCH),
-            finished_at: (state == RtState::Exited).then_some(SystemTime::UNIX_EPOCH),
-            exit_code: exit,
-            reason: match (state, exit) {
-                (RtState::Exited, 0) => "Completed".into(),
-                (RtState::Exited, _) => "Error".into(),
-                _ => String::new(),
-            },
-            message: String::new(),
-            pid: None,
-        }
-    }
-
-    fn pod(policy: &str, inits: &[(&str, bool)], apps: &[&str]) -> Pod {
-        let mut p = Pod::default();
-        p.spec.restart_policy = policy.into();
-        for (n, sidecar) in inits {
-            p.spec.init_containers.push(Container {
-                name: n.to_string(),
-                restart_policy: sidecar.then(|| "Always".to_string()),
-                ..Default::default()
-            });
-        }
-        for n in apps {
-            p.spec.containers.push(Container { name: n.to_string(), ..Default::default() });
-        }
-        p
-    }
-
-    fn obs(current: Option<ContainerInfo>) -> ContainerObservation {
-        let running = current.as_ref().is_some_and(|c| c.state == RtState::Running);
-        ContainerObservation { current, ready: running, started: running, ..Default::default() }
-    }
-
-    fn status(p: &Pod, init: Vec<(&str, ContainerObservation)>, app: Vec<(&str, ContainerObservation)>) -> PodStatus {
-        let init: BTreeMap<String, ContainerObservation> = init.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
-        let app: BTreeMap<String, ContainerObservation> = app.into_iter().map(|(n, o)| (n.to_string(), o)).collect();
-        let o = PodObservation {
-            pod: p,
-            init: &init,
-            app: &app,
-            sandbox_created: Some(SystemTime::UNIX_EPOCH),
-            sandbox_ready: true,
-            host_ip: "10.0.0.5",
-            runtime: "process",
-        };
-        pod_status(&o, None, SystemTime::UNIX_EPOCH)
-    }
-
-    fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
-        s.conditions.iter().find(|c| c.type_ == t).unwrap()
-    }
-
-    #[test]
-    fn running_pod_is_ready() {
-        let p = pod("Always", &[], &["app"]);
-        let s = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
-        assert_eq!(s.phase, "Running");
-        assert_eq!(cond(&s, "Ready").status, "True");
-        assert_eq!(s.pod_ip, "10.0.0.5");
-        assert!(s.container_statuses[0].state.running.is_some());
-    }
-
-    #[test]
-    fn pending_init_holds_the_pod_in_pending_with_kubelets_reasons() {
-        let p = pod("Always", &[("setup", false)], &["app"]);
-        let s = status(&p, vec![("setup", obs(Some(info("setup", RtState::Running, 0, 0))))], vec![]);
-        assert_eq!(s.phase, "Pending");
-        let init = cond(&s, "Initialized");
-        assert_eq!((init.status.as_str(), init.reason.as_str()), ("False", "ContainersNotInitialized"));
-        assert_eq!(init.message, "containers with incomplete status: [setup]");
-        assert_eq!(s.container_statuses[0].state.waiting.as_ref().unwrap().reason, "PodInitializing");
-        let ready = cond(&s, "Ready");
-        assert_eq!(
-            (ready.reason.as_str(), ready.message.as_str()),
-            ("ContainersNotReady", "containers with unready status: [app]")
-        );
-    }
-
-    #[test]
-    fn failed_init_with_restart_never_fails_the_pod() {
-        let p = pod("Never", &[("setup", false)], &["app"]);
-        let s = status(&p, vec![("setup", obs(Some(info("setup", RtState::Exited, 2, 0))))], vec![]);
-        assert_eq!(s.phase, "Failed");
-        assert_eq!(cond(&s, "Ready").reason, "PodFailed");
-    }
-
-    #[test]
-    fn phases_for_exited_app_containers_follow_restart_policy() {
-        for (policy, exit, want) in [
-            ("Never", 0, "Succeeded"),
-            ("Never", 1, "Failed"),
-            ("OnFailure", 0, "Succeeded"),
-            ("OnFailure", 1, "Running"),
-            ("Always", 0, "Running"),
-        ] {
-            let p = pod(policy, &[], &["app"]);
-            let s = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Exited, exit, 0))))]);
-            assert_eq!(s.phase, want, "{policy} exit {exit}");
-        }
-    }
-
-    #[test]
-    fn crash_loop_shows_waiting_with_last_state() {
-        let p = pod("Always", &[], &["app"]);
-        let mut o = obs(Some(info("app", RtState::Exited, 1, 3)));
-        o.waiting = Some(("CrashLoopBackOff".into(), "back-off 40s restarting failed container=app pod=x".into()));
-        let s = status(&p, vec![], vec![("app", o)]);
-        let c = &s.container_statuses[0];
-        assert_eq!(c.state.waiting.as_ref().unwrap().reason, "CrashLoopBackOff");
-        assert_eq!(c.last_state.terminated.as_ref().unwrap().exit_code, 1);
-        assert_eq!(c.restart_count, 3);
-        assert_eq!(s.phase, "Running");
-    }
-
-    #[test]
-    fn running_sidecar_counts_as_initialized_and_must_be_ready() {
-        let p = pod("Always", &[("proxy", true)], &["app"]);
-        let mut side = obs(Some(info("proxy", RtState::Running, 0, 0)));
-        side.ready = false;
-        let s = status(&p, vec![("proxy", side)], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
-        assert_eq!(cond(&s, "Initialized").status, "True");
-        assert_eq!(cond(&s, "Ready").message, "containers with unready status: [proxy]");
-        assert_eq!(s.phase, "Running");
-    }
-
-    #[test]
-    fn transition_times_survive_unchanged_conditions() {
-        let p = pod("Always", &[], &["app"]);
-        let s1 = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
-        let later = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(100);
-        let init = BTreeMap::new();
-        let app: BTreeMap<String, ContainerObservation> =
-            [("app".to_string(), obs(Some(info("app", RtState::Exited, 1, 0))))].into_iter().collect();
-        let o = PodObservation {
-            pod: &p,
-            init: &init,
-            app: &app,
-            sandbox_created: None,
-            sandbox_ready: true,
-            host_ip: "",
-            runtime: "process",
-        };
-        let s2 = pod_status(&o, Some(&s1), later);
-        assert_eq!(cond(&s2, "PodScheduled").last_transition_time, Some(Time(SystemTime::UNIX_EPOCH)));
-        assert_eq!(cond(&s2, "Ready").last_transition_time, Some(Time(later)));
-    }
-}
+#[path = "status_tests.rs"]
+mod tests;

@@ -46,7 +46,7 @@ fn device_pod(name: &str, limits: &str, command: &str) -> String {
 fn phase(a: &AgentProcess, name: &str) -> Option<(String, String, String)> {
     let p = a.pod(name)?;
     let s = p.status?;
-    Some((s.phase, s.reason, s.message))
+    Some((s.phase.to_string(), s.reason, s.message))
 }
 
 #[test]

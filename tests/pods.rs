@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 const T: Duration = Duration::from_secs(20);
 
 fn phase(agent: &AgentProcess, name: &str) -> Option<String> {
-    agent.pod(name).and_then(|p| p.status).map(|s| s.phase)
+    agent.pod(name).and_then(|p| p.status).map(|s| s.phase.to_string())
 }
 
 #[test]

@@ -377,12 +377,88 @@ pub struct GrpcAction {
     pub service: Option<String>,
 }
 
+/// A pod's `status.phase` (kubelet's `getPhase` computes it), spelled as the API spells it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PodPhase {
+    /// Accepted, but not every container has been created (init containers may run).
+    #[default]
+    Pending,
+    /// Every container has been created and at least one runs (or restarts).
+    Running,
+    /// Every container exited with 0 and none will restart.
+    Succeeded,
+    /// Every container has exited and at least one failed, with no restart to come.
+    Failed,
+    /// The phase could not be determined.
+    Unknown,
+}
+
+impl PodPhase {
+    /// Every value, in the order the API lists them.
+    pub const ALL: [PodPhase; 5] =
+        [PodPhase::Pending, PodPhase::Running, PodPhase::Succeeded, PodPhase::Failed, PodPhase::Unknown];
+
+    /// The value's spelling in the API.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+        }
+    }
+
+    /// The value spelled `s`, if it is one.
+    pub fn parse(s: &str) -> Option<PodPhase> {
+        PodPhase::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// Succeeded or Failed: nothing of the pod will run again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+impl std::fmt::Display for PodPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for PodPhase {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for PodPhase {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for PodPhase {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for PodPhase {
+    /// Any other spelling reads as `Unknown`: the API types the phase as a free string, and a
+    /// manifest's `status` (which the agent replaces) must never make the pod undecodable.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        Ok(PodPhase::parse(&s).unwrap_or(PodPhase::Unknown))
+    }
+}
+
 /// `v1.PodStatus`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodStatus {
-    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
-    pub phase: String,
+    /// The pod's phase.
+    pub phase: PodPhase,
     /// PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady, Ready.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<PodCondition>,
@@ -757,5 +833,19 @@ mod tests {
         assert_eq!(spec.termination_grace(), Duration::from_secs(5));
         spec.termination_grace_period_seconds = Some(-1);
         assert_eq!((spec.grace_period_seconds(), spec.termination_grace()), (-1, Duration::ZERO));
+    }
+
+    #[test]
+    fn pod_phases_keep_their_api_spelling_and_odd_ones_read_as_unknown() {
+        for phase in PodPhase::ALL {
+            let json = serde_json::to_string(&phase).unwrap();
+            assert_eq!(json, format!("\"{phase}\""));
+            assert_eq!(serde_json::from_str::<PodPhase>(&json).unwrap(), phase);
+        }
+        assert_eq!(serde_json::from_str::<PodPhase>("\"Sometimes\"").unwrap(), PodPhase::Unknown);
+        let st: PodStatus = serde_json::from_str("{}").unwrap();
+        assert_eq!(st.phase, PodPhase::Pending);
+        assert!(PodPhase::Failed.is_terminal() && !PodPhase::Running.is_terminal());
+        assert_eq!(PodPhase::Running, "Running");
     }
 }

@@ -4,6 +4,8 @@
 
 pub mod devices;
 pub mod exec;
+#[cfg(test)]
+pub mod fake;
 pub mod process;
 
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 use super::conn::{Handler, ServerStats};
 use super::http::{Request, Response};
 use super::ApiState;
-use crate::api::{EventList, ListMeta, Node, NodeCondition, PodList, Quantity, Time};
+use crate::api::{EventList, ListMeta, Node, NodeCondition, PodList, PodPhase, Quantity, Time};
 use crate::events::store::EventFilter;
 use crate::metrics::{Encoder, Kind};
 use parking_lot::Mutex;
@@ -308,7 +308,7 @@ impl Routes {
         let mut containers = std::collections::BTreeMap::new();
         for p in &pods {
             let Some(s) = &p.status else { continue };
-            *phases.entry(s.phase.clone()).or_insert(0u64) += 1;
+            *phases.entry(s.phase).or_insert(0u64) += 1;
             for c in s.init_container_statuses.iter().chain(&s.container_statuses) {
                 let st = if c.state.running.is_some() {
                     "running"
@@ -322,8 +322,8 @@ impl Routes {
         }
         let mut enc = Encoder::new(&mut out);
         enc.family("ferrolet_pods", Kind::Gauge, "Pods known to the agent, by phase.");
-        for phase in ["Pending", "Running", "Succeeded", "Failed"] {
-            enc.sample("ferrolet_pods", &[("phase", phase)], phases.get(phase).copied().unwrap_or(0));
+        for phase in [PodPhase::Pending, PodPhase::Running, PodPhase::Succeeded, PodPhase::Failed] {
+            enc.sample("ferrolet_pods", &[("phase", phase.as_str())], phases.get(&phase).copied().unwrap_or(0));
         }
         enc.family("ferrolet_containers", Kind::Gauge, "Containers known to the agent, by state.");
         for st in ["running", "waiting", "exited"] {

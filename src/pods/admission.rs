@@ -1,0 +1,129 @@
+//! Which pods the manager owns: the pods sources want (admitted, or waiting for their
+//! devices), old versions of changed pods and removed pods (terminated), and pods found in
+//! the runtime that no source wants (adopted to be terminated, once every source reported).
+
+use super::devices::pod_needs;
+use super::view::Snapshot;
+use super::{config_hash, Admission, PodEntry, PodManager, Termination, UNEXPECTED_ADMISSION_ERROR};
+use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
+use crate::api::{Pod, Time};
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+impl PodManager {
+    /// Takes the complete set of pods a source wants.
+    pub(super) fn set_desired(&mut self, source: String, pods: Vec<Pod>) {
+        self.desired.retain(|_, p| {
+            p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) != Some(source.as_str())
+        });
+        for p in pods {
+            self.desired.insert(p.metadata.uid.clone(), p);
+        }
+        self.sources_seen.insert(source);
+    }
+
+    /// Adds newly desired pods, starts terminating pods no longer desired, and adopts
+    /// orphans found in the runtime once every source has reported.
+    pub(super) fn admit_and_retire(&mut self, snap: &Snapshot, now: SystemTime) {
+        self.retire(now);
+        self.admit();
+        if !self.sources_seen.is_empty() {
+            self.adopt_orphans(snap, now);
+        }
+    }
+
+    /// Starts terminating pods that were removed from their source or changed in it.
+    fn retire(&mut self, now: SystemTime) {
+        for (uid, entry) in self.pods.iter_mut() {
+            // A pod whose manifest sets its uid keeps it when the manifest changes: the old
+            // version is terminated, and the new one starts once it is gone, as for a new uid.
+            let changed = self.desired.get(uid).is_some_and(|d| config_hash(d) != config_hash(&entry.pod));
+            if (changed || !self.desired.contains_key(uid)) && entry.termination.is_none() {
+                let grace = entry.pod.spec.termination_grace();
+                let why = if changed { "changed in" } else { "removed from" };
+                log::info!("pods: pod {} {why} its source; terminating with grace period {grace:?}", entry.pod.key());
+                entry.pod.metadata.deletion_timestamp = Some(Time(now));
+                entry.termination = Some(Termination::new(now, grace));
+            }
+        }
+    }
+
+    /// Takes on newly desired pods; those asking for plugin devices wait for the device
+    /// manager's admission.
+    fn admit(&mut self) {
+        for (uid, pod) in &self.desired {
+            if self.pods.contains_key(uid) {
+                continue;
+            }
+            // A changed static pod gets a new uid: the new version waits for the old one to
+            // be gone, so two copies never run at once.
+            if self.pods.values().any(|e| e.pod.key() == pod.key()) {
+                continue;
+            }
+            log::info!("pods: pod {} added (uid {uid})", pod.key());
+            let mut admission = Admission::Admitted;
+            if let Some(link) = self.devices.as_ref().filter(|_| pod_needs(pod)) {
+                admission = Admission::Pending;
+                link.admit(pod);
+            }
+            self.pods.insert(uid.clone(), PodEntry { pod: pod.clone(), admission, termination: None });
+        }
+    }
+
+    /// Pods the runtime holds that no source wants (left from before an agent restart):
+    /// terminated with the grace period their sandbox recorded.
+    fn adopt_orphans(&mut self, snap: &Snapshot, now: SystemTime) {
+        let mut orphans: HashSet<&String> = snap.sandboxes.keys().collect();
+        orphans.extend(snap.containers.keys());
+        for uid in orphans {
+            if self.pods.contains_key(uid) {
+                continue;
+            }
+            let mut pod = Pod::default();
+            let mut grace = Duration::from_secs(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD as u64);
+            if let Some(s) = snap.sandboxes.get(uid) {
+                pod.metadata.name = s.config.pod_name.clone();
+                pod.metadata.namespace = s.config.namespace.clone();
+                grace = Duration::from_secs(s.config.termination_grace_period_seconds.max(0) as u64);
+            }
+            pod.metadata.uid = uid.clone();
+            pod.metadata.deletion_timestamp = Some(Time(now));
+            log::info!("pods: found pod {} (uid {uid}) that no source wants; terminating it", pod.key());
+            let entry =
+                PodEntry { pod, admission: Admission::Admitted, termination: Some(Termination::new(now, grace)) };
+            self.pods.insert(uid.clone(), entry);
+        }
+    }
+
+    /// The device manager admitted a pending pod, or could not (`refusal`).
+    pub(super) fn on_admitted(&mut self, uid: &str, refusal: Option<String>) {
+        let Some(entry) = self.pods.get_mut(uid).filter(|e| e.admission == Admission::Pending) else {
+            return;
+        };
+        // A pod whose containers already run (adopted after an agent restart with the
+        // checkpoint lost) keeps running, as with kubelet's running-container rule:
+        // rejecting it would leave its processes running under a Failed pod.
+        let running = self.statuses.status(uid).is_some_and(|s| {
+            s.init_container_statuses.iter().chain(&s.container_statuses).any(|c| c.state.running.is_some())
+        });
+        match refusal {
+            None => entry.admission = Admission::Admitted,
+            Some(e) if running => {
+                log::warn!(
+                    "pods: pod {} already runs; admitting it without its device allocation: {e}",
+                    entry.pod.key()
+                );
+                entry.admission = Admission::Admitted;
+            }
+            Some(e) => {
+                // kubelet's wording for a device allocation failure at admission.
+                let message = format!("Allocate failed due to {e}, which is unexpected");
+                log::warn!("pods: pod {} rejected: {message}", entry.pod.key());
+                entry.admission = Admission::Rejected { message: message.clone() };
+                let pod = entry.pod.clone();
+                self.event(&pod, None, true, UNEXPECTED_ADMISSION_ERROR, &message);
+            }
+        }
+        self.resync = true;
+    }
+}

@@ -1,0 +1,170 @@
+//! The pod manager's bookkeeping as named types: where each pod is in admission and
+//! termination, why a container is held back, and how far its devices are prepared.
+
+use crate::api::{Container, Pod};
+use crate::runtime::devices::DeviceOptions;
+use crate::runtime::RuntimeError;
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
+
+/// Whether a container is an init container, a sidecar (a restartable init container) or an
+/// app container. Recorded as the `CONTAINER_KIND_LABEL` label, so containers found after an
+/// agent restart are still stopped in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerKind {
+    /// Runs to completion before the next one starts.
+    Init,
+    /// Starts with the init containers and runs beside the app containers.
+    Sidecar,
+    /// One of `spec.containers`.
+    App,
+}
+
+impl ContainerKind {
+    /// The kind of `c`, started as an init container (`init`) or as an app container.
+    pub fn of(c: &Container, init: bool) -> ContainerKind {
+        match (init, c.is_sidecar()) {
+            (true, true) => ContainerKind::Sidecar,
+            (true, false) => ContainerKind::Init,
+            _ => ContainerKind::App,
+        }
+    }
+
+    /// The label value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ContainerKind::Init => "init",
+            ContainerKind::Sidecar => "sidecar",
+            ContainerKind::App => "app",
+        }
+    }
+}
+
+/// Why the pod manager holds a container back (the status shows it as `waiting`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitingReason {
+    /// It exited and waits out its restart back-off.
+    CrashLoopBackOff,
+    /// Its create failed; it is retried under back-off.
+    CreateContainerError,
+}
+
+impl WaitingReason {
+    /// kubelet's spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
+            WaitingReason::CreateContainerError => "CreateContainerError",
+        }
+    }
+}
+
+/// A container held back, with kubelet's message, since when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Waiting {
+    /// Why.
+    pub reason: WaitingReason,
+    /// The message the status shows.
+    pub message: String,
+    /// When it started waiting (a failed create: what its back-off counts from).
+    pub since: SystemTime,
+}
+
+/// A pod being stopped: since when, with what grace, and what was asked already.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Termination {
+    /// When termination began.
+    pub started: SystemTime,
+    /// The pod's grace period.
+    pub grace: Duration,
+    /// Container ids already asked to stop (each is asked once).
+    pub requested: HashSet<String>,
+    /// Whether `ExceededGracePeriod` was reported.
+    pub warned: bool,
+}
+
+impl Termination {
+    /// A termination starting at `now`.
+    pub fn new(now: SystemTime, grace: Duration) -> Self {
+        Termination { started: now, grace, requested: HashSet::new(), warned: false }
+    }
+}
+
+/// kubelet's reason for a pod whose devices cannot be allocated at admission.
+pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+
+/// Where a pod is in admission (only pods asking for plugin devices wait).
+#[derive(Debug, PartialEq)]
+pub enum Admission {
+    /// It may run.
+    Admitted,
+    /// Waiting for the device manager.
+    Pending,
+    /// Refused (`UNEXPECTED_ADMISSION_ERROR`, with this message): the pod is Failed and
+    /// never runs.
+    Rejected {
+        /// kubelet's wording of the allocation failure.
+        message: String,
+    },
+}
+
+/// One pod the manager owns.
+#[derive(Debug)]
+pub struct PodEntry {
+    /// The spec (for an orphan: only what its sandbox tells).
+    pub pod: Pod,
+    /// Where it is in admission.
+    pub admission: Admission,
+    /// Set once it is being stopped.
+    pub termination: Option<Termination>,
+}
+
+/// How far a container's plugin devices are prepared (`PreStartContainer`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DevicePrep {
+    /// Asked of the device manager; its answer triggers a sync.
+    Requested,
+    /// Prepared: start the container with these options.
+    Ready(DeviceOptions),
+    /// Cannot be prepared: the create fails with this reason.
+    Failed(String),
+}
+
+/// Why a container could not be created or started. `Display` is the message events and
+/// the waiting status show (kubelet's `Error: …` without the prefix).
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerStartError {
+    /// The runtime could not create the container.
+    #[error(transparent)]
+    CreateContainer {
+        /// The runtime's error.
+        source: RuntimeError,
+    },
+    /// The device manager could not prepare the container's devices.
+    #[error("{reason}")]
+    PrepareDevices {
+        /// The device manager's reason.
+        reason: String,
+    },
+    /// A device or mount host path from the device plugin is missing (the process runtime
+    /// shares the host's filesystem, so it must exist as given).
+    #[error("device path {path} from the device plugin allocation does not exist on the host")]
+    DevicePathMissing {
+        /// The missing host path.
+        path: String,
+    },
+    /// The runtime created the container but could not start it (recorded as an exit).
+    #[error(transparent)]
+    StartContainer {
+        /// The runtime's error.
+        source: RuntimeError,
+    },
+}
+
+impl ContainerStartError {
+    /// Whether nothing was created: the container waits as `CreateContainerError` under
+    /// back-off. A failed start is an exit instead, restarted like any other.
+    pub fn is_create_failure(&self) -> bool {
+        !matches!(self, ContainerStartError::StartContainer { .. })
+    }
+}

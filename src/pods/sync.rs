@@ -1,0 +1,352 @@
+//! The executor: applies a pod's `PodActions` through `ContainerRuntime` and the cgroup
+//! manager (kubelet's `SyncPod`), recording kubelet's events and keeping the back-off and
+//! waiting state.
+
+use super::actions::{
+    compute_pod_actions, CrashLoop, DeadInstance, KillContainer, PodActions, PodInput, StartContainer,
+};
+use super::backoff::Key;
+use super::view::Snapshot;
+use super::{ContainerStartError, DevicePrep, PodManager, Waiting, WaitingReason, CONTAINER_KIND_LABEL, MIN_GRACE};
+use crate::api::expand::{expand, resolve_env};
+use crate::api::{Container, Pod, RestartPolicy};
+use crate::prober::{ProbeResult, ProbeType};
+use crate::runtime::devices::DeviceOptions;
+use crate::runtime::{labels, ContainerConfig, ContainerState, SandboxConfig};
+use crate::util::Chain;
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+/// A container's devices, as far as its start is concerned.
+enum PreparedDevices {
+    /// It asks for none (or no device manager is connected).
+    None,
+    /// Prepared with these options.
+    Ready(DeviceOptions),
+    /// Cannot be prepared.
+    Failed(String),
+    /// Still being prepared.
+    Pending,
+}
+
+impl PodManager {
+    /// Decides and applies what a running pod needs next.
+    pub(super) fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
+        let pod = self.pods[uid].pod.clone();
+        if !self.ensure_pod_cgroup(&pod) {
+            return;
+        }
+        let view = snap.pod(uid);
+        let startup_succeeded = self.startup_succeeded(&pod, snap);
+        let actions = compute_pod_actions(&PodInput {
+            pod: &pod,
+            view,
+            backoff: &self.backoff,
+            waiting: &self.waiting,
+            startup_succeeded: &startup_succeeded,
+            device_prep: self.devices.as_ref().map(|_| &self.device_prep),
+            max_dead_per_container: self.cfg.max_dead_per_container,
+            now,
+        });
+        let sandbox_id = match view.sandbox {
+            Some(s) => s.id.clone(),
+            None => match self.run_sandbox(&pod) {
+                Some(id) => id,
+                None => return,
+            },
+        };
+        self.execute(&pod, &sandbox_id, actions, now);
+    }
+
+    /// Applies a pod's actions in kubelet's order: kills, then starts, then removals.
+    fn execute(&mut self, pod: &Pod, sandbox_id: &str, actions: PodActions, now: SystemTime) {
+        let PodActions { kill, back_off, prepare_devices, start, remove_dead, .. } = actions;
+        for k in &kill {
+            self.kill(pod, k);
+        }
+        for b in back_off {
+            self.hold_in_back_off(pod, b, now);
+        }
+        for name in prepare_devices {
+            if let Some(link) = &self.devices {
+                link.prepare(&pod.metadata.uid, &name);
+                self.device_prep.insert((pod.metadata.uid.clone(), name), DevicePrep::Requested);
+            }
+        }
+        for s in &start {
+            self.start(pod, sandbox_id, s, now);
+        }
+        for dead in &remove_dead {
+            self.remove_dead(pod, dead);
+        }
+    }
+
+    /// Container ids of the pod's sidecars whose startup probe succeeded.
+    fn startup_succeeded(&self, pod: &Pod, snap: &Snapshot) -> HashSet<String> {
+        let view = snap.pod(&pod.metadata.uid);
+        pod.spec
+            .init_containers
+            .iter()
+            .filter(|c| c.is_sidecar() && c.startup_probe.is_some())
+            .filter_map(|c| view.latest(&c.name))
+            .filter(|i| self.probe_results.get(ProbeType::Startup, &i.id) == Some(ProbeResult::Success))
+            .map(|i| i.id.clone())
+            .collect()
+    }
+
+    /// Creates the pod's sandbox; `None` (with `FailedCreatePodSandBox`) when it fails.
+    fn run_sandbox(&mut self, pod: &Pod) -> Option<String> {
+        let cfg = SandboxConfig {
+            pod_uid: pod.metadata.uid.clone(),
+            pod_name: pod.metadata.name.clone(),
+            namespace: pod.metadata.namespace.clone(),
+            log_directory: self.log_dir(pod),
+            termination_grace_period_seconds: pod.spec.grace_period_seconds(),
+        };
+        match self.mutate().run_pod_sandbox(&cfg) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                let message = format!("Failed to create pod sandbox: {}", Chain(&e));
+                self.event(pod, None, true, "FailedCreatePodSandBox", &message);
+                None
+            }
+        }
+    }
+
+    /// A container waits out its back-off: kubelet's `BackOff` event and `CrashLoopBackOff`
+    /// reason, once per message.
+    fn hold_in_back_off(&mut self, pod: &Pod, b: CrashLoop, now: SystemTime) {
+        if !b.report {
+            return;
+        }
+        let message = format!("Back-off restarting failed container {} in pod {}", b.name, pod.desc());
+        self.event(pod, Some(&b.name), true, "BackOff", &message);
+        let waiting = Waiting { reason: WaitingReason::CrashLoopBackOff, message: b.message, since: now };
+        self.waiting.insert((pod.metadata.uid.clone(), b.name), waiting);
+    }
+
+    /// Creates and starts one container, advancing its back-off; a failed create waits as
+    /// `CreateContainerError`.
+    fn start(&mut self, pod: &Pod, sandbox_id: &str, s: &StartContainer, now: SystemTime) {
+        let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name) else {
+            return;
+        };
+        let key: Key = (pod.metadata.uid.clone(), c.name.clone());
+        let devices = match self.take_prepared_devices(&key) {
+            PreparedDevices::Pending => return,
+            PreparedDevices::None => Ok(None),
+            PreparedDevices::Ready(options) => Ok(Some(options)),
+            // Devices that cannot be prepared fail the create, under the same back-off.
+            PreparedDevices::Failed(reason) => Err(ContainerStartError::PrepareDevices { reason }),
+        };
+        if let Some(t) = s.backoff_from {
+            self.backoff.next(&key, t, now);
+        }
+        if let Some(stale) = &s.replace {
+            // The runtime reports Created only when nothing runs it: it is removed and
+            // created again.
+            log::info!(
+                "pods: pod {} container {}: created but never started (the agent stopped or the start failed); creating it again",
+                pod.key(),
+                c.name
+            );
+            if let Err(e) = self.mutate().remove_container(stale) {
+                // Not created beside it: the two would share the container's cgroup, and
+                // removing the stale one later would kill the new one. Retried under back-off.
+                log::warn!("pods: pod {} container {}: cannot remove it: {}", pod.key(), c.name, Chain(&e));
+                return;
+            }
+        }
+        let started = devices.and_then(|d| self.create_and_start(pod, sandbox_id, c, s, d.as_ref()));
+        match started {
+            Ok(()) => {
+                self.waiting.remove(&key);
+            }
+            Err(e) => {
+                let message = Chain(&e).to_string();
+                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
+                if e.is_create_failure() {
+                    if s.backoff_from.is_none() {
+                        self.backoff.next(&key, now, now);
+                    }
+                    let waiting = Waiting { reason: WaitingReason::CreateContainerError, message, since: now };
+                    self.waiting.insert(key, waiting);
+                } else {
+                    // The runtime recorded the failed start as an exit (StartError); the next
+                    // sync restarts it under back-off like any other exit.
+                    self.waiting.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Takes a container's prepared devices (each preparation serves one start).
+    fn take_prepared_devices(&mut self, key: &Key) -> PreparedDevices {
+        match self.device_prep.remove(key) {
+            None => PreparedDevices::None,
+            Some(DevicePrep::Ready(options)) => PreparedDevices::Ready(options),
+            Some(DevicePrep::Failed(reason)) => PreparedDevices::Failed(reason),
+            Some(DevicePrep::Requested) => {
+                self.device_prep.insert(key.clone(), DevicePrep::Requested);
+                PreparedDevices::Pending
+            }
+        }
+    }
+
+    fn create_and_start(
+        &self,
+        pod: &Pod,
+        sandbox_id: &str,
+        c: &Container,
+        s: &StartContainer,
+        devices: Option<&DeviceOptions>,
+    ) -> Result<(), ContainerStartError> {
+        let cfg = self.container_config(pod, c, s, devices)?;
+        let id = self
+            .mutate()
+            .create_container(sandbox_id, &cfg)
+            .map_err(|source| ContainerStartError::CreateContainer { source })?;
+        self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
+        self.mutate().start_container(&id).map_err(|source| ContainerStartError::StartContainer { source })?;
+        self.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
+        Ok(())
+    }
+
+    /// What the runtime creates the container with.
+    fn container_config(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        s: &StartContainer,
+        devices: Option<&DeviceOptions>,
+    ) -> Result<ContainerConfig, ContainerStartError> {
+        for v in c.env.iter().filter(|v| v.value_from.is_some()) {
+            log::warn!(
+                "pods: pod {} container {}: env {} uses valueFrom, which static pods cannot resolve; it is left empty",
+                pod.key(),
+                c.name,
+                v.name
+            );
+        }
+        let mut env = resolve_env(&c.env, &[]);
+        if let Some(d) = devices {
+            // The process runtime shares the host's filesystem: a device or mount the
+            // plugin names must exist as given.
+            let paths = d.devices.iter().map(|x| &x.host_path).chain(d.mounts.iter().map(|m| &m.host_path));
+            if let Some(missing) = paths.into_iter().find(|p| !std::path::Path::new(p).exists()) {
+                return Err(ContainerStartError::DevicePathMissing { path: missing.clone() });
+            }
+            // Device plugin envs first, as kubelet: the container's own env wins.
+            let own: HashSet<&String> = env.iter().map(|(k, _)| k).collect();
+            let mut with_devices: Vec<(String, String)> =
+                d.envs.iter().filter(|(k, _)| !own.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            with_devices.append(&mut env);
+            env = with_devices;
+        }
+        let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        let argv: Vec<String> = c.command.iter().chain(&c.args).map(|a| expand(a, &lookup)).collect();
+        let mut lbl = BTreeMap::new();
+        lbl.insert(labels::POD_UID.to_string(), pod.metadata.uid.clone());
+        lbl.insert(labels::POD_NAME.to_string(), pod.metadata.name.clone());
+        lbl.insert(labels::POD_NAMESPACE.to_string(), pod.metadata.namespace.clone());
+        lbl.insert(labels::CONTAINER_NAME.to_string(), c.name.clone());
+        lbl.insert(CONTAINER_KIND_LABEL.to_string(), s.kind.as_str().to_string());
+        Ok(ContainerConfig {
+            name: c.name.clone(),
+            attempt: s.attempt,
+            image: c.image.clone(),
+            argv,
+            env,
+            working_dir: c.working_dir.clone(),
+            log_path: self.log_dir(pod).join(&c.name).join(format!("{}.log", s.attempt)),
+            labels: lbl,
+            linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
+            devices: devices.cloned(),
+        })
+    }
+
+    /// Asks a container to stop: kubelet's `Killing` event, `FailedKillPod` when refused.
+    pub(super) fn kill(&self, pod: &Pod, k: &KillContainer) {
+        self.event(pod, Some(&k.name), false, "Killing", &k.message);
+        if let Err(e) = self.mutate().stop_container(&k.id, k.grace) {
+            let message = format!("error killing container {}: {}", k.name, Chain(&e));
+            self.event(pod, Some(&k.name), true, "FailedKillPod", &message);
+        }
+    }
+
+    /// Removes an exited instance beyond the retention limit (with its log).
+    fn remove_dead(&self, pod: &Pod, dead: &DeadInstance) {
+        if let Err(e) = self.mutate().remove_container(&dead.id) {
+            log::warn!(
+                "pods: pod {} container {}: cannot remove exited instance {}: {}",
+                pod.key(),
+                dead.name,
+                dead.id,
+                Chain(&e)
+            );
+        }
+    }
+
+    /// Creates the pod's cgroup once per agent run (first refreshing the QoS cgroups);
+    /// false when it cannot be created, so the pod must not start.
+    fn ensure_pod_cgroup(&mut self, pod: &Pod) -> bool {
+        if self.cm.is_none() || self.cgroups_ready.contains(&pod.metadata.uid) {
+            return true;
+        }
+        let active: Vec<Pod> = self.pods.values().map(|e| e.pod.clone()).collect();
+        let active: Vec<&Pod> = active.iter().collect();
+        let result = match self.cm.as_mut() {
+            Some(cm) => cm.ensure_pod(pod, &active),
+            None => return true,
+        };
+        match result {
+            Ok(()) => {
+                self.cgroups_ready.insert(pod.metadata.uid.clone());
+                true
+            }
+            Err(e) => {
+                let message = format!("unable to ensure pod container exists: {}", Chain(&e));
+                self.event(pod, None, true, "FailedCreatePodContainer", &message);
+                false
+            }
+        }
+    }
+
+    /// A liveness or startup probe failed for good: kill the container (it restarts under
+    /// its restart policy and back-off); kubelet's `Killing` event and grace period rules.
+    pub(super) fn on_probe_failure(&mut self, uid: &str, name: &str, container_id: &str, kind: ProbeType) {
+        let Some(entry) = self.pods.get(uid) else { return };
+        if entry.termination.is_some() {
+            return;
+        }
+        let pod = entry.pod.clone();
+        let Some(spec) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == name) else {
+            return;
+        };
+        let Ok(containers) = self.runtime.list_containers() else { return };
+        let Some(info) = containers.into_iter().find(|c| c.id == container_id && c.state == ContainerState::Running)
+        else {
+            return;
+        };
+        self.kill(&pod, &probe_kill(&pod, spec, &info.id, kind));
+    }
+}
+
+/// The kill of a container whose liveness or startup probe failed: the probe's own grace
+/// period, else the pod's, never below the minimum.
+fn probe_kill(pod: &Pod, spec: &Container, id: &str, kind: ProbeType) -> KillContainer {
+    let probe = if kind == ProbeType::Liveness { spec.liveness_probe.as_ref() } else { spec.startup_probe.as_ref() };
+    let grace = probe.and_then(|p| p.termination_grace_period_seconds).unwrap_or(pod.spec.grace_period_seconds());
+    let restarts = spec.is_sidecar() || pod.spec.restart() != RestartPolicy::Never;
+    let what = if kind == ProbeType::Liveness { "liveness" } else { "startup" };
+    KillContainer {
+        name: spec.name.clone(),
+        id: id.into(),
+        grace: Duration::from_secs(grace.max(0) as u64).max(MIN_GRACE),
+        message: format!(
+            "Container {} failed {what} probe{}",
+            spec.name,
+            if restarts { ", will be restarted" } else { "" }
+        ),
+    }
+}

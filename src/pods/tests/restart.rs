@@ -1,0 +1,207 @@
+//! Restart policies, back-off, and failed creates and starts.
+
+use super::*;
+use crate::api::PodPhase;
+use crate::runtime::ContainerState;
+
+#[test]
+fn a_new_pod_gets_its_sandbox_then_every_app_container() {
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("a"), app("b")]);
+    node.apply(&[&web]);
+    assert_eq!(
+        node.calls(),
+        [Call::RunPodSandbox("web".into()), create("a", 0), start("a"), create("b", 0), start("b")]
+    );
+    assert_eq!(node.reasons(), ["Created", "Started", "Created", "Started"]);
+    assert_eq!(node.phase(&web), PodPhase::Running);
+    node.tick();
+    assert_eq!(node.calls(), [], "a running pod needs nothing");
+}
+
+#[test]
+fn the_restart_policy_decides_whether_an_exited_container_runs_again() {
+    let cases = [
+        (RestartPolicy::Always, 0, true, PodPhase::Running),
+        (RestartPolicy::Always, 1, true, PodPhase::Running),
+        (RestartPolicy::OnFailure, 0, false, PodPhase::Succeeded),
+        (RestartPolicy::OnFailure, 1, true, PodPhase::Running),
+        (RestartPolicy::Never, 0, false, PodPhase::Succeeded),
+        (RestartPolicy::Never, 1, false, PodPhase::Failed),
+    ];
+    for (policy, code, restarts, phase) in cases {
+        let mut node = Node::new();
+        let web = pod("web", policy, &[], &[app("app")]);
+        node.apply(&[&web]);
+        node.calls();
+        node.advance(1);
+        node.rt.exit("app", code);
+        node.tick();
+        let want = if restarts { vec![create("app", 1), start("app")] } else { vec![] };
+        assert_eq!(node.calls(), want, "{policy:?} after exit {code}: the first exit restarts at once");
+        assert_eq!(node.phase(&web), phase, "{policy:?} after exit {code}");
+    }
+}
+
+#[test]
+fn a_crashing_container_waits_out_a_doubling_back_off() {
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.apply(&[&web]);
+    node.calls();
+    node.events();
+
+    node.advance(1);
+    node.rt.exit("app", 1);
+    node.tick();
+    assert_eq!(node.calls(), [create("app", 1), start("app")], "the first crash restarts at once");
+    node.events();
+
+    node.advance(1);
+    node.rt.exit("app", 1);
+    node.tick();
+    assert_eq!(node.calls(), [], "held back for 10 s");
+    let message = "back-off 10s restarting failed container=app pod=web_default(uid-web)";
+    assert_eq!(node.waiting(&web, "app"), Some(("CrashLoopBackOff".into(), message.into())));
+    assert_eq!(node.container(&web, "app").last_state.terminated.map(|t| t.exit_code), Some(1));
+    assert_eq!(
+        node.events(),
+        [("BackOff".into(), "Back-off restarting failed container app in pod web_default(uid-web)".into())]
+    );
+
+    node.advance(9);
+    node.tick();
+    assert_eq!((node.calls(), node.reasons()), (vec![], vec![]), "still held back; BackOff is reported once");
+
+    node.advance(1);
+    node.tick();
+    assert_eq!(node.calls(), [create("app", 2), start("app")], "restarted once 10 s have passed");
+    assert_eq!(node.phase(&web), PodPhase::Running);
+
+    node.rt.exit("app", 1);
+    node.tick();
+    let message = "back-off 20s restarting failed container=app pod=web_default(uid-web)";
+    assert_eq!(node.waiting(&web, "app"), Some(("CrashLoopBackOff".into(), message.into())), "the delay doubles");
+    assert_eq!(node.reasons(), ["Created", "Started", "BackOff"], "a new message is reported again");
+    assert_eq!(node.calls(), [Call::RemoveContainer("app".into())], "only the oldest exited instance goes");
+    node.advance(19);
+    node.tick();
+    assert_eq!(node.calls(), []);
+    node.advance(1);
+    node.tick();
+    assert_eq!(node.calls(), [create("app", 3), start("app")]);
+}
+
+#[test]
+fn ten_minutes_of_running_start_the_back_off_over() {
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.apply(&[&web]);
+    node.rt.exit("app", 1);
+    node.tick(); // attempt 1 at once; the delay is now 10 s
+    node.rt.exit("app", 1);
+    node.advance(10);
+    node.tick(); // attempt 2; the delay is now 20 s
+    assert_eq!(node.instance("app").config.attempt, 2);
+    node.calls();
+
+    node.advance(660);
+    node.rt.exit("app", 1);
+    node.tick();
+    let gc = Call::RemoveContainer("app".into());
+    assert_eq!(node.calls(), [create("app", 3), start("app"), gc], "a stable container restarts at once");
+    node.rt.exit("app", 1);
+    node.tick();
+    let message = "back-off 10s restarting failed container=app pod=web_default(uid-web)";
+    assert_eq!(node.waiting(&web, "app"), Some(("CrashLoopBackOff".into(), message.into())));
+}
+
+#[test]
+fn a_failed_create_waits_as_create_container_error_under_back_off() {
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.rt.fail_create("app", 2);
+    node.apply(&[&web]);
+    assert_eq!(node.calls(), [Call::RunPodSandbox("web".into()), create("app", 0)]);
+    let message = "cannot create container app: scripted failure";
+    assert_eq!(node.events(), [("Failed".into(), format!("Error: {message}"))]);
+    assert_eq!(node.waiting(&web, "app"), Some(("CreateContainerError".into(), message.into())));
+    assert_eq!(node.phase(&web), PodPhase::Pending);
+
+    node.advance(9);
+    node.tick();
+    assert_eq!(node.calls(), [], "retried only after 10 s");
+    assert_eq!(node.waiting(&web, "app").map(|w| w.0), Some("CreateContainerError".into()), "not a crash loop");
+    node.advance(1);
+    node.tick();
+    assert_eq!(node.calls(), [create("app", 0)], "the second create fails too; the delay doubles");
+    node.advance(19);
+    node.tick();
+    assert_eq!(node.calls(), []);
+    node.advance(1);
+    node.tick();
+    assert_eq!(node.calls(), [create("app", 0), start("app")]);
+    assert_eq!(node.waiting(&web, "app"), None);
+    assert_eq!(node.phase(&web), PodPhase::Running);
+}
+
+#[test]
+fn a_failed_start_is_an_exit_restarted_under_the_policy() {
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.rt.fail_start("app", 1);
+    node.apply(&[&web]);
+    assert_eq!(node.calls(), [Call::RunPodSandbox("web".into()), create("app", 0), start("app")]);
+    assert_eq!(
+        node.events(),
+        [
+            ("Created".into(), "Created container app".into()),
+            ("Failed".into(), "Error: cannot start container app: scripted failure".into())
+        ]
+    );
+    let failed = node.instance("app");
+    assert_eq!((failed.state, failed.reason.as_str()), (ContainerState::Exited, "StartError"));
+    node.tick();
+    assert_eq!(node.calls(), [create("app", 1), start("app")]);
+}
+
+#[test]
+fn a_failed_relist_changes_nothing_and_says_so_on_every_pod() {
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.apply(&[&web]);
+    node.calls();
+    node.events();
+    node.rt.exit("app", 1);
+    node.rt.fail_list(1);
+    node.tick();
+    assert_eq!(node.calls(), []);
+    let events = node.events();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, "FailedSync");
+    assert!(events[0].1.starts_with("error determining status: "), "{events:?}");
+    node.tick();
+    assert_eq!(node.calls(), [create("app", 1), start("app")], "the next relist acts");
+}
+
+#[test]
+fn a_failed_liveness_probe_kills_the_container_with_the_pods_grace() {
+    use crate::prober::{ProbeResult, ProbeType, ProbeUpdate};
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.apply(&[&web]);
+    node.calls();
+    node.events();
+    let id = node.instance("app").id;
+    node.pm.handle(PodsCommand::Probe(ProbeUpdate {
+        pod_uid: web.metadata.uid.clone(),
+        container: "app".into(),
+        container_id: id,
+        kind: ProbeType::Liveness,
+        result: ProbeResult::Failure,
+    }));
+    assert_eq!(node.calls(), [stop("app", 30)]);
+    assert_eq!(node.events(), [("Killing".into(), "Container app failed liveness probe, will be restarted".into())]);
+    node.pm.on_deadline();
+    assert_eq!(node.calls(), [create("app", 1), start("app")], "restarted under the policy");
+}

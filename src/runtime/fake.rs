@@ -1,0 +1,288 @@
+//! An in-memory `ContainerRuntime` for unit tests. It keeps sandboxes and containers with
+//! their states and times (read from a `FakeClock` the test moves), records every call that
+//! changes something, and follows scripts: a running container exits, a create or start
+//! fails, a relist fails, a container ignores its stop request. Containers stop at once
+//! when asked (exit 143, as from SIGTERM), unless told to ignore it.
+
+use super::exec::ExecStart;
+use super::{
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, RuntimeError, SandboxConfig, SandboxInfo,
+};
+use crate::events::correlator::{Clock, FakeClock};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+/// Exit code of a container stopped by SIGTERM.
+pub const SIGTERM_EXIT: i32 = 128 + 15;
+
+/// A call that changed the runtime, by pod and container names (ids are internal).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// A sandbox for this pod name.
+    RunPodSandbox(String),
+    /// The sandbox of this pod name.
+    StopPodSandbox(String),
+    /// The sandbox of this pod name.
+    RemovePodSandbox(String),
+    /// A container (name, attempt).
+    CreateContainer(String, u32),
+    /// A container by name.
+    StartContainer(String),
+    /// A container by name, with its grace period.
+    StopContainer(String, Duration),
+    /// A container by name.
+    RemoveContainer(String),
+}
+
+#[derive(Default)]
+struct Scripts {
+    fail_create: HashMap<String, u32>,
+    fail_start: HashMap<String, u32>,
+    fail_list: u32,
+    ignore_stop: HashSet<String>,
+}
+
+#[derive(Default)]
+struct State {
+    sandboxes: BTreeMap<String, SandboxInfo>,
+    containers: BTreeMap<String, ContainerInfo>,
+    next_id: u64,
+    calls: Vec<Call>,
+    scripts: Scripts,
+}
+
+impl State {
+    fn id(&mut self, prefix: &str) -> String {
+        self.next_id += 1;
+        format!("{prefix}{:04}", self.next_id)
+    }
+
+    fn pod_name(&self, sandbox_id: &str) -> String {
+        self.sandboxes.get(sandbox_id).map(|s| s.config.pod_name.clone()).unwrap_or_default()
+    }
+}
+
+/// The in-memory runtime.
+pub struct FakeRuntime {
+    clock: FakeClock,
+    state: Mutex<State>,
+}
+
+fn not_found(kind: &'static str, id: &str) -> RuntimeError {
+    RuntimeError::NotFound { kind, id: id.into() }
+}
+
+impl FakeRuntime {
+    /// An empty runtime reading the time from `clock`.
+    pub fn new(clock: FakeClock) -> Self {
+        FakeRuntime { clock, state: Mutex::new(State::default()) }
+    }
+
+    /// Every recorded call since the last `take_calls`, oldest first.
+    pub fn take_calls(&self) -> Vec<Call> {
+        std::mem::take(&mut self.state.lock().calls)
+    }
+
+    /// Every container instance, in creation order.
+    pub fn containers(&self) -> Vec<ContainerInfo> {
+        // Ids grow with each create, and the map keeps them sorted.
+        self.state.lock().containers.values().cloned().collect()
+    }
+
+    /// Every sandbox.
+    pub fn sandboxes(&self) -> Vec<SandboxInfo> {
+        self.state.lock().sandboxes.values().cloned().collect()
+    }
+
+    /// Names of the running containers, sorted.
+    pub fn running(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .state
+            .lock()
+            .containers
+            .values()
+            .filter(|c| c.state == ContainerState::Running)
+            .map(|c| c.config.name.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The running container `name` exits with `code` now.
+    ///
+    /// Panics when no container of that name runs: the test's script is wrong.
+    pub fn exit(&self, name: &str, code: i32) {
+        let now = self.clock.now();
+        let mut st = self.state.lock();
+        let c = st.containers.values_mut().find(|c| c.config.name == name && c.state == ContainerState::Running);
+        let Some(c) = c else { panic!("fake runtime: no running container {name} to exit") };
+        c.state = ContainerState::Exited;
+        c.finished_at = Some(now);
+        c.exit_code = code;
+        c.reason = if code == 0 { "Completed" } else { "Error" }.into();
+        c.pid = None;
+    }
+
+    /// The next `times` creates of container `name` fail.
+    pub fn fail_create(&self, name: &str, times: u32) {
+        self.state.lock().scripts.fail_create.insert(name.into(), times);
+    }
+
+    /// The next `times` starts of container `name` fail; each is recorded as an exit with
+    /// `StartError`, as the process runtime records an executable that cannot run.
+    pub fn fail_start(&self, name: &str, times: u32) {
+        self.state.lock().scripts.fail_start.insert(name.into(), times);
+    }
+
+    /// The next `times` relists fail.
+    pub fn fail_list(&self, times: u32) {
+        self.state.lock().scripts.fail_list = times;
+    }
+
+    /// Container `name` keeps running when asked to stop (it outlives its grace period).
+    pub fn ignore_stop(&self, name: &str) {
+        self.state.lock().scripts.ignore_stop.insert(name.into());
+    }
+
+    fn scripted(counts: &mut HashMap<String, u32>, name: &str) -> bool {
+        match counts.get_mut(name) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl ContainerRuntime for FakeRuntime {
+    fn kind(&self) -> &'static str {
+        "fake"
+    }
+
+    fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        let now = self.clock.now();
+        let mut st = self.state.lock();
+        st.calls.push(Call::RunPodSandbox(config.pod_name.clone()));
+        let id = st.id("sandbox-");
+        let info = SandboxInfo { id: id.clone(), config: config.clone(), created_at: now, ready: true };
+        st.sandboxes.insert(id.clone(), info);
+        Ok(id)
+    }
+
+    fn stop_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        let mut st = self.state.lock();
+        let name = st.pod_name(id);
+        st.calls.push(Call::StopPodSandbox(name));
+        let s = st.sandboxes.get_mut(id).ok_or_else(|| not_found("sandbox", id))?;
+        s.ready = false;
+        Ok(())
+    }
+
+    fn remove_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        let mut st = self.state.lock();
+        let name = st.pod_name(id);
+        st.calls.push(Call::RemovePodSandbox(name));
+        st.containers.retain(|_, c| c.sandbox_id != id);
+        st.sandboxes.remove(id);
+        Ok(())
+    }
+
+    fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
+        Ok(self.sandboxes())
+    }
+
+    fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
+        let now = self.clock.now();
+        let mut st = self.state.lock();
+        st.calls.push(Call::CreateContainer(config.name.clone(), config.attempt));
+        if !st.sandboxes.contains_key(sandbox_id) {
+            return Err(not_found("sandbox", sandbox_id));
+        }
+        if Self::scripted(&mut st.scripts.fail_create, &config.name) {
+            return Err(RuntimeError::CreateContainer {
+                name: config.name.clone(),
+                message: "scripted failure".into(),
+            });
+        }
+        let id = st.id("container-");
+        let info = ContainerInfo {
+            id: id.clone(),
+            sandbox_id: sandbox_id.into(),
+            config: config.clone(),
+            state: ContainerState::Created,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            pid: None,
+        };
+        st.containers.insert(id.clone(), info);
+        Ok(id)
+    }
+
+    fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let now = self.clock.now();
+        let mut st = self.state.lock();
+        let name = st.containers.get(id).map(|c| c.config.name.clone()).ok_or_else(|| not_found("container", id))?;
+        st.calls.push(Call::StartContainer(name.clone()));
+        let fail = Self::scripted(&mut st.scripts.fail_start, &name);
+        let Some(c) = st.containers.get_mut(id) else { return Err(not_found("container", id)) };
+        if fail {
+            c.state = ContainerState::Exited;
+            c.finished_at = Some(now);
+            c.exit_code = 128;
+            c.reason = "StartError".into();
+            c.message = "scripted failure".into();
+            return Err(RuntimeError::StartContainer { name, message: "scripted failure".into() });
+        }
+        c.state = ContainerState::Running;
+        c.started_at = Some(now);
+        c.pid = Some(1000);
+        Ok(())
+    }
+
+    fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        let now = self.clock.now();
+        let mut st = self.state.lock();
+        let name = st.containers.get(id).map(|c| c.config.name.clone()).ok_or_else(|| not_found("container", id))?;
+        st.calls.push(Call::StopContainer(name.clone(), grace));
+        let ignore = st.scripts.ignore_stop.contains(&name);
+        if let Some(c) = st.containers.get_mut(id).filter(|c| c.state == ContainerState::Running && !ignore) {
+            c.state = ContainerState::Exited;
+            c.finished_at = Some(now);
+            c.exit_code = SIGTERM_EXIT;
+            c.reason = "Error".into();
+            c.pid = None;
+        }
+        Ok(())
+    }
+
+    fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let mut st = self.state.lock();
+        // Unknown ids are fine: removal is idempotent, as with the process runtime.
+        if let Some(c) = st.containers.remove(id) {
+            st.calls.push(Call::RemoveContainer(c.config.name));
+        }
+        Ok(())
+    }
+
+    fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        {
+            let mut st = self.state.lock();
+            if st.scripts.fail_list > 0 {
+                st.scripts.fail_list -= 1;
+                let source = std::io::Error::other("scripted failure");
+                return Err(RuntimeError::State { path: "fake".into(), source });
+            }
+        }
+        Ok(self.containers())
+    }
+
+    fn exec_start(&self, id: &str, _cmd: &[String]) -> Result<ExecStart, RuntimeError> {
+        Err(not_found("container", id))
+    }
+}
