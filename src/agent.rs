@@ -449,14 +449,17 @@ impl Agent {
         let prober_metrics = Arc::new(ProberMetrics::default());
         let prober_threads = ProberThreads::new(&health);
         let prober = ProberManager::new(
-            ProberConfig { max_threads: cfg.prober.max_threads, agent_start: std::time::Instant::now() },
+            ProberConfig {
+                max_threads: cfg.prober.max_threads,
+                agent_start: std::time::Instant::now(),
+                threads: prober_threads.clone(),
+            },
             runtime.clone(),
             probe_results.clone(),
             prober_metrics.clone(),
             recorder.clone(),
             Publisher::to(pods_channel.0.clone()),
             prober_channel.0.clone(),
-            prober_threads.clone(),
         );
         let mut pm = pm.with_prober(prober_channel.0.clone(), probe_results);
         let (devices, device_state) = if cfg.devices.plugin_dir.as_os_str().is_empty() {

@@ -125,6 +125,8 @@ pub struct ProberConfig {
     /// When the agent started (first probes of containers it found running are spread
     /// over one period after that, as kubelet's jitter does).
     pub agent_start: Instant,
+    /// Where the prober's helper threads live; the agent stops them after the prober.
+    pub threads: pool::ProberThreads,
 }
 
 /// A worker's index in the manager (cheap to hash, copy and queue).
@@ -169,8 +171,7 @@ struct Slot {
 
 impl ProberManager {
     /// A prober running probes through `runtime` (exec) and reporting changes to `pods`;
-    /// `me` is its own command sender, for the pool's results; its helper threads live in
-    /// `threads`, which the agent stops after the prober.
+    /// `me` is its own command sender, for the pool's results.
     pub fn new(
         cfg: ProberConfig,
         runtime: Arc<dyn crate::runtime::ContainerRuntime>,
@@ -179,10 +180,9 @@ impl ProberManager {
         recorder: EventRecorder,
         pods: Publisher<ProbeUpdate>,
         me: Sender<ProberCommand>,
-        threads: pool::ProberThreads,
     ) -> Self {
         let report: pool::Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
-        let pool = ProbePool::new(cfg.max_threads, runtime, report, threads);
+        let pool = ProbePool::new(cfg.max_threads, runtime, report, cfg.threads.clone());
         ProberManager {
             cfg,
             ids: HashMap::new(),

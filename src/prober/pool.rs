@@ -42,6 +42,15 @@ pub struct ProberThreads {
     lookups: Lookups,
 }
 
+impl std::fmt::Debug for ProberThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProberThreads")
+            .field("probes", &self.probes.len())
+            .field("lookups", &self.lookups.len())
+            .finish()
+    }
+}
+
 impl ProberThreads {
     /// Empty sets, registering their threads in `health`.
     pub fn new(health: &Health) -> ProberThreads {
