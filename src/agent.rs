@@ -538,7 +538,9 @@ impl Agent {
     /// pod manager, the prober and its threads, the device manager, the events still queued
     /// (delivered), and the API last, so `/healthz` answers until the end. Each step waits up
     /// to `shutdown_timeout`. Containers keep running; the next start adopts them. Returns
-    /// every thread that did not stop in time.
+    /// every thread that did not stop in time; threads still inside a probe or a host name
+    /// lookup after a short wait are logged instead (they cannot be interrupted, and end by
+    /// themselves or with the process).
     pub fn stop(mut self) -> Vec<String> {
         let timeout = self.cfg.shutdown_timeout.0;
         let mut stuck = Vec::new();
@@ -555,8 +557,13 @@ impl Agent {
         if let Some(p) = self.prober.take() {
             late(p.stop(timeout));
         }
-        // The prober's end has signalled them; a probe under way finishes at its timeout.
-        self.prober_threads.stop(timeout).into_iter().for_each(|e| late(Err(e)));
+        // The prober's end has signalled them. A thread still inside a probe or a host name
+        // lookup (neither can be interrupted) ends by itself, or with the process.
+        let left = self.prober_threads.stop(timeout);
+        left.stuck.into_iter().for_each(|e| late(Err(e)));
+        for e in left.in_calls {
+            log::warn!("agent: left to end by itself (in a probe or a host name lookup): {e}");
+        }
         if let Some(d) = self.devices.take() {
             late(d.stop(timeout));
         }

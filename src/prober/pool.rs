@@ -29,23 +29,37 @@ pub const MAX_THREADS: usize = 64;
 /// none). Past it, probes wait for a thread again.
 pub const MAX_SLOW_THREADS: usize = 32;
 
-/// How long the agent waits at stop for host name lookups: a lookup cannot be interrupted
-/// inside the resolver, and the probe that started it has given up at its own timeout.
-pub const LOOKUP_STOP_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long the agent waits at stop for threads inside a call that cannot be interrupted:
+/// a probe (bounded by its own timeout, up to minutes) and a host name lookup (inside the
+/// resolver). They end by themselves, the process exit ends them anyway, and waiting
+/// longer would only delay shutdown.
+pub const IN_CALL_STOP_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Every thread the prober starts besides its own: probe threads and the exec reaper in one
-/// set, host name lookups in another. The agent holds a clone and stops them after the
-/// prober (whose end already signals them).
+/// Every thread the prober starts besides its own: probe threads, the exec reaper and host
+/// name lookups, each kind in its own bounded set. The agent holds a clone and stops them
+/// after the prober (whose end already signals them).
 #[derive(Clone)]
 pub struct ProberThreads {
     probes: Arc<ThreadSet>,
+    reaper: Arc<ThreadSet>,
     lookups: Lookups,
+}
+
+/// The threads `ProberThreads::stop` could not join in time.
+#[derive(Debug, Default)]
+pub struct Leftover {
+    /// Threads that should have stopped at once (the exec reaper): a failed shutdown.
+    pub stuck: Vec<StopTimeout>,
+    /// Threads still inside a probe or a lookup that cannot be interrupted: left to end by
+    /// themselves (or with the process), and worth a warning only.
+    pub in_calls: Vec<StopTimeout>,
 }
 
 impl std::fmt::Debug for ProberThreads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProberThreads")
             .field("probes", &self.probes.len())
+            .field("reaper", &self.reaper.len())
             .field("lookups", &self.lookups.len())
             .finish()
     }
@@ -54,20 +68,24 @@ impl std::fmt::Debug for ProberThreads {
 impl ProberThreads {
     /// Empty sets, registering their threads in `health`.
     pub fn new(health: &Health) -> ProberThreads {
-        // Every probe thread there may be, and the reaper.
-        let probes = Arc::new(ThreadSet::new(MAX_THREADS + MAX_SLOW_THREADS + 1, health));
-        ProberThreads { probes, lookups: Lookups::new(health) }
+        ProberThreads {
+            probes: Arc::new(ThreadSet::new(MAX_THREADS + MAX_SLOW_THREADS, health)),
+            reaper: Arc::new(ThreadSet::new(1, health)),
+            lookups: Lookups::new(health),
+        }
     }
 
-    /// Stops every thread: probe threads finish the probe they run (bounded by its timeout)
-    /// and the reaper kills the commands it watches, within `timeout`; lookups get
-    /// `LOOKUP_STOP_TIMEOUT` at most. Returns the threads that outlived their time.
-    pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+    /// Stops every thread: the reaper kills the commands it watches and must end within
+    /// `timeout`; probe threads and lookups are waited for `IN_CALL_STOP_TIMEOUT` at most.
+    pub fn stop(&self, timeout: Duration) -> Leftover {
         self.probes.signal_stop();
+        self.reaper.signal_stop();
         self.lookups.signal_stop();
-        let mut late = self.probes.stop(timeout);
-        late.extend(self.lookups.stop(LOOKUP_STOP_TIMEOUT.min(timeout)));
-        late
+        let in_call = IN_CALL_STOP_TIMEOUT.min(timeout);
+        let stuck = self.reaper.stop(timeout);
+        let mut in_calls = self.probes.stop(in_call);
+        in_calls.extend(self.lookups.stop(in_call));
+        Leftover { stuck, in_calls }
     }
 }
 
@@ -148,7 +166,7 @@ impl<K: Clone + Send + 'static> Shared<K> {
 
     fn reaper(&self) -> Option<&ExecReaper<K>> {
         self.reaper
-            .get_or_init(|| match ExecReaper::start(self.done.clone(), &self.owned.probes) {
+            .get_or_init(|| match ExecReaper::start(self.done.clone(), &self.owned.reaper) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     let e = crate::util::Chain(&e);
@@ -319,6 +337,7 @@ impl<K> Drop for ProbePool<K> {
     /// (`ProberThreads::stop`).
     fn drop(&mut self) {
         self.shared.owned.probes.signal_stop();
+        self.shared.owned.reaper.signal_stop();
         if let Some(Some(reaper)) = self.shared.reaper.get() {
             reaper.close();
         }
@@ -384,20 +403,25 @@ mod tests {
         assert_eq!(pool.threads(), 1, "one idle thread stays");
         drop(pool);
         let started = Instant::now();
-        assert!(threads.stop(Duration::from_secs(2)).is_empty());
+        let left = threads.stop(Duration::from_secs(2));
+        assert!(left.stuck.is_empty() && left.in_calls.is_empty(), "{left:?}");
         assert!(started.elapsed() < Duration::from_millis(100), "stopped in {:?}", started.elapsed());
     }
 
     #[test]
-    fn a_probe_thread_busy_past_the_stop_timeout_is_named() {
+    fn a_probe_thread_inside_a_probe_is_named_after_a_short_wait_but_not_stuck() {
         // Accepts (the kernel does) but never answers: the HTTP probe waits its 2 s.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (pool, threads, _rx, target) = pool_with_target(listener.local_addr().unwrap().port(), true);
         pool.submit(job(&target));
         std::thread::sleep(Duration::from_millis(200));
         drop(pool);
-        let late = threads.stop(Duration::from_millis(200));
-        let names: Vec<&str> = late.iter().map(|e| e.name.as_str()).collect();
+        let started = Instant::now();
+        let left = threads.stop(Duration::from_secs(10));
+        assert!(started.elapsed() < IN_CALL_STOP_TIMEOUT + Duration::from_millis(300), "{:?}", started.elapsed());
+        let names: Vec<&str> = left.in_calls.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["fl-probe-0"]);
+        assert!(left.stuck.is_empty());
+        assert_eq!(left.in_calls[0].to_string(), "fl-probe-0 did not stop within 500ms");
     }
 }
