@@ -11,9 +11,10 @@ use crate::events::correlator::EventCorrelator;
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
-use crate::manager::{Health, ManagerHandle, Publisher};
+use crate::manager::{Health, ManagerHandle, Publisher, StopTimeout};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::{DirWatcher, FileSource};
+use crate::prober::pool::ProberThreads;
 use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
 use crate::runtime::process::ProcessRuntime;
 use crate::runtime::{ContainerRuntime, RuntimeError};
@@ -72,6 +73,9 @@ pub enum AgentError {
     /// The local API could not listen.
     #[error(transparent)]
     Api(#[from] ServerError),
+    /// A cgroup reservation is malformed (validation refuses it earlier).
+    #[error(transparent)]
+    Reservation(#[from] crate::config::ReservationError),
     /// A cgroup root or plugin directory is in use by another agent or a kubelet.
     #[error("refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir)")]
     Shared {
@@ -87,6 +91,8 @@ pub struct Agent {
     watcher: Option<DirWatcher>,
     pods: Option<ManagerHandle<PodsCommand>>,
     prober: Option<ManagerHandle<ProberCommand>>,
+    /// The probe threads, the exec reaper and the host name lookups.
+    prober_threads: ProberThreads,
     devices: Option<ManagerHandle<DevicesCommand>>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
@@ -145,7 +151,7 @@ fn start_container_manager(
         log::info!("cm: resource enforcement is off (cgroups.enforcement = \"off\")");
         return Ok((None, None));
     }
-    let settings = cg.settings().map_err(|message| AgentError::Cgroups { message })?;
+    let settings = cg.settings()?;
     let kubepods = crate::cm::kubepods_path(&settings);
     let shared = |source| AgentError::Shared { source };
     ownership::kubelet_sharing_root(Path::new("/proc"), &settings.root).map_err(shared)?;
@@ -252,7 +258,7 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
     let dir = &cfg.state_dir;
     let path = dir.join(LOCK_FILE);
     let err = |message: String| AgentError::StateDir { path: dir.clone(), message };
-    let access = cfg.state_access().map_err(|m| err(format!("state_group: {m}")))?;
+    let access = cfg.state_access().map_err(|e| err(format!("state_group: {}", e.message())))?;
     access.install();
     crate::util::create_private_dir_all(dir).map_err(|e| err(e.to_string()))?;
     let mut f = std::fs::OpenOptions::new()
@@ -442,8 +448,13 @@ impl Agent {
         let prober_channel = crossbeam_channel::unbounded();
         let probe_results = ProbeResults::persistent(cfg.state_dir.join(PROBE_RESULTS_FILE));
         let prober_metrics = Arc::new(ProberMetrics::default());
+        let prober_threads = ProberThreads::new(&health);
         let prober = ProberManager::new(
-            ProberConfig { max_threads: cfg.prober.max_threads, agent_start: std::time::Instant::now() },
+            ProberConfig {
+                max_threads: cfg.prober.max_threads,
+                agent_start: std::time::Instant::now(),
+                threads: prober_threads.clone(),
+            },
             runtime.clone(),
             probe_results.clone(),
             prober_metrics.clone(),
@@ -507,6 +518,7 @@ impl Agent {
             watcher: Some(watcher),
             pods: Some(pods),
             prober: Some(prober),
+            prober_threads,
             devices,
             events: Some(events),
             api,
@@ -523,34 +535,45 @@ impl Agent {
         self.api.as_ref().map(|a| a.addr)
     }
 
-    /// Orderly shutdown: intake first (pod source), then the pod manager, then the events
-    /// still queued are delivered, then the API.
-    /// Containers keep running; the next start adopts them. Returns threads that did not
-    /// stop in time.
+    /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the
+    /// pod manager, the prober and its threads, the device manager, the events still queued
+    /// (delivered), and the API last, so `/healthz` answers until the end. Each step waits up
+    /// to `shutdown_timeout`. Containers keep running; the next start adopts them. Returns
+    /// every thread that did not stop in time; threads still inside a probe or a host name
+    /// lookup after a short wait are logged instead (they cannot be interrupted, and end by
+    /// themselves or with the process).
     pub fn stop(mut self) -> Vec<String> {
         let timeout = self.cfg.shutdown_timeout.0;
         let mut stuck = Vec::new();
+        let mut late = |r: Result<(), StopTimeout>| stuck.extend(r.err().map(|e| e.to_string()));
         if let Some(w) = self.watcher.take() {
-            stuck.extend(w.stop(timeout).err().map(|e| e.to_string()));
+            late(w.stop(timeout));
         }
         if let Some(s) = self.source.take() {
-            stuck.extend(s.stop(timeout).err().map(|e| e.to_string()));
+            late(s.stop(timeout));
         }
         if let Some(p) = self.pods.take() {
-            stuck.extend(p.stop(timeout).err().map(|e| e.to_string()));
+            late(p.stop(timeout));
         }
         if let Some(p) = self.prober.take() {
-            stuck.extend(p.stop(timeout).err().map(|e| e.to_string()));
+            late(p.stop(timeout));
+        }
+        // The prober's end has signalled them. A thread still inside a probe or a host name
+        // lookup (neither can be interrupted) ends by itself, or with the process.
+        let left = self.prober_threads.stop(timeout);
+        left.stuck.into_iter().for_each(|e| late(Err(e)));
+        for e in left.in_calls {
+            log::warn!("agent: left to end by itself (in a probe or a host name lookup): {e}");
         }
         if let Some(d) = self.devices.take() {
-            stuck.extend(d.stop(timeout).err().map(|e| e.to_string()));
+            late(d.stop(timeout));
         }
         if let Some(e) = self.events.take() {
             stuck.extend(e.broadcaster.shutdown(timeout));
             e.store.sync();
         }
         if let Some(a) = self.api.take() {
-            a.stop();
+            stuck.extend(a.stop(timeout).into_iter().map(|e| e.to_string()));
         }
         log::info!("agent: stopped; containers keep running and are adopted by the next start");
         stuck

@@ -1,6 +1,6 @@
 //! `ferrolet get pods`: reads the local API and prints what `kubectl get pods` would.
 
-use crate::api::{ContainerState, Event, EventList, Pod, PodList};
+use crate::api::{ContainerState, Event, EventList, Pod, PodList, PodPhase};
 use crate::timefmt::human_age;
 use std::time::{Duration, SystemTime};
 
@@ -17,14 +17,22 @@ pub enum Output {
     Yaml,
 }
 
+/// An `-o` value that is not an output format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported output format {value:?}: allowed formats are wide, json, yaml")]
+pub struct ParseOutputError {
+    /// The value as given.
+    pub value: String,
+}
+
 impl std::str::FromStr for Output {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ParseOutputError;
+    fn from_str(s: &str) -> Result<Self, ParseOutputError> {
         match s {
             "wide" => Ok(Output::Wide),
             "json" => Ok(Output::Json),
             "yaml" => Ok(Output::Yaml),
-            _ => Err(format!("unsupported output format {s:?}: allowed formats are wide, json, yaml")),
+            _ => Err(ParseOutputError { value: s.into() }),
         }
     }
 }
@@ -95,7 +103,7 @@ pub fn find_pod(list: &PodList, name: &str) -> anyhow::Result<Pod> {
 /// The STATUS column, READY column and restarts of a pod, computed the way kubectl does.
 pub fn pod_columns(pod: &Pod) -> (String, String, String) {
     let Some(st) = &pod.status else {
-        return ("Unknown".into(), "0/0".into(), "0".into());
+        return (PodPhase::Unknown.as_str().into(), "0/0".into(), "0".into());
     };
     let mut reason = if st.reason.is_empty() { st.phase.to_string() } else { st.reason.clone() };
     let sidecars: Vec<&str> =
@@ -161,7 +169,7 @@ pub fn pod_columns(pod: &Pod) -> (String, String, String) {
         }
         if reason == "Completed" && has_running {
             let pod_ready = st.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
-            reason = if pod_ready { "Running".into() } else { "NotReady".into() };
+            reason = if pod_ready { PodPhase::Running.as_str().into() } else { "NotReady".into() };
         }
     }
     if pod.metadata.deletion_timestamp.is_some() {

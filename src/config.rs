@@ -13,10 +13,14 @@ use std::time::Duration;
 mod bounds;
 mod choice;
 mod host;
+mod reserved;
 
 pub use bounds::*;
-pub use choice::{CgroupVersionSetting, Enforcement, RuntimeBackend};
+pub use choice::{CgroupVersionSetting, Enforcement, ParseChoiceError, RuntimeBackend};
 pub use host::{check_state_dir, HostError};
+pub use reserved::{
+    parse_resource_list, qos_reserved_memory, reserved_resources, ReservationError, ReservationProblem,
+};
 
 /// A configuration problem, with the file and key it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -226,53 +230,9 @@ impl Default for CgroupsConfig {
     }
 }
 
-/// Parses `cpu=100m,memory=1Gi` (the form of `--system-reserved`); `what` names the flag or key.
-pub fn parse_resource_list(what: &str, text: &str) -> Result<BTreeMap<String, Quantity>, String> {
-    let mut out = BTreeMap::new();
-    for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
-        let (k, v) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("{what}: {pair:?} is not name=quantity (e.g. cpu=100m,memory=1Gi)"))?;
-        let q = Quantity::parse(v.trim()).map_err(|e| format!("{what}.{}: {e}", k.trim()))?;
-        out.insert(k.trim().to_string(), q);
-    }
-    Ok(out)
-}
-
-/// Converts a reservation map to node resources; only `cpu`, `memory` and `pid` are allowed.
-pub fn reserved_resources(what: &str, list: &BTreeMap<String, Quantity>) -> Result<crate::cm::NodeResources, String> {
-    let mut r = crate::cm::NodeResources::default();
-    for (k, q) in list {
-        if q.is_negative() {
-            return Err(format!("{what}.{k}: invalid value {:?}: must not be negative", q.to_string()));
-        }
-        match k.as_str() {
-            "cpu" => r.cpu_millis = q.milli_value(),
-            "memory" => r.memory = q.value(),
-            "pid" => r.pids = q.value(),
-            other => return Err(format!("{what}.{other}: unsupported resource: allowed are cpu, memory, pid")),
-        }
-    }
-    Ok(r)
-}
-
-/// Parses `memory=50%` (the form of `--qos-reserved`) into the memory percentage.
-pub fn qos_reserved_memory(what: &str, list: &BTreeMap<String, String>) -> Result<Option<u32>, String> {
-    let mut pct = None;
-    for (k, v) in list {
-        if k != "memory" {
-            return Err(format!("{what}.{k}: unsupported resource: only memory can be reserved by QoS"));
-        }
-        let n = v.trim().strip_suffix('%').and_then(|n| n.parse::<u32>().ok()).filter(|n| *n <= 100);
-        pct =
-            Some(n.ok_or_else(|| format!("{what}.memory: invalid value {v:?}: must be a percentage from 0% to 100%"))?);
-    }
-    Ok(pct)
-}
-
 impl CgroupsConfig {
     /// The cgroup layout settings these options describe.
-    pub fn settings(&self) -> Result<crate::cm::CmSettings, String> {
+    pub fn settings(&self) -> Result<crate::cm::CmSettings, ReservationError> {
         Ok(crate::cm::CmSettings {
             root: self.root.clone(),
             system_reserved: reserved_resources("cgroups.system_reserved", &self.system_reserved)?,
@@ -470,10 +430,10 @@ impl Config {
             cfg.api.listen = v.clone();
         }
         if let Some(v) = &overrides.runtime {
-            cfg.runtime = RuntimeBackend::parse(v).map_err(|message| ConfigError::Invalid {
+            cfg.runtime = RuntimeBackend::parse(v).map_err(|e| ConfigError::Invalid {
                 file: "command line".into(),
                 key: "runtime".into(),
-                message,
+                message: e.to_string(),
             })?;
         }
         if let Some(v) = &overrides.device_plugin_dir {
@@ -551,8 +511,7 @@ impl Config {
             );
         }
         if let Err(e) = cg.settings() {
-            let (key, message) = e.split_once(": ").unwrap_or(("cgroups", e.as_str()));
-            return bad(key, message.to_string());
+            return Err(e.in_file(file));
         }
         let ev = &self.events;
         if ev.component.is_empty() {
@@ -605,7 +564,7 @@ impl Config {
             }
         }
         if let Err(e) = self.state_access() {
-            return bad("state_group", e);
+            return bad("state_group", e.message());
         }
         Ok(())
     }
@@ -613,13 +572,39 @@ impl Config {
 
 impl Config {
     /// Who may read the state directory: `state_group` resolved to its gid.
-    pub fn state_access(&self) -> Result<crate::util::StateAccess, String> {
+    pub fn state_access(&self) -> Result<crate::util::StateAccess, StateGroupError> {
         if self.state_group.is_empty() {
             return Ok(crate::util::StateAccess::default());
         }
-        crate::util::group_id(&self.state_group).map(|gid| crate::util::StateAccess { gid: Some(gid) }).map_err(|e| {
-            format!("invalid value {:?}: {e} (a group name or numeric gid; empty: owner only)", self.state_group)
-        })
+        let gid = crate::util::group_id(&self.state_group)
+            .map_err(|source| StateGroupError::LookUpGroup { group: self.state_group.clone(), source })?;
+        Ok(crate::util::StateAccess { gid: Some(gid) })
+    }
+}
+
+/// `state_group` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateGroupError {
+    /// The group is not in the group database (nor a number).
+    #[error("invalid value {group:?} (a group name or numeric gid; empty: owner only)")]
+    LookUpGroup {
+        /// The configured value.
+        group: String,
+        /// Why the lookup failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StateGroupError {
+    /// The message of `state_group` errors, cause and hint together:
+    /// `invalid value "x": no such group (a group name or numeric gid; empty: owner only)`.
+    pub fn message(&self) -> String {
+        match self {
+            StateGroupError::LookUpGroup { group, source } => {
+                format!("invalid value {group:?}: {source} (a group name or numeric gid; empty: owner only)")
+            }
+        }
     }
 }
 
@@ -687,5 +672,19 @@ mod tests {
             Config::load(None, &flags).unwrap_err().to_string(),
             "command line: runtime: unsupported value \"docker\": supported values: process"
         );
+    }
+
+    #[test]
+    fn an_unknown_state_group_says_what_is_allowed() {
+        let cfg = Config { state_group: "no-such-group-fl".into(), ..Default::default() };
+        let e = cfg.state_access().unwrap_err();
+        let hint = "(a group name or numeric gid; empty: owner only)";
+        assert_eq!(e.message(), format!("invalid value \"no-such-group-fl\": no such group {hint}"));
+        assert_eq!(
+            crate::util::Chain(&e).to_string(),
+            format!("invalid value \"no-such-group-fl\" {hint}: no such group")
+        );
+        let e = err("state_group = \"no-such-group-fl\"\n");
+        assert_eq!(e, format!("f.toml: state_group: invalid value \"no-such-group-fl\": no such group {hint}"));
     }
 }

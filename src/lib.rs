@@ -22,3 +22,4 @@ pub mod server;
 pub mod status;
 pub mod timefmt;
 pub mod util;
+pub mod wake;

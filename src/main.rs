@@ -159,7 +159,7 @@ fn parse_flags(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Re
             Long("server") => f.server = Some(value(&mut p, &flag)?),
             Long("for") => f.for_object = Some(value(&mut p, &flag)?),
             Short('w') | Long("watch") => f.watch = true,
-            Short('o') | Long("output") => f.output = Some(value(&mut p, &flag)?.parse().map_err(anyhow::Error::msg)?),
+            Short('o') | Long("output") => f.output = Some(value(&mut p, &flag)?.parse()?),
             Long(name) if PLAN_FLAGS.contains(&name) => {
                 let key = PLAN_FLAGS.iter().copied().find(|n| *n == name).unwrap_or("cpus");
                 f.plan.insert(key, value(&mut p, &flag)?);
@@ -376,7 +376,7 @@ fn plan(flags: Flags) -> anyhow::Result<bool> {
         _ => bail!("usage: ferrolet plan cgroups [flags] MANIFEST..."),
     }
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
-    let mut settings = cfg.cgroups.settings().map_err(anyhow::Error::msg)?;
+    let mut settings = cfg.cgroups.settings()?;
     let p = &flags.plan;
     let mut capacity = cm::NodeResources::from_proc();
     if let Some(v) = p.get("cpus") {
@@ -393,14 +393,14 @@ fn plan(flags: Flags) -> anyhow::Result<bool> {
         [("system-reserved", &mut settings.system_reserved), ("kube-reserved", &mut settings.kube_reserved)]
     {
         if let Some(v) = p.get(flag) {
-            let list = parse_resource_list(&format!("--{flag}"), v).map_err(anyhow::Error::msg)?;
-            *target = reserved_resources(&format!("--{flag}"), &list).map_err(anyhow::Error::msg)?;
+            let list = parse_resource_list(&format!("--{flag}"), v)?;
+            *target = reserved_resources(&format!("--{flag}"), &list)?;
         }
     }
     if let Some(v) = p.get("qos-reserved") {
         let list =
             v.split(',').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        settings.qos_reserved_memory = qos_reserved_memory("--qos-reserved", &list).map_err(anyhow::Error::msg)?;
+        settings.qos_reserved_memory = qos_reserved_memory("--qos-reserved", &list)?;
     }
     if let Some(v) = p.get("cgroup-root") {
         settings.root = v.clone();

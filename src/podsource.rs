@@ -14,9 +14,10 @@ use crate::util::Chain;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+mod watch;
+pub use watch::DirWatcher;
 
 /// Source name in pod updates and the `kubernetes.io/config.source` annotation.
 pub const SOURCE: &str = "file";
@@ -366,80 +367,6 @@ impl FileSource {
             }
         }
     }
-}
-
-/// Wakes the file source as soon as the manifest directory changes (inotify), so a new
-/// manifest starts in milliseconds rather than at the next poll; the poll stays as the
-/// safety net (and the only mechanism where inotify is unavailable).
-pub struct DirWatcher {
-    stop: Arc<AtomicBool>,
-    worker: crate::manager::Worker,
-}
-
-impl DirWatcher {
-    /// Watches `dir` on a thread named `fl-podwatch`, sending `()` to `wake` on changes.
-    pub fn start(dir: &Path, wake: Sender<()>, health: &crate::manager::Health) -> std::io::Result<DirWatcher> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, dir) = (stop.clone(), dir.to_path_buf());
-        let worker = crate::manager::Worker::spawn("fl-podwatch", health, move |_| {
-            watch_loop(&dir, &wake, &flag);
-            crate::manager::Exit::Done
-        })?;
-        Ok(DirWatcher { stop, worker })
-    }
-
-    /// Stops the thread (it checks every 500 ms).
-    pub fn stop(self, timeout: std::time::Duration) -> Result<(), crate::manager::StopTimeout> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.worker.stop(timeout)
-    }
-}
-
-fn watch_loop(dir: &Path, wake: &Sender<()>, stop: &AtomicBool) {
-    // SAFETY: inotify_init1 takes flags only; the fd is closed below.
-    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
-    if fd < 0 {
-        log::warn!("podsource: inotify unavailable ({}); manifests are polled only", std::io::Error::last_os_error());
-        return;
-    }
-    let mask = libc::IN_CLOSE_WRITE
-        | libc::IN_MOVED_TO
-        | libc::IN_MOVED_FROM
-        | libc::IN_DELETE
-        | libc::IN_CREATE
-        | libc::IN_ATTRIB;
-    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap_or_default();
-    let mut watching = false;
-    let mut buf = [0u8; 4096];
-    while !stop.load(Ordering::Relaxed) {
-        if !watching {
-            // SAFETY: a valid fd and NUL-terminated path.
-            watching = unsafe { libc::inotify_add_watch(fd, path.as_ptr(), mask) } >= 0;
-            if !watching {
-                // The directory may appear later; the poll covers it meanwhile.
-                std::thread::sleep(Duration::from_millis(500));
-                continue;
-            }
-        }
-        match crate::util::poll_readable(&[fd], Some(Duration::from_millis(500))) {
-            Ok(r) if r[0] != 0 => {
-                // Let a burst of writes settle, then take all of it as one change.
-                std::thread::sleep(Duration::from_millis(20));
-                // SAFETY: reading into a buffer we own, within its length.
-                while unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
-                if wake.send(()).is_err() {
-                    break;
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                log::warn!("podsource: watching {}: {e}", logsafe::path(dir));
-                std::thread::sleep(Duration::from_millis(500));
-            }
-        }
-    }
-    // SAFETY: closing the fd we opened.
-    unsafe { libc::close(fd) };
 }
 
 impl crate::manager::Manager for FileSource {

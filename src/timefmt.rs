@@ -89,9 +89,26 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     Some(UNIX_EPOCH + Duration::new(secs as u64, nanos))
 }
 
+/// A duration that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a number with a unit.
+    #[error("invalid duration {text:?}: use a number with a unit (ms, s, m, h), e.g. \"10s\" or \"1m30s\"")]
+    ParseDuration {
+        /// The text as written.
+        text: String,
+    },
+    /// More seconds than a `Duration` holds.
+    #[error("invalid duration {text:?}: too long to represent")]
+    RepresentDuration {
+        /// The text as written.
+        text: String,
+    },
+}
+
 /// Parses a Go-style duration: `300ms`, `10s`, `5m`, `1h30m`, `0`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let err = || format!("invalid duration {s:?}: use a number with a unit (ms, s, m, h), e.g. \"10s\" or \"1m30s\"");
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
+    let err = || DurationError::ParseDuration { text: s.into() };
     if s == "0" {
         return Ok(Duration::ZERO);
     }
@@ -121,7 +138,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         total += value * scale;
     }
     // from_secs_f64 panics past u64 seconds ("99999999999999999999h").
-    Duration::try_from_secs_f64(total).map_err(|_| format!("invalid duration {s:?}: too long to represent"))
+    Duration::try_from_secs_f64(total).map_err(|_| DurationError::RepresentDuration { text: s.into() })
 }
 
 /// Formats a duration the way `kubectl get` prints ages: `45s`, `3m12s`, `5h`, `2d3h`.
@@ -172,6 +189,18 @@ mod tests {
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("ten seconds").is_err());
         assert!(parse_duration("").is_err());
+        assert_eq!(
+            parse_duration("10").unwrap_err().to_string(),
+            "invalid duration \"10\": use a number with a unit (ms, s, m, h), e.g. \"10s\" or \"1m30s\""
+        );
+        assert_eq!(
+            parse_duration("99999999999999999999h").unwrap_err(),
+            DurationError::RepresentDuration { text: "99999999999999999999h".into() }
+        );
+        assert_eq!(
+            DurationError::RepresentDuration { text: "1h".into() }.to_string(),
+            "invalid duration \"1h\": too long to represent"
+        );
     }
 
     #[test]

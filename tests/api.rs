@@ -54,6 +54,35 @@ fn get_pods_healthz_and_metrics_describe_the_running_pods() {
 }
 
 #[test]
+fn verbose_healthz_names_every_long_lived_thread_and_they_all_stop_in_time() {
+    let sb = Sandbox::new();
+    let agent = AgentProcess::start(&sb);
+    let body = agent.get("/healthz?verbose").unwrap();
+    for thread in [
+        "fl-podsource",
+        "fl-podwatch",
+        "fl-pods",
+        "fl-prober",
+        "fl-devices",
+        "fl-events",
+        "fl-evlog",
+        "fl-evstore",
+        "fl-api",
+        "fl-api-work",
+    ] {
+        assert!(body.lines().any(|l| l == format!("[+]{thread} ok")), "{thread} missing:\n{body}");
+    }
+    assert!(body.ends_with("healthz check passed\n"), "{body}");
+    assert!(!body.contains("[-]"), "{body}");
+    assert_eq!(agent.get("/healthz").unwrap(), "ok", "the plain answer is unchanged");
+    let log = agent.log.clone();
+    let status = agent.terminate();
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(status.success(), "every thread stopped in time: {status:?}\n{text}");
+    assert!(!text.contains("did not stop"), "{text}");
+}
+
+#[test]
 fn get_pods_without_an_agent_says_where_it_looked() {
     let port = common::free_port();
     let out = Command::new(common::ferrolet_bin())

@@ -151,13 +151,14 @@ fn http_probes_send_kube_probe_headers_custom_headers_and_host() {
 fn tcp_probes_succeed_on_connect_and_fail_when_refused() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    assert_eq!(probes::tcp("127.0.0.1", port, SEC), Outcome::Success(String::new()));
-    match probes::tcp("no-such-host.invalid", port, SEC) {
+    let lookups = probes::Lookups::new(&ferrolet::manager::Health::default());
+    assert_eq!(probes::tcp("127.0.0.1", port, SEC, &lookups), Outcome::Success(String::new()));
+    match probes::tcp("no-such-host.invalid", port, SEC, &lookups) {
         Outcome::Failure(m) => assert!(m.starts_with("dial tcp no-such-host.invalid:"), "{m}"),
         o => panic!("{o:?}"),
     }
     drop(l);
-    match probes::tcp("127.0.0.1", port, SEC) {
+    match probes::tcp("127.0.0.1", port, SEC, &lookups) {
         Outcome::Failure(m) => assert!(m.contains("connection refused") || m.contains("Connection refused"), "{m}"),
         o => panic!("{o:?}"),
     }

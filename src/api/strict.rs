@@ -238,10 +238,10 @@ pub fn oversized_yaml_document(text: &str, max: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn yaml(text: &str, budget: usize) -> (Result<Value, String>, Vec<String>) {
+    fn yaml(text: &str, budget: usize) -> (Result<Value, serde_norway::Error>, Vec<String>) {
         let f = Findings::new(budget);
         let de = serde_norway::Deserializer::from_str(text);
-        let v = Strict { path: String::new(), findings: &f }.deserialize(de).map_err(|e| e.to_string());
+        let v = Strict { path: String::new(), findings: &f }.deserialize(de);
         (v, f.problems.into_inner())
     }
 

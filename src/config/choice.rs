@@ -4,9 +4,14 @@
 
 use serde::{Deserialize, Deserializer};
 
-/// The message for a value that is not one of `allowed`.
-fn unsupported<'a>(value: &str, allowed: impl Iterator<Item = &'a str>) -> String {
-    format!("unsupported value {value:?}: supported values: {}", allowed.collect::<Vec<_>>().join(", "))
+/// A value that is not one of the setting's names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported value {value:?}: supported values: {}", allowed.join(", "))]
+pub struct ParseChoiceError {
+    /// The value as written.
+    pub value: String,
+    /// Every allowed spelling, in the order the message lists them.
+    pub allowed: Vec<&'static str>,
 }
 
 /// Declares a setting that is one of a few names, spelled as in the file.
@@ -30,12 +35,11 @@ macro_rules! choice {
             }
 
             /// The value spelled `s`; the error says what is allowed.
-            pub fn parse(s: &str) -> Result<$name, String> {
-                Self::ALL
-                    .iter()
-                    .copied()
-                    .find(|c| c.as_str() == s)
-                    .ok_or_else(|| unsupported(s, Self::ALL.iter().map(|c| c.as_str())))
+            pub fn parse(s: &str) -> Result<$name, ParseChoiceError> {
+                Self::ALL.iter().copied().find(|c| c.as_str() == s).ok_or_else(|| ParseChoiceError {
+                    value: s.into(),
+                    allowed: Self::ALL.iter().map(|c| c.as_str()).collect(),
+                })
             }
         }
 
@@ -122,17 +126,16 @@ mod tests {
             assert_eq!(c.to_string(), c.as_str());
         }
         assert_eq!(
-            Enforcement::parse("maybe").unwrap_err(),
+            Enforcement::parse("maybe").unwrap_err().to_string(),
             "unsupported value \"maybe\": supported values: auto, required, off"
         );
         assert_eq!(
-            CgroupVersionSetting::parse("3").unwrap_err(),
+            CgroupVersionSetting::parse("3").unwrap_err().to_string(),
             "unsupported value \"3\": supported values: auto, 1, 2"
         );
-        assert_eq!(
-            RuntimeBackend::parse("docker").unwrap_err(),
-            "unsupported value \"docker\": supported values: process"
-        );
+        let e = RuntimeBackend::parse("docker").unwrap_err();
+        assert_eq!(e, ParseChoiceError { value: "docker".into(), allowed: vec!["process"] });
+        assert_eq!(e.to_string(), "unsupported value \"docker\": supported values: process");
         let e = toml::from_str::<Doc>("runtime = \"process\"\nenforcement = \"auto\"\nversion = 2\n").unwrap_err();
         assert!(e.message().starts_with("invalid type: integer `2`, expected a string"), "{e}");
     }

@@ -8,7 +8,9 @@ pub mod metrics;
 pub mod pool;
 pub mod probes;
 pub mod reaper;
+pub mod resolve;
 pub mod results;
+pub mod threads;
 pub mod worker;
 
 pub use metrics::{series_labels, ProberMetrics, SeriesLabels};
@@ -123,6 +125,8 @@ pub struct ProberConfig {
     /// When the agent started (first probes of containers it found running are spread
     /// over one period after that, as kubelet's jitter does).
     pub agent_start: Instant,
+    /// Where the prober's helper threads live; the agent stops them after the prober.
+    pub threads: pool::ProberThreads,
 }
 
 /// A worker's index in the manager (cheap to hash, copy and queue).
@@ -178,7 +182,7 @@ impl ProberManager {
         me: Sender<ProberCommand>,
     ) -> Self {
         let report: pool::Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
-        let pool = ProbePool::new(cfg.max_threads, runtime, report);
+        let pool = ProbePool::new(cfg.max_threads, runtime, report, cfg.threads.clone());
         ProberManager {
             cfg,
             ids: HashMap::new(),

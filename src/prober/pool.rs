@@ -7,10 +7,12 @@
 //!   stops counting against `max_threads`: the pool starts another thread for the probes
 //!   behind it, up to `MAX_SLOW_THREADS` such threads in all.
 
-use super::probes::{self, GrpcEnv, Outcome, Target};
+use super::probes::{self, GrpcEnv, Lookups, Outcome, Target};
 use super::reaper::{ExecReaper, Watch};
+use super::threads::ThreadSet;
+use crate::manager::{Exit, Health, StopTimeout};
 use crate::runtime::ContainerRuntime;
-use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{select, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -26,6 +28,66 @@ pub const MAX_THREADS: usize = 64;
 /// Hard cap on threads beyond `max_threads`, for probes that run slow (exec probes need
 /// none). Past it, probes wait for a thread again.
 pub const MAX_SLOW_THREADS: usize = 32;
+
+/// How long the agent waits at stop for threads inside a call that cannot be interrupted:
+/// a probe (bounded by its own timeout, up to minutes) and a host name lookup (inside the
+/// resolver). They end by themselves, the process exit ends them anyway, and waiting
+/// longer would only delay shutdown.
+pub const IN_CALL_STOP_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Every thread the prober starts besides its own: probe threads, the exec reaper and host
+/// name lookups, each kind in its own bounded set. The agent holds a clone and stops them
+/// after the prober (whose end already signals them).
+#[derive(Clone)]
+pub struct ProberThreads {
+    probes: Arc<ThreadSet>,
+    reaper: Arc<ThreadSet>,
+    lookups: Lookups,
+}
+
+/// The threads `ProberThreads::stop` could not join in time.
+#[derive(Debug, Default)]
+pub struct Leftover {
+    /// Threads that should have stopped at once (the exec reaper): a failed shutdown.
+    pub stuck: Vec<StopTimeout>,
+    /// Threads still inside a probe or a lookup that cannot be interrupted: left to end by
+    /// themselves (or with the process), and worth a warning only.
+    pub in_calls: Vec<StopTimeout>,
+}
+
+impl std::fmt::Debug for ProberThreads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProberThreads")
+            .field("probes", &self.probes.len())
+            .field("reaper", &self.reaper.len())
+            .field("lookups", &self.lookups.len())
+            .finish()
+    }
+}
+
+impl ProberThreads {
+    /// Empty sets, registering their threads in `health`.
+    pub fn new(health: &Health) -> ProberThreads {
+        ProberThreads {
+            probes: Arc::new(ThreadSet::new(MAX_THREADS + MAX_SLOW_THREADS, health)),
+            reaper: Arc::new(ThreadSet::new(1, health)),
+            lookups: Lookups::new(health),
+        }
+    }
+
+    /// Stops every thread: the reaper kills the commands it watches and must end within
+    /// `timeout`; probe threads and lookups are waited for `IN_CALL_STOP_TIMEOUT` at most.
+    pub fn stop(&self, timeout: Duration) -> Leftover {
+        self.probes.signal_stop();
+        self.reaper.signal_stop();
+        self.lookups.signal_stop();
+        let in_call = IN_CALL_STOP_TIMEOUT.min(timeout);
+        let stuck = self.reaper.stop(timeout);
+        let mut in_calls = self.probes.stop(in_call);
+        in_calls.extend(self.lookups.stop(in_call));
+        Leftover { stuck, in_calls }
+    }
+}
 
 /// One probe to run.
 pub struct Job<K> {
@@ -73,6 +135,7 @@ struct Shared<K> {
     epoch: Instant,
     runtime: Arc<dyn ContainerRuntime>,
     grpc: GrpcEnv,
+    owned: ProberThreads,
     done: Report<K>,
     /// Started with the first exec probe (nodes without exec probes never run its thread);
     /// `None` when it could not be started (exec probes then wait on their probe thread).
@@ -103,10 +166,11 @@ impl<K: Clone + Send + 'static> Shared<K> {
 
     fn reaper(&self) -> Option<&ExecReaper<K>> {
         self.reaper
-            .get_or_init(|| match ExecReaper::start(self.done.clone()) {
+            .get_or_init(|| match ExecReaper::start(self.done.clone(), &self.owned.reaper) {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    log::error!("prober: cannot start the exec reaper thread, exec probes wait on probe threads: {e}");
+                    let e = crate::util::Chain(&e);
+                    log::error!("prober: cannot start the exec reaper, exec probes wait on probe threads: {e}");
                     None
                 }
             })
@@ -119,7 +183,9 @@ impl<K: Clone + Send + 'static> Shared<K> {
         let Some(probe) = super::probe_of(&job.target.container, job.kind) else {
             return Some(Outcome::Error("the container has no such probe".into()));
         };
-        let Some(x) = &probe.exec else { return Some(probes::run(probe, &job.target, &self.runtime, &self.grpc)) };
+        let Some(x) = &probe.exec else {
+            return Some(probes::run(probe, &job.target, &self.runtime, &self.grpc, &self.owned.lookups));
+        };
         let timeout = probes::timeout_of(probe);
         let command = probes::exec_command(&x.command, &job.target);
         let process = match probes::exec_start(&command, &job.target, &self.runtime) {
@@ -151,8 +217,8 @@ pub struct ProbePool<K> {
 
 impl<K: Clone + Send + 'static> ProbePool<K> {
     /// A pool of `max` threads for prompt probes (plus up to `MAX_SLOW_THREADS` for slow
-    /// ones) reporting to `done`.
-    pub fn new(max: usize, runtime: Arc<dyn ContainerRuntime>, done: Report<K>) -> Self {
+    /// ones) reporting to `done`; its threads live in `owned`.
+    pub fn new(max: usize, runtime: Arc<dyn ContainerRuntime>, done: Report<K>, owned: ProberThreads) -> Self {
         let (jobs, queue) = unbounded();
         let shared = Arc::new(Shared {
             idle: AtomicUsize::new(0),
@@ -161,6 +227,7 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
             epoch: Instant::now(),
             runtime,
             grpc: GrpcEnv::default(),
+            owned,
             done,
             reaper: OnceLock::new(),
         });
@@ -216,40 +283,48 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
         let slot = Arc::new(AtomicU64::new(0));
         s.busy.lock().push(slot.clone());
         let (queue, shared) = (self.queue.clone(), self.shared.clone());
-        let spawned = std::thread::Builder::new().name(format!("fl-probe-{n}")).spawn(move || {
+        let spawned = s.owned.probes.spawn(&format!("fl-probe-{n}"), move |stop| {
             let s = &*shared;
             loop {
-                match queue.recv_timeout(IDLE_EXIT) {
-                    Ok(job) => {
-                        s.idle.fetch_sub(1, Ordering::AcqRel);
-                        let started = Instant::now();
-                        slot.store(started.saturating_duration_since(s.epoch).as_nanos() as u64 + 1, Ordering::Relaxed);
-                        let outcome = s.run(&job, started);
-                        slot.store(0, Ordering::Relaxed);
-                        s.idle.fetch_add(1, Ordering::AcqRel);
-                        let Some(outcome) = outcome else { continue };
-                        let took = started.elapsed();
-                        if !(s.done)(Done { key: job.key, outcome, started, scheduled: job.scheduled, took }) {
+                let job = select! {
+                    // Idle --stop signal--> Stopped (a probe under way finishes first).
+                    recv(stop.receiver()) -> _ => break,
+                    recv(queue) -> job => match job {
+                        Ok(job) => job,
+                        Err(_) => break,
+                    },
+                    // Shrink, but keep one thread so the next probe does not wait for a spawn.
+                    default(IDLE_EXIT) => {
+                        if s.threads.load(Ordering::Acquire) > 1 {
                             break;
                         }
+                        continue;
                     }
-                    // Shrink, but keep one thread so the next probe does not wait for a spawn.
-                    Err(RecvTimeoutError::Timeout) if s.threads.load(Ordering::Acquire) > 1 => break,
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => break,
+                };
+                s.idle.fetch_sub(1, Ordering::AcqRel);
+                let started = Instant::now();
+                slot.store(started.saturating_duration_since(s.epoch).as_nanos() as u64 + 1, Ordering::Relaxed);
+                let outcome = s.run(&job, started);
+                slot.store(0, Ordering::Relaxed);
+                s.idle.fetch_add(1, Ordering::AcqRel);
+                let Some(outcome) = outcome else { continue };
+                let took = started.elapsed();
+                if !(s.done)(Done { key: job.key, outcome, started, scheduled: job.scheduled, took }) {
+                    break;
                 }
             }
             s.busy.lock().retain(|b| !Arc::ptr_eq(b, &slot));
             s.idle.fetch_sub(1, Ordering::AcqRel);
             s.threads.fetch_sub(1, Ordering::AcqRel);
+            Exit::Done
         });
         match spawned {
-            Ok(_) => true,
+            Ok(()) => true,
             Err(e) => {
                 s.busy.lock().pop();
                 s.idle.fetch_sub(1, Ordering::AcqRel);
                 s.threads.fetch_sub(1, Ordering::AcqRel);
-                log::error!("prober: cannot start a probe thread: {e}");
+                log::error!("prober: {}", crate::util::Chain(&e));
                 false
             }
         }
@@ -257,18 +332,21 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
 }
 
 impl<K> Drop for ProbePool<K> {
-    /// Exec commands still running end with the prober (probe threads end by themselves once
-    /// the job channel closes).
+    /// The prober has ended: every probe thread is asked to stop (each finishes the probe it
+    /// runs) and the reaper kills the commands still running. The agent joins them
+    /// (`ProberThreads::stop`).
     fn drop(&mut self) {
+        self.shared.owned.probes.signal_stop();
+        self.shared.owned.reaper.signal_stop();
         if let Some(Some(reaper)) = self.shared.reaper.get() {
-            reaper.stop();
+            reaper.close();
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn threads_grow_past_slow_probes_up_to_the_hard_cap() {
@@ -286,5 +364,64 @@ mod tests {
         for ((queued, idle, threads, slow, max), want, why) in table {
             assert_eq!(should_spawn(queued, idle, threads, slow, max), want, "{why}");
         }
+    }
+
+    /// A pool whose results arrive on the returned channel, with a TCP or HTTP probe
+    /// target on 127.0.0.1:`port`.
+    fn pool_with_target(port: u16, http: bool) -> (ProbePool<u32>, ProberThreads, Receiver<Done<u32>>, Target) {
+        use crate::api::{Container, HttpGetAction, IntOrString, Probe, TcpSocketAction};
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = crate::runtime::process::ProcessRuntime::new(dir.path(), Path::new("/bin/false"), 1 << 20, 1);
+        let (tx, rx) = unbounded();
+        let done: Report<u32> = Arc::new(move |d| tx.send(d).is_ok());
+        let threads = ProberThreads::new(&Health::default());
+        let pool = ProbePool::new(1, Arc::new(runtime.unwrap()), done, threads.clone());
+        let port_ = IntOrString::Int(i64::from(port));
+        let mut probe = Probe { timeout_seconds: 2, ..Default::default() };
+        if http {
+            let (path, host, scheme, http_headers) = ("/".into(), String::new(), String::new(), Vec::new());
+            probe.http_get = Some(HttpGetAction { path, port: port_, host, scheme, http_headers });
+        } else {
+            probe.tcp_socket = Some(TcpSocketAction { port: port_, host: String::new() });
+        }
+        let container = Container { readiness_probe: Some(probe), ..Default::default() };
+        let target = Target { pod_ip: "127.0.0.1".into(), container: Arc::new(container), container_id: "c".into() };
+        (pool, threads, rx, target)
+    }
+
+    fn job(target: &Target) -> Job<u32> {
+        Job { key: 1, kind: crate::prober::ProbeType::Readiness, target: target.clone(), scheduled: Instant::now() }
+    }
+
+    #[test]
+    fn an_idle_probe_thread_stops_at_once_without_waiting_for_its_idle_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pool, threads, rx, target) = pool_with_target(listener.local_addr().unwrap().port(), false);
+        pool.submit(job(&target));
+        let d = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(d.outcome, Outcome::Success(String::new()));
+        assert_eq!(pool.threads(), 1, "one idle thread stays");
+        drop(pool);
+        let started = Instant::now();
+        let left = threads.stop(Duration::from_secs(2));
+        assert!(left.stuck.is_empty() && left.in_calls.is_empty(), "{left:?}");
+        assert!(started.elapsed() < Duration::from_millis(100), "stopped in {:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_probe_thread_inside_a_probe_is_named_after_a_short_wait_but_not_stuck() {
+        // Accepts (the kernel does) but never answers: the HTTP probe waits its 2 s.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pool, threads, _rx, target) = pool_with_target(listener.local_addr().unwrap().port(), true);
+        pool.submit(job(&target));
+        std::thread::sleep(Duration::from_millis(200));
+        drop(pool);
+        let started = Instant::now();
+        let left = threads.stop(Duration::from_secs(10));
+        assert!(started.elapsed() < IN_CALL_STOP_TIMEOUT + Duration::from_millis(300), "{:?}", started.elapsed());
+        let names: Vec<&str> = left.in_calls.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["fl-probe-0"]);
+        assert!(left.stuck.is_empty());
+        assert_eq!(left.in_calls[0].to_string(), "fl-probe-0 did not stop within 500ms");
     }
 }

@@ -2,12 +2,14 @@
 //! grpcio. Each is a blocking call bounded by the probe's timeout, with kubelet's semantics
 //! and messages. A failed probe is a result, not an error.
 
+use super::resolve::{resolve, resolve_port};
+pub use super::resolve::{Lookups, ResolveError, MAX_LOOKUP_THREADS};
 use crate::api::expand::expand;
-use crate::api::{Container, HttpGetAction, IntOrString, Probe};
+use crate::api::{Container, HttpGetAction, Probe};
 use crate::runtime::exec::{ExecProcess, ExecStart};
 use crate::runtime::{ContainerRuntime, ExecResult};
 use std::io::Read;
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,29 +44,20 @@ pub struct Target {
     pub container_id: String,
 }
 
-/// Resolves a port given by number or by container port name.
-fn resolve_port(port: &IntOrString, c: &Container) -> Result<u16, String> {
-    let n = match port {
-        IntOrString::Int(n) => *n,
-        IntOrString::String(name) => match c.ports.iter().find(|p| &p.name == name) {
-            Some(p) => p.container_port,
-            None => name.parse::<i64>().map_err(|_| format!("couldn't find port {name:?} in container"))?,
-        },
-    };
-    if (1..65536).contains(&n) {
-        Ok(n as u16)
-    } else {
-        Err(format!("invalid port number: {n}"))
-    }
-}
-
 /// A probe's timeout (`timeoutSeconds`, at least 1 s).
 pub fn timeout_of(probe: &Probe) -> Duration {
     Duration::from_secs(probe.timeout_seconds.max(1) as u64)
 }
 
-/// Runs `probe` against `target`.
-pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, grpc: &GrpcEnv) -> Outcome {
+/// Runs `probe` against `target`; TCP probes to a host name look it up on a thread of
+/// `lookups`.
+pub fn run(
+    probe: &Probe,
+    target: &Target,
+    runtime: &Arc<dyn ContainerRuntime>,
+    grpc: &GrpcEnv,
+    lookups: &Lookups,
+) -> Outcome {
     let timeout = timeout_of(probe);
     if let Some(h) = &probe.http_get {
         return http(h, target, timeout);
@@ -72,8 +65,8 @@ pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, 
     if let Some(t) = &probe.tcp_socket {
         let host = if t.host.is_empty() { target.pod_ip.clone() } else { t.host.clone() };
         return match resolve_port(&t.port, &target.container) {
-            Ok(port) => tcp(&host, port, timeout),
-            Err(e) => Outcome::Error(e),
+            Ok(port) => tcp(&host, port, timeout, lookups),
+            Err(e) => Outcome::Error(e.to_string()),
         };
     }
     if let Some(x) = &probe.exec {
@@ -87,11 +80,11 @@ pub fn run(probe: &Probe, target: &Target, runtime: &Arc<dyn ContainerRuntime>, 
 
 /// Connects with a timeout; success means connected. The socket closes at once with a
 /// 1 s linger, as kubelet's dialer does, to keep TIME_WAIT short at high probe rates.
-pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
+pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outcome {
     let deadline = std::time::Instant::now() + timeout;
-    let addr = match resolve(host, port, timeout) {
+    let addr = match resolve(host, port, timeout, lookups) {
         Ok(a) => a,
-        Err(message) => return Outcome::Failure(format!("dial tcp {host}:{port}: {message}")),
+        Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {}", crate::util::Chain(&e))),
     };
     let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
     match TcpStream::connect_timeout(&addr, left) {
@@ -103,43 +96,6 @@ pub fn tcp(host: &str, port: u16, timeout: Duration) -> Outcome {
             Outcome::Failure(format!("dial tcp {addr}: i/o timeout"))
         }
         Err(e) => Outcome::Failure(format!("dial tcp {addr}: connect: {e}")),
-    }
-}
-
-/// Host name lookups (TCP probes to a name) that may run at once, each on its own thread.
-const MAX_RESOLVER_THREADS: usize = 16;
-
-/// The first address of `host`: IP literals at once; names through the system resolver on
-/// a helper thread, so a resolver that hangs costs the probe no more than its timeout (the
-/// helper ends when the resolver gives up).
-fn resolve(host: &str, port: u16, timeout: Duration) -> Result<SocketAddr, String> {
-    if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
-        return Ok(SocketAddr::new(ip, port));
-    }
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    // Resolver threads outlive a probe whose resolver hangs; never let them pile up.
-    static RESOLVING: AtomicUsize = AtomicUsize::new(0);
-    if RESOLVING.fetch_add(1, Ordering::SeqCst) >= MAX_RESOLVER_THREADS {
-        RESOLVING.fetch_sub(1, Ordering::SeqCst);
-        return Err(format!("too many host name lookups in progress (at most {MAX_RESOLVER_THREADS})"));
-    }
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    let name = host.to_string();
-    std::thread::Builder::new()
-        .name("fl-probe-dns".into())
-        .spawn(move || {
-            let _ = tx.send((name.as_str(), port).to_socket_addrs().map(|mut a| a.next()));
-            RESOLVING.fetch_sub(1, Ordering::SeqCst);
-        })
-        .map_err(|e| {
-            RESOLVING.fetch_sub(1, Ordering::SeqCst);
-            format!("cannot start a resolver thread: {e}")
-        })?;
-    match rx.recv_timeout(timeout) {
-        Ok(Ok(Some(addr))) => Ok(addr),
-        Ok(Ok(None)) => Err("no address".into()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("i/o timeout (resolving the host)".into()),
     }
 }
 
@@ -239,7 +195,7 @@ fn resolve_location(base: &str, location: &str) -> String {
 pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
     let port = match resolve_port(&h.port, &target.container) {
         Ok(p) => p,
-        Err(e) => return Outcome::Error(e),
+        Err(e) => return Outcome::Error(e.to_string()),
     };
     let host = if h.host.is_empty() { target.pod_ip.as_str() } else { h.host.as_str() };
     let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
@@ -445,15 +401,5 @@ mod tests {
         assert_eq!(resolve_location("https://a/x", "//c/d"), "https://c/d");
         assert_eq!(host_of("http://u@h.example:80/p"), "h.example");
         assert_eq!(host_of("http://[::1]:80/p"), "::1");
-    }
-
-    #[test]
-    fn named_ports_resolve_from_the_container() {
-        let mut c = Container::default();
-        c.ports.push(crate::api::ContainerPort { name: "http".into(), container_port: 8080, ..Default::default() });
-        assert_eq!(resolve_port(&IntOrString::String("http".into()), &c), Ok(8080));
-        assert_eq!(resolve_port(&IntOrString::String("9090".into()), &c), Ok(9090));
-        assert!(resolve_port(&IntOrString::String("grpc".into()), &c).is_err());
-        assert!(resolve_port(&IntOrString::Int(0), &c).is_err());
     }
 }

@@ -5,17 +5,29 @@
 
 use super::pool::{Done, Report};
 use super::probes::{exec_outcome, Outcome};
+use super::threads::{ThreadSet, ThreadSetError};
+use crate::manager::{Exit, StopSignal};
 use crate::runtime::exec::{ExecProcess, EXIT_CHECK};
+use crate::wake::{self, Drained, WakeReceiver, Waker};
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use parking_lot::Mutex;
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::thread::JoinHandle;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-/// How long dropping the reaper waits for its thread (which kills what it still watches).
-const STOP_TIMEOUT: Duration = Duration::from_secs(2);
+/// The exec reaper could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum ReaperError {
+    /// Its wake pipe could not be made.
+    #[error("cannot make the exec reaper's wake pipe")]
+    MakeWakePipe {
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its thread could not be started.
+    #[error(transparent)]
+    StartThread(#[from] ThreadSetError),
+}
 
 /// A running exec probe command and what its report needs.
 pub struct Watch<K> {
@@ -66,37 +78,38 @@ fn poll_timeout(now: Instant, deadlines: impl Iterator<Item = Instant>, awaiting
     }
 }
 
-/// The handle: hands commands to the thread; `stop` (or dropping it) kills what is still
-/// watched.
+/// The handle: hands commands to the thread. Its thread lives in the prober's `ThreadSet`,
+/// which stops and joins it; `close` (or dropping the handle) ends it too, killing what it
+/// still watches.
 pub struct ExecReaper<K> {
     inner: Mutex<Option<Running<K>>>,
     /// Where a command is reported when the thread is gone (it ended on an error).
     done: Report<K>,
 }
 
-/// The thread's command channel, the write end of its wake-up pipe, and the thread.
-type Running<K> = (Sender<Watch<K>>, File, JoinHandle<()>);
+/// The thread's command channel and its wake-up.
+type Running<K> = (Sender<Watch<K>>, Waker);
 
 impl<K: Send + 'static> ExecReaper<K> {
-    /// Starts the thread; outcomes go to `done`, as from a probe thread.
-    pub fn start(done: Report<K>) -> io::Result<ExecReaper<K>> {
-        let (wake_rx, wake_tx) = pipe()?;
+    /// Starts the thread (`fl-probe-exec`) in `threads`; outcomes go to `done`, as from a
+    /// probe thread.
+    pub fn start(done: Report<K>, threads: &ThreadSet) -> Result<ExecReaper<K>, ReaperError> {
+        let (wake_rx, wake) = wake::pair().map_err(|source| ReaperError::MakeWakePipe { source })?;
         let (tx, rx) = unbounded();
         let report = done.clone();
-        let thread =
-            std::thread::Builder::new().name("fl-probe-exec".into()).spawn(move || run(rx, wake_rx, report))?;
-        Ok(ExecReaper { inner: Mutex::new(Some((tx, wake_tx, thread))), done })
+        let on_stop = wake.clone();
+        threads.spawn_with("fl-probe-exec", Some(Box::new(move || on_stop.wake())), move |stop| {
+            run(rx, wake_rx, report, stop)
+        })?;
+        Ok(ExecReaper { inner: Mutex::new(Some((tx, wake))), done })
     }
 
-    /// Watches a started command until it finishes or its deadline passes (after `stop`,
+    /// Watches a started command until it finishes or its deadline passes (after `close`,
     /// the command is killed at once).
     pub fn watch(&self, w: Watch<K>) {
         let sent = match &*self.inner.lock() {
-            Some((tx, wake, _)) => tx.send(w).map(|()| {
-                // A full pipe (EAGAIN) already holds a wake-up.
-                let _ = (&*wake).write(&[1]);
-            }),
-            None => return, // stopped: the command is killed as it is dropped
+            Some((tx, wake)) => tx.send(w).map(|()| wake.wake()),
+            None => return, // closed: the command is killed as it is dropped
         };
         // The thread ended on an error: kill the command and report it, or its worker
         // would wait for ever for a result.
@@ -107,54 +120,18 @@ impl<K: Send + 'static> ExecReaper<K> {
 }
 
 impl<K> ExecReaper<K> {
-    /// Stops the thread, which kills the commands it still watches, and waits for it.
-    pub fn stop(&self) {
-        // Closing the channel and the pipe wakes the thread.
-        let Some((tx, wake, thread)) = self.inner.lock().take() else { return };
-        drop((tx, wake));
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        while !thread.is_finished() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if thread.is_finished() {
-            let _ = thread.join();
-        } else {
-            log::warn!("prober: the exec reaper did not stop within {STOP_TIMEOUT:?}");
-        }
+    /// Ends the thread without waiting for it (its `ThreadSet` joins it): the closed
+    /// channel and the wake-up make it kill what it still watches and return.
+    pub fn close(&self) {
+        let Some((tx, wake)) = self.inner.lock().take() else { return };
+        drop(tx);
+        wake.wake();
     }
 }
 
 impl<K> Drop for ExecReaper<K> {
     fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// A non-blocking, close-on-exec pipe: (read end, write end).
-fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two fds into the array we pass.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
-}
-
-/// Reads the wake pipe empty; false once its write end is closed (the handle was dropped).
-fn drain(wake: &mut File) -> bool {
-    let mut buf = [0u8; 64];
-    loop {
-        match wake.read(&mut buf) {
-            Ok(0) => return false,
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
-            Err(e) => {
-                log::error!("prober: exec reaper: reading its wake-up pipe failed: {e}");
-                return false;
-            }
-        }
+        self.close();
     }
 }
 
@@ -179,7 +156,9 @@ fn report<K>(done: &Report<K>, w: Watch<K>, step: Step) -> bool {
 }
 
 /// The thread: settle what is done or overdue, then poll every open pipe and the wake pipe.
-fn run<K>(rx: Receiver<Watch<K>>, mut wake: File, done: Report<K>) {
+/// It ends when stopped (signal, then a wake-up), when the handle is closed, or when nobody
+/// listens any more; always `Exit::Done`, since each of those is an orderly end.
+fn run<K>(rx: Receiver<Watch<K>>, wake: WakeReceiver, done: Report<K>, stop: StopSignal) -> Exit {
     let mut watched: Vec<Watch<K>> = Vec::new();
     let mut listening = true;
     'outer: loop {
@@ -210,7 +189,9 @@ fn run<K>(rx: Receiver<Watch<K>>, mut wake: File, done: Report<K>) {
         let mut fds = vec![wake.as_raw_fd()];
         fds.extend(watched.iter().flat_map(|w| w.process.fds()));
         match crate::util::poll_readable(&fds, timeout) {
-            Ok(ready) if ready[0] != 0 && !drain(&mut wake) => break,
+            // Watching --stop signal, woken--> Killing what is left.
+            Ok(_) if stop.is_stopped() => break,
+            Ok(ready) if ready[0] != 0 && wake.drain() == Drained::Closed => break,
             Ok(_) => {}
             Err(e) => {
                 // Not expected (EINTR is handled); stop rather than spin, killing the commands.
@@ -230,6 +211,7 @@ fn run<K>(rx: Receiver<Watch<K>>, mut wake: File, done: Report<K>) {
             listening = false;
         }
     }
+    Exit::Done
 }
 
 #[cfg(test)]
@@ -259,9 +241,8 @@ mod tests {
         // What is left once the thread has ended on an error: its receiver is gone.
         let (tx, rx) = unbounded();
         drop(rx);
-        let (_wake_rx, wake_tx) = pipe().unwrap();
-        let thread = std::thread::spawn(|| {});
-        let reaper = ExecReaper { inner: Mutex::new(Some((tx, wake_tx, thread))), done };
+        let (_wake_rx, wake) = wake::pair().unwrap();
+        let reaper = ExecReaper { inner: Mutex::new(Some((tx, wake))), done };
         let child = Command::new("sleep")
             .arg("30")
             .process_group(0)
@@ -290,5 +271,46 @@ mod tests {
         assert_eq!(poll_timeout(t0, d.into_iter(), true), Some(EXIT_CHECK));
         assert_eq!(poll_timeout(t0, std::iter::empty(), false), None, "idle: sleep until woken");
         assert_eq!(poll_timeout(t0 + Duration::from_secs(3), d.into_iter(), false), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn stopping_the_reaper_kills_what_it_watches_at_once_and_reports_it() {
+        use crate::manager::Health;
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let got: std::sync::Arc<Mutex<Vec<Done<u32>>>> = Default::default();
+        let sink = got.clone();
+        let done: Report<u32> = std::sync::Arc::new(move |d| {
+            sink.lock().push(d);
+            true
+        });
+        let health = Health::default();
+        let threads = ThreadSet::new(1, &health);
+        let reaper = ExecReaper::start(done, &threads).unwrap();
+        assert_eq!(health.alive(), vec!["fl-probe-exec"]);
+        let child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let process = ExecProcess::new(child).unwrap();
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(60);
+        reaper.watch(Watch { key: 3, process, command: vec!["sleep".into()], deadline, started: now, scheduled: now });
+        std::thread::sleep(Duration::from_millis(50));
+        // The reaper waits in poll on the command's pipes (deadline 60 s): only the stop's
+        // wake-up ends that wait.
+        let started = Instant::now();
+        assert!(threads.stop(Duration::from_secs(2)).is_empty());
+        assert!(started.elapsed() < Duration::from_millis(500), "stopped in {:?}", started.elapsed());
+        let got = got.lock();
+        assert_eq!(got.len(), 1, "its worker gets a result");
+        assert_eq!(got[0].outcome, Outcome::Error("the exec probe reaper has stopped".into()));
+        // SAFETY: signal 0 only checks that the pid exists.
+        assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the command was killed and reaped");
+        assert!(health.alive().is_empty() && health.dead().is_empty());
     }
 }

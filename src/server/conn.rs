@@ -7,14 +7,15 @@
 
 use super::http::{parse_head, Parsed, Request, Response, MAX_HEAD};
 use super::pool::WorkerEnds;
+use crate::manager::StopSignal;
+use crate::wake::{self, WakeReceiver, Waker};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,8 +45,9 @@ const LINGER_BYTES: usize = 256 << 10;
 const KEEP_BUF: usize = 4 << 10;
 /// The first and the longest pause of `accept` after it failed (EMFILE and the like).
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
-/// The longest `poll` wait, so a stop request is seen promptly.
-const POLL_TICK: Duration = Duration::from_millis(200);
+/// The pause after `poll` itself failed (not expected: EINTR is retried), so a persistent
+/// failure is logged a few times a second rather than spun on.
+const POLL_RETRY: Duration = Duration::from_millis(200);
 /// Connections accepted per wakeup, so accepting cannot starve the open ones.
 const ACCEPT_BATCH: usize = 64;
 
@@ -158,7 +160,7 @@ struct Conn {
 /// The reactor's state; `run` drives it on the `fl-api` thread.
 pub struct Reactor<H: Handler> {
     listener: TcpListener,
-    wake: UnixStream,
+    wake: WakeReceiver,
     replies: Receiver<(u64, Response)>,
     jobs: Option<Sender<(u64, Request)>>,
     conns: BTreeMap<u64, Conn>,
@@ -180,14 +182,12 @@ impl<H: Handler> Reactor<H> {
         handler: Arc<H>,
         limits: Limits,
         stats: Arc<ServerStats>,
-    ) -> io::Result<(Self, WorkerEnds, UnixStream)> {
+    ) -> io::Result<(Self, WorkerEnds, Waker)> {
         listener.set_nonblocking(true)?;
-        let (wake_rx, wake_tx) = UnixStream::pair()?;
-        wake_rx.set_nonblocking(true)?;
-        wake_tx.set_nonblocking(true)?;
+        let (wake_rx, wake_tx) = wake::pair()?;
         let (jobs_tx, jobs_rx) = bounded(limits.workers.max(1));
         let (replies_tx, replies_rx) = unbounded();
-        let ends = WorkerEnds { jobs: jobs_rx, replies: replies_tx, wake: wake_tx.try_clone()? };
+        let ends = WorkerEnds { jobs: jobs_rx, replies: replies_tx, wake: wake_tx.clone() };
         let reactor = Reactor {
             listener,
             wake: wake_rx,
@@ -207,11 +207,13 @@ impl<H: Handler> Reactor<H> {
         Ok((reactor, ends, wake_tx))
     }
 
-    /// Serves until `stop` is set (and the wake socket written).
-    pub fn run(mut self, stop: &AtomicBool) {
+    /// Serves until `stop` is signalled; the stopper then wakes the `poll` through the
+    /// wake pipe (`Waker`), so nothing here waits on a timer to see the stop.
+    pub fn run(mut self, stop: &StopSignal) {
         let mut pfds: Vec<libc::pollfd> = Vec::new();
         let mut ids: Vec<u64> = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
+        // Serving --stop signal, woken--> Stopped.
+        while !stop.is_stopped() {
             let now = Instant::now();
             pfds.clear();
             ids.clear();
@@ -227,19 +229,19 @@ impl<H: Handler> Reactor<H> {
                 pfds.push(pollfd(c.stream.as_raw_fd(), events));
                 ids.push(*id);
             }
-            let ms = poll_millis(self.next_wakeup(now), now);
+            let ms = self.next_wakeup().map_or(-1, |at| poll_millis(at, now));
             // SAFETY: pfds is a valid array of pollfd of the given length.
             if unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) } < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
                     log::error!("api: poll failed: {}", crate::util::Chain(&e));
-                    std::thread::sleep(POLL_TICK);
+                    stop.sleep(POLL_RETRY);
                 }
                 continue;
             }
             if pfds[0].revents != 0 {
-                let mut sink = [0u8; 64];
-                while matches!((&self.wake).read(&mut sink), Ok(n) if n > 0) {}
+                // Every waker lives as long as the reactor's owner: never `Closed` here.
+                self.wake.drain();
             }
             self.collect_replies();
             if pfds[1].revents != 0 {
@@ -266,20 +268,15 @@ impl<H: Handler> Reactor<H> {
         self.accept_paused_until.is_none()
     }
 
-    /// When `poll` must return at the latest: the tick, the end of an accept pause, the
-    /// earliest deadline of a connection that has one (a queued one waits for its worker).
-    fn next_wakeup(&self, now: Instant) -> Instant {
-        let mut wake_at = now + POLL_TICK;
-        if let Some(t) = self.accept_paused_until {
-            wake_at = wake_at.min(t);
-        }
-        for c in self.conns.values() {
-            // A request at a worker has no deadline of ours: the worker's answer ends it.
-            if !matches!(c.state, State::Queued { at_worker: true }) {
-                wake_at = wake_at.min(c.deadline);
-            }
-        }
-        wake_at
+    /// When `poll` must return at the latest: the end of an accept pause, the earliest
+    /// deadline of a connection that has one (a queued one waits for its worker); `None`
+    /// (wait until something happens) when there is neither. Sockets, workers' answers and
+    /// the stop all wake `poll` themselves.
+    fn next_wakeup(&self) -> Option<Instant> {
+        let pause = self.accept_paused_until;
+        // A request at a worker has no deadline of ours: the worker's answer ends it.
+        let deadlines = self.conns.values().filter(|c| !matches!(c.state, State::Queued { at_worker: true }));
+        pause.into_iter().chain(deadlines.map(|c| c.deadline)).min()
     }
 
     fn collect_replies(&mut self) {

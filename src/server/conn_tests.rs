@@ -45,6 +45,12 @@ fn start(limits: Limits) -> (Running, std::net::SocketAddr, Arc<ServerStats>, He
     (running, addr, stats, health)
 }
 
+/// Stops the server; every thread must end within `timeout`.
+fn stop(running: Running, timeout: Duration) {
+    let late = running.stop(timeout);
+    assert!(late.is_empty(), "{late:?}");
+}
+
 fn connect(addr: std::net::SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -116,7 +122,7 @@ fn a_client_that_never_reads_blocks_nobody_and_is_closed_at_its_write_deadline()
     std::thread::sleep(Duration::from_secs(1));
     assert!(closed_by_server(&mut hostile));
     assert!(stats.timeouts.load(Ordering::Relaxed) >= 1);
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 #[test]
@@ -129,7 +135,7 @@ fn an_http_1_0_request_is_closed_after_its_response_from_a_worker_as_inline() {
         assert!(head.contains("Connection: close"), "{path}: {head}");
         assert!(closed_by_server(&mut s), "{path}: an HTTP/1.0 client reads to EOF");
     }
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 #[test]
@@ -144,7 +150,7 @@ fn pipelined_requests_are_answered_in_order_until_the_per_connection_limit() {
     assert!(h1.starts_with("HTTP/1.1 200") && b1 == b"ok" && h2.starts_with("HTTP/1.1 404"), "{h1}{h2}");
     assert!(h3.contains("Connection: close"), "the third request is the last: {h3}");
     assert!(closed_by_server(&mut s), "the fourth request is not served");
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 #[test]
@@ -173,7 +179,7 @@ fn bad_heads_are_answered_with_their_status_and_closed() {
     let mut s = connect(addr);
     assert!(get(&mut s, "/healthz/panic").0.starts_with("HTTP/1.1 500"), "also when answered on the reactor");
     assert!(get(&mut s, "/healthz").0.starts_with("HTTP/1.1 200"), "which goes on serving");
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 #[test]
@@ -183,7 +189,7 @@ fn a_slow_request_head_is_closed_at_the_request_deadline() {
     s.write_all(b"GET /healthz HTTP/1.1\r\nHost:").unwrap();
     assert!(closed_by_server(&mut s));
     assert_eq!(stats.timeouts.load(Ordering::Relaxed), 1);
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 #[test]
@@ -212,7 +218,7 @@ fn over_the_cap_idle_connections_make_room_and_busy_ones_get_503() {
     assert!(String::from_utf8_lossy(&body).contains("limit of 8 connections"));
     assert_eq!(stats.open.load(Ordering::Relaxed), 8);
     drop(busy);
-    running.stop(Duration::from_secs(5)).unwrap();
+    stop(running, Duration::from_secs(5));
 }
 
 #[test]
@@ -249,7 +255,7 @@ fn thousands_of_pipelined_inline_requests_are_answered_in_a_loop() {
         assert_eq!(read_response(&mut s).1, b"ok");
     }
     writer.join().unwrap();
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 #[test]
@@ -259,10 +265,10 @@ fn an_accept_pause_that_has_passed_no_longer_shortens_the_poll() {
     let now = Instant::now();
     r.accept_paused_until = Some(now + Duration::from_millis(50));
     assert!(!r.listening(now));
-    assert_eq!(r.next_wakeup(now), now + Duration::from_millis(50));
+    assert_eq!(r.next_wakeup(), Some(now + Duration::from_millis(50)));
     let later = now + Duration::from_millis(60);
     assert!(r.listening(later), "the pause is over");
-    assert_eq!(r.next_wakeup(later), later + POLL_TICK, "not a zero timeout on every later poll");
+    assert_eq!(r.next_wakeup(), None, "not a zero timeout on every later poll: no timeout at all");
     assert_eq!(poll_millis(later + Duration::from_micros(300), later), 1, "rounded up, not a zero-timeout spin");
     assert_eq!(poll_millis(later, later + Duration::from_secs(1)), 0);
 }
@@ -286,7 +292,7 @@ fn a_request_followed_by_a_half_close_is_answered_before_the_connection_closes()
     let (h2, _) = read_response(&mut s);
     assert!(h1.starts_with("HTTP/1.1 200") && h2.starts_with("HTTP/1.1 200"), "{h1}{h2}");
     assert!(closed_by_server(&mut s), "the cut third request is dropped");
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 /// Reads a response head only (the answer to HEAD has no body).
@@ -316,7 +322,7 @@ fn http_1_0_keep_alive_is_confirmed_and_head_answers_carry_no_body() {
         // The next answer on the connection starts right after the head: no stray body bytes.
         assert_eq!(get(&mut s, "/healthz").1, b"ok", "after HEAD {path}");
     }
-    running.stop(Duration::from_secs(2)).unwrap();
+    stop(running, Duration::from_secs(2));
 }
 
 #[test]
@@ -394,5 +400,55 @@ fn a_request_that_no_worker_takes_in_time_gets_503_and_frees_its_slot() {
     assert!(busy[0].contains("Connection: close"), "{heads:?}");
     assert_eq!(heads.iter().filter(|h| h.starts_with("HTTP/1.1 200")).count(), 2, "{heads:?}");
     assert!(stats.timeouts.load(Ordering::Relaxed) >= 1);
-    running.stop(Duration::from_secs(5)).unwrap();
+    stop(running, Duration::from_secs(5));
+}
+
+#[test]
+fn stop_wakes_the_reactor_and_the_workers_at_once() {
+    let (running, addr, _stats, health) = start(limits());
+    let mut idle = connect(addr);
+    assert_eq!(get(&mut idle, "/big").1.len(), 1 << 20);
+    assert_eq!(health.alive(), vec!["fl-api", "fl-api-work", "fl-api-work"]);
+    // Nothing has a deadline soon (the idle timeout is 5 s): only the stop can wake it.
+    let started = Instant::now();
+    stop(running, Duration::from_secs(2));
+    assert!(started.elapsed() < Duration::from_millis(100), "stopped in {:?}", started.elapsed());
+    assert!(health.alive().is_empty() && health.dead().is_empty());
+    assert!(closed_by_server(&mut idle), "open connections are closed");
+}
+
+#[test]
+fn a_worker_still_answering_past_the_stop_timeout_is_named() {
+    let (running, addr, _stats, _health) = start(limits());
+    let mut s = connect(addr);
+    s.write_all(b"GET /slow HTTP/1.1\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let late = running.stop(Duration::from_millis(300));
+    let names: Vec<&str> = late.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["fl-api-work"], "the reactor and the idle worker stopped");
+    assert_eq!(late[0].to_string(), "fl-api-work did not stop within 300ms");
+}
+
+#[test]
+fn the_poll_waits_without_a_timeout_when_nothing_has_a_deadline() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    assert_eq!(r.next_wakeup(), None, "no connections, no pause: poll until woken");
+    let _client = connect(addr);
+    let (stream, _) = r.listener.accept().unwrap();
+    let now = Instant::now();
+    let queued_at_worker = Conn {
+        stream,
+        buf: Vec::new(),
+        state: State::Queued { at_worker: true },
+        served: 1,
+        peer_done: false,
+        deadline: now,
+        idle_since: now,
+    };
+    r.conns.insert(0, queued_at_worker);
+    assert_eq!(r.next_wakeup(), None, "a request at a worker is ended by its answer, not a deadline");
+    r.conns.get_mut(&0).unwrap().state = State::Reading { started: false };
+    assert_eq!(r.next_wakeup(), Some(now), "an idle connection's deadline");
 }

@@ -12,13 +12,10 @@ pub mod routes;
 use crate::api::Node;
 use crate::events::store::EventStore;
 use crate::events::EventMetrics;
-use crate::manager::Health;
+use crate::manager::{Health, StopTimeout};
 use crate::status::StatusCache;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long `stop` waits for the server's threads (they wake at least every 200 ms).
-const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A server failure.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +36,7 @@ pub enum ServerError {
         addr: String,
         /// Why.
         #[source]
-        source: std::io::Error,
+        source: pool::PoolError,
     },
 }
 
@@ -88,10 +85,9 @@ impl ApiServer {
         Ok(ApiServer { running, addr: bound })
     }
 
-    /// Stops serving; open connections are closed.
-    pub fn stop(self) {
-        if let Err(e) = self.running.stop(STOP_TIMEOUT) {
-            log::error!("api: {e}");
-        }
+    /// Stops serving (open connections are closed), waiting up to `timeout` for the
+    /// threads; returns those that did not end in time.
+    pub fn stop(self, timeout: Duration) -> Vec<StopTimeout> {
+        self.running.stop(timeout)
     }
 }

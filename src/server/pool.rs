@@ -1,87 +1,117 @@
 //! The threads of the API server: the reactor (`fl-api`) and its workers (`fl-api-work`),
-//! owned as the manager pattern owns its thread: alive guards for `/healthz`, and a stop
-//! that waits with a timeout.
+//! each a `manager::Worker`: registered with `Health` for `/healthz`, stopped by one stop
+//! signal, joined with a timeout. The reactor waits in `poll`, so its stop is the signal
+//! plus a wake-up through its wake pipe; the workers wait in `select!` on the job channel
+//! and the stop signal.
 
 use super::conn::{answer, Handler, Limits, Reactor, ServerStats};
 use super::http::{Request, Response};
-use crate::manager::{stop_all, Exit, StopTimeout, Worker};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::io::{self, Write};
+use crate::manager::{stop_all, Exit, Health, StopSignal, StopTimeout, Worker};
+use crate::wake::Waker;
+use crossbeam_channel::{select, Receiver, Sender};
+use std::io;
 use std::net::TcpListener;
-use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Worker threads' end of the reactor: jobs in, replies out, and the wakeup socket.
+/// Worker threads' end of the reactor: jobs in, replies out, and the wake-up.
 pub struct WorkerEnds {
     /// Requests to answer.
     pub jobs: Receiver<(u64, Request)>,
     /// Answers.
     pub replies: Sender<(u64, Response)>,
-    /// Written to after each answer so the reactor's `poll` returns.
-    pub wake: UnixStream,
+    /// Woken after each answer so the reactor's `poll` returns.
+    pub wake: Waker,
 }
 
-/// A worker's loop: answer jobs until the reactor drops the job sender.
-pub fn work<H: Handler>(handler: &H, ends: &WorkerEnds) {
+/// A worker's loop: answer jobs until the reactor drops the job sender or stop is
+/// signalled. A job being answered is finished first (routes are bounded in time).
+pub fn work<H: Handler>(handler: &H, ends: &WorkerEnds, stop: &StopSignal) {
     loop {
-        let (id, req) = match ends.jobs.recv_timeout(Duration::from_secs(1)) {
-            Ok(job) => job,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return,
+        let (id, req) = select! {
+            recv(stop.receiver()) -> _ => return,
+            recv(ends.jobs) -> job => match job {
+                Ok(job) => job,
+                // Idle --reactor gone--> Stopped.
+                Err(_) => return,
+            },
         };
         let resp = answer(handler, &req);
         if ends.replies.send((id, resp)).is_err() {
             return;
         }
-        // WouldBlock means a wakeup is already pending.
-        let _ = (&ends.wake).write(&[1]);
+        ends.wake.wake();
     }
+}
+
+/// A thread of the server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// The reactor's wake pipe could not be made, or its listener set non-blocking.
+    #[error("cannot set up the API reactor")]
+    SetUpReactor {
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A thread could not be spawned.
+    #[error("cannot start the {name} thread")]
+    SpawnThread {
+        /// The thread's name.
+        name: &'static str,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// A running server: the reactor thread and its workers.
 pub struct Running {
-    stop: Arc<AtomicBool>,
-    wake: UnixStream,
-    threads: Vec<crate::manager::Worker>,
+    wake: Waker,
+    threads: Vec<Worker>,
 }
 
 /// Starts the reactor (`fl-api`) and `limits.workers` workers (`fl-api-work`) on `listener`,
-/// counting into `stats`; each thread holds an alive guard in `health`.
+/// counting into `stats`; every thread is registered in `health`.
 pub fn spawn<H: Handler>(
     listener: TcpListener,
     handler: Arc<H>,
     limits: Limits,
     stats: Arc<ServerStats>,
-    health: &crate::manager::Health,
-) -> io::Result<Running> {
+    health: &Health,
+) -> Result<Running, PoolError> {
     let workers = limits.workers.max(1);
-    let (reactor, ends, wake) = Reactor::new(listener, handler.clone(), limits, stats.clone())?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
+    let (reactor, ends, wake) = Reactor::new(listener, handler.clone(), limits, stats.clone())
+        .map_err(|source| PoolError::SetUpReactor { source })?;
+    let mut running = Running { wake, threads: Vec::new() };
+    let spawn_err = |name| move |source| PoolError::SpawnThread { name, source };
     for _ in 0..workers {
-        let ends = WorkerEnds { jobs: ends.jobs.clone(), replies: ends.replies.clone(), wake: ends.wake.try_clone()? };
+        let ends = WorkerEnds { jobs: ends.jobs.clone(), replies: ends.replies.clone(), wake: ends.wake.clone() };
         let handler = handler.clone();
-        threads.push(Worker::spawn("fl-api-work", health, move |_| {
-            work(&*handler, &ends);
+        let worker = Worker::spawn("fl-api-work", health, move |stop| {
+            work(&*handler, &ends, &stop);
             Exit::Done
-        })?);
+        });
+        // On an error, `running` is dropped: the workers already started see their job
+        // channel close once the reactor (never started) is dropped, and end.
+        running.threads.push(worker.map_err(spawn_err("fl-api-work"))?);
     }
     drop(ends);
-    let flag = stop.clone();
-    threads.push(Worker::spawn("fl-api", health, move |_| {
-        reactor.run(&flag);
+    let reactor = Worker::spawn("fl-api", health, move |stop| {
+        reactor.run(&stop);
         Exit::Done
-    })?);
-    Ok(Running { stop, wake, threads })
+    });
+    running.threads.push(reactor.map_err(spawn_err("fl-api"))?);
+    Ok(running)
 }
 
 impl Running {
-    /// Stops the reactor and the workers, waiting up to `timeout` for them.
-    pub fn stop(self, timeout: Duration) -> Result<(), StopTimeout> {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = (&self.wake).write(&[1]);
-        stop_all(self.threads, timeout).into_iter().next().map_or(Ok(()), Err)
+    /// Stops the reactor and the workers (stop signals, then a wake-up of the reactor's
+    /// `poll`), waiting up to `timeout` for them; returns every thread that did not end.
+    pub fn stop(mut self, timeout: Duration) -> Vec<StopTimeout> {
+        // Signal before waking: woken first, the reactor could miss the stop and poll again.
+        self.threads.iter_mut().for_each(Worker::signal_stop);
+        self.wake.wake();
+        stop_all(self.threads, timeout)
     }
 }

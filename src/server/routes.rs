@@ -7,6 +7,7 @@ use crate::api::{EventList, ListMeta, Node, NodeCondition, PodList, PodPhase, Qu
 use crate::events::store::EventFilter;
 use crate::metrics::{Encoder, Kind};
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -30,17 +31,38 @@ impl Routes {
     /// Everything that makes the agent unhealthy: dead threads, a failed registration
     /// server, a listener that cannot accept. Each is one sentence.
     fn problems(&self) -> Vec<String> {
+        problems(&self.state.health.dead(), &self.checks())
+    }
+
+    /// The health checks besides the threads, by name, each with its problem if it has one.
+    fn checks(&self) -> Vec<(&'static str, Option<String>)> {
         let mut out = Vec::new();
-        let dead = self.state.health.dead();
-        if !dead.is_empty() {
-            out.push(format!("manager thread(s) died: {}", dead.join(", ")));
-        }
-        if let Some(e) = self.state.devices.as_ref().and_then(|d| d.server_error.lock().clone()) {
+        if let Some(d) = &self.state.devices {
             // kubelet's `device-plugin` health check.
-            out.push(format!("device plugin registration gRPC server failed and no device plugins can register: {e}"));
+            let failed = d.server_error.lock().clone().map(|e| {
+                format!("device plugin registration gRPC server failed and no device plugins can register: {e}")
+            });
+            out.push(("device-plugin", failed));
         }
-        out.extend(self.stats.listener_problem(Instant::now()));
+        out.push(("api-listener", self.stats.listener_problem(Instant::now())));
         out
+    }
+
+    /// `/healthz`: `ok`, or status 500 with one problem a line. With `?verbose`, as
+    /// kubelet's, one line per check: every registered thread by name, then the other
+    /// checks, then the verdict; the status is the same.
+    fn healthz(&self, query: &str) -> Response {
+        let health = &self.state.health;
+        let (alive, dead, checks) = (health.alive(), health.dead(), self.checks());
+        let problems = problems(&dead, &checks);
+        let status = if problems.is_empty() { 200 } else { 500 };
+        if query.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")) {
+            return Response::text(status, verbose_healthz(&alive, &dead, &checks));
+        }
+        match problems.as_slice() {
+            [] => Response::text(200, "ok"),
+            problems => Response::text(500, problems.join("\n")),
+        }
     }
 
     /// The Node with device plugin resources added: capacity healthy + unhealthy,
@@ -73,10 +95,7 @@ impl Routes {
         }
         let s = &self.state;
         match req.path.as_str() {
-            "/healthz" => match self.problems().as_slice() {
-                [] => Response::text(200, "ok"),
-                problems => Response::text(500, problems.join("\n")),
-            },
+            "/healthz" => self.healthz(&req.query),
             "/pods" | "/pods/" => {
                 let list = PodList {
                     api_version: "v1".into(),
@@ -119,6 +138,39 @@ impl Handler for Routes {
     fn inline(&self, req: &Request) -> bool {
         req.path == "/healthz" || req.method != "GET"
     }
+}
+
+/// The problems `/healthz` and the node's Ready condition report: the dead threads in one
+/// sentence, then each failed check's.
+fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !dead.is_empty() {
+        out.push(format!("manager thread(s) died: {}", dead.join(", ")));
+    }
+    out.extend(checks.iter().filter_map(|(_, problem)| problem.clone()));
+    out
+}
+
+/// The body of `/healthz?verbose`: `[+]fl-pods ok` for a running thread and `[-]fl-prober
+/// failed` for a dead one (a name shared by several threads, such as `fl-api-work`, gets
+/// one line, failed if any of them died), `[+]name ok` or `[-]name failed: why` for each
+/// other check, then `healthz check passed` or `healthz check failed`.
+pub fn verbose_healthz(alive: &[String], dead: &[String], checks: &[(&str, Option<String>)]) -> String {
+    let mut threads: BTreeMap<&str, bool> = alive.iter().map(|n| (n.as_str(), true)).collect();
+    threads.extend(dead.iter().map(|n| (n.as_str(), false)));
+    let mut out = String::new();
+    for (name, ok) in threads {
+        out.push_str(&if ok { format!("[+]{name} ok\n") } else { format!("[-]{name} failed\n") });
+    }
+    for (name, problem) in checks {
+        out.push_str(&match problem {
+            None => format!("[+]{name} ok\n"),
+            Some(why) => format!("[-]{name} failed: {why}\n"),
+        });
+    }
+    let passed = dead.is_empty() && checks.iter().all(|(_, p)| p.is_none());
+    out.push_str(if passed { "healthz check passed\n" } else { "healthz check failed\n" });
+    out
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> String {
@@ -190,17 +242,40 @@ fn hex(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
 
+/// An `/events` query that is not a filter the store understands (answered with 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventFilterError {
+    /// A parameter or selector field other than kind, namespace, name and uid.
+    #[error("unsupported event filter {field:?}: use kind, namespace, name or uid")]
+    CheckField {
+        /// The field.
+        field: String,
+    },
+    /// A field selector without `=`.
+    #[error("bad field selector {selector:?}")]
+    SplitSelector {
+        /// The selector.
+        selector: String,
+    },
+    /// A field selector on something other than `involvedObject`.
+    #[error("unsupported field selector {field:?}: use involvedObject.<kind|namespace|name|uid>")]
+    CheckSelectorField {
+        /// The field.
+        field: String,
+    },
+}
+
 /// `/events` filters: `fieldSelector=involvedObject.name=web,involvedObject.kind=Pod` (as
 /// kubectl sends) or the short `kind=`, `namespace=`, `name=`, `uid=` parameters.
-fn event_filter(query: &str) -> Result<EventFilter, String> {
+fn event_filter(query: &str) -> Result<EventFilter, EventFilterError> {
     let mut f = EventFilter::default();
-    let mut set = |field: &str, value: String| -> Result<(), String> {
+    let mut set = |field: &str, value: String| -> Result<(), EventFilterError> {
         match field {
             "kind" => f.kind = Some(value),
             "namespace" => f.namespace = Some(value),
             "name" => f.name = Some(value),
             "uid" => f.uid = Some(value),
-            other => return Err(format!("unsupported event filter {other:?}: use kind, namespace, name or uid")),
+            other => return Err(EventFilterError::CheckField { field: other.into() }),
         }
         Ok(())
     };
@@ -209,10 +284,11 @@ fn event_filter(query: &str) -> Result<EventFilter, String> {
         let (k, v) = (percent_decode(k), percent_decode(v));
         if k == "fieldSelector" {
             for sel in v.split(',').filter(|s| !s.is_empty()) {
-                let (field, value) = sel.split_once('=').ok_or_else(|| format!("bad field selector {sel:?}"))?;
-                let field = field.strip_prefix("involvedObject.").ok_or_else(|| {
-                    format!("unsupported field selector {field:?}: use involvedObject.<kind|namespace|name|uid>")
-                })?;
+                let (field, value) =
+                    sel.split_once('=').ok_or_else(|| EventFilterError::SplitSelector { selector: sel.into() })?;
+                let field = field
+                    .strip_prefix("involvedObject.")
+                    .ok_or_else(|| EventFilterError::CheckSelectorField { field: field.into() })?;
                 set(field, value.to_string())?;
             }
         } else {
@@ -317,8 +393,18 @@ mod tests {
         assert_eq!((f.name.as_deref(), f.kind.as_deref()), (Some("web-n1"), Some("Pod")));
         let f = event_filter("namespace=default&uid=abc").unwrap();
         assert_eq!((f.namespace.as_deref(), f.uid.as_deref()), (Some("default"), Some("abc")));
-        assert!(event_filter("reason=BackOff").unwrap_err().contains("unsupported event filter"));
-        assert!(event_filter("fieldSelector=type=Warning").is_err());
+        assert_eq!(
+            event_filter("reason=BackOff").unwrap_err().to_string(),
+            "unsupported event filter \"reason\": use kind, namespace, name or uid"
+        );
+        assert_eq!(
+            event_filter("fieldSelector=type=Warning").unwrap_err().to_string(),
+            "unsupported field selector \"type\": use involvedObject.<kind|namespace|name|uid>"
+        );
+        assert_eq!(
+            event_filter("fieldSelector=involvedObject.name").unwrap_err(),
+            EventFilterError::SplitSelector { selector: "involvedObject.name".into() }
+        );
     }
 
     #[test]
@@ -327,5 +413,18 @@ mod tests {
         assert_eq!(percent_decode("%a\u{e9}x"), "%a\u{e9}x");
         assert_eq!(percent_decode("%+1"), "% 1");
         assert_eq!(event_filter("name=%\u{e9}").unwrap().name.as_deref(), Some("%\u{e9}"));
+    }
+
+    #[test]
+    fn verbose_healthz_names_every_thread_once_and_each_check() {
+        let alive: Vec<String> = ["fl-api", "fl-api-work", "fl-api-work", "fl-pods"].map(String::from).into();
+        let body = verbose_healthz(&alive, &[], &[("api-listener", None)]);
+        assert_eq!(body, "[+]fl-api ok\n[+]fl-api-work ok\n[+]fl-pods ok\n[+]api-listener ok\nhealthz check passed\n");
+        let dead = vec!["fl-prober".to_string()];
+        let checks = [("device-plugin", Some("it failed".to_string())), ("api-listener", None)];
+        let body = verbose_healthz(&alive, &dead, &checks);
+        assert!(body.contains("[+]fl-pods ok\n[-]fl-prober failed\n[-]device-plugin failed: it failed\n"), "{body}");
+        assert!(body.ends_with("[+]api-listener ok\nhealthz check failed\n"), "{body}");
+        assert_eq!(problems(&dead, &checks), ["manager thread(s) died: fl-prober", "it failed"]);
     }
 }

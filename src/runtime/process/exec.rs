@@ -11,36 +11,60 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+/// A command line or environment that `execve` would refuse with `E2BIG`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecLimitsError {
+    /// One argument is longer than `MAX_ARG_STRLEN`.
+    #[error("argument list too long: argument {index} is {len} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)")]
+    CheckArgument {
+        /// Its index in argv.
+        index: usize,
+        /// Its length.
+        len: usize,
+    },
+    /// One `NAME=value` string is longer than `MAX_ARG_STRLEN`.
+    #[error("argument list too long: environment variable {name} is {len} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)")]
+    CheckVariable {
+        /// The variable's name.
+        name: String,
+        /// The length of `NAME=value`.
+        len: usize,
+    },
+    /// Everything together is over `ARG_MAX`.
+    #[error("argument list too long: {args} arguments and {vars} environment variables take {total} bytes, over the kernel's ARG_MAX ({arg_max} bytes)")]
+    CheckTotal {
+        /// Arguments.
+        args: usize,
+        /// Environment variables.
+        vars: usize,
+        /// Their bytes, pointers included.
+        total: usize,
+        /// The limit.
+        arg_max: usize,
+    },
+}
+
 /// Checks a command line and environment against the kernel's `execve` limits, so a
 /// container that could never start says why instead of failing obscurely: each string at
 /// most `MAX_ARG_STRLEN` (128 KiB), and all of them (with their pointers) within `ARG_MAX`.
-pub fn check_exec_limits(argv: &[String], env: &[(String, String)], arg_max: usize) -> Result<(), String> {
+pub fn check_exec_limits(argv: &[String], env: &[(String, String)], arg_max: usize) -> Result<(), ExecLimitsError> {
     let ptr = std::mem::size_of::<usize>();
     let mut total = 0usize;
-    for (i, a) in argv.iter().enumerate() {
+    for (index, a) in argv.iter().enumerate() {
         if a.len() + 1 > MAX_ARG_STRLEN {
-            return Err(format!(
-                "argument list too long: argument {i} is {} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)",
-                a.len()
-            ));
+            return Err(ExecLimitsError::CheckArgument { index, len: a.len() });
         }
         total += a.len() + 1 + ptr;
     }
     for (k, v) in env {
         let len = k.len() + 1 + v.len();
         if len + 1 > MAX_ARG_STRLEN {
-            return Err(format!(
-                "argument list too long: environment variable {k} is {len} bytes, over the kernel's per-string limit MAX_ARG_STRLEN ({MAX_ARG_STRLEN} bytes)"
-            ));
+            return Err(ExecLimitsError::CheckVariable { name: k.clone(), len });
         }
         total += len + 1 + ptr;
     }
     if total > arg_max {
-        return Err(format!(
-            "argument list too long: {} arguments and {} environment variables take {total} bytes, over the kernel's ARG_MAX ({arg_max} bytes)",
-            argv.len(),
-            env.len()
-        ));
+        return Err(ExecLimitsError::CheckTotal { args: argv.len(), vars: env.len(), total, arg_max });
     }
     Ok(())
 }
@@ -110,13 +134,14 @@ mod tests {
         assert!(check_exec_limits(&args(&["sh", "-c", "true"]), &[], 1 << 20).is_ok());
         let long = "x".repeat(MAX_ARG_STRLEN);
         let e = check_exec_limits(std::slice::from_ref(&long), &[], usize::MAX).unwrap_err();
-        assert!(e.contains("argument 0") && e.contains("MAX_ARG_STRLEN (131072 bytes)"), "{e}");
-        let e = check_exec_limits(&[], &[("K".into(), long)], usize::MAX).unwrap_err();
-        assert!(e.contains("environment variable K"), "{e}");
+        assert_eq!(e, ExecLimitsError::CheckArgument { index: 0, len: MAX_ARG_STRLEN });
+        assert_eq!(e.to_string(), "argument list too long: argument 0 is 131072 bytes, over the kernel's per-string limit MAX_ARG_STRLEN (131072 bytes)");
+        let e = check_exec_limits(&[], &[("K".into(), long)], usize::MAX).unwrap_err().to_string();
+        assert_eq!(e, "argument list too long: environment variable K is 131074 bytes, over the kernel's per-string limit MAX_ARG_STRLEN (131072 bytes)");
         // Strings and their pointers count against ARG_MAX.
         let many: Vec<String> = (0..1000).map(|_| "a".into()).collect();
-        let e = check_exec_limits(&many, &[], 1000 * (2 + 8) - 1).unwrap_err();
-        assert!(e.contains("1000 arguments") && e.contains("ARG_MAX (9999 bytes)"), "{e}");
+        let e = check_exec_limits(&many, &[], 1000 * (2 + 8) - 1).unwrap_err().to_string();
+        assert_eq!(e, "argument list too long: 1000 arguments and 0 environment variables take 10000 bytes, over the kernel's ARG_MAX (9999 bytes)");
         assert!(check_exec_limits(&many, &[], 1000 * (2 + 8)).is_ok());
     }
 }

@@ -62,7 +62,7 @@ const TMP_PREFIX: &str = ".tmp-";
 /// Grace period for stopping a container whose record is damaged (kubelet's default).
 const UNIDENTIFIED_GRACE: Duration = crate::api::defaults::DEFAULT_TERMINATION_GRACE;
 
-pub use exec::check_exec_limits;
+pub use exec::{check_exec_limits, ExecLimitsError};
 
 #[derive(Default)]
 struct Cached {
@@ -339,16 +339,14 @@ impl ContainerRuntime for ProcessRuntime {
             return Err(start_err("container was already started".into()));
         }
         let dir = self.container_dir(id);
-        if let Err(message) =
-            check_exec_limits(&record.config.argv, &shim::process_env(&record.config), exec::arg_max())
-        {
+        if let Err(e) = check_exec_limits(&record.config.argv, &shim::process_env(&record.config), exec::arg_max()) {
             // What execve would refuse with E2BIG, said plainly and recorded as the start
             // error it is (the restart policy decides what follows, as for any failed start).
             let exit = ExitRecord {
                 exit_code: 128,
                 signal: None,
                 reason: "StartError".into(),
-                message: message.clone(),
+                message: e.to_string(),
                 finished_at: SystemTime::now(),
             };
             // No shim will remove the cgroup made at create: it goes before the exit is
@@ -358,7 +356,7 @@ impl ContainerRuntime for ProcessRuntime {
             }
             let path = dir.join(files::EXIT);
             write_json(&path, &exit).map_err(state_err(&path))?;
-            return Err(start_err(message));
+            return Err(start_err(e.to_string()));
         }
         // The lock is taken here and inherited by the shim, so there is no moment in which a
         // starting container looks dead, and two shims can never run for one container.
