@@ -462,7 +462,11 @@ impl Agent {
                 recorder.clone(),
                 Publisher::to(pods_channel.0.clone()),
                 channel.0.clone(),
+                &health,
             );
+            // Its endpoint and PreStartContainer threads are joined within half of the
+            // time `fl-devices` itself gets, so a stuck child is named, not the manager.
+            let dm = dm.with_stop_timeout(cfg.shutdown_timeout.0 / 2);
             pm = pm.with_devices(channel.0.clone(), shared.clone());
             let handle = ManagerHandle::spawn_with_channel("fl-devices", dm, channel, &health)
                 .map_err(spawn_err("fl-devices"))?;

@@ -35,7 +35,7 @@ impl Routes {
         if !dead.is_empty() {
             out.push(format!("manager thread(s) died: {}", dead.join(", ")));
         }
-        if let Some(e) = self.state.devices.as_ref().and_then(|d| d.server_error.lock().clone()) {
+        if let Some(e) = self.state.devices.as_ref().and_then(|d| d.server_error()) {
             // kubelet's `device-plugin` health check.
             out.push(format!("device plugin registration gRPC server failed and no device plugins can register: {e}"));
         }
@@ -49,7 +49,7 @@ impl Routes {
     fn node(&self) -> Node {
         let mut node = self.state.node.clone();
         if let Some(d) = &self.state.devices {
-            for r in d.state.lock().view() {
+            for r in d.resources() {
                 node.status.capacity.insert(r.name.clone(), Quantity::from_value(r.capacity as i64, false));
                 node.status.allocatable.insert(r.name, Quantity::from_value(r.allocatable as i64, false));
             }
@@ -100,7 +100,7 @@ impl Routes {
             },
             "/metrics" => Response { content_type: "text/plain; version=0.0.4", ..Response::text(200, self.metrics()) },
             "/devices" | "/devices/" => {
-                let view = s.devices.as_ref().map(|d| d.view()).unwrap_or_else(
+                let view = s.devices.as_ref().map(|d| d.to_json()).unwrap_or_else(
                     || serde_json::json!({"registrationServer": "off (devices.plugin_dir is empty)", "resources": [], "allocations": []}),
                 );
                 Response::json(view.to_string())
@@ -275,7 +275,7 @@ impl Routes {
         state.event_metrics.render(&mut out);
         state.prober_metrics.render(&mut out);
         if let Some(d) = &state.devices {
-            d.metrics.render(&mut out);
+            d.metrics().render(&mut out);
         }
         let dead = state.health.dead();
         Encoder::new(&mut out).single(
