@@ -379,9 +379,7 @@ impl DeviceManager {
                 // Connected(old) --replaced--> Stopping: its thread is told to end now and
                 // is reaped once it has.
                 if let Some(old) = self.state.register(&resource, generation, endpoint) {
-                    if let Some(w) = self.endpoints.get_mut(&old) {
-                        w.child.signal_stop();
-                    }
+                    self.stop_stale_endpoint(old);
                 }
                 self.changed(false);
             }
@@ -395,7 +393,7 @@ impl DeviceManager {
                             self.retry_waiting();
                         }
                     }
-                    Ok(false) => {}
+                    Ok(false) => self.stop_stale_endpoint(generation),
                     Err(e) => log::warn!(
                         "devices: refusing a ListAndWatch update from the plugin for {resource}: {}",
                         Chain(&e)
@@ -406,11 +404,15 @@ impl DeviceManager {
                 if self.state.stream_ended(&resource, generation, now) {
                     log::debug!("devices: {resource} is reconnecting after: {reason}");
                     self.changed(true);
+                } else {
+                    self.stop_stale_endpoint(generation);
                 }
             }
             EndpointEvent::Reconnected { resource, generation, pre_start_required, preferred_allocation } => {
                 if self.state.reconnected(&resource, generation, pre_start_required, preferred_allocation) {
                     self.changed(false);
+                } else {
+                    self.stop_stale_endpoint(generation);
                 }
             }
             EndpointEvent::EndpointEnded { resource, generation } => {
@@ -418,6 +420,14 @@ impl DeviceManager {
                     self.changed(true);
                 }
             }
+        }
+    }
+
+    /// News from a registration that is no longer its resource's (replaced, or the
+    /// resource expired while it was reconnecting): its thread has nothing left to do.
+    fn stop_stale_endpoint(&mut self, generation: u64) {
+        if let Some(w) = self.endpoints.get_mut(&generation) {
+            w.child.signal_stop();
         }
     }
 

@@ -142,11 +142,6 @@ impl Devices {
         &self.inner.metrics
     }
 
-    /// A copy of the current view.
-    pub fn snapshot(&self) -> DeviceView {
-        self.inner.view.read().clone()
-    }
-
     /// Every resource as the API shows it.
     pub fn resources(&self) -> Vec<ResourceView> {
         self.inner.view.read().resources.clone()

@@ -257,3 +257,25 @@ fn dropping_the_manager_stops_and_joins_every_child_thread() {
     assert!(f.health.alive().is_empty(), "{:?}", f.health.alive());
     assert!(f.health.dead().is_empty(), "{:?}", f.health.dead());
 }
+
+#[test]
+fn news_from_an_expired_resources_endpoint_stop_its_thread() {
+    let mut f = fixture();
+    f.dm.state.grace = Duration::ZERO;
+    f.dm.endpoints.insert(1, EndpointWorker { resource: RES.into(), child: idle_child("fl-plugin", &f.health) });
+    f.dm.handle(event(EndpointEvent::Registered { resource: RES.into(), generation: 1, endpoint: endpoint(false) }));
+    let reason = "the plugin closed the stream".to_string();
+    f.dm.handle(event(EndpointEvent::StreamEnded { resource: RES.into(), generation: 1, reason }));
+    // Still reconnecting when the grace period is over: the resource goes.
+    f.dm.on_tick();
+    assert_eq!(shown(&f.devices), None);
+    assert!(!f.dm.endpoints[&1].child.is_finished());
+    f.dm.handle(event(EndpointEvent::Reconnected {
+        resource: RES.into(),
+        generation: 1,
+        pre_start_required: false,
+        preferred_allocation: false,
+    }));
+    wait_until("the stale endpoint thread to end", || f.dm.endpoints[&1].child.is_finished());
+    assert_eq!(shown(&f.devices), None, "a stale reconnect brings nothing back");
+}
