@@ -320,7 +320,8 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         std::time::Duration::from_secs(secs.max(0) as u64)
     };
     let is_sidecar = |c: &crate::runtime::ContainerInfo| {
-        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str) == Some(crate::pods::ContainerKind::Sidecar.as_str())
+        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str)
+            == Some(crate::pods::ContainerKind::Sidecar.as_str())
     };
     for sidecars in [false, true] {
         let mut longest = std::time::Duration::ZERO;
