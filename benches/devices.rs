@@ -47,8 +47,8 @@ fn main() {
         reconnect_attempts: 5,
         max_devices_per_resource: 1024,
     };
-    let (dm, devices) = DeviceManager::new(settings, recorder, Publisher::to(pods_tx), tx.clone());
     let health = Health::default();
+    let (dm, devices) = DeviceManager::new(settings, recorder, Publisher::to(pods_tx), tx.clone(), &health);
     let handle = ManagerHandle::spawn_with_channel("fl-devices", dm, (tx.clone(), rx), &health).unwrap();
 
     // Registration to capacity: from the plugin's Register call until the device manager
@@ -67,7 +67,7 @@ fn main() {
         let t0 = Instant::now();
         p.register().unwrap();
         loop {
-            let ready = devices.state.lock().resources.get(&name).is_some_and(|r| r.healthy.len() == 4);
+            let ready = devices.resources().iter().any(|r| r.name == name && r.allocatable == 4);
             if ready {
                 break;
             }

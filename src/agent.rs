@@ -326,7 +326,8 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         std::time::Duration::from_secs(secs.max(0) as u64)
     };
     let is_sidecar = |c: &crate::runtime::ContainerInfo| {
-        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str) == Some(crate::pods::ContainerKind::Sidecar.as_str())
+        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str)
+            == Some(crate::pods::ContainerKind::Sidecar.as_str())
     };
     for sidecars in [false, true] {
         let mut longest = std::time::Duration::ZERO;
@@ -473,7 +474,11 @@ impl Agent {
                 recorder.clone(),
                 Publisher::to(pods_channel.0.clone()),
                 channel.0.clone(),
+                &health,
             );
+            // Its endpoint and PreStartContainer threads are joined within half of the
+            // time `fl-devices` itself gets, so a stuck child is named, not the manager.
+            let dm = dm.with_stop_timeout(cfg.shutdown_timeout.0 / 2);
             pm = pm.with_devices(channel.0.clone(), shared.clone());
             let handle = ManagerHandle::spawn_with_channel("fl-devices", dm, channel, &health)
                 .map_err(spawn_err("fl-devices"))?;

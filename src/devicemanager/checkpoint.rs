@@ -16,8 +16,13 @@
 //! exactly as written. Unlike kubelet's file (a Go-specific spew hash over Go type names,
 //! protobuf in base64) any tool can read and verify it. Writes go to a temporary file that
 //! is fsynced and renamed over the old one, so a crash leaves the old or the new checkpoint.
+//!
+//! The file has its own types here, converted to and from the bookkeeping's (`state`), so
+//! the format stays put when the state or the runtime's device options change shape.
+//! This module imports `state`; `state` knows nothing of the file.
 
-use crate::runtime::devices::DeviceOptions;
+use super::state::{Allocation, DeviceState, PodDevices, Restored};
+use crate::runtime::devices::{DeviceOptions, DeviceSpec, MountSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -57,12 +62,168 @@ pub struct PodDeviceEntry {
     #[serde(rename = "deviceIDs")]
     pub device_ids: BTreeMap<i64, Vec<String>>,
     /// The plugin's allocate response.
-    pub alloc_resp: DeviceOptions,
+    pub alloc_resp: AllocResp,
 }
 
-/// Why the checkpoint could not be read back.
+/// The part of a plugin's `ContainerAllocateResponse` the agent keeps, as JSON. Empty
+/// fields are left out; missing ones read as empty.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AllocResp {
+    /// Environment variables.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub envs: BTreeMap<String, String>,
+    /// Mounts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
+    /// Device nodes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceNode>,
+    /// Annotations.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// CDI device names.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cdi_devices: Vec<String>,
+}
+
+/// A mount in an allocate response.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Mount {
+    /// Path inside the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Read-only mount.
+    pub read_only: bool,
+}
+
+/// A device node in an allocate response.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DeviceNode {
+    /// Path inside the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// cgroup device permissions.
+    pub permissions: String,
+}
+
+impl From<&DeviceOptions> for AllocResp {
+    fn from(o: &DeviceOptions) -> Self {
+        AllocResp {
+            envs: o.envs.clone(),
+            mounts: o
+                .mounts
+                .iter()
+                .map(|m| Mount {
+                    container_path: m.container_path.clone(),
+                    host_path: m.host_path.clone(),
+                    read_only: m.read_only,
+                })
+                .collect(),
+            devices: o
+                .devices
+                .iter()
+                .map(|d| DeviceNode {
+                    container_path: d.container_path.clone(),
+                    host_path: d.host_path.clone(),
+                    permissions: d.permissions.clone(),
+                })
+                .collect(),
+            annotations: o.annotations.clone(),
+            cdi_devices: o.cdi_devices.clone(),
+        }
+    }
+}
+
+impl From<AllocResp> for DeviceOptions {
+    fn from(r: AllocResp) -> Self {
+        DeviceOptions {
+            envs: r.envs,
+            mounts: r
+                .mounts
+                .into_iter()
+                .map(|m| MountSpec { container_path: m.container_path, host_path: m.host_path, read_only: m.read_only })
+                .collect(),
+            devices: r
+                .devices
+                .into_iter()
+                .map(|d| DeviceSpec {
+                    container_path: d.container_path,
+                    host_path: d.host_path,
+                    permissions: d.permissions,
+                })
+                .collect(),
+            annotations: r.annotations,
+            cdi_devices: r.cdi_devices,
+        }
+    }
+}
+
+/// One entry per (pod, container, resource), in that order.
+pub fn entries(pods: &PodDevices) -> Vec<PodDeviceEntry> {
+    let mut out = Vec::new();
+    for (uid, containers) in pods {
+        for (container, resources) in containers {
+            for (resource, a) in resources {
+                out.push(PodDeviceEntry {
+                    pod_uid: uid.clone(),
+                    container_name: container.clone(),
+                    resource_name: resource.clone(),
+                    device_ids: a.device_ids.clone(),
+                    alloc_resp: AllocResp::from(&a.options),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What the checkpoint keeps of the state: allocations, and each resource's healthy devices.
+impl From<&DeviceState> for CheckpointData {
+    fn from(st: &DeviceState) -> Self {
+        CheckpointData {
+            pod_device_entries: entries(&st.pods),
+            registered_devices: st
+                .resources
+                .iter()
+                .map(|(n, r)| (n.clone(), r.healthy.iter().cloned().collect()))
+                .collect(),
+        }
+    }
+}
+
+/// What an agent restart gets back: the allocations, and the resource names (their devices
+/// are listed again by the plugins when they register).
+impl From<CheckpointData> for Restored {
+    fn from(data: CheckpointData) -> Self {
+        let mut pods = PodDevices::new();
+        for e in data.pod_device_entries {
+            let a = Allocation { device_ids: e.device_ids, options: e.alloc_resp.into() };
+            pods.entry(e.pod_uid).or_default().entry(e.container_name).or_default().insert(e.resource_name, a);
+        }
+        Restored { pods, resources: data.registered_devices.into_keys().collect() }
+    }
+}
+
+/// Why the checkpoint could not be written or read back.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    /// The data could not be encoded as JSON.
+    #[error("cannot encode the checkpoint")]
+    Encode(#[source] serde_json::Error),
+    /// The file could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The checkpoint's path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The file could not be opened or read, is not a regular file, or is too large.
     #[error("cannot read {}", path.display())]
     Read {
@@ -133,16 +294,18 @@ pub fn path(dir: &Path) -> PathBuf {
 }
 
 /// Writes the checkpoint atomically (temporary file, fsync, rename, fsync of the directory).
-pub fn save(dir: &Path, data: &CheckpointData) -> std::io::Result<()> {
-    let body = serde_json::to_string(data).map_err(std::io::Error::other)?;
+pub fn save(dir: &Path, data: &CheckpointData) -> Result<(), CheckpointError> {
+    let body = serde_json::to_string(data).map_err(CheckpointError::Encode)?;
     let file = File {
         version: VERSION,
         checksum: fnv1a64(body.as_bytes()),
-        data: serde_json::value::RawValue::from_string(body).map_err(std::io::Error::other)?,
+        data: serde_json::value::RawValue::from_string(body).map_err(CheckpointError::Encode)?,
     };
-    let text = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
+    let text = serde_json::to_vec(&file).map_err(CheckpointError::Encode)?;
+    let p = path(dir);
     // Owner-only whatever `state_group` says: the plugin directory is not the state directory.
-    crate::util::write_atomic_as(&path(dir), &text, crate::util::StateAccess::default())
+    crate::util::write_atomic_as(&p, &text, crate::util::StateAccess::default())
+        .map_err(|source| CheckpointError::Write { path: p, source })
 }
 
 /// Reads the checkpoint: `Ok(None)` when there is none, `Err` (saying what is wrong) when
@@ -207,7 +370,7 @@ mod tests {
     }
 
     fn sample() -> CheckpointData {
-        let mut alloc = DeviceOptions::default();
+        let mut alloc = AllocResp::default();
         alloc.envs.insert("DEV".into(), "dev0".into());
         CheckpointData {
             pod_device_entries: vec![PodDeviceEntry {
@@ -277,5 +440,62 @@ mod tests {
         std::os::unix::fs::symlink(path(outside.path()), path(dir.path())).unwrap();
         let e = load_err(dir.path());
         assert!(e.contains("Too many levels of symbolic links") || e.contains("symbolic"), "{e}");
+    }
+
+    /// A checkpoint exactly as the agent wrote it before the file had types of its own.
+    const WRITTEN_BEFORE: &str = r#"{"version":1,"checksum":"fnv1a64:b2dbd81a0a2a884b","data":{"podDeviceEntries":[{"podUID":"u1","containerName":"app","resourceName":"example.com/dev","deviceIDs":{"-1":["dev0"],"1":["dev1"]},"allocResp":{"envs":{"DEV":"dev0,dev1"},"mounts":[{"containerPath":"/var/lib/dev","hostPath":"/srv/dev","readOnly":true}],"devices":[{"containerPath":"/dev/example-dev0","hostPath":"/dev/null","permissions":"rw"}],"annotations":{"example.com/note":"x"},"cdiDevices":["example.com/dev=dev0"]}},{"podUID":"u2","containerName":"init","resourceName":"example.com/other","deviceIDs":{"-1":["o0"]},"allocResp":{}}],"registeredDevices":{"example.com/dev":["dev0","dev1","dev2"],"example.com/other":[]}}}"#;
+
+    #[test]
+    fn a_checkpoint_written_by_earlier_agents_still_loads_and_is_written_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(path(dir.path()), WRITTEN_BEFORE).unwrap();
+        let data = load(dir.path()).unwrap().unwrap();
+        let restored = Restored::from(data.clone());
+        assert_eq!(restored.resources, ["example.com/dev", "example.com/other"]);
+        let a = &restored.pods["u1"]["app"]["example.com/dev"];
+        assert_eq!(a.device_ids, BTreeMap::from([(-1, vec!["dev0".to_string()]), (1, vec!["dev1".to_string()])]));
+        assert_eq!(a.options.envs["DEV"], "dev0,dev1");
+        assert_eq!(
+            a.options.mounts[0],
+            MountSpec { container_path: "/var/lib/dev".into(), host_path: "/srv/dev".into(), read_only: true }
+        );
+        assert_eq!(a.options.devices[0].host_path, "/dev/null");
+        assert_eq!(a.options.annotations["example.com/note"], "x");
+        assert_eq!(a.options.cdi_devices, ["example.com/dev=dev0"]);
+        assert_eq!(restored.pods["u2"]["init"]["example.com/other"].options, DeviceOptions::default());
+        // Through the state and back: byte for byte what was read.
+        let mut st = DeviceState::new(std::time::Duration::from_secs(300), 16);
+        st.restore(restored, std::time::Instant::now());
+        let mut again = CheckpointData::from(&st);
+        // The state keeps no devices until the plugins list them again.
+        again.registered_devices = data.registered_devices.clone();
+        assert_eq!(again, data);
+        save(dir.path(), &again).unwrap();
+        assert_eq!(std::fs::read_to_string(path(dir.path())).unwrap(), WRITTEN_BEFORE);
+    }
+
+    #[test]
+    fn allocate_responses_convert_both_ways_without_loss() {
+        let mut o = DeviceOptions::default();
+        o.envs.insert("A".into(), "1".into());
+        o.mounts.push(MountSpec { container_path: "/c".into(), host_path: "/h".into(), read_only: false });
+        o.devices.push(DeviceSpec {
+            container_path: "/dev/x".into(),
+            host_path: "/dev/y".into(),
+            permissions: "rwm".into(),
+        });
+        o.annotations.insert("k".into(), "v".into());
+        o.cdi_devices.push("vendor.com/dev=1".into());
+        assert_eq!(DeviceOptions::from(AllocResp::from(&o)), o);
+        assert_eq!(serde_json::to_value(AllocResp::from(&o)).unwrap(), serde_json::to_value(&o).unwrap());
+    }
+
+    #[test]
+    fn a_write_failure_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("no-such-dir");
+        let e = save(&gone, &sample()).unwrap_err();
+        assert!(matches!(e, CheckpointError::Write { .. }));
+        assert!(e.to_string().starts_with(&format!("cannot write {}", path(&gone).display())), "{e}");
     }
 }

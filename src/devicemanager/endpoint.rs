@@ -1,19 +1,24 @@
-//! One thread per registered plugin: dial its socket, ask its options, answer the Register
-//! call, then follow ListAndWatch. When the stream breaks the devices turn unhealthy at
-//! once; while the plugin's socket is still there the thread reconnects with back-off
-//! (kubelet gives up at the first break and waits for a new registration).
+//! One thread (`fl-plugin`) per registration: dial the plugin, ask its options, answer the
+//! Register call, then follow ListAndWatch. It owns no state: it tells the device manager
+//! what happened (`EndpointEvent`, each with its registration's generation, so a replaced
+//! endpoint's news change nothing) and the manager decides. When the stream breaks the
+//! devices turn unhealthy at once; while the plugin's socket is still there the thread
+//! reconnects with back-off (kubelet gives up at the first break and waits for a new
+//! registration). It ends with `Exit::Done` when it gives up, when its plugin could not be
+//! dialled, and when it is stopped (replaced, or the agent stops): a plugin that went away
+//! is not an agent failure. Only a panic shows it dead in `/healthz`.
 
-use super::registration::{DialPermit, RegistrationError};
+use super::child::{Child, ChildStop};
+use super::registration::{check_socket, PluginRegistration, RegistrationError};
 use super::state::Endpoint;
-use super::Devices;
+use crate::manager::{Exit, Health, Publisher};
 use crate::proto::deviceplugin as pb;
 use crate::util::Chain;
-use futures::channel::oneshot;
-use futures::future::{select, Either};
 use futures::StreamExt;
 use grpcio::{CallOption, RpcStatus, RpcStatusCode};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// First reconnect delay; doubles per attempt.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
@@ -21,11 +26,79 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 /// before it can make the agent buffer more).
 const MAX_MESSAGE: i32 = 16 << 20;
 
-/// A dialled plugin with its options.
-struct Conn {
-    client: pb::DevicePluginClient,
-    pre_start_required: bool,
-    preferred_allocation: bool,
+/// What an endpoint thread needs to know.
+#[derive(Clone)]
+pub struct EndpointConfig {
+    /// The grpcio environment shared with the registration server.
+    pub env: Arc<grpcio::Environment>,
+    /// Dialling a plugin, and GetDevicePluginOptions.
+    pub dial_timeout: Duration,
+    /// Reconnect attempts after a broken ListAndWatch stream.
+    pub reconnect_attempts: u32,
+    /// How long a stopped resource stays in capacity (for the log).
+    pub grace_period: Duration,
+}
+
+/// What an endpoint thread tells the device manager.
+pub enum EndpointEvent {
+    /// The plugin was dialled; its endpoint replaces the resource's earlier one.
+    Registered {
+        /// Resource name.
+        resource: String,
+        /// This registration's id.
+        generation: u64,
+        /// The connection and the plugin's options.
+        endpoint: Endpoint,
+    },
+    /// A ListAndWatch answer.
+    DevicesChanged {
+        /// Resource name.
+        resource: String,
+        /// This registration's id.
+        generation: u64,
+        /// The devices as listed.
+        devices: Vec<pb::Device>,
+    },
+    /// The stream broke; the thread tries to reconnect.
+    StreamEnded {
+        /// Resource name.
+        resource: String,
+        /// This registration's id.
+        generation: u64,
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Reconnected after a broken stream.
+    Reconnected {
+        /// Resource name.
+        resource: String,
+        /// This registration's id.
+        generation: u64,
+        /// `GetDevicePluginOptions` again.
+        pre_start_required: bool,
+        /// `GetDevicePluginOptions` again.
+        preferred_allocation: bool,
+    },
+    /// The thread is ending (sent from its last drop, even when it panics).
+    EndpointEnded {
+        /// Resource name.
+        resource: String,
+        /// This registration's id.
+        generation: u64,
+    },
+}
+
+impl std::fmt::Debug for EndpointEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (what, resource, generation) = match self {
+            EndpointEvent::Registered { resource, generation, .. } => ("Registered", resource, generation),
+            EndpointEvent::DevicesChanged { resource, generation, .. } => ("DevicesChanged", resource, generation),
+            EndpointEvent::StreamEnded { resource, generation, .. } => ("StreamEnded", resource, generation),
+            EndpointEvent::Reconnected { resource, generation, .. } => ("Reconnected", resource, generation),
+            EndpointEvent::EndpointEnded { resource, generation } => ("EndpointEnded", resource, generation),
+        };
+        write!(f, "{what} {{ resource: {resource:?}, generation: {generation} }}")
+    }
 }
 
 /// Why a plugin could not be dialled.
@@ -47,116 +120,153 @@ pub enum EndpointError {
     GetOptions(#[source] grpcio::Error),
 }
 
-fn connect(devices: &Devices, socket: &Path) -> Result<Conn, EndpointError> {
+/// Why a ListAndWatch stream ended.
+#[derive(Debug, thiserror::Error)]
+enum StreamError {
+    /// The call failed or broke.
+    #[error(transparent)]
+    Call(#[from] grpcio::Error),
+    /// The plugin ended the stream.
+    #[error("the plugin closed the stream")]
+    Closed,
+}
+
+/// A dialled plugin with its options.
+struct Conn {
+    client: pb::DevicePluginClient,
+    pre_start_required: bool,
+    preferred_allocation: bool,
+}
+
+/// Dials the plugin; `None` when stopped meanwhile.
+fn connect(cfg: &EndpointConfig, socket: &Path, stop: &mut ChildStop) -> Option<Result<Conn, EndpointError>> {
     // Checked before every dial, reconnects included: the socket may have been replaced.
-    super::registration::check_socket(socket)?;
-    let timeout = devices.settings.dial_timeout;
-    let ch = grpcio::ChannelBuilder::new(devices.env.clone())
+    if let Err(e) = check_socket(socket) {
+        return Some(Err(e.into()));
+    }
+    let timeout = cfg.dial_timeout;
+    let ch = grpcio::ChannelBuilder::new(cfg.env.clone())
         .max_receive_message_len(MAX_MESSAGE)
         .connect(&format!("unix:{}", socket.display()));
-    if !futures::executor::block_on(ch.wait_for_connected(timeout)) {
-        return Err(EndpointError::Connect { socket: socket.into(), timeout });
+    if !stop.run(Box::pin(ch.wait_for_connected(timeout)))? {
+        return Some(Err(EndpointError::Connect { socket: socket.into(), timeout }));
     }
     let client = pb::DevicePluginClient::new(ch);
-    let opts = client
-        .get_device_plugin_options_opt(&pb::Empty::new(), CallOption::default().timeout(timeout))
-        .map_err(EndpointError::GetOptions)?;
-    Ok(Conn {
+    let opt = CallOption::default().timeout(timeout);
+    let mut call = match client.get_device_plugin_options_async_opt(&pb::Empty::new(), opt) {
+        Ok(call) => call,
+        Err(e) => return Some(Err(EndpointError::GetOptions(e))),
+    };
+    let Some(answer) = stop.run(&mut call) else {
+        call.cancel();
+        return None;
+    };
+    Some(answer.map_err(EndpointError::GetOptions).map(|opts| Conn {
         client,
         pre_start_required: opts.get_pre_start_required(),
         preferred_allocation: opts.get_get_preferred_allocation_available(),
+    }))
+}
+
+/// Starts the endpoint thread for registration `generation`.
+pub fn spawn(
+    health: &Health,
+    generation: u64,
+    registration: PluginRegistration,
+    cfg: EndpointConfig,
+    events: Publisher<EndpointEvent>,
+) -> std::io::Result<Child> {
+    Child::spawn("fl-plugin", health, move |stop| {
+        let farewell = Farewell { events: events.clone(), resource: registration.resource.clone(), generation };
+        run(&cfg, generation, registration, &events, stop);
+        drop(farewell);
+        Exit::Done
     })
 }
 
-/// Starts the endpoint thread for a registration; it answers `sink`, and gives `permit`
-/// back once the plugin is dialled (or could not be).
-pub fn spawn(
-    devices: Devices,
+/// Tells the manager the thread ended, however it ends (a panic unwinds through it).
+struct Farewell {
+    events: Publisher<EndpointEvent>,
     resource: String,
-    socket: PathBuf,
-    sink: grpcio::UnarySink<pb::Empty>,
-    permit: DialPermit,
-) {
-    let spawned = std::thread::Builder::new()
-        .name("fl-plugin".into())
-        .spawn(move || run(devices, resource, socket, sink, permit));
-    if let Err(e) = spawned {
-        log::error!("devices: cannot start an endpoint thread: {}", Chain(&e));
+    generation: u64,
+}
+
+impl Drop for Farewell {
+    fn drop(&mut self) {
+        let resource = std::mem::take(&mut self.resource);
+        self.events.publish(EndpointEvent::EndpointEnded { resource, generation: self.generation });
     }
 }
 
-enum Ended {
-    /// Replaced by a newer registration, or the agent is stopping.
-    Stopped,
-    /// The stream broke.
-    Broken(String),
-}
-
-fn run(devices: Devices, resource: String, socket: PathBuf, sink: grpcio::UnarySink<pb::Empty>, permit: DialPermit) {
-    let dialled = connect(&devices, &socket);
+fn run(
+    cfg: &EndpointConfig,
+    generation: u64,
+    registration: PluginRegistration,
+    events: &Publisher<EndpointEvent>,
+    mut stop: ChildStop,
+) {
+    let PluginRegistration { resource, socket, sink, permit } = registration;
+    let dialled = connect(cfg, &socket, &mut stop);
     drop(permit);
     let mut conn = match dialled {
-        Ok(c) => c,
-        Err(e) => {
+        // Stopped while dialling: the server is going away and cancels the call.
+        None => return,
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
             let message = format!("failed to dial device plugin: {}", Chain(&e));
             log::warn!("devices: registration of {resource} failed: {}", crate::logsafe::short(&message));
             let _ = futures::executor::block_on(sink.fail(RpcStatus::with_message(RpcStatusCode::UNKNOWN, message)));
             return;
         }
     };
-    let (stop_tx, mut stop_rx) = oneshot::channel();
-    let generation = devices.state.lock().register(
-        &resource,
-        Endpoint {
-            generation: 0,
-            socket: socket.clone(),
-            client: conn.client.clone(),
-            pre_start_required: conn.pre_start_required,
-            preferred_allocation: conn.preferred_allocation,
-            stop: Some(stop_tx),
-        },
-    );
     log::info!(
         "devices: plugin for {resource} registered at {} (preStartRequired {}, getPreferredAllocationAvailable {})",
         socket.display(),
         conn.pre_start_required,
         conn.preferred_allocation
     );
+    events.publish(EndpointEvent::Registered {
+        resource: resource.clone(),
+        generation,
+        endpoint: Endpoint {
+            socket: socket.clone(),
+            client: conn.client.clone(),
+            pre_start_required: conn.pre_start_required,
+            preferred_allocation: conn.preferred_allocation,
+        },
+    });
     if let Err(e) = futures::executor::block_on(sink.success(pb::Empty::new())) {
         log::warn!("devices: could not answer the registration of {resource}: {e}");
     }
     loop {
-        let reason = match watch(&devices, &resource, generation, &conn.client, &mut stop_rx) {
-            Ended::Stopped => return,
-            Ended::Broken(reason) => reason,
+        // Connected --stream broke--> Reconnecting --dialled--> Connected; any --stop--> end.
+        let reason = match watch(&resource, generation, &conn.client, events, &mut stop) {
+            None => return,
+            Some(reason) => reason,
         };
-        {
-            let mut st = devices.state.lock();
-            if !st.stream_ended(&resource, generation, Instant::now()) {
-                return;
-            }
-            devices.save_checkpoint(&st);
-        }
-        devices.changed();
-        log::warn!("devices: ListAndWatch of {resource} ended ({reason}); its devices are unhealthy until it is back");
-        match reconnect(&devices, &resource, &socket, &mut stop_rx) {
+        log::warn!(
+            "devices: ListAndWatch of {resource} ended ({}); its devices are unhealthy until it is back",
+            Chain(&reason)
+        );
+        let reason = Chain(&reason).to_string();
+        events.publish(EndpointEvent::StreamEnded { resource: resource.clone(), generation, reason });
+        match reconnect(cfg, &resource, &socket, &mut stop) {
             Some(c) => {
-                if !devices.state.lock().reconnected(
-                    &resource,
-                    generation,
-                    c.pre_start_required,
-                    c.preferred_allocation,
-                ) {
-                    return;
-                }
                 log::info!("devices: reconnected to the plugin for {resource}");
+                events.publish(EndpointEvent::Reconnected {
+                    resource: resource.clone(),
+                    generation,
+                    pre_start_required: c.pre_start_required,
+                    preferred_allocation: c.preferred_allocation,
+                });
                 conn = c;
             }
+            None if stop.is_stopped() => return,
             None => {
-                devices.state.lock().endpoint_gone(&resource, generation);
+                // Reconnecting --gave up--> end (the farewell tells the manager).
                 log::warn!(
                     "devices: gave up on the plugin for {resource}; it stays in capacity (allocatable 0) for {:?} unless it registers again",
-                    devices.settings.endpoint_grace_period
+                    cfg.grace_period
                 );
                 return;
             }
@@ -164,65 +274,48 @@ fn run(devices: Devices, resource: String, socket: PathBuf, sink: grpcio::UnaryS
     }
 }
 
-/// Follows one ListAndWatch stream until it ends or the endpoint is stopped.
+/// Follows one ListAndWatch stream until it ends (why) or the thread is stopped (`None`).
 fn watch(
-    devices: &Devices,
     resource: &str,
     generation: u64,
     client: &pb::DevicePluginClient,
-    stop: &mut oneshot::Receiver<()>,
-) -> Ended {
+    events: &Publisher<EndpointEvent>,
+    stop: &mut ChildStop,
+) -> Option<StreamError> {
     let mut stream = match client.list_and_watch_opt(&pb::Empty::new(), CallOption::default()) {
         Ok(s) => s,
-        Err(e) => return Ended::Broken(e.to_string()),
+        Err(e) => return Some(e.into()),
     };
     loop {
-        let item = match futures::executor::block_on(select(stream.next(), &mut *stop)) {
-            Either::Left((item, _)) => Some(item),
-            Either::Right(_) => None,
-        };
-        let Some(item) = item else {
+        let Some(item) = stop.run(stream.next()) else {
             stream.cancel();
-            return Ended::Stopped;
+            return None;
         };
-        let resp = match item {
-            Some(Ok(resp)) => resp,
-            Some(Err(e)) => return Ended::Broken(e.to_string()),
-            None => return Ended::Broken("the plugin closed the stream".into()),
-        };
-        let mut st = devices.state.lock();
-        match st.update(resource, generation, resp.get_devices()) {
-            Ok(true) => {
-                let r = &st.resources[resource];
-                log::info!("devices: {resource}: {} healthy, {} unhealthy", r.healthy.len(), r.unhealthy.len());
-                devices.save_checkpoint(&st);
-                drop(st);
-                devices.changed();
-            }
-            Ok(false) => {
-                stream.cancel();
-                return Ended::Stopped;
-            }
-            Err(e) => {
-                log::warn!("devices: refusing a ListAndWatch update from the plugin for {resource}: {}", Chain(&e))
-            }
+        match item {
+            Some(Ok(mut resp)) => events.publish(EndpointEvent::DevicesChanged {
+                resource: resource.into(),
+                generation,
+                devices: resp.take_devices().into(),
+            }),
+            Some(Err(e)) => return Some(e.into()),
+            None => return Some(StreamError::Closed),
         }
     }
 }
 
 /// Reconnects while the plugin's socket exists, up to the configured attempts; `None` when
 /// giving up or stopped.
-fn reconnect(devices: &Devices, resource: &str, socket: &Path, stop: &mut oneshot::Receiver<()>) -> Option<Conn> {
+fn reconnect(cfg: &EndpointConfig, resource: &str, socket: &Path, stop: &mut ChildStop) -> Option<Conn> {
     let mut delay = RECONNECT_DELAY;
-    for attempt in 1..=devices.settings.reconnect_attempts {
-        if sleep_unless_stopped(delay, stop) {
+    for attempt in 1..=cfg.reconnect_attempts {
+        if stop.sleep(delay) {
             return None;
         }
         if !socket.exists() {
             log::info!("devices: socket {} of {resource} is gone; waiting for a new registration", socket.display());
             return None;
         }
-        match connect(devices, socket) {
+        match connect(cfg, socket, stop)? {
             Ok(c) => return Some(c),
             Err(e) => log::debug!("devices: reconnect {attempt} to {resource} failed: {}", Chain(&e)),
         }
@@ -231,17 +324,66 @@ fn reconnect(devices: &Devices, resource: &str, socket: &Path, stop: &mut onesho
     None
 }
 
-/// Sleeps, waking early to return true when the endpoint is stopped.
-fn sleep_unless_stopped(d: Duration, stop: &mut oneshot::Receiver<()>) -> bool {
-    let until = Instant::now() + d;
-    loop {
-        if !matches!(stop.try_recv(), Ok(None)) {
-            return true;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::unbounded;
+    use std::time::Instant;
+
+    fn config(dial_timeout: Duration) -> EndpointConfig {
+        EndpointConfig {
+            env: Arc::new(grpcio::EnvBuilder::new().cq_count(1).build()),
+            dial_timeout,
+            reconnect_attempts: 1,
+            grace_period: Duration::from_secs(300),
         }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+
+    #[test]
+    fn a_panicking_endpoint_thread_still_says_goodbye_and_shows_dead() {
+        let health = Health::default();
+        let (tx, rx) = unbounded();
+        let events = Publisher::new(move |e: EndpointEvent| {
+            let _ = tx.send(e);
+        });
+        let child = Child::spawn("fl-plugin", &health, move |_stop| {
+            let _farewell = Farewell { events, resource: "example.com/dev".into(), generation: 7 };
+            panic!("a bug in the endpoint thread");
+        })
+        .unwrap();
+        let e = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(
+            matches!(e, EndpointEvent::EndpointEnded { generation: 7, ref resource } if resource == "example.com/dev")
+        );
+        child.into_worker().join(Instant::now() + Duration::from_secs(5)).unwrap();
+        assert_eq!(health.dead(), ["fl-plugin"]);
+    }
+
+    #[test]
+    fn a_dial_in_progress_ends_at_once_when_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        // Accepts connections and never speaks gRPC: the dial would wait its whole timeout.
+        let socket = dir.path().join("silent.sock");
+        let _silent = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        std::fs::write(dir.path().join("file.sock"), "").unwrap();
+        let health = Health::default();
+        let (tx, rx) = unbounded();
+        let cfg = config(Duration::from_secs(30));
+        let file = dir.path().join("file.sock");
+        let child = Child::spawn("fl-plugin", &health, move |mut stop| {
+            let not_a_socket = connect(&cfg, &file, &mut stop).map(|r| r.err().map(|e| e.to_string()));
+            let _ = tx.send(not_a_socket);
+            let _ = tx.send(connect(&cfg, &socket, &mut stop).map(|r| r.err().map(|e| e.to_string())));
+            Exit::Done
+        })
+        .unwrap();
+        let first = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(first.unwrap().unwrap().ends_with("file.sock is not a socket"));
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        child.into_worker().join(Instant::now() + Duration::from_secs(5)).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert_eq!(rx.recv_timeout(Duration::from_secs(1)).unwrap(), None, "stopped, not failed");
+        assert!(health.alive().is_empty() && health.dead().is_empty());
     }
 }

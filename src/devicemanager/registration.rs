@@ -1,17 +1,23 @@
 //! The Registration service on `<plugin dir>/kubelet.sock`: checks a plugin's request and
-//! hands it to a new endpoint thread, which dials the plugin and answers the call.
+//! hands it to the device manager (`PluginRegistration`), which starts the endpoint thread
+//! that dials the plugin and answers the call. The handler runs on gRPC's threads and
+//! touches no state: it reads the published view and takes a dial slot.
 
-use super::{endpoint, Devices};
+use super::view::Devices;
 use crate::api::validation::{is_extended_resource, is_qualified_name};
 use crate::cm::ownership::{LockFile, OwnershipError};
 use crate::logsafe::short;
+use crate::manager::Publisher;
 use crate::proto::deviceplugin as pb;
 use crate::util::Chain;
 use futures::FutureExt;
 use grpcio::{RpcStatus, RpcStatusCode};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+pub use super::state::MAX_RESOURCES;
 
 /// The only API version plugins may speak.
 pub const VERSION: &str = "v1beta1";
@@ -21,8 +27,6 @@ pub const SOCKET: &str = "kubelet.sock";
 /// `devices.dial_timeout`; the ones beyond are answered at once with RESOURCE_EXHAUSTED
 /// (the plugin retries, as it does after any failed registration).
 pub const MAX_CONCURRENT_DIALS: usize = 8;
-/// Most resources (plugins) registered at once; each has one endpoint thread.
-pub const MAX_RESOURCES: usize = 64;
 
 /// Why a registration was refused, or the registration server could not start. The
 /// refusals' messages are kubelet's (plugins and the README quote them).
@@ -209,36 +213,55 @@ pub fn prepare_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Refuses a new resource beyond `MAX_RESOURCES` (a known one may always register again).
-fn too_many_resources<V>(resources: &std::collections::BTreeMap<String, V>, name: &str) -> Option<RegistrationError> {
-    (!resources.contains_key(name) && resources.len() >= MAX_RESOURCES)
-        .then(|| RegistrationError::TooManyResources { name: name.into() })
+fn too_many_resources((known, count): (bool, usize), name: &str) -> Option<RegistrationError> {
+    (!known && count >= MAX_RESOURCES).then(|| RegistrationError::TooManyResources { name: name.into() })
 }
 
 /// One of the `MAX_CONCURRENT_DIALS` slots for dialling a plugin; freed when dropped.
 pub struct DialPermit {
-    devices: Devices,
+    dialling: Arc<AtomicUsize>,
 }
 
 impl DialPermit {
     /// Takes a slot, or `None` when all are in use.
-    fn take(devices: &Devices) -> Option<DialPermit> {
-        devices
-            .dialling
+    fn take(dialling: &Arc<AtomicUsize>) -> Option<DialPermit> {
+        dialling
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_CONCURRENT_DIALS).then_some(n + 1))
             .ok()
-            .map(|_| DialPermit { devices: devices.clone() })
+            .map(|_| DialPermit { dialling: dialling.clone() })
     }
 }
 
 impl Drop for DialPermit {
     fn drop(&mut self) {
-        self.devices.dialling.fetch_sub(1, Ordering::AcqRel);
+        self.dialling.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A checked registration for the device manager: it starts the endpoint thread, which
+/// dials the plugin, gives the slot back and answers `sink`.
+pub struct PluginRegistration {
+    /// Resource name.
+    pub resource: String,
+    /// The plugin's socket (in the plugin directory).
+    pub socket: PathBuf,
+    /// The pending Register call.
+    pub sink: grpcio::UnarySink<pb::Empty>,
+    /// The dial slot, held until the plugin is dialled (or could not be).
+    pub permit: DialPermit,
+}
+
+impl std::fmt::Debug for PluginRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginRegistration").field("resource", &self.resource).field("socket", &self.socket).finish()
     }
 }
 
 #[derive(Clone)]
 struct Registration {
     devices: Devices,
+    requests: Publisher<PluginRegistration>,
+    dialling: Arc<AtomicUsize>,
 }
 
 impl pb::Registration for Registration {
@@ -255,33 +278,39 @@ impl pb::Registration for Registration {
             log::warn!("devices: registration refused: {}", short(&message));
             ctx.spawn(sink.fail(RpcStatus::with_message(code, message)).map(|_| ()));
         };
-        let socket = match validate(&req, &self.devices.dir) {
+        let socket = match validate(&req, self.devices.dir()) {
             Ok(socket) => socket,
             Err(error) => return refused(sink, RpcStatusCode::UNKNOWN, error),
         };
         // Counted once the name is known to be valid (short), in a bounded set of series.
-        self.devices.metrics.registered(&resource);
-        // Bound to a name first: the state lock is released before the answer is sent.
-        let too_many = too_many_resources(&self.devices.state.lock().resources, &resource);
-        if let Some(error) = too_many {
+        self.devices.metrics().registered(&resource);
+        if let Some(error) = too_many_resources(self.devices.known_resources(&resource), &resource) {
             return refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, error);
         }
-        match DialPermit::take(&self.devices) {
-            Some(permit) => endpoint::spawn(self.devices.clone(), resource, socket, sink, permit),
+        match DialPermit::take(&self.dialling) {
+            Some(permit) => self.requests.publish(PluginRegistration { resource, socket, sink, permit }),
             None => refused(sink, RpcStatusCode::RESOURCE_EXHAUSTED, RegistrationError::TooManyDials),
         }
     }
 }
 
-/// Starts the gRPC server for the Registration service on `<dir>/kubelet.sock`.
-pub fn serve(devices: &Devices) -> Result<grpcio::Server, RegistrationError> {
-    prepare_dir(&devices.dir).map_err(|source| RegistrationError::PrepareDir { dir: devices.dir.clone(), source })?;
-    let socket = devices.dir.join(SOCKET);
-    let service = pb::create_registration(Registration { devices: devices.clone() });
-    let mut server = grpcio::ServerBuilder::new(devices.env.clone())
-        .register_service(service)
-        .build()
-        .map_err(RegistrationError::BuildServer)?;
+/// Starts the gRPC server for the Registration service on `<dir>/kubelet.sock`; checked
+/// registrations go to `requests`.
+pub fn serve(
+    env: Arc<grpcio::Environment>,
+    devices: &Devices,
+    requests: Publisher<PluginRegistration>,
+) -> Result<grpcio::Server, RegistrationError> {
+    let dir = devices.dir();
+    prepare_dir(dir).map_err(|source| RegistrationError::PrepareDir { dir: dir.into(), source })?;
+    let socket = dir.join(SOCKET);
+    let service = pb::create_registration(Registration {
+        devices: devices.clone(),
+        requests,
+        dialling: Arc::new(AtomicUsize::new(0)),
+    });
+    let mut server =
+        grpcio::ServerBuilder::new(env).register_service(service).build().map_err(RegistrationError::BuildServer)?;
     server
         .add_listening_port(format!("unix:{}", socket.display()), grpcio::ServerCredentials::insecure())
         .map_err(|source| RegistrationError::Listen { socket: socket.clone(), source })?;
@@ -359,18 +388,24 @@ mod tests {
 
     #[test]
     fn new_resources_are_bounded_and_known_ones_may_register_again() {
-        let mut known = std::collections::BTreeMap::new();
-        for i in 0..MAX_RESOURCES {
-            known.insert(format!("example.com/r{i}"), ());
-        }
-        assert!(too_many_resources(&known, "example.com/r0").is_none());
-        let e = too_many_resources(&known, "example.com/new").unwrap().to_string();
+        assert!(too_many_resources((true, MAX_RESOURCES), "example.com/r0").is_none());
+        let e = too_many_resources((false, MAX_RESOURCES), "example.com/new").unwrap().to_string();
         assert_eq!(
             e,
             format!("too many device plugin resources (at most {MAX_RESOURCES}); \"example.com/new\" is refused")
         );
-        known.remove("example.com/r0");
-        assert!(too_many_resources(&known, "example.com/new").is_none());
+        assert!(too_many_resources((false, MAX_RESOURCES - 1), "example.com/new").is_none());
+    }
+
+    #[test]
+    fn dial_slots_are_bounded_and_given_back() {
+        let dialling = Arc::new(AtomicUsize::new(0));
+        let held: Vec<DialPermit> = (0..MAX_CONCURRENT_DIALS).map_while(|_| DialPermit::take(&dialling)).collect();
+        assert_eq!(held.len(), MAX_CONCURRENT_DIALS);
+        assert!(DialPermit::take(&dialling).is_none());
+        drop(held);
+        assert_eq!(dialling.load(Ordering::Acquire), 0);
+        assert!(DialPermit::take(&dialling).is_some());
     }
 
     #[test]

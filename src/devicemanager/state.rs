@@ -1,10 +1,11 @@
 //! The device manager's bookkeeping: each resource's devices and plugin connection, and
-//! which devices each pod's containers hold. Plain data behind one lock; every method takes
-//! `now` so the grace period is testable without waiting.
+//! which devices each pod's containers hold. Plain data owned by the `fl-devices` thread
+//! alone (other threads send it messages and read its published view); every method takes
+//! `now` so the grace period is testable without waiting, and every endpoint message
+//! carries its registration's generation so a stale one changes nothing.
 
-use super::checkpoint::{CheckpointData, PodDeviceEntry};
 use crate::proto::deviceplugin as pb;
-use crate::runtime::devices::{DeviceOptions, DeviceSpec, MountSpec};
+use crate::runtime::devices::DeviceOptions;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 pub const MAX_DEVICE_ID_LEN: usize = 63;
 /// The health value that means usable; anything else counts as unhealthy, as in kubelet.
 pub const HEALTHY: &str = "Healthy";
+/// Most resources (plugins) known at once; each has one endpoint thread.
+pub const MAX_RESOURCES: usize = 64;
 
 /// Why the bookkeeping refused a plugin's device list or a container's allocation. The
 /// messages are kubelet's, which pod events and the README quote.
@@ -76,40 +79,8 @@ pub enum StateError {
     },
 }
 
-/// The runtime-level options from one plugin's answer.
-impl From<&pb::ContainerAllocateResponse> for DeviceOptions {
-    fn from(r: &pb::ContainerAllocateResponse) -> Self {
-        DeviceOptions {
-            envs: r.get_envs().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            mounts: r
-                .get_mounts()
-                .iter()
-                .map(|m| MountSpec {
-                    container_path: m.get_container_path().into(),
-                    host_path: m.get_host_path().into(),
-                    read_only: m.get_read_only(),
-                })
-                .collect(),
-            devices: r
-                .get_devices()
-                .iter()
-                .map(|d| DeviceSpec {
-                    container_path: d.get_container_path().into(),
-                    host_path: d.get_host_path().into(),
-                    permissions: d.get_permissions().into(),
-                })
-                .collect(),
-            annotations: r.get_annotations().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            cdi_devices: r.get_cdi_devices().iter().map(|d| d.get_name().to_string()).collect(),
-        }
-    }
-}
-
 /// A connected (or reconnecting) plugin.
 pub struct Endpoint {
-    /// Bumped on every registration of the resource; older endpoint threads see a newer
-    /// generation and leave the state alone.
-    pub generation: u64,
     /// The plugin's socket.
     pub socket: PathBuf,
     /// The client for Allocate and friends.
@@ -118,8 +89,6 @@ pub struct Endpoint {
     pub pre_start_required: bool,
     /// `GetDevicePluginOptions`.
     pub preferred_allocation: bool,
-    /// Dropping it stops the endpoint thread (its ListAndWatch stream is cancelled).
-    pub stop: Option<futures::channel::oneshot::Sender<()>>,
 }
 
 /// One extended resource.
@@ -137,6 +106,7 @@ pub struct Resource {
     pub stopped_at: Option<Instant>,
     /// A ListAndWatch answer arrived since the plugin (re)connected.
     pub listed: bool,
+    /// The registration whose endpoint this is (0: none yet).
     generation: u64,
 }
 
@@ -223,17 +193,18 @@ impl DeviceState {
         DeviceState { resources: BTreeMap::new(), pods: BTreeMap::new(), grace, max_devices }
     }
 
-    /// A plugin registered: it replaces any earlier endpoint of the resource (whose thread
-    /// stops), keeping the known devices until its first ListAndWatch answer. Returns the
-    /// new generation.
-    pub fn register(&mut self, name: &str, mut endpoint: Endpoint) -> u64 {
+    /// A plugin registered as `generation` (a registration's id, unique for the agent's
+    /// life): it replaces any earlier endpoint of the resource, keeping the known devices
+    /// until its first ListAndWatch answer. Returns the generation it replaced, whose
+    /// endpoint thread is to stop.
+    pub fn register(&mut self, name: &str, generation: u64, endpoint: Endpoint) -> Option<u64> {
         let r = self.resources.entry(name.to_string()).or_default();
-        r.generation += 1;
-        endpoint.generation = r.generation;
+        let replaced = (r.endpoint.is_some() && r.generation != generation).then_some(r.generation);
+        r.generation = generation;
         r.endpoint = Some(endpoint);
         r.stopped_at = None;
         r.listed = false;
-        r.generation
+        replaced
     }
 
     /// Whether `generation` is still the resource's current endpoint.
@@ -302,13 +273,22 @@ impl DeviceState {
         true
     }
 
-    /// The endpoint thread gave up reconnecting: the resource waits for a new registration.
-    pub fn endpoint_gone(&mut self, name: &str, generation: u64) {
-        if self.is_current(name, generation) {
-            if let Some(r) = self.resources.get_mut(name) {
-                r.endpoint = None;
-            }
+    /// The endpoint thread ended (it gave up reconnecting, or died): the resource waits for
+    /// a new registration. A resource still connected (a thread that died mid-stream) turns
+    /// unhealthy and starts its grace period here. False for a stale generation.
+    pub fn endpoint_ended(&mut self, name: &str, generation: u64, now: Instant) -> bool {
+        if !self.is_current(name, generation) {
+            return false;
         }
+        let r = self.resources.get_mut(name).expect("current endpoint has a resource");
+        if r.stopped_at.is_none() {
+            let healthy = std::mem::take(&mut r.healthy);
+            r.unhealthy.extend(healthy);
+            r.stopped_at = Some(now);
+            r.listed = false;
+        }
+        r.endpoint = None;
+        true
     }
 
     /// Removes resources stopped longer than the grace period; returns their names.
@@ -451,211 +431,29 @@ impl DeviceState {
             .collect()
     }
 
-    /// What the checkpoint keeps: allocations, and each resource's healthy devices.
-    pub fn checkpoint(&self) -> CheckpointData {
-        let mut entries = Vec::new();
-        for (uid, containers) in &self.pods {
+    /// Restores what a checkpoint kept: allocations as they were, and each resource as a
+    /// stopped endpoint with no devices, which its plugin revives by registering again.
+    pub fn restore(&mut self, restored: Restored, now: Instant) {
+        for (uid, containers) in restored.pods {
+            let pod = self.pods.entry(uid).or_default();
             for (container, resources) in containers {
-                for (resource, a) in resources {
-                    entries.push(PodDeviceEntry {
-                        pod_uid: uid.clone(),
-                        container_name: container.clone(),
-                        resource_name: resource.clone(),
-                        device_ids: a.device_ids.clone(),
-                        alloc_resp: a.options.clone(),
-                    });
-                }
+                pod.entry(container).or_default().extend(resources);
             }
         }
-        let registered = self.resources.iter().map(|(n, r)| (n.clone(), r.healthy.iter().cloned().collect())).collect();
-        CheckpointData { pod_device_entries: entries, registered_devices: registered }
-    }
-
-    /// Restores a checkpoint: allocations as they were, and each registered resource as a
-    /// stopped endpoint with no devices, which its plugin revives by registering again.
-    pub fn restore(&mut self, data: CheckpointData, now: Instant) {
-        for e in data.pod_device_entries {
-            self.pods
-                .entry(e.pod_uid)
-                .or_default()
-                .entry(e.container_name)
-                .or_default()
-                .insert(e.resource_name, Allocation { device_ids: e.device_ids, options: e.alloc_resp });
-        }
-        for name in data.registered_devices.into_keys() {
+        for name in restored.resources {
             self.resources.insert(name, Resource { stopped_at: Some(now), ..Resource::default() });
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn device(id: &str, healthy: bool) -> pb::Device {
-        let mut d = pb::Device::new();
-        d.set_ID(id.into());
-        d.set_health(if healthy { HEALTHY } else { "Unhealthy" }.into());
-        d
-    }
-
-    fn endpoint() -> Endpoint {
-        let env = std::sync::Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
-        // Never dialled: a channel connects lazily.
-        let ch = grpcio::ChannelBuilder::new(env).connect("unix:/nonexistent/ferrolet-test.sock");
-        Endpoint {
-            generation: 0,
-            socket: "/nonexistent/ferrolet-test.sock".into(),
-            client: pb::DevicePluginClient::new(ch),
-            pre_start_required: false,
-            preferred_allocation: false,
-            stop: None,
-        }
-    }
-
-    fn state_with(devs: &[(&str, bool)]) -> (DeviceState, u64) {
-        let mut s = DeviceState::new(Duration::from_secs(300), 16);
-        let g = s.register("example.com/dev", endpoint());
-        let list: Vec<pb::Device> = devs.iter().map(|(id, h)| device(id, *h)).collect();
-        assert_eq!(s.update("example.com/dev", g, &list), Ok(true));
-        (s, g)
-    }
-
-    #[test]
-    fn capacity_counts_healthy_and_unhealthy() {
-        let (s, _) = state_with(&[("a", true), ("b", true), ("c", false)]);
-        let v = &s.view()[0];
-        assert_eq!((v.capacity, v.allocatable, v.plugin.as_str()), (3, 2, "Connected"));
-    }
-
-    #[test]
-    fn stale_generations_and_oversize_lists_change_nothing() {
-        let (mut s, g) = state_with(&[("a", true)]);
-        let g2 = s.register("example.com/dev", endpoint());
-        assert_eq!(s.update("example.com/dev", g, &[device("x", true)]), Ok(false));
-        assert!(!s.stream_ended("example.com/dev", g, Instant::now()), "the old stream must not stop the new one");
-        assert!(s.is_current("example.com/dev", g2));
-        let many: Vec<pb::Device> = (0..17).map(|i| device(&format!("d{i}"), true)).collect();
-        assert_eq!(
-            s.update("example.com/dev", g2, &many).unwrap_err(),
-            StateError::ListTooManyDevices { listed: 17, allowed: 16 }
-        );
-        assert!(s.update("example.com/dev", g2, &many).unwrap_err().to_string().contains("17 devices listed"));
-        let long = "x".repeat(64);
-        assert!(s
-            .update("example.com/dev", g2, &[device(&long, true)])
-            .unwrap_err()
-            .to_string()
-            .contains("longer than 63"));
-        assert_eq!(s.resources["example.com/dev"].healthy.iter().collect::<Vec<_>>(), ["a"]);
-    }
-
-    #[test]
-    fn a_stopped_resource_stays_for_the_grace_period_then_goes() {
-        let (mut s, g) = state_with(&[("a", true), ("b", true)]);
-        let t0 = Instant::now();
-        assert!(s.stream_ended("example.com/dev", g, t0));
-        let v = &s.view()[0];
-        assert_eq!((v.capacity, v.allocatable, v.plugin.as_str()), (2, 0, "Reconnecting"));
-        assert!(s.expire(t0 + Duration::from_secs(299)).is_empty());
-        assert_eq!(s.expire(t0 + Duration::from_secs(300)), ["example.com/dev"]);
-        assert!(s.view().is_empty());
-    }
-
-    #[test]
-    fn choose_follows_kubelet_errors_and_reuse() {
-        let (mut s, _) = state_with(&[("a", true), ("b", true), ("c", false)]);
-        let none = BTreeSet::new();
-        assert_eq!(
-            s.choose("p", "c", "other.com/x", 1, &none).unwrap_err(),
-            StateError::AllocateUnregistered { resource: "other.com/x".into() }
-        );
-        assert_eq!(
-            s.choose("p", "c", "other.com/x", 1, &none).unwrap_err().to_string(),
-            "cannot allocate unregistered device other.com/x"
-        );
-        assert_eq!(
-            s.choose("p", "c", "example.com/dev", 3, &none).unwrap_err().to_string(),
-            "requested number of devices unavailable for example.com/dev. Requested: 3, Available: 2"
-        );
-        s.record("p", "init", "example.com/dev", &["a".into()], DeviceOptions::default());
-        let reuse: BTreeSet<String> = ["a".to_string()].into();
-        assert_eq!(
-            s.choose("p", "app", "example.com/dev", 2, &reuse).unwrap(),
-            Choice::Need { reused: vec!["a".into()], needed: 1, available: vec!["b".into()] }
-        );
-        s.record("p", "app", "example.com/dev", &["a".into(), "b".into()], DeviceOptions::default());
-        assert_eq!(s.choose("p", "app", "example.com/dev", 2, &none).unwrap(), Choice::Done);
-        assert_eq!(
-            s.choose("p", "app", "example.com/dev", 1, &none).unwrap_err().to_string(),
-            "pod \"p\" container \"app\" changed request for resource \"example.com/dev\" from 2 to 1"
-        );
-        assert_eq!(
-            s.choose("q", "c", "example.com/dev", 1, &none).unwrap_err().to_string(),
-            "requested number of devices unavailable for example.com/dev. Requested: 1, Available: 0"
-        );
-        s.retain_pods(&["q".to_string()].into());
-        assert!(s.allocated("example.com/dev").is_empty());
-    }
-
-    #[test]
-    fn unhealthy_only_resources_cannot_allocate() {
-        let (s, _) = state_with(&[("c", false)]);
-        assert_eq!(
-            s.choose("p", "c", "example.com/dev", 1, &BTreeSet::new()).unwrap_err().to_string(),
-            "no healthy devices present; cannot allocate unhealthy devices example.com/dev"
-        );
-    }
-
-    #[test]
-    fn numa_nodes_group_device_ids() {
-        let mut s = DeviceState::new(Duration::from_secs(300), 16);
-        let g = s.register("example.com/dev", endpoint());
-        let mut d0 = device("d0", true);
-        let mut topo = pb::TopologyInfo::new();
-        let mut n = pb::NUMANode::new();
-        n.set_ID(1);
-        topo.mut_nodes().push(n);
-        d0.set_topology(topo);
-        s.update("example.com/dev", g, &[d0, device("d1", true)]).unwrap();
-        s.record("p", "c", "example.com/dev", &["d0".into(), "d1".into()], DeviceOptions::default());
-        let a = &s.pods["p"]["c"]["example.com/dev"];
-        assert_eq!(a.device_ids, BTreeMap::from([(-1, vec!["d1".to_string()]), (1, vec!["d0".to_string()])]));
-    }
-
-    #[test]
-    fn merge_keeps_the_first_value() {
-        let mut a = DeviceOptions::default();
-        a.envs.insert("X".into(), "1".into());
-        a.devices.push(DeviceSpec {
-            container_path: "/dev/a".into(),
-            host_path: "/dev/a".into(),
-            permissions: "rw".into(),
-        });
-        let mut b = a.clone();
-        b.envs.insert("X".into(), "2".into());
-        b.envs.insert("Y".into(), "3".into());
-        b.devices[0].host_path = "/dev/b".into();
-        b.cdi_devices.push("vendor.com/dev=1".into());
-        a.merge(&b, "vendor.com/dev");
-        assert_eq!(a.envs, BTreeMap::from([("X".into(), "1".into()), ("Y".into(), "3".into())]));
-        assert_eq!(a.devices.len(), 1);
-        assert_eq!(a.devices[0].host_path, "/dev/a");
-        assert_eq!(a.cdi_devices, ["vendor.com/dev=1"]);
-    }
-
-    #[test]
-    fn checkpoint_round_trip_restores_allocations_and_stopped_resources() {
-        let (mut s, _) = state_with(&[("a", true), ("b", true)]);
-        let mut o = DeviceOptions::default();
-        o.envs.insert("DEV".into(), "a".into());
-        s.record("p", "c", "example.com/dev", &["a".into()], o);
-        let data = s.checkpoint();
-        let mut r = DeviceState::new(Duration::from_secs(300), 16);
-        r.restore(data, Instant::now());
-        assert_eq!(r.pods, s.pods);
-        let v = &r.view()[0];
-        assert_eq!((v.capacity, v.allocatable, v.plugin.as_str()), (0, 0, "Stopped"));
-        assert!(!r.resources["example.com/dev"].ready());
-    }
+/// What an agent restart gets back from the checkpoint.
+#[derive(Debug, Default, PartialEq)]
+pub struct Restored {
+    /// Allocations.
+    pub pods: PodDevices,
+    /// Resources that had registered.
+    pub resources: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests;

@@ -69,13 +69,13 @@ impl PodManager {
     pub(super) fn on_device_update(&mut self, update: DeviceUpdate) {
         match update {
             DeviceUpdate::Admitted { pod_uid, result } => {
-                self.on_admitted(&pod_uid, result.err());
+                self.on_admitted(&pod_uid, result.err().map(|e| crate::util::Chain(&e).to_string()));
             }
             DeviceUpdate::Prepared { pod_uid, container, result } => {
                 if let Some(slot) = self.device_prep.get_mut(&(pod_uid, container)) {
                     *slot = match result {
                         Ok(options) => DevicePrep::Ready(options),
-                        Err(reason) => DevicePrep::Failed(reason),
+                        Err(reason) => DevicePrep::Failed(crate::util::Chain(&reason).to_string()),
                     };
                     self.resync = true;
                 }

@@ -39,7 +39,7 @@ impl Routes {
         let mut out = Vec::new();
         if let Some(d) = &self.state.devices {
             // kubelet's `device-plugin` health check.
-            let failed = d.server_error.lock().clone().map(|e| {
+            let failed = d.server_error().map(|e| {
                 format!("device plugin registration gRPC server failed and no device plugins can register: {e}")
             });
             out.push(("device-plugin", failed));
@@ -71,7 +71,7 @@ impl Routes {
     fn node(&self) -> Node {
         let mut node = self.state.node.clone();
         if let Some(d) = &self.state.devices {
-            for r in d.state.lock().view() {
+            for r in d.resources() {
                 node.status.capacity.insert(r.name.clone(), Quantity::from_value(r.capacity as i64, false));
                 node.status.allocatable.insert(r.name, Quantity::from_value(r.allocatable as i64, false));
             }
@@ -119,7 +119,7 @@ impl Routes {
             },
             "/metrics" => Response { content_type: "text/plain; version=0.0.4", ..Response::text(200, self.metrics()) },
             "/devices" | "/devices/" => {
-                let view = s.devices.as_ref().map(|d| d.view()).unwrap_or_else(
+                let view = s.devices.as_ref().map(|d| d.to_json()).unwrap_or_else(
                     || serde_json::json!({"registrationServer": "off (devices.plugin_dir is empty)", "resources": [], "allocations": []}),
                 );
                 Response::json(view.to_string())
@@ -351,7 +351,7 @@ impl Routes {
         state.event_metrics.render(&mut out);
         state.prober_metrics.render(&mut out);
         if let Some(d) = &state.devices {
-            d.metrics.render(&mut out);
+            d.metrics().render(&mut out);
         }
         let dead = state.health.dead();
         Encoder::new(&mut out).single(

@@ -1,7 +1,7 @@
 //! A device plugin for tests and benchmarks: a real grpcio server for the v1beta1
 //! `DevicePlugin` service on a Unix socket, with knobs for what a test needs (health
-//! changes, a preferred allocation, PreStartContainer, an Allocate that never answers) and
-//! a record of every call it got.
+//! changes, a preferred allocation, PreStartContainer, an Allocate or a PreStartContainer
+//! that never answers) and a record of every call it got.
 #![allow(dead_code)]
 
 use crossbeam_channel::{unbounded, Sender};
@@ -21,6 +21,8 @@ pub struct Behaviour {
     pub preferred: Option<Vec<String>>,
     /// Never answer Allocate.
     pub allocate_hangs: bool,
+    /// Never answer PreStartContainer.
+    pub pre_start_hangs: bool,
     /// Device node the allocate response names for each device (`/dev/null` if unset).
     pub device_host_path: Option<String>,
 }
@@ -40,6 +42,7 @@ struct Inner {
     streams: Vec<Sender<Vec<(String, bool)>>>,
     calls: Calls,
     hung: Vec<grpcio::UnarySink<pb::AllocateResponse>>,
+    hung_pre_start: Vec<grpcio::UnarySink<pb::PreStartContainerResponse>>,
 }
 
 #[derive(Clone)]
@@ -158,7 +161,13 @@ impl pb::DevicePlugin for Service {
         req: pb::PreStartContainerRequest,
         sink: grpcio::UnarySink<pb::PreStartContainerResponse>,
     ) {
-        self.inner.lock().calls.pre_start.push(req.get_devices_ids().to_vec());
+        let mut inner = self.inner.lock();
+        inner.calls.pre_start.push(req.get_devices_ids().to_vec());
+        if self.behaviour.pre_start_hangs {
+            inner.hung_pre_start.push(sink);
+            return;
+        }
+        drop(inner);
         answer(&ctx, sink, pb::PreStartContainerResponse::new());
     }
 }
