@@ -3,7 +3,7 @@
 //! could never run is an error before anything starts (not a pod Pending forever).
 
 use super::expand::expanded_lengths;
-use super::validation::Errs;
+use super::field::Errs;
 use super::{Container, Pod, Quantity};
 use std::collections::BTreeMap;
 
@@ -11,6 +11,10 @@ use std::collections::BTreeMap;
 /// (`TotalAnnotationSizeLimitB`).
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 pub use crate::util::MAX_ARG_STRLEN;
+/// The largest pod, as JSON with defaults applied: etcd's default request limit
+/// (1.5 MiB), the most an apiserver could store. Twice it bounds what one document may
+/// expand to through YAML aliases.
+pub const MAX_OBJECT_BYTES: usize = 3 << 19;
 /// Most bytes a container's env, command and args (or an exec probe's command with the
 /// env) may expand to: what Linux leaves for arguments and environment with the usual
 /// 8 MiB stack limit (a quarter of it). More could not be started anyway.

@@ -15,10 +15,7 @@ use std::path::Path;
 /// kubelet's limit for one static pod file (`maxConfigLength` of its file and HTTP
 /// sources): 10 MiB. Larger files are refused before they are read.
 pub const MAX_MANIFEST_BYTES: u64 = 10 << 20;
-/// The largest pod, as JSON with defaults applied: etcd's default request limit
-/// (1.5 MiB), the most an apiserver could store. Twice it bounds what one document may
-/// expand to through YAML aliases.
-pub const MAX_OBJECT_BYTES: usize = 3 << 19;
+pub use super::limits::MAX_OBJECT_BYTES;
 /// Most problems reported for one document; the rest are summarised in one line.
 pub const MAX_PROBLEMS_PER_DOCUMENT: usize = 50;
 /// Most pods (documents and list items together) in one file: as many as a node may run

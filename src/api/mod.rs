@@ -2,6 +2,7 @@
 
 pub mod defaults;
 pub mod expand;
+pub mod field;
 pub mod limits;
 pub mod manifest;
 pub mod quantity;

@@ -4,6 +4,7 @@
 //! the pod manager reads, and every change is sent to the pod manager, which acts on it
 //! (readiness → Ready, startup → Started, liveness failure → kill and restart).
 
+pub mod job;
 pub mod metrics;
 pub mod pool;
 pub mod probes;
@@ -20,7 +21,8 @@ use crate::api::{Container, Probe};
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::manager::Publisher;
 use crossbeam_channel::Sender;
-use pool::{Done, Job, ProbePool};
+use job::{Done, Job, Report};
+use pool::ProbePool;
 use probes::Outcome;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -181,7 +183,7 @@ impl ProberManager {
         pods: Publisher<ProbeUpdate>,
         me: Sender<ProberCommand>,
     ) -> Self {
-        let report: pool::Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
+        let report: Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
         let pool = ProbePool::new(cfg.max_threads, runtime, report, cfg.threads.clone());
         ProberManager {
             cfg,

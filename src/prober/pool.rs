@@ -7,7 +7,8 @@
 //!   stops counting against `max_threads`: the pool starts another thread for the probes
 //!   behind it, up to `MAX_SLOW_THREADS` such threads in all.
 
-use super::probes::{self, GrpcEnv, Lookups, Outcome, Target};
+use super::job::{Done, Job, Report};
+use super::probes::{self, GrpcEnv, Lookups, Outcome};
 use super::reaper::{ExecReaper, Watch};
 use super::threads::ThreadSet;
 use crate::manager::{Exit, Health, StopTimeout};
@@ -88,35 +89,6 @@ impl ProberThreads {
         Leftover { stuck, in_calls }
     }
 }
-
-/// One probe to run.
-pub struct Job<K> {
-    /// Who asked (the worker key).
-    pub key: K,
-    /// Which of the container's probes.
-    pub kind: super::ProbeType,
-    /// Where to.
-    pub target: Target,
-    /// When the worker was due.
-    pub scheduled: Instant,
-}
-
-/// What came of a job.
-pub struct Done<K> {
-    /// The worker key.
-    pub key: K,
-    /// The outcome.
-    pub outcome: Outcome,
-    /// When the probe started (minus `scheduled` is its lateness).
-    pub started: Instant,
-    /// When the worker was due.
-    pub scheduled: Instant,
-    /// How long the probe took.
-    pub took: Duration,
-}
-
-/// Where finished probes are reported; false when nobody listens any more.
-pub type Report<K> = Arc<dyn Fn(Done<K>) -> bool + Send + Sync>;
 
 /// Whether to start another probe thread: jobs are waiting that the idle threads will not
 /// all take, the threads not stuck in slow probes are fewer than `max`, and the hard cap
@@ -346,6 +318,7 @@ impl<K> Drop for ProbePool<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prober::probes::Target;
     use std::path::Path;
 
     #[test]

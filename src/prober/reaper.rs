@@ -3,7 +3,7 @@
 //! thread only starts the command (a fork, about a millisecond) and hands it over, so an
 //! exec probe that hangs until its timeout holds no probe thread and delays no other probe.
 
-use super::pool::{Done, Report};
+use super::job::{Done, Report};
 use super::probes::{exec_outcome, Outcome};
 use super::threads::{ThreadSet, ThreadSetError};
 use crate::manager::{Exit, StopSignal};

@@ -6,7 +6,7 @@
 //! any queued work. Connections, buffered bytes, queued work and unsent output are bounded.
 
 use super::http::{parse_head, Parsed, Request, Response, MAX_HEAD};
-use super::pool::WorkerEnds;
+use super::jobs::WorkerEnds;
 use crate::manager::StopSignal;
 use crate::wake::{self, WakeReceiver, Waker};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};

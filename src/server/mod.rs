@@ -6,6 +6,7 @@
 
 pub mod conn;
 pub mod http;
+pub mod jobs;
 pub mod pool;
 pub mod routes;
 

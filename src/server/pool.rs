@@ -5,24 +5,14 @@
 //! and the stop signal.
 
 use super::conn::{answer, Handler, Limits, Reactor, ServerStats};
-use super::http::{Request, Response};
+use super::jobs::WorkerEnds;
 use crate::manager::{stop_all, Exit, Health, StopSignal, StopTimeout, Worker};
 use crate::wake::Waker;
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::select;
 use std::io;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Worker threads' end of the reactor: jobs in, replies out, and the wake-up.
-pub struct WorkerEnds {
-    /// Requests to answer.
-    pub jobs: Receiver<(u64, Request)>,
-    /// Answers.
-    pub replies: Sender<(u64, Response)>,
-    /// Woken after each answer so the reactor's `poll` returns.
-    pub wake: Waker,
-}
 
 /// A worker's loop: answer jobs until the reactor drops the job sender or stop is
 /// signalled. A job being answered is finished first (routes are bounded in time).

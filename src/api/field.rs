@@ -1,0 +1,96 @@
+//! Field errors (apimachinery's `field.Error`): a problem at one field path, rendered as
+//! the apiserver renders it, and the collector validation fills.
+
+use std::fmt;
+
+/// What is wrong with a field, mirroring `field.ErrorType`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    /// `Required value`.
+    Required,
+    /// `Invalid value: <value>`.
+    Invalid(String),
+    /// `Unsupported value: <value>: supported values: ...`.
+    NotSupported(String, Vec<&'static str>),
+    /// `Duplicate value: <value>`.
+    Duplicate(String),
+    /// `Forbidden`.
+    Forbidden,
+    /// `Too long`: the detail says how long it is and what is allowed.
+    TooLong,
+    /// `Too many: <count>`.
+    TooMany(usize),
+}
+
+/// One validation problem at one field path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// e.g. `spec.containers[0].livenessProbe.httpGet.port`.
+    pub path: String,
+    /// The kind of problem.
+    pub kind: FieldErrorKind,
+    /// What is allowed, in words.
+    pub detail: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // An empty path is the whole object.
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        match &self.kind {
+            FieldErrorKind::Required => write!(f, "Required value")?,
+            FieldErrorKind::Invalid(v) => write!(f, "Invalid value: {v}")?,
+            FieldErrorKind::NotSupported(v, allowed) => {
+                let list: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
+                return write!(f, "Unsupported value: {v}: supported values: {}", list.join(", "));
+            }
+            FieldErrorKind::Duplicate(v) => write!(f, "Duplicate value: {v}")?,
+            FieldErrorKind::Forbidden => write!(f, "Forbidden")?,
+            FieldErrorKind::TooLong => write!(f, "Too long")?,
+            FieldErrorKind::TooMany(n) => write!(f, "Too many: {n}")?,
+        }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// A value as the apiserver quotes it in a message.
+pub(super) fn quote(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// Problems collected while validating one pod.
+pub(super) struct Errs(pub(super) Vec<FieldError>);
+
+impl Errs {
+    pub(super) fn required(&mut self, path: &str, detail: &str) {
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Required, detail: detail.into() });
+    }
+    pub(super) fn invalid(&mut self, path: &str, value: String, detail: impl Into<String>) {
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Invalid(value), detail: detail.into() });
+    }
+    pub(super) fn not_supported(&mut self, path: &str, value: &str, allowed: &[&'static str]) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::NotSupported(quote(value), allowed.to_vec()),
+            detail: String::new(),
+        });
+    }
+    pub(super) fn forbidden(&mut self, path: &str, detail: &str) {
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::Forbidden, detail: detail.into() });
+    }
+    pub(super) fn too_long(&mut self, path: &str, detail: String) {
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::TooLong, detail });
+    }
+    pub(super) fn duplicate(&mut self, path: &str, value: &str) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::Duplicate(quote(value)),
+            detail: String::new(),
+        });
+    }
+}
