@@ -4,23 +4,46 @@
 //! against the same 500 containers without probes. Then slow probes beside fast ones:
 //! 8 exec probes that hang past their 30 s timeout and 20 HTTP probes at 1 s, to show that
 //! a slow probe holds up only its own worker. Prints numbers; asserts nothing.
-//! `cargo bench --bench prober -- slow` (or `fast`) runs one case only.
+//! The probe-cost case: 100 pods, each with an HTTP readiness and a TCP liveness probe at
+//! 1 s (200 probes/s), three rounds: the agent's CPU per probe and in % of one core, the
+//! lateness, and the rate the servers saw (proof that the probes ran).
+//! `cargo bench --bench prober -- slow` (or `fast`, `cost`) runs one case only.
 
 mod support;
 
 use std::net::TcpListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{bin, cpu_ticks, http_get, rss_kib, status_field, Agent};
 
 const PODS: usize = 500;
 
-fn servers() -> (u16, u16) {
-    let (http, _hits) = support::common::ok_http_server();
+/// Requests and connections the probe targets have seen.
+struct Hits {
+    http: Arc<AtomicUsize>,
+    tcp: Arc<AtomicUsize>,
+}
+
+impl Hits {
+    fn total(&self) -> usize {
+        self.http.load(Ordering::SeqCst) + self.tcp.load(Ordering::SeqCst)
+    }
+}
+
+fn servers() -> ((u16, u16), Hits) {
+    let (http, http_hits) = support::common::ok_http_server();
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
-    std::thread::spawn(move || for _conn in tcp.incoming() {});
-    (http, port)
+    let tcp_hits = Arc::new(AtomicUsize::new(0));
+    let count = tcp_hits.clone();
+    std::thread::spawn(move || {
+        for _conn in tcp.incoming() {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    ((http, port), Hits { http: http_hits, tcp: tcp_hits })
 }
 
 fn pod(i: usize, probes: Option<(u16, u16)>) -> String {
@@ -32,6 +55,20 @@ fn pod(i: usize, probes: Option<(u16, u16)>) -> String {
         ));
     }
     y
+}
+
+fn write_pods(dir: &Path, n: usize, probes: Option<(u16, u16)>) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    for i in 0..n {
+        std::fs::write(dir.join(format!("manifests/p{i:03}.yaml")), pod(i, probes)).unwrap();
+    }
+}
+
+fn wait_ready(agent: &Agent, n: usize) {
+    while http_get(agent.port, "/pods").map(|b| b.matches("\"ready\":true").count()).unwrap_or(0) < n {
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// CPU ticks per thread name (numbered probe threads summed as `fl-probe`).
@@ -62,18 +99,12 @@ fn total_probes(text: &str) -> f64 {
 }
 
 fn run(dir: &Path, probes: Option<(u16, u16)>) -> (u64, u64) {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir.join("manifests")).unwrap();
-    for i in 0..PODS {
-        std::fs::write(dir.join(format!("manifests/p{i:03}.yaml")), pod(i, probes)).unwrap();
-    }
+    write_pods(dir, PODS, probes);
     let (agent, _) = Agent::start(dir);
     let t = Instant::now();
     agent.wait_running(PODS, Duration::from_secs(300));
     if probes.is_some() {
-        while http_get(agent.port, "/pods").map(|b| b.matches("\"ready\":true").count()).unwrap_or(0) < PODS {
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_ready(&agent, PODS);
         println!("{PODS} pods with probes running and Ready after {:.1?}", t.elapsed());
     }
     std::thread::sleep(Duration::from_secs(5));
@@ -180,12 +211,61 @@ fn slow_beside_fast(dir: &Path, http: u16) {
     drop(agent);
 }
 
+/// Pods of the probe-cost case, each with an HTTP and a TCP probe at 1 s.
+const COST_PODS: usize = 100;
+/// How long each round of the probe-cost case is measured.
+const COST_WINDOW: Duration = Duration::from_secs(30);
+
+/// One round of the probe-cost case: (CPU % of one core, CPU µs per probe, lateness
+/// p50/p99/max in ms, probes/s the servers saw).
+fn cost_round(dir: &Path, ports: (u16, u16), hits: &Hits) -> (f64, f64, [f64; 3], f64) {
+    write_pods(dir, COST_PODS, Some(ports));
+    let (agent, _) = Agent::start(dir);
+    agent.wait_running(COST_PODS, Duration::from_secs(120));
+    wait_ready(&agent, COST_PODS);
+    std::thread::sleep(Duration::from_secs(5));
+    let pid = agent.child.id();
+    let (c0, h0, w) = (cpu_ticks(pid), hits.total(), Instant::now());
+    std::thread::sleep(COST_WINDOW);
+    let (c1, h1, secs) = (cpu_ticks(pid), hits.total(), w.elapsed().as_secs_f64());
+    let m = http_get(agent.port, "/metrics").unwrap_or_default();
+    let cpu_secs = (c1 - c0) as f64 / 100.0;
+    let probes = (h1 - h0) as f64;
+    let q = |quantile: &str| {
+        metric(&m, &format!("ferrolet_prober_lateness_seconds{{quantile=\"{quantile}\"}}")).unwrap_or(f64::NAN) * 1000.0
+    };
+    drop(agent);
+    (cpu_secs / secs * 100.0, cpu_secs / probes * 1e6, [q("0.5"), q("0.99"), q("1")], probes / secs)
+}
+
+/// Three rounds of the probe-cost case, reported as min / median / max.
+fn probe_cost(dir: &Path, ports: (u16, u16), hits: &Hits) {
+    let rounds: Vec<_> = (0..3).map(|i| cost_round(&dir.join(format!("cost{i}")), ports, hits)).collect();
+    let stat = |f: &dyn Fn(&(f64, f64, [f64; 3], f64)) -> f64| {
+        let mut v: Vec<f64> = rounds.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        format!("{:.2} / {:.2} / {:.2}", v[0], v[1], v[2])
+    };
+    println!(
+        "probe cost, {COST_PODS} pods with an HTTP and a TCP probe at 1 s, 3 rounds of {COST_WINDOW:?} (min / median / max):"
+    );
+    println!("  probes/s seen by the servers {}", stat(&|r| r.3));
+    println!("  agent CPU % of one core      {}", stat(&|r| r.0));
+    println!("  agent CPU µs per probe       {}", stat(&|r| r.1));
+    println!("  lateness p50 ms              {}", stat(&|r| r.2[0]));
+    println!("  lateness p99 ms              {}", stat(&|r| r.2[1]));
+    println!("  lateness max ms              {}", stat(&|r| r.2[2]));
+}
+
 fn main() {
-    let ports = servers();
+    let (ports, hits) = servers();
     let dir = tempfile::tempdir().unwrap();
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     println!("prober benchmark ({}, release build)", bin().display());
-    if only.as_deref() != Some("slow") {
+    if only.is_none() || only.as_deref() == Some("cost") {
+        probe_cost(dir.path(), ports, &hits);
+    }
+    if only.is_none() || only.as_deref() == Some("fast") {
         let (base_rss, _) = run(&dir.path().join("a"), None);
         let (rss, _) = run(&dir.path().join("b"), Some(ports));
         println!(
@@ -194,7 +274,7 @@ fn main() {
             (rss as f64 - base_rss as f64) / 1024.0
         );
     }
-    if only.as_deref() != Some("fast") {
+    if only.is_none() || only.as_deref() == Some("slow") {
         slow_beside_fast(&dir.path().join("c"), ports.0);
     }
 }
