@@ -153,6 +153,38 @@ impl Histogram {
     }
 }
 
+/// A histogram updated without a lock (by one hot path), read as a `Histogram`.
+#[derive(Default, Debug)]
+pub struct AtomicHistogram {
+    counts: [AtomicU64; DEFAULT_BUCKETS.len()],
+    sum_nanos: AtomicU64,
+    count: AtomicU64,
+}
+
+impl AtomicHistogram {
+    /// Counts one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        for (i, b) in DEFAULT_BUCKETS.iter().enumerate() {
+            if secs <= *b {
+                self.counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.sum_nanos.fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The observations so far (each field read on its own: a render racing an update may
+    /// be one observation behind in some of them, as with any scrape).
+    pub fn snapshot(&self) -> Histogram {
+        Histogram {
+            counts: std::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed)),
+            sum: self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+            count: self.count.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// The label values of one series, in the order of its family's label names.
 pub trait LabelSet: Ord {
     /// The values (escaped by the renderer, not here).

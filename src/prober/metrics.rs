@@ -2,9 +2,10 @@
 //! scheduler's lateness, and the pool's thread and worker gauges.
 
 use super::{ProbeTarget, ProbeType};
-use crate::metrics::{CounterVec, Encoder, HistogramVec, Kind, LabelSet};
+use crate::metrics::{AtomicHistogram, Encoder, Kind};
 use parking_lot::Mutex;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,70 +17,49 @@ pub fn series_labels(t: &ProbeTarget) -> SeriesLabels {
     Arc::new((t.container.name.clone(), t.reference.object.name.clone(), t.reference.object.namespace.clone()))
 }
 
-/// A `prober_probe_total` series: probe type, result, and the worker's labels.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct TotalKey(ProbeType, &'static str, SeriesLabels);
+/// The results `prober_probe_total` counts, in the order its series are written.
+const RESULTS: [&str; 3] = ["failed", "successful", "unknown"];
 
-impl LabelSet for TotalKey {
-    fn values(&self) -> Vec<&str> {
-        let (c, pod, ns) = &*self.2;
-        vec![self.0.name(), self.1, c, pod, ns]
-    }
+/// One worker's series (probe type and labels): counts by result and the duration
+/// histogram, updated on every probe without a lock or a lookup.
+#[derive(Default)]
+pub struct Series {
+    total: [AtomicU64; 3],
+    duration: AtomicHistogram,
 }
 
-/// A `prober_probe_duration_seconds` series: probe type and the worker's labels.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct DurationKey(ProbeType, SeriesLabels);
-
-impl LabelSet for DurationKey {
-    fn values(&self) -> Vec<&str> {
-        let (c, pod, ns) = &*self.1;
-        vec![self.0.name(), c, pod, ns]
-    }
+/// A series' label values after the probe type: container, pod, namespace.
+fn values(kind: ProbeType, l: &SeriesLabels) -> [&str; 4] {
+    [kind.name(), &l.0, &l.1, &l.2]
 }
+
+/// The series of every worker, by probe type and labels.
+type SeriesMap = BTreeMap<(ProbeType, SeriesLabels), Arc<Series>>;
 
 /// `prober_probe_total`, `prober_probe_duration_seconds`, and the scheduler's lateness.
+#[derive(Default)]
 pub struct ProberMetrics {
-    total: CounterVec<TotalKey>,
-    duration: HistogramVec<DurationKey>,
+    series: Mutex<SeriesMap>,
     lateness: Mutex<VecDeque<Duration>>,
     pub(super) threads: std::sync::atomic::AtomicUsize,
     pub(super) workers: std::sync::atomic::AtomicUsize,
 }
 
-impl Default for ProberMetrics {
-    fn default() -> Self {
-        ProberMetrics {
-            total: CounterVec::new(
-                "prober_probe_total",
-                "Cumulative number of a liveness, readiness or startup probe for a container by result.",
-                &["probe_type", "result", "container", "pod", "namespace"],
-            ),
-            duration: HistogramVec::new(
-                "prober_probe_duration_seconds",
-                "Duration in seconds for a probe response.",
-                &["probe_type", "container", "pod", "namespace"],
-            ),
-            lateness: Mutex::default(),
-            threads: Default::default(),
-            workers: Default::default(),
-        }
-    }
-}
-
 impl ProberMetrics {
-    pub(super) fn observe(
-        &self,
-        kind: ProbeType,
-        result: &'static str,
-        labels: &SeriesLabels,
-        took: Duration,
-        late: Duration,
-    ) {
-        self.total.inc(TotalKey(kind, result, labels.clone()));
-        // As kubelet: durations of successful and unknown probes only.
+    /// The series a worker updates: made on its first use, shared by workers with the same
+    /// type and labels (a pod replaced under the same name) so each is written once.
+    pub(super) fn series(&self, kind: ProbeType, labels: &SeriesLabels) -> Arc<Series> {
+        self.series.lock().entry((kind, labels.clone())).or_default().clone()
+    }
+
+    /// Counts a probe's result (`failed`, `successful` or `unknown`) and, as kubelet, the
+    /// duration of successful and unknown ones; records its lateness.
+    pub(super) fn observe(&self, series: &Series, result: &'static str, took: Duration, late: Duration) {
+        if let Some(i) = RESULTS.iter().position(|r| *r == result) {
+            series.total[i].fetch_add(1, Ordering::Relaxed);
+        }
         if result != "failed" {
-            self.duration.observe(DurationKey(kind, labels.clone()), took);
+            series.duration.observe(took);
         }
         let mut l = self.lateness.lock();
         if l.len() == 10_000 {
@@ -88,10 +68,14 @@ impl ProberMetrics {
         l.push_back(late);
     }
 
-    /// Drops a worker's series.
+    /// Drops a worker's series, unless another worker still writes it.
     pub(super) fn forget(&self, kind: ProbeType, labels: &SeriesLabels) {
-        self.total.retain(|k| !(k.0 == kind && &k.2 == labels));
-        self.duration.retain(|k| !(k.0 == kind && &k.1 == labels));
+        let mut all = self.series.lock();
+        let key = (kind, labels.clone());
+        // The map's reference and the departing worker's.
+        if all.get(&key).is_some_and(|s| Arc::strong_count(s) <= 2) {
+            all.remove(&key);
+        }
     }
 
     /// The p50, p99 and maximum scheduling lateness over the last 10,000 probes.
@@ -107,10 +91,39 @@ impl ProberMetrics {
 
     /// Appends the Prometheus text.
     pub fn render(&self, out: &mut String) {
-        use std::sync::atomic::Ordering;
         let mut enc = Encoder::new(out);
-        self.total.encode(&mut enc);
-        self.duration.encode(&mut enc);
+        let all = self.series.lock();
+        enc.family(
+            "prober_probe_total",
+            Kind::Counter,
+            "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+        );
+        let mut totals: Vec<(ProbeType, usize, &SeriesLabels, u64)> = Vec::new();
+        for ((kind, labels), s) in all.iter() {
+            for (i, n) in s.total.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    totals.push((*kind, i, labels, n));
+                }
+            }
+        }
+        totals.sort();
+        for (kind, i, l, n) in totals {
+            let [t, c, pod, ns] = values(kind, l);
+            let labels = [("probe_type", t), ("result", RESULTS[i]), ("container", c), ("pod", pod), ("namespace", ns)];
+            enc.sample("prober_probe_total", &labels, n);
+        }
+        enc.family("prober_probe_duration_seconds", Kind::Histogram, "Duration in seconds for a probe response.");
+        for ((kind, l), s) in all.iter() {
+            let h = s.duration.snapshot();
+            if h.count() == 0 {
+                continue;
+            }
+            let [t, c, pod, ns] = values(*kind, l);
+            let labels = [("probe_type", t), ("container", c), ("pod", pod), ("namespace", ns)];
+            enc.histogram("prober_probe_duration_seconds", &labels, &h);
+        }
+        drop(all);
         enc.single("ferrolet_prober_workers", Kind::Gauge, "Probe workers.", self.workers.load(Ordering::Relaxed));
         enc.single("ferrolet_prober_threads", Kind::Gauge, "Probe pool threads.", self.threads.load(Ordering::Relaxed));
         if let Some((p50, p99, max)) = self.lateness() {
@@ -135,8 +148,8 @@ mod tests {
     fn probes_are_counted_by_result_and_only_answered_ones_are_timed() {
         let m = ProberMetrics::default();
         let (app, ms) = (labels("app"), Duration::from_millis(3));
-        m.observe(ProbeType::Liveness, "failed", &app, ms, Duration::ZERO);
-        m.observe(ProbeType::Readiness, "successful", &app, ms, Duration::from_millis(2));
+        m.observe(&m.series(ProbeType::Liveness, &app), "failed", ms, Duration::ZERO);
+        m.observe(&m.series(ProbeType::Readiness, &app), "successful", ms, Duration::from_millis(2));
         let mut out = String::new();
         m.render(&mut out);
         let series = "container=\"app\",pod=\"web-n1\",namespace=\"default\"";
@@ -167,13 +180,42 @@ mod tests {
     fn a_forgotten_worker_leaves_no_series_and_label_values_are_escaped() {
         let m = ProberMetrics::default();
         let odd = labels("a\"b\\c\nd");
-        m.observe(ProbeType::Startup, "successful", &odd, Duration::ZERO, Duration::ZERO);
+        let series = m.series(ProbeType::Startup, &odd);
+        m.observe(&series, "successful", Duration::ZERO, Duration::ZERO);
         let mut out = String::new();
         m.render(&mut out);
         assert!(out.contains("container=\"a\\\"b\\\\c\\nd\""), "{out}");
         m.forget(ProbeType::Startup, &odd);
+        drop(series);
         let mut out = String::new();
         m.render(&mut out);
         assert!(!out.contains("probe_type=\"Startup\""), "{out}");
+    }
+
+    #[test]
+    fn workers_with_the_same_labels_write_one_series_until_the_last_is_forgotten() {
+        let m = ProberMetrics::default();
+        let app = labels("app");
+        let (old, new) = (m.series(ProbeType::Liveness, &app), m.series(ProbeType::Liveness, &app));
+        m.observe(&old, "successful", Duration::ZERO, Duration::ZERO);
+        m.observe(&new, "successful", Duration::ZERO, Duration::ZERO);
+        let line = "prober_probe_total{probe_type=\"Liveness\",result=\"successful\",container=\"app\",pod=\"web-n1\",namespace=\"default\"}";
+        let mut out = String::new();
+        m.render(&mut out);
+        assert_eq!(out.matches(line).count(), 1, "{out}");
+        assert!(out.contains(&format!("{line} 2\n")), "{out}");
+        // The old worker goes; the new one still counts into the same series.
+        m.forget(ProbeType::Liveness, &app);
+        drop(old);
+        m.observe(&new, "failed", Duration::ZERO, Duration::ZERO);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains(&format!("{line} 2\n")), "{out}");
+        assert!(out.contains("result=\"failed\",container=\"app\""), "{out}");
+        m.forget(ProbeType::Liveness, &app);
+        drop(new);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(!out.contains("probe_type=\"Liveness\""), "{out}");
     }
 }

@@ -169,6 +169,8 @@ struct Slot {
     key: WorkerKey,
     worker: Worker,
     labels: SeriesLabels,
+    /// Its metric series, updated on every probe without a lookup.
+    series: Arc<metrics::Series>,
 }
 
 impl ProberManager {
@@ -250,6 +252,7 @@ impl ProberManager {
                 self.results.remove(s.key.2, cid);
             }
             self.metrics.forget(s.key.2, &s.labels);
+            drop(s.series);
         }
     }
 
@@ -292,7 +295,9 @@ impl ProberManager {
                 seen.insert(id);
                 self.ids.insert(key.clone(), id);
                 let labels = series_labels(&t);
-                self.workers.insert(id, Slot { key, worker: Worker::new(kind, t.clone(), first), labels });
+                let series = self.metrics.series(kind, &labels);
+                let worker = Worker::new(kind, t.clone(), first);
+                self.workers.insert(id, Slot { key, worker, labels, series });
                 self.heap.push(Reverse((first, id)));
             }
         }
@@ -377,7 +382,7 @@ impl ProberManager {
             Outcome::Error(_) => "unknown",
             _ => "successful",
         };
-        self.metrics.observe(kind, label, &s.labels, d.took, d.started.saturating_duration_since(d.scheduled));
+        self.metrics.observe(&s.series, label, d.took, d.started.saturating_duration_since(d.scheduled));
         let name = kind.name();
         let reference = &s.worker.target.reference;
         match &d.outcome {
