@@ -216,9 +216,20 @@ const COST_PODS: usize = 100;
 /// How long each round of the probe-cost case is measured.
 const COST_WINDOW: Duration = Duration::from_secs(30);
 
-/// One round of the probe-cost case: (CPU % of one core, CPU µs per probe, lateness
-/// p50/p99/max in ms, probes/s the servers saw).
-fn cost_round(dir: &Path, ports: (u16, u16), hits: &Hits) -> (f64, f64, [f64; 3], f64) {
+/// What one round of the probe-cost case measured.
+struct Round {
+    /// Agent CPU, % of one core.
+    cpu: f64,
+    /// Agent CPU µs per probe.
+    per_probe: f64,
+    /// Lateness p50, p99, max in ms.
+    late: [f64; 3],
+    /// Probes per second the servers saw.
+    rate: f64,
+}
+
+/// One round of the probe-cost case.
+fn cost_round(dir: &Path, ports: (u16, u16), hits: &Hits) -> Round {
     write_pods(dir, COST_PODS, Some(ports));
     let (agent, _) = Agent::start(dir);
     agent.wait_running(COST_PODS, Duration::from_secs(120));
@@ -235,13 +246,18 @@ fn cost_round(dir: &Path, ports: (u16, u16), hits: &Hits) -> (f64, f64, [f64; 3]
         metric(&m, &format!("ferrolet_prober_lateness_seconds{{quantile=\"{quantile}\"}}")).unwrap_or(f64::NAN) * 1000.0
     };
     drop(agent);
-    (cpu_secs / secs * 100.0, cpu_secs / probes * 1e6, [q("0.5"), q("0.99"), q("1")], probes / secs)
+    Round {
+        cpu: cpu_secs / secs * 100.0,
+        per_probe: cpu_secs / probes * 1e6,
+        late: [q("0.5"), q("0.99"), q("1")],
+        rate: probes / secs,
+    }
 }
 
 /// Three rounds of the probe-cost case, reported as min / median / max.
 fn probe_cost(dir: &Path, ports: (u16, u16), hits: &Hits) {
     let rounds: Vec<_> = (0..3).map(|i| cost_round(&dir.join(format!("cost{i}")), ports, hits)).collect();
-    let stat = |f: &dyn Fn(&(f64, f64, [f64; 3], f64)) -> f64| {
+    let stat = |f: &dyn Fn(&Round) -> f64| {
         let mut v: Vec<f64> = rounds.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
         format!("{:.2} / {:.2} / {:.2}", v[0], v[1], v[2])
@@ -249,12 +265,12 @@ fn probe_cost(dir: &Path, ports: (u16, u16), hits: &Hits) {
     println!(
         "probe cost, {COST_PODS} pods with an HTTP and a TCP probe at 1 s, 3 rounds of {COST_WINDOW:?} (min / median / max):"
     );
-    println!("  probes/s seen by the servers {}", stat(&|r| r.3));
-    println!("  agent CPU % of one core      {}", stat(&|r| r.0));
-    println!("  agent CPU µs per probe       {}", stat(&|r| r.1));
-    println!("  lateness p50 ms              {}", stat(&|r| r.2[0]));
-    println!("  lateness p99 ms              {}", stat(&|r| r.2[1]));
-    println!("  lateness max ms              {}", stat(&|r| r.2[2]));
+    println!("  probes/s seen by the servers {}", stat(&|r| r.rate));
+    println!("  agent CPU % of one core      {}", stat(&|r| r.cpu));
+    println!("  agent CPU µs per probe       {}", stat(&|r| r.per_probe));
+    println!("  lateness p50 ms              {}", stat(&|r| r.late[0]));
+    println!("  lateness p99 ms              {}", stat(&|r| r.late[1]));
+    println!("  lateness max ms              {}", stat(&|r| r.late[2]));
 }
 
 fn main() {
