@@ -4,6 +4,7 @@
 //! the pod manager reads, and every change is sent to the pod manager, which acts on it
 //! (readiness → Ready, startup → Started, liveness failure → kill and restart).
 
+mod httpget;
 pub mod job;
 pub mod metrics;
 pub mod pool;

@@ -1,7 +1,8 @@
-//! Running one probe: HTTP(S) with ureq, TCP, exec through the runtime, gRPC health with
-//! grpcio. Each is a blocking call bounded by the probe's timeout, with kubelet's semantics
+//! Running one probe: HTTP with a small client of its own (`httpget`), HTTPS with ureq,
+//! TCP, exec through the runtime, gRPC health with grpcio. Each is a blocking call bounded by the probe's timeout, with kubelet's semantics
 //! and messages. A failed probe is a result, not an error.
 
+use super::httpget;
 use super::resolve::{resolve, resolve_port};
 pub use super::resolve::{Lookups, ResolveError, MAX_LOOKUP_THREADS};
 use crate::api::expand::expand;
@@ -60,7 +61,7 @@ pub fn run(
 ) -> Outcome {
     let timeout = timeout_of(probe);
     if let Some(h) = &probe.http_get {
-        return http(h, target, timeout);
+        return http_with(h, target, timeout, lookups);
     }
     if let Some(t) = &probe.tcp_socket {
         let host = if t.host.is_empty() { target.pod_ip.clone() } else { t.host.clone() };
@@ -99,7 +100,8 @@ pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outco
     }
 }
 
-fn set_linger(s: &TcpStream) {
+/// SO_LINGER 1 s, as kubelet's dialer sets it.
+pub(super) fn set_linger(s: &TcpStream) {
     use std::os::fd::AsRawFd;
     let l = libc::linger { l_onoff: 1, l_linger: 1 };
     // SAFETY: setsockopt on a socket we own with a properly sized linger struct.
@@ -191,8 +193,15 @@ fn resolve_location(base: &str, location: &str) -> String {
 }
 
 /// HTTP(S) GET; 2xx and same-host 3xx success, a redirect to another host a warning,
-/// anything else `HTTP probe failed with statuscode: N` (never the body).
+/// anything else `HTTP probe failed with statuscode: N` (never the body). For callers
+/// outside a prober (tests, tools): host names are looked up on threads of a shared set.
 pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
+    static LOOKUPS: std::sync::OnceLock<Lookups> = std::sync::OnceLock::new();
+    http_with(h, target, timeout, LOOKUPS.get_or_init(|| Lookups::new(&crate::manager::Health::default())))
+}
+
+/// `http`, with host names of `http://` URLs looked up on a thread of `lookups`.
+pub fn http_with(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Lookups) -> Outcome {
     let port = match resolve_port(&h.port, &target.container) {
         Ok(p) => p,
         Err(e) => return Outcome::Error(e.to_string()),
@@ -203,42 +212,21 @@ pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
     let scheme = if scheme.is_empty() { "http".to_string() } else { scheme };
     let path = if h.path.starts_with('/') { h.path.clone() } else { format!("/{}", h.path) };
     let mut url = format!("{scheme}://{host}:{port}{path}");
-    let agent = HTTP.with(|a| a.clone());
     let deadline = std::time::Instant::now() + timeout;
     let original_host = host_of(&url).to_string();
     for redirect in 0..=MAX_REDIRECTS {
-        let mut req = agent.get(&url).header("Accept", "*/*");
-        let mut accept_set = false;
-        for hd in &h.http_headers {
-            if hd.name.eq_ignore_ascii_case("accept") {
-                accept_set = true;
-            }
-            req = req.header(hd.name.as_str(), hd.value.as_str());
-        }
-        if accept_set {
-            // An explicit Accept (even an empty one) replaces the default.
-            req = req.header(
-                "Accept",
-                h.http_headers
-                    .iter()
-                    .rev()
-                    .find(|x| x.name.eq_ignore_ascii_case("accept"))
-                    .map_or("", |x| x.value.as_str()),
-            );
-        }
-        let remaining = deadline.saturating_duration_since(std::time::Instant::now());
-        let resp = req.config().timeout_global(Some(remaining.max(Duration::from_millis(1)))).build().call();
-        let mut resp = match resp {
-            Ok(r) => r,
-            Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", describe_http_error(&e))),
+        let resp = if url.starts_with("http://") {
+            httpget::get(&url, &h.http_headers, deadline, lookups).map_err(|e| crate::util::Chain(&e).to_string())
+        } else {
+            ureq_get(&url, &h.http_headers, deadline)
         };
-        let status = resp.status().as_u16();
-        let mut body = Vec::new();
-        let _ = resp.body_mut().as_reader().take(MAX_OUTPUT as u64).read_to_end(&mut body);
-        let body = String::from_utf8_lossy(&body).into_owned();
+        let resp = match resp {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failure(format!("Get {url:?}: {e}")),
+        };
+        let status = resp.status;
         if (300..400).contains(&status) {
-            let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(String::from);
-            if let Some(loc) = location {
+            if let Some(loc) = resp.location {
                 let next = resolve_location(&url, &loc);
                 if host_of(&next) == original_host {
                     if redirect == MAX_REDIRECTS {
@@ -248,14 +236,50 @@ pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
                     continue;
                 }
             }
-            return Outcome::Warning(format!("Probe terminated redirects, Response body: {body}"));
+            return Outcome::Warning(format!("Probe terminated redirects, Response body: {}", resp.body));
         }
         if (200..400).contains(&status) {
-            return Outcome::Success(body);
+            return Outcome::Success(resp.body);
         }
         return Outcome::Failure(format!("HTTP probe failed with statuscode: {status}"));
     }
     Outcome::Failure(format!("Get {url:?}: stopped after {MAX_REDIRECTS} redirects"))
+}
+
+/// One GET through ureq (HTTPS probes), without following redirects; the error is the text
+/// after `Get "<url>": `.
+pub(super) fn ureq_get(
+    url: &str,
+    headers: &[crate::api::HttpHeader],
+    deadline: std::time::Instant,
+) -> Result<httpget::Response, String> {
+    let agent = HTTP.with(|a| a.clone());
+    let mut req = agent.get(url).header("Accept", "*/*");
+    let mut accept_set = false;
+    for hd in headers {
+        if hd.name.eq_ignore_ascii_case("accept") {
+            accept_set = true;
+        }
+        req = req.header(hd.name.as_str(), hd.value.as_str());
+    }
+    if accept_set {
+        // An explicit Accept (even an empty one) replaces the default.
+        req = req.header(
+            "Accept",
+            headers.iter().rev().find(|x| x.name.eq_ignore_ascii_case("accept")).map_or("", |x| x.value.as_str()),
+        );
+    }
+    let remaining = deadline.saturating_duration_since(std::time::Instant::now());
+    let resp = req.config().timeout_global(Some(remaining.max(Duration::from_millis(1)))).build().call();
+    let mut resp = resp.map_err(|e| describe_http_error(&e))?;
+    let mut body = Vec::new();
+    let _ = resp.body_mut().as_reader().take(MAX_OUTPUT as u64).read_to_end(&mut body);
+    let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(String::from);
+    Ok(httpget::Response {
+        status: resp.status().as_u16(),
+        location,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
 fn describe_http_error(e: &ureq::Error) -> String {

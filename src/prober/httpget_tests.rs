@@ -1,0 +1,232 @@
+//! The HTTP probe client against scripted servers on 127.0.0.1.
+
+use super::*;
+use crate::manager::Health;
+use crate::prober::probes::{self, Outcome, Target};
+use crossbeam_channel::Receiver;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the server does after its reply.
+#[derive(Clone, Copy)]
+enum After {
+    Close,
+    /// Keeps the connection open until the client closes it (at most 10 s).
+    Hold,
+}
+
+/// A server that answers one connection per reply, in order, and sends each request head
+/// it read on the returned channel.
+fn serve(replies: Vec<(Vec<u8>, After)>) -> (u16, Receiver<String>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for (reply, after) in replies {
+            let Ok((mut c, _)) = l.accept() else { return };
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let (mut req, mut b) = (Vec::new(), [0u8; 1024]);
+            while !req.ends_with(b"\r\n\r\n") {
+                match c.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ = tx.send(String::from_utf8_lossy(&req).into_owned());
+            let _ = c.write_all(&reply);
+            if let After::Hold = after {
+                let _ = c.read(&mut b);
+            }
+        }
+    });
+    (port, rx)
+}
+
+fn one(reply: impl Into<Vec<u8>>, after: After) -> (u16, Receiver<String>) {
+    serve(vec![(reply.into(), after)])
+}
+
+fn fetch_within(port: u16, path: &str, timeout: Duration) -> Result<Response, HttpGetError> {
+    let lookups = Lookups::new(&Health::default());
+    get(&format!("http://127.0.0.1:{port}{path}"), &[], Instant::now() + timeout, &lookups)
+}
+
+fn fetch(port: u16) -> Result<Response, HttpGetError> {
+    fetch_within(port, "/", Duration::from_secs(5))
+}
+
+fn message(r: Result<Response, HttpGetError>) -> String {
+    crate::util::Chain(&r.unwrap_err()).to_string()
+}
+
+#[test]
+fn a_content_length_body_ends_at_its_length_while_the_connection_stays_open() {
+    let (port, _) = one("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", After::Hold);
+    let r = fetch(port).unwrap();
+    assert_eq!((r.status, r.body.as_str()), (200, "hello"));
+}
+
+#[test]
+fn a_chunked_body_is_decoded() {
+    let reply = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n5;x=1\r\npedia\r\n0\r\n\r\n";
+    let (port, _) = one(reply, After::Hold);
+    assert_eq!(fetch(port).unwrap().body, "Wikipedia");
+}
+
+#[test]
+fn a_body_without_length_is_read_to_close() {
+    let (port, _) = one("HTTP/1.0 200 OK\r\nX-A: b\r\n\r\nuntil close", After::Close);
+    assert_eq!(fetch(port).unwrap().body, "until close");
+}
+
+#[test]
+fn bodies_are_cut_at_ten_kib_whatever_their_framing() {
+    let long = format!("HTTP/1.1 200 OK\r\nContent-Length: 50000\r\n\r\n{}", "x".repeat(50_000));
+    let (port, _) = one(long, After::Close);
+    assert_eq!(fetch(port).unwrap().body.len(), MAX_OUTPUT);
+    let chunk = format!("1770\r\n{}\r\n", "y".repeat(6000));
+    let chunked = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{chunk}{chunk}{chunk}0\r\n\r\n");
+    let (port, _) = one(chunked, After::Hold);
+    assert_eq!(fetch(port).unwrap().body, "y".repeat(MAX_OUTPUT));
+}
+
+#[test]
+fn a_head_that_never_ends_times_out_with_kubelets_words() {
+    let (port, _) = one("HTTP/1.1 200 OK\r\nX-A: b\r\n", After::Hold);
+    let m = message(fetch_within(port, "/", Duration::from_millis(300)));
+    assert_eq!(m, "context deadline exceeded (Client.Timeout exceeded while awaiting headers)");
+}
+
+#[test]
+fn a_head_longer_than_the_bound_fails() {
+    let reply = format!("HTTP/1.1 200 OK\r\nX-Pad: {}\r\n\r\nok", "a".repeat(40_000));
+    let (port, _) = one(reply, After::Hold);
+    assert_eq!(message(fetch(port)), format!("response head larger than {MAX_HEAD} bytes"));
+    let many = format!("HTTP/1.1 200 OK\r\n{}\r\nok", "X-Short: line\r\n".repeat(3000));
+    let (port, _) = one(many, After::Hold);
+    assert_eq!(message(fetch(port)), format!("response head larger than {MAX_HEAD} bytes"), "short lines add up");
+}
+
+#[test]
+fn a_server_that_closes_early_is_an_eof() {
+    let (port, _) = one("", After::Close);
+    assert_eq!(message(fetch(port)), "EOF");
+    let (port, _) = one("HTTP/1.1 200 OK\r\nX-A: b\r\n", After::Close);
+    assert_eq!(message(fetch(port)), "unexpected EOF");
+}
+
+#[test]
+fn malformed_heads_are_refused() {
+    let (port, _) = one("HTTP/2 200\r\n\r\n", After::Close);
+    assert_eq!(message(fetch(port)), "malformed HTTP response \"HTTP/2 200\"");
+    let (port, _) = one("HTTP/1.1 200 OK\r\n folded\r\n\r\n", After::Close);
+    assert_eq!(message(fetch(port)), "malformed MIME header line:  folded");
+    let (port, _) = one("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", After::Close);
+    assert_eq!(message(fetch(port)), "bad Content-Length \"2\"");
+}
+
+#[test]
+fn interim_responses_are_skipped() {
+    let (port, _) = one("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", After::Hold);
+    let r = fetch(port).unwrap();
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+}
+
+#[test]
+fn the_request_is_kubelets_with_connection_close() {
+    let (port, requests) = one("HTTP/1.1 204 No Content\r\n\r\n", After::Hold);
+    let r = fetch_within(port, "/p?q=1#frag", Duration::from_secs(5)).unwrap();
+    assert_eq!((r.status, r.body.as_str()), (204, ""));
+    let req = requests.recv_timeout(Duration::from_secs(5)).unwrap();
+    let want = format!(
+        "GET /p?q=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(req, want);
+}
+
+fn probe(port: u16, path: &str, headers: &[(&str, &str)]) -> Outcome {
+    let h = crate::api::HttpGetAction {
+        path: path.into(),
+        port: crate::api::IntOrString::Int(port.into()),
+        host: String::new(),
+        scheme: "HTTP".into(),
+        http_headers: headers.iter().map(|(n, v)| HttpHeader { name: (*n).into(), value: (*v).into() }).collect(),
+    };
+    let t = Target { pod_ip: "127.0.0.1".into(), container: Arc::default(), container_id: String::new() };
+    probes::http(&h, &t, Duration::from_secs(5))
+}
+
+#[test]
+fn the_probes_host_user_agent_and_accept_headers_replace_the_defaults() {
+    let (port, requests) = one("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", After::Hold);
+    let headers = [("Host", "app.example"), ("User-Agent", "mine"), ("Accept", ""), ("X-A", "1")];
+    assert_eq!(probe(port, "/", &headers), Outcome::Success(String::new()));
+    let req = requests.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(req, "GET / HTTP/1.1\r\nHost: app.example\r\nUser-Agent: mine\r\nX-A: 1\r\nConnection: close\r\n\r\n");
+}
+
+#[test]
+fn a_same_host_redirect_is_followed_on_a_new_connection() {
+    let (port, requests) = serve(vec![
+        (b"HTTP/1.1 302 Found\r\nLocation: /next\r\nContent-Length: 0\r\n\r\n".to_vec(), After::Hold),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\narrived".to_vec(), After::Hold),
+    ]);
+    assert_eq!(probe(port, "/first", &[]), Outcome::Success("arrived".into()));
+    assert!(requests.recv_timeout(Duration::from_secs(5)).unwrap().starts_with("GET /first HTTP/1.1\r\n"));
+    assert!(requests.recv_timeout(Duration::from_secs(5)).unwrap().starts_with("GET /next HTTP/1.1\r\n"));
+}
+
+#[test]
+fn refused_connections_and_bad_headers_fail_with_gos_shape() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    match probe(closed, "/", &[]) {
+        Outcome::Failure(m) => assert_eq!(
+            m,
+            format!("Get \"http://127.0.0.1:{closed}/\": dial tcp 127.0.0.1:{closed}: connect: Connection refused (os error 111)")
+        ),
+        o => panic!("{o:?}"),
+    }
+    let (port, _) = one("HTTP/1.1 200 OK\r\n\r\n", After::Close);
+    match probe(port, "/", &[("X-A", "a\r\nX-Injected: 1")]) {
+        Outcome::Failure(m) => assert!(m.ends_with(": invalid header field value for \"X-A\""), "{m}"),
+        o => panic!("{o:?}"),
+    }
+}
+
+/// CPU time of this thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Not a pass/fail test: `cargo test --lib cpu_per_probe -- --ignored --nocapture` prints
+/// the probe thread's CPU per HTTP probe, ureq against this client.
+#[test]
+#[ignore]
+fn cpu_per_probe_ureq_against_httpget() {
+    const N: u32 = 2000;
+    let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".to_vec();
+    let (port, _requests) = serve(vec![(reply, After::Close); 2 * N as usize + 20]);
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let lookups = Lookups::new(&Health::default());
+    let deadline = || Instant::now() + Duration::from_secs(1);
+    // Warm both (thread-locals, the ureq agent).
+    for _ in 0..10 {
+        probes::ureq_get(&url, &[], deadline()).unwrap();
+        get(&url, &[], deadline(), &lookups).unwrap();
+    }
+    let (cpu, wall) = (thread_cpu(), Instant::now());
+    for _ in 0..N {
+        assert_eq!(probes::ureq_get(&url, &[], deadline()).unwrap().body, "ok");
+    }
+    let ureq = ((thread_cpu() - cpu) / N, wall.elapsed() / N);
+    let (cpu, wall) = (thread_cpu(), Instant::now());
+    for _ in 0..N {
+        assert_eq!(get(&url, &[], deadline(), &lookups).unwrap().body, "ok");
+    }
+    let own = ((thread_cpu() - cpu) / N, wall.elapsed() / N);
+    println!("per probe (cpu, wall): ureq {ureq:?}, httpget {own:?}");
+}
