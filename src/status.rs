@@ -365,6 +365,11 @@ impl StatusCache {
         self.pods.read().get(uid).and_then(|p| p.status.clone())
     }
 
+    /// One pod's last phase (without copying its status).
+    pub fn phase(&self, uid: &str) -> Option<PodPhase> {
+        self.pods.read().get(uid).and_then(|p| p.status.as_ref().map(|s| s.phase))
+    }
+
     /// Every pod, sorted by namespace and name.
     pub fn list(&self) -> Vec<Pod> {
         let mut pods: Vec<Pod> = self.pods.read().values().cloned().collect();
