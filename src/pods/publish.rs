@@ -144,8 +144,9 @@ impl PodManager {
             host_ip: &self.cfg.node_ip,
             runtime: self.runtime.kind(),
         };
-        let previous = self.statuses.status(uid);
-        let mut new = status::pod_status(&o, previous.as_ref(), now);
+        let (mut new, before) = self
+            .statuses
+            .with_status(uid, |previous| (status::pod_status(&o, previous, now), previous.map(|p| p.phase)));
         if let Admission::Rejected { message } = &entry.admission {
             new.phase = PodPhase::Failed;
             new.reason = UNEXPECTED_ADMISSION_ERROR.into();
@@ -156,14 +157,10 @@ impl PodManager {
                 cs.allocated_resources_status = link.resource_statuses(uid, &cs.name);
             }
         }
-        if previous.as_ref().map(|p| p.phase) != Some(new.phase) {
+        if before != Some(new.phase) {
             log::info!("pods: pod {} is {}", pod.key(), new.phase);
         }
-        let mut published = pod.clone();
-        if published.metadata.creation_timestamp.is_none() {
-            published.metadata.creation_timestamp = new.start_time;
-        }
-        published.status = Some(new);
-        self.statuses.set(published);
+        // Stored only when it differs from what the API shows now.
+        self.statuses.publish(pod, new);
     }
 }

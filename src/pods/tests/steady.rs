@@ -55,3 +55,24 @@ fn a_pod_being_terminated_is_sent_as_terminating() {
     let sent = n.sent_targets();
     assert!(sent.last().expect("termination changes the target")[0].terminating);
 }
+
+#[test]
+fn a_sync_with_nothing_changed_leaves_the_published_status_untouched() {
+    let mut n = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[probed("web")]);
+    n.apply(&[&web]);
+    n.tick();
+    let before = n.status(&web);
+    let writes = n.statuses.writes();
+
+    n.advance(5);
+    n.tick();
+    assert_eq!(n.statuses.writes(), writes, "nothing was stored again");
+    assert_eq!(n.status(&web), before, "transition times included");
+
+    n.rt.exit("web", 1);
+    n.tick();
+    assert!(n.statuses.writes() > writes, "an exit is published");
+    let exited = n.container(&web, "web").last_state.terminated.expect("the exit shows");
+    assert_eq!(exited.exit_code, 1);
+}
