@@ -3,11 +3,12 @@
 
 use crate::api::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    Pod, PodCondition, PodIp, PodPhase, PodStatus, RestartPolicy, Time,
+    ObjectMeta, Pod, PodCondition, PodIp, PodPhase, PodStatus, RestartPolicy, Time,
 };
 use crate::runtime::{self, ContainerInfo};
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockUpgradableReadGuard};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -347,22 +348,66 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
 #[derive(Clone, Default)]
 pub struct StatusCache {
     pods: Arc<RwLock<BTreeMap<String, Pod>>>,
+    /// Pods stored or removed so far.
+    writes: Arc<AtomicU64>,
 }
 
 impl StatusCache {
     /// Stores a pod with its status.
     pub fn set(&self, pod: Pod) {
         self.pods.write().insert(pod.metadata.uid.clone(), pod);
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Stores `pod` with `status`, its creation time defaulted to the status's start time,
+    /// unless the stored copy already shows exactly that: a pod that did not change costs a
+    /// comparison instead of a copy of its spec. Returns whether it was stored.
+    pub fn publish(&self, pod: &Pod, status: PodStatus) -> bool {
+        let created = pod.metadata.creation_timestamp.or(status.start_time);
+        // Upgradable: readers of other pods are not held up by the comparison, and no other
+        // writer can come in between it and the store.
+        let pods = self.pods.upgradable_read();
+        let unchanged = pods.get(&pod.metadata.uid).is_some_and(|old| {
+            old.status.as_ref() == Some(&status)
+                && old.metadata.creation_timestamp == created
+                && same_but_status_and_creation(old, pod)
+        });
+        if unchanged {
+            return false;
+        }
+        let mut published = pod.clone();
+        published.metadata.creation_timestamp = created;
+        published.status = Some(status);
+        RwLockUpgradableReadGuard::upgrade(pods).insert(pod.metadata.uid.clone(), published);
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Forgets a pod.
     pub fn remove(&self, uid: &str) {
         self.pods.write().remove(uid);
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times a pod was stored or removed: equal counts mean nothing changed.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
     }
 
     /// One pod's last status.
     pub fn status(&self, uid: &str) -> Option<PodStatus> {
         self.pods.read().get(uid).and_then(|p| p.status.clone())
+    }
+
+    /// Runs `f` on one pod's last status, without copying it (the cache is read-locked
+    /// meanwhile, so `f` must not write to it).
+    pub fn with_status<T>(&self, uid: &str, f: impl FnOnce(Option<&PodStatus>) -> T) -> T {
+        f(self.pods.read().get(uid).and_then(|p| p.status.as_ref()))
+    }
+
+    /// One pod's last phase (without copying its status).
+    pub fn phase(&self, uid: &str) -> Option<PodPhase> {
+        self.pods.read().get(uid).and_then(|p| p.status.as_ref().map(|s| s.phase))
     }
 
     /// Every pod, sorted by namespace and name.
@@ -371,6 +416,33 @@ impl StatusCache {
         pods.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
         pods
     }
+}
+
+/// Whether `a` and `b` are the same object apart from their status and creation time.
+fn same_but_status_and_creation(a: &Pod, b: &Pod) -> bool {
+    // Destructured, so a field added to either type cannot be forgotten here.
+    let Pod { api_version, kind, metadata, spec, status: _ } = a;
+    let ObjectMeta {
+        name,
+        namespace,
+        uid,
+        labels,
+        annotations,
+        creation_timestamp: _,
+        deletion_timestamp,
+        resource_version,
+    } = metadata;
+    let m = &b.metadata;
+    *api_version == b.api_version
+        && *kind == b.kind
+        && *name == m.name
+        && *namespace == m.namespace
+        && *uid == m.uid
+        && *labels == m.labels
+        && *annotations == m.annotations
+        && *deletion_timestamp == m.deletion_timestamp
+        && *resource_version == m.resource_version
+        && *spec == b.spec
 }
 
 #[cfg(test)]

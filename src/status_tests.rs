@@ -157,3 +157,28 @@ fn transition_times_survive_unchanged_conditions() {
     assert_eq!(cond(&s2, "PodScheduled").last_transition_time, Some(Time(SystemTime::UNIX_EPOCH)));
     assert_eq!(cond(&s2, "Ready").last_transition_time, Some(Time(later)));
 }
+
+#[test]
+fn publishing_what_the_cache_already_shows_stores_nothing() {
+    let cache = StatusCache::default();
+    let mut p = pod(RestartPolicy::Always, &[], &["app"]);
+    p.metadata.uid = "u1".into();
+    let s = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
+    let started = Some(Time(SystemTime::UNIX_EPOCH));
+    let s = PodStatus { start_time: started, ..s };
+
+    assert!(cache.publish(&p, s.clone()), "a new pod is stored");
+    let stored = cache.list().pop().expect("stored");
+    assert_eq!(stored.metadata.creation_timestamp, started, "created when its sandbox was");
+    let writes = cache.writes();
+    assert!(!cache.publish(&p, s.clone()), "the same pod and status again");
+    assert_eq!(cache.writes(), writes);
+
+    let mut ready = s.clone();
+    ready.conditions[2].status = "False".into();
+    assert!(cache.publish(&p, ready), "a changed status is stored");
+    let mut deleted = p.clone();
+    deleted.metadata.deletion_timestamp = started;
+    assert!(cache.publish(&deleted, s), "a changed pod is stored");
+    assert_eq!(cache.list().pop().expect("stored").metadata.deletion_timestamp, started);
+}

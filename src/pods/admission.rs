@@ -66,7 +66,7 @@ impl PodManager {
                 admission = Admission::Pending;
                 link.admit(pod);
             }
-            self.pods.insert(uid.clone(), PodEntry { pod: pod.clone(), admission, termination: None });
+            self.pods.insert(uid.clone(), PodEntry::new(pod.clone(), admission, None));
         }
     }
 
@@ -89,8 +89,7 @@ impl PodManager {
             pod.metadata.uid = uid.clone();
             pod.metadata.deletion_timestamp = Some(Time(now));
             log::info!("pods: found pod {} (uid {uid}) that no source wants; terminating it", pod.key());
-            let entry =
-                PodEntry { pod, admission: Admission::Admitted, termination: Some(Termination::new(now, grace)) };
+            let entry = PodEntry::new(pod, Admission::Admitted, Some(Termination::new(now, grace)));
             self.pods.insert(uid.clone(), entry);
         }
     }

@@ -2,7 +2,7 @@
 //! `StatusCache` (with its devices' health), and the probe targets for the prober.
 
 use super::view::Snapshot;
-use super::{Admission, PodManager, WaitingReason, UNEXPECTED_ADMISSION_ERROR};
+use super::{Admission, PodEntry, PodManager, WaitingReason, UNEXPECTED_ADMISSION_ERROR};
 use crate::api::{Container, PodPhase};
 use crate::events::Reference;
 use crate::prober::{ProbeResult, ProbeTarget, ProbeType, ProberCommand};
@@ -11,6 +11,29 @@ use crate::status::{self, ContainerObservation, PodObservation};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
+
+/// The part of a probe target that follows the runtime and the pod's state; the rest
+/// (pod, reference, spec, address) is fixed for a pod entry.
+struct TargetState<'a> {
+    container_id: Option<&'a str>,
+    running: bool,
+    started_at: Option<SystemTime>,
+    will_restart: bool,
+    terminating: bool,
+    pod_terminal: bool,
+}
+
+impl TargetState<'_> {
+    /// Whether target `t` shows this state.
+    fn is_shown_by(&self, t: &ProbeTarget) -> bool {
+        t.container_id.as_deref() == self.container_id
+            && t.running == self.running
+            && t.started_at == self.started_at
+            && t.will_restart == self.will_restart
+            && t.terminating == self.terminating
+            && t.pod_terminal == self.pod_terminal
+    }
+}
 
 impl PodManager {
     /// Whether a container passes its probe of this kind (or has none).
@@ -23,34 +46,58 @@ impl PodManager {
         !declared || current.is_some_and(|i| self.probe_results.get(kind, &i.id) == Some(ProbeResult::Success))
     }
 
-    /// Every container with probes as the prober needs to see it; sent when it changed.
-    pub(super) fn send_probe_targets(&mut self, snap: &Snapshot) {
-        let Some(tx) = &self.prober else { return };
-        let mut targets = Vec::new();
-        for (uid, entry) in &self.pods {
-            let pod = &entry.pod;
-            let phase = self.statuses.status(uid).map(|s| s.phase).unwrap_or_default();
-            let policy = pod.spec.restart();
+    /// Every probed container with what its target shows now, in target order.
+    fn probe_states<'a>(
+        &'a self,
+        snap: &'a Snapshot,
+    ) -> impl Iterator<Item = (&'a String, &'a PodEntry, &'a Arc<Container>, TargetState<'a>)> + 'a {
+        self.pods.iter().flat_map(move |(uid, entry)| {
+            let pod_terminal = self.statuses.phase(uid).unwrap_or_default().is_terminal();
+            let policy = entry.pod.spec.restart();
             let view = snap.pod(uid);
-            for c in pod.spec.init_containers.iter().filter(|c| c.is_sidecar()).chain(&pod.spec.containers) {
-                if c.liveness_probe.is_none() && c.readiness_probe.is_none() && c.startup_probe.is_none() {
-                    continue;
-                }
+            entry.probed.iter().map(move |c| {
                 let cur = view.latest(&c.name);
-                targets.push(ProbeTarget {
-                    pod_uid: uid.clone(),
-                    reference: Reference::container(pod, &c.name),
-                    container: Arc::new(c.clone()),
-                    pod_ip: self.cfg.node_ip.clone(),
-                    container_id: cur.map(|i| i.id.clone()),
+                let state = TargetState {
+                    container_id: cur.map(|i| i.id.as_str()),
                     running: cur.is_some_and(|i| i.state == ContainerState::Running),
                     started_at: cur.and_then(|i| i.started_at),
                     will_restart: c.is_sidecar() || cur.map_or(true, |i| policy.restarts(i.exit_code)),
                     terminating: entry.termination.is_some(),
-                    pod_terminal: phase.is_terminal(),
-                });
-            }
+                    pod_terminal,
+                };
+                (uid, entry, c, state)
+            })
+        })
+    }
+
+    /// Every container with probes as the prober needs to see it; sent when it changed.
+    pub(super) fn send_probe_targets(&mut self, snap: &Snapshot) {
+        let Some(tx) = &self.prober else { return };
+        // Compared in place first, so a sync that changed nothing builds nothing. The same
+        // shared spec means the same entry (the last targets keep it alive), and with it the
+        // same pod, reference and address: only the state can differ.
+        let mut last = self.last_targets.iter();
+        let unchanged = self.probe_states(snap).all(|(uid, _, c, state)| {
+            last.next().is_some_and(|t| t.pod_uid == *uid && Arc::ptr_eq(&t.container, c) && state.is_shown_by(t))
+        }) && last.next().is_none();
+        if unchanged {
+            return;
         }
+        let targets: Vec<ProbeTarget> = self
+            .probe_states(snap)
+            .map(|(uid, entry, c, s)| ProbeTarget {
+                pod_uid: uid.clone(),
+                reference: Reference::container(&entry.pod, &c.name),
+                container: Arc::clone(c),
+                pod_ip: self.cfg.node_ip.clone(),
+                container_id: s.container_id.map(String::from),
+                running: s.running,
+                started_at: s.started_at,
+                will_restart: s.will_restart,
+                terminating: s.terminating,
+                pod_terminal: s.pod_terminal,
+            })
+            .collect();
         if targets != self.last_targets {
             // A prober that is gone (shutdown) needs no targets.
             let _ = tx.send(ProberCommand::Targets(targets.clone()));
@@ -97,8 +144,9 @@ impl PodManager {
             host_ip: &self.cfg.node_ip,
             runtime: self.runtime.kind(),
         };
-        let previous = self.statuses.status(uid);
-        let mut new = status::pod_status(&o, previous.as_ref(), now);
+        let (mut new, before) = self
+            .statuses
+            .with_status(uid, |previous| (status::pod_status(&o, previous, now), previous.map(|p| p.phase)));
         if let Admission::Rejected { message } = &entry.admission {
             new.phase = PodPhase::Failed;
             new.reason = UNEXPECTED_ADMISSION_ERROR.into();
@@ -109,14 +157,10 @@ impl PodManager {
                 cs.allocated_resources_status = link.resource_statuses(uid, &cs.name);
             }
         }
-        if previous.as_ref().map(|p| p.phase) != Some(new.phase) {
+        if before != Some(new.phase) {
             log::info!("pods: pod {} is {}", pod.key(), new.phase);
         }
-        let mut published = pod.clone();
-        if published.metadata.creation_timestamp.is_none() {
-            published.metadata.creation_timestamp = new.start_time;
-        }
-        published.status = Some(new);
-        self.statuses.set(published);
+        // Stored only when it differs from what the API shows now.
+        self.statuses.publish(pod, new);
     }
 }

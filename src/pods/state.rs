@@ -5,6 +5,7 @@ use crate::api::{Container, Pod};
 use crate::runtime::devices::DeviceOptions;
 use crate::runtime::RuntimeError;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Whether a container is an init container, a sidecar (a restartable init container) or an
@@ -117,6 +118,22 @@ pub struct PodEntry {
     pub admission: Admission,
     /// Set once it is being stopped.
     pub termination: Option<Termination>,
+    /// Its containers with probes (sidecars, then app containers), made once: an entry's
+    /// spec never changes, so every probe target of it shares these instead of a copy.
+    pub probed: Vec<Arc<Container>>,
+}
+
+impl PodEntry {
+    /// An entry for `pod`.
+    pub fn new(pod: Pod, admission: Admission, termination: Option<Termination>) -> PodEntry {
+        let sidecars = pod.spec.init_containers.iter().filter(|c| c.is_sidecar());
+        let probed = sidecars
+            .chain(&pod.spec.containers)
+            .filter(|c| c.liveness_probe.is_some() || c.readiness_probe.is_some() || c.startup_probe.is_some())
+            .map(|c| Arc::new(c.clone()))
+            .collect();
+        PodEntry { pod, admission, termination, probed }
+    }
 }
 
 /// How far a container's plugin devices are prepared (`PreStartContainer`).

@@ -56,9 +56,14 @@ impl<'a> PodView<'a> {
         v
     }
 
-    /// The newest instance of one container.
+    /// The newest instance of one container (the first of `instances`, found without
+    /// collecting them: it is asked for every container on every sync).
     pub fn latest(&self, name: &str) -> Option<&'a ContainerInfo> {
-        self.instances(name).into_iter().next()
+        // `min_by_key` keeps the first of equal keys, as the stable sort in `instances` does.
+        self.containers
+            .iter()
+            .filter(|c| c.config.name == name)
+            .min_by_key(|c| std::cmp::Reverse((c.config.attempt, c.created_at)))
     }
 
     /// Instances whose process runs.

@@ -8,6 +8,7 @@ mod actions;
 mod init;
 mod lifecycle;
 mod restart;
+mod steady;
 mod termination;
 
 use super::{PodManager, PodManagerConfig, PodsCommand};
@@ -16,7 +17,7 @@ use crate::api::{Container, ContainerStatus, Event, Pod, PodPhase, PodStatus, Re
 use crate::clock::FakeClock;
 use crate::events::EventRecorder;
 use crate::manager::Manager;
-use crate::prober::{ProbeResults, ProberCommand};
+use crate::prober::{ProbeResults, ProbeTarget, ProberCommand};
 use crate::runtime::fake::{Call, FakeRuntime};
 use crate::runtime::ContainerInfo;
 use crate::status::StatusCache;
@@ -42,7 +43,7 @@ struct Node {
     events: Receiver<Event>,
     statuses: StatusCache,
     probes: ProbeResults,
-    _targets: Receiver<ProberCommand>,
+    targets: Receiver<ProberCommand>,
 }
 
 impl Node {
@@ -73,7 +74,7 @@ impl Node {
         let pm = PodManager::new(cfg, rt.clone(), statuses.clone(), recorder, None)
             .with_prober(targets_tx, probes.clone())
             .with_clock(Arc::new(clock.clone()));
-        Node { pm, rt, clock, events, statuses, probes, _targets: targets }
+        Node { pm, rt, clock, events, statuses, probes, targets }
     }
 
     /// The source now wants exactly these pods.
@@ -105,6 +106,15 @@ impl Node {
     /// The reasons of the events since the last look.
     fn reasons(&self) -> Vec<String> {
         self.events().into_iter().map(|(r, _)| r).collect()
+    }
+
+    /// The probe-target lists sent to the prober since the last look.
+    fn sent_targets(&self) -> Vec<Vec<ProbeTarget>> {
+        let sent = self.targets.try_iter().filter_map(|cmd| match cmd {
+            ProberCommand::Targets(t) => Some(t),
+            _ => None,
+        });
+        sent.collect()
     }
 
     /// A pod's published status.
