@@ -62,6 +62,11 @@ fn http_server() -> u16 {
     port
 }
 
+/// An HTTP probe from a test: host names are looked up on a lookup set of its own.
+fn http(h: &HttpGetAction, t: &Target, timeout: Duration) -> Outcome {
+    probes::http(h, t, timeout, &probes::Lookups::new(&ferrolet::manager::Health::default()))
+}
+
 fn get(port: u16, path: &str, headers: Vec<(&str, &str)>) -> HttpGetAction {
     HttpGetAction {
         path: path.into(),
@@ -82,10 +87,10 @@ const SEC: Duration = Duration::from_secs(1);
 fn http_probes_follow_kubelets_rules() {
     let port = http_server();
     let t = target();
-    assert_eq!(probes::http(&get(port, "/ok", vec![]), &t, SEC), Outcome::Success("fine".into()));
-    assert_eq!(probes::http(&get(port, "/status/204", vec![]), &t, SEC), Outcome::Success(String::new()));
+    assert_eq!(http(&get(port, "/ok", vec![]), &t, SEC), Outcome::Success("fine".into()));
+    assert_eq!(http(&get(port, "/status/204", vec![]), &t, SEC), Outcome::Success(String::new()));
     for code in [404, 500, 503] {
-        let o = probes::http(&get(port, &format!("/status/{code}"), vec![]), &t, SEC);
+        let o = http(&get(port, &format!("/status/{code}"), vec![]), &t, SEC);
         assert_eq!(
             o,
             Outcome::Failure(format!("HTTP probe failed with statuscode: {code}")),
@@ -93,25 +98,25 @@ fn http_probes_follow_kubelets_rules() {
         );
     }
     assert_eq!(
-        probes::http(&get(port, "/same-host", vec![]), &t, SEC),
+        http(&get(port, "/same-host", vec![]), &t, SEC),
         Outcome::Success("fine".into()),
         "same-host redirect followed"
     );
-    match probes::http(&get(port, "/loop", vec![]), &t, SEC) {
+    match http(&get(port, "/loop", vec![]), &t, SEC) {
         Outcome::Failure(m) => assert!(m.contains("stopped after 10 redirects"), "{m}"),
         o => panic!("{o:?}"),
     }
     // 127.0.0.1 → localhost is another host name: not followed, a warning (still success).
     assert_eq!(
-        probes::http(&get(port, "/other-host", vec![]), &t, SEC),
+        http(&get(port, "/other-host", vec![]), &t, SEC),
         Outcome::Warning("Probe terminated redirects, Response body: moved".into())
     );
-    match probes::http(&get(port, "/big", vec![]), &t, SEC) {
+    match http(&get(port, "/big", vec![]), &t, SEC) {
         Outcome::Success(body) => assert_eq!(body.len(), MAX_OUTPUT, "body read up to 10 KiB"),
         o => panic!("{o:?}"),
     }
     let started = Instant::now();
-    match probes::http(&get(port, "/slow", vec![]), &t, SEC) {
+    match http(&get(port, "/slow", vec![]), &t, SEC) {
         Outcome::Failure(m) => assert!(m.contains("Client.Timeout exceeded"), "{m}"),
         o => panic!("{o:?}"),
     }
@@ -122,7 +127,7 @@ fn http_probes_follow_kubelets_rules() {
 fn http_probes_send_kube_probe_headers_custom_headers_and_host() {
     let port = http_server();
     let t = target();
-    let body = match probes::http(
+    let body = match http(
         &get(port, "/headers", vec![("X-Custom", "a"), ("X-Custom", "b"), ("Host", "app.example")]),
         &t,
         SEC,
@@ -141,10 +146,10 @@ fn http_probes_send_kube_probe_headers_custom_headers_and_host() {
     named.container = Arc::new(c);
     let mut action = get(port, "/ok", vec![]);
     action.port = IntOrString::String("http".into());
-    assert_eq!(probes::http(&action, &named, SEC), Outcome::Success("fine".into()));
+    assert_eq!(http(&action, &named, SEC), Outcome::Success("fine".into()));
     // Nothing listening: a failure with the transport error, not an error.
     let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    assert!(matches!(probes::http(&get(closed, "/", vec![]), &t, SEC), Outcome::Failure(_)));
+    assert!(matches!(http(&get(closed, "/", vec![]), &t, SEC), Outcome::Failure(_)));
 }
 
 #[test]
@@ -248,7 +253,7 @@ fn silent_listener() -> (u16, std::sync::mpsc::Receiver<Instant>, Arc<std::sync:
 fn an_http_probe_closes_its_connection_at_the_timeout_when_the_server_never_answers() {
     let (port, closed, accepted) = silent_listener();
     let started = Instant::now();
-    match probes::http(&get(port, "/", vec![]), &target(), SEC) {
+    match http(&get(port, "/", vec![]), &target(), SEC) {
         Outcome::Failure(m) => assert!(m.contains("Client.Timeout exceeded"), "{m}"),
         o => panic!("{o:?}"),
     }

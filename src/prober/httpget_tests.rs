@@ -154,7 +154,12 @@ fn probe(port: u16, path: &str, headers: &[(&str, &str)]) -> Outcome {
         http_headers: headers.iter().map(|(n, v)| HttpHeader { name: (*n).into(), value: (*v).into() }).collect(),
     };
     let t = Target { pod_ip: "127.0.0.1".into(), container: Arc::default(), container_id: String::new() };
-    probes::http(&h, &t, Duration::from_secs(5))
+    probes::http(
+        &h,
+        &t,
+        Duration::from_secs(5),
+        &crate::prober::resolve::Lookups::new(&crate::manager::Health::default()),
+    )
 }
 
 #[test]

@@ -61,7 +61,7 @@ pub fn run(
 ) -> Outcome {
     let timeout = timeout_of(probe);
     if let Some(h) = &probe.http_get {
-        return http_with(h, target, timeout, lookups);
+        return http(h, target, timeout, lookups);
     }
     if let Some(t) = &probe.tcp_socket {
         let host = if t.host.is_empty() { target.pod_ip.clone() } else { t.host.clone() };
@@ -193,15 +193,9 @@ fn resolve_location(base: &str, location: &str) -> String {
 }
 
 /// HTTP(S) GET; 2xx and same-host 3xx success, a redirect to another host a warning,
-/// anything else `HTTP probe failed with statuscode: N` (never the body). For callers
-/// outside a prober (tests, tools): host names are looked up on threads of a shared set.
-pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration) -> Outcome {
-    static LOOKUPS: std::sync::OnceLock<Lookups> = std::sync::OnceLock::new();
-    http_with(h, target, timeout, LOOKUPS.get_or_init(|| Lookups::new(&crate::manager::Health::default())))
-}
-
-/// `http`, with host names of `http://` URLs looked up on a thread of `lookups`.
-pub fn http_with(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Lookups) -> Outcome {
+/// anything else `HTTP probe failed with statuscode: N` (never the body). Host names of
+/// `http://` URLs are looked up on a thread of `lookups`.
+pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Lookups) -> Outcome {
     let port = match resolve_port(&h.port, &target.container) {
         Ok(p) => p,
         Err(e) => return Outcome::Error(e.to_string()),
