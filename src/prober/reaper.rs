@@ -217,6 +217,42 @@ fn run<K>(rx: Receiver<Watch<K>>, wake: WakeReceiver, done: Report<K>, stop: Sto
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// The results a test's report collected.
+    type Got = Arc<Mutex<Vec<Done<u32>>>>;
+
+    /// A report that collects every result.
+    fn collector() -> (Got, Report<u32>) {
+        let got: Got = Default::default();
+        let sink = got.clone();
+        (
+            got,
+            Arc::new(move |d| {
+                sink.lock().push(d);
+                true
+            }),
+        )
+    }
+
+    /// Hands `reaper` a `sleep 30` with a 60 s deadline as worker `key`; returns its pid.
+    fn watch_sleep(reaper: &ExecReaper<u32>, key: u32) -> i32 {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let process = ExecProcess::new(child).unwrap();
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(60);
+        reaper.watch(Watch { key, process, command: vec!["sleep".into()], deadline, started: now, scheduled: now });
+        pid
+    }
 
     #[test]
     fn a_command_is_reported_when_done_and_killed_at_its_deadline() {
@@ -230,31 +266,13 @@ mod tests {
 
     #[test]
     fn a_command_handed_over_after_the_thread_ended_is_killed_and_reported() {
-        use std::os::unix::process::CommandExt;
-        use std::process::{Command, Stdio};
-        let got: std::sync::Arc<Mutex<Vec<Done<u32>>>> = Default::default();
-        let sink = got.clone();
-        let done: Report<u32> = std::sync::Arc::new(move |d| {
-            sink.lock().push(d);
-            true
-        });
+        let (got, done) = collector();
         // What is left once the thread has ended on an error: its receiver is gone.
         let (tx, rx) = unbounded();
         drop(rx);
         let (_wake_rx, wake) = wake::pair().unwrap();
         let reaper = ExecReaper { inner: Mutex::new(Some((tx, wake))), done };
-        let child = Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id() as i32;
-        let process = ExecProcess::new(child).unwrap();
-        let now = Instant::now();
-        let deadline = now + Duration::from_secs(60);
-        reaper.watch(Watch { key: 7, process, command: vec!["sleep".into()], deadline, started: now, scheduled: now });
+        let pid = watch_sleep(&reaper, 7);
         let got = got.lock();
         assert_eq!(got.len(), 1, "its worker gets a result");
         assert_eq!(got[0].key, 7);
@@ -276,30 +294,12 @@ mod tests {
     #[test]
     fn stopping_the_reaper_kills_what_it_watches_at_once_and_reports_it() {
         use crate::manager::Health;
-        use std::os::unix::process::CommandExt;
-        use std::process::{Command, Stdio};
-        let got: std::sync::Arc<Mutex<Vec<Done<u32>>>> = Default::default();
-        let sink = got.clone();
-        let done: Report<u32> = std::sync::Arc::new(move |d| {
-            sink.lock().push(d);
-            true
-        });
+        let (got, done) = collector();
         let health = Health::default();
         let threads = ThreadSet::new(1, &health);
         let reaper = ExecReaper::start(done, &threads).unwrap();
         assert_eq!(health.alive(), vec!["fl-probe-exec"]);
-        let child = Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id() as i32;
-        let process = ExecProcess::new(child).unwrap();
-        let now = Instant::now();
-        let deadline = now + Duration::from_secs(60);
-        reaper.watch(Watch { key: 3, process, command: vec!["sleep".into()], deadline, started: now, scheduled: now });
+        let pid = watch_sleep(&reaper, 3);
         std::thread::sleep(Duration::from_millis(50));
         // The reaper waits in poll on the command's pipes (deadline 60 s): only the stop's
         // wake-up ends that wait.
