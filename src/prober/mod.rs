@@ -3,6 +3,12 @@
 //! probe threads (exec probe commands to one reaper thread); results go into three stores
 //! the pod manager reads, and every change is sent to the pod manager, which acts on it
 //! (readiness → Ready, startup → Started, liveness failure → kill and restart).
+//!
+//! Wake-ups are what a probe costs beside its own I/O, so the prober saves them: due times
+//! sit on a `SLOT` grid, so the probes due about together go out in one wake-up; a worker's
+//! next due time is set when its probe goes out; and a finished probe that changes nothing
+//! (a success like the ones before) waits in the `Inbox` for the next wake-up instead of
+//! making one.
 
 mod httpget;
 pub mod job;
@@ -22,7 +28,7 @@ use crate::api::{Container, Probe};
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::manager::Publisher;
 use crossbeam_channel::Sender;
-use job::{Done, Job, Report};
+use job::{Done, Inbox, Job, Report};
 use pool::ProbePool;
 use probes::Outcome;
 use serde::{Deserialize, Serialize};
@@ -97,8 +103,21 @@ pub type WorkerKey = (String, String, ProbeType);
 pub enum ProberCommand {
     /// Every container with probes, as the pod manager sees them now.
     Targets(Vec<ProbeTarget>),
-    /// A probe finished in the pool.
-    Done(Done<WorkerId>),
+    /// Results wait in the inbox that the prober should see now.
+    Results,
+}
+
+/// Due times are rounded up to this grid: probes due within one slot go out together, one
+/// wake-up for all of them. It delays a probe by less than a slot, against periods of a
+/// second or more.
+pub const SLOT: Duration = Duration::from_millis(5);
+
+/// `at` rounded up to the `SLOT` grid that starts at `epoch`.
+fn on_grid(epoch: Instant, at: Instant) -> Instant {
+    let slot = SLOT.as_nanos();
+    let since = at.saturating_duration_since(epoch).as_nanos();
+    let rounded = since.div_ceil(slot) * slot;
+    epoch + Duration::from_nanos(rounded as u64)
 }
 
 /// Longest event message the prober records, the `note` limit of events.k8s.io (1 KiB):
@@ -135,6 +154,14 @@ pub struct ProberConfig {
 /// A worker's index in the manager (cheap to hash, copy and queue).
 pub type WorkerId = u64;
 
+/// What a job carries back to the prober: its worker, and whether a success would change
+/// nothing (then it need not wake the prober).
+#[derive(Clone, Copy, Debug)]
+pub struct JobTag {
+    worker: WorkerId,
+    quiet_on_success: bool,
+}
+
 /// The prober's logic, run by a `ManagerHandle` on `fl-prober`.
 pub struct ProberManager {
     cfg: ProberConfig,
@@ -142,7 +169,12 @@ pub struct ProberManager {
     workers: HashMap<WorkerId, Slot, crate::events::lru::FxBuild>,
     next_id: WorkerId,
     heap: BinaryHeap<Reverse<(Instant, WorkerId)>>,
-    pool: ProbePool<WorkerId>,
+    /// Where the due-time grid starts.
+    epoch: Instant,
+    pool: ProbePool<JobTag>,
+    inbox: Arc<Inbox<JobTag>>,
+    /// The inbox's results while they are handled (kept for its capacity).
+    drained: Vec<Done<JobTag>>,
     results: ProbeResults,
     metrics: Arc<ProberMetrics>,
     recorder: EventRecorder,
@@ -186,7 +218,12 @@ impl ProberManager {
         pods: Publisher<ProbeUpdate>,
         me: Sender<ProberCommand>,
     ) -> Self {
-        let report: Report<WorkerId> = Arc::new(move |d| me.send(ProberCommand::Done(d)).is_ok());
+        let inbox = Arc::new(Inbox::default());
+        let to_inbox = inbox.clone();
+        let report: Report<JobTag> = Arc::new(move |d: Done<JobTag>| {
+            let urgent = !(d.key.quiet_on_success && matches!(d.outcome, Outcome::Success(_)));
+            !to_inbox.push(d, urgent) || me.send(ProberCommand::Results).is_ok()
+        });
         let pool = ProbePool::new(cfg.max_threads, runtime, report, cfg.threads.clone());
         ProberManager {
             cfg,
@@ -194,7 +231,10 @@ impl ProberManager {
             workers: HashMap::default(),
             next_id: 0,
             heap: BinaryHeap::new(),
+            epoch: Instant::now(),
             pool,
+            inbox,
+            drained: Vec::new(),
             results,
             metrics,
             recorder,
@@ -202,8 +242,10 @@ impl ProberManager {
         }
     }
 
+    /// Makes a worker due at `at`, rounded up to the slot grid.
     fn schedule(&mut self, id: WorkerId, at: Instant) {
         if let Some(s) = self.workers.get_mut(&id) {
+            let at = on_grid(self.epoch, at);
             s.worker.next_due = at;
             self.heap.push(Reverse((at, id)));
         }
@@ -278,7 +320,7 @@ impl ProberManager {
                     s.worker.update(t.clone(), now);
                     if s.worker.next_due != before {
                         let at = s.worker.next_due;
-                        self.heap.push(Reverse((at, id)));
+                        self.schedule(id, at);
                     }
                     continue;
                 }
@@ -299,7 +341,7 @@ impl ProberManager {
                 let series = self.metrics.series(kind, &labels);
                 let worker = Worker::new(kind, t.clone(), first);
                 self.workers.insert(id, Slot { key, worker, labels, series });
-                self.heap.push(Reverse((first, id)));
+                self.schedule(id, first);
             }
         }
         let gone: Vec<WorkerId> = self.workers.keys().filter(|id| !seen.contains(*id)).copied().collect();
@@ -318,8 +360,15 @@ impl ProberManager {
             }
             self.heap.pop();
             let Some(s) = self.workers.get(&id) else { continue };
-            if s.worker.next_due != at || s.worker.in_flight {
+            if s.worker.next_due != at {
                 continue; // a stale heap entry
+            }
+            if s.worker.in_flight {
+                // Its last probe still runs: this round is skipped, as kubelet's ticker
+                // drops a tick.
+                let period = s.worker.period();
+                self.schedule(id, at + period);
+                continue;
             }
             let started = self.started(&s.worker.target);
             let s = self.workers.get_mut(&id).expect("checked above");
@@ -344,14 +393,25 @@ impl ProberManager {
                 }
                 Decision::Probe => {
                     let s = self.workers.get_mut(&id).expect("checked above");
-                    s.worker.in_flight = true;
-                    let t = &s.worker.target;
+                    let w = &mut s.worker;
+                    w.in_flight = true;
+                    // After a container's first probe (run as soon as it starts) the second
+                    // comes after a random half to whole period, so containers started
+                    // together do not probe in lockstep for ever; after that, one period.
+                    let gap = if std::mem::replace(&mut w.first_probe, false) {
+                        period.mul_f64(0.5 + crate::util::random_f64() / 2.0)
+                    } else {
+                        period
+                    };
+                    let t = &w.target;
                     let target = probes::Target {
                         pod_ip: t.pod_ip.clone(),
                         container: t.container.clone(),
                         container_id: t.container_id.clone().unwrap_or_default(),
                     };
-                    self.pool.submit(Job { key: id, kind, target, scheduled: at });
+                    let key = JobTag { worker: id, quiet_on_success: w.quiet_on_success() };
+                    self.pool.submit(Job { key, kind, target, scheduled: at });
+                    self.schedule(id, at + gap);
                 }
             }
         }
@@ -360,8 +420,18 @@ impl ProberManager {
         self.metrics.threads.store(self.pool.threads(), std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn on_done(&mut self, d: Done<WorkerId>) {
-        let id = d.key;
+    /// Handles the results waiting in the inbox.
+    fn drain_inbox(&mut self) {
+        let mut drained = std::mem::take(&mut self.drained);
+        self.inbox.drain_into(&mut drained);
+        for d in drained.drain(..) {
+            self.on_done(d);
+        }
+        self.drained = drained;
+    }
+
+    fn on_done(&mut self, d: Done<JobTag>) {
+        let id = d.key.worker;
         let Some(s) = self.workers.get_mut(&id) else { return };
         let w = &mut s.worker;
         let kind = s.key.2;
@@ -369,15 +439,6 @@ impl ProberManager {
         let result = w.complete(&d.outcome);
         let failures = w.failures_in_a_row;
         let threshold = w.probe().failure_threshold.max(1) as u32;
-        let period = w.period();
-        // After a container's first probe (run as soon as it starts) the second comes after
-        // a random half to whole period, so containers started together do not probe in
-        // lockstep for ever; after that, one period from when the last one was due.
-        let gap = if std::mem::replace(&mut w.first_probe, false) {
-            period.mul_f64(0.5 + crate::util::random_f64() / 2.0)
-        } else {
-            period
-        };
         let label = match &d.outcome {
             Outcome::Failure(_) => "failed",
             Outcome::Error(_) => "unknown",
@@ -407,8 +468,6 @@ impl ProberManager {
         if let Some(r) = result {
             self.set_result(id, r, false);
         }
-        let next = (d.scheduled + gap).max(Instant::now());
-        self.schedule(id, next);
     }
 }
 
@@ -425,17 +484,20 @@ impl crate::manager::Manager for ProberManager {
     type Command = ProberCommand;
 
     fn handle(&mut self, cmd: ProberCommand) {
+        self.drain_inbox();
         match cmd {
             ProberCommand::Targets(t) => {
                 log::debug!("prober: {} containers with probes", t.len());
                 self.on_targets(t)
             }
-            ProberCommand::Done(d) => self.on_done(d),
+            ProberCommand::Results => {}
         }
         self.run_due();
     }
 
+    /// Also the latest a quiet result waits in the inbox.
     fn on_tick(&mut self) {
+        self.drain_inbox();
         self.run_due();
     }
 
@@ -452,6 +514,7 @@ impl crate::manager::Manager for ProberManager {
     }
 
     fn on_deadline(&mut self) {
+        self.drain_inbox();
         self.run_due();
     }
 }
@@ -469,6 +532,22 @@ mod tests {
         assert!(m.starts_with("Readiness probe failed: éé"));
         let kept = m.rsplit_once('…').unwrap().0.len();
         assert!(m.ends_with(&format!("… ({} more bytes)", long.len() - kept)), "{m}");
+    }
+
+    #[test]
+    fn due_times_are_rounded_up_to_the_slot_grid() {
+        let epoch = Instant::now();
+        let ms = Duration::from_millis;
+        for (at, want) in [(0, 0), (1, 10), (10, 10), (11, 20), (1009, 1010), (1010, 1010)] {
+            assert_eq!(on_grid(epoch, epoch + ms(at)), epoch + ms(want), "{at} ms");
+        }
+        let on = on_grid(epoch, epoch + ms(3));
+        assert_eq!(
+            on_grid(epoch, on + Duration::from_secs(1)),
+            on + Duration::from_secs(1),
+            "a period keeps it on the grid"
+        );
+        assert_eq!(on_grid(epoch + ms(5), epoch), epoch + ms(5), "before the grid: its start");
     }
 
     #[test]

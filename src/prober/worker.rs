@@ -36,7 +36,7 @@ pub struct Worker {
     pub next_due: Instant,
     /// A probe is running in the pool.
     pub in_flight: bool,
-    /// No probe has completed yet for the current instance.
+    /// No probe has been handed out yet for the current instance.
     pub first_probe: bool,
 }
 
@@ -151,6 +151,17 @@ impl Worker {
         end.duration_since(now_wall).ok().map(|left| now + left)
     }
 
+    /// Whether one more success would change nothing: the result already is `Success`
+    /// and stays so, nothing counts failures, and no hold follows. Such a result need not
+    /// wake the prober.
+    pub fn quiet_on_success(&self) -> bool {
+        self.kind != ProbeType::Startup
+            && !self.on_hold
+            && self.last == Some(ProbeResult::Success)
+            && self.run as i32 >= self.probe().success_threshold.max(1)
+            && self.failures_in_a_row == 0
+    }
+
     /// kubelet's `doProbe` after the probe: counts runs of equal results and returns the
     /// result to record once a threshold is reached. Errors are not counted.
     pub fn complete(&mut self, outcome: &Outcome) -> Option<ProbeResult> {
@@ -231,6 +242,35 @@ mod tests {
 
     fn at(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn a_success_is_quiet_only_when_it_would_change_nothing() {
+        // (kind, success threshold, outcomes so far) → quiet?
+        let table: [(ProbeType, i32, &[bool], bool); 9] = [
+            (ProbeType::Readiness, 1, &[], false),
+            (ProbeType::Readiness, 1, &[true], true),
+            (ProbeType::Readiness, 2, &[true], false),
+            (ProbeType::Readiness, 2, &[true, true], true),
+            (ProbeType::Readiness, 1, &[true, false], false),
+            (ProbeType::Readiness, 1, &[true, false, true], true),
+            (ProbeType::Liveness, 1, &[true, true], true),
+            (ProbeType::Liveness, 1, &[false], false),
+            (ProbeType::Startup, 1, &[true], false),
+        ];
+        for (kind, success, outcomes, want) in table {
+            let mut w = Worker::new(kind, target(probe(success, 3, 0), kind, "c1", true), Instant::now());
+            w.decide(kind != ProbeType::Startup, at(100));
+            for &o in outcomes {
+                w.complete(&if o { ok() } else { fail() });
+            }
+            assert_eq!(w.quiet_on_success(), want, "{kind:?} {success} {outcomes:?}");
+            if want {
+                // What it promises: another success records Success again and counts nothing.
+                assert_eq!(w.complete(&ok()), Some(ProbeResult::Success));
+                assert!(w.quiet_on_success() && w.failures_in_a_row == 0);
+            }
+        }
     }
 
     #[test]
