@@ -537,17 +537,18 @@ mod tests {
     #[test]
     fn due_times_are_rounded_up_to_the_slot_grid() {
         let epoch = Instant::now();
-        let ms = Duration::from_millis;
-        for (at, want) in [(0, 0), (1, 10), (10, 10), (11, 20), (1009, 1010), (1010, 1010)] {
-            assert_eq!(on_grid(epoch, epoch + ms(at)), epoch + ms(want), "{at} ms");
+        let ns = |n: u128| Duration::from_nanos(n as u64);
+        let slot = SLOT.as_nanos();
+        for (at, want) in [(0, 0), (1, slot), (slot, slot), (slot + 1, 2 * slot), (200 * slot - 1, 200 * slot)] {
+            assert_eq!(on_grid(epoch, epoch + ns(at)), epoch + ns(want), "{at} ns");
         }
-        let on = on_grid(epoch, epoch + ms(3));
+        let on = on_grid(epoch, epoch + ns(3));
         assert_eq!(
             on_grid(epoch, on + Duration::from_secs(1)),
             on + Duration::from_secs(1),
             "a period keeps it on the grid"
         );
-        assert_eq!(on_grid(epoch + ms(5), epoch), epoch + ms(5), "before the grid: its start");
+        assert_eq!(on_grid(epoch + ns(5), epoch), epoch + ns(5), "before the grid: its start");
     }
 
     #[test]
