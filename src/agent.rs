@@ -351,7 +351,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
                 .map_err(rt_err)?
                 .into_iter()
                 .filter(|c| c.state == Running && is_sidecar(c) == sidecars)
-                .map(|c| c.config.name)
+                .map(|c| c.config.name.clone())
                 .collect();
             if running.is_empty() {
                 break;

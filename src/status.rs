@@ -43,7 +43,7 @@ pub mod reason {
 }
 
 /// What the pod manager knows about one container of a pod.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ContainerObservation {
     /// The newest instance.
     pub current: Option<ContainerInfo>,
@@ -347,38 +347,49 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
 /// The latest status of every pod, keyed by uid; written by the pod manager, read by the API.
 #[derive(Clone, Default)]
 pub struct StatusCache {
-    pods: Arc<RwLock<BTreeMap<String, Pod>>>,
+    pods: Arc<RwLock<BTreeMap<String, Stored>>>,
     /// Pods stored or removed so far.
     writes: Arc<AtomicU64>,
+}
+
+/// One pod as the cache shows it, with the pod object it was published from.
+struct Stored {
+    pod: Pod,
+    /// What `publish` made it from: while the publisher still passes this very object (an
+    /// `Arc` never changes while it is shared), all but the status is known to be the same.
+    from: Option<Arc<Pod>>,
 }
 
 impl StatusCache {
     /// Stores a pod with its status.
     pub fn set(&self, pod: Pod) {
-        self.pods.write().insert(pod.metadata.uid.clone(), pod);
+        self.pods.write().insert(pod.metadata.uid.clone(), Stored { pod, from: None });
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Stores `pod` with `status`, its creation time defaulted to the status's start time,
     /// unless the stored copy already shows exactly that: a pod that did not change costs a
-    /// comparison instead of a copy of its spec. Returns whether it was stored.
-    pub fn publish(&self, pod: &Pod, status: PodStatus) -> bool {
+    /// comparison instead of a copy of its spec (not even that, when it is published from
+    /// the same object as last time). Returns whether it was stored.
+    pub fn publish(&self, pod: &Arc<Pod>, status: PodStatus) -> bool {
         let created = pod.metadata.creation_timestamp.or(status.start_time);
         // Upgradable: readers of other pods are not held up by the comparison, and no other
         // writer can come in between it and the store.
         let pods = self.pods.upgradable_read();
         let unchanged = pods.get(&pod.metadata.uid).is_some_and(|old| {
-            old.status.as_ref() == Some(&status)
-                && old.metadata.creation_timestamp == created
-                && same_but_status_and_creation(old, pod)
+            old.pod.status.as_ref() == Some(&status)
+                && old.pod.metadata.creation_timestamp == created
+                && (old.from.as_ref().is_some_and(|f| Arc::ptr_eq(f, pod))
+                    || same_but_status_and_creation(&old.pod, pod))
         });
         if unchanged {
             return false;
         }
-        let mut published = pod.clone();
+        let mut published = Pod::clone(pod);
         published.metadata.creation_timestamp = created;
         published.status = Some(status);
-        RwLockUpgradableReadGuard::upgrade(pods).insert(pod.metadata.uid.clone(), published);
+        let stored = Stored { pod: published, from: Some(Arc::clone(pod)) };
+        RwLockUpgradableReadGuard::upgrade(pods).insert(pod.metadata.uid.clone(), stored);
         self.writes.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -396,23 +407,23 @@ impl StatusCache {
 
     /// One pod's last status.
     pub fn status(&self, uid: &str) -> Option<PodStatus> {
-        self.pods.read().get(uid).and_then(|p| p.status.clone())
+        self.pods.read().get(uid).and_then(|p| p.pod.status.clone())
     }
 
     /// Runs `f` on one pod's last status, without copying it (the cache is read-locked
     /// meanwhile, so `f` must not write to it).
     pub fn with_status<T>(&self, uid: &str, f: impl FnOnce(Option<&PodStatus>) -> T) -> T {
-        f(self.pods.read().get(uid).and_then(|p| p.status.as_ref()))
+        f(self.pods.read().get(uid).and_then(|p| p.pod.status.as_ref()))
     }
 
     /// One pod's last phase (without copying its status).
     pub fn phase(&self, uid: &str) -> Option<PodPhase> {
-        self.pods.read().get(uid).and_then(|p| p.status.as_ref().map(|s| s.phase))
+        self.pods.read().get(uid).and_then(|p| p.pod.status.as_ref().map(|s| s.phase))
     }
 
     /// Every pod, sorted by namespace and name.
     pub fn list(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self.pods.read().values().cloned().collect();
+        let mut pods: Vec<Pod> = self.pods.read().values().map(|s| s.pod.clone()).collect();
         pods.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
         pods
     }

@@ -7,7 +7,7 @@ fn info(name: &str, state: RtState, exit: i32, attempt: u32) -> ContainerInfo {
     ContainerInfo {
         id: format!("{name}-{attempt}"),
         sandbox_id: "s".into(),
-        config: ContainerConfig { name: name.into(), attempt, ..Default::default() },
+        config: Arc::new(ContainerConfig { name: name.into(), attempt, ..Default::default() }),
         state,
         created_at: SystemTime::UNIX_EPOCH,
         started_at: Some(SystemTime::UNIX_EPOCH),
@@ -163,6 +163,7 @@ fn publishing_what_the_cache_already_shows_stores_nothing() {
     let cache = StatusCache::default();
     let mut p = pod(RestartPolicy::Always, &[], &["app"]);
     p.metadata.uid = "u1".into();
+    let p = Arc::new(p);
     let s = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
     let started = Some(Time(SystemTime::UNIX_EPOCH));
     let s = PodStatus { start_time: started, ..s };
@@ -172,13 +173,14 @@ fn publishing_what_the_cache_already_shows_stores_nothing() {
     assert_eq!(stored.metadata.creation_timestamp, started, "created when its sandbox was");
     let writes = cache.writes();
     assert!(!cache.publish(&p, s.clone()), "the same pod and status again");
+    assert!(!cache.publish(&Arc::new(Pod::clone(&p)), s.clone()), "an equal pod and the same status");
     assert_eq!(cache.writes(), writes);
 
     let mut ready = s.clone();
     ready.conditions[2].status = "False".into();
     assert!(cache.publish(&p, ready), "a changed status is stored");
-    let mut deleted = p.clone();
-    deleted.metadata.deletion_timestamp = started;
+    let mut deleted = Arc::clone(&p);
+    Arc::make_mut(&mut deleted).metadata.deletion_timestamp = started;
     assert!(cache.publish(&deleted, s), "a changed pod is stored");
     assert_eq!(cache.list().pop().expect("stored").metadata.deletion_timestamp, started);
 }

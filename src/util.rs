@@ -233,8 +233,14 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()>
 /// Reads a JSON file written by `write_json`. A file over `MAX_RECORD_SIZE` is refused
 /// with an error that says so (never parsed half and reported as a syntax error).
 pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<T> {
+    read_json_from(File::open(path)?, path)
+}
+
+/// `read_json` of a file already opened from `path` (a caller that looks at the open file
+/// first, e.g. with `metadata`, reads exactly what it looked at).
+pub fn read_json_from<T: serde::de::DeserializeOwned>(file: File, path: &Path) -> io::Result<T> {
     let mut data = Vec::new();
-    File::open(path)?.take(MAX_RECORD_SIZE + 1).read_to_end(&mut data)?;
+    file.take(MAX_RECORD_SIZE + 1).read_to_end(&mut data)?;
     if data.len() as u64 > MAX_RECORD_SIZE {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -464,6 +470,17 @@ pub fn primary_ipv4() -> Option<String> {
         }
         libc::freeifaddrs(addrs);
         found
+    }
+}
+
+/// The process's soft limit of open files (1024, the usual default, when it cannot be read).
+pub fn open_files_limit() -> u64 {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
+        rl.rlim_cur
+    } else {
+        1024
     }
 }
 

@@ -221,7 +221,7 @@ fn kill_9_at_a_random_moment_of_a_pod_start_leaves_no_container_stuck_or_doubled
                 continue;
             };
             if ferrolet::util::process_alive(s.pid, s.start_ticks) {
-                live.push(rec.config.name);
+                live.push(rec.config.name.clone());
             }
         }
         live.sort();

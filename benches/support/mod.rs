@@ -108,5 +108,8 @@ impl Drop for Agent {
 
 /// The cgroup root of the agent benchmarked in `dir` (one per run, never kubelet's).
 fn cgroup_root(dir: &Path) -> String {
-    common::cgroup_root_of("bench", dir)
+    // Every benchmark names its directories alike (`a`, `b`, `cost0`) inside a temporary
+    // directory: that one's name keeps two benchmark runs at once on different roots.
+    let run = dir.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().trim_start_matches('.').to_string());
+    common::cgroup_root_of(&format!("bench-{}", run.unwrap_or_default()), dir)
 }

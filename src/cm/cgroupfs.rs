@@ -210,7 +210,9 @@ pub trait CgroupDriver: Send + Sync {
         fs::read_dir(d)
             .map(|rd| {
                 rd.flatten()
-                    .filter(|e| e.path().is_dir())
+                    // The type the directory listing gives (no stat per entry: a pod cgroup
+                    // lists hundreds beside its control files, every tick).
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
                     .map(|e| e.file_name().to_string_lossy().into_owned())
                     .collect()
             })

@@ -432,6 +432,10 @@ struct Orphan {
 const ORPHAN_MAX_ATTEMPTS: u32 = 8;
 /// How often QoS cgroups are refreshed and a failed kubepods enforcement retried.
 pub const QOS_UPDATE_PERIOD: Duration = Duration::from_secs(60);
+/// How often records of pod cgroups that no longer exist are looked for (which lists the
+/// records): such a record is only a file, left by a crash between recording a cgroup and
+/// creating it, or by a cgroup removed by hand.
+const RECORD_SWEEP_PERIOD: Duration = Duration::from_secs(60);
 
 /// Applies the plan to the host, one pod at a time, from the pod manager's thread.
 pub struct ContainerManager {
@@ -442,6 +446,7 @@ pub struct ContainerManager {
     node: Reference,
     allocatable_enforced: bool,
     last_qos_update: Option<Instant>,
+    last_record_sweep: Option<Instant>,
     orphans: HashMap<String, Orphan>,
     records: PodCgroupRecords,
     /// Pod cgroups of others already reported (once each).
@@ -467,6 +472,7 @@ impl ContainerManager {
             node: Reference::node(node_name),
             allocatable_enforced: false,
             last_qos_update: None,
+            last_record_sweep: None,
             orphans: HashMap::new(),
             records,
             foreign: HashSet::new(),
@@ -563,7 +569,8 @@ impl ContainerManager {
 
     /// Periodic work: QoS refresh and allocatable retry every minute, and removal of pod
     /// cgroups no pod owns (after an agent restart, or left behind), with back-off.
-    pub fn on_tick(&mut self, active: &[&Pod], known_uids: &HashSet<String>) {
+    /// `known_uid` tells the pods the agent knows (running, being stopped, or wanted).
+    pub fn on_tick(&mut self, active: &[&Pod], known_uid: &dyn Fn(&str) -> bool) {
         if self.last_qos_update.map_or(true, |t| t.elapsed() >= QOS_UPDATE_PERIOD) {
             if !self.allocatable_enforced {
                 self.enforce_allocatable();
@@ -572,10 +579,10 @@ impl ContainerManager {
                 log::warn!("cm: updating QoS cgroups: {}", crate::util::Chain(&e));
             }
         }
-        self.cleanup_orphans(known_uids);
+        self.cleanup_orphans(known_uid);
     }
 
-    fn cleanup_orphans(&mut self, known: &HashSet<String>) {
+    fn cleanup_orphans(&mut self, known: &dyn Fn(&str) -> bool) {
         let mut found = Vec::new();
         let mut seen = HashSet::new();
         for class in [QosClass::Guaranteed, QosClass::Burstable, QosClass::BestEffort] {
@@ -584,25 +591,31 @@ impl ContainerManager {
                 let Some(uid) = child.strip_prefix("pod") else { continue };
                 let path = join(&parent, &child);
                 seen.insert(path.clone());
-                match orphan_action(known.contains(uid), self.records.contains(&path)) {
+                let known = known(uid);
+                // Looked up only where it decides something: a known pod's cgroup is kept.
+                let recorded = !known && self.records.contains(&path);
+                match orphan_action(known, recorded) {
                     OrphanAction::Keep => {}
                     OrphanAction::Remove => found.push((uid.to_string(), path)),
                     OrphanAction::LeaveAlone => self.report_foreign(&path),
                 }
             }
         }
+        let now = Instant::now();
         // A record without its cgroup: the agent stopped between recording and creating it,
         // or the cgroup was removed by hand.
-        for path in self.records.list() {
-            let uid = path.rsplit('/').next().and_then(|c| c.strip_prefix("pod")).unwrap_or_default();
-            if !seen.contains(&path) && !known.contains(uid) && !self.driver.exists(&path) {
-                if let Err(e) = self.records.forget(&path) {
-                    log::warn!("cm: {}", crate::util::Chain(&e));
+        if self.last_record_sweep.map_or(true, |t| now.duration_since(t) >= RECORD_SWEEP_PERIOD) {
+            self.last_record_sweep = Some(now);
+            for path in self.records.list() {
+                let uid = path.rsplit('/').next().and_then(|c| c.strip_prefix("pod")).unwrap_or_default();
+                if !seen.contains(&path) && !known(uid) && !self.driver.exists(&path) {
+                    if let Err(e) = self.records.forget(&path) {
+                        log::warn!("cm: {}", crate::util::Chain(&e));
+                    }
                 }
             }
         }
         self.foreign.retain(|p| seen.contains(p));
-        let now = Instant::now();
         self.orphans.retain(|uid, _| found.iter().any(|(u, _)| u == uid));
         for (uid, path) in found {
             let o = self.orphans.entry(uid.clone()).or_insert(Orphan { attempts: 0, next: now });
@@ -888,7 +901,7 @@ mod tests {
                 .unwrap();
         let known: HashSet<String> = ["g1".to_string()].into_iter().collect();
         for _ in 0..3 {
-            cm.on_tick(&refs, &known);
+            cm.on_tick(&refs, &|uid| known.contains(uid));
         }
         assert!(driver.exists("/kubepods/podg1"), "a known pod's");
         assert!(!driver.exists("/kubepods/burstable/podb1"), "b1 was ours and no known pod's");

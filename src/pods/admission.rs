@@ -8,6 +8,7 @@ use super::{config_hash, Admission, PodEntry, PodManager, Termination, UNEXPECTE
 use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
 use crate::api::{Pod, Time};
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 impl PodManager {
@@ -20,12 +21,17 @@ impl PodManager {
             self.desired.insert(p.metadata.uid.clone(), p);
         }
         self.sources_seen.insert(source);
+        self.desired_changed = true;
     }
 
     /// Adds newly desired pods, starts terminating pods no longer desired, and adopts
     /// orphans found in the runtime once every source has reported.
     pub(super) fn admit_and_retire(&mut self, snap: &Snapshot, now: SystemTime) {
-        self.retire(now);
+        // Whether a pod is retired depends on the desired pods alone (a pod taken on since
+        // is desired as it is, or adopted and already terminating).
+        if std::mem::take(&mut self.desired_changed) {
+            self.retire(now);
+        }
         self.admit();
         if !self.sources_seen.is_empty() {
             self.adopt_orphans(snap, now);
@@ -42,7 +48,7 @@ impl PodManager {
                 let grace = entry.pod.spec.termination_grace();
                 let why = if changed { "changed in" } else { "removed from" };
                 log::info!("pods: pod {} {why} its source; terminating with grace period {grace:?}", entry.pod.key());
-                entry.pod.metadata.deletion_timestamp = Some(Time(now));
+                Arc::make_mut(&mut entry.pod).metadata.deletion_timestamp = Some(Time(now));
                 entry.termination = Some(Termination::new(now, grace));
             }
         }

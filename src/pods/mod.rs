@@ -123,6 +123,8 @@ pub struct PodManager {
     trim_heap: bool,
     /// The pods the sources want, by uid.
     desired: BTreeMap<String, Pod>,
+    /// The desired pods changed since owned pods were last checked against them (`retire`).
+    desired_changed: bool,
     /// Sources that have reported at least once.
     sources_seen: HashSet<String>,
     /// The pods this manager owns (desired, or being terminated), by uid.
@@ -131,6 +133,8 @@ pub struct PodManager {
     waiting: HashMap<backoff::Key, Waiting>,
     /// Set when this pass changed something in the runtime, so statuses need a relist.
     acted: std::cell::Cell<bool>,
+    /// What each pod's stored status was computed from (removed with the pod).
+    published: HashMap<String, publish::StatusInputs>,
 }
 
 impl PodManager {
@@ -159,11 +163,13 @@ impl PodManager {
             resync: false,
             trim_heap: false,
             desired: BTreeMap::new(),
+            desired_changed: false,
             sources_seen: HashSet::new(),
             pods: BTreeMap::new(),
             backoff: Backoff::default(),
             waiting: HashMap::new(),
             acted: std::cell::Cell::new(false),
+            published: HashMap::new(),
         }
     }
 
@@ -261,14 +267,11 @@ impl PodManager {
     fn log_dir(&self, pod: &Pod) -> PathBuf {
         self.cfg.log_root.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
     }
+}
 
-    /// Active pods and every uid the manager knows, for the container manager.
-    fn cm_view(&self) -> (Vec<Pod>, HashSet<String>) {
-        let pods: Vec<Pod> = self.pods.values().map(|e| e.pod.clone()).collect();
-        let mut known: HashSet<String> = self.pods.keys().cloned().collect();
-        known.extend(self.desired.keys().cloned());
-        (pods, known)
-    }
+/// The pods the manager owns, for the container manager (borrowed apart from it).
+fn active_pods(pods: &BTreeMap<String, PodEntry>) -> Vec<&Pod> {
+    pods.values().map(|e| &*e.pod).collect()
 }
 
 impl crate::manager::Manager for PodManager {
@@ -300,8 +303,9 @@ impl crate::manager::Manager for PodManager {
         self.sync();
         // Orphaned cgroups can only be told apart once every source has reported.
         if self.cm.is_some() && !self.sources_seen.is_empty() {
-            let (pods, known) = self.cm_view();
-            let active: Vec<&Pod> = pods.iter().collect();
+            let active = active_pods(&self.pods);
+            let (pods, desired) = (&self.pods, &self.desired);
+            let known = |uid: &str| pods.contains_key(uid) || desired.contains_key(uid);
             if let Some(cm) = self.cm.as_mut() {
                 cm.on_tick(&active, &known);
             }

@@ -3,7 +3,7 @@
 
 use super::view::Snapshot;
 use super::{Admission, PodEntry, PodManager, WaitingReason, UNEXPECTED_ADMISSION_ERROR};
-use crate::api::{Container, PodPhase};
+use crate::api::{Container, Pod, PodPhase};
 use crate::events::Reference;
 use crate::prober::{ProbeResult, ProbeTarget, ProbeType, ProberCommand};
 use crate::runtime::{ContainerInfo, ContainerState};
@@ -32,6 +32,37 @@ impl TargetState<'_> {
             && t.will_restart == self.will_restart
             && t.terminating == self.terminating
             && t.pod_terminal == self.pod_terminal
+    }
+}
+
+/// Everything a pod's status was last computed from, but the status before it.
+/// `status::pod_status` is a pure function of these and the status before, and what it
+/// returns is a fixed point (computed again from the same inputs and itself, it comes out
+/// the same): while they stay equal, the status stored last stands, and a sync need neither
+/// compute it nor compare it. Pods with plugin devices are not kept: their statuses also
+/// show the device manager's view, which changes on its own.
+pub(super) struct StatusInputs {
+    /// The pod object (the entry's: a changed pod is a new object).
+    pod: Arc<Pod>,
+    /// Its init and app containers, in spec order (kept as lists: a map's node holds room
+    /// for eleven, and this is kept for every pod).
+    init: Vec<ContainerObservation>,
+    app: Vec<ContainerObservation>,
+    sandbox_created: Option<SystemTime>,
+    sandbox_ready: bool,
+    /// Why admission refused the pod, if it did.
+    rejected: Option<String>,
+}
+
+impl StatusInputs {
+    /// Whether `other` would compute the same status.
+    fn same_as(&self, other: &StatusInputs) -> bool {
+        Arc::ptr_eq(&self.pod, &other.pod)
+            && self.init == other.init
+            && self.app == other.app
+            && self.sandbox_created == other.sandbox_created
+            && self.sandbox_ready == other.sandbox_ready
+            && self.rejected == other.rejected
     }
 }
 
@@ -126,33 +157,45 @@ impl PodManager {
         ContainerObservation { previous: inst.get(1).map(|i| (*i).clone()), current, waiting, ready, started }
     }
 
-    /// Computes a pod's status from a relist and stores it for the API.
-    pub(super) fn publish(&self, uid: &str, snap: &Snapshot, now: SystemTime) {
+    /// Computes a pod's status from a relist and stores it for the API, unless what it is
+    /// computed from did not change since it was last stored (`StatusInputs`).
+    pub(super) fn publish(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
         let Some(entry) = self.pods.get(uid) else { return };
         let pod = &entry.pod;
-        let init: BTreeMap<String, ContainerObservation> =
-            pod.spec.init_containers.iter().map(|c| (c.name.clone(), self.observe(uid, c, snap))).collect();
-        let app: BTreeMap<String, ContainerObservation> =
-            pod.spec.containers.iter().map(|c| (c.name.clone(), self.observe(uid, c, snap))).collect();
         let sandbox = snap.sandboxes.get(uid);
-        let o = PodObservation {
-            pod,
-            init: &init,
-            app: &app,
+        let inputs = StatusInputs {
+            pod: Arc::clone(pod),
+            init: pod.spec.init_containers.iter().map(|c| self.observe(uid, c, snap)).collect(),
+            app: pod.spec.containers.iter().map(|c| self.observe(uid, c, snap)).collect(),
             sandbox_created: sandbox.map(|s| s.created_at),
             sandbox_ready: sandbox.is_some_and(|s| s.ready),
+            rejected: match &entry.admission {
+                Admission::Rejected { message } => Some(message.clone()),
+                _ => None,
+            },
+        };
+        let devices = self.devices.as_ref().filter(|_| super::devices::pod_needs(pod));
+        if devices.is_none() && self.published.get(uid).is_some_and(|last| last.same_as(&inputs)) {
+            return;
+        }
+        let o = PodObservation {
+            pod,
+            init: &by_name(&pod.spec.init_containers, &inputs.init),
+            app: &by_name(&pod.spec.containers, &inputs.app),
+            sandbox_created: inputs.sandbox_created,
+            sandbox_ready: inputs.sandbox_ready,
             host_ip: &self.cfg.node_ip,
             runtime: self.runtime.kind(),
         };
         let (mut new, before) = self
             .statuses
             .with_status(uid, |previous| (status::pod_status(&o, previous, now), previous.map(|p| p.phase)));
-        if let Admission::Rejected { message } = &entry.admission {
+        if let Some(message) = &inputs.rejected {
             new.phase = PodPhase::Failed;
             new.reason = UNEXPECTED_ADMISSION_ERROR.into();
             new.message = message.clone();
         }
-        if let Some(link) = self.devices.as_ref().filter(|_| super::devices::pod_needs(pod)) {
+        if let Some(link) = devices {
             for cs in new.init_container_statuses.iter_mut().chain(new.container_statuses.iter_mut()) {
                 cs.allocated_resources_status = link.resource_statuses(uid, &cs.name);
             }
@@ -162,5 +205,15 @@ impl PodManager {
         }
         // Stored only when it differs from what the API shows now.
         self.statuses.publish(pod, new);
+        if devices.is_none() {
+            self.published.insert(uid.to_string(), inputs);
+        } else {
+            self.published.remove(uid);
+        }
     }
+}
+
+/// Observations in spec order, by container name.
+fn by_name(spec: &[Container], observed: &[ContainerObservation]) -> BTreeMap<String, ContainerObservation> {
+    spec.iter().zip(observed).map(|(c, o)| (c.name.clone(), o.clone())).collect()
 }

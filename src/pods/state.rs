@@ -112,8 +112,9 @@ pub enum Admission {
 /// One pod the manager owns.
 #[derive(Debug)]
 pub struct PodEntry {
-    /// The spec (for an orphan: only what its sandbox tells).
-    pub pod: Pod,
+    /// The spec (for an orphan: only what its sandbox tells); shared, so a sync reads it
+    /// without copying it.
+    pub pod: Arc<Pod>,
     /// Where it is in admission.
     pub admission: Admission,
     /// Set once it is being stopped.
@@ -132,7 +133,7 @@ impl PodEntry {
             .filter(|c| c.liveness_probe.is_some() || c.readiness_probe.is_some() || c.startup_probe.is_some())
             .map(|c| Arc::new(c.clone()))
             .collect();
-        PodEntry { pod, admission, termination, probed }
+        PodEntry { pod: Arc::new(pod), admission, termination, probed }
     }
 }
 

@@ -15,6 +15,7 @@ use crate::runtime::devices::DeviceOptions;
 use crate::runtime::{labels, ContainerConfig, ContainerState, SandboxConfig};
 use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// A container's devices, as far as its start is concerned.
@@ -32,7 +33,7 @@ enum PreparedDevices {
 impl PodManager {
     /// Decides and applies what a running pod needs next.
     pub(super) fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
-        let pod = self.pods[uid].pod.clone();
+        let pod = Arc::clone(&self.pods[uid].pod);
         if !self.ensure_pod_cgroup(&pod) {
             return;
         }
@@ -293,8 +294,7 @@ impl PodManager {
         if self.cm.is_none() || self.cgroups_ready.contains(&pod.metadata.uid) {
             return true;
         }
-        let active: Vec<Pod> = self.pods.values().map(|e| e.pod.clone()).collect();
-        let active: Vec<&Pod> = active.iter().collect();
+        let active = super::active_pods(&self.pods);
         let result = match self.cm.as_mut() {
             Some(cm) => cm.ensure_pod(pod, &active),
             None => return true,

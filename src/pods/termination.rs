@@ -115,10 +115,10 @@ impl PodManager {
         log::info!("pods: pod {} terminated and removed", pod.key());
         self.pods.remove(uid);
         self.statuses.remove(uid);
+        self.published.remove(uid);
         self.cgroups_ready.remove(uid);
         if self.cm.is_some() {
-            let (pods, _) = self.cm_view();
-            let active: Vec<&Pod> = pods.iter().collect();
+            let active = super::active_pods(&self.pods);
             if let Some(cm) = self.cm.as_mut() {
                 cm.remove_pod(uid, &active);
             }

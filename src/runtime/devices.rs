@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 /// How to expose a container's devices (CRI's envs, mounts, devices, annotations and CDI
 /// devices): one device plugin's allocation, or several merged. The runtime creates the
 /// container with them; the device manager produces them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DeviceOptions {
     /// Environment variables for the container.
@@ -27,7 +27,7 @@ pub struct DeviceOptions {
 }
 
 /// A mount from an allocate response.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct MountSpec {
     /// Path inside the container.
@@ -39,7 +39,7 @@ pub struct MountSpec {
 }
 
 /// A device node from an allocate response.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DeviceSpec {
     /// Path inside the container.

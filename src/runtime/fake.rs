@@ -11,6 +11,7 @@ use super::{
 use crate::clock::{Clock, FakeClock};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Exit code of a container stopped by SIGTERM.
@@ -166,7 +167,7 @@ impl ContainerRuntime for FakeRuntime {
         let mut st = self.state.lock();
         st.calls.push(Call::RunPodSandbox(config.pod_name.clone()));
         let id = st.id("sandbox-");
-        let info = SandboxInfo { id: id.clone(), config: config.clone(), created_at: now, ready: true };
+        let info = SandboxInfo { id: id.clone(), config: Arc::new(config.clone()), created_at: now, ready: true };
         st.sandboxes.insert(id.clone(), info);
         Ok(id)
     }
@@ -210,7 +211,7 @@ impl ContainerRuntime for FakeRuntime {
         let info = ContainerInfo {
             id: id.clone(),
             sandbox_id: sandbox_id.into(),
-            config: config.clone(),
+            config: Arc::new(config.clone()),
             state: ContainerState::Created,
             created_at: now,
             started_at: None,
@@ -265,7 +266,7 @@ impl ContainerRuntime for FakeRuntime {
         let mut st = self.state.lock();
         // Unknown ids are fine: removal is idempotent, as with the process runtime.
         if let Some(c) = st.containers.remove(id) {
-            st.calls.push(Call::RemoveContainer(c.config.name));
+            st.calls.push(Call::RemoveContainer(c.config.name.clone()));
         }
         Ok(())
     }

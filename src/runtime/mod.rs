@@ -10,6 +10,7 @@ pub mod process;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// A runtime operation that failed.
@@ -93,8 +94,8 @@ pub struct SandboxConfig {
 pub struct SandboxInfo {
     /// Sandbox id.
     pub id: String,
-    /// What it was created with.
-    pub config: SandboxConfig,
+    /// What it was created with (shared: a relist reports it without copying it).
+    pub config: Arc<SandboxConfig>,
     /// Creation time (the pod's start time).
     pub created_at: SystemTime,
     /// False once stopped.
@@ -102,7 +103,7 @@ pub struct SandboxInfo {
 }
 
 /// What the pod manager asks for when it creates a container.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContainerConfig {
     /// Container name in the pod spec.
     pub name: String,
@@ -152,15 +153,16 @@ pub enum ContainerState {
     Exited,
 }
 
-/// A container as the runtime reports it.
-#[derive(Clone, Debug)]
+/// A container as the runtime reports it. Equal when it reports the same (its config
+/// compared by pointer first: the runtime shares one config per container).
+#[derive(Clone, Debug, PartialEq)]
 pub struct ContainerInfo {
     /// Container id.
     pub id: String,
     /// Sandbox it belongs to.
     pub sandbox_id: String,
-    /// What it was created with.
-    pub config: ContainerConfig,
+    /// What it was created with (shared: a relist reports it without copying it).
+    pub config: Arc<ContainerConfig>,
     /// Lifecycle state.
     pub state: ContainerState,
     /// Creation time.

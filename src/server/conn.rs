@@ -79,11 +79,8 @@ pub struct Limits {
 impl Limits {
     /// The documented limits, with the connection cap derived from the fd limit.
     pub fn for_this_process() -> Limits {
-        let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: getrlimit writes into the struct we pass.
-        let nofile = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 { rl.rlim_cur } else { 1024 };
         Limits {
-            max_connections: connection_cap(nofile),
+            max_connections: connection_cap(crate::util::open_files_limit()),
             workers: WORKERS,
             request_timeout: REQUEST_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,

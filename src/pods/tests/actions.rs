@@ -10,8 +10,9 @@ use crate::pods::backoff::{Backoff, Key};
 use crate::pods::termination::{compute_kill_actions, KillActions, RemovePod};
 use crate::pods::view::PodView;
 use crate::pods::{ContainerKind, DevicePrep, Termination, Waiting, WaitingReason, CONTAINER_KIND_LABEL};
-use crate::runtime::{ContainerConfig, ContainerState, SandboxConfig, SandboxInfo};
+use crate::runtime::{ContainerConfig, ContainerState, SandboxInfo};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use ContainerState::{Created, Exited, Running};
 
@@ -25,7 +26,7 @@ fn instance(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> 
     ContainerInfo {
         id: format!("{name}-{attempt}"),
         sandbox_id: "sandbox".into(),
-        config: ContainerConfig { name: name.into(), attempt, ..Default::default() },
+        config: Arc::new(ContainerConfig { name: name.into(), attempt, ..Default::default() }),
         state,
         created_at: t0() + Duration::from_secs(attempt.into()),
         started_at: (state != Created).then(|| t0() + Duration::from_secs(attempt.into())),
@@ -39,12 +40,12 @@ fn instance(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> 
 
 fn sidecar_instance(name: &str, attempt: u32, state: ContainerState) -> ContainerInfo {
     let mut i = instance(name, attempt, state, 0);
-    i.config.labels.insert(CONTAINER_KIND_LABEL.into(), ContainerKind::Sidecar.as_str().into());
+    Arc::make_mut(&mut i.config).labels.insert(CONTAINER_KIND_LABEL.into(), ContainerKind::Sidecar.as_str().into());
     i
 }
 
 fn sandbox() -> SandboxInfo {
-    SandboxInfo { id: "sandbox".into(), config: SandboxConfig::default(), created_at: t0(), ready: true }
+    SandboxInfo { id: "sandbox".into(), config: Arc::default(), created_at: t0(), ready: true }
 }
 
 /// What the decision reads besides the pod and its containers.

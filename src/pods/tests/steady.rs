@@ -76,3 +76,37 @@ fn a_sync_with_nothing_changed_leaves_the_published_status_untouched() {
     let exited = n.container(&web, "web").last_state.terminated.expect("the exit shows");
     assert_eq!(exited.exit_code, 1);
 }
+
+#[test]
+fn a_readiness_result_is_published_after_steady_syncs() {
+    let mut n = Node::new();
+    let tcp = TcpSocketAction { port: IntOrString::Int(80), host: String::new() };
+    let web = Container { readiness_probe: Some(Probe { tcp_socket: Some(tcp), ..Default::default() }), ..app("web") };
+    let web = pod("web", RestartPolicy::Always, &[], &[web]);
+    n.apply(&[&web]);
+    n.tick();
+    n.tick();
+    assert!(!n.container(&web, "web").ready);
+
+    // Nothing in the runtime changed: only the prober's result.
+    n.probes.set(crate::prober::ProbeType::Readiness, &n.instance("web").id, crate::prober::ProbeResult::Success);
+    n.tick();
+    assert!(n.container(&web, "web").ready);
+    let ready = n.status(&web).conditions.into_iter().find(|c| c.type_ == "Ready").expect("a Ready condition");
+    assert_eq!(ready.status, "True");
+}
+
+#[test]
+fn a_removed_pod_leaves_nothing_of_its_status_behind() {
+    let mut n = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("web")]);
+    n.apply(&[&web]);
+    n.tick();
+    assert!(n.pm.published.contains_key(&web.metadata.uid));
+
+    n.apply(&[]);
+    n.tick();
+    n.tick();
+    assert!(n.statuses.status(&web.metadata.uid).is_none(), "the pod is gone");
+    assert!(n.pm.published.is_empty());
+}

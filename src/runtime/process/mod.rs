@@ -35,6 +35,7 @@ use super::{
     ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, Quarantined, RuntimeError, SandboxConfig,
     SandboxInfo,
 };
+use crate::clock::{Clock, RealClock};
 use crate::cm::cgroupfs::CgroupDriver;
 use crate::util::{self, read_json, write_json, Chain};
 use parking_lot::Mutex;
@@ -45,6 +46,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -64,11 +66,43 @@ const UNIDENTIFIED_GRACE: Duration = crate::api::defaults::DEFAULT_TERMINATION_G
 
 pub use exec::{check_exec_limits, ExecLimitsError};
 
+/// What the runtime keeps of one container between looks (dropped with the container, and
+/// by a relist that no longer finds it).
 #[derive(Default)]
 struct Cached {
-    record: Option<ContainerRecord>,
-    state: Option<ShimState>,
-    exit: Option<ExitRecord>,
+    /// `config.json` once read: only the agent writes it, once, before any shim runs.
+    record: Option<Arc<ContainerRecord>>,
+    /// The last look, when it may stand for the next ones.
+    last: Option<Arc<Observed>>,
+}
+
+/// A look that may stand for later ones, with the record the container is reported with.
+enum Observed {
+    /// Exited, with its `config.json` read: nothing of it changes any more.
+    Final { info: ContainerInfo, record: Arc<ContainerRecord> },
+    /// Running, for as long as `records::still_holds` with what was `seen`; its shim lock
+    /// kept open to look at it, when the budget allowed.
+    Running { info: ContainerInfo, record: Arc<ContainerRecord>, seen: records::Fingerprint, lock: Option<KeptLock> },
+}
+
+/// A container's shim lock file, kept open while its shim runs (`records::lock_state_of`),
+/// counted against the runtime's budget of such files.
+struct KeptLock {
+    file: File,
+    kept: Arc<AtomicUsize>,
+}
+
+impl Drop for KeptLock {
+    fn drop(&mut self) {
+        self.kept.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How many shim lock files are kept open at most: a quarter of the fd limit (the API may
+/// take another quarter for its connections; the rest stays for probes, exec pipes and
+/// the agent's own files). Past it, a lock is looked at by opening it each time.
+fn lock_budget() -> usize {
+    usize::try_from(util::open_files_limit() / 4).unwrap_or(usize::MAX)
 }
 
 /// The process runtime; cheap to share (`Arc`) between the pod manager and probe threads.
@@ -78,7 +112,17 @@ pub struct ProcessRuntime {
     log_max_size: u64,
     log_max_files: u32,
     cgroups: Option<Arc<dyn CgroupDriver>>,
+    /// `<root>/containers`, open: a relist looks at each container relative to it.
+    containers: File,
     cache: Mutex<HashMap<String, Cached>>,
+    /// The clock a look's age is told by (`records::SETTLE_TIME`; tests move it).
+    clock: Arc<dyn Clock>,
+    /// Shim lock files kept open now, and how many may be.
+    kept_locks: Arc<AtomicUsize>,
+    lock_budget: usize,
+    /// Looks that read a container's files (the ones not reused).
+    #[cfg(test)]
+    looks: AtomicUsize,
     /// Sandbox records, read from disk once: this runtime is their only writer (the state
     /// directory is locked), so a relist need not read every sandbox.json again.
     sandboxes: Mutex<Option<HashMap<String, SandboxInfo>>>,
@@ -110,13 +154,21 @@ impl ProcessRuntime {
                 }
             }
         }
+        let containers = root.join("containers");
+        let containers = File::open(&containers).map_err(state_err(&containers))?;
         Ok(ProcessRuntime {
+            containers,
             root: root.into(),
             shim_exe: shim_exe.into(),
             log_max_size,
             log_max_files,
             cgroups: None,
             cache: Mutex::new(HashMap::new()),
+            clock: Arc::new(RealClock),
+            kept_locks: Arc::new(AtomicUsize::new(0)),
+            lock_budget: lock_budget(),
+            #[cfg(test)]
+            looks: AtomicUsize::new(0),
             sandboxes: Mutex::new(None),
             reported: Mutex::new(HashSet::new()),
             quarantined: Mutex::new(Vec::new()),
@@ -126,6 +178,12 @@ impl ProcessRuntime {
     /// Puts containers that ask for it (`ContainerConfig::linux`) in their own cgroup.
     pub fn with_cgroups(mut self, driver: Arc<dyn CgroupDriver>) -> Self {
         self.cgroups = Some(driver);
+        self
+    }
+
+    /// Tells the age of what a look saw by `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -148,6 +206,23 @@ impl ProcessRuntime {
 
     fn container_dir(&self, id: &str) -> PathBuf {
         self.root.join("containers").join(id)
+    }
+
+    /// Opens the shim lock of container directory `dir` to keep, if the budget allows.
+    fn keep_lock(&self, dir: &Path) -> Option<KeptLock> {
+        // Counted first, so two threads never both take the last one.
+        if self.kept_locks.fetch_add(1, Ordering::Relaxed) >= self.lock_budget {
+            self.kept_locks.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        match File::open(dir.join(files::LOCK)) {
+            // Counted back down when it drops.
+            Ok(file) => Some(KeptLock { file, kept: Arc::clone(&self.kept_locks) }),
+            Err(_) => {
+                self.kept_locks.fetch_sub(1, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// Where damaged records go.
@@ -253,7 +328,12 @@ impl ContainerRuntime for ProcessRuntime {
     fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
         let id = util::random_id();
         util::create_private_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
-        let info = SandboxInfo { id: id.clone(), config: config.clone(), created_at: SystemTime::now(), ready: true };
+        let info = SandboxInfo {
+            id: id.clone(),
+            config: Arc::new(config.clone()),
+            created_at: SystemTime::now(),
+            ready: true,
+        };
         let dir = self.root.join("sandboxes").join(&id);
         self.make_record_dir(&dir, "sandbox.json", &info)?;
         self.with_sandboxes(|m| m.insert(id.clone(), info))?;
@@ -311,7 +391,7 @@ impl ContainerRuntime for ProcessRuntime {
         let mut record = ContainerRecord {
             id: id.clone(),
             sandbox_id: sandbox_id.into(),
-            config: config.clone(),
+            config: Arc::new(config.clone()),
             created_at: SystemTime::now(),
             log_max_size: self.log_max_size,
             log_max_files: self.log_max_files,
@@ -327,7 +407,7 @@ impl ContainerRuntime for ProcessRuntime {
         }
         record.cgroup = self.create_cgroup(config)?;
         self.make_record_dir(&self.container_dir(&id), files::CONFIG, &record)?;
-        self.cache.lock().insert(id.clone(), Cached { record: Some(record), ..Default::default() });
+        self.cache.lock().insert(id.clone(), Cached { record: Some(Arc::new(record)), last: None });
         Ok(id)
     }
 
@@ -482,6 +562,8 @@ impl ContainerRuntime for ProcessRuntime {
         let dir = self.root.join("containers");
         let mut out = Vec::new();
         let mut seen = HashSet::new();
+        // Read before any container is looked at: what a look sees is at least this old.
+        let now = self.clock.now();
         for entry in fs::read_dir(&dir).map_err(state_err(&dir))? {
             let entry = entry.map_err(state_err(&dir))?;
             if is_tmp(&entry.file_name()) {
@@ -492,7 +574,7 @@ impl ContainerRuntime for ProcessRuntime {
                 self.quarantine("container", &entry.path(), "not a directory");
                 continue;
             }
-            match self.observe(&id) {
+            match self.observe_dir(&id, &entry.path(), now).map(|(i, _)| i) {
                 Ok(info) => {
                     seen.insert(id);
                     out.push(info)
@@ -510,11 +592,11 @@ impl ContainerRuntime for ProcessRuntime {
         let (info, record) = self.observe_full(id)?;
         if info.state != ContainerState::Running {
             return Err(RuntimeError::StartContainer {
-                name: info.config.name,
+                name: info.config.name.clone(),
                 message: "cannot exec in a container that is not running".into(),
             });
         }
-        let procs = record.cgroup.map(|c| c.procs).unwrap_or_default();
+        let procs = record.cgroup.as_ref().map(|c| c.procs.clone()).unwrap_or_default();
         exec::exec_start(&info.config, &procs, cmd)
     }
 

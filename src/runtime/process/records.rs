@@ -1,15 +1,22 @@
 //! The files of one container and what they say together. Reading is defensive: every file
 //! may be missing, damaged or from an older ferrolet, and `decide` (pure, unit-tested) turns
 //! what was read into one verdict without ever guessing that a process is ours.
+//!
+//! A relist looks at every container each second. A running container's look is reused
+//! while it provably still holds (`may_reuse`, `still_holds`): its shim still holds the lock,
+//! and neither its directory nor any file read changed (`Fingerprint`). Then the container
+//! costs a lock check and two `stat`s instead of reading and parsing its files.
 
 use crate::runtime::ContainerConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::File;
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// File names inside a container directory.
 pub mod files {
@@ -38,8 +45,8 @@ pub struct ContainerRecord {
     pub id: String,
     /// Sandbox id.
     pub sandbox_id: String,
-    /// The configuration.
-    pub config: ContainerConfig,
+    /// The configuration (shared with every `ContainerInfo` reported of the container).
+    pub config: Arc<ContainerConfig>,
     /// Creation time.
     pub created_at: SystemTime,
     /// Rotate the log past this size.
@@ -107,13 +114,13 @@ impl ShimIdentity {
         ContainerRecord {
             id: id.into(),
             sandbox_id: self.sandbox_id.clone(),
-            config: ContainerConfig {
+            config: Arc::new(ContainerConfig {
                 name: self.name.clone(),
                 attempt: self.attempt,
                 labels: self.labels.clone(),
                 log_path: self.log_path.clone(),
                 ..Default::default()
-            },
+            }),
             created_at: self.created_at,
             log_max_size: 0,
             log_max_files: 0,
@@ -168,10 +175,34 @@ pub enum Read<T> {
 impl<T: serde::de::DeserializeOwned> Read<T> {
     /// Reads `path` with `util::read_json` (bounded by `MAX_RECORD_SIZE`).
     pub fn file(path: &Path) -> Read<T> {
-        match crate::util::read_json(path) {
+        Self::file_seen(path).0
+    }
+
+    /// Reads `path` as `file` does, and tells which version of it was read: the identity is
+    /// taken from the open file before it is read, so a change made meanwhile shows as a
+    /// different identity later (a needless read then, never a missed change).
+    pub fn file_seen(path: &Path) -> (Read<T>, Seen) {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return (Read::Missing, Seen::Missing),
+            Err(e) => return (Read::Unreadable(with_path(path, &e)), Seen::Unknown),
+        };
+        let seen = file.metadata().map_or(Seen::Unknown, |m| Seen::Present(FileId::of(&m)));
+        let read = match crate::util::read_json_from(file, path) {
             Ok(v) => Read::Ok(v),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Read::Missing,
             Err(e) => Read::Unreadable(with_path(path, &e)),
+        };
+        (read, seen)
+    }
+}
+
+impl<T> Read<T> {
+    /// The value mapped by `f`, the rest as it is.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Read<U> {
+        match self {
+            Read::Missing => Read::Missing,
+            Read::Ok(v) => Read::Ok(f(v)),
+            Read::Unreadable(e) => Read::Unreadable(e),
         }
     }
 }
@@ -194,6 +225,120 @@ fn with_path(path: &Path, e: &io::Error) -> String {
     } else {
         format!("{}: {text}", path.display())
     }
+}
+
+/// How long after its last change a file's times are trusted to tell every later change:
+/// file times come from the kernel's coarse clock (ticks of 1 to 10 ms), so a write right
+/// after a look may get the very time the look saw. Seen this long before the look began,
+/// no later write can share a time with what was seen (git's "racily clean" rule).
+pub const SETTLE_TIME: Duration = Duration::from_secs(1);
+
+/// Which version of a file or directory was seen. A file rewritten through a rename (every
+/// record is) gets a new inode: the old one still exists when the new one is made, so the
+/// two never share a number. A file edited in place gets a new size or modification time;
+/// a directory in which a file is made, renamed or removed gets new times. (No device: a
+/// container's directory and its files are on one filesystem.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    ino: u64,
+    size: u64,
+    /// Modification time, seconds and nanoseconds.
+    mtime: (i64, i64),
+    /// Status change time (changes with every write, rename, `chmod`; cannot be set back).
+    ctime: (i64, i64),
+}
+
+impl FileId {
+    /// The identity in `meta`.
+    pub fn of(meta: &Metadata) -> FileId {
+        FileId {
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// The identity in `st`, as `stat(2)` fills it (the same fields `of` reads).
+    pub fn of_stat(st: &libc::stat) -> FileId {
+        FileId {
+            ino: st.st_ino,
+            size: u64::try_from(st.st_size).unwrap_or_default(),
+            mtime: (st.st_mtime, st.st_mtime_nsec),
+            ctime: (st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+
+    /// Whether both its times are at least `SETTLE_TIME` before `now`.
+    fn settled(&self, now: SystemTime) -> bool {
+        let Some(limit) = now.checked_sub(SETTLE_TIME) else { return false };
+        let Ok(limit) = limit.duration_since(SystemTime::UNIX_EPOCH) else { return false };
+        let limit = (limit.as_secs() as i64, i64::from(limit.subsec_nanos()));
+        self.mtime <= limit && self.ctime <= limit
+    }
+}
+
+/// What opening a file found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// No such file.
+    Missing,
+    /// This version of it.
+    Present(FileId),
+    /// It could not be opened or looked at: nothing can tell later whether it changed.
+    Unknown,
+}
+
+/// What a look saw of a container's files: its directory (taken before any file is read)
+/// and each file it read from disk that exists, by name. A file that was missing needs no
+/// entry: making it changes the directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// The container's directory.
+    pub dir: FileId,
+    /// The files read that exist.
+    pub files: Vec<(&'static str, FileId)>,
+}
+
+impl Fingerprint {
+    /// A fingerprint of directory `dir` with no file in it yet.
+    pub fn new(dir: FileId) -> Fingerprint {
+        Fingerprint { dir, files: Vec::new() }
+    }
+
+    /// Adds what was seen of file `name`; `false` when it cannot be told apart later.
+    #[must_use]
+    pub fn add(&mut self, name: &'static str, seen: Seen) -> bool {
+        match seen {
+            Seen::Missing => true,
+            Seen::Present(id) => {
+                self.files.push((name, id));
+                true
+            }
+            Seen::Unknown => false,
+        }
+    }
+
+    /// Whether everything seen is older than `SETTLE_TIME` at `now`.
+    pub fn settled(&self, now: SystemTime) -> bool {
+        self.dir.settled(now) && self.files.iter().all(|(_, id)| id.settled(now))
+    }
+}
+
+/// Whether a look, with its fingerprint taken at `now` (read before it), may stand for later
+/// looks while `still_holds` says so. Only a running container's: its shim held the lock,
+/// so until the shim ends (lets go of the lock, after it recorded any exit) the verdict can
+/// change only through its files. Every other verdict is a state that does not last (its
+/// look is repeated) or is final (an exit, kept for good once `config.json` was read).
+pub fn may_reuse(verdict: &Verdict, lock: LockState, print: &Fingerprint, now: SystemTime) -> bool {
+    matches!(verdict, Verdict::Running(_)) && lock == LockState::Held && print.settled(now)
+}
+
+/// Whether a reusable look (fingerprint `then`) still holds: the shim still holds its lock
+/// (looked at first, as every look does), and what was seen is unchanged (`now`: the same
+/// directory and files looked at again; `None` when that failed).
+pub fn still_holds(lock: LockState, then: &Fingerprint, now: Option<&Fingerprint>) -> bool {
+    lock == LockState::Held && now == Some(then)
 }
 
 /// Whether a shim holds the container's lock.
@@ -236,11 +381,27 @@ pub fn lock_state(dir: &Path) -> LockState {
     }
 }
 
+/// Looks at a shim lock through `f`, the lock file kept open (one call, where `lock_state`
+/// opens, locks and closes), without holding it.
+pub fn lock_state_of(f: &File) -> LockState {
+    match try_lock(f) {
+        Ok(true) => {
+            // Let go at once: held, it would make the container look alive to every other
+            // look (and keep a start or a removal waiting).
+            // SAFETY: flock on an fd we own; no memory is passed.
+            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+            LockState::Free
+        }
+        // Cannot look: assume alive, the safe side, as `lock_state` does.
+        Ok(false) | Err(_) => LockState::Held,
+    }
+}
+
 /// Everything read about one container.
 #[derive(Clone, Debug)]
 pub struct Look {
     /// `config.json`.
-    pub record: Read<ContainerRecord>,
+    pub record: Read<Arc<ContainerRecord>>,
     /// `shim.json`.
     pub identity: Read<ShimIdentity>,
     /// `state.json`.
@@ -273,10 +434,10 @@ pub enum Verdict {
 }
 
 /// The record to report the container with: `config.json`, else what the shim recorded.
-pub fn usable_record(look: &Look, id: &str) -> Option<ContainerRecord> {
+pub fn usable_record(look: &Look, id: &str) -> Option<Arc<ContainerRecord>> {
     match (&look.record, &look.identity) {
-        (Read::Ok(r), _) => Some(r.clone()),
-        (_, Read::Ok(i)) => Some(i.partial_record(id)),
+        (Read::Ok(r), _) => Some(Arc::clone(r)),
+        (_, Read::Ok(i)) => Some(Arc::new(i.partial_record(id))),
         _ => None,
     }
 }
@@ -338,7 +499,7 @@ mod tests {
         ContainerRecord {
             id: "c1".into(),
             sandbox_id: "s1".into(),
-            config: ContainerConfig { name: "app".into(), ..Default::default() },
+            config: Arc::new(ContainerConfig { name: "app".into(), ..Default::default() }),
             created_at: SystemTime::UNIX_EPOCH,
             log_max_size: 1,
             log_max_files: 1,
@@ -368,13 +529,103 @@ mod tests {
 
     fn look() -> Look {
         Look {
-            record: Read::Ok(record()),
+            record: Read::Ok(Arc::new(record())),
             identity: Read::Missing,
             state: Read::Missing,
             exit: Read::Missing,
             exit_backup: Read::Missing,
             shim_alive: false,
         }
+    }
+
+    /// A version of a file last changed `age` before `now`.
+    fn id(ino: u64, size: u64, now: SystemTime, age: Duration) -> FileId {
+        let t = (now - age).duration_since(SystemTime::UNIX_EPOCH).unwrap();
+        let t = (t.as_secs() as i64, i64::from(t.subsec_nanos()));
+        FileId { ino, size, mtime: t, ctime: t }
+    }
+
+    fn print(now: SystemTime, age: Duration) -> Fingerprint {
+        let mut p = Fingerprint::new(id(1, 4096, now, age));
+        assert!(p.add(files::STATE, Seen::Present(id(2, 180, now, age))));
+        assert!(p.add(files::EXIT, Seen::Missing));
+        p
+    }
+
+    #[test]
+    fn only_a_running_container_whose_shim_holds_its_lock_is_looked_at_by_its_fingerprint() {
+        let now = SystemTime::now();
+        let old = print(now, Duration::from_secs(60));
+        let running = Verdict::Running(Some(state()));
+        assert!(may_reuse(&running, LockState::Held, &old, now));
+        assert!(may_reuse(&Verdict::Running(None), LockState::Held, &old, now), "a starting container too");
+        // An older shim's liveness is its pid, which no file tells.
+        assert!(!may_reuse(&running, LockState::Absent, &old, now));
+        assert!(!may_reuse(&Verdict::Created, LockState::Free, &old, now));
+        assert!(!may_reuse(&Verdict::Exited(exit(0)), LockState::Free, &old, now));
+        assert!(!may_reuse(&Verdict::Unidentified, LockState::Held, &old, now));
+    }
+
+    #[test]
+    fn what_changed_within_the_settle_time_is_looked_at_again() {
+        let now = SystemTime::now();
+        let running = Verdict::Running(Some(state()));
+        assert!(!may_reuse(&running, LockState::Held, &print(now, Duration::ZERO), now));
+        assert!(!may_reuse(&running, LockState::Held, &print(now, SETTLE_TIME / 2), now));
+        assert!(may_reuse(&running, LockState::Held, &print(now, SETTLE_TIME), now));
+        // A file changed more recently than its directory.
+        let mut p = print(now, Duration::from_secs(60));
+        p.files[0].1.ctime = id(2, 180, now, Duration::from_millis(10)).ctime;
+        assert!(!may_reuse(&running, LockState::Held, &p, now));
+        // Times ahead of the clock (it was set back): nothing is trusted.
+        assert!(!may_reuse(&running, LockState::Held, &print(now + Duration::from_secs(60), Duration::ZERO), now));
+        // A file whose version cannot be told makes the whole look unusable.
+        assert!(!print(now, Duration::from_secs(60)).add(files::EXIT_BACKUP, Seen::Unknown));
+    }
+
+    #[test]
+    fn a_look_holds_while_the_shim_holds_its_lock_and_nothing_seen_changed() {
+        let now = SystemTime::now();
+        let then = print(now, Duration::from_secs(60));
+        assert!(still_holds(LockState::Held, &then, Some(&then.clone())));
+        // The shim ended, with or without writing anything.
+        assert!(!still_holds(LockState::Free, &then, Some(&then.clone())));
+        assert!(!still_holds(LockState::Absent, &then, Some(&then.clone())));
+        // Nothing could be looked at again.
+        assert!(!still_holds(LockState::Held, &then, None));
+        let changed = |f: &dyn Fn(&mut Fingerprint)| {
+            let mut p = then.clone();
+            f(&mut p);
+            still_holds(LockState::Held, &then, Some(&p))
+        };
+        // A file made, renamed or removed in the directory (exit.json, a new state.json).
+        assert!(!changed(&|p| p.dir.mtime.1 += 1));
+        assert!(!changed(&|p| p.dir.ctime.1 += 1));
+        // state.json rewritten through a rename within the same clock tick, at the same size.
+        assert!(!changed(&|p| p.files[0].1.ino = 3));
+        // state.json edited in place.
+        assert!(!changed(&|p| p.files[0].1.size += 1));
+        assert!(!changed(&|p| p.files[0].1.mtime.1 += 1));
+        assert!(!changed(&|p| p.files[0].1.ctime.0 += 1));
+        // state.json removed.
+        assert!(!changed(&|p| {
+            p.files.clear();
+        }));
+    }
+
+    #[test]
+    fn a_lock_looked_at_through_a_kept_file_is_never_left_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(files::LOCK);
+        let kept = File::create(&path).unwrap();
+        assert_eq!(lock_state_of(&kept), LockState::Free);
+        assert_eq!(lock_state(dir.path()), LockState::Free, "let go at once");
+        let shim = File::open(&path).unwrap();
+        assert!(try_lock(&shim).unwrap());
+        assert_eq!(lock_state_of(&kept), LockState::Held);
+        drop(shim);
+        assert_eq!(lock_state_of(&kept), LockState::Free, "the shim ended");
+        assert!(try_lock(&File::open(&path).unwrap()).unwrap(), "and nothing holds it");
     }
 
     #[test]
