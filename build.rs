@@ -5,7 +5,7 @@
 use protobuf::Message;
 use std::path::{Path, PathBuf};
 
-const PROTOS: &[&str] = &["health", "deviceplugin"];
+const PROTOS: &[&str] = &["health", "deviceplugin", "cri"];
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -32,3 +32,8 @@ generated!(
     /// and the DevicePlugin service (served by plugins).
     deviceplugin
 );
+generated!(
+    /// CRI v1 (`runtime.v1`), the subset ferrolet calls: the RuntimeService and ImageService
+    /// clients of the CRI runtime backend.
+    cri
+);

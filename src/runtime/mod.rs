@@ -2,6 +2,7 @@
 //! create/start/stop/remove, list, exec) so the CRI backend can slot in beside the built-in
 //! process backend.
 
+pub mod cri;
 pub mod devices;
 pub mod exec;
 #[cfg(test)]

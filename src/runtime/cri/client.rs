@@ -1,0 +1,203 @@
+//! A blocking CRI v1 client over grpcio on a Unix socket. Every call has a deadline, and
+//! every error names the endpoint and the call.
+
+use crate::proto::cri::{
+    ImageServiceClient, RuntimeServiceClient, RuntimeStatus, StatusRequest, VersionRequest, VersionResponse,
+};
+use grpcio::{CallOption, ChannelBuilder, Environment};
+use std::os::unix::fs::FileTypeExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The largest message accepted from the runtime (kubelet's CRI client allows 16 MiB).
+pub const MAX_MESSAGE: i32 = 16 << 20;
+
+/// What can go wrong talking to the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum CriError {
+    /// The endpoint is not a `unix://` path.
+    #[error("container runtime endpoint {endpoint:?}: only unix:///absolute/path endpoints are supported")]
+    BadEndpoint {
+        /// As configured.
+        endpoint: String,
+    },
+    /// Nothing that could be a runtime's socket is at the endpoint.
+    #[error("container runtime endpoint {endpoint}: {why}")]
+    NoSocket {
+        /// As configured.
+        endpoint: String,
+        /// What is there instead.
+        why: String,
+    },
+    /// The runtime did not answer within the deadline.
+    #[error("container runtime endpoint {endpoint}: no connection within {timeout:?}")]
+    Connect {
+        /// As configured.
+        endpoint: String,
+        /// How long it was given.
+        timeout: Duration,
+    },
+    /// A call failed.
+    #[error("container runtime endpoint {endpoint}: {call}")]
+    Call {
+        /// As configured.
+        endpoint: String,
+        /// The CRI method.
+        call: &'static str,
+        /// The gRPC error (boxed: it is large).
+        #[source]
+        source: Box<grpcio::Error>,
+    },
+    /// The runtime answers but does not say it is ready.
+    #[error("container runtime endpoint {endpoint}: the runtime is not ready: {why}")]
+    NotReady {
+        /// As configured.
+        endpoint: String,
+        /// Its conditions.
+        why: String,
+    },
+}
+
+/// The socket path of a `unix:///path` endpoint (kubelet's form; a bare absolute path is
+/// accepted too).
+pub fn socket_path(endpoint: &str) -> Option<PathBuf> {
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    path.starts_with('/').then(|| PathBuf::from(path))
+}
+
+/// Why the runtime is not ready, from `Status`: `RuntimeReady` must be true. A network
+/// that is not ready is not fatal (host-network pods run without it); it is returned as a
+/// warning.
+pub fn readiness(status: &RuntimeStatus) -> (Option<String>, Option<String>) {
+    let find = |t: &str| status.get_conditions().iter().find(|c| c.get_field_type() == t);
+    let describe = |t: &str| match find(t) {
+        None => Some(format!("{t} is not reported")),
+        Some(c) if c.get_status() => None,
+        Some(c) => Some(format!("{t} is false ({}: {})", c.get_reason(), c.get_message())),
+    };
+    (describe("RuntimeReady"), describe("NetworkReady"))
+}
+
+/// A connected client: the runtime and image services on one channel.
+pub struct CriClient {
+    endpoint: String,
+    runtime: RuntimeServiceClient,
+    /// The image service (used by image pulls and image GC).
+    pub images: ImageServiceClient,
+    timeout: Duration,
+}
+
+impl CriClient {
+    /// Connects to `endpoint`, waiting up to `timeout`; calls get `timeout` each.
+    pub fn connect(endpoint: &str, timeout: Duration, env: Arc<Environment>) -> Result<CriClient, CriError> {
+        let e = || endpoint.to_string();
+        let path = socket_path(endpoint).ok_or_else(|| CriError::BadEndpoint { endpoint: e() })?;
+        match std::fs::metadata(&path) {
+            Ok(m) if m.file_type().is_socket() => {}
+            Ok(_) => return Err(CriError::NoSocket { endpoint: e(), why: "not a socket".into() }),
+            Err(err) => return Err(CriError::NoSocket { endpoint: e(), why: crate::util::Chain(&err).to_string() }),
+        }
+        let ch =
+            ChannelBuilder::new(env).max_receive_message_len(MAX_MESSAGE).connect(&format!("unix:{}", path.display()));
+        if !futures::executor::block_on(ch.wait_for_connected(timeout)) {
+            return Err(CriError::Connect { endpoint: e(), timeout });
+        }
+        Ok(CriClient {
+            endpoint: e(),
+            runtime: RuntimeServiceClient::new(ch.clone()),
+            images: ImageServiceClient::new(ch),
+            timeout,
+        })
+    }
+
+    fn opt(&self) -> CallOption {
+        CallOption::default().timeout(self.timeout)
+    }
+
+    fn failed(&self, call: &'static str) -> impl FnOnce(grpcio::Error) -> CriError + '_ {
+        move |source| CriError::Call { endpoint: self.endpoint.clone(), call, source: Box::new(source) }
+    }
+
+    /// `Version`: the runtime's name and versions.
+    pub fn version(&self) -> Result<VersionResponse, CriError> {
+        self.runtime.version_opt(&VersionRequest::new(), self.opt()).map_err(self.failed("Version"))
+    }
+
+    /// `Status`: the runtime's conditions.
+    pub fn status(&self) -> Result<RuntimeStatus, CriError> {
+        let resp = self.runtime.status_opt(&StatusRequest::new(), self.opt()).map_err(self.failed("Status"))?;
+        Ok(resp.get_status().clone())
+    }
+
+    /// The start-up check: `Version`, then `Status` with `RuntimeReady`. Returns the
+    /// version and a warning when the network is not ready.
+    pub fn check(&self) -> Result<(VersionResponse, Option<String>), CriError> {
+        let version = self.version()?;
+        let (runtime, network) = readiness(&self.status()?);
+        if let Some(why) = runtime {
+            return Err(CriError::NotReady { endpoint: self.endpoint.clone(), why });
+        }
+        Ok((version, network))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::cri::RuntimeCondition;
+
+    #[test]
+    fn endpoints_are_unix_socket_paths() {
+        assert_eq!(
+            socket_path("unix:///run/containerd/containerd.sock"),
+            Some("/run/containerd/containerd.sock".into())
+        );
+        assert_eq!(socket_path("/run/crio/crio.sock"), Some("/run/crio/crio.sock".into()));
+        assert_eq!(socket_path("tcp://127.0.0.1:1234"), None);
+        assert_eq!(socket_path("unix://relative.sock"), None);
+    }
+
+    fn status(conditions: &[(&str, bool)]) -> RuntimeStatus {
+        let mut s = RuntimeStatus::new();
+        for (t, ok) in conditions {
+            let mut c = RuntimeCondition::new();
+            c.set_field_type(t.to_string());
+            c.set_status(*ok);
+            if !ok {
+                c.set_reason("NetworkPluginNotReady".into());
+                c.set_message("cni plugin not initialized".into());
+            }
+            s.mut_conditions().push(c);
+        }
+        s
+    }
+
+    #[test]
+    fn the_runtime_must_be_ready_and_the_network_only_warns() {
+        let (r, n) = readiness(&status(&[("RuntimeReady", true), ("NetworkReady", true)]));
+        assert_eq!((r, n), (None, None));
+        let (r, n) = readiness(&status(&[("RuntimeReady", true), ("NetworkReady", false)]));
+        assert_eq!(r, None);
+        assert_eq!(n.unwrap(), "NetworkReady is false (NetworkPluginNotReady: cni plugin not initialized)");
+        let (r, _) = readiness(&status(&[("NetworkReady", true)]));
+        assert_eq!(r.unwrap(), "RuntimeReady is not reported");
+    }
+
+    #[test]
+    fn a_missing_socket_or_a_bad_endpoint_is_named() {
+        let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
+        let t = Duration::from_millis(100);
+        let e = CriClient::connect("unix:///nonexistent/ferrolet-cri.sock", t, env.clone()).err().unwrap();
+        let text = e.to_string();
+        assert!(text.starts_with("container runtime endpoint unix:///nonexistent/ferrolet-cri.sock: "), "{text}");
+        assert!(text.contains("No such file"), "{text}");
+        let e = CriClient::connect("tcp://127.0.0.1:1", t, env.clone()).err().unwrap();
+        assert!(e.to_string().contains("only unix:///absolute/path"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "").unwrap();
+        let e = CriClient::connect(&format!("unix://{}", file.display()), t, env).err().unwrap();
+        assert!(e.to_string().ends_with(": not a socket"), "{e}");
+    }
+}
