@@ -53,11 +53,20 @@ drain: build
 ## skip themselves and append a line to $(SKIP_LOG), see tests/common/mod.rs `skip`).
 ## The last line sums every test binary: `tests: N passed, N failed, N skipped` (a skipped
 ## test is counted once, as skipped, not as passed).
+## Around `cargo test`, tests/cri/up.sh brings up a private containerd for the CRI tests
+## (installing containerd, runc, CNI plugins, busybox-static, catatonit with apt if missing)
+## and tests/cri/down.sh tears it down, also when tests fail or make is interrupted.
+## FERROLET_SKIP_CRI=1 skips it; up.sh also skips it, saying why, without root or apt.
+## cargo test sees FERROLET_CRI_ENDPOINT (and the rest of $(CRI_BASE)/env) only when it is up.
 SKIP_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-skips.txt
 TEST_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-output.txt
+CRI_BASE := $(or $(FERROLET_CRI_BASE),/tmp/ferrolet-cri-test)
 test: deps
 	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG) $(TEST_LOG)
-	@FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
+	@export FERROLET_CRI_BASE=$(CRI_BASE); trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
+	tests/cri/up.sh || { echo "make test: tests/cri/up.sh failed (see above)"; exit 1; }; \
+	unset FERROLET_CRI_ENDPOINT; if [ -f $(CRI_BASE)/env ]; then set -a; . $(CRI_BASE)/env; set +a; fi; \
+	FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
 	skipped=0; \
 	if [ -s $(SKIP_LOG) ]; then \
 	  skipped=$$(wc -l < $(SKIP_LOG)); \
