@@ -103,6 +103,9 @@ impl PodManager {
             namespace: pod.metadata.namespace.clone(),
             log_directory: self.log_dir(pod),
             termination_grace_period_seconds: pod.spec.grace_period_seconds(),
+            // host_network, cgroup_parent, annotations: filled in when the CRI runtime is
+            // wired in (the process runtime has no use for them).
+            ..Default::default()
         };
         match self.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),

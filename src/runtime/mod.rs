@@ -50,6 +50,23 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+    /// A call to the CRI runtime failed.
+    #[error("{object}")]
+    Cri {
+        /// What it was about: `sandbox <id>`, `container <id>`, `pod <ns>/<name>`.
+        object: String,
+        /// The failed call (it names the endpoint and the CRI method).
+        #[source]
+        source: cri::CriError,
+    },
+    /// The runtime cannot do this (yet).
+    #[error("the {runtime} runtime does not support {what}")]
+    Unsupported {
+        /// `process` or `cri`.
+        runtime: &'static str,
+        /// What was asked.
+        what: String,
+    },
     /// A process could not be spawned or signalled.
     #[error("{action} failed")]
     Process {
@@ -88,6 +105,16 @@ pub struct SandboxConfig {
     /// The pod's grace period, kept so a pod found after an agent restart with no source
     /// wanting it is still stopped gracefully.
     pub termination_grace_period_seconds: i64,
+    /// The pod uses the host's network (and so its UTS namespace: no hostname of its own).
+    #[serde(default)]
+    pub host_network: bool,
+    /// The pod's cgroup (cgroupfs path), the parent of its containers' cgroups; empty: the
+    /// runtime's default.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cgroup_parent: String,
+    /// Annotations for the runtime (kubelet passes the pod's annotations).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A sandbox as the runtime reports it.
@@ -141,6 +168,11 @@ pub mod labels {
     pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
     /// Container name.
     pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
+    /// Set (to `MANAGED_BY_FERROLET`) on every CRI sandbox and container ferrolet makes, so
+    /// it lists and touches only its own objects in a runtime others use too.
+    pub const MANAGED_BY: &str = "io.ferrolet.managed-by";
+    /// The value of `MANAGED_BY`.
+    pub const MANAGED_BY_FERROLET: &str = "ferrolet";
 }
 
 /// A container's lifecycle state, as CRI reports it.

@@ -2,7 +2,11 @@
 //! every error names the endpoint and the call.
 
 use crate::proto::cri::{
-    ImageServiceClient, RuntimeServiceClient, RuntimeStatus, StatusRequest, VersionRequest, VersionResponse,
+    Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest, ExecSyncRequest,
+    ExecSyncResponse, ImageServiceClient, ListContainersRequest, ListPodSandboxRequest, PodSandbox, PodSandboxFilter,
+    RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeServiceClient, RuntimeStatus,
+    StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest,
+    VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;
@@ -128,6 +132,108 @@ impl CriClient {
     pub fn status(&self) -> Result<RuntimeStatus, CriError> {
         let resp = self.runtime.status_opt(&StatusRequest::new(), self.opt()).map_err(self.failed("Status"))?;
         Ok(resp.get_status().clone())
+    }
+
+    /// Whether `e` is the runtime saying the object does not exist.
+    pub fn is_not_found(e: &CriError) -> bool {
+        matches!(e, CriError::Call { source, .. } if matches!(**source, grpcio::Error::RpcFailure(ref s) if s.code() == grpcio::RpcStatusCode::NOT_FOUND))
+    }
+
+    /// Whether `e` is a call that ran past its deadline (an `ExecSync` past its timeout).
+    pub fn is_deadline_exceeded(e: &CriError) -> bool {
+        matches!(e, CriError::Call { source, .. } if matches!(**source, grpcio::Error::RpcFailure(ref s) if s.code() == grpcio::RpcStatusCode::DEADLINE_EXCEEDED))
+    }
+
+    /// The deadline of each call (calls that wait longer by design add their wait to it).
+    pub fn call_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `RunPodSandbox`: the new sandbox's id.
+    pub fn run_pod_sandbox(&self, req: &RunPodSandboxRequest) -> Result<String, CriError> {
+        let resp = self.runtime.run_pod_sandbox_opt(req, self.opt()).map_err(self.failed("RunPodSandbox"))?;
+        Ok(resp.pod_sandbox_id)
+    }
+
+    /// `StopPodSandbox` (containerd stops what still runs in it).
+    pub fn stop_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        let mut req = StopPodSandboxRequest::new();
+        req.set_pod_sandbox_id(id.into());
+        self.runtime.stop_pod_sandbox_opt(&req, self.opt()).map_err(self.failed("StopPodSandbox"))?;
+        Ok(())
+    }
+
+    /// `RemovePodSandbox`.
+    pub fn remove_pod_sandbox(&self, id: &str) -> Result<(), CriError> {
+        let mut req = RemovePodSandboxRequest::new();
+        req.set_pod_sandbox_id(id.into());
+        self.runtime.remove_pod_sandbox_opt(&req, self.opt()).map_err(self.failed("RemovePodSandbox"))?;
+        Ok(())
+    }
+
+    /// `ListPodSandbox` with `filter`.
+    pub fn list_pod_sandbox(&self, filter: PodSandboxFilter) -> Result<Vec<PodSandbox>, CriError> {
+        let mut req = ListPodSandboxRequest::new();
+        req.set_filter(filter);
+        let mut resp = self.runtime.list_pod_sandbox_opt(&req, self.opt()).map_err(self.failed("ListPodSandbox"))?;
+        Ok(resp.take_items().into_vec())
+    }
+
+    /// `CreateContainer`: the new container's id.
+    pub fn create_container(&self, req: &CreateContainerRequest) -> Result<String, CriError> {
+        let resp = self.runtime.create_container_opt(req, self.opt()).map_err(self.failed("CreateContainer"))?;
+        Ok(resp.container_id)
+    }
+
+    /// `StartContainer`.
+    pub fn start_container(&self, id: &str) -> Result<(), CriError> {
+        let mut req = StartContainerRequest::new();
+        req.set_container_id(id.into());
+        self.runtime.start_container_opt(&req, self.opt()).map_err(self.failed("StartContainer"))?;
+        Ok(())
+    }
+
+    /// `StopContainer` with a grace period of `grace_seconds`; it blocks until the container
+    /// has exited, so its deadline is the grace period plus the call timeout.
+    pub fn stop_container(&self, id: &str, grace_seconds: i64) -> Result<(), CriError> {
+        let mut req = StopContainerRequest::new();
+        req.set_container_id(id.into());
+        req.set_timeout(grace_seconds);
+        let opt = CallOption::default().timeout(Duration::from_secs(grace_seconds.max(0) as u64) + self.timeout);
+        self.runtime.stop_container_opt(&req, opt).map_err(self.failed("StopContainer"))?;
+        Ok(())
+    }
+
+    /// `RemoveContainer`.
+    pub fn remove_container(&self, id: &str) -> Result<(), CriError> {
+        let mut req = RemoveContainerRequest::new();
+        req.set_container_id(id.into());
+        self.runtime.remove_container_opt(&req, self.opt()).map_err(self.failed("RemoveContainer"))?;
+        Ok(())
+    }
+
+    /// `ListContainers` with `filter`.
+    pub fn list_containers(&self, filter: ContainerFilter) -> Result<Vec<Container>, CriError> {
+        let mut req = ListContainersRequest::new();
+        req.set_filter(filter);
+        let mut resp = self.runtime.list_containers_opt(&req, self.opt()).map_err(self.failed("ListContainers"))?;
+        Ok(resp.take_containers().into_vec())
+    }
+
+    /// `ContainerStatus`.
+    pub fn container_status(&self, id: &str) -> Result<ContainerStatus, CriError> {
+        let mut req = ContainerStatusRequest::new();
+        req.set_container_id(id.into());
+        let mut resp =
+            self.runtime.container_status_opt(&req, self.opt()).map_err(self.failed("ContainerStatus"))?;
+        Ok(resp.take_status())
+    }
+
+    /// `ExecSync` with `req.timeout` seconds; the call's deadline is that plus the call
+    /// timeout, so the runtime's own timeout answers first.
+    pub fn exec_sync(&self, req: &ExecSyncRequest) -> Result<ExecSyncResponse, CriError> {
+        let opt = CallOption::default().timeout(Duration::from_secs(req.timeout.max(0) as u64) + self.timeout);
+        self.runtime.exec_sync_opt(req, opt).map_err(self.failed("ExecSync"))
     }
 
     /// The start-up check: `Version`, then `Status` with `RuntimeReady`. Returns the
