@@ -59,6 +59,14 @@ pub enum RuntimeError {
         #[source]
         source: cri::CriError,
     },
+    /// Too many operations of a kind are in flight (each holds a thread).
+    #[error("too many {what} in flight (at most {max})")]
+    Busy {
+        /// What, e.g. `container stops`.
+        what: &'static str,
+        /// The bound.
+        max: usize,
+    },
     /// The runtime cannot do this (yet).
     #[error("the {runtime} runtime does not support {what}")]
     Unsupported {

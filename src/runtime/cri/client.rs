@@ -3,10 +3,10 @@
 
 use crate::proto::cri::{
     Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest, ExecSyncRequest,
-    ExecSyncResponse, ImageServiceClient, ListContainersRequest, ListPodSandboxRequest, PodSandbox, PodSandboxFilter,
-    RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeServiceClient, RuntimeStatus,
-    StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest,
-    VersionResponse,
+    ExecSyncResponse, Image, ImageServiceClient, ImageStatusRequest, ListContainersRequest, ListPodSandboxRequest,
+    PodSandbox, PodSandboxFilter, RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest,
+    RuntimeServiceClient, RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest,
+    StopPodSandboxRequest, VersionRequest, VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;
@@ -224,8 +224,7 @@ impl CriClient {
     pub fn container_status(&self, id: &str) -> Result<ContainerStatus, CriError> {
         let mut req = ContainerStatusRequest::new();
         req.set_container_id(id.into());
-        let mut resp =
-            self.runtime.container_status_opt(&req, self.opt()).map_err(self.failed("ContainerStatus"))?;
+        let mut resp = self.runtime.container_status_opt(&req, self.opt()).map_err(self.failed("ContainerStatus"))?;
         Ok(resp.take_status())
     }
 
@@ -234,6 +233,14 @@ impl CriClient {
     pub fn exec_sync(&self, req: &ExecSyncRequest) -> Result<ExecSyncResponse, CriError> {
         let opt = CallOption::default().timeout(Duration::from_secs(req.timeout.max(0) as u64) + self.timeout);
         self.runtime.exec_sync_opt(req, opt).map_err(self.failed("ExecSync"))
+    }
+
+    /// `ImageStatus`: the image if the runtime has it.
+    pub fn image_status(&self, image: &str) -> Result<Option<Image>, CriError> {
+        let mut req = ImageStatusRequest::new();
+        req.mut_image().set_image(image.into());
+        let mut resp = self.images.image_status_opt(&req, self.opt()).map_err(self.failed("ImageStatus"))?;
+        Ok(resp.has_image().then(|| resp.take_image()))
     }
 
     /// The start-up check: `Version`, then `Status` with `RuntimeReady`. Returns the

@@ -1,0 +1,344 @@
+//! `CriRuntime`: the `ContainerRuntime` over a CRI v1 runtime (containerd). Every method is
+//! a thin executor: translate (`translate.rs`, pure and unit-tested), call (`CriClient`,
+//! every call with a deadline), translate back. It lists and touches only objects carrying
+//! `labels::MANAGED_BY`, so other pods in the same containerd are never seen.
+//!
+//! `StopContainer` blocks for up to the grace period, but the trait promises that
+//! `stop_container` returns at once: each stop runs on an owned `manager::Worker`
+//! (`fl-cri-stop`, at most `MAX_STOPS` at a time), reaped when it ends and joined by `stop`.
+
+use super::client::{CriClient, CriError};
+use super::translate;
+use crate::manager::{stop_all, Exit, Health, StopTimeout, Worker};
+use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
+use crate::runtime::exec::ExecStart;
+use crate::runtime::{
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError, SandboxConfig,
+    SandboxInfo,
+};
+use crate::util::Chain;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most container stops in flight at once (each holds a thread for up to its grace
+/// period).
+pub const MAX_STOPS: usize = 32;
+/// The name of the stop threads.
+const STOP_THREAD: &str = "fl-cri-stop";
+
+/// One container stop in flight.
+struct Stop {
+    id: String,
+    grace: Duration,
+    worker: Worker,
+}
+
+/// What the runtime keeps of a container between relists.
+struct Known {
+    config: Arc<ContainerConfig>,
+    /// The last status, when it may stand for the next ones (running or exited: a CRI
+    /// container never leaves those but for exited).
+    settled: Option<ContainerInfo>,
+}
+
+/// The CRI backend.
+pub struct CriRuntime {
+    client: Arc<CriClient>,
+    pause_image: String,
+    pause_seen: AtomicBool,
+    exec_timeout: Duration,
+    health: Health,
+    sandboxes: Mutex<HashMap<String, Arc<SandboxConfig>>>,
+    containers: Mutex<HashMap<String, Known>>,
+    stops: Mutex<(bool, Vec<Stop>)>,
+}
+
+impl CriRuntime {
+    /// A runtime over `client`. `pause_image` is the sandbox image the runtime is configured
+    /// with (containerd's `sandbox_image`; CRI takes none per call): a sandbox is made only
+    /// once the runtime has it. `exec_start`, which has no timeout of its own, gives each
+    /// command `exec_timeout`. Stop threads are registered in `health`.
+    pub fn new(client: CriClient, pause_image: &str, exec_timeout: Duration, health: &Health) -> CriRuntime {
+        CriRuntime {
+            client: Arc::new(client),
+            pause_image: pause_image.into(),
+            pause_seen: AtomicBool::new(false),
+            exec_timeout,
+            health: health.clone(),
+            sandboxes: Mutex::new(HashMap::new()),
+            containers: Mutex::new(HashMap::new()),
+            stops: Mutex::new((false, Vec::new())),
+        }
+    }
+
+    /// Stops taking container stops and waits up to `timeout` for those in flight (each is
+    /// bounded by its grace period plus the call timeout); returns the ones still running.
+    pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+        let workers: Vec<Worker> = {
+            let mut s = self.stops.lock();
+            s.0 = true;
+            s.1.drain(..).map(|s| s.worker).collect()
+        };
+        stop_all(workers, timeout)
+    }
+
+    /// Container stops in flight.
+    pub fn stops_in_flight(&self) -> usize {
+        let mut s = self.stops.lock();
+        s.1.retain(|s| !s.worker.is_finished());
+        s.1.len()
+    }
+
+    /// Maps a failed call about `object`; the runtime's NOT_FOUND becomes `NotFound`.
+    fn failed<'a>(kind: &'static str, id: &'a str, object: String) -> impl FnOnce(CriError) -> RuntimeError + 'a {
+        move |source| {
+            if CriClient::is_not_found(&source) {
+                RuntimeError::NotFound { kind, id: id.into() }
+            } else {
+                RuntimeError::Cri { object, source }
+            }
+        }
+    }
+
+    /// `container <id>`, with its name when known.
+    fn container_object(&self, id: &str) -> String {
+        match self.containers.lock().get(id) {
+            Some(k) => format!("container {} ({id})", k.config.name),
+            None => format!("container {id}"),
+        }
+    }
+
+    /// The config sandbox `id` was made with: from the cache, else from the runtime.
+    fn sandbox_config(&self, id: &str) -> Result<Arc<SandboxConfig>, RuntimeError> {
+        if let Some(c) = self.sandboxes.lock().get(id) {
+            return Ok(c.clone());
+        }
+        let mut filter = PodSandboxFilter::new();
+        filter.set_id(id.into());
+        filter.set_label_selector(translate::managed_selector());
+        let found =
+            self.client.list_pod_sandbox(filter).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))?;
+        let s = found.into_iter().find(|s| s.get_id() == id);
+        let s = s.ok_or_else(|| RuntimeError::NotFound { kind: "sandbox", id: id.into() })?;
+        let config = Arc::new(translate::sandbox_config_of(s.get_metadata(), s.get_annotations()));
+        self.sandboxes.lock().insert(id.into(), config.clone());
+        Ok(config)
+    }
+
+    /// The pause image must be in the runtime before the first sandbox (checked until seen).
+    fn ensure_pause_image(&self, pod: &str) -> Result<(), RuntimeError> {
+        if self.pause_seen.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let object = || format!("pod {pod}: pause image {}", self.pause_image);
+        match self.client.image_status(&self.pause_image) {
+            Ok(Some(_)) => {
+                self.pause_seen.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(None) => Err(RuntimeError::Unsupported {
+                runtime: "cri",
+                what: format!(
+                    "{}: the image is not in the runtime, and pulling images is not implemented yet",
+                    object()
+                ),
+            }),
+            Err(source) => Err(RuntimeError::Cri { object: object(), source }),
+        }
+    }
+
+    /// Reaps finished stops and starts one for `id` unless one with no longer a grace
+    /// period is in flight.
+    fn spawn_stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        let mut s = self.stops.lock();
+        if s.0 {
+            return Err(RuntimeError::Unsupported {
+                runtime: "cri",
+                what: "stopping containers while shutting down".into(),
+            });
+        }
+        s.1.retain(|s| !s.worker.is_finished());
+        if s.1.iter().any(|s| s.id == id && s.grace <= grace) {
+            return Ok(());
+        }
+        if s.1.len() >= MAX_STOPS {
+            return Err(RuntimeError::Busy { what: "container stops", max: MAX_STOPS });
+        }
+        let client = self.client.clone();
+        let seconds = translate::stop_timeout_seconds(grace);
+        let object = self.container_object(id);
+        let cid = id.to_string();
+        let worker = Worker::spawn(STOP_THREAD, &self.health, move |_stop| {
+            // The call is bounded by the grace period plus the call timeout, so the stop
+            // signal is not watched: `stop` waits for it at most that long.
+            match client.stop_container(&cid, seconds) {
+                Ok(()) => log::debug!("cri: {object} stopped"),
+                Err(e) if CriClient::is_not_found(&e) => log::debug!("cri: {object} was already gone"),
+                Err(e) => log::warn!("cri: stopping {object}: {}", Chain(&e)),
+            }
+            Exit::Done
+        })
+        .map_err(|source| RuntimeError::Process {
+            action: format!("starting a {STOP_THREAD} thread for {id}"),
+            source,
+        })?;
+        s.1.push(Stop { id: id.into(), grace, worker });
+        Ok(())
+    }
+}
+
+impl Drop for CriRuntime {
+    /// Stops in flight are waited for (bounded by the call timeout), not left detached.
+    fn drop(&mut self) {
+        for t in self.stop(self.client.call_timeout()) {
+            log::warn!("cri: {} did not end within {:?}", t.name, t.timeout);
+        }
+    }
+}
+
+impl ContainerRuntime for CriRuntime {
+    fn kind(&self) -> &'static str {
+        "cri"
+    }
+
+    fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        let pod = format!("{}/{}", config.namespace, config.pod_name);
+        self.ensure_pause_image(&pod)?;
+        let mut req = cri::RunPodSandboxRequest::new();
+        req.set_config(
+            translate::sandbox_config(config)
+                .map_err(|e| RuntimeError::Unsupported { runtime: "cri", what: format!("pod {pod}: {}", Chain(&e)) })?,
+        );
+        let id = self
+            .client
+            .run_pod_sandbox(&req)
+            .map_err(|source| RuntimeError::Cri { object: format!("pod {pod}"), source })?;
+        self.sandboxes.lock().insert(id.clone(), Arc::new(config.clone()));
+        Ok(id)
+    }
+
+    fn stop_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        self.client.stop_pod_sandbox(id).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))
+    }
+
+    fn remove_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        self.client.remove_pod_sandbox(id).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))?;
+        self.sandboxes.lock().remove(id);
+        self.containers.lock().retain(|_, k| k.settled.as_ref().map_or(true, |i| i.sandbox_id != id));
+        Ok(())
+    }
+
+    fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
+        let mut filter = PodSandboxFilter::new();
+        filter.set_label_selector(translate::managed_selector());
+        let listed = self
+            .client
+            .list_pod_sandbox(filter)
+            .map_err(|source| RuntimeError::Cri { object: "listing sandboxes".into(), source })?;
+        let mut cache = self.sandboxes.lock();
+        cache.retain(|id, _| listed.iter().any(|s| s.get_id() == id));
+        Ok(listed
+            .iter()
+            .map(|s| {
+                let config = cache
+                    .entry(s.get_id().into())
+                    .or_insert_with(|| Arc::new(translate::sandbox_config_of(s.get_metadata(), s.get_annotations())));
+                translate::sandbox_info(s, config.clone())
+            })
+            .collect())
+    }
+
+    fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
+        let sandbox = self.sandbox_config(sandbox_id)?;
+        let req = translate::create_container_request(sandbox_id, &sandbox, config)
+            .map_err(|e| RuntimeError::CreateContainer { name: config.name.clone(), message: Chain(&e).to_string() })?;
+        let object = format!("container {} in sandbox {sandbox_id}", config.name);
+        let id = self.client.create_container(&req).map_err(Self::failed("sandbox", sandbox_id, object))?;
+        self.containers.lock().insert(id.clone(), Known { config: Arc::new(config.clone()), settled: None });
+        Ok(id)
+    }
+
+    fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let object = self.container_object(id);
+        self.client.start_container(id).map_err(Self::failed("container", id, object))
+    }
+
+    fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        self.spawn_stop(id, grace)
+    }
+
+    fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let object = self.container_object(id);
+        self.client.remove_container(id).map_err(Self::failed("container", id, object))?;
+        self.containers.lock().remove(id);
+        Ok(())
+    }
+
+    fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
+        let mut filter = ContainerFilter::new();
+        filter.set_label_selector(translate::managed_selector());
+        let listed = self
+            .client
+            .list_containers(filter)
+            .map_err(|source| RuntimeError::Cri { object: "listing containers".into(), source })?;
+        let mut out = Vec::with_capacity(listed.len());
+        for c in &listed {
+            let id = c.get_id();
+            let (config, settled) = {
+                let mut cache = self.containers.lock();
+                let k = cache
+                    .entry(id.into())
+                    .or_insert_with(|| Known { config: Arc::new(translate::container_config_of(c)), settled: None });
+                (k.config.clone(), k.settled.clone())
+            };
+            let same_state = |i: &ContainerInfo| {
+                matches!(
+                    (i.state, c.get_state()),
+                    (ContainerState::Running, cri::ContainerState::CONTAINER_RUNNING)
+                        | (ContainerState::Exited, cri::ContainerState::CONTAINER_EXITED)
+                )
+            };
+            if let Some(info) = settled.filter(same_state) {
+                out.push(info);
+                continue;
+            }
+            let status = match self.client.container_status(id) {
+                Ok(s) => s,
+                // Removed between the list and this look.
+                Err(e) if CriClient::is_not_found(&e) => continue,
+                Err(source) => {
+                    return Err(RuntimeError::Cri { object: format!("container {} ({id})", config.name), source })
+                }
+            };
+            let info = translate::container_info(c.get_pod_sandbox_id(), &status, config);
+            if info.state != ContainerState::Created {
+                if let Some(k) = self.containers.lock().get_mut(id) {
+                    k.settled = Some(info.clone());
+                }
+            }
+            out.push(info);
+        }
+        self.containers.lock().retain(|id, _| listed.iter().any(|c| c.get_id() == id));
+        Ok(out)
+    }
+
+    /// CRI has no way to start a command and watch it: this runs `ExecSync` with the
+    /// constructor's `exec_timeout` and returns the finished result.
+    fn exec_start(&self, id: &str, cmd: &[String]) -> Result<ExecStart, RuntimeError> {
+        self.exec_sync(id, cmd, self.exec_timeout).map(ExecStart::Finished)
+    }
+
+    /// `ExecSync` with `timeout`; the runtime's DEADLINE_EXCEEDED is a timed-out command,
+    /// reported as the process runtime reports one it killed.
+    fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
+        let req = translate::exec_sync_request(id, cmd, timeout);
+        match self.client.exec_sync(&req) {
+            Ok(resp) => Ok(translate::exec_result(resp)),
+            Err(e) if CriClient::is_deadline_exceeded(&e) => Ok(translate::exec_timed_out()),
+            Err(e) => Err(Self::failed("container", id, format!("exec in {}", self.container_object(id)))(e)),
+        }
+    }
+}

@@ -1,0 +1,548 @@
+//! Pure translations between ferrolet's runtime types and CRI v1 messages: what
+//! `CriRuntime` sends (sandbox and container configs) and how it reads back what the
+//! runtime reports (sandboxes and container statuses). No I/O here; the executor in
+//! `runtime.rs` only makes the calls.
+
+use super::super::{labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, SandboxConfig, SandboxInfo};
+use crate::proto::cri;
+use protobuf::RepeatedField;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Annotation holding the `SandboxConfig` (JSON) a sandbox was made with, so a relist (also
+/// after an agent restart) reports it as created.
+pub const SANDBOX_CONFIG_ANNOTATION: &str = "io.ferrolet.sandbox-config";
+/// Annotation holding the `ContainerConfig` (JSON) a container was made with.
+pub const CONTAINER_CONFIG_ANNOTATION: &str = "io.ferrolet.container-config";
+
+/// A translation that cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TranslateError {
+    /// The container's log file is not under its sandbox's log directory (CRI takes the log
+    /// path relative to it).
+    #[error("log path {log_path} is not under the sandbox's log directory {log_directory}")]
+    LogPath {
+        /// The container's log path.
+        log_path: String,
+        /// The sandbox's log directory.
+        log_directory: String,
+    },
+    /// A config could not be written into its annotation.
+    #[error("cannot encode the {what} config")]
+    Encode {
+        /// `sandbox` or `container`.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A cgroup control file value is not a number.
+    #[error("cgroup control file {file}: {value:?} is not a number")]
+    ControlFile {
+        /// The file, e.g. `cpu.shares`.
+        file: String,
+        /// Its value.
+        value: String,
+    },
+}
+
+/// The labels ferrolet selects its own objects by (`ListPodSandbox`, `ListContainers`).
+pub fn managed_selector() -> HashMap<String, String> {
+    HashMap::from([(labels::MANAGED_BY.to_string(), labels::MANAGED_BY_FERROLET.to_string())])
+}
+
+/// The `PodSandboxConfig` for `config`, as kubelet makes it: metadata, kubelet's pod labels,
+/// the annotations, the log directory, the pod cgroup as `cgroup_parent`; a host-network pod
+/// gets `NamespaceMode::NODE` and no hostname (it shares the host's UTS namespace, and runc
+/// refuses a hostname there).
+pub fn sandbox_config(config: &SandboxConfig) -> Result<cri::PodSandboxConfig, TranslateError> {
+    let mut c = cri::PodSandboxConfig::new();
+    let m = c.mut_metadata();
+    m.set_name(config.pod_name.clone());
+    m.set_uid(config.pod_uid.clone());
+    m.set_namespace(config.namespace.clone());
+    if !config.host_network {
+        c.set_hostname(config.pod_name.clone());
+    }
+    c.set_log_directory(config.log_directory.display().to_string());
+    let l = c.mut_labels();
+    l.insert(labels::POD_NAME.into(), config.pod_name.clone());
+    l.insert(labels::POD_NAMESPACE.into(), config.namespace.clone());
+    l.insert(labels::POD_UID.into(), config.pod_uid.clone());
+    l.extend(managed_selector());
+    let a = c.mut_annotations();
+    a.extend(config.annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let json = serde_json::to_string(config).map_err(|source| TranslateError::Encode { what: "sandbox", source })?;
+    a.insert(SANDBOX_CONFIG_ANNOTATION.into(), json);
+    let linux = c.mut_linux();
+    linux.set_cgroup_parent(config.cgroup_parent.clone());
+    if config.host_network {
+        linux.mut_security_context().mut_namespace_options().set_network(cri::NamespaceMode::NODE);
+    }
+    Ok(c)
+}
+
+/// `LinuxContainerResources` from the container cgroup's control files (`cm`'s values, in
+/// the host's cgroup version): v1 files go to their fields; anything else (v2 files) goes to
+/// `unified`, which the runtime writes as given.
+pub fn resources(files: &BTreeMap<String, String>) -> Result<cri::LinuxContainerResources, TranslateError> {
+    let mut r = cri::LinuxContainerResources::new();
+    for (file, value) in files {
+        let num = || {
+            value
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| TranslateError::ControlFile { file: file.clone(), value: value.clone() })
+        };
+        match file.as_str() {
+            "cpu.shares" => r.set_cpu_shares(num()?),
+            "cpu.cfs_quota_us" => r.set_cpu_quota(num()?),
+            "cpu.cfs_period_us" => r.set_cpu_period(num()?),
+            "memory.limit_in_bytes" => r.set_memory_limit_in_bytes(num()?),
+            _ => {
+                r.mut_unified().insert(file.clone(), value.clone());
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// The `CreateContainerRequest` for `config` in sandbox `sandbox_id` made from `sandbox`:
+/// the argv as the command (it is already `command` + `args`), env, working directory, the
+/// log path relative to the sandbox's log directory, kubelet's labels, device plugin
+/// mounts, devices, annotations and CDI devices, and the cgroup values as resources.
+pub fn create_container_request(
+    sandbox_id: &str,
+    sandbox: &SandboxConfig,
+    config: &ContainerConfig,
+) -> Result<cri::CreateContainerRequest, TranslateError> {
+    let mut c = cri::ContainerConfig::new();
+    c.mut_metadata().set_name(config.name.clone());
+    c.mut_metadata().set_attempt(config.attempt);
+    c.mut_image().set_image(config.image.clone());
+    c.set_command(RepeatedField::from_vec(config.argv.clone()));
+    c.set_working_dir(config.working_dir.clone());
+    c.set_envs(
+        config
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = cri::KeyValue::new();
+                kv.set_key(k.clone());
+                kv.set_value(v.clone().into_bytes());
+                kv
+            })
+            .collect(),
+    );
+    let relative =
+        config.log_path.strip_prefix(&sandbox.log_directory).ok().filter(|p| !p.as_os_str().is_empty()).ok_or_else(
+            || TranslateError::LogPath {
+                log_path: config.log_path.display().to_string(),
+                log_directory: sandbox.log_directory.display().to_string(),
+            },
+        )?;
+    c.set_log_path(relative.display().to_string());
+    let l = c.mut_labels();
+    l.extend(config.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    l.extend(managed_selector());
+    if let Some(d) = &config.devices {
+        c.mut_annotations().extend(d.annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for m in &d.mounts {
+            let mut mount = cri::Mount::new();
+            mount.set_container_path(m.container_path.clone());
+            mount.set_host_path(m.host_path.clone());
+            mount.set_readonly(m.read_only);
+            c.mut_mounts().push(mount);
+        }
+        for dev in &d.devices {
+            let mut device = cri::Device::new();
+            device.set_container_path(dev.container_path.clone());
+            device.set_host_path(dev.host_path.clone());
+            device.set_permissions(dev.permissions.clone());
+            c.mut_devices().push(device);
+        }
+        for name in &d.cdi_devices {
+            let mut cdi = cri::CDIDevice::new();
+            cdi.set_name(name.clone());
+            c.mut_CDI_devices().push(cdi);
+        }
+    }
+    let json = serde_json::to_string(config).map_err(|source| TranslateError::Encode { what: "container", source })?;
+    c.mut_annotations().insert(CONTAINER_CONFIG_ANNOTATION.into(), json);
+    if let Some(linux) = &config.linux {
+        c.mut_linux().set_resources(resources(&linux.files)?);
+    }
+    if sandbox.host_network {
+        c.mut_linux().mut_security_context().mut_namespace_options().set_network(cri::NamespaceMode::NODE);
+    }
+    let mut req = cri::CreateContainerRequest::new();
+    req.set_pod_sandbox_id(sandbox_id.into());
+    req.set_config(c);
+    req.set_sandbox_config(sandbox_config(sandbox)?);
+    Ok(req)
+}
+
+/// A CRI timestamp (nanoseconds since the epoch; 0: not set).
+pub fn time_from_nanos(ns: i64) -> Option<SystemTime> {
+    (ns > 0).then(|| UNIX_EPOCH + Duration::from_nanos(ns as u64))
+}
+
+/// The config a sandbox was made with: from its annotation, or (for one whose annotation is
+/// missing or damaged) what its metadata tells.
+pub fn sandbox_config_of(metadata: &cri::PodSandboxMetadata, annotations: &HashMap<String, String>) -> SandboxConfig {
+    annotations.get(SANDBOX_CONFIG_ANNOTATION).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_else(|| {
+        SandboxConfig {
+            pod_uid: metadata.get_uid().into(),
+            pod_name: metadata.get_name().into(),
+            namespace: metadata.get_namespace().into(),
+            ..Default::default()
+        }
+    })
+}
+
+/// A listed sandbox as `SandboxInfo`, with its config (parsed once by the caller).
+pub fn sandbox_info(s: &cri::PodSandbox, config: Arc<SandboxConfig>) -> SandboxInfo {
+    SandboxInfo {
+        id: s.get_id().into(),
+        config,
+        created_at: time_from_nanos(s.get_created_at()).unwrap_or(UNIX_EPOCH),
+        ready: s.get_state() == cri::PodSandboxState::SANDBOX_READY,
+    }
+}
+
+/// The config a container was made with: from its annotation, or what its metadata, image
+/// and labels tell.
+pub fn container_config_of(c: &cri::Container) -> ContainerConfig {
+    c.get_annotations().get(CONTAINER_CONFIG_ANNOTATION).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_else(
+        || ContainerConfig {
+            name: c.get_metadata().get_name().into(),
+            attempt: c.get_metadata().get_attempt(),
+            image: c.get_image().get_image().into(),
+            labels: c.get_labels().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            ..Default::default()
+        },
+    )
+}
+
+/// A container's CRI status as `ContainerInfo`. A container in `CONTAINER_UNKNOWN` is
+/// reported exited with reason `Unknown` (ferrolet's states have no unknown).
+pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: Arc<ContainerConfig>) -> ContainerInfo {
+    let (state, reason) = match status.get_state() {
+        cri::ContainerState::CONTAINER_CREATED => (ContainerState::Created, status.get_reason().to_string()),
+        cri::ContainerState::CONTAINER_RUNNING => (ContainerState::Running, String::new()),
+        cri::ContainerState::CONTAINER_EXITED => (ContainerState::Exited, status.get_reason().to_string()),
+        cri::ContainerState::CONTAINER_UNKNOWN => (ContainerState::Exited, "Unknown".to_string()),
+    };
+    ContainerInfo {
+        id: status.get_id().into(),
+        sandbox_id: sandbox_id.into(),
+        config,
+        state,
+        created_at: time_from_nanos(status.get_created_at()).unwrap_or(UNIX_EPOCH),
+        started_at: time_from_nanos(status.get_started_at()),
+        finished_at: time_from_nanos(status.get_finished_at()),
+        exit_code: status.get_exit_code(),
+        reason,
+        message: status.get_message().into(),
+        // CRI reports no pid (only in verbose info, runtime-specific).
+        pid: None,
+    }
+}
+
+/// CRI's `ExecSync` timeout: whole seconds, rounded up, at least 1 (0 would mean none).
+pub fn exec_timeout_seconds(timeout: Duration) -> i64 {
+    let s = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
+    s.clamp(1, i64::MAX as u64) as i64
+}
+
+/// CRI's `StopContainer` grace period: whole seconds, rounded up.
+pub fn stop_timeout_seconds(grace: Duration) -> i64 {
+    let s = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
+    s.min(i64::MAX as u64) as i64
+}
+
+/// The `ExecSyncRequest` for `cmd` in container `id`.
+pub fn exec_sync_request(id: &str, cmd: &[String], timeout: Duration) -> cri::ExecSyncRequest {
+    let mut req = cri::ExecSyncRequest::new();
+    req.set_container_id(id.into());
+    req.set_cmd(RepeatedField::from_vec(cmd.to_vec()));
+    req.set_timeout(exec_timeout_seconds(timeout));
+    req
+}
+
+/// An `ExecSync` answer as `ExecResult`, output capped as the process runtime caps it.
+pub fn exec_result(mut resp: cri::ExecSyncResponse) -> ExecResult {
+    let cap = |mut v: Vec<u8>| {
+        v.truncate(crate::runtime::exec::EXEC_OUTPUT_CAP);
+        v
+    };
+    ExecResult {
+        exit_code: resp.get_exit_code(),
+        stdout: cap(resp.take_stdout()),
+        stderr: cap(resp.take_stderr()),
+        timed_out: false,
+    }
+}
+
+/// An exec that ran past its timeout (containerd answers `DEADLINE_EXCEEDED`), reported as
+/// the process runtime reports a killed one.
+pub fn exec_timed_out() -> ExecResult {
+    ExecResult { exit_code: -1, stdout: Vec::new(), stderr: Vec::new(), timed_out: true }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::devices::{DeviceOptions, DeviceSpec, MountSpec};
+    use std::path::PathBuf;
+
+    fn sandbox(host_network: bool) -> SandboxConfig {
+        SandboxConfig {
+            pod_uid: "u1".into(),
+            pod_name: "web".into(),
+            namespace: "default".into(),
+            log_directory: PathBuf::from("/var/log/pods/default_web_u1"),
+            termination_grace_period_seconds: 30,
+            host_network,
+            cgroup_parent: "/kubepods/burstable/podu1".into(),
+            annotations: BTreeMap::from([("kubernetes.io/config.source".into(), "file".into())]),
+        }
+    }
+
+    fn container() -> ContainerConfig {
+        ContainerConfig {
+            name: "app".into(),
+            attempt: 2,
+            image: "localhost/busybox:latest".into(),
+            argv: vec!["sleep".into(), "1000".into()],
+            env: vec![("A".into(), "1".into()), ("B".into(), "2".into())],
+            working_dir: "/tmp".into(),
+            log_path: PathBuf::from("/var/log/pods/default_web_u1/app/2.log"),
+            labels: BTreeMap::from([
+                (labels::POD_UID.into(), "u1".into()),
+                (labels::CONTAINER_NAME.into(), "app".into()),
+            ]),
+            linux: Some(crate::cm::LinuxContainerConfig {
+                cgroup_parent: "/kubepods/burstable/podu1".into(),
+                files: BTreeMap::from([
+                    ("cpu.shares".into(), "512".into()),
+                    ("cpu.cfs_quota_us".into(), "50000".into()),
+                    ("cpu.cfs_period_us".into(), "100000".into()),
+                    ("memory.limit_in_bytes".into(), "67108864".into()),
+                ]),
+            }),
+            devices: None,
+        }
+    }
+
+    #[test]
+    fn a_host_network_sandbox_shares_the_node_namespace_and_sets_no_hostname() {
+        let c = sandbox_config(&sandbox(true)).unwrap();
+        assert_eq!(c.get_hostname(), "");
+        let ns = c.get_linux().get_security_context().get_namespace_options();
+        assert_eq!(ns.get_network(), cri::NamespaceMode::NODE);
+        assert_eq!(c.get_linux().get_cgroup_parent(), "/kubepods/burstable/podu1");
+        assert_eq!(c.get_log_directory(), "/var/log/pods/default_web_u1");
+        assert_eq!(c.get_metadata().get_uid(), "u1");
+        assert_eq!(c.get_metadata().get_name(), "web");
+        assert_eq!(c.get_metadata().get_namespace(), "default");
+    }
+
+    #[test]
+    fn a_pod_network_sandbox_gets_the_pod_name_as_hostname() {
+        let c = sandbox_config(&sandbox(false)).unwrap();
+        assert_eq!(c.get_hostname(), "web");
+        assert_eq!(c.get_linux().get_security_context().get_namespace_options().get_network(), cri::NamespaceMode::POD);
+    }
+
+    #[test]
+    fn a_sandbox_carries_kubelets_labels_the_managed_label_and_the_pod_annotations() {
+        let c = sandbox_config(&sandbox(true)).unwrap();
+        let l = c.get_labels();
+        assert_eq!(l[labels::POD_NAME], "web");
+        assert_eq!(l[labels::POD_NAMESPACE], "default");
+        assert_eq!(l[labels::POD_UID], "u1");
+        assert_eq!(l[labels::MANAGED_BY], labels::MANAGED_BY_FERROLET);
+        assert_eq!(c.get_annotations()["kubernetes.io/config.source"], "file");
+    }
+
+    #[test]
+    fn a_sandbox_config_survives_the_round_trip_through_its_annotation() {
+        let c = sandbox_config(&sandbox(true)).unwrap();
+        let back = sandbox_config_of(c.get_metadata(), c.get_annotations());
+        assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(sandbox(true)).unwrap());
+        // Without the annotation, the metadata still names the pod.
+        let back = sandbox_config_of(c.get_metadata(), &HashMap::new());
+        assert_eq!((back.pod_uid.as_str(), back.pod_name.as_str(), back.namespace.as_str()), ("u1", "web", "default"));
+    }
+
+    #[test]
+    fn a_container_request_carries_argv_env_workdir_relative_log_path_and_labels() {
+        let req = create_container_request("sb1", &sandbox(true), &container()).unwrap();
+        assert_eq!(req.get_pod_sandbox_id(), "sb1");
+        assert_eq!(req.get_sandbox_config().get_log_directory(), "/var/log/pods/default_web_u1");
+        let c = req.get_config();
+        assert_eq!(c.get_metadata().get_name(), "app");
+        assert_eq!(c.get_metadata().get_attempt(), 2);
+        assert_eq!(c.get_image().get_image(), "localhost/busybox:latest");
+        assert_eq!(c.get_command(), ["sleep", "1000"]);
+        assert!(c.get_args().is_empty());
+        assert_eq!(c.get_working_dir(), "/tmp");
+        let env: Vec<_> = c.get_envs().iter().map(|kv| (kv.get_key(), kv.get_value())).collect();
+        assert_eq!(env, [("A", &b"1"[..]), ("B", &b"2"[..])]);
+        assert_eq!(c.get_log_path(), "app/2.log");
+        assert_eq!(c.get_labels()[labels::CONTAINER_NAME], "app");
+        assert_eq!(c.get_labels()[labels::POD_UID], "u1");
+        assert_eq!(c.get_labels()[labels::MANAGED_BY], labels::MANAGED_BY_FERROLET);
+        assert_eq!(
+            c.get_linux().get_security_context().get_namespace_options().get_network(),
+            cri::NamespaceMode::NODE
+        );
+    }
+
+    #[test]
+    fn cgroup_v1_values_become_resources_and_v2_files_go_to_unified() {
+        let r = resources(&container().linux.unwrap().files).unwrap();
+        assert_eq!((r.get_cpu_shares(), r.get_cpu_quota(), r.get_cpu_period()), (512, 50000, 100000));
+        assert_eq!(r.get_memory_limit_in_bytes(), 67108864);
+        assert!(r.get_unified().is_empty());
+        let v2 = BTreeMap::from([("cpu.weight".to_string(), "39".to_string()), ("memory.max".into(), "1024".into())]);
+        let r = resources(&v2).unwrap();
+        assert_eq!(r.get_unified()["cpu.weight"], "39");
+        assert_eq!(r.get_unified()["memory.max"], "1024");
+        let bad = BTreeMap::from([("cpu.shares".to_string(), "many".to_string())]);
+        assert_eq!(
+            resources(&bad).unwrap_err().to_string(),
+            "cgroup control file cpu.shares: \"many\" is not a number"
+        );
+    }
+
+    #[test]
+    fn device_plugin_mounts_devices_annotations_and_cdi_names_reach_the_container() {
+        let mut cfg = container();
+        cfg.devices = Some(DeviceOptions {
+            mounts: vec![MountSpec { container_path: "/dev/shm/x".into(), host_path: "/x".into(), read_only: true }],
+            devices: vec![DeviceSpec {
+                container_path: "/dev/fpga0".into(),
+                host_path: "/dev/fpga0".into(),
+                permissions: "rw".into(),
+            }],
+            annotations: BTreeMap::from([("vendor/fpga".into(), "0".into())]),
+            cdi_devices: vec!["vendor.com/fpga=0".into()],
+            ..Default::default()
+        });
+        let req = create_container_request("sb1", &sandbox(true), &cfg).unwrap();
+        let c = req.get_config();
+        assert_eq!(c.get_mounts()[0].get_container_path(), "/dev/shm/x");
+        assert!(c.get_mounts()[0].get_readonly());
+        assert_eq!(c.get_devices()[0].get_host_path(), "/dev/fpga0");
+        assert_eq!(c.get_devices()[0].get_permissions(), "rw");
+        assert_eq!(c.get_annotations()["vendor/fpga"], "0");
+        assert_eq!(c.get_CDI_devices()[0].get_name(), "vendor.com/fpga=0");
+    }
+
+    #[test]
+    fn a_log_path_outside_the_sandbox_log_directory_is_refused() {
+        let mut cfg = container();
+        cfg.log_path = PathBuf::from("/elsewhere/app.log");
+        let e = create_container_request("sb1", &sandbox(true), &cfg).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "log path /elsewhere/app.log is not under the sandbox's log directory /var/log/pods/default_web_u1"
+        );
+    }
+
+    fn listed(cfg: &ContainerConfig) -> cri::Container {
+        let req = create_container_request("sb1", &sandbox(true), cfg).unwrap();
+        let mut c = cri::Container::new();
+        c.set_id("c1".into());
+        c.set_pod_sandbox_id("sb1".into());
+        c.set_metadata(req.get_config().get_metadata().clone());
+        c.set_labels(req.get_config().get_labels().clone());
+        c.set_annotations(req.get_config().get_annotations().clone());
+        c
+    }
+
+    #[test]
+    fn a_container_config_survives_the_round_trip_through_its_annotation() {
+        assert_eq!(container_config_of(&listed(&container())), container());
+        let mut bare = listed(&container());
+        bare.mut_annotations().clear();
+        let back = container_config_of(&bare);
+        assert_eq!((back.name.as_str(), back.attempt), ("app", 2));
+        assert_eq!(back.labels[labels::POD_UID], "u1");
+    }
+
+    fn status(state: cri::ContainerState, exit_code: i32, reason: &str) -> cri::ContainerStatus {
+        let mut s = cri::ContainerStatus::new();
+        s.set_id("c1".into());
+        s.set_state(state);
+        s.set_created_at(1_700_000_000_000_000_000);
+        s.set_started_at(1_700_000_001_000_000_000);
+        if state == cri::ContainerState::CONTAINER_EXITED {
+            s.set_finished_at(1_700_000_002_500_000_000);
+        }
+        s.set_exit_code(exit_code);
+        s.set_reason(reason.into());
+        s
+    }
+
+    #[test]
+    fn cri_states_exit_codes_reasons_and_times_map_into_container_info() {
+        let cfg = Arc::new(container());
+        let running = container_info("sb1", &status(cri::ContainerState::CONTAINER_RUNNING, 0, ""), cfg.clone());
+        assert_eq!(running.state, ContainerState::Running);
+        assert_eq!(running.sandbox_id, "sb1");
+        assert_eq!(running.created_at, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        assert_eq!(running.started_at, Some(UNIX_EPOCH + Duration::from_secs(1_700_000_001)));
+        assert_eq!(running.finished_at, None);
+        let exited = container_info("sb1", &status(cri::ContainerState::CONTAINER_EXITED, 3, "Error"), cfg.clone());
+        assert_eq!((exited.state, exited.exit_code, exited.reason.as_str()), (ContainerState::Exited, 3, "Error"));
+        assert_eq!(exited.finished_at, Some(UNIX_EPOCH + Duration::from_millis(1_700_000_002_500)));
+        let oom = container_info("sb1", &status(cri::ContainerState::CONTAINER_EXITED, 137, "OOMKilled"), cfg.clone());
+        assert_eq!(oom.reason, "OOMKilled");
+        let created = container_info("sb1", &status(cri::ContainerState::CONTAINER_CREATED, 0, ""), cfg.clone());
+        assert_eq!(created.state, ContainerState::Created);
+        let unknown = container_info("sb1", &status(cri::ContainerState::CONTAINER_UNKNOWN, 0, ""), cfg);
+        assert_eq!((unknown.state, unknown.reason.as_str()), (ContainerState::Exited, "Unknown"));
+    }
+
+    #[test]
+    fn a_listed_sandbox_is_ready_until_stopped() {
+        let mut s = cri::PodSandbox::new();
+        s.set_id("sb1".into());
+        s.set_created_at(1_700_000_000_000_000_000);
+        let cfg = Arc::new(sandbox(true));
+        let info = sandbox_info(&s, cfg.clone());
+        assert!(info.ready);
+        assert_eq!(info.created_at, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        s.set_state(cri::PodSandboxState::SANDBOX_NOTREADY);
+        assert!(!sandbox_info(&s, cfg).ready);
+    }
+
+    #[test]
+    fn timeouts_round_up_to_whole_seconds_and_an_exec_always_has_one() {
+        assert_eq!(exec_timeout_seconds(Duration::ZERO), 1);
+        assert_eq!(exec_timeout_seconds(Duration::from_millis(1500)), 2);
+        assert_eq!(exec_timeout_seconds(Duration::from_secs(10)), 10);
+        assert_eq!(stop_timeout_seconds(Duration::ZERO), 0);
+        assert_eq!(stop_timeout_seconds(Duration::from_millis(200)), 1);
+        assert_eq!(stop_timeout_seconds(Duration::from_secs(30)), 30);
+        let req = exec_sync_request("c1", &["echo".into(), "hi".into()], Duration::from_secs(3));
+        assert_eq!((req.get_container_id(), req.get_timeout()), ("c1", 3));
+        assert_eq!(req.get_cmd(), ["echo", "hi"]);
+    }
+
+    #[test]
+    fn exec_answers_keep_the_exit_code_and_streams_and_a_timeout_reads_as_the_process_runtimes() {
+        let mut resp = cri::ExecSyncResponse::new();
+        resp.set_exit_code(3);
+        resp.set_stdout(b"out".to_vec());
+        resp.set_stderr(b"err".to_vec());
+        let r = exec_result(resp);
+        assert_eq!((r.exit_code, &r.stdout[..], &r.stderr[..], r.timed_out), (3, &b"out"[..], &b"err"[..], false));
+        let t = exec_timed_out();
+        assert_eq!((t.exit_code, t.timed_out), (-1, true));
+    }
+}
