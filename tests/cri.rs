@@ -4,9 +4,13 @@
 
 mod common;
 
-use ferrolet::runtime::cri::CriClient;
+use ferrolet::manager::Health;
+use ferrolet::runtime::cri::{CriClient, CriRuntime};
+use ferrolet::runtime::{labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The harness's containerd, or `None` (and the test skips).
 fn endpoint() -> Option<String> {
@@ -44,4 +48,149 @@ fn a_socket_nobody_serves_is_an_error_naming_the_endpoint() {
     let endpoint = format!("unix://{}", path.display());
     let e = CriClient::connect(&endpoint, Duration::from_millis(300), env()).err().unwrap();
     assert_eq!(e.to_string(), format!("container runtime endpoint {endpoint}: no connection within 300ms"));
+}
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (tests/cri/up.sh writes it with the endpoint)"))
+}
+
+fn runtime(endpoint: &str) -> CriRuntime {
+    let client = CriClient::connect(endpoint, Duration::from_secs(10), env()).unwrap();
+    CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), Duration::from_secs(10), &Health::default())
+}
+
+/// A host-network test pod in the harness's cgroup root, removed (with what is in it) when
+/// dropped, also when the test fails.
+struct TestPod<'a> {
+    rt: &'a CriRuntime,
+    sandbox: SandboxConfig,
+    id: String,
+    _logs: tempfile::TempDir,
+}
+
+impl<'a> TestPod<'a> {
+    fn run(rt: &'a CriRuntime, name: &str) -> TestPod<'a> {
+        let logs = tempfile::tempdir().unwrap();
+        let uid = ferrolet::util::random_id();
+        let sandbox = SandboxConfig {
+            pod_uid: uid.clone(),
+            pod_name: name.into(),
+            namespace: "ferrolet-test".into(),
+            log_directory: logs.path().to_path_buf(),
+            termination_grace_period_seconds: 1,
+            host_network: true,
+            cgroup_parent: format!("{}/pod{uid}", var("FERROLET_CRI_CGROUP")),
+            annotations: BTreeMap::new(),
+        };
+        let id = rt.run_pod_sandbox(&sandbox).unwrap();
+        TestPod { rt, sandbox, id, _logs: logs }
+    }
+
+    fn container(&self, name: &str, argv: &[&str]) -> String {
+        let dir: PathBuf = self.sandbox.log_directory.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = ContainerConfig {
+            name: name.into(),
+            image: var("FERROLET_CRI_BUSYBOX_IMAGE"),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            log_path: dir.join("0.log"),
+            labels: BTreeMap::from([
+                (labels::POD_UID.to_string(), self.sandbox.pod_uid.clone()),
+                (labels::POD_NAME.to_string(), self.sandbox.pod_name.clone()),
+                (labels::POD_NAMESPACE.to_string(), self.sandbox.namespace.clone()),
+                (labels::CONTAINER_NAME.to_string(), name.into()),
+            ]),
+            ..Default::default()
+        };
+        let id = self.rt.create_container(&self.id, &config).unwrap();
+        self.rt.start_container(&id).unwrap();
+        id
+    }
+
+    fn wait_state(&self, id: &str, state: ContainerState) -> ContainerInfo {
+        common::wait_for(&format!("container {id} {state:?}"), Duration::from_secs(20), || {
+            self.rt.list_containers().unwrap().into_iter().find(|c| c.id == id && c.state == state)
+        })
+    }
+}
+
+impl Drop for TestPod<'_> {
+    fn drop(&mut self) {
+        let _ = self.rt.stop_pod_sandbox(&self.id);
+        let _ = self.rt.remove_pod_sandbox(&self.id);
+        // runc leaves the pod cgroup behind (the agent's cm removes it); rmdir each v1
+        // controller's copy, best effort.
+        if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_dir(e.path().join(self.sandbox.cgroup_parent.trim_start_matches('/')));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_host_network_pod_runs_a_container_that_execs_and_stop_and_remove_leave_nothing() {
+    let Some(endpoint) = endpoint() else { return };
+    let rt = runtime(&endpoint);
+    let pod = TestPod::run(&rt, "sleeper");
+    let sandbox = rt.list_pod_sandboxes().unwrap().into_iter().find(|s| s.id == pod.id).expect("sandbox listed");
+    assert!(sandbox.ready);
+    assert_eq!(sandbox.config.pod_uid, pod.sandbox.pod_uid);
+    assert!(sandbox.config.host_network);
+
+    let id = pod.container("app", &["sleep", "1000"]);
+    let running = pod.wait_state(&id, ContainerState::Running);
+    assert_eq!(running.sandbox_id, pod.id);
+    assert_eq!(running.config.name, "app");
+    assert_eq!(running.config.labels[labels::POD_UID], pod.sandbox.pod_uid);
+    assert!(running.started_at.is_some());
+
+    let hi = rt.exec_sync(&id, &["echo".into(), "hi".into()], Duration::from_secs(5)).unwrap();
+    assert_eq!((hi.exit_code, hi.stdout.as_slice(), hi.timed_out), (0, &b"hi\n"[..], false));
+    let three = rt.exec_sync(&id, &["sh".into(), "-c".into(), "echo no >&2; exit 3".into()], Duration::from_secs(5));
+    let three = three.unwrap();
+    assert_eq!((three.exit_code, three.stderr.as_slice()), (3, &b"no\n"[..]));
+    let slow = rt.exec_sync(&id, &["sleep".into(), "10".into()], Duration::from_secs(1)).unwrap();
+    assert!(slow.timed_out, "{slow:?}");
+    assert_eq!(slow.exit_code, -1);
+
+    // `sleep` is PID 1 of its own PID namespace and ignores SIGTERM: the stop takes the
+    // whole grace period, and stop_container must not wait for it.
+    let asked = Instant::now();
+    rt.stop_container(&id, Duration::from_secs(2)).unwrap();
+    assert!(asked.elapsed() < Duration::from_millis(500), "stop_container waited {:?}", asked.elapsed());
+    let exited = pod.wait_state(&id, ContainerState::Exited);
+    assert_eq!(exited.exit_code, 137);
+    assert!(exited.finished_at.is_some());
+    rt.remove_container(&id).unwrap();
+    assert!(rt.list_containers().unwrap().iter().all(|c| c.id != id));
+
+    rt.stop_pod_sandbox(&pod.id).unwrap();
+    assert!(!rt.list_pod_sandboxes().unwrap().into_iter().find(|s| s.id == pod.id).unwrap().ready);
+    rt.remove_pod_sandbox(&pod.id).unwrap();
+    assert!(rt.list_pod_sandboxes().unwrap().iter().all(|s| s.id != pod.id));
+    assert!(rt.list_containers().unwrap().iter().all(|c| c.sandbox_id != pod.id));
+    assert_eq!(rt.stops_in_flight(), 0);
+}
+
+#[test]
+fn a_container_that_exits_3_is_reported_with_exit_code_3() {
+    let Some(endpoint) = endpoint() else { return };
+    let rt = runtime(&endpoint);
+    let pod = TestPod::run(&rt, "exits");
+    let id = pod.container("fail", &["sh", "-c", "exit 3"]);
+    let exited = pod.wait_state(&id, ContainerState::Exited);
+    assert_eq!((exited.exit_code, exited.reason.as_str()), (3, "Error"));
+    assert!(exited.started_at.is_some() && exited.finished_at.is_some());
+    // A second look is the same (kept, not asked again).
+    let again = rt.list_containers().unwrap().into_iter().find(|c| c.id == id).unwrap();
+    assert_eq!(again, exited);
+}
+
+#[test]
+fn a_missing_container_is_not_found() {
+    let Some(endpoint) = endpoint() else { return };
+    let rt = runtime(&endpoint);
+    let e = rt.start_container("0123456789abcdef").unwrap_err();
+    assert_eq!(e.to_string(), "container 0123456789abcdef not found");
 }

@@ -181,6 +181,7 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
             namespace: "default".into(),
             log_directory: sb.state().join("logs"),
             termination_grace_period_seconds: 1,
+            ..Default::default()
         })
         .unwrap();
     let cfg = ContainerConfig {

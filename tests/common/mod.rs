@@ -278,6 +278,7 @@ pub fn pod_sandbox(rt: &dyn ferrolet::runtime::ContainerRuntime, sb: &Sandbox) -
         namespace: "default".into(),
         log_directory: sb.state().join("logs/p"),
         termination_grace_period_seconds: 30,
+        ..Default::default()
     })
     .unwrap()
 }

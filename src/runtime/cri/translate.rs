@@ -77,10 +77,18 @@ pub fn sandbox_config(config: &SandboxConfig) -> Result<cri::PodSandboxConfig, T
     a.insert(SANDBOX_CONFIG_ANNOTATION.into(), json);
     let linux = c.mut_linux();
     linux.set_cgroup_parent(config.cgroup_parent.clone());
-    if config.host_network {
-        linux.mut_security_context().mut_namespace_options().set_network(cri::NamespaceMode::NODE);
-    }
+    linux.mut_security_context().set_namespace_options(namespace_options(config.host_network));
     Ok(c)
+}
+
+/// Kubelet's namespaces for a pod without `shareProcessNamespace`: each container its own
+/// PID namespace, the pod's IPC namespace, and the pod's or the node's network.
+pub fn namespace_options(host_network: bool) -> cri::NamespaceOption {
+    let mut ns = cri::NamespaceOption::new();
+    ns.set_pid(cri::NamespaceMode::CONTAINER);
+    ns.set_ipc(cri::NamespaceMode::POD);
+    ns.set_network(if host_network { cri::NamespaceMode::NODE } else { cri::NamespaceMode::POD });
+    ns
 }
 
 /// `LinuxContainerResources` from the container cgroup's control files (`cm`'s values, in
@@ -173,9 +181,7 @@ pub fn create_container_request(
     if let Some(linux) = &config.linux {
         c.mut_linux().set_resources(resources(&linux.files)?);
     }
-    if sandbox.host_network {
-        c.mut_linux().mut_security_context().mut_namespace_options().set_network(cri::NamespaceMode::NODE);
-    }
+    c.mut_linux().mut_security_context().set_namespace_options(namespace_options(sandbox.host_network));
     let mut req = cri::CreateContainerRequest::new();
     req.set_pod_sandbox_id(sandbox_id.into());
     req.set_config(c);
@@ -342,6 +348,7 @@ mod tests {
         assert_eq!(c.get_hostname(), "");
         let ns = c.get_linux().get_security_context().get_namespace_options();
         assert_eq!(ns.get_network(), cri::NamespaceMode::NODE);
+        assert_eq!((ns.get_pid(), ns.get_ipc()), (cri::NamespaceMode::CONTAINER, cri::NamespaceMode::POD));
         assert_eq!(c.get_linux().get_cgroup_parent(), "/kubepods/burstable/podu1");
         assert_eq!(c.get_log_directory(), "/var/log/pods/default_web_u1");
         assert_eq!(c.get_metadata().get_uid(), "u1");
