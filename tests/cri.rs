@@ -4,6 +4,7 @@
 
 mod common;
 
+use ferrolet::cm::LinuxContainerConfig;
 use ferrolet::manager::Health;
 use ferrolet::runtime::cri::{CriClient, CriRuntime};
 use ferrolet::runtime::{labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
@@ -87,6 +88,10 @@ impl<'a> TestPod<'a> {
     }
 
     fn container(&self, name: &str, argv: &[&str]) -> String {
+        self.container_with(name, argv, None)
+    }
+
+    fn container_with(&self, name: &str, argv: &[&str], linux: Option<LinuxContainerConfig>) -> String {
         let dir: PathBuf = self.sandbox.log_directory.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let config = ContainerConfig {
@@ -100,6 +105,7 @@ impl<'a> TestPod<'a> {
                 (labels::POD_NAMESPACE.to_string(), self.sandbox.namespace.clone()),
                 (labels::CONTAINER_NAME.to_string(), name.into()),
             ]),
+            linux,
             ..Default::default()
         };
         let id = self.rt.create_container(&self.id, &config).unwrap();
@@ -118,12 +124,16 @@ impl Drop for TestPod<'_> {
     fn drop(&mut self) {
         let _ = self.rt.stop_pod_sandbox(&self.id);
         let _ = self.rt.remove_pod_sandbox(&self.id);
-        // runc leaves the pod cgroup behind (the agent's cm removes it); rmdir each v1
-        // controller's copy, best effort.
-        if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
-            for e in entries.flatten() {
-                let _ = std::fs::remove_dir(e.path().join(self.sandbox.cgroup_parent.trim_start_matches('/')));
-            }
+        remove_cgroup(&self.sandbox.cgroup_parent);
+    }
+}
+
+/// runc leaves the pod cgroup behind (the agent's cm removes it): rmdir each controller's
+/// copy, best effort.
+fn remove_cgroup(path: &str) {
+    if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
+        for e in entries.flatten() {
+            let _ = std::fs::remove_dir(e.path().join(path.trim_start_matches('/')));
         }
     }
 }
@@ -178,9 +188,12 @@ fn a_container_that_exits_3_is_reported_with_exit_code_3() {
     let Some(endpoint) = endpoint() else { return };
     let rt = runtime(&endpoint);
     let pod = TestPod::run(&rt, "exits");
-    let id = pod.container("fail", &["sh", "-c", "exit 3"]);
+    let id = pod.container("fail", &["sh", "-c", "echo bye; exit 3"]);
     let exited = pod.wait_state(&id, ContainerState::Exited);
     assert_eq!((exited.exit_code, exited.reason.as_str()), (3, "Error"));
+    // The CRI log file is where the ContainerConfig put it.
+    let log = std::fs::read_to_string(pod.sandbox.log_directory.join("fail/0.log")).unwrap();
+    assert!(log.trim_end().ends_with(" stdout F bye"), "{log:?}");
     assert!(exited.started_at.is_some() && exited.finished_at.is_some());
     // A second look is the same (kept, not asked again).
     let again = rt.list_containers().unwrap().into_iter().find(|c| c.id == id).unwrap();
@@ -193,4 +206,62 @@ fn a_missing_container_is_not_found() {
     let rt = runtime(&endpoint);
     let e = rt.start_container("0123456789abcdef").unwrap_err();
     assert_eq!(e.to_string(), "container 0123456789abcdef not found");
+}
+
+#[test]
+fn the_container_cgroup_gets_its_values_under_the_pod_cgroup() {
+    let Some(endpoint) = endpoint() else { return };
+    if !std::path::Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
+        common::skip("no cgroup v1 memory controller at /sys/fs/cgroup/memory: the check reads v1 files");
+        return;
+    }
+    let rt = runtime(&endpoint);
+    let pod = TestPod::run(&rt, "limited");
+    let linux = LinuxContainerConfig {
+        cgroup_parent: pod.sandbox.cgroup_parent.clone(),
+        files: BTreeMap::from([
+            ("cpu.shares".to_string(), "512".to_string()),
+            ("cpu.cfs_period_us".into(), "100000".into()),
+            ("cpu.cfs_quota_us".into(), "50000".into()),
+            ("memory.limit_in_bytes".into(), "67108864".into()),
+        ]),
+    };
+    let id = pod.container_with("app", &["sleep", "1000"], Some(linux));
+    pod.wait_state(&id, ContainerState::Running);
+    let read = |controller: &str, file: &str| {
+        let path = format!("/sys/fs/cgroup/{controller}{}/{id}/{file}", pod.sandbox.cgroup_parent);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")).trim().to_string()
+    };
+    assert_eq!(read("memory", "memory.limit_in_bytes"), "67108864");
+    assert_eq!(read("cpu", "cpu.shares"), "512");
+    assert_eq!(read("cpu", "cpu.cfs_quota_us"), "50000");
+}
+
+#[test]
+fn sandboxes_and_containers_ferrolet_did_not_make_are_not_listed() {
+    let Some(endpoint) = endpoint() else { return };
+    let rt = runtime(&endpoint);
+    let client = CriClient::connect(&endpoint, Duration::from_secs(10), env()).unwrap();
+    // Someone else's pod in the same containerd: no ferrolet label.
+    let mut cfg = ferrolet::runtime::cri::translate::sandbox_config(&SandboxConfig {
+        pod_uid: ferrolet::util::random_id(),
+        pod_name: "not-ours".into(),
+        namespace: "other".into(),
+        host_network: true,
+        cgroup_parent: format!("{}/podnot-ours", var("FERROLET_CRI_CGROUP")),
+        log_directory: std::env::temp_dir(),
+        ..Default::default()
+    })
+    .unwrap();
+    cfg.mut_labels().remove(labels::MANAGED_BY);
+    let mut req = ferrolet::proto::cri::RunPodSandboxRequest::new();
+    req.set_config(cfg);
+    let theirs = client.run_pod_sandbox(&req).unwrap();
+    let ours = TestPod::run(&rt, "ours");
+    let listed: Vec<String> = rt.list_pod_sandboxes().unwrap().into_iter().map(|s| s.id).collect();
+    let _ = client.stop_pod_sandbox(&theirs);
+    let _ = client.remove_pod_sandbox(&theirs);
+    remove_cgroup(&format!("{}/podnot-ours", var("FERROLET_CRI_CGROUP")));
+    assert!(listed.contains(&ours.id));
+    assert!(!listed.contains(&theirs), "{listed:?}");
 }
