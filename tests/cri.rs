@@ -201,11 +201,26 @@ fn a_container_that_exits_3_is_reported_with_exit_code_3() {
 }
 
 #[test]
-fn a_missing_container_is_not_found() {
+fn a_missing_container_is_not_found_and_a_missing_image_is_named() {
     let Some(endpoint) = endpoint() else { return };
     let rt = runtime(&endpoint);
     let e = rt.start_container("0123456789abcdef").unwrap_err();
     assert_eq!(e.to_string(), "container 0123456789abcdef not found");
+    let pod = TestPod::run(&rt, "noimage");
+    let config = ContainerConfig {
+        name: "app".into(),
+        image: "localhost/ferrolet-no-such-image:1".into(),
+        argv: vec!["true".into()],
+        log_path: pod.sandbox.log_directory.join("app/0.log"),
+        ..Default::default()
+    };
+    let e = rt.create_container(&pod.id, &config).unwrap_err();
+    let text = ferrolet::util::Chain(&e).to_string();
+    assert!(
+        text.starts_with(&format!("container app (image localhost/ferrolet-no-such-image:1) in sandbox {}: ", pod.id)),
+        "{text}"
+    );
+    assert!(text.contains("CreateContainer"), "{text}");
 }
 
 #[test]

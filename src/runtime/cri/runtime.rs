@@ -255,8 +255,10 @@ impl ContainerRuntime for CriRuntime {
         let sandbox = self.sandbox_config(sandbox_id)?;
         let req = translate::create_container_request(sandbox_id, &sandbox, config)
             .map_err(|e| RuntimeError::CreateContainer { name: config.name.clone(), message: Chain(&e).to_string() })?;
-        let object = format!("container {} in sandbox {sandbox_id}", config.name);
-        let id = self.client.create_container(&req).map_err(Self::failed("sandbox", sandbox_id, object))?;
+        // Not mapped to `NotFound`: the sandbox was just found, and the runtime's NOT_FOUND
+        // here is most often a missing image (no pulls yet).
+        let object = format!("container {} (image {}) in sandbox {sandbox_id}", config.name, config.image);
+        let id = self.client.create_container(&req).map_err(|source| RuntimeError::Cri { object, source })?;
         self.containers.lock().insert(id.clone(), Known { config: Arc::new(config.clone()), settled: None });
         Ok(id)
     }
