@@ -169,6 +169,9 @@ fn a_host_network_pod_runs_a_container_that_execs_and_stop_and_remove_leave_noth
     let asked = Instant::now();
     rt.stop_container(&id, Duration::from_secs(2)).unwrap();
     assert!(asked.elapsed() < Duration::from_millis(500), "stop_container waited {:?}", asked.elapsed());
+    // Asked again with no shorter grace period: the stop in flight stands.
+    rt.stop_container(&id, Duration::from_secs(2)).unwrap();
+    assert_eq!(rt.stops_in_flight(), 1);
     let exited = pod.wait_state(&id, ContainerState::Exited);
     assert_eq!(exited.exit_code, 137);
     assert!(exited.finished_at.is_some());

@@ -59,6 +59,15 @@ pub enum RuntimeError {
         #[source]
         source: cri::CriError,
     },
+    /// A config cannot be put into CRI's terms.
+    #[error("{object}")]
+    Translate {
+        /// What it was for: `pod <ns>/<name>`, `container <name> in sandbox <id>`.
+        object: String,
+        /// Why.
+        #[source]
+        source: cri::translate::TranslateError,
+    },
     /// Too many operations of a kind are in flight (each holds a thread).
     #[error("too many {what} in flight (at most {max})")]
     Busy {

@@ -208,10 +208,8 @@ impl ContainerRuntime for CriRuntime {
         let pod = format!("{}/{}", config.namespace, config.pod_name);
         self.ensure_pause_image(&pod)?;
         let mut req = cri::RunPodSandboxRequest::new();
-        req.set_config(
-            translate::sandbox_config(config)
-                .map_err(|e| RuntimeError::Unsupported { runtime: "cri", what: format!("pod {pod}: {}", Chain(&e)) })?,
-        );
+        let sandbox = translate::sandbox_config(config);
+        req.set_config(sandbox.map_err(|source| RuntimeError::Translate { object: format!("pod {pod}"), source })?);
         let id = self
             .client
             .run_pod_sandbox(&req)
@@ -253,8 +251,9 @@ impl ContainerRuntime for CriRuntime {
 
     fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
         let sandbox = self.sandbox_config(sandbox_id)?;
-        let req = translate::create_container_request(sandbox_id, &sandbox, config)
-            .map_err(|e| RuntimeError::CreateContainer { name: config.name.clone(), message: Chain(&e).to_string() })?;
+        let req = translate::create_container_request(sandbox_id, &sandbox, config).map_err(|source| {
+            RuntimeError::Translate { object: format!("container {} in sandbox {sandbox_id}", config.name), source }
+        })?;
         // Not mapped to `NotFound`: the sandbox was just found, and the runtime's NOT_FOUND
         // here is most often a missing image (no pulls yet).
         let object = format!("container {} (image {}) in sandbox {sandbox_id}", config.name, config.image);
