@@ -232,13 +232,21 @@ pub fn container_config_of(c: &cri::Container) -> ContainerConfig {
 }
 
 /// A container's CRI status as `ContainerInfo`. A container in `CONTAINER_UNKNOWN` is
-/// reported exited with reason `Unknown` (ferrolet's states have no unknown).
+/// reported as kubelet reports it: exited with reason `ContainerStatusUnknown` and, unless
+/// the runtime knows better, exit code 137, so it never passes for a success (ferrolet's
+/// states have no unknown).
 pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: Arc<ContainerConfig>) -> ContainerInfo {
+    let mut exit_code = status.get_exit_code();
     let (state, reason) = match status.get_state() {
         cri::ContainerState::CONTAINER_CREATED => (ContainerState::Created, status.get_reason().to_string()),
         cri::ContainerState::CONTAINER_RUNNING => (ContainerState::Running, String::new()),
         cri::ContainerState::CONTAINER_EXITED => (ContainerState::Exited, status.get_reason().to_string()),
-        cri::ContainerState::CONTAINER_UNKNOWN => (ContainerState::Exited, "Unknown".to_string()),
+        cri::ContainerState::CONTAINER_UNKNOWN => {
+            if exit_code == 0 {
+                exit_code = 137;
+            }
+            (ContainerState::Exited, "ContainerStatusUnknown".to_string())
+        }
     };
     ContainerInfo {
         id: status.get_id().into(),
@@ -248,7 +256,7 @@ pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: A
         created_at: time_from_nanos(status.get_created_at()).unwrap_or(UNIX_EPOCH),
         started_at: time_from_nanos(status.get_started_at()),
         finished_at: time_from_nanos(status.get_finished_at()),
-        exit_code: status.get_exit_code(),
+        exit_code,
         reason,
         message: status.get_message().into(),
         // CRI reports no pid (only in verbose info, runtime-specific).
@@ -512,7 +520,8 @@ mod tests {
         let created = container_info("sb1", &status(cri::ContainerState::CONTAINER_CREATED, 0, ""), cfg.clone());
         assert_eq!(created.state, ContainerState::Created);
         let unknown = container_info("sb1", &status(cri::ContainerState::CONTAINER_UNKNOWN, 0, ""), cfg);
-        assert_eq!((unknown.state, unknown.reason.as_str()), (ContainerState::Exited, "Unknown"));
+        assert_eq!((unknown.state, unknown.reason.as_str()), (ContainerState::Exited, "ContainerStatusUnknown"));
+        assert_eq!(unknown.exit_code, 137, "an unknown end is never a success");
     }
 
     #[test]
