@@ -6,6 +6,7 @@ mod common;
 
 use ferrolet::cm::LinuxContainerConfig;
 use ferrolet::manager::Health;
+use ferrolet::prober::probes::{self, Outcome, Target};
 use ferrolet::runtime::cri::{CriClient, CriRuntime};
 use ferrolet::runtime::{labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
 use std::collections::BTreeMap;
@@ -57,7 +58,7 @@ fn var(name: &str) -> String {
 
 fn runtime(endpoint: &str) -> CriRuntime {
     let client = CriClient::connect(endpoint, Duration::from_secs(10), env()).unwrap();
-    CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), Duration::from_secs(10), &Health::default())
+    CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), &Health::default())
 }
 
 /// A host-network test pod in the harness's cgroup root, removed (with what is in it) when
@@ -141,7 +142,7 @@ fn remove_cgroup(path: &str) {
 #[test]
 fn a_host_network_pod_runs_a_container_that_execs_and_stop_and_remove_leave_nothing() {
     let Some(endpoint) = endpoint() else { return };
-    let rt = runtime(&endpoint);
+    let rt = Arc::new(runtime(&endpoint));
     let pod = TestPod::run(&rt, "sleeper");
     let sandbox = rt.list_pod_sandboxes().unwrap().into_iter().find(|s| s.id == pod.id).expect("sandbox listed");
     assert!(sandbox.ready);
@@ -163,6 +164,14 @@ fn a_host_network_pod_runs_a_container_that_execs_and_stop_and_remove_leave_noth
     let slow = rt.exec_sync(&id, &["sleep".into(), "10".into()], Duration::from_secs(1)).unwrap();
     assert!(slow.timed_out, "{slow:?}");
     assert_eq!(slow.exit_code, -1);
+    // An exec probe through the prober's path gets its own timeout from the runtime.
+    let runtime: Arc<dyn ContainerRuntime> = rt.clone();
+    let target = Target { pod_ip: String::new(), container: Arc::default(), container_id: id.clone() };
+    let sleep = ["sleep".to_string(), "10".to_string()];
+    let outcome = probes::exec(&sleep, &target, &runtime, Duration::from_secs(1));
+    assert_eq!(outcome, Outcome::Failure("command \"sleep 10\" timed out".into()));
+    let ok = probes::exec(&["true".to_string()], &target, &runtime, Duration::from_secs(5));
+    assert_eq!(ok, Outcome::Success(String::new()));
 
     // `sleep` is PID 1 of its own PID namespace and ignores SIGTERM: the stop takes the
     // whole grace period, and stop_container must not wait for it.

@@ -160,7 +160,7 @@ impl<K: Clone + Send + 'static> Shared<K> {
         };
         let timeout = probes::timeout_of(probe);
         let command = probes::exec_command(&x.command, &job.target);
-        let process = match probes::exec_start(&command, &job.target, &self.runtime) {
+        let process = match probes::exec_start(&command, &job.target, &self.runtime, timeout) {
             Ok(p) => p,
             Err(outcome) => return Some(outcome),
         };

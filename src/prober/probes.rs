@@ -290,14 +290,16 @@ pub fn exec_command(command: &[String], target: &Target) -> Vec<String> {
     command.iter().map(|c| expand(c, &lookup)).collect()
 }
 
-/// Starts an exec probe's command through the runtime without waiting for it; when nothing
-/// runs (the executable is missing, the container is gone), the outcome at once.
+/// Starts an exec probe's command (allowed `timeout`) through the runtime without waiting
+/// for it; when nothing runs (the executable is missing, the container is gone) or the
+/// runtime ran it to its end (CRI), the outcome at once.
 pub fn exec_start(
     cmd: &[String],
     target: &Target,
     runtime: &Arc<dyn ContainerRuntime>,
+    timeout: Duration,
 ) -> Result<ExecProcess, Outcome> {
-    match runtime.exec_start(&target.container_id, cmd) {
+    match runtime.exec_start(&target.container_id, cmd, timeout) {
         Ok(ExecStart::Running(mut p)) => {
             p.limit_output(MAX_OUTPUT);
             Ok(p)
@@ -328,7 +330,7 @@ pub fn exec_outcome(cmd: &[String], r: ExecResult) -> Outcome {
 /// commands to its exec reaper instead).
 pub fn exec(command: &[String], target: &Target, runtime: &Arc<dyn ContainerRuntime>, timeout: Duration) -> Outcome {
     let cmd = exec_command(command, target);
-    match exec_start(&cmd, target, runtime) {
+    match exec_start(&cmd, target, runtime, timeout) {
         Ok(p) => match p.wait(timeout) {
             Ok(r) => exec_outcome(&cmd, r),
             Err(e) => Outcome::Error(crate::util::Chain(&e).to_string()),

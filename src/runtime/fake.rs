@@ -283,7 +283,7 @@ impl ContainerRuntime for FakeRuntime {
         Ok(self.containers())
     }
 
-    fn exec_start(&self, id: &str, _cmd: &[String]) -> Result<ExecStart, RuntimeError> {
+    fn exec_start(&self, id: &str, _cmd: &[String], _timeout: Duration) -> Result<ExecStart, RuntimeError> {
         Err(not_found("container", id))
     }
 }

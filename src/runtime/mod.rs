@@ -269,12 +269,14 @@ pub trait ContainerRuntime: Send + Sync {
     /// Every container the runtime knows.
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError>;
     /// Starts a command in the container's environment and returns without waiting for it,
-    /// so one thread can watch many commands (the prober's exec reaper).
-    fn exec_start(&self, id: &str, cmd: &[String]) -> Result<exec::ExecStart, RuntimeError>;
+    /// so one thread can watch many commands (the prober's exec reaper), which enforces
+    /// `timeout`. A runtime that cannot start a command without waiting for it (CRI's
+    /// `ExecSync`) runs it for at most `timeout` and returns it finished.
+    fn exec_start(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<exec::ExecStart, RuntimeError>;
     /// Runs a command in the container's environment with a timeout, after which its
     /// process group is killed.
     fn exec_sync(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecResult, RuntimeError> {
-        match self.exec_start(id, cmd)? {
+        match self.exec_start(id, cmd, timeout)? {
             exec::ExecStart::Running(p) => p.wait(timeout),
             exec::ExecStart::Finished(r) => Ok(r),
         }

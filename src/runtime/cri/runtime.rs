@@ -49,7 +49,6 @@ pub struct CriRuntime {
     client: Arc<CriClient>,
     pause_image: String,
     pause_seen: AtomicBool,
-    exec_timeout: Duration,
     health: Health,
     sandboxes: Mutex<HashMap<String, Arc<SandboxConfig>>>,
     containers: Mutex<HashMap<String, Known>>,
@@ -59,14 +58,12 @@ pub struct CriRuntime {
 impl CriRuntime {
     /// A runtime over `client`. `pause_image` is the sandbox image the runtime is configured
     /// with (containerd's `sandbox_image`; CRI takes none per call): a sandbox is made only
-    /// once the runtime has it. `exec_start`, which has no timeout of its own, gives each
-    /// command `exec_timeout`. Stop threads are registered in `health`.
-    pub fn new(client: CriClient, pause_image: &str, exec_timeout: Duration, health: &Health) -> CriRuntime {
+    /// once the runtime has it. Stop threads are registered in `health`.
+    pub fn new(client: CriClient, pause_image: &str, health: &Health) -> CriRuntime {
         CriRuntime {
             client: Arc::new(client),
             pause_image: pause_image.into(),
             pause_seen: AtomicBool::new(false),
-            exec_timeout,
             health: health.clone(),
             sandboxes: Mutex::new(HashMap::new()),
             containers: Mutex::new(HashMap::new()),
@@ -326,10 +323,10 @@ impl ContainerRuntime for CriRuntime {
         Ok(out)
     }
 
-    /// CRI has no way to start a command and watch it: this runs `ExecSync` with the
-    /// constructor's `exec_timeout` and returns the finished result.
-    fn exec_start(&self, id: &str, cmd: &[String]) -> Result<ExecStart, RuntimeError> {
-        self.exec_sync(id, cmd, self.exec_timeout).map(ExecStart::Finished)
+    /// CRI has no way to start a command and watch it: this runs `ExecSync` for at most
+    /// `timeout` and returns the finished result.
+    fn exec_start(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecStart, RuntimeError> {
+        self.exec_sync(id, cmd, timeout).map(ExecStart::Finished)
     }
 
     /// `ExecSync` with `timeout`; the runtime's DEADLINE_EXCEEDED is a timed-out command,

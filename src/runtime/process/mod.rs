@@ -588,7 +588,8 @@ impl ContainerRuntime for ProcessRuntime {
         Ok(out)
     }
 
-    fn exec_start(&self, id: &str, cmd: &[String]) -> Result<ExecStart, RuntimeError> {
+    /// The command runs until its caller's wait or reaper ends it at `timeout`.
+    fn exec_start(&self, id: &str, cmd: &[String], _timeout: Duration) -> Result<ExecStart, RuntimeError> {
         let (info, record) = self.observe_full(id)?;
         if info.state != ContainerState::Running {
             return Err(RuntimeError::StartContainer {
