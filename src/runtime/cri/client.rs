@@ -63,6 +63,29 @@ pub enum CriError {
     },
 }
 
+impl CriError {
+    /// The gRPC status code of a failed call, if the runtime answered with one.
+    fn code(&self) -> Option<grpcio::RpcStatusCode> {
+        match self {
+            CriError::Call { source, .. } => match &**source {
+                grpcio::Error::RpcFailure(s) => Some(s.code()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Whether the runtime said the object does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(grpcio::RpcStatusCode::NOT_FOUND)
+    }
+
+    /// Whether the call ran past its deadline (an `ExecSync` past its timeout).
+    pub fn is_deadline_exceeded(&self) -> bool {
+        self.code() == Some(grpcio::RpcStatusCode::DEADLINE_EXCEEDED)
+    }
+}
+
 /// The socket path of a `unix:///path` endpoint (kubelet's form; a bare absolute path is
 /// accepted too).
 pub fn socket_path(endpoint: &str) -> Option<PathBuf> {
@@ -87,8 +110,7 @@ pub fn readiness(status: &RuntimeStatus) -> (Option<String>, Option<String>) {
 pub struct CriClient {
     endpoint: String,
     runtime: RuntimeServiceClient,
-    /// The image service (used by image pulls and image GC).
-    pub images: ImageServiceClient,
+    images: ImageServiceClient,
     timeout: Duration,
 }
 
@@ -132,16 +154,6 @@ impl CriClient {
     pub fn status(&self) -> Result<RuntimeStatus, CriError> {
         let resp = self.runtime.status_opt(&StatusRequest::new(), self.opt()).map_err(self.failed("Status"))?;
         Ok(resp.get_status().clone())
-    }
-
-    /// Whether `e` is the runtime saying the object does not exist.
-    pub fn is_not_found(e: &CriError) -> bool {
-        matches!(e, CriError::Call { source, .. } if matches!(**source, grpcio::Error::RpcFailure(ref s) if s.code() == grpcio::RpcStatusCode::NOT_FOUND))
-    }
-
-    /// Whether `e` is a call that ran past its deadline (an `ExecSync` past its timeout).
-    pub fn is_deadline_exceeded(e: &CriError) -> bool {
-        matches!(e, CriError::Call { source, .. } if matches!(**source, grpcio::Error::RpcFailure(ref s) if s.code() == grpcio::RpcStatusCode::DEADLINE_EXCEEDED))
     }
 
     /// The deadline of each call (calls that wait longer by design add their wait to it).

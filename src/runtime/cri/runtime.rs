@@ -92,7 +92,7 @@ impl CriRuntime {
     /// Maps a failed call about `object`; the runtime's NOT_FOUND becomes `NotFound`.
     fn failed<'a>(kind: &'static str, id: &'a str, object: String) -> impl FnOnce(CriError) -> RuntimeError + 'a {
         move |source| {
-            if CriClient::is_not_found(&source) {
+            if source.is_not_found() {
                 RuntimeError::NotFound { kind, id: id.into() }
             } else {
                 RuntimeError::Cri { object, source }
@@ -173,7 +173,7 @@ impl CriRuntime {
             // signal is not watched: `stop` waits for it at most that long.
             match client.stop_container(&cid, seconds) {
                 Ok(()) => log::debug!("cri: {object} stopped"),
-                Err(e) if CriClient::is_not_found(&e) => log::debug!("cri: {object} was already gone"),
+                Err(e) if e.is_not_found() => log::debug!("cri: {object} was already gone"),
                 Err(e) => log::warn!("cri: stopping {object}: {}", Chain(&e)),
             }
             Exit::Done
@@ -306,7 +306,7 @@ impl ContainerRuntime for CriRuntime {
             let status = match self.client.container_status(id) {
                 Ok(s) => s,
                 // Removed between the list and this look.
-                Err(e) if CriClient::is_not_found(&e) => continue,
+                Err(e) if e.is_not_found() => continue,
                 Err(source) => {
                     return Err(RuntimeError::Cri { object: format!("container {} ({id})", config.name), source })
                 }
@@ -335,7 +335,7 @@ impl ContainerRuntime for CriRuntime {
         let req = translate::exec_sync_request(id, cmd, timeout);
         match self.client.exec_sync(&req) {
             Ok(resp) => Ok(translate::exec_result(resp)),
-            Err(e) if CriClient::is_deadline_exceeded(&e) => Ok(translate::exec_timed_out()),
+            Err(e) if e.is_deadline_exceeded() => Ok(translate::exec_timed_out()),
             Err(e) => Err(Self::failed("container", id, format!("exec in {}", self.container_object(id)))(e)),
         }
     }
