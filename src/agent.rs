@@ -4,6 +4,7 @@ use crate::clock::RealClock;
 use crate::cm::cgroupfs;
 use crate::cm::ownership::LockFile;
 use crate::cm::{ContainerManager, NodeResources};
+use crate::config::RuntimeBackend;
 use crate::config::{Config, Enforcement};
 use crate::devicemanager::{DeviceManager, DevicesCommand};
 use crate::events::broadcaster::Broadcaster;
@@ -16,6 +17,7 @@ use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::{DirWatcher, FileSource};
 use crate::prober::pool::ProberThreads;
 use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
+use crate::runtime::cri::{CriClient, CriRuntime};
 use crate::runtime::process::ProcessRuntime;
 use crate::runtime::{ContainerRuntime, RuntimeError};
 use crate::server::{ApiServer, ApiState, ServerError};
@@ -76,6 +78,19 @@ pub enum AgentError {
     /// A cgroup reservation is malformed (validation refuses it earlier).
     #[error(transparent)]
     Reservation(#[from] crate::config::ReservationError),
+    /// The CRI runtime cannot be reached, or is not ready.
+    #[error("cannot use the CRI runtime (runtime = \"cri\")")]
+    Cri {
+        /// What the runtime said, naming the endpoint.
+        #[source]
+        source: crate::runtime::cri::CriError,
+    },
+    /// The CRI runtime does not say which pause image it uses, and none is configured.
+    #[error("the CRI runtime at {endpoint} does not report its sandbox image: set pod_sandbox_image")]
+    NoSandboxImage {
+        /// The endpoint.
+        endpoint: String,
+    },
     /// A cgroup root or plugin directory is in use by another agent or a kubelet.
     #[error("refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir)")]
     Shared {
@@ -94,6 +109,8 @@ pub struct Agent {
     /// The probe threads, the exec reaper and the host name lookups.
     prober_threads: ProberThreads,
     devices: Option<ManagerHandle<DevicesCommand>>,
+    /// The CRI backend (when selected), whose container stops in flight are joined at stop.
+    cri: Option<Arc<CriRuntime>>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
     cfg: Config,
@@ -130,6 +147,72 @@ impl EventsPipeline {
         })?;
         Ok(EventsPipeline { broadcaster, store, metrics })
     }
+}
+
+/// The longest wait for the CRI runtime's socket to accept a connection at start.
+const CRI_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The runtime the config selects. `cri` is set for the CRI backend, whose stop threads the
+/// agent joins at shutdown.
+struct SelectedRuntime {
+    runtime: Arc<dyn ContainerRuntime>,
+    cri: Option<Arc<CriRuntime>>,
+}
+
+/// Opens the configured runtime. The CRI backend is checked first (`Version`, then `Status`
+/// with `RuntimeReady`), so a missing socket or a runtime that is not ready stops the start
+/// with an error naming the endpoint. The process runtime gets the cgroup driver when pod
+/// cgroups are on (a CRI runtime makes container cgroups itself, under `cgroup_parent`).
+fn open_runtime(
+    cfg: &Config,
+    shim_exe: &Path,
+    cgroups: Option<Arc<dyn cgroupfs::CgroupDriver>>,
+    health: &Health,
+) -> Result<SelectedRuntime, AgentError> {
+    match cfg.runtime {
+        RuntimeBackend::Process => {
+            let rt = process_runtime(cfg, shim_exe)?;
+            let rt = match cgroups {
+                Some(driver) => rt.with_cgroups(driver),
+                None => rt,
+            };
+            Ok(SelectedRuntime { runtime: Arc::new(rt), cri: None })
+        }
+        RuntimeBackend::Cri => {
+            let cri = Arc::new(cri_runtime(cfg, health)?);
+            Ok(SelectedRuntime { runtime: cri.clone(), cri: Some(cri) })
+        }
+    }
+}
+
+/// Connects to `container_runtime_endpoint`, checks the runtime and learns its pause image.
+fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> {
+    let endpoint = &cfg.container_runtime_endpoint;
+    let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).name_prefix("fl-crigrpc").build());
+    let timeout = cfg.runtime_request_timeout.0;
+    let cri_err = |source| AgentError::Cri { source };
+    let client = CriClient::connect(endpoint, CRI_CONNECT_TIMEOUT.min(timeout), env).map_err(cri_err)?;
+    let client = client.with_call_timeout(timeout);
+    let (version, network) = client.check().map_err(cri_err)?;
+    log::info!(
+        "cri: {} {} (CRI {}) at {endpoint}",
+        version.get_runtime_name(),
+        version.get_runtime_version(),
+        version.get_runtime_api_version()
+    );
+    if let Some(why) = network {
+        log::warn!(
+            "cri: {endpoint}: {why}: pods without hostNetwork cannot start until the runtime's network is ready"
+        );
+    }
+    let pause = if cfg.pod_sandbox_image.is_empty() {
+        let image = client.sandbox_image().map_err(cri_err)?;
+        image.ok_or_else(|| AgentError::NoSandboxImage { endpoint: endpoint.clone() })?
+    } else {
+        cfg.pod_sandbox_image.clone()
+    };
+    log::info!("cri: pod sandboxes use {pause}");
+    Ok(CriRuntime::new(client, &pause, health))
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
@@ -313,7 +396,7 @@ enum LockPurpose {
 pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     use crate::runtime::ContainerState::Running;
     let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
-    let runtime = process_runtime(cfg, shim_exe)?;
+    let SelectedRuntime { runtime, .. } = open_runtime(cfg, shim_exe, None, &Health::default())?;
     let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source };
     let sandboxes = runtime.list_pod_sandboxes().map_err(rt_err)?;
     let grace_of = |sandbox_id: &str| {
@@ -364,6 +447,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         }
     }
     for s in &sandboxes {
+        runtime.stop_pod_sandbox(&s.id).map_err(rt_err)?;
         runtime.remove_pod_sandbox(&s.id).map_err(rt_err)?;
     }
     // Pod cgroups go too, when ferrolet manages them here.
@@ -384,7 +468,10 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     }
     // What is left is state of pods that are gone: results of their probes (read back by
     // the next start otherwise) and damaged records moved aside.
-    let leftovers = [cfg.state_dir.join(PROBE_RESULTS_FILE), runtime.quarantine_dir()];
+    let mut leftovers = vec![cfg.state_dir.join(PROBE_RESULTS_FILE)];
+    if cfg.runtime == RuntimeBackend::Process {
+        leftovers.push(process_runtime(cfg, shim_exe)?.quarantine_dir());
+    }
     for p in leftovers {
         let removed = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
         match removed {
@@ -428,15 +515,12 @@ impl Agent {
         };
         let (cm, cgroup_lock) = start_container_manager(cfg, &recorder)?;
         let owned: Vec<LockFile> = plugin_lock.into_iter().chain(cgroup_lock).collect();
-        let runtime: Arc<dyn ContainerRuntime> = match &cm {
-            Some(cm) => Arc::new(process_runtime(cfg, shim_exe)?.with_cgroups(cm.driver())),
-            None => Arc::new(process_runtime(cfg, shim_exe)?),
-        };
+        let SelectedRuntime { runtime, cri } = open_runtime(cfg, shim_exe, cm.as_ref().map(|cm| cm.driver()), &health)?;
         let pm = PodManager::new(
             PodManagerConfig {
                 node_name: cfg.node_name.clone(),
                 node_ip: cfg.node_ip.clone(),
-                log_root: cfg.state_dir.join("logs"),
+                log_root: cfg.pod_logs_dir(),
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
             },
@@ -525,6 +609,7 @@ impl Agent {
             prober: Some(prober),
             prober_threads,
             devices,
+            cri,
             events: Some(events),
             api,
             cfg: cfg.clone(),
@@ -572,6 +657,11 @@ impl Agent {
         }
         if let Some(d) = self.devices.take() {
             late(d.stop(timeout));
+        }
+        if let Some(cri) = self.cri.take() {
+            // Container stops the pod manager asked for finish (each is bounded by its
+            // grace period); the containers themselves keep running otherwise.
+            cri.stop(timeout).into_iter().for_each(|e| late(Err(e)));
         }
         if let Some(e) = self.events.take() {
             stuck.extend(e.broadcaster.shutdown(timeout));

@@ -99,6 +99,14 @@ pub struct Config {
     pub manifest_dir: PathBuf,
     /// Container runtime backend.
     pub runtime: RuntimeBackend,
+    /// The CRI runtime's socket, `unix:///absolute/path` (`runtime = "cri"`; kubelet's name).
+    pub container_runtime_endpoint: String,
+    /// Deadline of each CRI call (kubelet's `runtimeRequestTimeout`); calls that wait by
+    /// design (a stop's grace period, an exec's timeout, a pull) add their wait to it.
+    pub runtime_request_timeout: Dur,
+    /// The sandbox (pause) image the CRI runtime uses; empty: the one the runtime reports
+    /// (containerd's `sandbox_image`).
+    pub pod_sandbox_image: String,
     /// How often the manifest directory is checked for changes.
     pub manifest_check_interval: Dur,
     /// How often the pod manager relists containers and syncs every pod.
@@ -266,6 +274,10 @@ pub struct LogsConfig {
     pub max_size: Bytes,
     /// Log files kept per container, the live one included (at least 2).
     pub max_files: u32,
+    /// Root of the pod log directories (`<ns>_<name>_<uid>/<container>/<restart>.log`,
+    /// kubelet's `podLogsDir`); empty: `<state_dir>/logs` for the process runtime,
+    /// `/var/log/pods` for CRI.
+    pub pod_logs_dir: PathBuf,
 }
 
 /// `[gc]`.
@@ -335,6 +347,9 @@ impl Default for Config {
             state_group: String::new(),
             manifest_dir: PathBuf::from("/etc/ferrolet/manifests"),
             runtime: RuntimeBackend::Process,
+            container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
+            runtime_request_timeout: Dur(Duration::from_secs(120)),
+            pod_sandbox_image: String::new(),
             manifest_check_interval: Dur(Duration::from_secs(1)),
             sync_frequency: Dur(Duration::from_secs(1)),
             shutdown_timeout: Dur(Duration::from_secs(10)),
@@ -358,7 +373,7 @@ impl Default for ApiConfig {
 
 impl Default for LogsConfig {
     fn default() -> Self {
-        LogsConfig { max_size: Bytes(10 << 20), max_files: 5 }
+        LogsConfig { max_size: Bytes(10 << 20), max_files: 5, pod_logs_dir: PathBuf::new() }
     }
 }
 
@@ -381,6 +396,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     /// `--runtime`.
     pub runtime: Option<String>,
+    /// `--container-runtime-endpoint`.
+    pub container_runtime_endpoint: Option<String>,
     /// `--device-plugin-dir`.
     pub device_plugin_dir: Option<PathBuf>,
 }
@@ -436,6 +453,9 @@ impl Config {
                 message: e.to_string(),
             })?;
         }
+        if let Some(v) = &overrides.container_runtime_endpoint {
+            cfg.container_runtime_endpoint = v.clone();
+        }
         if let Some(v) = &overrides.device_plugin_dir {
             cfg.devices.plugin_dir = v.clone();
         }
@@ -444,6 +464,7 @@ impl Config {
             || overrides.state_dir.is_some()
             || overrides.listen.is_some()
             || overrides.runtime.is_some()
+            || overrides.container_runtime_endpoint.is_some()
             || overrides.device_plugin_dir.is_some();
         let source = if any_flag { "command line" } else { &file };
         cfg.check(source)?;
@@ -463,6 +484,15 @@ impl Config {
             cfg.node_ip = crate::util::primary_ipv4().unwrap_or_else(|| "127.0.0.1".into());
         }
         Ok(cfg)
+    }
+
+    /// Where pod log directories go: `logs.pod_logs_dir`, else the runtime's default.
+    pub fn pod_logs_dir(&self) -> PathBuf {
+        match (self.logs.pod_logs_dir.as_os_str().is_empty(), self.runtime) {
+            (false, _) => self.logs.pod_logs_dir.clone(),
+            (true, RuntimeBackend::Process) => self.state_dir.join("logs"),
+            (true, RuntimeBackend::Cri) => PathBuf::from("/var/log/pods"),
+        }
     }
 
     fn check(&self, file: &str) -> Result<(), ConfigError> {
@@ -489,7 +519,23 @@ impl Config {
         if self.logs.max_size.0 < 4096 {
             return bad("logs.max_size", format!("invalid value {}: must be at least 4Ki", self.logs.max_size.0));
         }
+        if crate::runtime::cri::client::socket_path(&self.container_runtime_endpoint).is_none() {
+            return bad(
+                "container_runtime_endpoint",
+                format!(
+                    "invalid value {:?}: must be a Unix socket like \"unix:///run/containerd/containerd.sock\"",
+                    self.container_runtime_endpoint
+                ),
+            );
+        }
+        if !self.logs.pod_logs_dir.as_os_str().is_empty() && !self.logs.pod_logs_dir.is_absolute() {
+            return bad(
+                "logs.pod_logs_dir",
+                format!("invalid value {:?}: must be an absolute path", self.logs.pod_logs_dir.display()),
+            );
+        }
         for (key, d, min) in [
+            ("runtime_request_timeout", self.runtime_request_timeout.0, Duration::from_secs(1)),
             ("manifest_check_interval", self.manifest_check_interval.0, Duration::from_millis(100)),
             ("sync_frequency", self.sync_frequency.0, Duration::from_millis(100)),
             ("shutdown_timeout", self.shutdown_timeout.0, Duration::from_millis(100)),
@@ -665,13 +711,37 @@ mod tests {
         );
         assert_eq!(
             err("runtime = \"docker\"\n"),
-            "f.toml: runtime: unsupported value \"docker\": supported values: process (line 1)"
+            "f.toml: runtime: unsupported value \"docker\": supported values: process, cri (line 1)"
         );
         let flags = Overrides { runtime: Some("docker".into()), ..Default::default() };
         assert_eq!(
             Config::load(None, &flags).unwrap_err().to_string(),
-            "command line: runtime: unsupported value \"docker\": supported values: process"
+            "command line: runtime: unsupported value \"docker\": supported values: process, cri"
         );
+    }
+
+    #[test]
+    fn the_cri_runtime_is_chosen_with_kubelets_names_and_its_endpoint_checked() {
+        let c = Config::parse("f.toml", "runtime = \"cri\"\ncontainer_runtime_endpoint = \"unix:///run/k3s.sock\"\n")
+            .unwrap();
+        assert_eq!((c.runtime, c.container_runtime_endpoint.as_str()), (RuntimeBackend::Cri, "unix:///run/k3s.sock"));
+        assert_eq!(c.pod_logs_dir(), PathBuf::from("/var/log/pods"));
+        assert_eq!(Config::default().pod_logs_dir(), PathBuf::from("/var/lib/ferrolet/logs"));
+        let c = Config::parse("f.toml", "[logs]\npod_logs_dir = \"/data/pods\"\n").unwrap();
+        assert_eq!(c.pod_logs_dir(), PathBuf::from("/data/pods"));
+        assert_eq!(
+            err("container_runtime_endpoint = \"tcp://1.2.3.4:5\"\n"),
+            "f.toml: container_runtime_endpoint: invalid value \"tcp://1.2.3.4:5\": must be a Unix socket like \"unix:///run/containerd/containerd.sock\""
+        );
+        assert!(err("[logs]\npod_logs_dir = \"pods\"\n").contains("must be an absolute path"));
+        assert!(err("runtime_request_timeout = \"100ms\"\n").contains("must be at least 1s"));
+        let flags = Overrides {
+            runtime: Some("cri".into()),
+            container_runtime_endpoint: Some("unix:///tmp/c.sock".into()),
+            ..Default::default()
+        };
+        let c = Config::load(None, &flags).unwrap();
+        assert_eq!((c.runtime, c.container_runtime_endpoint.as_str()), (RuntimeBackend::Cri, "unix:///tmp/c.sock"));
     }
 
     #[test]

@@ -15,7 +15,8 @@ ferrolet: a kubelet-class node agent for edge and IoT machines
 
 usage:
   ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--state-dir DIR]
-               [--listen ADDR] [--runtime process] [--device-plugin-dir DIR]
+               [--listen ADDR] [--runtime process|cri]
+               [--container-runtime-endpoint unix:///PATH] [--device-plugin-dir DIR]
   ferrolet validate [--config FILE] [MANIFEST...]   check config and manifests, run nothing
   ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
   ferrolet get events [--for pod/NAME] [--watch] [-o json|yaml] [--server ADDR | --config FILE]
@@ -37,7 +38,8 @@ unless stderr goes to journald (JOURNAL_STREAM), which stamps them itself.
 /// `ferrolet run --help`.
 const RUN_HELP: &str = "\
 usage: ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--state-dir DIR]
-                    [--listen ADDR] [--runtime process] [--device-plugin-dir DIR]
+                    [--listen ADDR] [--runtime process|cri]
+                    [--container-runtime-endpoint unix:///PATH] [--device-plugin-dir DIR]
 
 Runs the agent until SIGTERM or SIGINT. Without --config the built-in defaults apply;
 flags win over the file.
@@ -155,6 +157,7 @@ fn parse_flags(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Re
             Long("state-dir") => f.overrides.state_dir = Some(value(&mut p, &flag)?.into()),
             Long("listen") => f.overrides.listen = Some(value(&mut p, &flag)?),
             Long("runtime") => f.overrides.runtime = Some(value(&mut p, &flag)?),
+            Long("container-runtime-endpoint") => f.overrides.container_runtime_endpoint = Some(value(&mut p, &flag)?),
             Long("device-plugin-dir") => f.overrides.device_plugin_dir = Some(value(&mut p, &flag)?.into()),
             Long("server") => f.server = Some(value(&mut p, &flag)?),
             Long("for") => f.for_object = Some(value(&mut p, &flag)?),

@@ -71,6 +71,9 @@ pub struct PodObservation<'a> {
     pub sandbox_ready: bool,
     /// The node address.
     pub host_ip: &'a str,
+    /// The sandbox's IPs on the pod network; empty on the host network (a host-network pod,
+    /// or any pod of the process runtime, has the node's address).
+    pub sandbox_ips: &'a [String],
     /// The runtime kind, for container ids.
     pub runtime: &'a str,
 }
@@ -328,14 +331,23 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
             vec![PodIp { ip: ip.into() }]
         }
     };
+    // The process runtime has no network isolation: every pod lives on the host network.
+    let on_host_network = pod.spec.host_network || o.runtime == "process";
+    let pod_ips: Vec<PodIp> = if !o.sandbox_ips.is_empty() {
+        o.sandbox_ips.iter().map(|ip| PodIp { ip: ip.clone() }).collect()
+    } else if on_host_network {
+        ips(o.host_ip)
+    } else {
+        // On the pod network, with no IP (yet): none shown, as kubelet.
+        vec![]
+    };
     PodStatus {
         phase,
         conditions,
         host_ip: o.host_ip.into(),
         host_ips: ips(o.host_ip),
-        // The process runtime has no network isolation: every pod lives on the host network.
-        pod_ip: o.host_ip.into(),
-        pod_ips: ips(o.host_ip),
+        pod_ip: pod_ips.first().map(|p| p.ip.clone()).unwrap_or_default(),
+        pod_ips,
         start_time: o.sandbox_created.map(Time).or(previous.and_then(|p| p.start_time)),
         init_container_statuses: init,
         container_statuses: app,

@@ -54,9 +54,42 @@ fn status(p: &Pod, init: Vec<(&str, ContainerObservation)>, app: Vec<(&str, Cont
         sandbox_created: Some(SystemTime::UNIX_EPOCH),
         sandbox_ready: true,
         host_ip: "10.0.0.5",
+        sandbox_ips: &[],
         runtime: "process",
     };
     pod_status(&o, None, SystemTime::UNIX_EPOCH)
+}
+
+#[test]
+fn the_pod_ip_is_the_sandboxs_on_the_pod_network_and_the_nodes_on_the_host_network() {
+    let p = pod(RestartPolicy::Always, &[], &["app"]);
+    let (init, app) = (BTreeMap::new(), BTreeMap::new());
+    let observe = |p: &Pod, ips: &[String], runtime: &str| {
+        let o = PodObservation {
+            pod: p,
+            init: &init,
+            app: &app,
+            sandbox_created: None,
+            sandbox_ready: true,
+            host_ip: "10.0.0.5",
+            sandbox_ips: ips,
+            runtime,
+        };
+        let s = pod_status(&o, None, SystemTime::UNIX_EPOCH);
+        (s.pod_ip, s.pod_ips.into_iter().map(|i| i.ip).collect::<Vec<_>>(), s.host_ip)
+    };
+    let both = ["10.222.0.7".to_string(), "fd00::7".to_string()];
+    assert_eq!(
+        observe(&p, &both, "cri"),
+        ("10.222.0.7".into(), vec!["10.222.0.7".to_string(), "fd00::7".into()], "10.0.0.5".into())
+    );
+    // On the pod network with no IP yet: none, as kubelet shows it.
+    assert_eq!(observe(&p, &[], "cri"), (String::new(), vec![], "10.0.0.5".into()));
+    // The process runtime, and host-network pods: the node's address.
+    assert_eq!(observe(&p, &[], "process").0, "10.0.0.5");
+    let mut host = p.clone();
+    host.spec.host_network = true;
+    assert_eq!(observe(&host, &[], "cri").0, "10.0.0.5");
 }
 
 fn cond<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
@@ -151,6 +184,7 @@ fn transition_times_survive_unchanged_conditions() {
         sandbox_created: None,
         sandbox_ready: true,
         host_ip: "",
+        sandbox_ips: &[],
         runtime: "process",
     };
     let s2 = pod_status(&o, Some(&s1), later);

@@ -83,6 +83,7 @@ impl<'a> TestPod<'a> {
             host_network: true,
             cgroup_parent: format!("{}/pod{uid}", var("FERROLET_CRI_CGROUP")),
             annotations: BTreeMap::new(),
+            ..Default::default()
         };
         let id = rt.run_pod_sandbox(&sandbox).unwrap();
         TestPod { rt, sandbox, id, _logs: logs }
@@ -252,6 +253,7 @@ fn the_container_cgroup_gets_its_values_under_the_pod_cgroup() {
             ("cpu.cfs_quota_us".into(), "50000".into()),
             ("memory.limit_in_bytes".into(), "67108864".into()),
         ]),
+        oom_score_adj: 750,
     };
     let id = pod.container_with("app", &["sleep", "1000"], Some(linux));
     pod.wait_state(&id, ContainerState::Running);
@@ -262,6 +264,9 @@ fn the_container_cgroup_gets_its_values_under_the_pod_cgroup() {
     assert_eq!(read("memory", "memory.limit_in_bytes"), "67108864");
     assert_eq!(read("cpu", "cpu.shares"), "512");
     assert_eq!(read("cpu", "cpu.cfs_quota_us"), "50000");
+    let pid = read("memory", "cgroup.procs").lines().next().unwrap_or_default().to_string();
+    let oom = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
+    assert_eq!(oom.trim(), "750", "the container's process {pid} gets the Burstable score");
 }
 
 #[test]

@@ -201,7 +201,7 @@ fn a_container_gets_its_own_cgroup_and_an_oom_kill_there_is_reported_as_oomkille
     let s = sandbox(&rt, &sb);
     let mut cfg = config(&sb, "hog", "exec tail /dev/zero");
     let files = [("memory.limit_in_bytes".to_string(), "33554432".to_string())].into_iter().collect();
-    cfg.linux = Some(ferrolet::cm::LinuxContainerConfig { cgroup_parent: parent.clone(), files });
+    cfg.linux = Some(ferrolet::cm::LinuxContainerConfig { cgroup_parent: parent.clone(), files, oom_score_adj: 0 });
     let id = rt.create_container(&s, &cfg).unwrap();
     let container_cgroup = format!("{parent}/hog");
     assert!(driver.exists(&container_cgroup));

@@ -324,8 +324,11 @@ fn removing_an_exited_instance_leaves_the_cgroup_of_the_next_instance_alone() {
     let rt = runtime(&sb).with_cgroups(std::sync::Arc::new(FakeCgroups(cgroups.clone())));
     let s = sandbox(&rt, &sb);
     let mut cfg = config(&sb, "app", "exit 0");
-    cfg.linux =
-        Some(ferrolet::cm::LinuxContainerConfig { cgroup_parent: "/kubepods/podu1".into(), files: Default::default() });
+    cfg.linux = Some(ferrolet::cm::LinuxContainerConfig {
+        cgroup_parent: "/kubepods/podu1".into(),
+        files: Default::default(),
+        oom_score_adj: 0,
+    });
     // The first instance exited (its shim removed the cgroup and recorded the exit) ...
     let old = rt.create_container(&s, &cfg).unwrap();
     let exit = ExitRecord {

@@ -393,6 +393,9 @@ pub struct LinuxContainerConfig {
     pub cgroup_parent: String,
     /// Control files for the container cgroup, already in the host's version.
     pub files: BTreeMap<String, String>,
+    /// The container's `oom_score_adj` by QoS class (kubelet's policy; a CRI runtime sets it).
+    #[serde(default)]
+    pub oom_score_adj: i64,
 }
 
 /// Removes the cgroup of pod `uid`, whichever QoS class it was in, killing what is left,
@@ -549,11 +552,17 @@ impl ContainerManager {
         Ok(())
     }
 
+    /// The pod's cgroup (cgroupfs path), the parent of its containers' cgroups.
+    pub fn pod_cgroup(&self, pod: &Pod) -> String {
+        pod_path(&self.settings, pod)
+    }
+
     /// What the runtime needs to create the container's cgroup.
     pub fn container(&self, pod: &Pod, c: &Container) -> LinuxContainerConfig {
         LinuxContainerConfig {
             cgroup_parent: pod_path(&self.settings, pod),
             files: container_config(&self.settings, c).files(self.driver.version(), self.settings.container_weight),
+            oom_score_adj: qos::oom_score_adj(pod, c, self.capacity.memory),
         }
     }
 

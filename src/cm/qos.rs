@@ -107,6 +107,33 @@ pub fn all_declare_limit(pod: &Pod, name: &str) -> bool {
     pod.spec.init_containers.iter().chain(&pod.spec.containers).all(|c| c.resources.limits.contains_key(name))
 }
 
+/// `oom_score_adj` of Guaranteed containers (and node-critical ones).
+pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+/// `oom_score_adj` of BestEffort containers.
+pub const BEST_EFFORT_OOM_SCORE_ADJ: i64 = 1000;
+
+/// Kubelet's `GetContainerOOMScoreAdjust`: −997 for Guaranteed, 1000 for BestEffort, and
+/// for Burstable `1000 − 1000·memoryRequest/memoryCapacity` clamped to [3, 999], a sidecar
+/// never above the lowest of the pod's app containers (so it outlives what it serves).
+pub fn oom_score_adj(pod: &Pod, c: &Container, memory_capacity: i64) -> i64 {
+    match pod_qos(pod) {
+        QosClass::Guaranteed => return GUARANTEED_OOM_SCORE_ADJ,
+        QosClass::BestEffort => return BEST_EFFORT_OOM_SCORE_ADJ,
+        QosClass::Burstable => {}
+    }
+    let burstable = |c: &Container| {
+        let request = milli(c, requests, "memory") as i128;
+        let score = 1000 - (1000 * request) / (memory_capacity.max(1) as i128);
+        (score as i64).clamp(1000 + GUARANTEED_OOM_SCORE_ADJ, BEST_EFFORT_OOM_SCORE_ADJ - 1)
+    };
+    let own = burstable(c);
+    if c.is_sidecar() {
+        pod.spec.containers.iter().map(burstable).fold(own, i64::min)
+    } else {
+        own
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +194,29 @@ mod tests {
         );
         assert_eq!(pod_limits(&p), (1250, 1 << 30));
         assert!(all_declare_limit(&p, "cpu") && !all_declare_limit(&p, "memory"));
+    }
+
+    #[test]
+    fn oom_score_adj_follows_kubelets_policy() {
+        let gi = 1i64 << 30;
+        let g = [("cpu", "1"), ("memory", "1Gi")];
+        let p = pod(vec![], vec![container("a", &g, &g)]);
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[0], 4 * gi), -997);
+        let p = pod(vec![], vec![container("a", &[], &[])]);
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[0], 4 * gi), 1000);
+        // Burstable: a quarter of memory requested → 750.
+        let p = pod(vec![], vec![container("a", &[("memory", "1Gi")], &[]), container("b", &[("cpu", "100m")], &[])]);
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[0], 4 * gi), 750);
+        // No memory request: 1000 would be BestEffort's, so 999.
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[1], 4 * gi), 999);
+        // Requesting (nearly) everything: at least 3, never Guaranteed's score.
+        let p = pod(vec![], vec![container("a", &[("memory", "4Gi")], &[])]);
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[0], 4 * gi), 3);
+        // A sidecar asking for nothing is capped at the lowest app container's score.
+        let mut sidecar = container("s", &[("cpu", "10m")], &[]);
+        sidecar.restart_policy = Some("Always".into());
+        let p = pod(vec![sidecar], vec![container("a", &[("memory", "2Gi")], &[])]);
+        assert_eq!(oom_score_adj(&p, &p.spec.init_containers[0], 4 * gi), 500);
+        assert_eq!(oom_score_adj(&p, &p.spec.containers[0], 4 * gi), 500);
     }
 }

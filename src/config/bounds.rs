@@ -65,6 +65,11 @@ impl Config {
                 return bad(key, format!("invalid value {v}: must be at most {max}"));
             }
         }
+        if self.container_runtime_endpoint.len() > 4096 || self.pod_sandbox_image.len() > 4096 {
+            let key =
+                if self.pod_sandbox_image.len() > 4096 { "pod_sandbox_image" } else { "container_runtime_endpoint" };
+            return bad(key, "must be at most 4096 characters".into());
+        }
         if ev.component.len() > 253 {
             return bad("events.component", format!("{} characters: must be at most 253", ev.component.len()));
         }
@@ -72,6 +77,7 @@ impl Config {
             ("manifest_check_interval", self.manifest_check_interval.0, MAX_INTERVAL),
             ("sync_frequency", self.sync_frequency.0, MAX_INTERVAL),
             ("shutdown_timeout", self.shutdown_timeout.0, MAX_SHUTDOWN_TIMEOUT),
+            ("runtime_request_timeout", self.runtime_request_timeout.0, MAX_SHUTDOWN_TIMEOUT),
             ("events.aggregate_interval", ev.aggregate_interval.0, MAX_LONG_PERIOD),
             ("events.spam_refill", ev.spam_refill.0, MAX_LONG_PERIOD),
             ("devices.dial_timeout", dv.dial_timeout.0, MAX_INTERVAL),

@@ -63,6 +63,8 @@ choice! {
     RuntimeBackend {
         /// Every container is a host process under a small shim.
         Process = "process",
+        /// Containers run on a CRI v1 runtime (containerd) at `container_runtime_endpoint`.
+        Cri = "cri",
     }
 }
 
@@ -134,8 +136,8 @@ mod tests {
             "unsupported value \"3\": supported values: auto, 1, 2"
         );
         let e = RuntimeBackend::parse("docker").unwrap_err();
-        assert_eq!(e, ParseChoiceError { value: "docker".into(), allowed: vec!["process"] });
-        assert_eq!(e.to_string(), "unsupported value \"docker\": supported values: process");
+        assert_eq!(e, ParseChoiceError { value: "docker".into(), allowed: vec!["process", "cri"] });
+        assert_eq!(e.to_string(), "unsupported value \"docker\": supported values: process, cri");
         let e = toml::from_str::<Doc>("runtime = \"process\"\nenforcement = \"auto\"\nversion = 2\n").unwrap_err();
         assert!(e.message().starts_with("invalid type: integer `2`, expected a string"), "{e}");
     }

@@ -107,7 +107,8 @@ pub struct DeadInstance {
 /// What a running pod needs next.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PodActions {
-    /// The pod has no sandbox: create it before any container.
+    /// The pod has no ready sandbox: create one before any container (kubelet's
+    /// `podSandboxChanged`; a sandbox that died is replaced once nothing runs in it).
     pub create_sandbox: bool,
     /// Containers to start, in order.
     pub start: Vec<StartContainer>,
@@ -137,6 +138,25 @@ pub fn compute_pod_actions(input: &PodInput) -> PodActions {
     let view = input.view;
     let policy = pod.spec.restart();
     let mut actions = PodActions { create_sandbox: view.sandbox.is_none(), ..Default::default() };
+    if view.sandbox.is_some_and(|s| !s.ready) {
+        // The sandbox died (its pause process, or its network never came up): what still
+        // runs in it is stopped first, then the pod gets a new sandbox. Container instances
+        // keep counting restarts across sandboxes.
+        let grace = pod.spec.termination_grace().max(MIN_GRACE);
+        actions.kill = view
+            .running()
+            .map(|i| KillContainer {
+                name: i.config.name.clone(),
+                id: i.id.clone(),
+                grace,
+                message: format!("Stopping container {}", i.config.name),
+            })
+            .collect();
+        actions.create_sandbox = actions.kill.is_empty();
+        if !actions.create_sandbox {
+            return actions;
+        }
+    }
     // Once any app container exists, initialization is over for good.
     let initialized = pod.spec.containers.iter().any(|c| view.latest(&c.name).is_some());
 

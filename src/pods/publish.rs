@@ -50,6 +50,8 @@ pub(super) struct StatusInputs {
     app: Vec<ContainerObservation>,
     sandbox_created: Option<SystemTime>,
     sandbox_ready: bool,
+    /// The sandbox's pod IPs (empty on the host network).
+    sandbox_ips: Vec<String>,
     /// Why admission refused the pod, if it did.
     rejected: Option<String>,
 }
@@ -62,6 +64,7 @@ impl StatusInputs {
             && self.app == other.app
             && self.sandbox_created == other.sandbox_created
             && self.sandbox_ready == other.sandbox_ready
+            && self.sandbox_ips == other.sandbox_ips
             && self.rejected == other.rejected
     }
 }
@@ -78,6 +81,11 @@ impl PodManager {
     }
 
     /// Every probed container with what its target shows now, in target order.
+    /// Where probes reach the pod: its sandbox's IP on the pod network, else the node's.
+    fn pod_ip<'a>(&'a self, uid: &str, snap: &'a Snapshot) -> &'a str {
+        snap.sandboxes.get(uid).and_then(|s| s.ips.first()).unwrap_or(&self.cfg.node_ip)
+    }
+
     fn probe_states<'a>(
         &'a self,
         snap: &'a Snapshot,
@@ -109,7 +117,12 @@ impl PodManager {
         // same pod, reference and address: only the state can differ.
         let mut last = self.last_targets.iter();
         let unchanged = self.probe_states(snap).all(|(uid, _, c, state)| {
-            last.next().is_some_and(|t| t.pod_uid == *uid && Arc::ptr_eq(&t.container, c) && state.is_shown_by(t))
+            last.next().is_some_and(|t| {
+                t.pod_uid == *uid
+                    && Arc::ptr_eq(&t.container, c)
+                    && state.is_shown_by(t)
+                    && t.pod_ip == self.pod_ip(uid, snap)
+            })
         }) && last.next().is_none();
         if unchanged {
             return;
@@ -120,7 +133,7 @@ impl PodManager {
                 pod_uid: uid.clone(),
                 reference: Reference::container(&entry.pod, &c.name),
                 container: Arc::clone(c),
-                pod_ip: self.cfg.node_ip.clone(),
+                pod_ip: self.pod_ip(uid, snap).to_string(),
                 container_id: s.container_id.map(String::from),
                 running: s.running,
                 started_at: s.started_at,
@@ -169,6 +182,7 @@ impl PodManager {
             app: pod.spec.containers.iter().map(|c| self.observe(uid, c, snap)).collect(),
             sandbox_created: sandbox.map(|s| s.created_at),
             sandbox_ready: sandbox.is_some_and(|s| s.ready),
+            sandbox_ips: sandbox.map(|s| s.ips.clone()).unwrap_or_default(),
             rejected: match &entry.admission {
                 Admission::Rejected { message } => Some(message.clone()),
                 _ => None,
@@ -185,6 +199,7 @@ impl PodManager {
             sandbox_created: inputs.sandbox_created,
             sandbox_ready: inputs.sandbox_ready,
             host_ip: &self.cfg.node_ip,
+            sandbox_ips: &inputs.sandbox_ips,
             runtime: self.runtime.kind(),
         };
         let (mut new, before) = self

@@ -12,7 +12,7 @@ use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
-use crate::runtime::{labels, ContainerConfig, ContainerState, SandboxConfig};
+use crate::runtime::{labels, ContainerConfig, ContainerInfo, ContainerState, SandboxConfig, SandboxInfo};
 use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -50,11 +50,16 @@ impl PodManager {
             now,
         });
         let sandbox_id = match view.sandbox {
-            Some(s) => s.id.clone(),
-            None => match self.run_sandbox(&pod) {
-                Some(id) => id,
-                None => return,
-            },
+            Some(s) if !actions.create_sandbox => s.id.clone(),
+            dead => {
+                if let Some(s) = dead {
+                    self.replace_dead_sandbox(&pod, s, view.containers);
+                }
+                match self.run_sandbox(&pod, view.next_sandbox_attempt()) {
+                    Some(id) => id,
+                    None => return,
+                }
+            }
         };
         self.execute(&pod, &sandbox_id, actions, now);
     }
@@ -95,17 +100,33 @@ impl PodManager {
             .collect()
     }
 
+    /// A sandbox that is no longer ready (nothing runs in it any more) is replaced:
+    /// kubelet's `SandboxChanged` event; the dead sandbox is removed at once when it holds
+    /// no container instance (a sandbox whose network never came up), else with the pod, so
+    /// the instances in it still count restarts.
+    fn replace_dead_sandbox(&mut self, pod: &Pod, dead: &SandboxInfo, containers: &[ContainerInfo]) {
+        self.event(pod, None, false, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
+        if containers.iter().all(|c| c.sandbox_id != dead.id) {
+            let removed =
+                self.mutate().stop_pod_sandbox(&dead.id).and_then(|_| self.mutate().remove_pod_sandbox(&dead.id));
+            if let Err(e) = removed {
+                log::warn!("pods: pod {}: cannot remove dead sandbox {}: {}", pod.key(), dead.id, Chain(&e));
+            }
+        }
+    }
+
     /// Creates the pod's sandbox; `None` (with `FailedCreatePodSandBox`) when it fails.
-    fn run_sandbox(&mut self, pod: &Pod) -> Option<String> {
+    fn run_sandbox(&mut self, pod: &Pod, attempt: u32) -> Option<String> {
         let cfg = SandboxConfig {
             pod_uid: pod.metadata.uid.clone(),
             pod_name: pod.metadata.name.clone(),
             namespace: pod.metadata.namespace.clone(),
+            attempt,
             log_directory: self.log_dir(pod),
             termination_grace_period_seconds: pod.spec.grace_period_seconds(),
-            // host_network, cgroup_parent, annotations: filled in when the CRI runtime is
-            // wired in (the process runtime has no use for them).
-            ..Default::default()
+            host_network: pod.spec.host_network,
+            cgroup_parent: self.cm.as_ref().map(|cm| cm.pod_cgroup(pod)).unwrap_or_default(),
+            annotations: pod.metadata.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         match self.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),

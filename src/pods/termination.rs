@@ -32,8 +32,8 @@ pub struct KillActions {
 /// The remains of a pod whose containers have all stopped.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RemovePod {
-    /// Its sandbox, stopped and removed first.
-    pub sandbox: Option<String>,
+    /// Its sandboxes (the newest first), each stopped and removed.
+    pub sandboxes: Vec<String>,
     /// Every container instance, removed after the sandbox.
     pub containers: Vec<String>,
 }
@@ -60,7 +60,12 @@ pub fn compute_kill_actions(t: &Termination, view: PodView, now: SystemTime) -> 
         .collect();
     let overdue = elapsed > t.grace + EXCEEDED_GRACE_MARGIN && !running.is_empty() && !t.warned;
     let remove = running.is_empty().then(|| RemovePod {
-        sandbox: view.sandbox.map(|s| s.id.clone()),
+        sandboxes: view
+            .sandbox
+            .map(|s| s.id.clone())
+            .into_iter()
+            .chain(view.older_sandboxes.iter().map(|s| s.id.clone()))
+            .collect(),
         containers: view.containers.iter().map(|c| c.id.clone()).collect(),
     });
     KillActions {
@@ -101,7 +106,7 @@ impl PodManager {
     /// cannot be removed keeps the pod, to be retried at the next sync.
     fn remove_pod(&mut self, pod: &Pod, remove: RemovePod) {
         let uid = pod.metadata.uid.as_str();
-        if let Some(id) = &remove.sandbox {
+        for id in &remove.sandboxes {
             let removed = self.mutate().stop_pod_sandbox(id).and_then(|_| self.mutate().remove_pod_sandbox(id));
             if let Err(e) = removed {
                 log::warn!("pods: pod {}: cannot remove sandbox {id}: {}", pod.key(), Chain(&e));

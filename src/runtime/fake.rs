@@ -167,7 +167,8 @@ impl ContainerRuntime for FakeRuntime {
         let mut st = self.state.lock();
         st.calls.push(Call::RunPodSandbox(config.pod_name.clone()));
         let id = st.id("sandbox-");
-        let info = SandboxInfo { id: id.clone(), config: Arc::new(config.clone()), created_at: now, ready: true };
+        let info =
+            SandboxInfo { id: id.clone(), config: Arc::new(config.clone()), created_at: now, ready: true, ips: vec![] };
         st.sandboxes.insert(id.clone(), info);
         Ok(id)
     }

@@ -117,6 +117,10 @@ pub struct SandboxConfig {
     pub pod_name: String,
     /// Pod namespace.
     pub namespace: String,
+    /// The pod's sandbox attempt, 0 for its first (a sandbox that dies is replaced by the
+    /// next attempt).
+    #[serde(default)]
+    pub attempt: u32,
     /// Directory for the pod's container logs.
     pub log_directory: PathBuf,
     /// The pod's grace period, kept so a pod found after an agent restart with no source
@@ -145,6 +149,10 @@ pub struct SandboxInfo {
     pub created_at: SystemTime,
     /// False once stopped.
     pub ready: bool,
+    /// The pod's IPs on the pod network (CRI's `PodSandboxStatus`), first the primary; empty
+    /// on the host network.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ips: Vec<String>,
 }
 
 /// What the pod manager asks for when it creates a container.

@@ -45,7 +45,7 @@ fn sidecar_instance(name: &str, attempt: u32, state: ContainerState) -> Containe
 }
 
 fn sandbox() -> SandboxInfo {
-    SandboxInfo { id: "sandbox".into(), config: Arc::default(), created_at: t0(), ready: true }
+    SandboxInfo { id: "sandbox".into(), config: Arc::default(), created_at: t0(), ready: true, ips: vec![] }
 }
 
 /// What the decision reads besides the pod and its containers.
@@ -56,14 +56,15 @@ struct World {
     started: HashSet<String>,
     devices: Option<HashMap<Key, DevicePrep>>,
     no_sandbox: bool,
+    sandbox_dead: bool,
 }
 
 impl World {
     fn decide(&self, pod: &Pod, containers: &[ContainerInfo]) -> PodActions {
-        let sandbox = sandbox();
+        let sandbox = SandboxInfo { ready: !self.sandbox_dead, ..sandbox() };
         compute_pod_actions(&PodInput {
             pod,
-            view: PodView { sandbox: (!self.no_sandbox).then_some(&sandbox), containers },
+            view: PodView { sandbox: (!self.no_sandbox).then_some(&sandbox), containers, ..Default::default() },
             backoff: &self.backoff,
             waiting: &self.waiting,
             startup_succeeded: &self.started,
@@ -114,6 +115,25 @@ fn a_new_pod_creates_its_sandbox_and_starts_every_app_container() {
         ..Default::default()
     };
     assert_eq!(a, want);
+}
+
+#[test]
+fn a_dead_sandbox_is_replaced_once_nothing_runs_in_it() {
+    let p = pod("web", RestartPolicy::Always, &[], &[app("a"), app("b")]);
+    let dead = World { sandbox_dead: true, ..Default::default() };
+    // Its network never came up: nothing ran, a new sandbox and first starts.
+    let a = dead.decide(&p, &[]);
+    assert!(a.create_sandbox);
+    assert_eq!(starts(&a), ["a", "b"]);
+    // Its pause process died under running containers: they are stopped first.
+    let a = dead.decide(&p, &[instance("a", 0, Running, 0), instance("b", 0, Exited, 0)]);
+    assert!(!a.create_sandbox);
+    assert!(a.start.is_empty());
+    assert_eq!(a.kill.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["a"]);
+    // Then the pod gets a new sandbox and its containers restart, counting on.
+    let a = dead.decide(&p, &[instance("a", 0, Exited, 137), instance("b", 0, Exited, 0)]);
+    assert!(a.create_sandbox);
+    assert_eq!(a.start.iter().map(|s| (s.name.as_str(), s.attempt)).collect::<Vec<_>>(), [("a", 1), ("b", 1)]);
 }
 
 #[test]
@@ -296,21 +316,25 @@ fn kills(actions: &KillActions) -> Vec<(&str, u64)> {
 fn termination_stops_app_and_init_containers_before_sidecars() {
     let sandbox = sandbox();
     let all = [sidecar_instance("proxy", 0, Running), instance("a", 0, Running, 0), instance("i", 0, Running, 0)];
-    let view = PodView { sandbox: Some(&sandbox), containers: &all };
+    let view = PodView { sandbox: Some(&sandbox), containers: &all, ..Default::default() };
     let a = compute_kill_actions(&terminating(0), view, now());
     assert_eq!(kills(&a), [("a", 30), ("i", 30)]);
     assert_eq!(a.requested, ["a-0", "i-0"]);
     assert_eq!((a.exceeded_grace, a.remove), (None, None));
 
     let apps_gone = [sidecar_instance("proxy", 0, Running), instance("a", 0, Exited, 143)];
-    let a = compute_kill_actions(&terminating(10), PodView { sandbox: Some(&sandbox), containers: &apps_gone }, now());
+    let a = compute_kill_actions(
+        &terminating(10),
+        PodView { sandbox: Some(&sandbox), containers: &apps_gone, ..Default::default() },
+        now(),
+    );
     assert_eq!(kills(&a), [("proxy", 20)], "sidecars last, with the grace left");
 }
 
 #[test]
 fn termination_asks_each_container_once_never_below_the_minimum_grace() {
     let running = [instance("a", 0, Running, 0), instance("b", 0, Running, 0)];
-    let view = PodView { sandbox: None, containers: &running };
+    let view = PodView { sandbox: None, containers: &running, ..Default::default() };
     let mut t = terminating(29);
     t.requested.insert("a-0".into());
     let a = compute_kill_actions(&t, view, now());
@@ -321,7 +345,7 @@ fn termination_asks_each_container_once_never_below_the_minimum_grace() {
 #[test]
 fn a_pod_past_its_grace_and_margin_is_reported_once() {
     let running = [instance("a", 0, Running, 0)];
-    let view = PodView { sandbox: None, containers: &running };
+    let view = PodView { sandbox: None, containers: &running, ..Default::default() };
     assert_eq!(compute_kill_actions(&terminating(35), view, now()).exceeded_grace, None, "within the margin");
     let mut t = terminating(36);
     assert_eq!(compute_kill_actions(&t, view, now()).exceeded_grace, Some(vec!["a".to_string()]));
@@ -333,8 +357,12 @@ fn a_pod_past_its_grace_and_margin_is_reported_once() {
 fn once_nothing_runs_the_sandbox_and_every_container_are_removed() {
     let sandbox = sandbox();
     let gone = [instance("a", 0, Exited, 0), instance("a", 1, Exited, 0), instance("b", 0, Created, 0)];
-    let a = compute_kill_actions(&terminating(3), PodView { sandbox: Some(&sandbox), containers: &gone }, now());
+    let a = compute_kill_actions(
+        &terminating(3),
+        PodView { sandbox: Some(&sandbox), containers: &gone, ..Default::default() },
+        now(),
+    );
     let remove =
-        RemovePod { sandbox: Some("sandbox".into()), containers: vec!["a-0".into(), "a-1".into(), "b-0".into()] };
+        RemovePod { sandboxes: vec!["sandbox".into()], containers: vec!["a-0".into(), "a-1".into(), "b-0".into()] };
     assert_eq!(a, KillActions { remove: Some(remove), ..Default::default() });
 }

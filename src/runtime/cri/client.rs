@@ -4,9 +4,9 @@
 use crate::proto::cri::{
     Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest, ExecSyncRequest,
     ExecSyncResponse, Image, ImageServiceClient, ImageStatusRequest, ListContainersRequest, ListPodSandboxRequest,
-    PodSandbox, PodSandboxFilter, RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest,
-    RuntimeServiceClient, RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest,
-    StopPodSandboxRequest, VersionRequest, VersionResponse,
+    PodSandbox, PodSandboxFilter, PodSandboxStatus, PodSandboxStatusRequest, RemoveContainerRequest,
+    RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeServiceClient, RuntimeStatus, StartContainerRequest,
+    StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest, VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;
@@ -106,6 +106,14 @@ pub fn readiness(status: &RuntimeStatus) -> (Option<String>, Option<String>) {
     (describe("RuntimeReady"), describe("NetworkReady"))
 }
 
+/// The sandbox image in a verbose `Status`'s info: containerd puts its CRI config, as JSON,
+/// under `config`, with the image as `sandboxImage`.
+pub fn sandbox_image_of(info: &std::collections::HashMap<String, String>) -> Option<String> {
+    let config: serde_json::Value = serde_json::from_str(info.get("config")?).ok()?;
+    let image = config.get("sandboxImage")?.as_str()?;
+    (!image.is_empty()).then(|| image.to_string())
+}
+
 /// A connected client: the runtime and image services on one channel.
 pub struct CriClient {
     endpoint: String,
@@ -137,6 +145,11 @@ impl CriClient {
         })
     }
 
+    /// The same client with each call's deadline set to `timeout`.
+    pub fn with_call_timeout(self, timeout: Duration) -> CriClient {
+        CriClient { timeout, ..self }
+    }
+
     fn opt(&self) -> CallOption {
         CallOption::default().timeout(self.timeout)
     }
@@ -156,6 +169,15 @@ impl CriClient {
         Ok(resp.get_status().clone())
     }
 
+    /// The sandbox (pause) image the runtime is configured with, from `Status`'s verbose
+    /// info (containerd reports its CRI config there); `None` when it does not say.
+    pub fn sandbox_image(&self) -> Result<Option<String>, CriError> {
+        let mut req = StatusRequest::new();
+        req.set_verbose(true);
+        let resp = self.runtime.status_opt(&req, self.opt()).map_err(self.failed("Status"))?;
+        Ok(sandbox_image_of(resp.get_info()))
+    }
+
     /// The deadline of each call (calls that wait longer by design add their wait to it).
     pub fn call_timeout(&self) -> Duration {
         self.timeout
@@ -165,6 +187,15 @@ impl CriClient {
     pub fn run_pod_sandbox(&self, req: &RunPodSandboxRequest) -> Result<String, CriError> {
         let resp = self.runtime.run_pod_sandbox_opt(req, self.opt()).map_err(self.failed("RunPodSandbox"))?;
         Ok(resp.pod_sandbox_id)
+    }
+
+    /// `PodSandboxStatus`.
+    pub fn pod_sandbox_status(&self, id: &str) -> Result<PodSandboxStatus, CriError> {
+        let mut req = PodSandboxStatusRequest::new();
+        req.set_pod_sandbox_id(id.into());
+        let mut resp =
+            self.runtime.pod_sandbox_status_opt(&req, self.opt()).map_err(self.failed("PodSandboxStatus"))?;
+        Ok(resp.take_status())
     }
 
     /// `StopPodSandbox` (containerd stops what still runs in it).
@@ -307,6 +338,16 @@ mod tests {
         assert_eq!(n.unwrap(), "NetworkReady is false (NetworkPluginNotReady: cni plugin not initialized)");
         let (r, _) = readiness(&status(&[("NetworkReady", true)]));
         assert_eq!(r.unwrap(), "RuntimeReady is not reported");
+    }
+
+    #[test]
+    fn the_sandbox_image_comes_from_containerds_verbose_status() {
+        let info = |config: &str| std::collections::HashMap::from([("config".to_string(), config.to_string())]);
+        let cfg = r#"{"containerd":{},"sandboxImage":"registry.k8s.io/pause:3.6","maxConcurrentDownloads":3}"#;
+        assert_eq!(sandbox_image_of(&info(cfg)).as_deref(), Some("registry.k8s.io/pause:3.6"));
+        assert_eq!(sandbox_image_of(&info(r#"{"sandboxImage":""}"#)), None);
+        assert_eq!(sandbox_image_of(&info("not json")), None);
+        assert_eq!(sandbox_image_of(&Default::default()), None);
     }
 
     #[test]

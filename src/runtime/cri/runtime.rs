@@ -44,13 +44,29 @@ struct Known {
     settled: Option<ContainerInfo>,
 }
 
+/// What the runtime keeps of a sandbox between relists.
+struct KnownSandbox {
+    config: Arc<SandboxConfig>,
+    /// Its pod IPs, asked once (`PodSandboxStatus`) when it is first seen ready; a pod's IP
+    /// does not change while its sandbox lives.
+    ips: Option<Vec<String>>,
+}
+
+impl KnownSandbox {
+    fn new(config: Arc<SandboxConfig>) -> KnownSandbox {
+        // A host-network pod has the node's addresses: nothing to ask.
+        let ips = config.host_network.then(Vec::new);
+        KnownSandbox { config, ips }
+    }
+}
+
 /// The CRI backend.
 pub struct CriRuntime {
     client: Arc<CriClient>,
     pause_image: String,
     pause_seen: AtomicBool,
     health: Health,
-    sandboxes: Mutex<HashMap<String, Arc<SandboxConfig>>>,
+    sandboxes: Mutex<HashMap<String, KnownSandbox>>,
     containers: Mutex<HashMap<String, Known>>,
     stops: Mutex<(bool, Vec<Stop>)>,
 }
@@ -110,8 +126,8 @@ impl CriRuntime {
 
     /// The config sandbox `id` was made with: from the cache, else from the runtime.
     fn sandbox_config(&self, id: &str) -> Result<Arc<SandboxConfig>, RuntimeError> {
-        if let Some(c) = self.sandboxes.lock().get(id) {
-            return Ok(c.clone());
+        if let Some(k) = self.sandboxes.lock().get(id) {
+            return Ok(k.config.clone());
         }
         let mut filter = PodSandboxFilter::new();
         filter.set_id(id.into());
@@ -121,7 +137,7 @@ impl CriRuntime {
         let s = found.into_iter().find(|s| s.get_id() == id);
         let s = s.ok_or_else(|| RuntimeError::NotFound { kind: "sandbox", id: id.into() })?;
         let config = Arc::new(translate::sandbox_config_of(s.get_metadata(), s.get_annotations()));
-        self.sandboxes.lock().insert(id.into(), config.clone());
+        self.sandboxes.lock().insert(id.into(), KnownSandbox::new(config.clone()));
         Ok(config)
     }
 
@@ -211,7 +227,7 @@ impl ContainerRuntime for CriRuntime {
             .client
             .run_pod_sandbox(&req)
             .map_err(|source| RuntimeError::Cri { object: format!("pod {pod}"), source })?;
-        self.sandboxes.lock().insert(id.clone(), Arc::new(config.clone()));
+        self.sandboxes.lock().insert(id.clone(), KnownSandbox::new(Arc::new(config.clone())));
         Ok(id)
     }
 
@@ -219,13 +235,25 @@ impl ContainerRuntime for CriRuntime {
         self.client.stop_pod_sandbox(id).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))
     }
 
+    /// Removes the sandbox (the runtime removes its containers), then its log directory,
+    /// which the runtime leaves behind.
     fn remove_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        let config = self.sandbox_config(id).ok();
         self.client.remove_pod_sandbox(id).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))?;
+        if let Some(dir) = config.map(|c| c.log_directory.clone()).filter(|d| !d.as_os_str().is_empty()) {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    log::warn!("cri: sandbox {id}: cannot remove its log directory {}: {e}", dir.display());
+                }
+            }
+        }
         self.sandboxes.lock().remove(id);
         self.containers.lock().retain(|_, k| k.settled.as_ref().map_or(true, |i| i.sandbox_id != id));
         Ok(())
     }
 
+    /// Lists this agent's sandboxes; a ready sandbox on the pod network seen for the first
+    /// time costs one `PodSandboxStatus` for its IPs (retried at the next relist if it fails).
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
         let mut filter = PodSandboxFilter::new();
         filter.set_label_selector(translate::managed_selector());
@@ -233,17 +261,37 @@ impl ContainerRuntime for CriRuntime {
             .client
             .list_pod_sandbox(filter)
             .map_err(|source| RuntimeError::Cri { object: "listing sandboxes".into(), source })?;
-        let mut cache = self.sandboxes.lock();
-        cache.retain(|id, _| listed.iter().any(|s| s.get_id() == id));
-        Ok(listed
-            .iter()
-            .map(|s| {
-                let config = cache
-                    .entry(s.get_id().into())
-                    .or_insert_with(|| Arc::new(translate::sandbox_config_of(s.get_metadata(), s.get_annotations())));
-                translate::sandbox_info(s, config.clone())
-            })
-            .collect())
+        let mut out: Vec<SandboxInfo> = {
+            let mut cache = self.sandboxes.lock();
+            cache.retain(|id, _| listed.iter().any(|s| s.get_id() == id));
+            listed
+                .iter()
+                .map(|s| {
+                    let k = cache.entry(s.get_id().into()).or_insert_with(|| {
+                        KnownSandbox::new(Arc::new(translate::sandbox_config_of(s.get_metadata(), s.get_annotations())))
+                    });
+                    SandboxInfo {
+                        ips: k.ips.clone().unwrap_or_default(),
+                        ..translate::sandbox_info(s, k.config.clone())
+                    }
+                })
+                .collect()
+        };
+        for info in out.iter_mut().filter(|i| i.ready && i.ips.is_empty() && !i.config.host_network) {
+            if self.sandboxes.lock().get(&info.id).is_some_and(|k| k.ips.is_some()) {
+                continue;
+            }
+            match self.client.pod_sandbox_status(&info.id) {
+                Ok(status) => {
+                    info.ips = translate::sandbox_ips(&status);
+                    if let Some(k) = self.sandboxes.lock().get_mut(&info.id) {
+                        k.ips = Some(info.ips.clone());
+                    }
+                }
+                Err(e) => log::debug!("cri: sandbox {}: no IPs yet: {}", info.id, Chain(&e)),
+            }
+        }
+        Ok(out)
     }
 
     fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {

@@ -62,6 +62,7 @@ pub fn sandbox_config(config: &SandboxConfig) -> Result<cri::PodSandboxConfig, T
     m.set_name(config.pod_name.clone());
     m.set_uid(config.pod_uid.clone());
     m.set_namespace(config.namespace.clone());
+    m.set_attempt(config.attempt);
     if !config.host_network {
         c.set_hostname(config.pod_name.clone());
     }
@@ -179,7 +180,9 @@ pub fn create_container_request(
     let json = serde_json::to_string(config).map_err(|source| TranslateError::Encode { what: "container", source })?;
     c.mut_annotations().insert(CONTAINER_CONFIG_ANNOTATION.into(), json);
     if let Some(linux) = &config.linux {
-        c.mut_linux().set_resources(resources(&linux.files)?);
+        let mut r = resources(&linux.files)?;
+        r.set_oom_score_adj(linux.oom_score_adj);
+        c.mut_linux().set_resources(r);
     }
     c.mut_linux().mut_security_context().set_namespace_options(namespace_options(sandbox.host_network));
     let mut req = cri::CreateContainerRequest::new();
@@ -202,6 +205,7 @@ pub fn sandbox_config_of(metadata: &cri::PodSandboxMetadata, annotations: &HashM
             pod_uid: metadata.get_uid().into(),
             pod_name: metadata.get_name().into(),
             namespace: metadata.get_namespace().into(),
+            attempt: metadata.get_attempt(),
             ..Default::default()
         }
     })
@@ -214,7 +218,15 @@ pub fn sandbox_info(s: &cri::PodSandbox, config: Arc<SandboxConfig>) -> SandboxI
         config,
         created_at: time_from_nanos(s.get_created_at()).unwrap_or(UNIX_EPOCH),
         ready: s.get_state() == cri::PodSandboxState::SANDBOX_READY,
+        ips: Vec::new(),
     }
+}
+
+/// The pod's IPs from its sandbox's status: the primary, then the additional ones.
+pub fn sandbox_ips(status: &cri::PodSandboxStatus) -> Vec<String> {
+    let network = status.get_network();
+    let additional = network.get_additional_ips().iter().map(|ip| ip.get_ip());
+    std::iter::once(network.get_ip()).chain(additional).filter(|ip| !ip.is_empty()).map(String::from).collect()
 }
 
 /// The config a container was made with: from its annotation, or what its metadata, image
@@ -316,6 +328,7 @@ mod tests {
             pod_uid: "u1".into(),
             pod_name: "web".into(),
             namespace: "default".into(),
+            attempt: 1,
             log_directory: PathBuf::from("/var/log/pods/default_web_u1"),
             termination_grace_period_seconds: 30,
             host_network,
@@ -345,6 +358,7 @@ mod tests {
                     ("cpu.cfs_period_us".into(), "100000".into()),
                     ("memory.limit_in_bytes".into(), "67108864".into()),
                 ]),
+                oom_score_adj: 750,
             }),
             devices: None,
         }
@@ -362,6 +376,7 @@ mod tests {
         assert_eq!(c.get_metadata().get_uid(), "u1");
         assert_eq!(c.get_metadata().get_name(), "web");
         assert_eq!(c.get_metadata().get_namespace(), "default");
+        assert_eq!(c.get_metadata().get_attempt(), 1);
     }
 
     #[test]

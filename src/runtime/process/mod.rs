@@ -329,6 +329,7 @@ impl ContainerRuntime for ProcessRuntime {
         let id = util::random_id();
         util::create_private_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
         let info = SandboxInfo {
+            ips: Vec::new(),
             id: id.clone(),
             config: Arc::new(config.clone()),
             created_at: SystemTime::now(),
