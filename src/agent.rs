@@ -212,7 +212,7 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
         cfg.pod_sandbox_image.clone()
     };
     log::info!("cri: pod sandboxes use {pause}");
-    Ok(CriRuntime::new(client, &pause, health))
+    Ok(CriRuntime::new(client, &pause, &cfg.node_name, health))
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {

@@ -56,9 +56,12 @@ fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (tests/cri/up.sh writes it with the endpoint)"))
 }
 
+/// The node name the tests' runtimes make their objects for.
+const NODE: &str = "cri-test";
+
 fn runtime(endpoint: &str) -> CriRuntime {
     let client = CriClient::connect(endpoint, Duration::from_secs(10), env()).unwrap();
-    CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), &Health::default())
+    CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), NODE, &Health::default())
 }
 
 /// A host-network test pod in the harness's cgroup root, removed (with what is in it) when
@@ -274,26 +277,37 @@ fn sandboxes_and_containers_ferrolet_did_not_make_are_not_listed() {
     let Some(endpoint) = endpoint() else { return };
     let rt = runtime(&endpoint);
     let client = CriClient::connect(&endpoint, Duration::from_secs(10), env()).unwrap();
-    // Someone else's pod in the same containerd: no ferrolet label.
-    let mut cfg = ferrolet::runtime::cri::translate::sandbox_config(&SandboxConfig {
-        pod_uid: ferrolet::util::random_id(),
-        pod_name: "not-ours".into(),
-        namespace: "other".into(),
-        host_network: true,
-        cgroup_parent: format!("{}/podnot-ours", var("FERROLET_CRI_CGROUP")),
-        log_directory: std::env::temp_dir(),
-        ..Default::default()
-    })
-    .unwrap();
-    cfg.mut_labels().remove(labels::MANAGED_BY);
-    let mut req = ferrolet::proto::cri::RunPodSandboxRequest::new();
-    req.set_config(cfg);
-    let theirs = client.run_pod_sandbox(&req).unwrap();
+    // Someone else's pod in the same containerd (no ferrolet label), and the pod of another
+    // node's ferrolet sharing it.
+    let foreign = |name: &str, owner: Option<&str>| {
+        let owner = owner.map(ferrolet::runtime::cri::translate::owner_labels).unwrap_or_default();
+        let cfg = ferrolet::runtime::cri::translate::sandbox_config(
+            &SandboxConfig {
+                pod_uid: ferrolet::util::random_id(),
+                pod_name: name.into(),
+                namespace: "other".into(),
+                host_network: true,
+                cgroup_parent: format!("{}/pod{name}", var("FERROLET_CRI_CGROUP")),
+                log_directory: std::env::temp_dir(),
+                ..Default::default()
+            },
+            &owner,
+        )
+        .unwrap();
+        assert_eq!(cfg.get_labels().contains_key(labels::MANAGED_BY), !owner.is_empty());
+        let mut req = ferrolet::proto::cri::RunPodSandboxRequest::new();
+        req.set_config(cfg);
+        client.run_pod_sandbox(&req).unwrap()
+    };
+    let theirs = [foreign("not-ours", None), foreign("other-node", Some("other-node"))];
     let ours = TestPod::run(&rt, "ours");
     let listed: Vec<String> = rt.list_pod_sandboxes().unwrap().into_iter().map(|s| s.id).collect();
-    let _ = client.stop_pod_sandbox(&theirs);
-    let _ = client.remove_pod_sandbox(&theirs);
+    for id in &theirs {
+        let _ = client.stop_pod_sandbox(id);
+        let _ = client.remove_pod_sandbox(id);
+    }
     remove_cgroup(&format!("{}/podnot-ours", var("FERROLET_CRI_CGROUP")));
+    remove_cgroup(&format!("{}/podother-node", var("FERROLET_CRI_CGROUP")));
     assert!(listed.contains(&ours.id));
-    assert!(!listed.contains(&theirs), "{listed:?}");
+    assert!(!listed.contains(&theirs[0]) && !listed.contains(&theirs[1]), "{listed:?}");
 }

@@ -42,7 +42,7 @@ use devices::DeviceLink;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use view::Snapshot;
 
 /// Label telling init, sidecar and app containers apart (needed to stop orphans in order);
@@ -135,6 +135,33 @@ pub struct PodManager {
     acted: std::cell::Cell<bool>,
     /// What each pod's stored status was computed from (removed with the pod).
     published: HashMap<String, publish::StatusInputs>,
+    /// Set while the runtime cannot be listed (a restarting containerd): pods are left as
+    /// they are, and the relist is retried with back-off.
+    runtime_away: std::cell::Cell<Option<RuntimeAway>>,
+}
+
+/// The runtime stopped answering: since when, and when to try it next.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct RuntimeAway {
+    since: SystemTime,
+    retry_at: SystemTime,
+    delay: Duration,
+}
+
+/// The first wait before the runtime is tried again, and the longest.
+const RUNTIME_RETRY_FIRST: Duration = Duration::from_secs(1);
+const RUNTIME_RETRY_MAX: Duration = Duration::from_secs(30);
+
+impl RuntimeAway {
+    /// After a failed relist at `now`: the first failure starts the back-off, a later one
+    /// doubles it (at most `RUNTIME_RETRY_MAX`).
+    fn after_failure(previous: Option<RuntimeAway>, now: SystemTime) -> RuntimeAway {
+        let (since, delay) = match previous {
+            None => (now, RUNTIME_RETRY_FIRST),
+            Some(p) => (p.since, (p.delay * 2).min(RUNTIME_RETRY_MAX)),
+        };
+        RuntimeAway { since, retry_at: now + delay, delay }
+    }
 }
 
 impl PodManager {
@@ -170,6 +197,7 @@ impl PodManager {
             waiting: HashMap::new(),
             acted: std::cell::Cell::new(false),
             published: HashMap::new(),
+            runtime_away: std::cell::Cell::new(None),
         }
     }
 
@@ -207,19 +235,40 @@ impl PodManager {
         self.recorder.event(&obj, if warning { WARNING } else { NORMAL }, reason, message);
     }
 
-    /// Relists the runtime; `None` (with `FailedSync` on every pod) when it cannot.
+    /// Relists the runtime; `None` when it cannot. A runtime that stops answering is said
+    /// once (a log line, `FailedSync` on every pod) and then tried with back-off, its return
+    /// once too; pods are left as they are meanwhile (their containers keep running).
     fn snapshot(&self) -> Option<Snapshot> {
+        let now = self.clock.now();
+        let away = self.runtime_away.get();
+        if away.is_some_and(|a| now < a.retry_at) {
+            return None;
+        }
         let (sandboxes, containers) = match (self.runtime.list_pod_sandboxes(), self.runtime.list_containers()) {
             (Ok(s), Ok(c)) => (s, c),
             (Err(e), _) | (_, Err(e)) => {
-                log::error!("pods: cannot list the runtime's pods: {}", Chain(&e));
-                let message = format!("error determining status: {}", Chain(&e));
-                for entry in self.pods.values() {
-                    self.event(&entry.pod, None, true, "FailedSync", &message);
+                let next = RuntimeAway::after_failure(away, now);
+                self.runtime_away.set(Some(next));
+                if away.is_none() {
+                    log::error!(
+                        "pods: cannot list the runtime's pods: {}; pods are left as they are, retrying with back-off (at most every {:?})",
+                        Chain(&e),
+                        RUNTIME_RETRY_MAX
+                    );
+                    let message = format!("error determining status: {}", Chain(&e));
+                    for entry in self.pods.values() {
+                        self.event(&entry.pod, None, true, "FailedSync", &message);
+                    }
+                } else {
+                    log::debug!("pods: the runtime is still away (next try in {:?}): {}", next.delay, Chain(&e));
                 }
                 return None;
             }
         };
+        if let Some(a) = self.runtime_away.take() {
+            let away_for = now.duration_since(a.since).unwrap_or_default();
+            log::info!("pods: the runtime answers again after {away_for:.1?}; syncing pods");
+        }
         for q in self.runtime.take_quarantined() {
             self.recorder.event(
                 &Reference::node(&self.cfg.node_name),

@@ -136,6 +136,11 @@ impl FakeRuntime {
         self.state.lock().scripts.fail_start.insert(name.into(), times);
     }
 
+    /// Scripted relist failures still to come.
+    pub fn fail_list_left(&self) -> u32 {
+        self.state.lock().scripts.fail_list
+    }
+
     /// The next `times` relists fail.
     pub fn fail_list(&self, times: u32) {
         self.state.lock().scripts.fail_list = times;

@@ -198,6 +198,8 @@ pub mod labels {
     pub const MANAGED_BY: &str = "io.ferrolet.managed-by";
     /// The value of `MANAGED_BY`.
     pub const MANAGED_BY_FERROLET: &str = "ferrolet";
+    /// The node name of the agent that made a CRI object (it lists only its node's).
+    pub const NODE: &str = "io.ferrolet.node";
 }
 
 /// A container's lifecycle state, as CRI reports it.

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod cri;
 pub mod plugin;
 
 use ferrolet::api::{ContainerStatus, Pod, PodList};

@@ -44,6 +44,17 @@ for pid in $(our_shims); do kill -KILL "$pid" 2>/dev/null && echo "cri: killed l
 if [ "$(findmnt -n -o FSTYPE "$NSDIR/mnt" 2>/dev/null)" = nsfs ]; then umount "$NSDIR/mnt"; fi
 if mountpoint -q "$NSDIR"; then umount "$NSDIR"; fi
 
+# 5b. The pod network: our bridge, the host's /var/lib/cni if up.sh made it (it stayed empty:
+# libcni's cache was bind-mounted in the namespace), and ip_forward as it was before.
+if ip -o link show dev "$BRIDGE" type bridge >/dev/null 2>&1; then
+  ip link del "$BRIDGE" && echo "cri: removed bridge $BRIDGE"
+fi
+if [ -e "$CNI_CACHE_MARKER" ]; then rmdir /var/lib/cni 2>/dev/null || true; fi
+if [ -r "$BASE/ip_forward.before" ]; then
+  before=$(cat "$BASE/ip_forward.before")
+  [ "$(cat /proc/sys/net/ipv4/ip_forward)" = "$before" ] || echo "$before" > /proc/sys/net/ipv4/ip_forward
+fi
+
 # 6. The (empty) pod cgroups runc left under the test cgroup parent, deepest first. Tasks killed
 # just now may take a moment to leave their cgroup, so try for up to 2 s.
 left=0

@@ -9,6 +9,12 @@ CONFIG=$BASE/config.toml
 PIDFILE=$BASE/containerd.pid
 NSDIR=$BASE/ns                 # holds the bind mount that keeps the private mount namespace alive
 CGROUP_PARENT=${FERROLET_CRI_CGROUP:-/ferrolet-cri-test}
+# The pod network of this harness: a bridge and a /24 derived from $BASE, so two harnesses
+# (CI's and a developer's) never share one; override with FERROLET_CRI_BRIDGE/_SUBNET.
+_h=$(printf '%s' "$BASE" | md5sum)
+BRIDGE=${FERROLET_CRI_BRIDGE:-flcri-${_h:0:6}}
+SUBNET=${FERROLET_CRI_SUBNET:-10.222.$((16#${_h:6:2})).0/24}
+CNI_CACHE_MARKER=$BASE/cni/created-var-lib-cni   # up.sh made the host's (empty) /var/lib/cni
 
 # Prints the pid of the containerd this harness started, if it still runs: the pid from our
 # pid file, and that process really is /usr/bin/containerd with our config (a pid can be reused).

@@ -35,7 +35,7 @@ if [ -n "$missing" ]; then
   # it is not ours; it is left alone, and nothing below talks to it.
 fi
 
-mkdir -p "$BASE"/{root,state,opt,images,cni/net.d,logs} "$NSDIR"
+mkdir -p "$BASE"/{root,state,opt,images,cni/net.d,cni/ipam,cni/cache,logs} "$NSDIR"
 rm -f "$BASE/env"
 
 # 2. Snapshotter: overlayfs, unless $BASE is itself on overlayfs (CI in a container).
@@ -91,14 +91,44 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 TOML
 mv "$CONFIG.new" "$CONFIG"
 
+# The pod network: Debian's bridge and host-local plugins, on a bridge and subnet of our own;
+# the host reaches pods through the bridge (the gateway). IP allocations stay under $BASE; no
+# masquerade, so no iptables rules. The bridge plugin turns on net.ipv4.ip_forward for a
+# gateway: its value before is kept, and down.sh puts it back.
+cat > "$BASE/cni/net.d/10-ferrolet-test.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "ferrolet-test",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "$SUBNET" }]],
+        "dataDir": "$BASE/cni/ipam"
+      }
+    }
+  ]
+}
+JSON
+[ -e "$BASE/ip_forward.before" ] || cat /proc/sys/net/ipv4/ip_forward > "$BASE/ip_forward.before"
+
 # 4. The private mount namespace, made once and kept. A namespace can only be bound onto a
 # mount that is not shared, so $NSDIR becomes a private bind mount of itself first.
+# libcni caches results in /var/lib/cni whatever the config says: in the namespace that is a
+# bind mount of $BASE/cni/cache, so the host's stays empty (made here if missing, removed by
+# down.sh).
 if [ "$(findmnt -n -o FSTYPE "$NSDIR/mnt" 2>/dev/null)" != nsfs ]; then
   mountpoint -q "$NSDIR" || mount --bind "$NSDIR" "$NSDIR"
   mount --make-private "$NSDIR"
   touch "$NSDIR/mnt"
-  unshare --mount="$NSDIR/mnt" --propagation private \
-    mount -t tmpfs -o mode=0755,size=64m ferrolet-cri-run /run
+  if [ ! -e /var/lib/cni ]; then mkdir /var/lib/cni && touch "$CNI_CACHE_MARKER"; fi
+  unshare --mount="$NSDIR/mnt" --propagation private /bin/sh -c \
+    'mount -t tmpfs -o mode=0755,size=64m ferrolet-cri-run /run && mount --bind "$1" /var/lib/cni' sh "$BASE/cni/cache"
 fi
 
 # 5. containerd, unless ours already runs. The shell writes its own pid, then execs containerd.
@@ -143,6 +173,7 @@ FERROLET_CRI_PAUSE_IMAGE=localhost/pause:catatonit
 FERROLET_CRI_BUSYBOX_IMAGE=localhost/busybox:latest
 FERROLET_CRI_CGROUP=$CGROUP_PARENT
 FERROLET_CRI_MOUNT_NS=$NSDIR/mnt
+FERROLET_CRI_SUBNET=$SUBNET
 ENV
 mv "$BASE/env.new" "$BASE/env"
 echo "cri: ready in $((SECONDS - T0)) s: FERROLET_CRI_ENDPOINT=unix://$SOCK (tests/cri/down.sh stops it)"

@@ -181,7 +181,34 @@ fn a_failed_relist_changes_nothing_and_says_so_on_every_pod() {
     assert_eq!(events[0].0, "FailedSync");
     assert!(events[0].1.starts_with("error determining status: "), "{events:?}");
     node.tick();
+    assert_eq!(node.calls(), [], "the runtime is tried again after a second, not at once");
+    node.advance(1);
+    node.tick();
     assert_eq!(node.calls(), [create("app", 1), start("app")], "the next relist acts");
+}
+
+#[test]
+fn a_runtime_that_stays_away_is_said_once_and_retried_with_back_off() {
+    let mut node = Node::new();
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.apply(&[&web]);
+    node.calls();
+    node.events();
+    // Away for four relists: tried after 1, 2, 4 and 8 s.
+    node.rt.fail_list(4);
+    let mut tried_at = vec![];
+    for second in 0..16 {
+        let before = node.rt.fail_list_left();
+        node.tick();
+        if node.rt.fail_list_left() != before {
+            tried_at.push(second);
+        }
+        node.advance(1);
+    }
+    assert_eq!(tried_at, [0, 1, 3, 7], "then the fifth try, at 15 s, succeeds");
+    assert_eq!(node.reasons(), ["FailedSync"], "said once, not at every try");
+    assert_eq!(node.calls(), [], "nothing is restarted while the runtime is away");
+    assert_eq!(node.phase(&web), PodPhase::Running);
 }
 
 #[test]

@@ -132,8 +132,13 @@ impl CriClient {
             Ok(_) => return Err(CriError::NoSocket { endpoint: e(), why: "not a socket".into() }),
             Err(err) => return Err(CriError::NoSocket { endpoint: e(), why: crate::util::Chain(&err).to_string() }),
         }
-        let ch =
-            ChannelBuilder::new(env).max_receive_message_len(MAX_MESSAGE).connect(&format!("unix:{}", path.display()));
+        // A restarted runtime is reconnected to within seconds (gRPC's default back-off
+        // grows to two minutes).
+        let ch = ChannelBuilder::new(env)
+            .max_receive_message_len(MAX_MESSAGE)
+            .initial_reconnect_backoff(Duration::from_millis(500))
+            .max_reconnect_backoff(Duration::from_secs(5))
+            .connect(&format!("unix:{}", path.display()));
         if !futures::executor::block_on(ch.wait_for_connected(timeout)) {
             return Err(CriError::Connect { endpoint: e(), timeout });
         }

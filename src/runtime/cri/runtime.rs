@@ -65,6 +65,8 @@ pub struct CriRuntime {
     client: Arc<CriClient>,
     pause_image: String,
     pause_seen: AtomicBool,
+    /// The labels of this node's objects (`translate::owner_labels`).
+    owner: HashMap<String, String>,
     health: Health,
     sandboxes: Mutex<HashMap<String, KnownSandbox>>,
     containers: Mutex<HashMap<String, Known>>,
@@ -74,12 +76,14 @@ pub struct CriRuntime {
 impl CriRuntime {
     /// A runtime over `client`. `pause_image` is the sandbox image the runtime is configured
     /// with (containerd's `sandbox_image`; CRI takes none per call): a sandbox is made only
-    /// once the runtime has it. Stop threads are registered in `health`.
-    pub fn new(client: CriClient, pause_image: &str, health: &Health) -> CriRuntime {
+    /// once the runtime has it. It lists and touches only the objects it made for node
+    /// `node`. Stop threads are registered in `health`.
+    pub fn new(client: CriClient, pause_image: &str, node: &str, health: &Health) -> CriRuntime {
         CriRuntime {
             client: Arc::new(client),
             pause_image: pause_image.into(),
             pause_seen: AtomicBool::new(false),
+            owner: translate::owner_labels(node),
             health: health.clone(),
             sandboxes: Mutex::new(HashMap::new()),
             containers: Mutex::new(HashMap::new()),
@@ -131,7 +135,7 @@ impl CriRuntime {
         }
         let mut filter = PodSandboxFilter::new();
         filter.set_id(id.into());
-        filter.set_label_selector(translate::managed_selector());
+        filter.set_label_selector(self.owner.clone());
         let found =
             self.client.list_pod_sandbox(filter).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))?;
         let s = found.into_iter().find(|s| s.get_id() == id);
@@ -221,7 +225,7 @@ impl ContainerRuntime for CriRuntime {
         let pod = format!("{}/{}", config.namespace, config.pod_name);
         self.ensure_pause_image(&pod)?;
         let mut req = cri::RunPodSandboxRequest::new();
-        let sandbox = translate::sandbox_config(config);
+        let sandbox = translate::sandbox_config(config, &self.owner);
         req.set_config(sandbox.map_err(|source| RuntimeError::Translate { object: format!("pod {pod}"), source })?);
         let id = self
             .client
@@ -256,7 +260,7 @@ impl ContainerRuntime for CriRuntime {
     /// time costs one `PodSandboxStatus` for its IPs (retried at the next relist if it fails).
     fn list_pod_sandboxes(&self) -> Result<Vec<SandboxInfo>, RuntimeError> {
         let mut filter = PodSandboxFilter::new();
-        filter.set_label_selector(translate::managed_selector());
+        filter.set_label_selector(self.owner.clone());
         let listed = self
             .client
             .list_pod_sandbox(filter)
@@ -296,7 +300,7 @@ impl ContainerRuntime for CriRuntime {
 
     fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
         let sandbox = self.sandbox_config(sandbox_id)?;
-        let req = translate::create_container_request(sandbox_id, &sandbox, config).map_err(|source| {
+        let req = translate::create_container_request(sandbox_id, &sandbox, config, &self.owner).map_err(|source| {
             RuntimeError::Translate { object: format!("container {} in sandbox {sandbox_id}", config.name), source }
         })?;
         // Not mapped to `NotFound`: the sandbox was just found, and the runtime's NOT_FOUND
@@ -325,7 +329,7 @@ impl ContainerRuntime for CriRuntime {
 
     fn list_containers(&self) -> Result<Vec<ContainerInfo>, RuntimeError> {
         let mut filter = ContainerFilter::new();
-        filter.set_label_selector(translate::managed_selector());
+        filter.set_label_selector(self.owner.clone());
         let listed = self
             .client
             .list_containers(filter)

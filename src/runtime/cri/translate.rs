@@ -47,16 +47,23 @@ pub enum TranslateError {
     },
 }
 
-/// The labels ferrolet selects its own objects by (`ListPodSandbox`, `ListContainers`).
-pub fn managed_selector() -> HashMap<String, String> {
-    HashMap::from([(labels::MANAGED_BY.to_string(), labels::MANAGED_BY_FERROLET.to_string())])
+/// The labels on every object the agent of node `node` makes, which it lists its own by
+/// (`ListPodSandbox`, `ListContainers`): agents of two nodes may share one runtime.
+pub fn owner_labels(node: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (labels::MANAGED_BY.to_string(), labels::MANAGED_BY_FERROLET.to_string()),
+        (labels::NODE.to_string(), node.to_string()),
+    ])
 }
 
 /// The `PodSandboxConfig` for `config`, as kubelet makes it: metadata, kubelet's pod labels,
 /// the annotations, the log directory, the pod cgroup as `cgroup_parent`; a host-network pod
 /// gets `NamespaceMode::NODE` and no hostname (it shares the host's UTS namespace, and runc
 /// refuses a hostname there).
-pub fn sandbox_config(config: &SandboxConfig) -> Result<cri::PodSandboxConfig, TranslateError> {
+pub fn sandbox_config(
+    config: &SandboxConfig,
+    owner: &HashMap<String, String>,
+) -> Result<cri::PodSandboxConfig, TranslateError> {
     let mut c = cri::PodSandboxConfig::new();
     let m = c.mut_metadata();
     m.set_name(config.pod_name.clone());
@@ -71,7 +78,7 @@ pub fn sandbox_config(config: &SandboxConfig) -> Result<cri::PodSandboxConfig, T
     l.insert(labels::POD_NAME.into(), config.pod_name.clone());
     l.insert(labels::POD_NAMESPACE.into(), config.namespace.clone());
     l.insert(labels::POD_UID.into(), config.pod_uid.clone());
-    l.extend(managed_selector());
+    l.extend(owner.iter().map(|(k, v)| (k.clone(), v.clone())));
     let a = c.mut_annotations();
     a.extend(config.annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
     let json = serde_json::to_string(config).map_err(|source| TranslateError::Encode { what: "sandbox", source })?;
@@ -125,6 +132,7 @@ pub fn create_container_request(
     sandbox_id: &str,
     sandbox: &SandboxConfig,
     config: &ContainerConfig,
+    owner: &HashMap<String, String>,
 ) -> Result<cri::CreateContainerRequest, TranslateError> {
     let mut c = cri::ContainerConfig::new();
     c.mut_metadata().set_name(config.name.clone());
@@ -154,7 +162,7 @@ pub fn create_container_request(
     c.set_log_path(relative.display().to_string());
     let l = c.mut_labels();
     l.extend(config.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    l.extend(managed_selector());
+    l.extend(owner.iter().map(|(k, v)| (k.clone(), v.clone())));
     if let Some(d) = &config.devices {
         c.mut_annotations().extend(d.annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
         for m in &d.mounts {
@@ -188,7 +196,7 @@ pub fn create_container_request(
     let mut req = cri::CreateContainerRequest::new();
     req.set_pod_sandbox_id(sandbox_id.into());
     req.set_config(c);
-    req.set_sandbox_config(sandbox_config(sandbox)?);
+    req.set_sandbox_config(sandbox_config(sandbox, owner)?);
     Ok(req)
 }
 
@@ -323,6 +331,10 @@ mod tests {
     use crate::runtime::devices::{DeviceOptions, DeviceSpec, MountSpec};
     use std::path::PathBuf;
 
+    fn owner() -> HashMap<String, String> {
+        owner_labels("node1")
+    }
+
     fn sandbox(host_network: bool) -> SandboxConfig {
         SandboxConfig {
             pod_uid: "u1".into(),
@@ -366,7 +378,7 @@ mod tests {
 
     #[test]
     fn a_host_network_sandbox_shares_the_node_namespace_and_sets_no_hostname() {
-        let c = sandbox_config(&sandbox(true)).unwrap();
+        let c = sandbox_config(&sandbox(true), &owner()).unwrap();
         assert_eq!(c.get_hostname(), "");
         let ns = c.get_linux().get_security_context().get_namespace_options();
         assert_eq!(ns.get_network(), cri::NamespaceMode::NODE);
@@ -381,14 +393,14 @@ mod tests {
 
     #[test]
     fn a_pod_network_sandbox_gets_the_pod_name_as_hostname() {
-        let c = sandbox_config(&sandbox(false)).unwrap();
+        let c = sandbox_config(&sandbox(false), &owner()).unwrap();
         assert_eq!(c.get_hostname(), "web");
         assert_eq!(c.get_linux().get_security_context().get_namespace_options().get_network(), cri::NamespaceMode::POD);
     }
 
     #[test]
     fn a_sandbox_carries_kubelets_labels_the_managed_label_and_the_pod_annotations() {
-        let c = sandbox_config(&sandbox(true)).unwrap();
+        let c = sandbox_config(&sandbox(true), &owner()).unwrap();
         let l = c.get_labels();
         assert_eq!(l[labels::POD_NAME], "web");
         assert_eq!(l[labels::POD_NAMESPACE], "default");
@@ -399,7 +411,7 @@ mod tests {
 
     #[test]
     fn a_sandbox_config_survives_the_round_trip_through_its_annotation() {
-        let c = sandbox_config(&sandbox(true)).unwrap();
+        let c = sandbox_config(&sandbox(true), &owner()).unwrap();
         let back = sandbox_config_of(c.get_metadata(), c.get_annotations());
         assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(sandbox(true)).unwrap());
         // Without the annotation, the metadata still names the pod.
@@ -409,7 +421,7 @@ mod tests {
 
     #[test]
     fn a_container_request_carries_argv_env_workdir_relative_log_path_and_labels() {
-        let req = create_container_request("sb1", &sandbox(true), &container()).unwrap();
+        let req = create_container_request("sb1", &sandbox(true), &container(), &owner()).unwrap();
         assert_eq!(req.get_pod_sandbox_id(), "sb1");
         assert_eq!(req.get_sandbox_config().get_log_directory(), "/var/log/pods/default_web_u1");
         let c = req.get_config();
@@ -462,7 +474,7 @@ mod tests {
             cdi_devices: vec!["vendor.com/fpga=0".into()],
             ..Default::default()
         });
-        let req = create_container_request("sb1", &sandbox(true), &cfg).unwrap();
+        let req = create_container_request("sb1", &sandbox(true), &cfg, &owner()).unwrap();
         let c = req.get_config();
         assert_eq!(c.get_mounts()[0].get_container_path(), "/dev/shm/x");
         assert!(c.get_mounts()[0].get_readonly());
@@ -476,7 +488,7 @@ mod tests {
     fn a_log_path_outside_the_sandbox_log_directory_is_refused() {
         let mut cfg = container();
         cfg.log_path = PathBuf::from("/elsewhere/app.log");
-        let e = create_container_request("sb1", &sandbox(true), &cfg).unwrap_err();
+        let e = create_container_request("sb1", &sandbox(true), &cfg, &owner()).unwrap_err();
         assert_eq!(
             e.to_string(),
             "log path /elsewhere/app.log is not under the sandbox's log directory /var/log/pods/default_web_u1"
@@ -484,7 +496,7 @@ mod tests {
     }
 
     fn listed(cfg: &ContainerConfig) -> cri::Container {
-        let req = create_container_request("sb1", &sandbox(true), cfg).unwrap();
+        let req = create_container_request("sb1", &sandbox(true), cfg, &owner()).unwrap();
         let mut c = cri::Container::new();
         c.set_id("c1".into());
         c.set_pod_sandbox_id("sb1".into());

@@ -1,0 +1,164 @@
+//! The CRI side of the integration tests: the harness's containerd (`tests/cri/up.sh`, which
+//! `make test` runs and whose endpoint it passes as `FERROLET_CRI_ENDPOINT`), and `CriNode`,
+//! a real `ferrolet run` on `runtime = "cri"` that removes what it made when dropped.
+
+use super::{AgentProcess, Sandbox};
+use ferrolet::proto::cri::{ContainerFilter, PodSandbox, PodSandboxFilter};
+use ferrolet::runtime::cri::CriClient;
+use ferrolet::runtime::labels;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The harness's containerd, or `None` after saying why the test skips.
+pub fn endpoint() -> Option<String> {
+    match std::env::var("FERROLET_CRI_ENDPOINT") {
+        Ok(e) if !e.is_empty() => Some(e),
+        _ => {
+            super::skip(
+                "FERROLET_CRI_ENDPOINT is not set: no test containerd (make test starts one with tests/cri/up.sh)",
+            );
+            None
+        }
+    }
+}
+
+/// A value `tests/cri/up.sh` writes beside the endpoint.
+pub fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (tests/cri/up.sh writes it with the endpoint)"))
+}
+
+/// A gRPC environment for a test's client.
+pub fn grpc_env() -> Arc<grpcio::Environment> {
+    Arc::new(grpcio::EnvBuilder::new().cq_count(1).build())
+}
+
+/// A client of the runtime at `endpoint`.
+pub fn client(endpoint: &str) -> CriClient {
+    CriClient::connect(endpoint, Duration::from_secs(10), grpc_env()).unwrap()
+}
+
+/// The busybox image the harness imported.
+pub fn busybox() -> String {
+    var("FERROLET_CRI_BUSYBOX_IMAGE")
+}
+
+/// A test agent on the CRI runtime: its state, manifests and pod logs in a temporary
+/// directory, its pod cgroups under the harness's cgroup parent. Dropping it stops the
+/// agent, then removes every sandbox whose logs are in its directory (so only its own pods)
+/// and its cgroup root.
+pub struct CriNode {
+    pub sb: Sandbox,
+    /// Its node name, its own: agents of different nodes sharing a runtime never see each
+    /// other's pods.
+    pub node: String,
+    pub endpoint: String,
+    pub cgroup_root: String,
+    pub port: u16,
+}
+
+impl CriNode {
+    /// A node on the harness's containerd, or `None` (the test skips).
+    pub fn new() -> Option<CriNode> {
+        Self::on(endpoint()?)
+    }
+
+    /// A node on the containerd at `endpoint`.
+    pub fn on(endpoint: String) -> Option<CriNode> {
+        let sb = Sandbox::new();
+        let name = sb.dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_string();
+        let cgroup_root = format!("{}/{name}", var("FERROLET_CRI_CGROUP"));
+        let node = format!("cri-{}", name.to_lowercase().trim_start_matches("tmp"));
+        Some(CriNode { sb, node, endpoint, cgroup_root, port: super::free_port() })
+    }
+
+    /// Where pod log directories go.
+    pub fn pod_logs(&self) -> PathBuf {
+        self.sb.dir.path().join("pods")
+    }
+
+    /// The agent's configuration.
+    pub fn config_text(&self) -> String {
+        format!(
+            "node_name = {:?}\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\n\
+             manifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\nruntime = \"cri\"\n\
+             container_runtime_endpoint = {:?}\n[api]\nlisten = \"127.0.0.1:{}\"\n[logs]\npod_logs_dir = {:?}\n\
+             [devices]\nplugin_dir = \"\"\n[cgroups]\nroot = {:?}\n",
+            self.node,
+            self.sb.state(),
+            self.sb.manifests(),
+            self.endpoint,
+            self.port,
+            self.pod_logs(),
+            self.cgroup_root
+        )
+    }
+
+    /// Starts `ferrolet run` on this node's configuration.
+    pub fn start(&self) -> AgentProcess {
+        let cfg = self.sb.dir.path().join("ferrolet.toml");
+        std::fs::write(&cfg, self.config_text()).unwrap();
+        let log = self.sb.dir.path().join(format!("agent-{}.log", super::free_port()));
+        AgentProcess::spawn(&cfg, self.port, "debug", log, Duration::from_millis(50))
+    }
+
+    /// Static pod `name` of this node, as its agent reports it.
+    pub fn pod(&self, agent: &AgentProcess, name: &str) -> Option<ferrolet::api::Pod> {
+        agent.pods().into_iter().find(|p| p.metadata.name == format!("{name}-{}", self.node))
+    }
+
+    /// The sandboxes of this node's pods (their logs are under its directory).
+    pub fn sandboxes(&self) -> Vec<PodSandbox> {
+        let mut filter = PodSandboxFilter::new();
+        filter.set_label_selector(managed());
+        let all = client(&self.endpoint).list_pod_sandbox(filter).unwrap();
+        let ours = |s: &PodSandbox| {
+            let uid = s.get_metadata().get_uid();
+            std::fs::read_dir(self.pod_logs()).is_ok_and(|mut d| {
+                d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(&format!("_{uid}"))))
+            }) || self.sb.dir.path().join("uids").join(uid).exists()
+        };
+        all.into_iter().filter(ours).collect()
+    }
+
+    /// The containers of pod `uid`, with their labels.
+    pub fn containers(&self, uid: &str) -> Vec<ferrolet::proto::cri::Container> {
+        let mut filter = ContainerFilter::new();
+        let mut selector = managed();
+        selector.insert(labels::POD_UID.into(), uid.into());
+        filter.set_label_selector(selector);
+        client(&self.endpoint).list_containers(filter).unwrap()
+    }
+
+    /// Remembers a pod uid as this node's (for cleanup after its log directory is gone).
+    pub fn own(&self, uid: &str) {
+        let dir = self.sb.dir.path().join("uids");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(uid), "").unwrap();
+    }
+
+    /// A v1 cgroup directory of this node (`controller`, path under its root).
+    pub fn cgroup_dir(&self, controller: &str, path: &str) -> PathBuf {
+        Path::new("/sys/fs/cgroup").join(controller).join(self.cgroup_root.trim_start_matches('/')).join(path)
+    }
+}
+
+fn managed() -> HashMap<String, String> {
+    HashMap::from([(labels::MANAGED_BY.to_string(), labels::MANAGED_BY_FERROLET.to_string())])
+}
+
+impl Drop for CriNode {
+    fn drop(&mut self) {
+        let c = client(&self.endpoint);
+        for s in self.sandboxes() {
+            let _ = c.stop_pod_sandbox(s.get_id());
+            let _ = c.remove_pod_sandbox(s.get_id());
+        }
+        if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
+            let _ = driver.destroy(&self.cgroup_root);
+        }
+        use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
+        let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root));
+    }
+}

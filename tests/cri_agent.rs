@@ -1,0 +1,314 @@
+//! `ferrolet run` with `runtime = "cri"` against the real containerd of `tests/cri/up.sh`:
+//! pods from manifests to running containers, with cgroups, labels, the pod network, probes,
+//! restarts, OOM kills, agent and containerd restarts, and removal. Without the harness each
+//! test skips with the reason.
+
+mod common;
+
+use common::cri::{busybox, CriNode};
+use common::{container, manifest, wait_for, AgentProcess};
+use ferrolet::api::Pod;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Waits until pod `name` satisfies `ok`, and returns it; on a time-out, panics with the
+/// pod's last status and the end of the agent's log.
+fn wait_pod(node: &CriNode, agent: &AgentProcess, name: &str, what: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let pod = node.pod(agent, name);
+        if let Some(p) = pod.as_ref().filter(|p| ok(p)) {
+            return p.clone();
+        }
+        if std::time::Instant::now() >= deadline {
+            let log = agent.log_text();
+            let tail: Vec<&str> = log.lines().filter(|l| !l.contains("DEBUG")).rev().take(30).collect();
+            let status = pod.map(|p| serde_json::to_string_pretty(&p.status).unwrap()).unwrap_or_default();
+            panic!(
+                "timed out after {WAIT:?} waiting for {what}; pod status: {status}\nthe end of the agent's log:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn running(p: &Pod, name: &str) -> bool {
+    container(p, name).is_some_and(|c| c.state.running.is_some())
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn uid(p: &Pod) -> String {
+    p.metadata.uid.clone()
+}
+
+fn cid(p: &Pod, name: &str) -> String {
+    let id = container(p, name).map(|c| c.container_id.clone()).unwrap_or_default();
+    id.trim_start_matches("cri://").to_string()
+}
+
+/// The events the agent recorded for `pod`, as `reason: message` lines.
+fn events(agent: &AgentProcess, pod: &str) -> String {
+    agent.get("/events").unwrap_or_default().lines().filter(|l| l.contains(pod)).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn a_pod_with_an_init_container_a_sidecar_and_two_apps_runs_in_its_cgroups_with_kubelets_labels() {
+    let Some(node) = CriNode::new() else { return };
+    let image = busybox();
+    node.sb.write_manifest(
+        "full.yaml",
+        &manifest(
+            "full",
+            &format!(
+                "  hostNetwork: true
+  initContainers:
+  - name: init
+    image: {image}
+    command: [sh, -c, 'echo init done']
+  - name: sidecar
+    image: {image}
+    restartPolicy: Always
+    command: [sleep, '3600']
+  containers:
+  - name: a
+    image: {image}
+    command: [sleep, '3601']
+    resources: {{requests: {{cpu: 100m, memory: 32Mi}}, limits: {{cpu: 200m, memory: 64Mi}}}}
+  - name: b
+    image: {image}
+    command: [sleep, '3602']
+"
+            ),
+        ),
+    );
+    let agent = node.start();
+    let p = wait_pod(&node, &agent, "full", "every container of pod full running", |p| {
+        ["sidecar", "a", "b"].iter().all(|c| running(p, c))
+    });
+    node.own(&uid(&p));
+    let init = container(&p, "init").unwrap().state.terminated.clone().expect("init terminated");
+    assert_eq!((init.exit_code, init.reason.as_str()), (0, "Completed"));
+
+    // CRI sees four containers with kubelet's labels.
+    let listed = node.containers(&uid(&p));
+    let mut names: Vec<String> =
+        listed.iter().map(|c| c.get_labels()["io.kubernetes.container.name"].clone()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "init", "sidecar"]);
+    for c in &listed {
+        assert_eq!(c.get_labels()["io.kubernetes.pod.name"], format!("full-{}", node.node));
+        assert_eq!(c.get_labels()["io.kubernetes.pod.namespace"], "default");
+        assert_eq!(c.get_labels()["io.kubernetes.pod.uid"], uid(&p));
+    }
+
+    // The pod cgroup (Burstable) holds the containers' cgroups with the spec's values, and
+    // each app's process runs in its own.
+    let pod_cgroup = format!("kubepods/burstable/pod{}", uid(&p));
+    let read = |controller: &str, path: &str| {
+        let f = node.cgroup_dir(controller, path);
+        std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display())).trim().to_string()
+    };
+    let a = format!("{pod_cgroup}/{}", cid(&p, "a"));
+    assert_eq!(read("memory", &format!("{a}/memory.limit_in_bytes")), (64u64 << 20).to_string());
+    assert_eq!(read("cpu", &format!("{a}/cpu.cfs_quota_us")), "20000");
+    assert_eq!(read("cpu", &format!("{a}/cpu.shares")), "102");
+    for (name, argv) in [("a", "sleep\03601\0"), ("b", "sleep\03602\0"), ("sidecar", "sleep\03600\0")] {
+        let procs = read("memory", &format!("{pod_cgroup}/{}/cgroup.procs", cid(&p, name)));
+        let pid = procs.lines().next().unwrap_or_else(|| panic!("container {name} has no process"));
+        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+        assert_eq!(cmdline, argv, "the process of container {name}");
+    }
+    // Burstable: 1000 − 1000·request/capacity, kubelet's oom_score_adj.
+    let procs = read("memory", &format!("{a}/cgroup.procs"));
+    let pid = procs.lines().next().unwrap();
+    let total_kib: i64 = std::fs::read_to_string("/proc/meminfo").unwrap().lines().next().unwrap()[9..]
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap();
+    let want = (1000 - 1000 * (32 << 20) / (total_kib * 1024)).clamp(3, 999);
+    let score = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap();
+    assert_eq!(score.trim(), want.to_string());
+}
+
+#[test]
+fn a_pod_on_the_bridge_network_gets_an_ip_and_an_http_readiness_probe_on_it_makes_it_ready() {
+    let Some(node) = CriNode::new() else { return };
+    node.sb.write_manifest(
+        "web.yaml",
+        &manifest(
+            "web",
+            &format!(
+                "  containers:
+  - name: app
+    image: {}
+    command: [sh, -c, 'mkdir -p /www && echo hello > /www/index.html && exec httpd -f -p 8080 -h /www']
+    readinessProbe:
+      httpGet: {{path: /index.html, port: 8080}}
+      periodSeconds: 1
+",
+                busybox()
+            ),
+        ),
+    );
+    let agent = node.start();
+    let p = wait_pod(&node, &agent, "web", "pod web ready", ready);
+    node.own(&uid(&p));
+    let status = p.status.clone().unwrap();
+    let subnet = common::cri::var("FERROLET_CRI_SUBNET");
+    let prefix = subnet.trim_end_matches("0/24");
+    assert!(status.pod_ip.starts_with(prefix), "pod IP {} is in {subnet}", status.pod_ip);
+    assert_eq!(status.pod_ips.len(), 1);
+    assert_eq!(status.host_ip, "127.0.0.1");
+    // The host reaches it there too.
+    let body = ureq::get(&format!("http://{}:8080/index.html", status.pod_ip))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert_eq!(body, "hello\n");
+}
+
+#[test]
+fn exec_probes_succeed_fail_and_time_out_through_exec_sync() {
+    let Some(node) = CriNode::new() else { return };
+    let probe = |cmd: &str| {
+        format!(
+            "    readinessProbe:\n      exec: {{command: [sh, -c, '{cmd}']}}\n      periodSeconds: 1\n      timeoutSeconds: 1\n"
+        )
+    };
+    let spec = format!(
+        "  hostNetwork: true
+  containers:
+  - name: ok
+    image: {b}
+    command: [sleep, '3600']
+{ok}  - name: failing
+    image: {b}
+    command: [sleep, '3600']
+{failing}  - name: slow
+    image: {b}
+    command: [sleep, '3600']
+{slow}",
+        b = busybox(),
+        ok = probe("test -d /proc"),
+        failing = probe("echo no; exit 3"),
+        slow = probe("sleep 5"),
+    );
+    node.sb.write_manifest("probed.yaml", &manifest("probed", &spec));
+    let agent = node.start();
+    let p = wait_pod(&node, &agent, "probed", "container ok ready", |p| container(p, "ok").is_some_and(|c| c.ready));
+    node.own(&uid(&p));
+    let ev = wait_for("Unhealthy events for both failing probes", WAIT, || {
+        let ev = events(&agent, "probed");
+        (ev.contains("Readiness probe failed: no") && ev.contains("timed out")).then_some(ev)
+    });
+    assert!(ev.contains("Unhealthy"), "{ev}");
+    let p = node.pod(&agent, "probed").unwrap();
+    assert!(!container(&p, "failing").unwrap().ready);
+    assert!(!container(&p, "slow").unwrap().ready);
+    assert!(!ready(&p));
+}
+
+#[test]
+fn a_container_that_exits_non_zero_restarts_with_back_off_and_an_oom_kill_is_reported_as_oomkilled() {
+    let Some(node) = CriNode::new() else { return };
+    let b = busybox();
+    node.sb.write_manifest(
+        "crash.yaml",
+        &manifest("crash", &format!("  hostNetwork: true\n  containers:\n  - name: app\n    image: {b}\n    command: [sh, -c, 'echo bye; exit 3']\n")),
+    );
+    node.sb.write_manifest(
+        "hog.yaml",
+        &manifest(
+            "hog",
+            &format!(
+                "  hostNetwork: true
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: {b}
+    command: [dd, 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1']
+    resources: {{limits: {{memory: 16Mi}}}}
+"
+            ),
+        ),
+    );
+    let agent = node.start();
+    let p = wait_pod(&node, &agent, "crash", "container app restarted twice and waiting in CrashLoopBackOff", |p| {
+        container(p, "app").is_some_and(|c| {
+            c.restart_count >= 2 && c.state.waiting.as_ref().is_some_and(|w| w.reason == "CrashLoopBackOff")
+        })
+    });
+    node.own(&uid(&p));
+    let last = container(&p, "app").unwrap().last_state.terminated.clone().unwrap();
+    assert_eq!((last.exit_code, last.reason.as_str()), (3, "Error"));
+    assert!(events(&agent, "crash").contains("Back-off restarting failed container app"));
+
+    let p = wait_pod(&node, &agent, "hog", "container app of pod hog terminated", |p| {
+        container(p, "app").is_some_and(|c| c.state.terminated.is_some())
+    });
+    node.own(&uid(&p));
+    let t = container(&p, "app").unwrap().state.terminated.clone().unwrap();
+    assert_eq!((t.exit_code, t.reason.as_str()), (137, "OOMKilled"));
+    assert_eq!(p.status.unwrap().phase, ferrolet::api::PodPhase::Failed);
+}
+
+#[test]
+fn an_agent_killed_with_sigkill_and_started_again_keeps_every_container() {
+    let Some(node) = CriNode::new() else { return };
+    node.sb.write_manifest(
+        "keep.yaml",
+        &manifest(
+            "keep",
+            &format!("  containers:\n  - name: app\n    image: {}\n    command: [sleep, '3600']\n", busybox()),
+        ),
+    );
+    let agent = node.start();
+    let before = wait_pod(&node, &agent, "keep", "container app running", |p| running(p, "app"));
+    node.own(&uid(&before));
+    agent.kill9();
+    let agent = node.start();
+    let after = wait_pod(&node, &agent, "keep", "container app running after the restart", |p| running(p, "app"));
+    let (b, a) = (container(&before, "app").unwrap(), container(&after, "app").unwrap());
+    assert_eq!(a.container_id, b.container_id, "the same container");
+    assert_eq!(a.restart_count, 0);
+    assert_eq!(a.state.running, b.state.running, "started at the same time");
+    assert_eq!(after.status.unwrap().pod_ip, before.status.unwrap().pod_ip);
+    assert_eq!(node.sandboxes().len(), 1);
+}
+
+#[test]
+fn removing_a_pod_leaves_no_sandbox_container_cgroup_or_log_directory() {
+    let Some(node) = CriNode::new() else { return };
+    node.sb.write_manifest(
+        "gone.yaml",
+        &manifest(
+            "gone",
+            &format!(
+                "  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: {}\n    command: [sh, -c, 'echo hi; exec sleep 3600']\n",
+                busybox()
+            ),
+        ),
+    );
+    let agent = node.start();
+    let p = wait_pod(&node, &agent, "gone", "container app running", |p| running(p, "app"));
+    node.own(&uid(&p));
+    let logs = node.pod_logs().join(format!("default_gone-{}_{}", node.node, uid(&p)));
+    assert!(logs.join("app/0.log").exists());
+    let pod_cgroup = node.cgroup_dir("memory", &format!("kubepods/besteffort/pod{}", uid(&p)));
+    assert!(pod_cgroup.exists());
+    std::fs::remove_file(node.sb.manifests().join("gone.yaml")).unwrap();
+    wait_for("pod gone to be removed", WAIT, || node.pod(&agent, "gone").is_none().then_some(()));
+    assert!(node.sandboxes().is_empty(), "no sandbox left");
+    assert!(node.containers(&uid(&p)).is_empty(), "no container left");
+    assert!(!pod_cgroup.exists(), "{} left", pod_cgroup.display());
+    assert!(!logs.exists(), "{} left", logs.display());
+}
