@@ -85,6 +85,12 @@ pub enum AgentError {
         #[source]
         source: crate::runtime::cri::CriError,
     },
+    /// The CRI runtime places cgroups through systemd, and ferrolet's are cgroupfs paths.
+    #[error("the CRI runtime at {endpoint} uses the systemd cgroup driver, but ferrolet's pod cgroups are cgroupfs paths: configure its runc with SystemdCgroup = false, or set [cgroups] enforcement = \"off\"")]
+    CgroupDriver {
+        /// The endpoint.
+        endpoint: String,
+    },
     /// The CRI runtime does not say which pause image it uses, and none is configured.
     #[error("the CRI runtime at {endpoint} does not report its sandbox image: set pod_sandbox_image")]
     NoSandboxImage {
@@ -204,6 +210,17 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
         log::warn!(
             "cri: {endpoint}: {why}: pods without hostNetwork cannot start until the runtime's network is ready"
         );
+    }
+    // Pod cgroups are cgroupfs paths: a runtime on the systemd driver would misplace them.
+    match client.cgroup_driver().map_err(cri_err)? {
+        Some(crate::proto::cri::CgroupDriver::SYSTEMD) if cfg.cgroups.enforcement != Enforcement::Off => {
+            return Err(AgentError::CgroupDriver { endpoint: endpoint.clone() })
+        }
+        Some(driver) => log::info!("cri: the runtime's cgroup driver is {driver:?}"),
+        None => log::info!(
+            "cri: the runtime does not report its cgroup driver (RuntimeConfig is unimplemented before containerd 2.0); \
+             pod cgroups are cgroupfs paths, so its runc must use cgroupfs (SystemdCgroup = false)"
+        ),
     }
     let pause = if cfg.pod_sandbox_image.is_empty() {
         let image = client.sandbox_image().map_err(cri_err)?;

@@ -2,11 +2,12 @@
 //! every error names the endpoint and the call.
 
 use crate::proto::cri::{
-    Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest, ExecSyncRequest,
-    ExecSyncResponse, Image, ImageServiceClient, ImageStatusRequest, ListContainersRequest, ListPodSandboxRequest,
-    PodSandbox, PodSandboxFilter, PodSandboxStatus, PodSandboxStatusRequest, RemoveContainerRequest,
-    RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeServiceClient, RuntimeStatus, StartContainerRequest,
-    StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest, VersionResponse,
+    CgroupDriver, Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest,
+    ExecSyncRequest, ExecSyncResponse, Image, ImageServiceClient, ImageStatusRequest, ListContainersRequest,
+    ListPodSandboxRequest, PodSandbox, PodSandboxFilter, PodSandboxStatus, PodSandboxStatusRequest,
+    RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeConfigRequest, RuntimeServiceClient,
+    RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest,
+    VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;
@@ -78,6 +79,12 @@ impl CriError {
     /// Whether the runtime said the object does not exist.
     pub fn is_not_found(&self) -> bool {
         self.code() == Some(grpcio::RpcStatusCode::NOT_FOUND)
+    }
+
+    /// Whether the runtime does not implement the call (containerd 1.6: `RuntimeConfig`,
+    /// `GetContainerEvents`).
+    pub fn is_unimplemented(&self) -> bool {
+        self.code() == Some(grpcio::RpcStatusCode::UNIMPLEMENTED)
     }
 
     /// Whether the call ran past its deadline (an `ExecSync` past its timeout).
@@ -181,6 +188,22 @@ impl CriClient {
         req.set_verbose(true);
         let resp = self.runtime.status_opt(&req, self.opt()).map_err(self.failed("Status"))?;
         Ok(sandbox_image_of(resp.get_info()))
+    }
+
+    /// `RuntimeConfig`: the runtime's cgroup driver; `None` when it does not say (the call
+    /// is UNIMPLEMENTED before containerd 2.0, as kubelet allows).
+    pub fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, CriError> {
+        match self.runtime.runtime_config_opt(&RuntimeConfigRequest::new(), self.opt()) {
+            Ok(resp) => Ok(resp.has_linux().then(|| resp.get_linux().get_cgroup_driver())),
+            Err(e) => {
+                let e = self.failed("RuntimeConfig")(e);
+                if e.is_unimplemented() {
+                    Ok(None)
+                } else {
+                    Err(e)
+                }
+            }
+        }
     }
 
     /// The deadline of each call (calls that wait longer by design add their wait to it).
