@@ -97,10 +97,16 @@ impl CriNode {
 
     /// Starts `ferrolet run` on this node's configuration.
     pub fn start(&self) -> AgentProcess {
+        self.start_with(|text| text, "debug")
+    }
+
+    /// Starts `ferrolet run` on this node's configuration as changed by `edit`, logging at
+    /// `log_level`.
+    pub fn start_with(&self, edit: impl FnOnce(String) -> String, log_level: &str) -> AgentProcess {
         let cfg = self.sb.dir.path().join("ferrolet.toml");
-        std::fs::write(&cfg, self.config_text()).unwrap();
+        std::fs::write(&cfg, edit(self.config_text())).unwrap();
         let log = self.sb.dir.path().join(format!("agent-{}.log", super::free_port()));
-        AgentProcess::spawn(&cfg, self.port, "debug", log, Duration::from_millis(50))
+        AgentProcess::spawn(&cfg, self.port, log_level, log, Duration::from_millis(50))
     }
 
     /// Static pod `name` of this node, as its agent reports it.
