@@ -426,7 +426,7 @@ pub enum FollowStep {
     Wait,
     /// The file was truncated (rotated by copying): read it again from its start.
     Rewind,
-    /// Another file is at the path now (the open one was rotated): open it.
+    /// Another file is at the path now (the open one was rotated): go on to the next file.
     Reopen,
 }
 
@@ -486,18 +486,16 @@ pub fn print_logs<W: Write>(
         Some(n) => tail_start(&mut files, n).map_err(read_err(live))?,
         None => (0, 0),
     };
-    let live_open = paths.last().is_some_and(|p| p == live);
     let mut lines = LineReader::default();
     let mut kept: Option<BufReader<File>> = None;
-    let last = files.len().checked_sub(1);
     for (i, ((f, _), path)) in files.into_iter().zip(&paths).enumerate().skip(first) {
         let mut f = f;
         // The tail's walk moved every file's position.
         f.seek(SeekFrom::Start(if i == first { offset } else { 0 })).map_err(read_err(path))?;
         let mut r = BufReader::new(f);
         copy_lines(&mut r, &mut lines, &mut printer).map_err(read_err(path))?;
-        if Some(i) == last && live_open && follow.is_some() {
-            // The live file, kept open to follow.
+        if i + 1 == paths.len() && follow.is_some() {
+            // The newest file, kept open to follow.
             kept = Some(r);
         } else {
             finish_file(&mut lines, &mut printer).map_err(read_err(path))?;
@@ -510,8 +508,34 @@ pub fn print_logs<W: Write>(
     Ok(printer.malformed())
 }
 
-/// Follows the live file `live` (`open`: already read up to where it is, or `None` when it
-/// did not exist) until `follow` says to stop; reopens it when it is rotated.
+/// Which of an instance's files (their identities, oldest first) a follower reads next,
+/// once it read all of the one it has open (`None`: it has none yet): the one after it;
+/// when it is not among them any more (rotated files beyond `max_files` are deleted, oldest
+/// first), every file left is newer, so the oldest. `None`: no newer file yet.
+pub fn next_file(files: &[(u64, u64)], open: Option<(u64, u64)>) -> Option<usize> {
+    match open.and_then(|id| files.iter().position(|f| *f == id)) {
+        Some(i) => (i + 1 < files.len()).then_some(i + 1),
+        None => (!files.is_empty()).then_some(0),
+    }
+}
+
+/// The instance's files (`instance_files`) that still exist, with their identities.
+fn files_with_ids(live: &Path) -> Result<Vec<(PathBuf, (u64, u64))>, LogError> {
+    let mut out = Vec::new();
+    for p in instance_files(live)? {
+        match fs::metadata(&p) {
+            Ok(m) => out.push((p, FileAt::of(&m, 0).id)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(read_err(&p)(e)),
+        }
+    }
+    Ok(out)
+}
+
+/// Follows the log whose live file is `live`, `open` being its newest file already read
+/// (`None`: there was none), until `follow` says to stop: at the end of the open file it
+/// waits for more, reads a truncated file again, or goes on to the next file once the
+/// open one was rotated (through every file rotated meanwhile, in order).
 fn follow_live<W: Write>(
     live: &Path,
     mut open: Option<BufReader<File>>,
@@ -521,34 +545,44 @@ fn follow_live<W: Write>(
 ) -> Result<(), LogError> {
     let mut finishing = false;
     loop {
-        if let Some(r) = open.as_mut() {
-            copy_lines(r, lines, printer).map_err(read_err(live))?;
-        }
-        let at_path = match fs::metadata(live) {
-            Ok(m) => Some(FileAt::of(&m, m.len())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(read_err(live)(e)),
-        };
+        let mut open_id = None;
         let step = match open.as_mut() {
             Some(r) => {
+                copy_lines(r, lines, printer).map_err(read_err(live))?;
+                let at_path = match fs::metadata(live) {
+                    Ok(m) => Some(FileAt::of(&m, m.len())),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(read_err(live)(e)),
+                };
                 let pos = r.stream_position().map_err(read_err(live))?;
                 let meta = r.get_ref().metadata().map_err(read_err(live))?;
-                follow_step(FileAt::of(&meta, pos), at_path)
+                let at = FileAt::of(&meta, pos);
+                open_id = Some(at.id);
+                follow_step(at, at_path)
             }
-            None if at_path.is_some() => FollowStep::Reopen,
-            None => FollowStep::Wait,
+            None => FollowStep::Reopen,
         };
         match step {
             FollowStep::Reopen => {
-                // The old file was read to its end above; what is unfinished in it stays so.
-                finish_file(lines, printer).map_err(read_err(live))?;
-                match File::open(live) {
-                    Ok(f) => open = Some(BufReader::new(f)),
-                    // Rotated again in between: looked at again next time.
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => open = None,
-                    Err(e) => return Err(read_err(live)(e)),
+                if let Some(r) = open.as_mut() {
+                    // Written to before it was renamed, after the read above.
+                    copy_lines(r, lines, printer).map_err(read_err(live))?;
                 }
-                continue;
+                let files = files_with_ids(live)?;
+                let ids: Vec<(u64, u64)> = files.iter().map(|(_, id)| *id).collect();
+                if let Some(i) = next_file(&ids, open_id) {
+                    let path = &files[i].0;
+                    match File::open(path) {
+                        Ok(f) => {
+                            finish_file(lines, printer).map_err(read_err(live))?;
+                            open = Some(BufReader::new(f));
+                            continue;
+                        }
+                        // Rotated or deleted since it was listed: listed again.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(read_err(path)(e)),
+                    }
+                }
             }
             FollowStep::Rewind => {
                 *lines = LineReader::default();
@@ -736,6 +770,18 @@ mod tests {
     }
 
     #[test]
+    fn a_follower_goes_through_every_file_rotated_meanwhile_in_order() {
+        let files = [(1, 10), (1, 11), (1, 12)];
+        assert_eq!(next_file(&files, Some((1, 10))), Some(1));
+        assert_eq!(next_file(&files, Some((1, 11))), Some(2));
+        assert_eq!(next_file(&files, Some((1, 12))), None, "the newest: wait");
+        assert_eq!(next_file(&files, Some((1, 9))), Some(0), "deleted: every file left is newer");
+        assert_eq!(next_file(&files, None), Some(0));
+        assert_eq!(next_file(&[], None), None);
+        assert_eq!(next_file(&[], Some((1, 9))), None);
+    }
+
+    #[test]
     fn logs_are_printed_from_rotated_files_and_followed_across_a_rotation() {
         let dir = tempfile::tempdir().unwrap();
         let live = dir.path().join("0.log");
@@ -744,26 +790,23 @@ mod tests {
         let mut out = Vec::new();
         print_logs(&live, LogOptions { tail: Some(3), timestamps: false }, &mut out, None).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "line 1\nline 2\nline 3\n");
-        // Follow: the writer rotates, writes on, and the instance ends.
+        // Follow: the writer rotates twice between two looks, writes on, and the instance ends.
         let mut polls = 0;
-        let live2 = live.clone();
-        let dir2 = dir.path().to_path_buf();
+        let (live2, dir2) = (live.clone(), dir.path().to_path_buf());
         let mut follow = move || {
             polls += 1;
             match polls {
                 1 => {
-                    fs::OpenOptions::new()
-                        .append(true)
-                        .open(&live2)
-                        .unwrap()
-                        .write_all(numbered(4..5).as_bytes())
-                        .unwrap();
+                    let mut f = fs::OpenOptions::new().append(true).open(&live2).unwrap();
+                    f.write_all(numbered(4..5).as_bytes()).unwrap();
                     fs::rename(&live2, dir2.join("0.log.20240501-110000")).unwrap();
+                    fs::write(&live2, numbered(5..6)).unwrap();
+                    fs::rename(&live2, dir2.join("0.log.20240501-120000")).unwrap();
                     Follow::Go
                 }
                 2 => Follow::Go,
                 3 => {
-                    fs::write(&live2, format!("{}{T} stdout F unfinished", numbered(5..6))).unwrap();
+                    fs::write(&live2, format!("{}{T} stdout F unfinished", numbered(6..7))).unwrap();
                     Follow::Finish
                 }
                 _ => panic!("asked again after Finish"),
@@ -771,7 +814,7 @@ mod tests {
         };
         let mut out = Vec::new();
         print_logs(&live, LogOptions { tail: Some(1), timestamps: false }, &mut out, Some(&mut follow)).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "line 3\nline 4\nline 5\nunfinished\n");
+        assert_eq!(String::from_utf8(out).unwrap(), "line 3\nline 4\nline 5\nline 6\nunfinished\n");
     }
 
     #[test]
