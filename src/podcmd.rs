@@ -89,34 +89,28 @@ pub enum PodCmdError {
         state: String,
     },
     /// The instance's log could not be read or printed.
-    #[error("logs of container {container:?} in pod {pod:?}")]
+    #[error("logs of {subject}")]
     Logs {
-        /// The container.
-        container: String,
-        /// The pod.
-        pod: String,
+        /// `container "app" in pod "web"`.
+        subject: String,
         /// Why.
         #[source]
         source: LogError,
     },
     /// `logs -f` lost the runtime while following.
-    #[error("following container {container:?} in pod {pod:?}: cannot ask the runtime whether it still runs")]
+    #[error("following {subject}: cannot ask the runtime whether it still runs")]
     Follow {
-        /// The container.
-        container: String,
-        /// The pod.
-        pod: String,
+        /// `container "app" in pod "web"`.
+        subject: String,
         /// Why.
         #[source]
         source: RuntimeError,
     },
     /// The command could not be run.
-    #[error("exec in container {container:?} of pod {pod:?}")]
+    #[error("exec in {subject}")]
     Exec {
-        /// The container.
-        container: String,
-        /// The pod.
-        pod: String,
+        /// `container "app" in pod "web"`.
+        subject: String,
         /// Why.
         #[source]
         source: RuntimeError,
@@ -197,7 +191,7 @@ pub fn pod_containers(all: Vec<ContainerInfo>, pod: &PodRef) -> Vec<PodContainer
         }
     }
     for p in &mut out {
-        p.instances.sort_by(|a, b| (b.config.attempt, b.created_at).cmp(&(a.config.attempt, a.created_at)));
+        p.instances.sort_by_key(|i| std::cmp::Reverse((i.config.attempt, i.created_at)));
     }
     out.sort_by(|a, b| {
         (a.init, a.index.is_none(), a.index, &a.name).cmp(&(b.init, b.index.is_none(), b.index, &b.name))
@@ -276,6 +270,11 @@ pub fn exec_exit_code(r: &ExecResult) -> u8 {
         return EXIT_TIMED_OUT;
     }
     u8::try_from(r.exit_code).unwrap_or(u8::MAX)
+}
+
+/// `container "app" in pod "web"`, for messages.
+fn subject(c: &PodContainer, pod: &str) -> String {
+    format!("container {:?} in pod {pod:?}", c.name)
 }
 
 /// What an instance is, for messages.
@@ -357,7 +356,7 @@ pub fn logs(
     let c = find(runtime, target)?;
     let pod = &target.pod.name;
     let instance = choose_instance(&c, pod, previous)?;
-    let logs_err = |source| PodCmdError::Logs { container: c.name.clone(), pod: pod.clone(), source };
+    let logs_err = |source| PodCmdError::Logs { subject: subject(&c, pod), source };
     let out = std::io::stdout().lock();
     let mut interrupted = false;
     let mut lost: Option<RuntimeError> = None;
@@ -390,7 +389,7 @@ pub fn logs(
         eprintln!("warning: skipped {malformed} malformed line(s) in the log of container {:?}", c.name);
     }
     if let Some(source) = lost {
-        return Err(PodCmdError::Follow { container: c.name.clone(), pod: pod.clone(), source });
+        return Err(PodCmdError::Follow { subject: subject(&c, pod), source });
     }
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
@@ -412,7 +411,7 @@ pub fn exec(
     if instance.state != ContainerState::Running {
         return Err(PodCmdError::NotRunning { container: c.name.clone(), pod: pod.clone(), state: state_of(instance) });
     }
-    let exec_err = |source| PodCmdError::Exec { container: c.name.clone(), pod: pod.clone(), source };
+    let exec_err = |source| PodCmdError::Exec { subject: subject(&c, pod), source };
     let result = match runtime.exec_start(&instance.id, command, timeout).map_err(exec_err)? {
         ExecStart::Finished(r) => r,
         ExecStart::Running(p) => match p.wait_unless(timeout, &*interrupt_flag()?).map_err(exec_err)? {

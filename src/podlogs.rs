@@ -404,11 +404,14 @@ pub fn tail_start<F: Read + Seek>(files: &mut [(F, u64)], want: u64) -> io::Resu
     Ok((0, 0))
 }
 
+/// A file's device and inode.
+pub type FileKey = (u64, u64);
+
 /// What identifies an open log file, and how far it was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileAt {
     /// Device and inode.
-    pub id: (u64, u64),
+    pub id: FileKey,
     /// The size the path's file has now, or the offset read up to in the open file.
     pub len: u64,
 }
@@ -469,7 +472,7 @@ pub fn print_logs<W: Write>(
     live: &Path,
     opts: LogOptions,
     out: W,
-    mut follow: Option<&mut dyn FnMut() -> Follow>,
+    follow: Option<&mut dyn FnMut() -> Follow>,
 ) -> Result<u64, LogError> {
     let mut printer = LogPrinter::new(out, opts.timestamps);
     let paths = instance_files(live)?;
@@ -502,7 +505,7 @@ pub fn print_logs<W: Write>(
         }
     }
     printer.flush().map_err(LogError::Write)?;
-    if let Some(follow) = follow.as_deref_mut() {
+    if let Some(follow) = follow {
         follow_live(live, kept, &mut lines, &mut printer, follow)?;
     }
     Ok(printer.malformed())
@@ -512,7 +515,7 @@ pub fn print_logs<W: Write>(
 /// once it read all of the one it has open (`None`: it has none yet): the one after it;
 /// when it is not among them any more (rotated files beyond `max_files` are deleted, oldest
 /// first), every file left is newer, so the oldest. `None`: no newer file yet.
-pub fn next_file(files: &[(u64, u64)], open: Option<(u64, u64)>) -> Option<usize> {
+pub fn next_file(files: &[FileKey], open: Option<FileKey>) -> Option<usize> {
     match open.and_then(|id| files.iter().position(|f| *f == id)) {
         Some(i) => (i + 1 < files.len()).then_some(i + 1),
         None => (!files.is_empty()).then_some(0),
@@ -520,7 +523,7 @@ pub fn next_file(files: &[(u64, u64)], open: Option<(u64, u64)>) -> Option<usize
 }
 
 /// The instance's files (`instance_files`) that still exist, with their identities.
-fn files_with_ids(live: &Path) -> Result<Vec<(PathBuf, (u64, u64))>, LogError> {
+fn files_with_ids(live: &Path) -> Result<Vec<(PathBuf, FileKey)>, LogError> {
     let mut out = Vec::new();
     for p in instance_files(live)? {
         match fs::metadata(&p) {
@@ -569,7 +572,7 @@ fn follow_live<W: Write>(
                     copy_lines(r, lines, printer).map_err(read_err(live))?;
                 }
                 let files = files_with_ids(live)?;
-                let ids: Vec<(u64, u64)> = files.iter().map(|(_, id)| *id).collect();
+                let ids: Vec<FileKey> = files.iter().map(|(_, id)| *id).collect();
                 if let Some(i) = next_file(&ids, open_id) {
                     let path = &files[i].0;
                     match File::open(path) {
@@ -744,7 +747,7 @@ mod tests {
             rec("stderr", "P", "thr"),
             rec("stderr", "F", "ee")
         );
-        let mut f = files(&[text.clone()]);
+        let mut f = files(std::slice::from_ref(&text));
         let (_, at) = tail_start(&mut f, 2).unwrap();
         let mut out = Vec::new();
         let mut p = LogPrinter::new(&mut out, false);
