@@ -57,6 +57,15 @@ pub enum AgentError {
         #[source]
         source: RuntimeError,
     },
+    /// The runtime's records could not be opened to read (`open_runtime_read_only`).
+    #[error("cannot read the {runtime} runtime")]
+    ReadRuntime {
+        /// Backend name.
+        runtime: String,
+        /// Cause.
+        #[source]
+        source: RuntimeError,
+    },
     /// A manager thread could not be spawned.
     #[error("cannot start the {name} thread")]
     Spawn {
@@ -193,7 +202,7 @@ pub fn open_runtime_read_only(cfg: &Config) -> Result<Arc<dyn ContainerRuntime>,
     match cfg.runtime {
         RuntimeBackend::Process => ProcessRuntime::open_read_only(&runtime_root(cfg))
             .map(|rt| Arc::new(rt) as Arc<dyn ContainerRuntime>)
-            .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source }),
+            .map_err(|source| AgentError::ReadRuntime { runtime: cfg.runtime.to_string(), source }),
         RuntimeBackend::Cri => Ok(Arc::new(CriRuntime::new(cri_client(cfg)?, "", &Health::default()))),
     }
 }

@@ -38,9 +38,6 @@ pub enum PodCmdError {
         /// What is wrong and what is allowed.
         message: String,
     },
-    /// The runtime could not be opened.
-    #[error(transparent)]
-    OpenRuntime(#[from] crate::agent::AgentError),
     /// The runtime could not list its containers or sandboxes.
     #[error("cannot list the runtime's {what}")]
     List {
