@@ -515,7 +515,7 @@ fn pod_target(flags: &Flags, cmd: &str) -> anyhow::Result<podcmd::Target> {
         [] => bail!("{cmd} needs a pod name"),
         [_, extra, ..] => bail!("{cmd}: unexpected argument {extra:?} (give one pod name)"),
     };
-    let namespace = flags.namespace.clone().unwrap_or_else(|| "default".into());
+    let namespace = flags.namespace.clone().unwrap_or_else(|| podcmd::DEFAULT_NAMESPACE.into());
     Ok(podcmd::Target { pod: podcmd::PodRef { namespace, name }, container: flags.container.clone() })
 }
 

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The namespace without `-n` (kubectl's).
+pub const DEFAULT_NAMESPACE: &str = "default";
 /// kubectl's annotation naming the container `logs` and `exec` use without `-c`.
 pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
 /// `exec`'s timeout without `--timeout`.
@@ -354,7 +356,8 @@ pub fn logs(
     let pod = &target.pod.name;
     let instance = choose_instance(&c, pod, previous)?;
     let logs_err = |source| PodCmdError::Logs { subject: subject(&c, pod), source };
-    let out = std::io::stdout().lock();
+    // Flushed by the printer after each read of the files.
+    let out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut interrupted = false;
     let mut lost: Option<RuntimeError> = None;
     let malformed = if follow && instance.state == ContainerState::Running {
@@ -411,6 +414,9 @@ pub fn exec(
     let exec_err = |source| PodCmdError::Exec { subject: subject(&c, pod), source };
     let result = match runtime.exec_start(&instance.id, command, timeout).map_err(exec_err)? {
         ExecStart::Finished(r) => r,
+        // The handlers go in only now: a CRI `ExecSync` (above) must stay cancellable by a
+        // signal that ends this process. A signal in the instant before they are in leaves
+        // the command to run to its timeout, in its own process group, with nobody waiting.
         ExecStart::Running(p) => match p.wait_unless(timeout, &*interrupt_flag()?).map_err(exec_err)? {
             Some(r) => r,
             None => {

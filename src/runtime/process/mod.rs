@@ -156,6 +156,27 @@ impl ProcessRuntime {
                 }
             }
         }
+        Self::open(root, shim_exe, log_max_size, log_max_files, false)
+    }
+
+    /// Opens the records under `root` to read them only, for commands that may run beside a
+    /// live agent (`ferrolet logs`, `ferrolet exec`): nothing is created, swept, moved aside,
+    /// killed or recorded, and every call that would change a record is refused. A shim's
+    /// liveness is told by its recorded pid and start time instead of by trying its lock: a
+    /// try takes the lock for an instant, and a container the agent starts in that instant
+    /// would fail to start. `exec_start` still runs commands in running containers.
+    pub fn open_read_only(root: &Path) -> Result<Self, RuntimeError> {
+        Self::open(root, Path::new(""), 0, 0, true)
+    }
+
+    /// The runtime over the existing directories under `root`.
+    fn open(
+        root: &Path,
+        shim_exe: &Path,
+        log_max_size: u64,
+        log_max_files: u32,
+        read_only: bool,
+    ) -> Result<Self, RuntimeError> {
         let containers = root.join("containers");
         let containers = File::open(&containers).map_err(state_err(&containers))?;
         Ok(ProcessRuntime {
@@ -174,36 +195,7 @@ impl ProcessRuntime {
             sandboxes: Mutex::new(None),
             reported: Mutex::new(HashSet::new()),
             quarantined: Mutex::new(Vec::new()),
-            read_only: false,
-        })
-    }
-
-    /// Opens the records under `root` to read them only, for commands that may run beside a
-    /// live agent (`ferrolet logs`, `ferrolet exec`): nothing is created, swept, moved aside,
-    /// killed or recorded, and every call that would change a record is refused. A shim's
-    /// liveness is told by its recorded pid and start time instead of by trying its lock: a
-    /// try takes the lock for an instant, and a container the agent starts in that instant
-    /// would fail to start. `exec_start` still runs commands in running containers.
-    pub fn open_read_only(root: &Path) -> Result<Self, RuntimeError> {
-        let containers = root.join("containers");
-        let containers = File::open(&containers).map_err(state_err(&containers))?;
-        Ok(ProcessRuntime {
-            containers,
-            root: root.into(),
-            shim_exe: PathBuf::new(),
-            log_max_size: 0,
-            log_max_files: 0,
-            cgroups: None,
-            cache: Mutex::new(HashMap::new()),
-            clock: Arc::new(RealClock),
-            kept_locks: Arc::new(AtomicUsize::new(0)),
-            lock_budget: 0,
-            #[cfg(test)]
-            looks: AtomicUsize::new(0),
-            sandboxes: Mutex::new(None),
-            reported: Mutex::new(HashSet::new()),
-            quarantined: Mutex::new(Vec::new()),
-            read_only: true,
+            read_only,
         })
     }
 
