@@ -480,11 +480,19 @@ pub fn print_logs<W: Write>(
         return Err(LogError::Missing { path: live.into() });
     }
     let mut files = Vec::with_capacity(paths.len());
-    for p in &paths {
-        let f = File::open(p).map_err(read_err(p))?;
-        let len = f.metadata().map_err(read_err(p))?.len();
+    let mut opened = Vec::with_capacity(paths.len());
+    for p in paths {
+        let f = match File::open(&p) {
+            Ok(f) => f,
+            // Rotated away (deleted past `max_files`) since it was listed.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(read_err(&p)(e)),
+        };
+        let len = f.metadata().map_err(read_err(&p))?.len();
         files.push((f, len));
+        opened.push(p);
     }
+    let paths = opened;
     let (first, offset) = match opts.tail {
         Some(n) => tail_start(&mut files, n).map_err(read_err(live))?,
         None => (0, 0),
