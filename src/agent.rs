@@ -57,6 +57,15 @@ pub enum AgentError {
         #[source]
         source: RuntimeError,
     },
+    /// The runtime's records could not be opened to read (`open_runtime_read_only`).
+    #[error("cannot read the {runtime} runtime")]
+    ReadRuntime {
+        /// Backend name.
+        runtime: String,
+        /// Cause.
+        #[source]
+        source: RuntimeError,
+    },
     /// A manager thread could not be spawned.
     #[error("cannot start the {name} thread")]
     Spawn {
@@ -191,14 +200,33 @@ fn open_runtime(
     }
 }
 
+/// Opens the configured runtime to look at it, for `ferrolet logs` and `ferrolet exec`,
+/// which may run beside a live agent: the process runtime read-only
+/// (`ProcessRuntime::open_read_only`: nothing created, moved or killed), the CRI runtime
+/// with neither the start-up check nor a sandbox image (it only lists and execs).
+pub fn open_runtime_read_only(cfg: &Config) -> Result<Arc<dyn ContainerRuntime>, AgentError> {
+    match cfg.runtime {
+        RuntimeBackend::Process => ProcessRuntime::open_read_only(&runtime_root(cfg))
+            .map(|rt| Arc::new(rt) as Arc<dyn ContainerRuntime>)
+            .map_err(|source| AgentError::ReadRuntime { runtime: cfg.runtime.to_string(), source }),
+        RuntimeBackend::Cri => Ok(Arc::new(CriRuntime::new(cri_client(cfg)?, "", &Health::default()))),
+    }
+}
+
+/// Connects to `container_runtime_endpoint`; each call gets `runtime_request_timeout`.
+fn cri_client(cfg: &Config) -> Result<CriClient, AgentError> {
+    let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).name_prefix("fl-crigrpc").build());
+    let timeout = cfg.runtime_request_timeout.0;
+    let client = CriClient::connect(&cfg.container_runtime_endpoint, CRI_CONNECT_TIMEOUT.min(timeout), env)
+        .map_err(|source| AgentError::Cri { source })?;
+    Ok(client.with_call_timeout(timeout))
+}
+
 /// Connects to `container_runtime_endpoint`, checks the runtime and learns its pause image.
 fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> {
     let endpoint = &cfg.container_runtime_endpoint;
-    let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).name_prefix("fl-crigrpc").build());
-    let timeout = cfg.runtime_request_timeout.0;
     let cri_err = |source| AgentError::Cri { source };
-    let client = CriClient::connect(endpoint, CRI_CONNECT_TIMEOUT.min(timeout), env).map_err(cri_err)?;
-    let client = client.with_call_timeout(timeout);
+    let client = cri_client(cfg)?;
     let (version, network) = client.check().map_err(cri_err)?;
     log::info!(
         "cri: {} {} (CRI {}) at {endpoint}",
@@ -233,8 +261,13 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
-    ProcessRuntime::new(&cfg.state_dir.join("runtime"), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
+    ProcessRuntime::new(&runtime_root(cfg), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
         .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source })
+}
+
+/// Where the process runtime keeps its records.
+fn runtime_root(cfg: &Config) -> PathBuf {
+    cfg.state_dir.join("runtime")
 }
 
 /// Sets up pod cgroups unless `cgroups.enforcement` is `off`. Without access to the cgroup

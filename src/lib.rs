@@ -13,6 +13,8 @@ pub mod inputfile;
 pub mod logsafe;
 pub mod manager;
 pub mod metrics;
+pub mod podcmd;
+pub mod podlogs;
 pub mod pods;
 pub mod podsource;
 pub mod prober;

@@ -1,11 +1,12 @@
-//! The `ferrolet` command line: `run`, `validate`, `get …`, `describe`, `plan`, `drain`,
-//! `version` (and the internal
+//! The `ferrolet` command line: `run`, `validate`, `get …`, `describe`, `logs`, `exec`,
+//! `plan`, `drain`, `version` (and the internal
 //! `shim`, which the process runtime starts once per container).
 
 use anyhow::{bail, Context};
 use ferrolet::agent::Agent;
 use ferrolet::cli::{self, Output};
 use ferrolet::config::{Config, Overrides};
+use ferrolet::podcmd;
 use ferrolet::podsource::read_manifest;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +26,11 @@ usage:
   ferrolet plan cgroups [--config FILE] [-o json] [--cpus N] [--memory Q] [--system-reserved cpu=…,memory=…]
                         [--kube-reserved …] [--qos-reserved memory=N%] [--cgroup-version 1|2]
                         [--cgroup-root PATH] MANIFEST...   the cgroups and values ferrolet would write
+  ferrolet logs POD [-c CONTAINER] [-n NAMESPACE] [-p] [--tail N] [-f] [--timestamps]
+                [--config FILE] [--state-dir DIR] [--runtime process|cri]
+                [--container-runtime-endpoint unix:///PATH]   a container's log, as kubectl logs
+  ferrolet exec POD [-c CONTAINER] [-n NAMESPACE] [--timeout DURATION] [config flags as for logs]
+                -- COMMAND [ARG...]   run a command in a running container (no terminal, no stdin)
   ferrolet drain [--config FILE] [--state-dir DIR]  stop every container and remove every pod
                                                     (with no agent running)
   ferrolet version
@@ -86,6 +92,49 @@ usage: ferrolet drain [--config FILE] [--state-dir DIR]
 Stops every container and removes every pod, with no agent running.
 ";
 
+/// `ferrolet logs --help`.
+const LOGS_HELP: &str = "\
+usage: ferrolet logs POD [-c CONTAINER] [-n NAMESPACE] [-p|--previous] [--tail N] [-f|--follow]
+                     [--timestamps] [--config FILE] [--state-dir DIR] [--runtime process|cri]
+                     [--container-runtime-endpoint unix:///PATH]
+
+Prints the log of a container of pod POD (the name `ferrolet get pods` shows; static pods
+are <manifest name>-<node name>) in namespace NAMESPACE (default: default), both streams
+to stdout, as kubectl logs does. The container runtime of the configuration is asked
+which containers the pod has (no agent needs to run, and a running one is not disturbed);
+the log is read from the instance's log files, rotated ones included.
+
+  -c, --container NAME  the container; without it, the pod's only container, else the one
+                        its kubectl.kubernetes.io/default-container annotation names, else
+                        the first app container (saying so on stderr)
+  -p, --previous        the instance before the newest one (the one that ended last)
+      --tail N          only the last N lines (at most 1000000; -1: all, the default)
+  -f, --follow          go on printing as the container writes, across log rotations, until
+                        that instance stops running, or SIGINT/SIGTERM (exit code 130)
+      --timestamps      start each line with the time it was written (RFC 3339)
+
+Lines of the log file that are not CRI log records are skipped (a warning counts them).
+";
+
+/// `ferrolet exec --help`.
+const EXEC_HELP: &str = "\
+usage: ferrolet exec POD [-c CONTAINER] [-n NAMESPACE] [--timeout DURATION] [--config FILE]
+                     [--state-dir DIR] [--runtime process|cri]
+                     [--container-runtime-endpoint unix:///PATH] -- COMMAND [ARG...]
+
+Runs COMMAND in the newest instance of a container of pod POD, which must be running: with
+the process runtime, as the container runs (its environment, working directory and
+cgroup); with CRI, through ExecSync. There is no terminal and no stdin. POD, NAMESPACE and
+the container are found as for `ferrolet logs`.
+
+The command's output is printed when it ends, stdout to stdout and stderr to stderr, each
+at most 1 MiB (the rest is dropped, with a warning). ferrolet exec exits with the command's
+exit code (128+N when a signal N killed it). A command still running after --timeout
+(default 1m, from 1s to 24h) is killed, and ferrolet exec exits 124. SIGINT or SIGTERM kills
+the command and exits 130. Errors of ferrolet itself (no such pod, a container that is not
+running) exit 1.
+";
+
 /// `ferrolet version --help`.
 const VERSION_HELP: &str = "\
 usage: ferrolet version
@@ -102,6 +151,8 @@ fn help_for(cmd: &str) -> &'static str {
         "describe" => DESCRIBE_HELP,
         "plan" => PLAN_HELP,
         "drain" => DRAIN_HELP,
+        "logs" => LOGS_HELP,
+        "exec" => EXEC_HELP,
         "version" | "--version" => VERSION_HELP,
         _ => USAGE,
     }
@@ -120,6 +171,17 @@ struct Flags {
     watch: bool,
     /// `plan` flags named like kubelet's, by name without the dashes.
     plan: std::collections::BTreeMap<&'static str, String>,
+    /// `logs` and `exec`: `-c`, `-n`.
+    container: Option<String>,
+    namespace: Option<String>,
+    /// `logs`: `-p`, `--tail`, `-f`, `--timestamps`.
+    previous: bool,
+    tail: Option<String>,
+    follow: bool,
+    timestamps: bool,
+    /// `exec`: `--timeout`, and the command after `--`.
+    timeout: Option<String>,
+    command: Option<Vec<String>>,
     positional: Vec<String>,
 }
 
@@ -163,6 +225,13 @@ fn parse_flags(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Re
             Long("for") => f.for_object = Some(value(&mut p, &flag)?),
             Short('w') | Long("watch") => f.watch = true,
             Short('o') | Long("output") => f.output = Some(value(&mut p, &flag)?.parse()?),
+            Short('c') | Long("container") => f.container = Some(value(&mut p, &flag)?),
+            Short('n') | Long("namespace") => f.namespace = Some(value(&mut p, &flag)?),
+            Short('p') | Long("previous") => f.previous = true,
+            Long("tail") => f.tail = Some(value(&mut p, &flag)?),
+            Short('f') | Long("follow") => f.follow = true,
+            Long("timestamps") => f.timestamps = true,
+            Long("timeout") => f.timeout = Some(value(&mut p, &flag)?),
             Long(name) if PLAN_FLAGS.contains(&name) => {
                 let key = PLAN_FLAGS.iter().copied().find(|n| *n == name).unwrap_or("cpus");
                 f.plan.insert(key, value(&mut p, &flag)?);
@@ -439,6 +508,57 @@ fn plan(flags: Flags) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
+/// The pod and container `logs` and `exec` name: `POD`, `-n`, `-c`.
+fn pod_target(flags: &Flags, cmd: &str) -> anyhow::Result<podcmd::Target> {
+    let name = match flags.positional.as_slice() {
+        [name] => name.clone(),
+        [] => bail!("{cmd} needs a pod name"),
+        [_, extra, ..] => bail!("{cmd}: unexpected argument {extra:?} (give one pod name)"),
+    };
+    let namespace = flags.namespace.clone().unwrap_or_else(|| podcmd::DEFAULT_NAMESPACE.into());
+    Ok(podcmd::Target { pod: podcmd::PodRef { namespace, name }, container: flags.container.clone() })
+}
+
+fn logs(flags: Flags) -> anyhow::Result<u8> {
+    let target = pod_target(&flags, "logs")?;
+    let opts = ferrolet::podlogs::LogOptions {
+        tail: flags.tail.as_deref().map(podcmd::parse_tail).transpose()?.flatten(),
+        timestamps: flags.timestamps,
+    };
+    let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    let runtime = ferrolet::agent::open_runtime_read_only(&cfg)?;
+    Ok(podcmd::logs(&*runtime, &target, flags.previous, flags.follow, opts)?)
+}
+
+fn exec(flags: Flags) -> anyhow::Result<u8> {
+    let Some(command) = flags.command.as_deref() else {
+        bail!("exec needs the command after --: ferrolet exec POD -- COMMAND [ARG...]");
+    };
+    if command.is_empty() {
+        bail!("exec needs a command after --");
+    }
+    let target = pod_target(&flags, "exec")?;
+    let timeout = flags.timeout.as_deref().map(podcmd::parse_timeout).transpose()?;
+    let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    let runtime = ferrolet::agent::open_runtime_read_only(&cfg)?;
+    Ok(podcmd::exec(&*runtime, &target, command, timeout.unwrap_or(podcmd::DEFAULT_EXEC_TIMEOUT))?)
+}
+
+/// `args` split at the first `--`: what is before it, and the words after it (`exec`'s
+/// command, taken as they are), or `None` when there is no `--`.
+fn split_at_dashes(
+    mut args: Vec<std::ffi::OsString>,
+) -> anyhow::Result<(Vec<std::ffi::OsString>, Option<Vec<String>>)> {
+    let Some(dash) = args.iter().position(|a| a == "--") else { return Ok((args, None)) };
+    let after = args.split_off(dash + 1);
+    args.pop();
+    let words = after
+        .into_iter()
+        .map(|a| a.into_string().map_err(|a| anyhow::anyhow!("argument {a:?} is not UTF-8")))
+        .collect::<anyhow::Result<_>>()?;
+    Ok((args, Some(words)))
+}
+
 fn describe(flags: Flags) -> anyhow::Result<()> {
     let server = api_server(&flags)?;
     let name = match flags.positional.as_slice() {
@@ -523,11 +643,18 @@ fn main() -> ExitCode {
     init_logging();
     if matches!(
         cmd.as_str(),
-        "get" | "describe" | "validate" | "plan" | "version" | "--version" | "help" | "-h" | "--help"
+        "get" | "describe" | "logs" | "exec" | "validate" | "plan" | "version" | "--version" | "help" | "-h" | "--help"
     ) {
         end_quietly_on_a_closed_stdout();
     }
-    let flags = match parse_flags(args) {
+    // Only `exec` takes words after `--` (its command, which may look like flags).
+    let args: Vec<std::ffi::OsString> = args.collect();
+    let parsed = if cmd == "exec" {
+        split_at_dashes(args).and_then(|(args, command)| Ok(Flags { command, ..parse_flags(args)? }))
+    } else {
+        parse_flags(args)
+    };
+    let flags = match parsed {
         Ok(f) => f,
         Err(e) => {
             eprintln!("error: {e:#}\n\n{}", help_for(&cmd));
@@ -538,21 +665,24 @@ fn main() -> ExitCode {
         print!("{}", help_for(&cmd));
         return ExitCode::SUCCESS;
     }
+    let done = |ok: bool| u8::from(!ok);
     let result = match cmd.as_str() {
-        "run" => run(flags).map(|_| true),
-        "validate" => validate(flags),
-        "get" => get(flags).map(|_| true),
-        "drain" => drain(flags).map(|_| true),
-        "describe" => describe(flags).map(|_| true),
-        "plan" => plan(flags),
+        "run" => run(flags).map(|_| 0),
+        "validate" => validate(flags).map(done),
+        "get" => get(flags).map(|_| 0),
+        "drain" => drain(flags).map(|_| 0),
+        "describe" => describe(flags).map(|_| 0),
+        "logs" => logs(flags),
+        "exec" => exec(flags),
+        "plan" => plan(flags).map(done),
         "version" | "--version" => {
             println!("ferrolet {}", env!("CARGO_PKG_VERSION"));
-            Ok(true)
+            Ok(0)
         }
         "help" | "-h" | "--help" => {
             // `ferrolet help get` is `ferrolet get --help`.
             print!("{}", help_for(flags.positional.first().map_or("", String::as_str)));
-            Ok(true)
+            Ok(0)
         }
         other => {
             eprintln!("error: unknown command {other:?}\n\n{USAGE}");
@@ -560,8 +690,7 @@ fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -603,6 +732,27 @@ mod tests {
     }
 
     #[test]
+    fn exec_takes_the_words_after_the_first_double_dash_as_they_are() {
+        let args = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let (before, command) = split_at_dashes(args(&["web", "-c", "app", "--", "sh", "-c", "echo --"])).unwrap();
+        assert_eq!(before, args(&["web", "-c", "app"]));
+        assert_eq!(command.unwrap(), ["sh", "-c", "echo --"]);
+        let f = parse_flags(before).unwrap();
+        assert_eq!((f.positional, f.container), (vec!["web".to_string()], Some("app".into())));
+        assert_eq!(split_at_dashes(args(&["web"])).unwrap().1, None);
+        assert_eq!(split_at_dashes(args(&["web", "--"])).unwrap().1, Some(vec![]));
+    }
+
+    #[test]
+    fn logs_flags_are_kubectls() {
+        let f = parse(&["web", "-c", "app", "-n", "kube-system", "-p", "--tail", "-1", "-f", "--timestamps"]).unwrap();
+        assert_eq!(f.positional, ["web"]);
+        assert_eq!((f.container.as_deref(), f.namespace.as_deref()), (Some("app"), Some("kube-system")));
+        assert!(f.previous && f.follow && f.timestamps);
+        assert_eq!(f.tail.as_deref(), Some("-1"));
+    }
+
+    #[test]
     fn help_is_returned_not_acted_on_and_wins_over_later_flags() {
         assert!(parse(&["--help"]).unwrap().help);
         assert!(parse(&["pods", "-h", "--bogus"]).unwrap().help);
@@ -618,7 +768,7 @@ mod tests {
 
     #[test]
     fn every_subcommand_has_its_own_help() {
-        for cmd in ["run", "validate", "get", "describe", "plan", "drain", "version"] {
+        for cmd in ["run", "validate", "get", "describe", "logs", "exec", "plan", "drain", "version"] {
             let h = help_for(cmd);
             assert!(h.starts_with(&format!("usage: ferrolet {cmd}")), "{cmd}: {h}");
         }

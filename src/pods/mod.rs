@@ -48,6 +48,10 @@ use view::Snapshot;
 /// Label telling init, sidecar and app containers apart (needed to stop orphans in order);
 /// its values are `ContainerKind::as_str`.
 pub const CONTAINER_KIND_LABEL: &str = "ferrolet.io/container-kind";
+/// Label holding a container's index in its list of the pod spec (`containers`, or
+/// `initContainers` for init and sidecar containers), so tools that see only the runtime
+/// (`ferrolet logs`, `ferrolet exec`) list and default containers in spec order.
+pub const CONTAINER_INDEX_LABEL: &str = "ferrolet.io/container-index";
 /// kubelet's `minimumGracePeriodInSeconds`.
 pub const MIN_GRACE: Duration = Duration::from_secs(2);
 

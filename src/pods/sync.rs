@@ -7,7 +7,10 @@ use super::actions::{
 };
 use super::backoff::Key;
 use super::view::Snapshot;
-use super::{ContainerStartError, DevicePrep, PodManager, Waiting, WaitingReason, CONTAINER_KIND_LABEL, MIN_GRACE};
+use super::{
+    ContainerKind, ContainerStartError, DevicePrep, PodManager, Waiting, WaitingReason, CONTAINER_INDEX_LABEL,
+    CONTAINER_KIND_LABEL, MIN_GRACE,
+};
 use crate::api::expand::{expand, resolve_env};
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
@@ -276,6 +279,10 @@ impl PodManager {
         lbl.insert(labels::POD_NAMESPACE.to_string(), pod.metadata.namespace.clone());
         lbl.insert(labels::CONTAINER_NAME.to_string(), c.name.clone());
         lbl.insert(CONTAINER_KIND_LABEL.to_string(), s.kind.as_str().to_string());
+        let list = if s.kind == ContainerKind::App { &pod.spec.containers } else { &pod.spec.init_containers };
+        if let Some(index) = list.iter().position(|x| x.name == c.name) {
+            lbl.insert(CONTAINER_INDEX_LABEL.to_string(), index.to_string());
+        }
         Ok(ContainerConfig {
             name: c.name.clone(),
             attempt: s.attempt,

@@ -13,12 +13,15 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Output kept per stream; the rest is read and dropped.
 pub const EXEC_OUTPUT_CAP: usize = 1 << 20;
 /// How often a command whose output is closed is checked for its exit (it has no fd to poll).
 pub const EXIT_CHECK: Duration = Duration::from_millis(2);
+/// How often `wait_unless` looks at its interrupt flag while the command's output is quiet.
+pub const INTERRUPT_CHECK: Duration = Duration::from_millis(100);
 
 /// What `exec_start` did.
 pub enum ExecStart {
@@ -142,23 +145,39 @@ impl ExecProcess {
     }
 
     /// Waits for the command, killing its process group once `timeout` has passed.
-    pub fn wait(mut self, timeout: Duration) -> Result<ExecResult, RuntimeError> {
+    pub fn wait(self, timeout: Duration) -> Result<ExecResult, RuntimeError> {
+        let never = AtomicBool::new(false);
+        // Never interrupted, so always a result.
+        Ok(self.wait_unless(timeout, &never)?.unwrap_or_else(|| unreachable!("not interrupted")))
+    }
+
+    /// `wait`, but once `interrupted` is set (a signal handler's flag, looked at every
+    /// `INTERRUPT_CHECK`) the command's process group is killed and `None` returned.
+    pub fn wait_unless(
+        mut self,
+        timeout: Duration,
+        interrupted: &AtomicBool,
+    ) -> Result<Option<ExecResult>, RuntimeError> {
         let deadline = Instant::now() + timeout;
         loop {
             self.read_output();
             if self.finished() {
-                return self.result();
+                return self.result().map(Some);
+            }
+            if interrupted.load(Ordering::Relaxed) {
+                // Dropped unreaped: its group is killed.
+                return Ok(None);
             }
             let now = Instant::now();
             if now >= deadline {
-                return Ok(self.kill());
+                return Ok(Some(self.kill()));
             }
             if self.output_closed() {
                 std::thread::sleep(EXIT_CHECK.min(deadline - now));
                 continue;
             }
             let fds: Vec<RawFd> = self.fds().collect();
-            util::poll_readable(&fds, Some(deadline - now))
+            util::poll_readable(&fds, Some(INTERRUPT_CHECK.min(deadline - now)))
                 .map_err(|source| RuntimeError::Process { action: "polling exec output".into(), source })?;
         }
     }

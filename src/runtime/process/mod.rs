@@ -130,6 +130,8 @@ pub struct ProcessRuntime {
     reported: Mutex<HashSet<PathBuf>>,
     /// Records moved aside since the last `take_quarantined`.
     quarantined: Mutex<Vec<Quarantined>>,
+    /// Opened by `open_read_only`: records are read, never written, moved or acted on.
+    read_only: bool,
 }
 
 fn state_err(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
@@ -154,6 +156,27 @@ impl ProcessRuntime {
                 }
             }
         }
+        Self::open(root, shim_exe, log_max_size, log_max_files, false)
+    }
+
+    /// Opens the records under `root` to read them only, for commands that may run beside a
+    /// live agent (`ferrolet logs`, `ferrolet exec`): nothing is created, swept, moved aside,
+    /// killed or recorded, and every call that would change a record is refused. A shim's
+    /// liveness is told by its recorded pid and start time instead of by trying its lock: a
+    /// try takes the lock for an instant, and a container the agent starts in that instant
+    /// would fail to start. `exec_start` still runs commands in running containers.
+    pub fn open_read_only(root: &Path) -> Result<Self, RuntimeError> {
+        Self::open(root, Path::new(""), 0, 0, true)
+    }
+
+    /// The runtime over the existing directories under `root`.
+    fn open(
+        root: &Path,
+        shim_exe: &Path,
+        log_max_size: u64,
+        log_max_files: u32,
+        read_only: bool,
+    ) -> Result<Self, RuntimeError> {
         let containers = root.join("containers");
         let containers = File::open(&containers).map_err(state_err(&containers))?;
         Ok(ProcessRuntime {
@@ -172,7 +195,16 @@ impl ProcessRuntime {
             sandboxes: Mutex::new(None),
             reported: Mutex::new(HashSet::new()),
             quarantined: Mutex::new(Vec::new()),
+            read_only,
         })
+    }
+
+    /// Refuses `what` on a runtime opened with `open_read_only`.
+    fn writable(&self, what: &str) -> Result<(), RuntimeError> {
+        if self.read_only {
+            return Err(RuntimeError::Unsupported { runtime: "process", what: format!("{what} (opened read-only)") });
+        }
+        Ok(())
     }
 
     /// Puts containers that ask for it (`ContainerConfig::linux`) in their own cgroup.
@@ -326,6 +358,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
+        self.writable("creating sandboxes")?;
         let id = util::random_id();
         util::create_private_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
         let info = SandboxInfo {
@@ -342,6 +375,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn stop_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        self.writable("stopping sandboxes")?;
         let file = self.sandbox_file(id);
         let info = self.with_sandboxes(|m| m.get(id).cloned())?;
         let mut info = info.ok_or_else(|| RuntimeError::NotFound { kind: "sandbox", id: id.into() })?;
@@ -354,6 +388,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn remove_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        self.writable("removing sandboxes")?;
         let info = self.with_sandboxes(|m| m.get(id).cloned())?;
         for c in self.list_containers()? {
             if c.sandbox_id == id {
@@ -379,6 +414,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
+        self.writable("creating containers")?;
         if !self.with_sandboxes(|m| m.contains_key(sandbox_id))? {
             return Err(RuntimeError::NotFound { kind: "sandbox", id: sandbox_id.into() });
         }
@@ -413,6 +449,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
+        self.writable("starting containers")?;
         let (info, record) = self.observe_full(id)?;
         let name = record.config.name.clone();
         let start_err = |message: String| RuntimeError::StartContainer { name: name.clone(), message };
@@ -473,6 +510,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        self.writable("stopping containers")?;
         let info = self.observe(id)?;
         if info.state != ContainerState::Running {
             return Ok(());
@@ -509,6 +547,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        self.writable("removing containers")?;
         let found = match self.observe_full(id) {
             Ok(i) => Some(i),
             Err(RuntimeError::NotFound { .. }) => None,

@@ -24,6 +24,10 @@ impl ProcessRuntime {
 
     /// Moves a damaged record aside, once: one log line, and an event via `take_quarantined`.
     pub(super) fn quarantine(&self, kind: &'static str, dir: &Path, reason: &str) {
+        if self.read_only {
+            self.report_once(dir, &format!("{kind} record {} is damaged ({reason}); skipped", dir.display()));
+            return;
+        }
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let qdir = self.quarantine_dir();
         let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
@@ -119,6 +123,8 @@ impl ProcessRuntime {
                 }
                 lock
             }
+            // Read-only: liveness by the shim's verified pid, never by trying its lock.
+            None if self.read_only => LockState::Absent,
             None => records::lock_state(dir),
         };
         let (look, print) = self.look(id, dir, lock);
@@ -198,6 +204,10 @@ impl ProcessRuntime {
         mut exit: ExitRecord,
     ) -> ExitRecord {
         let name = &record.config.name;
+        if self.read_only {
+            // Reported as it is; the agent (or drain) stops what is left and records it.
+            return exit;
+        }
         if exit.signal.is_none() {
             // The exit record exists but is damaged: the workload already ended.
             self.report_once(
@@ -239,6 +249,9 @@ impl ProcessRuntime {
     /// A container nothing identifies, whose shim still runs: ask the shim to stop it (the
     /// shim's pid proven by its start time), or kill the workload's verified group.
     pub(super) fn stop_unidentified(&self, id: &str, dir: &Path, look: &Look) {
+        if self.read_only {
+            return;
+        }
         let Some(s) = look.state.ok() else {
             self.report_once(
                 dir,
@@ -421,6 +434,49 @@ mod tests {
         fn looks(&self) -> usize {
             self.rt.looks.load(Ordering::Relaxed)
         }
+    }
+
+    #[test]
+    fn a_read_only_runtime_tells_liveness_by_the_shims_pid_and_changes_nothing() {
+        let (f, lock) = running();
+        let root = f.dir.parent().unwrap().parent().unwrap().to_path_buf();
+        // The lock is free (never tried), the shim's recorded pid is alive: running.
+        drop(lock);
+        let me = std::process::id() as i32;
+        let ticks = util::process_start_ticks(me).unwrap();
+        let state = ShimState {
+            shim_pid: me,
+            shim_start_ticks: ticks,
+            pid: 4242,
+            start_ticks: None,
+            started_at: SystemTime::now(),
+        };
+        write_json(&f.dir.join(files::STATE), &state).unwrap();
+        let ro = ProcessRuntime::open_read_only(&root).unwrap();
+        let all = ro.list_containers().unwrap();
+        assert_eq!((all.len(), all[0].state), (1, ContainerState::Running));
+        // Its shim gone without recording an exit: reported lost, nothing recorded.
+        let dead = ShimState { shim_start_ticks: ticks + 1, ..state };
+        write_json(&f.dir.join(files::STATE), &dead).unwrap();
+        let ro = ProcessRuntime::open_read_only(&root).unwrap();
+        let i = &ro.list_containers().unwrap()[0];
+        assert_eq!((i.state, i.reason.as_str()), (ContainerState::Exited, "Unknown"));
+        assert!(!f.dir.join(files::EXIT).exists(), "the exit is left for the agent to record");
+        // A damaged record stays where it is.
+        let damaged = root.join("containers/damaged");
+        std::fs::create_dir(&damaged).unwrap();
+        std::fs::write(damaged.join(files::CONFIG), "{").unwrap();
+        assert_eq!(ro.list_containers().unwrap().len(), 1);
+        assert!(damaged.join(files::CONFIG).exists() && !ro.quarantine_dir().exists());
+        // Every change is refused.
+        let e = ro.stop_container(&f.id, Duration::ZERO).unwrap_err();
+        assert_eq!(e.to_string(), "the process runtime does not support stopping containers (opened read-only)");
+        assert!(ro.remove_container(&f.id).is_err() && f.dir.exists());
+        assert!(ro.create_container("s", &ContainerConfig::default()).is_err());
+        // Nothing is made where there is no runtime directory.
+        let none = f._tmp.path().join("nothing");
+        assert!(ProcessRuntime::open_read_only(&none).is_err());
+        assert!(!none.exists());
     }
 
     #[test]

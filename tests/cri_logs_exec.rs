@@ -1,0 +1,221 @@
+//! `ferrolet logs` and `ferrolet exec` (the built binary, `--runtime cri`) against the real
+//! containerd of `tests/cri/up.sh`: the pod is made through `CriRuntime` as the agent makes
+//! it, with its logs under a temporary directory. Without `FERROLET_CRI_ENDPOINT` the test
+//! skips.
+
+mod common;
+
+use ferrolet::manager::Health;
+use ferrolet::runtime::cri::{CriClient, CriRuntime};
+use ferrolet::runtime::{labels, ContainerConfig, ContainerRuntime, ContainerState, SandboxConfig};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (tests/cri/up.sh writes it with the endpoint)"))
+}
+
+/// A host-network pod in the harness's cgroup root, removed with its containers when
+/// dropped (also when the test fails).
+struct TestPod {
+    rt: CriRuntime,
+    sandbox: SandboxConfig,
+    id: String,
+    _logs: tempfile::TempDir,
+}
+
+impl TestPod {
+    fn run(rt: CriRuntime, name: &str) -> TestPod {
+        let logs = tempfile::tempdir().unwrap();
+        let uid = ferrolet::util::random_id();
+        let sandbox = SandboxConfig {
+            pod_uid: uid.clone(),
+            pod_name: name.into(),
+            namespace: "ferrolet-test".into(),
+            log_directory: logs.path().to_path_buf(),
+            termination_grace_period_seconds: 1,
+            host_network: true,
+            cgroup_parent: format!("{}/pod{uid}", var("FERROLET_CRI_CGROUP")),
+            ..Default::default()
+        };
+        let id = rt.run_pod_sandbox(&sandbox).unwrap();
+        TestPod { rt, sandbox, id, _logs: logs }
+    }
+
+    /// Starts instance `attempt` of container `name` running `sh -c script`, logging to
+    /// `<name>/<attempt>.log` as the pod manager lays logs out.
+    fn start(&self, name: &str, attempt: u32, script: &str) -> String {
+        let dir = self.sandbox.log_directory.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = ContainerConfig {
+            name: name.into(),
+            attempt,
+            image: var("FERROLET_CRI_BUSYBOX_IMAGE"),
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![("GREETING".into(), format!("hello from {name}"))],
+            log_path: dir.join(format!("{attempt}.log")),
+            labels: BTreeMap::from([
+                (labels::POD_UID.to_string(), self.sandbox.pod_uid.clone()),
+                (labels::POD_NAME.to_string(), self.sandbox.pod_name.clone()),
+                (labels::POD_NAMESPACE.to_string(), self.sandbox.namespace.clone()),
+                (labels::CONTAINER_NAME.to_string(), name.into()),
+            ]),
+            ..Default::default()
+        };
+        let id = self.rt.create_container(&self.id, &config).unwrap();
+        self.rt.start_container(&id).unwrap();
+        id
+    }
+
+    fn wait_state(&self, id: &str, state: ContainerState) {
+        common::wait_for(&format!("container {id} {state:?}"), Duration::from_secs(20), || {
+            self.rt.list_containers().unwrap().into_iter().find(|c| c.id == id && c.state == state)
+        });
+    }
+}
+
+impl Drop for TestPod {
+    fn drop(&mut self) {
+        let _ = self.rt.stop_pod_sandbox(&self.id);
+        let _ = self.rt.remove_pod_sandbox(&self.id);
+        // runc leaves the pod cgroup behind: rmdir each controller's copy, best effort.
+        if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_dir(e.path().join(self.sandbox.cgroup_parent.trim_start_matches('/')));
+            }
+        }
+    }
+}
+
+/// `ferrolet ARGS` on the CRI runtime at `endpoint`, with a state directory of the test's
+/// own (unused by CRI, but never the real one); `--` and what follows stay last.
+fn ferrolet(endpoint: &str, state: &Path, args: &[&str]) -> Output {
+    let dash = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+    let child = Command::new(common::ferrolet_bin())
+        .args(&args[..dash])
+        .args(["--runtime", "cri", "--container-runtime-endpoint", endpoint, "--state-dir"])
+        .arg(state)
+        .args(&args[dash..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_output(child, Duration::from_secs(30))
+}
+
+/// The output of `child`, which must end within `timeout`.
+fn wait_output(mut child: std::process::Child, timeout: Duration) -> Output {
+    let deadline = Instant::now() + timeout;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("ferrolet did not end within {timeout:?}: {:?}", child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn logs_and_exec_reach_a_pods_containers_through_cri() {
+    let endpoint = match std::env::var("FERROLET_CRI_ENDPOINT") {
+        Ok(e) if !e.is_empty() => e,
+        _ => {
+            return common::skip(
+                "FERROLET_CRI_ENDPOINT is not set: no test containerd (make test starts one with tests/cri/up.sh)",
+            )
+        }
+    };
+    let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
+    let client = CriClient::connect(&endpoint, Duration::from_secs(10), env).unwrap();
+    let pod = TestPod::run(CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), &Health::default()), "logs-web");
+    let state = tempfile::tempdir().unwrap();
+    let state = state.path();
+    let run = |args: &[&str]| ferrolet(&endpoint, state, args);
+
+    // Instance 0 fails; instance 1 waits for the test's /go, then writes and ends; helper runs.
+    let first = pod.start("app", 0, "echo one; sleep 0.1; echo two >&2; exit 1");
+    pod.wait_state(&first, ContainerState::Exited);
+    let second =
+        pod.start("app", 1, "echo three; while [ ! -e /go ]; do sleep 0.1; done; echo four; sleep 0.3; echo five");
+    let helper = pod.start("helper", 0, "exec sleep 600");
+    pod.wait_state(&second, ContainerState::Running);
+    pod.wait_state(&helper, ContainerState::Running);
+    common::wait_for("instance 1 to log", Duration::from_secs(10), || {
+        let out = run(&["logs", "logs-web", "-n", "ferrolet-test", "-c", "app"]);
+        (text(&out.stdout) == "three\n").then_some(())
+    });
+
+    // -f follows instance 1 until it ends; /go is made through exec.
+    let follower = Command::new(common::ferrolet_bin())
+        .args(["logs", "logs-web", "-n", "ferrolet-test", "-c", "app", "-f", "--timestamps"])
+        .args(["--runtime", "cri", "--container-runtime-endpoint", &endpoint, "--state-dir"])
+        .arg(state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "app", "--", "touch", "/go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let followed = wait_output(follower, Duration::from_secs(20));
+    assert!(followed.status.success(), "{}", text(&followed.stderr));
+    let lines: Vec<String> = text(&followed.stdout).lines().map(String::from).collect();
+    let content: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            let (ts, rest) = l.split_once(' ').unwrap();
+            assert!(ferrolet::timefmt::parse_rfc3339(ts).is_some(), "{ts}");
+            rest
+        })
+        .collect();
+    assert_eq!(content, ["three", "four", "five"]);
+    pod.wait_state(&second, ContainerState::Exited);
+
+    // The notice names both containers; --previous is instance 0 with both streams.
+    let out = run(&["logs", "logs-web", "-n", "ferrolet-test"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "three\nfour\nfive\n");
+    assert_eq!(text(&out.stderr).trim(), r#"Defaulted container "app" out of: app, helper"#);
+    let out = run(&["logs", "logs-web", "-n", "ferrolet-test", "-c", "app", "--previous"]);
+    assert_eq!(text(&out.stdout), "one\ntwo\n", "{}", text(&out.stderr));
+    let out = run(&["logs", "logs-web", "-n", "ferrolet-test", "-c", "app", "-p", "--tail", "1"]);
+    assert_eq!(text(&out.stdout), "two\n");
+    let out = run(&["logs", "logs-web", "-c", "app"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains(r#"pod "logs-web" not found in namespace "default""#), "{}", text(&out.stderr));
+
+    // exec through ExecSync: both streams, the exit code, the container's environment.
+    let out = run(&[
+        "exec",
+        "logs-web",
+        "-n",
+        "ferrolet-test",
+        "-c",
+        "helper",
+        "--",
+        "sh",
+        "-c",
+        "echo out; echo err >&2; exit 7",
+    ]);
+    assert_eq!((text(&out.stdout), text(&out.stderr), out.status.code()), ("out\n".into(), "err\n".into(), Some(7)));
+    let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "helper", "--", "sh", "-c", "echo $GREETING"]);
+    assert_eq!((text(&out.stdout), out.status.code()), ("hello from helper\n".into(), Some(0)));
+    let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "helper", "--timeout", "1s", "--", "sleep", "30"]);
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "app", "--", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains(r#"container "app" in pod "logs-web" is not running (exited with code 0: Completed)"#),
+        "{}",
+        text(&out.stderr)
+    );
+}
