@@ -33,7 +33,12 @@ fn nanos(t: SystemTime) -> i64 {
 fn summary(label: &str, mut v: Vec<Duration>) -> Duration {
     v.sort();
     let p50 = percentile(&v, 0.5);
-    println!("  {label}: p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms", ms(p50), ms(percentile(&v, 0.9)), ms(v[v.len() - 1]));
+    println!(
+        "  {label}: p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+        ms(p50),
+        ms(percentile(&v, 0.9)),
+        ms(v[v.len() - 1])
+    );
     p50
 }
 
@@ -86,7 +91,10 @@ fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (Duration, S
 /// container.
 fn agent_start(c: &CriClient, node: &CriNode, i: usize) -> Duration {
     let name = format!("start{i}");
-    let spec = format!("  hostNetwork: true\n  containers:\n  - name: c\n    image: {}\n    command: [sleep, '3600']\n", busybox());
+    let spec = format!(
+        "  hostNetwork: true\n  containers:\n  - name: c\n    image: {}\n    command: [sleep, '3600']\n",
+        busybox()
+    );
     let t0 = SystemTime::now();
     node.sb.write_manifest(&format!("{name}.yaml"), &manifest(&name, &spec));
     let pod = format!("{name}-{}", node.node);

@@ -209,7 +209,7 @@ pub fn open_runtime_read_only(cfg: &Config) -> Result<Arc<dyn ContainerRuntime>,
         RuntimeBackend::Process => ProcessRuntime::open_read_only(&runtime_root(cfg))
             .map(|rt| Arc::new(rt) as Arc<dyn ContainerRuntime>)
             .map_err(|source| AgentError::ReadRuntime { runtime: cfg.runtime.to_string(), source }),
-        RuntimeBackend::Cri => Ok(Arc::new(CriRuntime::new(cri_client(cfg)?, "", &Health::default()))),
+        RuntimeBackend::Cri => Ok(Arc::new(CriRuntime::new(cri_client(cfg)?, "", &cfg.node_name, &Health::default()))),
     }
 }
 

@@ -349,10 +349,13 @@ impl OwnContainerd {
     /// Stops containerd (SIGTERM to the pid the harness recorded; its shims and containers
     /// live on) and waits until it is gone.
     fn stop(&self) {
-        let pid: i32 = std::fs::read_to_string(format!("{}/containerd.pid", self.base)).unwrap().trim().parse().unwrap();
+        let pid: i32 =
+            std::fs::read_to_string(format!("{}/containerd.pid", self.base)).unwrap().trim().parse().unwrap();
         // SAFETY: signalling the containerd this test started (its pid file).
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        wait_for("containerd to exit", WAIT, || (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(()));
+        wait_for("containerd to exit", WAIT, || {
+            (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+        });
     }
 }
 

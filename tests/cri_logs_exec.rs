@@ -14,6 +14,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The node the test's objects are made for (an agent lists only its node's).
+const NODE: &str = "cri-logs-test";
+
 fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (tests/cri/up.sh writes it with the endpoint)"))
 }
@@ -96,7 +99,7 @@ fn ferrolet(endpoint: &str, state: &Path, args: &[&str]) -> Output {
     let dash = args.iter().position(|a| *a == "--").unwrap_or(args.len());
     let child = Command::new(common::ferrolet_bin())
         .args(&args[..dash])
-        .args(["--runtime", "cri", "--container-runtime-endpoint", endpoint, "--state-dir"])
+        .args(["--runtime", "cri", "--container-runtime-endpoint", endpoint, "--node-name", NODE, "--state-dir"])
         .arg(state)
         .args(&args[dash..])
         .stdout(Stdio::piped())
@@ -135,7 +138,8 @@ fn logs_and_exec_reach_a_pods_containers_through_cri() {
     };
     let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
     let client = CriClient::connect(&endpoint, Duration::from_secs(10), env).unwrap();
-    let pod = TestPod::run(CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), &Health::default()), "logs-web");
+    let rt = CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), NODE, &Health::default());
+    let pod = TestPod::run(rt, "logs-web");
     let state = tempfile::tempdir().unwrap();
     let state = state.path();
     let run = |args: &[&str]| ferrolet(&endpoint, state, args);
@@ -156,7 +160,7 @@ fn logs_and_exec_reach_a_pods_containers_through_cri() {
     // -f follows instance 1 until it ends; /go is made through exec.
     let follower = Command::new(common::ferrolet_bin())
         .args(["logs", "logs-web", "-n", "ferrolet-test", "-c", "app", "-f", "--timestamps"])
-        .args(["--runtime", "cri", "--container-runtime-endpoint", &endpoint, "--state-dir"])
+        .args(["--runtime", "cri", "--container-runtime-endpoint", &endpoint, "--node-name", NODE, "--state-dir"])
         .arg(state)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
