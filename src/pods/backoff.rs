@@ -84,6 +84,12 @@ impl Backoff {
         self.entries.get(key).map(|e| e.delay)
     }
 
+    /// How many keys have a back-off.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Forgets every container of a pod.
     pub fn forget_pod(&mut self, uid: &str) {
         self.entries.retain(|(u, _), _| u != uid);

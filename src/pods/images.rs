@@ -47,6 +47,12 @@ impl Images {
         Images { tx, pulls: HashMap::new(), pulled: HashSet::new(), backoff: Backoff::default() }
     }
 
+    /// How many pulls in flight, answered pulls and back-off entries are kept.
+    #[cfg(test)]
+    pub(super) fn tracked(&self) -> (usize, usize, usize) {
+        (self.pulls.values().map(Vec::len).sum(), self.pulled.len(), self.backoff.len())
+    }
+
     /// Forgets a removed pod: its back-off, its answered pulls, its place in pulls in flight.
     pub(super) fn forget_pod(&mut self, uid: &str) {
         self.backoff.forget_pod(uid);
