@@ -109,7 +109,10 @@ impl PodManager {
                 true
             }
             ImageAction::UsePresent => {
-                self.event(pod, container, false, reason::PULLED, &message::already_present(&image));
+                // Not for the sandbox image: kubelet never reports it unless it is pulled.
+                if container.is_some() {
+                    self.event(pod, container, false, reason::PULLED, &message::already_present(&image));
+                }
                 true
             }
             ImageAction::UsePresentInBackOff => {
