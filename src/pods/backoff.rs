@@ -86,7 +86,7 @@ impl Backoff {
 
     /// How many keys have a back-off.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.entries.len()
     }
 

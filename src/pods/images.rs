@@ -50,7 +50,7 @@ impl Images {
     /// How many pulls in flight, answered pulls and back-off entries are kept.
     #[cfg(test)]
     pub(super) fn tracked(&self) -> (usize, usize, usize) {
-        (self.pulls.values().map(Vec::len).sum(), self.pulled.len(), self.backoff.len())
+        (self.pulls.values().map(Vec::len).sum(), self.pulled.len(), self.backoff.entries())
     }
 
     /// Forgets a removed pod: its back-off, its answered pulls, its place in pulls in flight.
