@@ -191,6 +191,8 @@ mod tests {
         let second = done.recv_timeout(Duration::from_secs(5)).unwrap();
         let e = crate::util::Chain(&second.result.unwrap_err()).to_string();
         assert!(e.contains("manifest unknown"), "{e}");
+        use crate::runtime::fake::Call;
+        assert_eq!(rt.take_calls(), [Call::PullImage("app:1".into(), false), Call::PullImage("app:2".into(), false)]);
         assert!(p.stop(Duration::from_secs(5)).is_empty());
         assert!(health.alive().is_empty() && health.dead().is_empty());
     }
