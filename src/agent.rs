@@ -12,6 +12,7 @@ use crate::events::correlator::EventCorrelator;
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
+use crate::images::{ImagePuller, PullerSettings};
 use crate::manager::{Health, ManagerHandle, Publisher, StopTimeout};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::{DirWatcher, FileSource};
@@ -126,6 +127,8 @@ pub struct Agent {
     devices: Option<ManagerHandle<DevicesCommand>>,
     /// The CRI backend (when selected), whose container stops in flight are joined at stop.
     cri: Option<Arc<CriRuntime>>,
+    /// The image pull threads (CRI backend only: the process runtime ignores images).
+    images: Option<ImagePuller>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
     cfg: Config,
@@ -580,6 +583,16 @@ impl Agent {
             cm,
         );
         let pods_channel = crossbeam_channel::unbounded();
+        let (pm, images) = if cri.is_some() {
+            let settings =
+                PullerSettings { max_parallel: cfg.max_parallel_image_pulls, timeout: cfg.image_pull_timeout.0 };
+            let (puller, tx) =
+                ImagePuller::start(runtime.clone(), settings, Publisher::to(pods_channel.0.clone()), &health)
+                    .map_err(spawn_err(crate::images::puller::THREAD))?;
+            (pm.with_images(tx), Some(puller))
+        } else {
+            (pm, None)
+        };
         let prober_channel = crossbeam_channel::unbounded();
         let probe_results = ProbeResults::persistent(cfg.state_dir.join(PROBE_RESULTS_FILE));
         let prober_metrics = Arc::new(ProberMetrics::default());
@@ -660,6 +673,7 @@ impl Agent {
             prober_threads,
             devices,
             cri,
+            images,
             events: Some(events),
             api,
             cfg: cfg.clone(),
@@ -676,7 +690,7 @@ impl Agent {
     }
 
     /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the
-    /// pod manager, the prober and its threads, the device manager, the events still queued
+    /// pod manager, the image pulls (cancelled), the prober and its threads, the device manager, the events still queued
     /// (delivered), and the API last, so `/healthz` answers until the end. Each step waits up
     /// to `shutdown_timeout`. Containers keep running; the next start adopts them. Returns
     /// every thread that did not stop in time; threads still inside a probe or a host name
@@ -694,6 +708,10 @@ impl Agent {
         }
         if let Some(p) = self.pods.take() {
             late(p.stop(timeout));
+        }
+        if let Some(i) = self.images.take() {
+            // Pulls in flight are cancelled (the runtime stops them); nobody waits for them.
+            i.stop(timeout).into_iter().for_each(|e| late(Err(e)));
         }
         if let Some(p) = self.prober.take() {
             late(p.stop(timeout));

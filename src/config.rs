@@ -107,6 +107,11 @@ pub struct Config {
     /// The sandbox (pause) image the CRI runtime uses; empty: the one the runtime reports
     /// (containerd's `sandbox_image`).
     pub pod_sandbox_image: String,
+    /// Deadline of each image pull (kubelet has none).
+    pub image_pull_timeout: Dur,
+    /// Image pulls at once, each on a thread of its own; 1 serializes them (kubelet's
+    /// `serializeImagePulls`, on by default, and `maxParallelImagePulls`).
+    pub max_parallel_image_pulls: usize,
     /// How often the manifest directory is checked for changes.
     pub manifest_check_interval: Dur,
     /// How often the pod manager relists containers and syncs every pod.
@@ -350,6 +355,8 @@ impl Default for Config {
             container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
             runtime_request_timeout: Dur(Duration::from_secs(120)),
             pod_sandbox_image: String::new(),
+            image_pull_timeout: Dur(Duration::from_secs(600)),
+            max_parallel_image_pulls: 1,
             manifest_check_interval: Dur(Duration::from_secs(1)),
             sync_frequency: Dur(Duration::from_secs(1)),
             shutdown_timeout: Dur(Duration::from_secs(10)),
@@ -536,6 +543,7 @@ impl Config {
         }
         for (key, d, min) in [
             ("runtime_request_timeout", self.runtime_request_timeout.0, Duration::from_secs(1)),
+            ("image_pull_timeout", self.image_pull_timeout.0, Duration::from_secs(1)),
             ("manifest_check_interval", self.manifest_check_interval.0, Duration::from_millis(100)),
             ("sync_frequency", self.sync_frequency.0, Duration::from_millis(100)),
             ("shutdown_timeout", self.shutdown_timeout.0, Duration::from_millis(100)),
@@ -543,6 +551,15 @@ impl Config {
             if d < min {
                 return bad(key, format!("invalid value {d:?}: must be at least {min:?}"));
             }
+        }
+        let pulls = self.max_parallel_image_pulls;
+        if !(1..=MAX_PARALLEL_IMAGE_PULLS).contains(&pulls) {
+            return bad(
+                "max_parallel_image_pulls",
+                format!(
+                    "invalid value {pulls}: must be between 1 (pulls one at a time) and {MAX_PARALLEL_IMAGE_PULLS}"
+                ),
+            );
         }
         let threads = self.prober.max_threads;
         let most = crate::prober::pool::MAX_THREADS;
@@ -735,6 +752,21 @@ mod tests {
         );
         assert!(err("[logs]\npod_logs_dir = \"pods\"\n").contains("must be an absolute path"));
         assert!(err("runtime_request_timeout = \"100ms\"\n").contains("must be at least 1s"));
+        assert_eq!(
+            err("image_pull_timeout = \"500ms\"\n"),
+            "f.toml: image_pull_timeout: invalid value 500ms: must be at least 1s"
+        );
+        assert_eq!(
+            err("image_pull_timeout = \"24h1s\"\n"),
+            "f.toml: image_pull_timeout: invalid value 86401s: must be at most 86400s"
+        );
+        assert_eq!(
+            err("max_parallel_image_pulls = 0\n"),
+            "f.toml: max_parallel_image_pulls: invalid value 0: must be between 1 (pulls one at a time) and 16"
+        );
+        assert!(err("max_parallel_image_pulls = 17\n").contains("must be between 1 (pulls one at a time) and 16"));
+        let c = Config::parse("f.toml", "max_parallel_image_pulls = 3\nimage_pull_timeout = \"30m\"\n").unwrap();
+        assert_eq!((c.max_parallel_image_pulls, c.image_pull_timeout.0), (3, Duration::from_secs(1800)));
         let flags = Overrides {
             runtime: Some("cri".into()),
             container_runtime_endpoint: Some("unix:///tmp/c.sock".into()),

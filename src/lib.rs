@@ -9,6 +9,7 @@ pub mod cm;
 pub mod config;
 pub mod devicemanager;
 pub mod events;
+pub mod images;
 pub mod inputfile;
 pub mod logsafe;
 pub mod manager;

@@ -165,6 +165,31 @@ pub fn go_duration(d: Duration) -> String {
     }
 }
 
+/// Go's `Duration.String` of `d` truncated to milliseconds, as kubelet prints pull times:
+/// `0s`, `567ms`, `1.234s`, `2m3.4s`, `1h0m0.5s`.
+pub fn go_duration_millis(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return if ms == 0 { "0s".into() } else { format!("{ms}ms") };
+    }
+    let (h, m, s, frac) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    let frac = format!("{frac:03}");
+    let frac = frac.trim_end_matches('0');
+    if frac.is_empty() {
+        out.push_str(&format!("{s}s"));
+    } else {
+        out.push_str(&format!("{s}.{frac}s"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +203,18 @@ mod tests {
         assert_eq!(parse_rfc3339("2023-11-14T23:13:20+01:00"), Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
         assert_eq!(parse_rfc3339("2023-13-14T23:13:20Z"), None);
         assert_eq!(rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn prints_millisecond_durations_as_go_does() {
+        let ms = Duration::from_millis;
+        assert_eq!(go_duration_millis(Duration::from_micros(999)), "0s");
+        assert_eq!(go_duration_millis(ms(567)), "567ms");
+        assert_eq!(go_duration_millis(ms(1234)), "1.234s");
+        assert_eq!(go_duration_millis(ms(1200)), "1.2s");
+        assert_eq!(go_duration_millis(ms(5000)), "5s");
+        assert_eq!(go_duration_millis(ms(123_400)), "2m3.4s");
+        assert_eq!(go_duration_millis(ms(3_600_500)), "1h0m0.5s");
     }
 
     #[test]

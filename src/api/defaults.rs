@@ -32,18 +32,25 @@ pub fn set_pod_defaults(pod: &mut Pod) {
     }
 }
 
+/// kubelet's `SetDefaults_Container` pull policy: `Always` for the tag `latest`, or for no tag
+/// and no digest (`ParseImageName` then assumes `latest`); `IfNotPresent` otherwise, so a
+/// digest alone pins the image, but `name:latest@sha256:…` still pulls.
+pub fn default_pull_policy(image: &str) -> &'static str {
+    let last = image.rsplit('/').next().unwrap_or("");
+    let (name, digest) = match last.split_once('@') {
+        Some((n, _)) => (n, true),
+        None => (last, false),
+    };
+    match name.split_once(':').map(|(_, t)| t) {
+        Some("latest") => "Always",
+        None if !digest => "Always",
+        _ => "IfNotPresent",
+    }
+}
+
 fn set_container_defaults(c: &mut Container) {
     if c.image_pull_policy.is_empty() {
-        // SetDefaults_Container: `:latest` or no tag means Always, anything else IfNotPresent.
-        let last = c.image.rsplit('/').next().unwrap_or("");
-        let tag = last.split_once('@').map(|(n, _)| n).unwrap_or(last).split_once(':').map(|(_, t)| t);
-        let digest = c.image.contains('@');
-        c.image_pull_policy = match tag {
-            _ if digest => "IfNotPresent",
-            None | Some("latest") => "Always",
-            Some(_) => "IfNotPresent",
-        }
-        .into();
+        c.image_pull_policy = default_pull_policy(&c.image).into();
     }
     if c.termination_message_path.is_empty() {
         c.termination_message_path = "/dev/termination-log".into();
@@ -112,6 +119,10 @@ mod tests {
             ("registry:5000/nginx", "Always"),
             ("registry:5000/nginx:1.2", "IfNotPresent"),
             ("nginx@sha256:abcd", "IfNotPresent"),
+            ("registry:5000/nginx@sha256:abcd", "IfNotPresent"),
+            ("nginx:1.2@sha256:abcd", "IfNotPresent"),
+            // kubelet parses the tag beside the digest: `latest` still means Always.
+            ("nginx:latest@sha256:abcd", "Always"),
         ] {
             let mut c = Container { image: image.into(), ..Default::default() };
             set_container_defaults(&mut c);

@@ -30,6 +30,8 @@ pub const MAX_RECONNECT_ATTEMPTS: u32 = 100;
 pub const MAX_DEVICES: usize = 100_000;
 /// Upper bound of `cgroups.pod_pids_limit` and reserved `pid`: the kernel's `PID_MAX_LIMIT` (2^22).
 pub const MAX_PIDS: i64 = 1 << 22;
+/// Upper bound of `max_parallel_image_pulls` (each pull holds a thread).
+pub const MAX_PARALLEL_IMAGE_PULLS: usize = 16;
 /// Upper bound of polling intervals, timeouts and waits: one hour.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 /// Upper bound of `shutdown_timeout`: ten minutes (init systems give up long before).
@@ -78,6 +80,7 @@ impl Config {
             ("sync_frequency", self.sync_frequency.0, MAX_INTERVAL),
             ("shutdown_timeout", self.shutdown_timeout.0, MAX_SHUTDOWN_TIMEOUT),
             ("runtime_request_timeout", self.runtime_request_timeout.0, MAX_SHUTDOWN_TIMEOUT),
+            ("image_pull_timeout", self.image_pull_timeout.0, MAX_LONG_PERIOD),
             ("events.aggregate_interval", ev.aggregate_interval.0, MAX_LONG_PERIOD),
             ("events.spam_refill", ev.spam_refill.0, MAX_LONG_PERIOD),
             ("devices.dial_timeout", dv.dial_timeout.0, MAX_INTERVAL),

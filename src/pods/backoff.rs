@@ -69,9 +69,25 @@ impl Backoff {
         }
     }
 
+    /// kubelet's `IsInBackOffSinceUpdate` (image pulls): whether `now` is still within the
+    /// delay since the last `next`.
+    pub fn in_backoff_since_update(&self, key: &Key, now: SystemTime) -> bool {
+        match self.entries.get(key) {
+            None => false,
+            Some(e) if self.expired(e, now) => false,
+            Some(e) => since(now, e.last_update) < e.delay,
+        }
+    }
+
     /// The current delay for a key.
     pub fn delay(&self, key: &Key) -> Option<Duration> {
         self.entries.get(key).map(|e| e.delay)
+    }
+
+    /// How many keys have a back-off.
+    #[cfg(test)]
+    pub fn entries(&self) -> usize {
+        self.entries.len()
     }
 
     /// Forgets every container of a pod.
@@ -118,6 +134,29 @@ mod tests {
         let exit = t0 + Duration::from_secs(601);
         assert!(!b.in_backoff_since(&key(), exit, exit));
         b.next(&key(), exit, exit);
+        assert_eq!(b.delay(&key()), Some(INITIAL));
+    }
+
+    #[test]
+    fn pull_back_off_counts_from_each_failure_and_doubles_to_the_cap() {
+        let mut b = Backoff::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut now = t0;
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            // A pull fails as soon as the back-off lets it start.
+            b.next(&key(), now, now);
+            let failed = now;
+            while b.in_backoff_since_update(&key(), now) {
+                now += Duration::from_secs(1);
+            }
+            waits.push(now.duration_since(failed).unwrap().as_secs());
+        }
+        assert_eq!(waits, vec![10, 20, 40, 80, 160, 300, 300, 300]);
+        // Ten quiet minutes after the last failure, the next one starts over at 10 s.
+        now += Duration::from_secs(601);
+        assert!(!b.in_backoff_since_update(&key(), now));
+        b.next(&key(), now, now);
         assert_eq!(b.delay(&key()), Some(INITIAL));
     }
 

@@ -8,12 +8,14 @@
 //! `actions` decides what a running pod needs (pure) and `sync` applies it;
 //! `termination` decides and applies a pod's graceful stop; `admission` keeps the set of
 //! pods (desired, retired, adopted); `publish` writes statuses and probe targets; `devices`
-//! is the one place that speaks to the device manager.
+//! is the one place that speaks to the device manager; `images` makes sure a container's
+//! image is there before it is created (pulls run on the pull threads, never here).
 
 pub mod actions;
 mod admission;
 pub mod backoff;
 mod devices;
+mod images;
 mod publish;
 mod state;
 mod sync;
@@ -32,6 +34,7 @@ use crate::clock::{Clock, RealClock};
 use crate::cm::ContainerManager;
 use crate::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
+use crate::images::{PullDone, PullRequest};
 use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProbeUpdate, ProberCommand};
 use crate::runtime::ContainerRuntime;
 use crate::status::StatusCache;
@@ -62,6 +65,8 @@ pub enum PodsCommand {
     Probe(ProbeUpdate),
     /// The device manager admitted a pod or prepared a container's devices.
     Devices(DeviceUpdate),
+    /// A pull thread answered.
+    Images(PullDone),
     /// The complete set of pods a source wants on this node.
     Update {
         /// Source name, e.g. `file`.
@@ -74,6 +79,12 @@ pub enum PodsCommand {
 impl From<ProbeUpdate> for PodsCommand {
     fn from(u: ProbeUpdate) -> Self {
         PodsCommand::Probe(u)
+    }
+}
+
+impl From<PullDone> for PodsCommand {
+    fn from(d: PullDone) -> Self {
+        PodsCommand::Images(d)
     }
 }
 
@@ -135,6 +146,8 @@ pub struct PodManager {
     pods: BTreeMap<String, PodEntry>,
     backoff: Backoff,
     waiting: HashMap<backoff::Key, Waiting>,
+    /// Images and their pulls; `None` with a runtime without images (the process runtime).
+    images: Option<images::Images>,
     /// Set when this pass changed something in the runtime, so statuses need a relist.
     acted: std::cell::Cell<bool>,
     /// What each pod's stored status was computed from (removed with the pod).
@@ -199,6 +212,7 @@ impl PodManager {
             pods: BTreeMap::new(),
             backoff: Backoff::default(),
             waiting: HashMap::new(),
+            images: None,
             acted: std::cell::Cell::new(false),
             published: HashMap::new(),
             runtime_away: std::cell::Cell::new(None),
@@ -208,6 +222,14 @@ impl PodManager {
     /// Connects the device manager: pods asking for plugin devices are admitted through it.
     pub fn with_devices(mut self, tx: Sender<DevicesCommand>, devices: Devices) -> Self {
         self.devices = Some(DeviceLink::new(tx, devices));
+        self
+    }
+
+    /// Connects the pull threads (`images::ImagePuller`): containers are created only once
+    /// their image is there, and missing images are pulled through `tx`. Without them (the
+    /// process runtime, which ignores images) containers are created at once.
+    pub fn with_images(mut self, tx: Sender<PullRequest>) -> Self {
+        self.images = Some(images::Images::new(tx));
         self
     }
 
@@ -342,6 +364,7 @@ impl crate::manager::Manager for PodManager {
                 self.resync = true;
             }
             PodsCommand::Devices(update) => self.on_device_update(update),
+            PodsCommand::Images(done) => self.on_pull_done(done),
             PodsCommand::Update { source, pods } => {
                 self.set_desired(source, pods);
                 self.sync();

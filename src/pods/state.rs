@@ -48,6 +48,14 @@ pub enum WaitingReason {
     CrashLoopBackOff,
     /// Its create failed; it is retried under back-off.
     CreateContainerError,
+    /// Its image is absent and its policy is `Never`.
+    ErrImageNeverPull,
+    /// The last pull of its image failed.
+    ErrImagePull,
+    /// Pulls of its image back off after a failure.
+    ImagePullBackOff,
+    /// The runtime cannot tell whether its image is present.
+    ImageInspectError,
 }
 
 impl WaitingReason {
@@ -56,6 +64,10 @@ impl WaitingReason {
         match self {
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
             WaitingReason::CreateContainerError => "CreateContainerError",
+            WaitingReason::ErrImageNeverPull => crate::images::reason::ERR_IMAGE_NEVER_PULL,
+            WaitingReason::ErrImagePull => crate::images::reason::ERR_IMAGE_PULL,
+            WaitingReason::ImagePullBackOff => crate::images::reason::IMAGE_PULL_BACK_OFF,
+            WaitingReason::ImageInspectError => crate::images::reason::IMAGE_INSPECT_ERROR,
         }
     }
 }

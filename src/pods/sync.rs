@@ -55,6 +55,10 @@ impl PodManager {
         let sandbox_id = match view.sandbox {
             Some(s) if !actions.create_sandbox => s.id.clone(),
             dead => {
+                // The sandbox's image first (pulled off this thread when absent).
+                if !self.image_ready(&pod, None, now) {
+                    return;
+                }
                 if let Some(s) = dead {
                     self.replace_dead_sandbox(&pod, s, view.containers);
                 }
@@ -159,6 +163,10 @@ impl PodManager {
         let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name) else {
             return;
         };
+        // Its image first: nothing (devices, back-off) is used up while it is pulled.
+        if !self.image_ready(pod, Some(c), now) {
+            return;
+        }
         let key: Key = (pod.metadata.uid.clone(), c.name.clone());
         let devices = match self.take_prepared_devices(&key) {
             PreparedDevices::Pending => return,

@@ -130,6 +130,9 @@ impl PodManager {
         }
         self.backoff.forget_pod(uid);
         self.waiting.retain(|(u, _), _| u != uid);
+        if let Some(images) = self.images.as_mut() {
+            images.forget_pod(uid);
+        }
         self.trim_heap = true;
     }
 }

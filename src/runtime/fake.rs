@@ -2,15 +2,18 @@
 //! their states and times (read from a `FakeClock` the test moves), records every call that
 //! changes something, and follows scripts: a running container exits, a create or start
 //! fails, a relist fails, a container ignores its stop request. Containers stop at once
-//! when asked (exit 143, as from SIGTERM), unless told to ignore it.
+//! when asked (exit 143, as from SIGTERM), unless told to ignore it. Images: some are
+//! present, pulls answer as scripted (an unscripted pull fails as a registry without the
+//! image would), and a pull can be made to hang until cancelled.
 
 use super::exec::ExecStart;
 use super::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, RuntimeError, SandboxConfig, SandboxInfo,
+    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, PullAuth,
+    RuntimeError, SandboxConfig, SandboxInfo,
 };
 use crate::clock::{Clock, FakeClock};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +37,8 @@ pub enum Call {
     StopContainer(String, Duration),
     /// A container by name.
     RemoveContainer(String),
+    /// An image, with whether credentials came with it.
+    PullImage(String, bool),
 }
 
 #[derive(Default)]
@@ -42,6 +47,10 @@ struct Scripts {
     fail_start: HashMap<String, u32>,
     fail_list: u32,
     ignore_stop: HashSet<String>,
+    /// Per image, the next pulls' outcomes: the image's size, or why the pull fails.
+    pulls: HashMap<String, VecDeque<Result<u64, String>>>,
+    /// Images whose pulls hang until cancelled.
+    hang_pulls: HashSet<String>,
 }
 
 #[derive(Default)]
@@ -51,6 +60,8 @@ struct State {
     next_id: u64,
     calls: Vec<Call>,
     scripts: Scripts,
+    /// Present images, by the reference they were added or pulled as.
+    images: BTreeMap<String, ImageInfo>,
 }
 
 impl State {
@@ -68,6 +79,12 @@ impl State {
 pub struct FakeRuntime {
     clock: FakeClock,
     state: Mutex<State>,
+    sandbox_image: Option<String>,
+}
+
+/// A fake image: its id is derived from its reference.
+fn image_info(image: &str, size: u64) -> ImageInfo {
+    ImageInfo { id: format!("sha256:{image}"), repo_tags: vec![image.into()], size, ..Default::default() }
 }
 
 fn not_found(kind: &'static str, id: &str) -> RuntimeError {
@@ -77,7 +94,7 @@ fn not_found(kind: &'static str, id: &str) -> RuntimeError {
 impl FakeRuntime {
     /// An empty runtime reading the time from `clock`.
     pub fn new(clock: FakeClock) -> Self {
-        FakeRuntime { clock, state: Mutex::new(State::default()) }
+        FakeRuntime { clock, state: Mutex::new(State::default()), sandbox_image: None }
     }
 
     /// Every recorded call since the last `take_calls`, oldest first.
@@ -144,6 +161,37 @@ impl FakeRuntime {
     /// The next `times` relists fail.
     pub fn fail_list(&self, times: u32) {
         self.state.lock().scripts.fail_list = times;
+    }
+
+    /// Image `image` is present, `size` bytes.
+    pub fn add_image(&self, image: &str, size: u64) {
+        self.state.lock().images.insert(image.into(), image_info(image, size));
+    }
+
+    /// Image `image` is gone.
+    pub fn delete_image(&self, image: &str) {
+        self.state.lock().images.remove(image);
+    }
+
+    /// The next pull of `image` succeeds (the image is then present, `size` bytes).
+    pub fn pull_succeeds(&self, image: &str, size: u64) {
+        self.state.lock().scripts.pulls.entry(image.into()).or_default().push_back(Ok(size));
+    }
+
+    /// The next pull of `image` fails with `why`.
+    pub fn pull_fails(&self, image: &str, why: &str) {
+        self.state.lock().scripts.pulls.entry(image.into()).or_default().push_back(Err(why.into()));
+    }
+
+    /// Pulls of `image` hang until cancelled.
+    pub fn hang_pulls(&self, image: &str) {
+        self.state.lock().scripts.hang_pulls.insert(image.into());
+    }
+
+    /// Sandboxes are made from `image`, which must be present first.
+    pub fn with_sandbox_image(mut self, image: &str) -> Self {
+        self.sandbox_image = Some(image.into());
+        self
     }
 
     /// Container `name` keeps running when asked to stop (it outlives its grace period).
@@ -291,5 +339,66 @@ impl ContainerRuntime for FakeRuntime {
 
     fn exec_start(&self, id: &str, _cmd: &[String], _timeout: Duration) -> Result<ExecStart, RuntimeError> {
         Err(not_found("container", id))
+    }
+
+    fn list_images(&self) -> Result<Vec<ImageInfo>, RuntimeError> {
+        Ok(self.state.lock().images.values().cloned().collect())
+    }
+
+    fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError> {
+        let st = self.state.lock();
+        Ok(st.images.get(image).or_else(|| st.images.values().find(|i| i.id == image)).cloned())
+    }
+
+    fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&PullAuth>,
+        _timeout: Duration,
+        cancel: &mut Cancel,
+    ) -> Result<String, RuntimeError> {
+        let outcome = {
+            let mut st = self.state.lock();
+            st.calls.push(Call::PullImage(image.into(), auth.is_some()));
+            if st.scripts.hang_pulls.contains(image) {
+                None
+            } else {
+                let scripted = st.scripts.pulls.get_mut(image).and_then(VecDeque::pop_front);
+                Some(scripted.unwrap_or_else(|| Err(format!("{image}: not found in the registry"))))
+            }
+        };
+        let Some(outcome) = outcome else {
+            let never = cancel.run(futures::future::pending::<()>());
+            debug_assert!(never.is_none());
+            return Err(RuntimeError::Cancelled { what: format!("pull of image {image}") });
+        };
+        match outcome {
+            Ok(size) => {
+                let info = image_info(image, size);
+                let id = info.id.clone();
+                self.state.lock().images.insert(image.into(), info);
+                Ok(id)
+            }
+            Err(why) => {
+                Err(RuntimeError::Process { action: format!("pulling {image}"), source: std::io::Error::other(why) })
+            }
+        }
+    }
+
+    fn remove_image(&self, image: &str) -> Result<(), RuntimeError> {
+        let mut st = self.state.lock();
+        let key = st.images.iter().find(|(k, i)| *k == image || i.id == image).map(|(k, _)| k.clone());
+        let key = key.ok_or_else(|| not_found("image", image))?;
+        st.images.remove(&key);
+        Ok(())
+    }
+
+    fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError> {
+        let used_bytes = self.state.lock().images.values().map(|i| i.size).sum();
+        Ok(vec![ImageFsInfo { mount_point: "/fake/images".into(), used_bytes, inodes_used: None }])
+    }
+
+    fn sandbox_image(&self) -> Option<&str> {
+        self.sandbox_image.as_deref()
     }
 }

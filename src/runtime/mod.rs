@@ -17,10 +17,10 @@ use std::time::{Duration, SystemTime};
 /// A runtime operation that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// The sandbox or container id is unknown.
+    /// The sandbox, container or image is unknown.
     #[error("{kind} {id} not found")]
     NotFound {
-        /// `sandbox` or `container`.
+        /// `sandbox`, `container` or `image`.
         kind: &'static str,
         /// The id.
         id: String,
@@ -82,6 +82,12 @@ pub enum RuntimeError {
         /// `process` or `cri`.
         runtime: &'static str,
         /// What was asked.
+        what: String,
+    },
+    /// A wait was ended by its owner (an image pull at agent stop).
+    #[error("{what} was cancelled")]
+    Cancelled {
+        /// What, e.g. `pull of image busybox:1.36`.
         what: String,
     },
     /// A process could not be spawned or signalled.
@@ -254,7 +260,94 @@ pub struct ExecResult {
     pub timed_out: bool,
 }
 
-/// The runtime backend: sandboxes (one per pod), containers in them, and exec.
+/// An image the runtime holds (CRI's `Image`): what image garbage collection works from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImageInfo {
+    /// The runtime's id of the image (`sha256:…`); what `PullImage` returns.
+    pub id: String,
+    /// Names it is known by (`docker.io/library/busybox:1.36`).
+    pub repo_tags: Vec<String>,
+    /// Digests it is known by (`docker.io/library/busybox@sha256:…`).
+    pub repo_digests: Vec<String>,
+    /// Size in bytes.
+    pub size: u64,
+    /// The runtime asks that it never be removed (the sandbox image, as a rule).
+    pub pinned: bool,
+}
+
+/// The usage of the filesystem holding the runtime's images (CRI's `ImageFsInfo`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImageFsInfo {
+    /// Where it is mounted (or the runtime's directory on it).
+    pub mount_point: PathBuf,
+    /// Bytes the images use on it (not the whole filesystem's usage).
+    pub used_bytes: u64,
+    /// Inodes the images use, when the runtime reports them.
+    pub inodes_used: Option<u64>,
+}
+
+/// Credentials for a pull (CRI's `AuthConfig`), filled from a pod's `imagePullSecrets` in
+/// cluster mode; static pods pull without. `Debug` hides the secrets.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct PullAuth {
+    /// User name.
+    pub username: String,
+    /// Password.
+    pub password: String,
+    /// `base64(username:password)`, as in a Docker config file.
+    pub auth: String,
+    /// The registry the credentials are for.
+    pub server_address: String,
+    /// An identity token to get a registry token with.
+    pub identity_token: String,
+    /// A bearer token for the registry.
+    pub registry_token: String,
+}
+
+impl std::fmt::Debug for PullAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullAuth")
+            .field("username", &self.username)
+            .field("server_address", &self.server_address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A long runtime call's way to be ended early: the owner drops the `Canceller`, and a call
+/// waiting in `run` returns at once (the caller then cancels the RPC). A crossbeam stop
+/// channel cannot wake a future, so image pulls wait on this instead.
+pub struct Cancel(futures::channel::oneshot::Receiver<()>);
+
+/// The owner's end of a `Cancel`: dropping it cancels.
+pub struct Canceller {
+    _tx: futures::channel::oneshot::Sender<()>,
+}
+
+impl Cancel {
+    /// A new pair.
+    pub fn pair() -> (Canceller, Cancel) {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        (Canceller { _tx: tx }, Cancel(rx))
+    }
+
+    /// Whether the owner cancelled.
+    pub fn is_cancelled(&mut self) -> bool {
+        !matches!(self.0.try_recv(), Ok(None))
+    }
+
+    /// Waits for `f`; `None` when cancelled first.
+    pub fn run<F: std::future::Future + Unpin>(&mut self, f: F) -> Option<F::Output> {
+        if self.is_cancelled() {
+            return None;
+        }
+        match futures::executor::block_on(futures::future::select(f, &mut self.0)) {
+            futures::future::Either::Left((out, _)) => Some(out),
+            futures::future::Either::Right(_) => None,
+        }
+    }
+}
+
+/// The runtime backend: sandboxes (one per pod), containers in them, exec, and images.
 pub trait ContainerRuntime: Send + Sync {
     /// `process` or `cri`; used as the scheme of container ids (`process://<id>`).
     fn kind(&self) -> &'static str;
@@ -290,6 +383,28 @@ pub trait ContainerRuntime: Send + Sync {
             exec::ExecStart::Running(p) => p.wait(timeout),
             exec::ExecStart::Finished(r) => Ok(r),
         }
+    }
+    /// Every image the runtime holds (none for a runtime without images).
+    fn list_images(&self) -> Result<Vec<ImageInfo>, RuntimeError>;
+    /// The image `image` (a name, a digest reference or an id), or `None` when absent.
+    fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError>;
+    /// Pulls `image` with `auth`, for at most `timeout`, or until `cancel` fires; returns the
+    /// runtime's id of the image. It blocks: the pod manager calls it from a pull thread.
+    fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&PullAuth>,
+        timeout: Duration,
+        cancel: &mut Cancel,
+    ) -> Result<String, RuntimeError>;
+    /// Removes an image (by name, digest reference or id).
+    fn remove_image(&self, image: &str) -> Result<(), RuntimeError>;
+    /// The filesystems holding the images (none for a runtime without images).
+    fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError>;
+    /// The image every pod sandbox is made from, which must be present before one is made;
+    /// `None` when sandboxes need no image.
+    fn sandbox_image(&self) -> Option<&str> {
+        None
     }
     /// Damaged records moved aside since the last call (each reported once, as an event).
     fn take_quarantined(&self) -> Vec<Quarantined> {

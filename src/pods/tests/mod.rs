@@ -5,6 +5,7 @@
 //! received, the events and the published statuses.
 
 mod actions;
+mod images;
 mod init;
 mod lifecycle;
 mod restart;
@@ -75,6 +76,12 @@ impl Node {
             .with_prober(targets_tx, probes.clone())
             .with_clock(Arc::new(clock.clone()));
         Node { pm, rt, clock, events, statuses, probes, targets }
+    }
+
+    /// The pod manager pulls images through a queue the test answers (`PodsCommand::Images`).
+    fn with_images(self) -> (Node, Receiver<crate::images::PullRequest>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        (Node { pm: self.pm.with_images(tx), ..self }, rx)
     }
 
     /// The source now wants exactly these pods.

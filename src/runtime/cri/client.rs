@@ -3,9 +3,10 @@
 
 use crate::proto::cri::{
     CgroupDriver, Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest,
-    ExecSyncRequest, ExecSyncResponse, Image, ImageServiceClient, ImageStatusRequest, ListContainersRequest,
-    ListPodSandboxRequest, PodSandbox, PodSandboxFilter, PodSandboxStatus, PodSandboxStatusRequest,
-    RemoveContainerRequest, RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeConfigRequest, RuntimeServiceClient,
+    ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest, ImageFsInfoResponse, ImageServiceClient,
+    ImageStatusRequest, ListContainersRequest, ListImagesRequest, ListPodSandboxRequest, PodSandbox, PodSandboxFilter,
+    PodSandboxStatus, PodSandboxStatusRequest, PullImageRequest, PullImageResponse, RemoveContainerRequest,
+    RemoveImageRequest, RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeConfigRequest, RuntimeServiceClient,
     RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest,
     VersionResponse,
 };
@@ -312,6 +313,43 @@ impl CriClient {
         req.mut_image().set_image(image.into());
         let mut resp = self.images.image_status_opt(&req, self.opt()).map_err(self.failed("ImageStatus"))?;
         Ok(resp.has_image().then(|| resp.take_image()))
+    }
+
+    /// `ListImages`: every image the runtime holds.
+    pub fn list_images(&self) -> Result<Vec<Image>, CriError> {
+        let mut resp =
+            self.images.list_images_opt(&ListImagesRequest::new(), self.opt()).map_err(self.failed("ListImages"))?;
+        Ok(resp.take_images().into_vec())
+    }
+
+    /// `PullImage`, started: the caller waits on the returned call (and may cancel it), whose
+    /// deadline is `timeout`. Map its error with `pull_failed`.
+    pub fn start_pull_image(
+        &self,
+        req: &PullImageRequest,
+        timeout: Duration,
+    ) -> Result<grpcio::ClientUnaryReceiver<PullImageResponse>, CriError> {
+        let opt = CallOption::default().timeout(timeout);
+        self.images.pull_image_async_opt(req, opt).map_err(self.failed("PullImage"))
+    }
+
+    /// The error of a failed `PullImage` call.
+    pub fn pull_failed(&self, source: grpcio::Error) -> CriError {
+        self.failed("PullImage")(source)
+    }
+
+    /// `RemoveImage`.
+    pub fn remove_image(&self, image: &str) -> Result<(), CriError> {
+        let mut req = RemoveImageRequest::new();
+        req.mut_image().set_image(image.into());
+        self.images.remove_image_opt(&req, self.opt()).map_err(self.failed("RemoveImage"))?;
+        Ok(())
+    }
+
+    /// `ImageFsInfo`: the filesystems holding the images (and, on newer runtimes, the
+    /// containers' writable layers).
+    pub fn image_fs_info(&self) -> Result<ImageFsInfoResponse, CriError> {
+        self.images.image_fs_info_opt(&ImageFsInfoRequest::new(), self.opt()).map_err(self.failed("ImageFsInfo"))
     }
 
     /// The start-up check: `Version`, then `Status` with `RuntimeReady`. Returns the

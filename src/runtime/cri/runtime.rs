@@ -13,8 +13,8 @@ use crate::manager::{stop_all, Exit, Health, StopTimeout, Worker};
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
 use crate::runtime::exec::ExecStart;
 use crate::runtime::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError, SandboxConfig,
-    SandboxInfo,
+    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo,
+    PullAuth, RuntimeError, SandboxConfig, SandboxInfo,
 };
 use crate::util::Chain;
 use parking_lot::Mutex;
@@ -145,7 +145,11 @@ impl CriRuntime {
         Ok(config)
     }
 
-    /// The pause image must be in the runtime before the first sandbox (checked until seen).
+    /// The pause image must be in the runtime before a sandbox is made (checked until
+    /// seen). The pod manager pulls it first, off its sync thread (`sandbox_image`); this
+    /// guard keeps `RunPodSandbox` from pulling it inside the call, which would block the
+    /// sync thread for as long as the pull takes (containerd pulls a missing sandbox image
+    /// itself, with no deadline but the call's).
     fn ensure_pause_image(&self, pod: &str) -> Result<(), RuntimeError> {
         if self.pause_seen.load(Ordering::Relaxed) {
             return Ok(());
@@ -156,13 +160,7 @@ impl CriRuntime {
                 self.pause_seen.store(true, Ordering::Relaxed);
                 Ok(())
             }
-            Ok(None) => Err(RuntimeError::Unsupported {
-                runtime: "cri",
-                what: format!(
-                    "{}: the image is not in the runtime, and pulling images is not implemented yet",
-                    object()
-                ),
-            }),
+            Ok(None) => Err(RuntimeError::NotFound { kind: "image", id: self.pause_image.clone() }),
             Err(source) => Err(RuntimeError::Cri { object: object(), source }),
         }
     }
@@ -304,7 +302,7 @@ impl ContainerRuntime for CriRuntime {
             RuntimeError::Translate { object: format!("container {} in sandbox {sandbox_id}", config.name), source }
         })?;
         // Not mapped to `NotFound`: the sandbox was just found, and the runtime's NOT_FOUND
-        // here is most often a missing image (no pulls yet).
+        // here is most often a missing image (removed since the pod manager saw it).
         let object = format!("container {} (image {}) in sandbox {sandbox_id}", config.name, config.image);
         let id = self.client.create_container(&req).map_err(|source| RuntimeError::Cri { object, source })?;
         self.containers.lock().insert(id.clone(), Known { config: Arc::new(config.clone()), settled: None });
@@ -379,6 +377,67 @@ impl ContainerRuntime for CriRuntime {
     /// `timeout` and returns the finished result.
     fn exec_start(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecStart, RuntimeError> {
         self.exec_sync(id, cmd, timeout).map(ExecStart::Finished)
+    }
+
+    fn list_images(&self) -> Result<Vec<ImageInfo>, RuntimeError> {
+        let listed = self
+            .client
+            .list_images()
+            .map_err(|source| RuntimeError::Cri { object: "listing images".into(), source })?;
+        Ok(listed.iter().map(translate::image_info).collect())
+    }
+
+    fn image_status(&self, image: &str) -> Result<Option<ImageInfo>, RuntimeError> {
+        let found = self
+            .client
+            .image_status(image)
+            .map_err(|source| RuntimeError::Cri { object: format!("image {image}"), source })?;
+        Ok(found.as_ref().map(translate::image_info))
+    }
+
+    /// `PullImage` with `timeout` as its deadline; cancelled, the call is cancelled too, and
+    /// the runtime stops the pull (what it fetched stays in its content store for the next).
+    fn pull_image(
+        &self,
+        image: &str,
+        auth: Option<&PullAuth>,
+        timeout: Duration,
+        cancel: &mut Cancel,
+    ) -> Result<String, RuntimeError> {
+        let req = translate::pull_image_request(image, auth);
+        let failed = |source: CriError| {
+            let object = if source.is_deadline_exceeded() {
+                format!("image {image}: no answer within the pull deadline of {timeout:?} (image_pull_timeout)")
+            } else {
+                format!("image {image}")
+            };
+            RuntimeError::Cri { object, source }
+        };
+        let mut call = self.client.start_pull_image(&req, timeout).map_err(failed)?;
+        match cancel.run(&mut call) {
+            None => {
+                call.cancel();
+                Err(RuntimeError::Cancelled { what: format!("pull of image {image}") })
+            }
+            Some(Ok(resp)) => Ok(resp.image_ref),
+            Some(Err(e)) => Err(failed(self.client.pull_failed(e))),
+        }
+    }
+
+    fn remove_image(&self, image: &str) -> Result<(), RuntimeError> {
+        self.client.remove_image(image).map_err(Self::failed("image", image, format!("image {image}")))
+    }
+
+    fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError> {
+        let resp = self
+            .client
+            .image_fs_info()
+            .map_err(|source| RuntimeError::Cri { object: "image filesystem".into(), source })?;
+        Ok(translate::image_fs_info(&resp))
+    }
+
+    fn sandbox_image(&self) -> Option<&str> {
+        Some(&self.pause_image)
     }
 
     /// `ExecSync` with `timeout`; the runtime's DEADLINE_EXCEEDED is a timed-out command,

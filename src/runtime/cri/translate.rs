@@ -3,7 +3,10 @@
 //! runtime reports (sandboxes and container statuses). No I/O here; the executor in
 //! `runtime.rs` only makes the calls.
 
-use super::super::{labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, SandboxConfig, SandboxInfo};
+use super::super::{
+    labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, PullAuth,
+    SandboxConfig, SandboxInfo,
+};
 use crate::proto::cri;
 use protobuf::RepeatedField;
 use std::collections::{BTreeMap, HashMap};
@@ -325,6 +328,48 @@ pub fn exec_timed_out() -> ExecResult {
     ExecResult { exit_code: -1, stdout: Vec::new(), stderr: Vec::new(), timed_out: true }
 }
 
+/// An image as ferrolet reports it.
+pub fn image_info(i: &cri::Image) -> ImageInfo {
+    ImageInfo {
+        id: i.get_id().into(),
+        repo_tags: i.get_repo_tags().to_vec(),
+        repo_digests: i.get_repo_digests().to_vec(),
+        size: i.get_size(),
+        pinned: i.get_pinned(),
+    }
+}
+
+/// The image filesystems of an `ImageFsInfo` answer (the container filesystems, which newer
+/// runtimes report apart, are not images').
+pub fn image_fs_info(resp: &cri::ImageFsInfoResponse) -> Vec<ImageFsInfo> {
+    resp.get_image_filesystems()
+        .iter()
+        .map(|f| ImageFsInfo {
+            mount_point: f.get_fs_id().get_mountpoint().into(),
+            used_bytes: f.get_used_bytes().get_value(),
+            inodes_used: f.has_inodes_used().then(|| f.get_inodes_used().get_value()),
+        })
+        .collect()
+}
+
+/// The `PullImage` request for `image` with `auth`. No sandbox config goes with it: the
+/// image is shared by every pod that uses it, and containerd uses the config only to pick a
+/// runtime handler's snapshotter, which ferrolet does not set.
+pub fn pull_image_request(image: &str, auth: Option<&PullAuth>) -> cri::PullImageRequest {
+    let mut req = cri::PullImageRequest::new();
+    req.mut_image().set_image(image.into());
+    if let Some(a) = auth {
+        let c = req.mut_auth();
+        c.set_username(a.username.clone());
+        c.set_password(a.password.clone());
+        c.set_auth(a.auth.clone());
+        c.set_server_address(a.server_address.clone());
+        c.set_identity_token(a.identity_token.clone());
+        c.set_registry_token(a.registry_token.clone());
+    }
+    req
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -587,5 +632,50 @@ mod tests {
         assert_eq!((r.exit_code, &r.stdout[..], &r.stderr[..], r.timed_out), (3, &b"out"[..], &b"err"[..], false));
         let t = exec_timed_out();
         assert_eq!((t.exit_code, t.timed_out), (-1, true));
+    }
+
+    #[test]
+    fn images_and_their_filesystem_are_read_from_cri() {
+        let mut i = cri::Image::new();
+        i.set_id("sha256:abc".into());
+        i.set_repo_tags(vec!["localhost/busybox:latest".to_string()].into());
+        i.set_repo_digests(vec!["localhost/busybox@sha256:def".to_string()].into());
+        i.set_size(4_000_000);
+        i.set_pinned(true);
+        let info = image_info(&i);
+        assert_eq!(info.id, "sha256:abc");
+        assert_eq!((info.repo_tags.len(), info.repo_digests.len(), info.size, info.pinned), (1, 1, 4_000_000, true));
+
+        let mut resp = cri::ImageFsInfoResponse::new();
+        let mut fs = cri::FilesystemUsage::new();
+        fs.mut_fs_id().set_mountpoint("/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs".into());
+        fs.mut_used_bytes().set_value(1234);
+        resp.mut_image_filesystems().push(fs.clone());
+        fs.clear_inodes_used();
+        fs.mut_fs_id().set_mountpoint("/elsewhere".into());
+        resp.mut_container_filesystems().push(fs);
+        let got = image_fs_info(&resp);
+        assert_eq!(got.len(), 1, "container filesystems are not image filesystems");
+        assert_eq!(got[0].used_bytes, 1234);
+        assert_eq!(got[0].inodes_used, None);
+        assert!(got[0].mount_point.ends_with("io.containerd.snapshotter.v1.overlayfs"));
+    }
+
+    #[test]
+    fn a_pull_carries_its_credentials_only_when_given() {
+        let req = pull_image_request("registry.local/app:1", None);
+        assert_eq!(req.get_image().get_image(), "registry.local/app:1");
+        assert!(!req.has_auth());
+        let auth = PullAuth {
+            username: "u".into(),
+            password: "p".into(),
+            server_address: "registry.local".into(),
+            ..Default::default()
+        };
+        let req = pull_image_request("registry.local/app:1", Some(&auth));
+        assert_eq!((req.get_auth().get_username(), req.get_auth().get_password()), ("u", "p"));
+        assert_eq!(req.get_auth().get_server_address(), "registry.local");
+        // The secrets never reach a log line.
+        assert!(!format!("{auth:?}").contains("\"p\""), "{auth:?}");
     }
 }

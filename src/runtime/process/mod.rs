@@ -32,8 +32,8 @@ pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdent
 use super::exec::ExecStart;
 
 use super::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, Quarantined, RuntimeError, SandboxConfig,
-    SandboxInfo,
+    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, PullAuth,
+    Quarantined, RuntimeError, SandboxConfig, SandboxInfo,
 };
 use crate::clock::{Clock, RealClock};
 use crate::cm::cgroupfs::CgroupDriver;
@@ -639,6 +639,34 @@ impl ContainerRuntime for ProcessRuntime {
         }
         let procs = record.cgroup.as_ref().map(|c| c.procs.clone()).unwrap_or_default();
         exec::exec_start(&info.config, &procs, cmd)
+    }
+
+    /// Containers are host processes: the runtime holds no images.
+    fn list_images(&self) -> Result<Vec<ImageInfo>, RuntimeError> {
+        Ok(Vec::new())
+    }
+
+    fn image_status(&self, _image: &str) -> Result<Option<ImageInfo>, RuntimeError> {
+        Ok(None)
+    }
+
+    /// The pod manager never pulls for this runtime (a container's image is ignored).
+    fn pull_image(
+        &self,
+        image: &str,
+        _auth: Option<&PullAuth>,
+        _timeout: Duration,
+        _cancel: &mut Cancel,
+    ) -> Result<String, RuntimeError> {
+        Err(RuntimeError::Unsupported { runtime: "process", what: format!("pulling image {image}") })
+    }
+
+    fn remove_image(&self, image: &str) -> Result<(), RuntimeError> {
+        Err(RuntimeError::NotFound { kind: "image", id: image.into() })
+    }
+
+    fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError> {
+        Ok(Vec::new())
     }
 
     fn take_quarantined(&self) -> Vec<Quarantined> {

@@ -1,0 +1,252 @@
+//! The pod manager's side of images: before a container (or a pod's sandbox) is created its
+//! image must be there. `images::decide` says what to do; this file does it — records
+//! kubelet's events and waiting reasons, hands pulls to the pull threads, and takes their
+//! answers (`PodsCommand::Images`). The sync thread never waits for a pull: a container
+//! whose image is being pulled is simply not started yet, and the answer triggers a sync.
+
+use super::backoff::{Backoff, Key};
+use super::{PodManager, Waiting, WaitingReason};
+use crate::api::{Container, Pod};
+use crate::images::{decide, message, reason, ImageAction, ImageState, PullDone, PullPolicy, PullRequest};
+use crate::util::Chain;
+use crossbeam_channel::{Sender, TrySendError};
+use std::collections::{HashMap, HashSet};
+use std::time::SystemTime;
+
+/// The container name under which a pod's sandbox image is tracked (no container is named
+/// so: names are DNS labels).
+const SANDBOX: &str = "";
+
+/// A container (or a sandbox) waiting for a pull.
+#[derive(Debug)]
+struct Requester {
+    key: Key,
+    /// When it asked (the `Pulled` event's time "including waiting").
+    since: SystemTime,
+    /// `Always` with the image present and no credentials: a failed pull starts it from the
+    /// present image.
+    fallback: bool,
+}
+
+/// What the pod manager keeps about images (only with a runtime that has them).
+pub(super) struct Images {
+    /// The pull threads' queue.
+    tx: Sender<PullRequest>,
+    /// Pulls in flight by image, with who waits for each (emptied, not removed, when their
+    /// pods go: the answer then finds nobody).
+    pulls: HashMap<String, Vec<Requester>>,
+    /// Containers whose pull for their next start has answered.
+    pulled: HashSet<Key>,
+    /// kubelet's image back-off, per (pod uid, image): 10 s doubling to 300 s.
+    backoff: Backoff,
+}
+
+impl Images {
+    /// Image bookkeeping over the pull threads' queue.
+    pub(super) fn new(tx: Sender<PullRequest>) -> Images {
+        Images { tx, pulls: HashMap::new(), pulled: HashSet::new(), backoff: Backoff::default() }
+    }
+
+    /// How many pulls in flight, answered pulls and back-off entries are kept.
+    #[cfg(test)]
+    pub(super) fn tracked(&self) -> (usize, usize, usize) {
+        (self.pulls.values().map(Vec::len).sum(), self.pulled.len(), self.backoff.entries())
+    }
+
+    /// Forgets a removed pod: its back-off, its answered pulls, its place in pulls in flight.
+    pub(super) fn forget_pod(&mut self, uid: &str) {
+        self.backoff.forget_pod(uid);
+        self.pulled.retain(|(u, _)| u != uid);
+        for waiting in self.pulls.values_mut() {
+            waiting.retain(|r| r.key.0 != uid);
+        }
+    }
+}
+
+impl PodManager {
+    /// Whether container `c` (or, for `None`, the pod's sandbox) may be created now as far
+    /// as its image goes. When not, what happens meanwhile is done here: a pull is queued
+    /// or joined, or the container waits with kubelet's reason (events once per change).
+    pub(super) fn image_ready(&mut self, pod: &Pod, c: Option<&Container>, now: SystemTime) -> bool {
+        let Some(images) = self.images.as_ref() else { return true };
+        let (image, policy) = match c {
+            Some(c) => (c.image.clone(), PullPolicy::of(&c.image_pull_policy, &c.image)),
+            None => match self.runtime.sandbox_image() {
+                Some(i) => (i.to_string(), PullPolicy::IfNotPresent),
+                None => return true,
+            },
+        };
+        let name = c.map_or(SANDBOX, |c| c.name.as_str());
+        let key: Key = (pod.metadata.uid.clone(), name.to_string());
+        let mut state = ImageState {
+            policy,
+            pulled: images.pulled.contains(&key),
+            waiting_for_pull: images.pulls.get(&image).is_some_and(|w| w.iter().any(|r| r.key == key)),
+            pull_in_flight: images.pulls.contains_key(&image),
+            in_backoff: images.backoff.in_backoff_since_update(&(key.0.clone(), image.clone()), now),
+            // Static pods carry no pull credentials (they cannot refer to Secrets); cluster
+            // mode will pass a pod's imagePullSecrets here and with the pull.
+            credentials: false,
+            present: false,
+        };
+        if !state.pulled && !state.waiting_for_pull {
+            match self.runtime.image_status(&image) {
+                Ok(found) => state.present = found.is_some(),
+                Err(e) => {
+                    let text = message::inspect_failed(&image, &Chain(&e).to_string());
+                    let why = Some((true, reason::INSPECT_FAILED, text.as_str()));
+                    self.wait_for_image(pod, c, &key, WaitingReason::ImageInspectError, &text, why, now);
+                    return false;
+                }
+            }
+        }
+        let container = c.map(|c| c.name.as_str());
+        let ready = match decide(&state) {
+            ImageAction::UsePulled => {
+                if let Some(i) = self.images.as_mut() {
+                    i.pulled.remove(&key);
+                }
+                true
+            }
+            ImageAction::UsePresent => {
+                // Not for the sandbox image: kubelet never reports it unless it is pulled.
+                if container.is_some() {
+                    self.event(pod, container, false, reason::PULLED, &message::already_present(&image));
+                }
+                true
+            }
+            ImageAction::UsePresentInBackOff => {
+                self.event(pod, container, false, reason::PULLED, &message::present_in_backoff(&image));
+                true
+            }
+            ImageAction::NeverPull => {
+                let text = message::never_pull(&image);
+                let why = Some((true, reason::ERR_IMAGE_NEVER_PULL, text.as_str()));
+                self.wait_for_image(pod, c, &key, WaitingReason::ErrImageNeverPull, &text, why, now);
+                false
+            }
+            ImageAction::BackOff => {
+                let last = self.waiting.get(&key).filter(|w| w.reason == WaitingReason::ErrImagePull);
+                let last_failure = last.map(|w| w.message.clone());
+                let already = self.waiting.get(&key).is_some_and(|w| w.reason == WaitingReason::ImagePullBackOff);
+                if !already {
+                    let text = message::back_off_status(&image, last_failure.as_deref());
+                    let back_off = message::back_off(&image);
+                    let why = Some((false, reason::BACK_OFF, back_off.as_str()));
+                    self.wait_for_image(pod, c, &key, WaitingReason::ImagePullBackOff, &text, why, now);
+                }
+                false
+            }
+            ImageAction::Wait => false,
+            ImageAction::Join | ImageAction::Pull => {
+                let requester =
+                    Requester { key: key.clone(), since: now, fallback: state.present && !state.credentials };
+                if self.request_pull(&image, requester) {
+                    self.event(pod, container, false, reason::PULLING, &message::pulling(&image));
+                }
+                false
+            }
+        };
+        if ready && c.is_none() {
+            // A container's reason goes when it starts; a sandbox's when its image is there.
+            self.waiting.remove(&key);
+        }
+        ready
+    }
+
+    /// Queues a pull of `image` for `requester`, or adds it to the pull in flight; false when
+    /// the queue is full (asked again at the next sync).
+    fn request_pull(&mut self, image: &str, requester: Requester) -> bool {
+        let Some(images) = self.images.as_mut() else { return false };
+        if let Some(waiting) = images.pulls.get_mut(image) {
+            waiting.push(requester);
+            return true;
+        }
+        match images.tx.try_send(PullRequest { image: image.into(), auth: None }) {
+            Ok(()) => {
+                images.pulls.insert(image.into(), vec![requester]);
+                true
+            }
+            Err(TrySendError::Full(_)) => {
+                log::debug!("pods: the pull queue is full; {image} is asked for again at the next sync");
+                false
+            }
+            // The pull threads are gone: the agent is stopping.
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    /// Sets a container's image waiting reason (`text` is its message). When it changed, the
+    /// event `why` (warning, reason, message), if any, is recorded, then for a container kubelet's
+    /// `Error: <reason>`: once per change, where kubelet repeats them at every sync. A
+    /// sandbox's reason shows in the pod's events only.
+    #[allow(clippy::too_many_arguments)]
+    fn wait_for_image(
+        &mut self,
+        pod: &Pod,
+        c: Option<&Container>,
+        key: &Key,
+        waiting: WaitingReason,
+        text: &str,
+        why: Option<(bool, &str, &str)>,
+        now: SystemTime,
+    ) {
+        if self.waiting.get(key).is_some_and(|w| w.reason == waiting && w.message == text) {
+            return;
+        }
+        let container = c.map(|c| c.name.as_str());
+        if let Some((warning, why, why_text)) = why {
+            self.event(pod, container, warning, why, why_text);
+        }
+        if container.is_some() {
+            self.event(pod, container, true, reason::FAILED, &message::error(waiting.as_str()));
+        }
+        self.waiting.insert(key.clone(), Waiting { reason: waiting, message: text.into(), since: now });
+    }
+
+    /// A pull answered: every container (and sandbox) that waits for it gets kubelet's
+    /// events, and starts at the next sync or waits as `ErrImagePull` under back-off.
+    /// Containers of pods removed or terminating meanwhile are skipped.
+    pub(super) fn on_pull_done(&mut self, done: PullDone) {
+        let now = self.clock.now();
+        let Some(images) = self.images.as_mut() else { return };
+        let waiting = images.pulls.remove(&done.image).unwrap_or_default();
+        let mut backed_off: HashSet<String> = HashSet::new();
+        for r in waiting {
+            let Some(pod) = self.pods.get(&r.key.0).filter(|e| e.termination.is_none()).map(|e| e.pod.clone()) else {
+                continue;
+            };
+            let c = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == r.key.1);
+            let container = c.map(|c| c.name.as_str());
+            if let Some(images) = self.images.as_mut() {
+                // One failure advances the pod's back-off once, however many of its
+                // containers waited for the image.
+                if done.result.is_err() && backed_off.insert(r.key.0.clone()) {
+                    images.backoff.next(&(r.key.0.clone(), done.image.clone()), now, now);
+                }
+                if done.result.is_ok() || r.fallback {
+                    images.pulled.insert(r.key.clone());
+                }
+            }
+            match &done.result {
+                Ok(p) => {
+                    let total = now.duration_since(r.since).unwrap_or_default().max(done.pull_time);
+                    let text = message::pulled(&done.image, done.pull_time, total, p.size);
+                    self.event(&pod, container, false, reason::PULLED, &text);
+                }
+                Err(e) => {
+                    let cause = Chain(e).to_string();
+                    // Every failed pull is reported, as kubelet's.
+                    self.event(&pod, container, true, reason::FAILED, &message::pull_failed(&done.image, &cause));
+                    if r.fallback {
+                        let present = message::present_after_failure(&done.image);
+                        self.event(&pod, container, false, reason::PULLED, &present);
+                    } else {
+                        self.wait_for_image(&pod, c, &r.key, WaitingReason::ErrImagePull, &cause, None, now);
+                    }
+                }
+            }
+        }
+        self.resync = true;
+    }
+}
