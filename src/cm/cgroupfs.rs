@@ -74,6 +74,8 @@ pub struct Mounts {
     pub v1: BTreeMap<String, PathBuf>,
     /// The cgroup2 mount point.
     pub v2: Option<PathBuf>,
+    /// Every cgroup hierarchy's mount point (v1 ones ferrolet does not write included).
+    pub all: Vec<PathBuf>,
 }
 
 /// Undoes mountinfo's octal escapes (`\040` is a space).
@@ -107,6 +109,9 @@ impl Mounts {
                 continue;
             }
             let mount_point = PathBuf::from(unescape(fields[4]));
+            if matches!(rfields[0], "cgroup" | "cgroup2") {
+                m.all.push(mount_point.clone());
+            }
             match rfields[0] {
                 "cgroup2" => m.v2 = Some(mount_point),
                 "cgroup" => {
@@ -239,6 +244,20 @@ fn tree(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
     out.push(dir.into());
+}
+
+/// Removes the cgroup tree at `path` in every hierarchy of `mounts` where it is empty,
+/// deepest first. A CRI runtime's runc makes a pod's and its containers' cgroups in every v1
+/// hierarchy, not only in those ferrolet manages, and leaves the pod's behind. A cgroup
+/// with a process in it stays (the kernel refuses).
+pub fn remove_empty_everywhere(mounts: &Mounts, path: &str) {
+    for m in &mounts.all {
+        let mut dirs = Vec::new();
+        tree(&m.join(path.trim_start_matches('/')), &mut dirs);
+        for d in dirs {
+            let _ = fs::remove_dir(&d);
+        }
+    }
 }
 
 /// Pids in a cgroup tree.

@@ -164,6 +164,9 @@ impl Drop for CriNode {
         if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&self.cgroup_root);
         }
+        if let Ok(mounts) = ferrolet::cm::cgroupfs::Mounts::read(Path::new("/proc/self/mountinfo")) {
+            ferrolet::cm::cgroupfs::remove_empty_everywhere(&mounts, &self.cgroup_root);
+        }
         use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
         let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root));
     }

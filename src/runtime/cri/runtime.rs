@@ -237,11 +237,20 @@ impl ContainerRuntime for CriRuntime {
         self.client.stop_pod_sandbox(id).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))
     }
 
-    /// Removes the sandbox (the runtime removes its containers), then its log directory,
-    /// which the runtime leaves behind.
+    /// Removes the sandbox (the runtime removes its containers), then what the runtime
+    /// leaves behind: its pod cgroup where it is empty, and its log directory.
     fn remove_pod_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
         let config = self.sandbox_config(id).ok();
         self.client.remove_pod_sandbox(id).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))?;
+        let parent = config.as_ref().map(|c| c.cgroup_parent.clone()).filter(|p| !p.is_empty());
+        if let Some(parent) = parent {
+            // runc leaves the pod's cgroup in every v1 hierarchy; the pod cgroup manager
+            // removes it only from the ones it writes.
+            match crate::cm::cgroupfs::Mounts::read(std::path::Path::new("/proc/self/mountinfo")) {
+                Ok(mounts) => crate::cm::cgroupfs::remove_empty_everywhere(&mounts, &parent),
+                Err(e) => log::warn!("cri: sandbox {id}: cannot remove its cgroup {parent}: {}", Chain(&e)),
+            }
+        }
         if let Some(dir) = config.map(|c| c.log_directory.clone()).filter(|d| !d.as_os_str().is_empty()) {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
