@@ -84,8 +84,15 @@ lint: deps
 fmt:
 	$(CARGO) fmt
 
+## The CRI benchmark runs on a containerd of its own (tests/cri/up.sh, torn down after).
+BENCH_CRI_BASE := /tmp/ferrolet-cri-bench
 bench: deps
 	$(CARGO) bench --locked --bench agent --bench events --bench cgroups --bench prober --bench devices
+	@export FERROLET_CRI_BASE=$(BENCH_CRI_BASE) FERROLET_CRI_CGROUP=/ferrolet-cri-bench; \
+	trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
+	tests/cri/up.sh || exit 1; \
+	unset FERROLET_CRI_ENDPOINT; if [ -f $(BENCH_CRI_BASE)/env ]; then set -a; . $(BENCH_CRI_BASE)/env; set +a; fi; \
+	$(CARGO) bench --locked --bench cri
 
 clean:
 	-$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG) 2>/dev/null

@@ -3,7 +3,8 @@
 //!
 //! - pod start: a manifest written until its container runs (containerd's `started_at`),
 //!   through ferrolet, against the same CRI calls made directly (RunPodSandbox,
-//!   CreateContainer, StartContainer); 20 pods each way, one at a time, in turns
+//!   CreateContainer, StartContainer); 20 pods each way, one at a time, in turns. Pods use
+//!   `imagePullPolicy: IfNotPresent` (the harness's images are imported, not pullable).
 //! - 20 pods on the pod network, each with an HTTP readiness and an exec liveness probe:
 //!   the agent's RSS and CPU
 //! - 100 containers (50 pods of two) with no probes: the agent's CPU, which is the relist
@@ -93,7 +94,7 @@ fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (Duration, S
 fn agent_start(c: &CriClient, node: &CriNode, agent: &AgentProcess, i: usize) -> (Duration, Duration) {
     let name = format!("start{i}");
     let spec = format!(
-        "  hostNetwork: true\n  containers:\n  - name: c\n    image: {}\n    command: [sleep, '3600']\n",
+        "  hostNetwork: true\n  containers:\n  - name: c\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n",
         busybox()
     );
     let t0 = SystemTime::now();
@@ -171,6 +172,7 @@ fn probed_pods(endpoint: &str) {
             "  containers:
   - name: web
     image: {}
+    imagePullPolicy: IfNotPresent
     command: [sh, -c, 'mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www']
     readinessProbe:
       httpGet: {{path: /index.html, port: 8080}}
@@ -208,7 +210,7 @@ fn idle_containers(endpoint: &str) {
     let node = CriNode::on(endpoint.into()).unwrap();
     for i in 0..50 {
         let spec = format!(
-            "  hostNetwork: true\n  containers:\n  - name: a\n    image: {b}\n    command: [sleep, '3600']\n  - name: b\n    image: {b}\n    command: [sleep, '3601']\n",
+            "  hostNetwork: true\n  containers:\n  - name: a\n    image: {b}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n  - name: b\n    image: {b}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3601']\n",
             b = busybox()
         );
         node.sb.write_manifest(&format!("idle{i}.yaml"), &manifest(&format!("idle{i}"), &spec));
