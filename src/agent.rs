@@ -18,6 +18,7 @@ use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::{DirWatcher, FileSource};
 use crate::prober::pool::ProberThreads;
 use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
+use crate::runtime::cri::runtime::LogRotation;
 use crate::runtime::cri::{CriClient, CriRuntime};
 use crate::runtime::process::ProcessRuntime;
 use crate::runtime::{ContainerRuntime, RuntimeError};
@@ -260,7 +261,8 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
         cfg.pod_sandbox_image.clone()
     };
     log::info!("cri: pod sandboxes use {pause}");
-    Ok(CriRuntime::new(client, &pause, &cfg.node_name, health))
+    let rotation = LogRotation { max_size: cfg.logs.max_size.0, max_files: cfg.logs.max_files };
+    Ok(CriRuntime::new(client, &pause, &cfg.node_name, health).with_log_rotation(rotation))
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {

@@ -407,3 +407,50 @@ fn a_containerd_restart_restarts_no_pod_and_the_agent_says_so_once_each_way() {
     assert_eq!(log.matches("the runtime answers again").count(), 1, "one line when it is back");
     assert!(!events(&agent, "steady").contains("Killing"), "no container was killed");
 }
+
+#[test]
+fn a_running_containers_log_is_rotated_past_max_size_and_containerd_writes_the_new_file() {
+    let Some(node) = CriNode::new() else { return };
+    let line = "x".repeat(100);
+    node.sb.write_manifest(
+        "chatty.yaml",
+        &manifest(
+            "chatty",
+            &format!(
+                "  hostNetwork: true\n  containers:\n  - name: app\n    image: {}\n    command: [sh, -c, 'i=0; while true; do echo \"$i {line}\"; i=$((i+1)); sleep 0.01; done']\n",
+                busybox()
+            ),
+        ),
+    );
+    let agent = node.start_with(|t| t.replace("[logs]\n", "[logs]\nmax_size = \"4Ki\"\nmax_files = 3\n"), "debug");
+    let p = wait_pod(&node, &agent, "chatty", "container app running", |p| running(p, "app"));
+    node.own(&uid(&p));
+    let dir = node.pod_logs().join(format!("default_chatty-{}_{}", node.node, uid(&p))).join("app");
+    let rotated = || {
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("0.log."))
+            .collect();
+        names.sort();
+        names
+    };
+    // Checked every 10 s: by then the log is past 4 KiB, and again 10 s later.
+    wait_for("two rotations", Duration::from_secs(40), || (rotated().len() >= 2).then_some(()));
+    // containerd reopened the live file and writes on in it, numbering on.
+    let first_number = |path: &std::path::Path| -> u64 {
+        let text = std::fs::read_to_string(path).unwrap();
+        let first = text.lines().next().unwrap_or_default();
+        first.split(' ').nth(3).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{first:?}"))
+    };
+    wait_for("new lines in the live file", WAIT, || {
+        let n = std::fs::read_to_string(dir.join("0.log")).map(|t| t.lines().count()).unwrap_or(0);
+        (n > 0).then_some(())
+    });
+    let names = rotated();
+    assert!(names.len() <= 2, "max_files 3 keeps the live file and two rotations: {names:?}");
+    let newest_rotation = first_number(&dir.join(names.last().unwrap()));
+    assert!(first_number(&dir.join("0.log")) > newest_rotation, "the live file goes on where the rotation ended");
+    assert!(std::fs::metadata(dir.join(names.last().unwrap())).unwrap().len() > 4096);
+}

@@ -178,7 +178,7 @@ fn logs_rotate_by_size_keeping_max_files() {
     let id = run(&rt, &sb, &s, "chatty", "i=0; while [ $i -lt 2000 ]; do echo line $i; i=$((i+1)); done");
     wait_exit(&rt, &id, Duration::from_secs(20));
     let log = sb.state().join("logs/p/chatty/0.log");
-    let rotated = ferrolet::runtime::process::logfile::rotated_files(&log);
+    let rotated = ferrolet::runtime::logrotate::rotated_files(&log);
     assert_eq!(rotated.len(), 2, "{rotated:?}");
     assert!(std::fs::metadata(&log).unwrap().len() <= 8192);
     assert!(std::fs::read_to_string(&log).unwrap().trim_end().ends_with("stdout F line 1999"));

@@ -7,6 +7,7 @@ pub mod devices;
 pub mod exec;
 #[cfg(test)]
 pub mod fake;
+pub mod logrotate;
 pub mod process;
 
 use std::collections::BTreeMap;

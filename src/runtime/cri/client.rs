@@ -6,9 +6,9 @@ use crate::proto::cri::{
     ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest, ImageFsInfoResponse, ImageServiceClient,
     ImageStatusRequest, ListContainersRequest, ListImagesRequest, ListPodSandboxRequest, PodSandbox, PodSandboxFilter,
     PodSandboxStatus, PodSandboxStatusRequest, PullImageRequest, PullImageResponse, RemoveContainerRequest,
-    RemoveImageRequest, RemovePodSandboxRequest, RunPodSandboxRequest, RuntimeConfigRequest, RuntimeServiceClient,
-    RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest,
-    VersionResponse,
+    RemoveImageRequest, RemovePodSandboxRequest, ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest,
+    RuntimeServiceClient, RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest,
+    StopPodSandboxRequest, VersionRequest, VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;
@@ -225,6 +225,15 @@ impl CriClient {
         let mut resp =
             self.runtime.pod_sandbox_status_opt(&req, self.opt()).map_err(self.failed("PodSandboxStatus"))?;
         Ok(resp.take_status())
+    }
+
+    /// `ReopenContainerLog`: the runtime opens the container's log path again (after it
+    /// was renamed away).
+    pub fn reopen_container_log(&self, id: &str) -> Result<(), CriError> {
+        let mut req = ReopenContainerLogRequest::new();
+        req.set_container_id(id.into());
+        self.runtime.reopen_container_log_opt(&req, self.opt()).map_err(self.failed("ReopenContainerLog"))?;
+        Ok(())
     }
 
     /// `StopPodSandbox` (containerd stops what still runs in it).

@@ -12,6 +12,7 @@ use super::translate;
 use crate::manager::{stop_all, Exit, Health, StopTimeout, Worker};
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
 use crate::runtime::exec::ExecStart;
+use crate::runtime::logrotate;
 use crate::runtime::{
     Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo,
     PullAuth, RuntimeError, SandboxConfig, SandboxInfo,
@@ -21,7 +22,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The most container stops in flight at once (each holds a thread for up to its grace
 /// period).
@@ -60,6 +61,20 @@ impl KnownSandbox {
     }
 }
 
+/// How often running containers' log sizes are looked at (kubelet's
+/// `containerLogMonitorInterval`).
+pub const LOG_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Container log rotation: CRI runtimes only append, so the agent rotates (kubelet's
+/// container log manager).
+#[derive(Clone, Copy, Debug)]
+pub struct LogRotation {
+    /// Rotate a running container's log past this size.
+    pub max_size: u64,
+    /// Files kept per container instance, the live one included.
+    pub max_files: u32,
+}
+
 /// The CRI backend.
 pub struct CriRuntime {
     client: Arc<CriClient>,
@@ -71,6 +86,9 @@ pub struct CriRuntime {
     sandboxes: Mutex<HashMap<String, KnownSandbox>>,
     containers: Mutex<HashMap<String, Known>>,
     stops: Mutex<(bool, Vec<Stop>)>,
+    /// Log rotation, if on, and when logs were last looked at.
+    logs: Option<LogRotation>,
+    logs_checked: Mutex<Option<Instant>>,
 }
 
 impl CriRuntime {
@@ -88,7 +106,58 @@ impl CriRuntime {
             sandboxes: Mutex::new(HashMap::new()),
             containers: Mutex::new(HashMap::new()),
             stops: Mutex::new((false, Vec::new())),
+            logs: None,
+            logs_checked: Mutex::new(None),
         }
+    }
+
+    /// The same runtime, rotating running containers' logs past `rotation.max_size`.
+    pub fn with_log_rotation(mut self, rotation: LogRotation) -> CriRuntime {
+        self.logs = Some(rotation);
+        self
+    }
+
+    /// Rotates the logs of running containers that grew past the limit, at most every
+    /// `LOG_CHECK_INTERVAL` (one `stat` per running container). Failures are logged: a log
+    /// that cannot be rotated keeps growing, and is tried again.
+    fn rotate_logs(&self, listed: &[ContainerInfo]) {
+        let Some(rotation) = self.logs else { return };
+        {
+            let mut checked = self.logs_checked.lock();
+            if checked.is_some_and(|t| t.elapsed() < LOG_CHECK_INTERVAL) {
+                return;
+            }
+            *checked = Some(Instant::now());
+        }
+        for c in listed.iter().filter(|c| c.state == ContainerState::Running) {
+            let path = &c.config.log_path;
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            if size > rotation.max_size {
+                self.rotate_log(c, rotation.max_files);
+            }
+        }
+    }
+
+    /// Renames a container's log away and has the runtime reopen it; when the runtime
+    /// cannot, the file is put back (it still writes to it), as kubelet does.
+    fn rotate_log(&self, c: &ContainerInfo, max_files: u32) {
+        let path = &c.config.log_path;
+        let rotated = logrotate::rotation_path(path, std::time::SystemTime::now());
+        if let Err(e) = std::fs::rename(path, &rotated) {
+            log::warn!("cri: container {} ({}): cannot rotate its log {}: {e}", c.config.name, c.id, path.display());
+            return;
+        }
+        if let Err(e) = self.client.reopen_container_log(&c.id) {
+            let _ = std::fs::rename(&rotated, path);
+            log::warn!(
+                "cri: container {} ({}): the runtime did not reopen its log: {}",
+                c.config.name,
+                c.id,
+                Chain(&e)
+            );
+            return;
+        }
+        logrotate::prune_rotated(path, max_files);
     }
 
     /// Stops taking container stops and waits up to `timeout` for those in flight (each is
@@ -379,6 +448,7 @@ impl ContainerRuntime for CriRuntime {
             out.push(info);
         }
         self.containers.lock().retain(|id, _| listed.iter().any(|c| c.get_id() == id));
+        self.rotate_logs(&out);
         Ok(out)
     }
 

@@ -3,6 +3,7 @@
 //! (longer than the buffer), `F` for the full line or its last piece. Rotated by size:
 //! `<name>.log` becomes `<name>.log.<YYYYMMDD-HHMMSS>`, keeping `max_files` in all.
 
+use crate::runtime::logrotate;
 use crate::timefmt::rfc3339_nano;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -116,39 +117,12 @@ impl LogFile {
     }
 
     fn rotate(&mut self) -> io::Result<()> {
-        let stamp = rfc3339_nano(SystemTime::now());
-        // `2024-05-01T10:00:00.123456789Z` -> `20240501-100000.123456789`: sortable and unique.
-        let stamp: String = stamp.replace(['-', ':'], "").replace('T', "-").trim_end_matches('Z').to_string();
-        let rotated = PathBuf::from(format!("{}.{stamp}", self.path.display()));
-        fs::rename(&self.path, &rotated)?;
+        fs::rename(&self.path, logrotate::rotation_path(&self.path, SystemTime::now()))?;
         self.file = crate::util::append_private_file(&self.path)?;
         self.size = 0;
-        let mut old = rotated_files(&self.path);
-        let keep = self.max_files.saturating_sub(1) as usize;
-        if old.len() > keep {
-            old.sort();
-            for p in &old[..old.len() - keep] {
-                let _ = fs::remove_file(p);
-            }
-        }
+        logrotate::prune_rotated(&self.path, self.max_files);
         Ok(())
     }
-}
-
-/// The rotated siblings of a log file (`<path>.<stamp>`).
-pub fn rotated_files(path: &Path) -> Vec<PathBuf> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Vec::new();
-    };
-    let prefix = format!("{}.", name.to_string_lossy());
-    fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -198,7 +172,7 @@ mod tests {
             lf.write_chunk(Stream::Stdout, format!("line number {i:05} with some padding text\n").as_bytes()).unwrap();
         }
         lf.finish().unwrap();
-        let rotated = rotated_files(&p);
+        let rotated = logrotate::rotated_files(&p);
         assert_eq!(rotated.len(), 2, "max_files 3 = live file + 2 rotated");
         assert!(fs::metadata(&p).unwrap().len() <= 4096);
         let last = records(&p).pop().unwrap();

@@ -586,7 +586,7 @@ impl ContainerRuntime for ProcessRuntime {
                 });
             }
             let _ = fs::remove_file(&info.config.log_path);
-            for p in logfile::rotated_files(&info.config.log_path) {
+            for p in super::logrotate::rotated_files(&info.config.log_path) {
                 let _ = fs::remove_file(p);
             }
         }
