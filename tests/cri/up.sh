@@ -91,30 +91,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 TOML
 mv "$CONFIG.new" "$CONFIG"
 
-# The pod network: Debian's bridge and host-local plugins, on a bridge and subnet of our own;
-# the host reaches pods through the bridge (the gateway). IP allocations stay under $BASE; no
-# masquerade, so no iptables rules. The bridge plugin turns on net.ipv4.ip_forward for a
-# gateway: its value before is kept, and down.sh puts it back.
-cat > "$BASE/cni/net.d/10-ferrolet-test.conflist" <<JSON
-{
-  "cniVersion": "1.0.0",
-  "name": "ferrolet-test",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "$SUBNET" }]],
-        "dataDir": "$BASE/cni/ipam"
-      }
-    }
-  ]
-}
-JSON
+# The pod network: the shipped etc/cni/10-ferrolet-bridge.conflist (Debian's bridge and
+# host-local plugins), on a bridge and subnet of our own, IP allocations under $BASE, and
+# without what would add iptables rules to the host (ipMasq, portmap). The host reaches
+# pods through the bridge (the gateway). The bridge plugin turns on net.ipv4.ip_forward for
+# a gateway: its value before is kept, and down.sh puts it back.
+python3 - "$HERE/../../etc/cni/10-ferrolet-bridge.conflist" "$BRIDGE" "$SUBNET" "$BASE/cni/ipam" \
+  > "$BASE/cni/net.d/10-ferrolet-test.conflist" <<'PY'
+import json, sys
+shipped, bridge, subnet, data_dir = sys.argv[1:]
+conf = json.load(open(shipped))
+conf["name"] = "ferrolet-test"
+conf["plugins"] = [p for p in conf["plugins"] if p["type"] != "portmap"]
+b = conf["plugins"][0]
+b.update(bridge=bridge, ipMasq=False)
+b["ipam"].update(ranges=[[{"subnet": subnet}]], dataDir=data_dir)
+json.dump(conf, sys.stdout, indent=2)
+PY
 [ -e "$BASE/ip_forward.before" ] || cat /proc/sys/net/ipv4/ip_forward > "$BASE/ip_forward.before"
 
 # 4. The private mount namespace, made once and kept. A namespace can only be bound onto a
