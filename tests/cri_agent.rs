@@ -117,7 +117,7 @@ fn a_pod_with_an_init_container_a_sidecar_and_two_apps_runs_in_its_cgroups_with_
     assert_eq!(read("memory", &format!("{a}/memory.limit_in_bytes")), (64u64 << 20).to_string());
     assert_eq!(read("cpu", &format!("{a}/cpu.cfs_quota_us")), "20000");
     assert_eq!(read("cpu", &format!("{a}/cpu.shares")), "102");
-    for (name, argv) in [("a", "sleep\03601\0"), ("b", "sleep\03602\0"), ("sidecar", "sleep\03600\0")] {
+    for (name, argv) in [("a", "sleep\x003601\x00"), ("b", "sleep\x003602\x00"), ("sidecar", "sleep\x003600\x00")] {
         let procs = read("memory", &format!("{pod_cgroup}/{}/cgroup.procs", cid(&p, name)));
         let pid = procs.lines().next().unwrap_or_else(|| panic!("container {name} has no process"));
         let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
