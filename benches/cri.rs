@@ -152,7 +152,7 @@ fn cpu_percent(agent: &AgentProcess, secs: u64) -> f64 {
     (cpu_ticks(pid) - c0) as f64 / tick / t0.elapsed().as_secs_f64() * 100.0
 }
 
-fn wait_running(node: &CriNode, agent: &AgentProcess, containers: usize) {
+fn wait_running(agent: &AgentProcess, containers: usize) {
     wait_for("every container running", Duration::from_secs(300), || {
         let n: usize = agent
             .pods()
@@ -162,7 +162,6 @@ fn wait_running(node: &CriNode, agent: &AgentProcess, containers: usize) {
             .sum();
         (n >= containers).then_some(())
     });
-    let _ = node;
 }
 
 fn probed_pods(endpoint: &str) {
@@ -216,7 +215,7 @@ fn idle_containers(endpoint: &str) {
         node.sb.write_manifest(&format!("idle{i}.yaml"), &manifest(&format!("idle{i}"), &spec));
     }
     let agent = node.start_with(|t| t.replace("sync_frequency = \"200ms\"", "sync_frequency = \"1s\""), "warn");
-    wait_running(&node, &agent, 100);
+    wait_running(&agent, 100);
     std::thread::sleep(Duration::from_secs(5));
     let cpu = cpu_percent(&agent, 30);
     println!(

@@ -178,30 +178,34 @@ struct SelectedRuntime {
     cri: Option<Arc<CriRuntime>>,
 }
 
-/// Opens the configured runtime. The CRI backend is checked first (`Version`, then `Status`
-/// with `RuntimeReady`), so a missing socket or a runtime that is not ready stops the start
-/// with an error naming the endpoint. The process runtime gets the cgroup driver when pod
-/// cgroups are on (a CRI runtime makes container cgroups itself, under `cgroup_parent`).
+/// The CRI backend when the config selects it, connected and checked (`Version`, then
+/// `Status` with `RuntimeReady`): a missing socket or a runtime that is not ready stops the
+/// start with an error naming the endpoint, before anything (a cgroup) is made.
+fn cri_if_selected(cfg: &Config, health: &Health) -> Result<Option<Arc<CriRuntime>>, AgentError> {
+    match cfg.runtime {
+        RuntimeBackend::Process => Ok(None),
+        RuntimeBackend::Cri => Ok(Some(Arc::new(cri_runtime(cfg, health)?))),
+    }
+}
+
+/// The configured runtime: the checked CRI backend, or the process runtime, which gets the
+/// cgroup driver when pod cgroups are on (a CRI runtime makes container cgroups itself,
+/// under `cgroup_parent`).
 fn open_runtime(
     cfg: &Config,
     shim_exe: &Path,
     cgroups: Option<Arc<dyn cgroupfs::CgroupDriver>>,
-    health: &Health,
+    cri: Option<Arc<CriRuntime>>,
 ) -> Result<SelectedRuntime, AgentError> {
-    match cfg.runtime {
-        RuntimeBackend::Process => {
-            let rt = process_runtime(cfg, shim_exe)?;
-            let rt = match cgroups {
-                Some(driver) => rt.with_cgroups(driver),
-                None => rt,
-            };
-            Ok(SelectedRuntime { runtime: Arc::new(rt), cri: None })
-        }
-        RuntimeBackend::Cri => {
-            let cri = Arc::new(cri_runtime(cfg, health)?);
-            Ok(SelectedRuntime { runtime: cri.clone(), cri: Some(cri) })
-        }
+    if let Some(cri) = cri {
+        return Ok(SelectedRuntime { runtime: cri.clone(), cri: Some(cri) });
     }
+    let rt = process_runtime(cfg, shim_exe)?;
+    let rt = match cgroups {
+        Some(driver) => rt.with_cgroups(driver),
+        None => rt,
+    };
+    Ok(SelectedRuntime { runtime: Arc::new(rt), cri: None })
 }
 
 /// Opens the configured runtime to look at it, for `ferrolet logs` and `ferrolet exec`,
@@ -451,7 +455,8 @@ enum LockPurpose {
 pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     use crate::runtime::ContainerState::Running;
     let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
-    let SelectedRuntime { runtime, .. } = open_runtime(cfg, shim_exe, None, &Health::default())?;
+    let cri = cri_if_selected(cfg, &Health::default())?;
+    let SelectedRuntime { runtime, .. } = open_runtime(cfg, shim_exe, None, cri)?;
     let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source };
     let sandboxes = runtime.list_pod_sandboxes().map_err(rt_err)?;
     let grace_of = |sandbox_id: &str| {
@@ -545,6 +550,8 @@ impl Agent {
     pub fn start(cfg: &Config, shim_exe: &Path) -> Result<Agent, AgentError> {
         let lock = lock_state_dir(cfg, LockPurpose::Run)?;
         let health = Health::default();
+        // The runtime is checked before anything is made.
+        let cri = cri_if_selected(cfg, &health)?;
         let statuses = StatusCache::default();
         let spawn_err = |name: &str| {
             let name = name.to_string();
@@ -570,7 +577,7 @@ impl Agent {
         };
         let (cm, cgroup_lock) = start_container_manager(cfg, &recorder)?;
         let owned: Vec<LockFile> = plugin_lock.into_iter().chain(cgroup_lock).collect();
-        let SelectedRuntime { runtime, cri } = open_runtime(cfg, shim_exe, cm.as_ref().map(|cm| cm.driver()), &health)?;
+        let SelectedRuntime { runtime, cri } = open_runtime(cfg, shim_exe, cm.as_ref().map(|cm| cm.driver()), cri)?;
         let pm = PodManager::new(
             PodManagerConfig {
                 node_name: cfg.node_name.clone(),

@@ -454,3 +454,24 @@ fn a_running_containers_log_is_rotated_past_max_size_and_containerd_writes_the_n
     assert!(first_number(&dir.join("0.log")) > newest_rotation, "the live file goes on where the rotation ended");
     assert!(std::fs::metadata(dir.join(names.last().unwrap())).unwrap().len() > 4096);
 }
+
+#[test]
+fn a_missing_runtime_socket_stops_the_start_with_an_error_naming_the_endpoint() {
+    let sb = common::Sandbox::new();
+    let endpoint = format!("unix://{}/nothing.sock", sb.dir.path().display());
+    let config = sb.dir.path().join("ferrolet.toml");
+    std::fs::write(&config, sb.config_text(common::free_port())).unwrap();
+    let out = std::process::Command::new(common::ferrolet_bin())
+        .args(["run", "--runtime", "cri", "--container-runtime-endpoint", &endpoint, "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    // Checked before anything is made: no pod cgroup tree.
+    assert!(!std::path::Path::new("/sys/fs/cgroup/memory").join(sb.cgroup_root().trim_start_matches('/')).exists());
+    assert!(
+        stderr.contains(&format!("cannot use the CRI runtime (runtime = \"cri\"): container runtime endpoint {endpoint}: No such file or directory")),
+        "{stderr}"
+    );
+}
