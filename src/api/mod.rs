@@ -3,6 +3,7 @@
 pub mod defaults;
 pub mod expand;
 pub mod field;
+pub mod fields;
 pub mod limits;
 pub mod manifest;
 pub mod quantity;

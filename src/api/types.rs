@@ -162,6 +162,11 @@ pub struct PodSpec {
     /// Node the pod is bound to; static pods are bound to this node.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub node_name: String,
+    /// Every other field as written: ferrolet does not model it, so it is refused or, where
+    /// it means nothing on one node, accepted with a log line (`api::fields`); never
+    /// silently dropped.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 /// `v1.Container`.
@@ -209,6 +214,9 @@ pub struct Container {
     /// Where the termination message is read from.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
+    /// Every other field as written (see `PodSpec::other`).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 impl PodSpec {

@@ -48,6 +48,8 @@ pub enum WaitingReason {
     CrashLoopBackOff,
     /// Its create failed; it is retried under back-off.
     CreateContainerError,
+    /// A field it (or its pod) sets cannot be honoured (`api::fields`): it is not run.
+    CreateContainerConfigError,
     /// Its image is absent and its policy is `Never`.
     ErrImageNeverPull,
     /// The last pull of its image failed.
@@ -64,6 +66,7 @@ impl WaitingReason {
         match self {
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
             WaitingReason::CreateContainerError => "CreateContainerError",
+            WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
             WaitingReason::ErrImageNeverPull => crate::images::reason::ERR_IMAGE_NEVER_PULL,
             WaitingReason::ErrImagePull => crate::images::reason::ERR_IMAGE_PULL,
             WaitingReason::ImagePullBackOff => crate::images::reason::IMAGE_PULL_BACK_OFF,
@@ -134,6 +137,9 @@ pub struct PodEntry {
     /// Its containers with probes (sidecars, then app containers), made once: an entry's
     /// spec never changes, so every probe target of it shares these instead of a copy.
     pub probed: Vec<Arc<Container>>,
+    /// The fields it sets that the runtime does not honour and that stop its containers
+    /// (`api::fields::check`, made when the pod is added).
+    pub refused: Vec<crate::api::fields::FieldUse>,
 }
 
 impl PodEntry {
@@ -145,7 +151,7 @@ impl PodEntry {
             .filter(|c| c.liveness_probe.is_some() || c.readiness_probe.is_some() || c.startup_probe.is_some())
             .map(|c| Arc::new(c.clone()))
             .collect();
-        PodEntry { pod: Arc::new(pod), admission, termination, probed }
+        PodEntry { pod: Arc::new(pod), admission, termination, probed, refused: Vec::new() }
     }
 }
 

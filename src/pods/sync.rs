@@ -12,6 +12,7 @@ use super::{
     CONTAINER_KIND_LABEL, MIN_GRACE,
 };
 use crate::api::expand::{expand, resolve_env};
+use crate::api::fields;
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
@@ -163,6 +164,11 @@ impl PodManager {
         let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name) else {
             return;
         };
+        // A field that cannot be honoured stops it (kubelet's CreateContainerConfigError).
+        if let Some(why) = self.pods.get(&pod.metadata.uid).and_then(|e| fields::refusal(&e.refused, pod, &c.name)) {
+            self.hold_config_error(pod, c, why, now);
+            return;
+        }
         // Its image first: nothing (devices, back-off) is used up while it is pulled.
         if !self.image_ready(pod, Some(c), now) {
             return;
@@ -214,6 +220,18 @@ impl PodManager {
                 }
             }
         }
+    }
+
+    /// A container that sets (or whose pod sets) a field the runtime does not honour waits
+    /// as `CreateContainerConfigError`, with a Warning `Failed` event naming the field once.
+    fn hold_config_error(&mut self, pod: &Pod, c: &Container, why: String, now: SystemTime) {
+        let key: Key = (pod.metadata.uid.clone(), c.name.clone());
+        let reason = WaitingReason::CreateContainerConfigError;
+        if self.waiting.get(&key).is_some_and(|w| w.reason == reason && w.message == why) {
+            return;
+        }
+        self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {why}"));
+        self.waiting.insert(key, Waiting { reason, message: why, since: now });
     }
 
     /// Takes a container's prepared devices (each preparation serves one start).
