@@ -250,3 +250,33 @@ fn a_new_manifest_is_noticed_at_once_not_at_the_next_poll() {
     std::fs::remove_file(sb.manifests().join("quick.yaml")).unwrap();
     wait_for("the pod to go", T, || agent.pod("quick").is_none().then_some(()));
 }
+
+#[test]
+fn a_pod_asking_for_what_ferrolet_cannot_honour_is_refused_openly_never_run_without_it() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "mounts.yaml",
+        &manifest(
+            "mounts",
+            "  tolerations: [{operator: Exists}]\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n    volumeMounts: [{name: data, mountPath: /data}]\n  - name: plain\n    image: x\n    command: [sleep, '3600']\n",
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("app waiting as CreateContainerConfigError", T, || {
+        agent.pod("mounts").filter(|p| {
+            container(p, "app")
+                .and_then(|c| c.state.waiting.as_ref())
+                .is_some_and(|w| w.reason == "CreateContainerConfigError")
+                && container(p, "plain").is_some_and(|c| c.state.running.is_some())
+        })
+    });
+    let w = container(&pod, "app").unwrap().state.waiting.clone().unwrap();
+    assert!(w.message.starts_with("spec.containers[0].volumeMounts: refused: "), "{}", w.message);
+    // Never started without its volume.
+    assert!(container(&pod, "app").unwrap().container_id.is_empty());
+    let events = agent.get("/events").unwrap();
+    assert!(events.contains("Error: spec.containers[0].volumeMounts: refused"), "{events}");
+    // The field that means nothing on one node is said once in the log.
+    let log = agent.log_text();
+    assert_eq!(log.matches("spec.tolerations: accepted, no effect here").count(), 1, "{log}");
+}
