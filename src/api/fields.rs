@@ -116,6 +116,17 @@ fn is_zero(v: &Value) -> bool {
 }
 
 fn container_uses(c: &Container, path: &str, runtime: &str, out: &mut Vec<FieldUse>) {
+    for (i, v) in c.env.iter().enumerate() {
+        let Some(from) = &v.value_from else { continue };
+        for key in ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
+        {
+            let why = "ConfigMaps and Secrets come with cluster mode; a static pod cannot name one";
+            out.push(FieldUse {
+                path: format!("{path}.env[{i}].valueFrom.{key}"),
+                verdict: Verdict::Refused(why.into()),
+            });
+        }
+    }
     for (name, value) in c.other.iter().filter(|(_, v)| !is_zero(v)) {
         out.push(FieldUse { path: format!("{path}.{name}"), verdict: container_field(name, value) });
     }

@@ -1,6 +1,7 @@
 //! The Kubernetes object subset: types, quantities, defaulting, validation, manifest decoding.
 
 pub mod defaults;
+pub mod downward;
 pub mod expand;
 pub mod field;
 pub mod fields;

@@ -12,7 +12,7 @@ use super::{
     CONTAINER_KIND_LABEL, MIN_GRACE,
 };
 use crate::api::expand::{expand, resolve_env};
-use crate::api::fields;
+use crate::api::{downward, fields};
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
@@ -255,7 +255,7 @@ impl PodManager {
         s: &StartContainer,
         devices: Option<&DeviceOptions>,
     ) -> Result<(), ContainerStartError> {
-        let cfg = self.container_config(pod, c, s, devices)?;
+        let cfg = self.container_config(pod, sandbox_id, c, s, devices)?;
         let id = self
             .mutate()
             .create_container(sandbox_id, &cfg)
@@ -266,23 +266,35 @@ impl PodManager {
         Ok(())
     }
 
+    /// What the downward API reads besides the pod: the node, the pod's IPs (the node's on
+    /// the host network), the node's allocatable for unset limits.
+    fn downward_facts(&self, pod: &Pod, sandbox_id: &str) -> downward::Facts {
+        let pod_ips = if pod.spec.host_network { Vec::new() } else { self.runtime.pod_sandbox_ips(sandbox_id) };
+        let alloc =
+            self.cm.as_ref().map(|cm| cm.node_allocatable()).unwrap_or_else(crate::cm::NodeResources::from_proc);
+        downward::Facts {
+            node_name: self.cfg.node_name.clone(),
+            pod_ips,
+            host_ip: self.cfg.node_ip.clone(),
+            allocatable: (alloc.cpu_millis, alloc.memory),
+        }
+    }
+
     /// What the runtime creates the container with.
     fn container_config(
         &self,
         pod: &Pod,
+        sandbox_id: &str,
         c: &Container,
         s: &StartContainer,
         devices: Option<&DeviceOptions>,
     ) -> Result<ContainerConfig, ContainerStartError> {
-        for v in c.env.iter().filter(|v| v.value_from.is_some()) {
-            log::warn!(
-                "pods: pod {} container {}: env {} uses valueFrom, which static pods cannot resolve; it is left empty",
-                pod.key(),
-                c.name,
-                v.name
-            );
-        }
-        let mut env = resolve_env(&c.env, &[]);
+        let facts = self.downward_facts(pod, sandbox_id);
+        let mut env = resolve_env(&c.env, &[], |source| {
+            // A source `fields` refuses (ConfigMaps, Secrets) never gets here; a checked one
+            // only fails on a container the pod lacks, which validation also refuses.
+            downward::value(source, pod, c, &facts).unwrap_or_default()
+        });
         if let Some(d) = devices {
             // The process runtime shares the host's filesystem: a device or mount the
             // plugin names must exist as given.

@@ -407,6 +407,12 @@ pub trait ContainerRuntime: Send + Sync {
     fn sandbox_image(&self) -> Option<&str> {
         None
     }
+    /// The pod IPs of sandbox `id` on the pod network (CRI's `PodSandboxStatus`); empty on
+    /// the host network, and for the process runtime.
+    fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {
+        let _ = id;
+        Vec::new()
+    }
     /// Damaged records moved aside since the last call (each reported once, as an event).
     fn take_quarantined(&self) -> Vec<Quarantined> {
         Vec::new()
