@@ -115,7 +115,19 @@ fn is_zero(v: &Value) -> bool {
     }
 }
 
-fn container_uses(c: &Container, path: &str, runtime: &str, out: &mut Vec<FieldUse>) {
+fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, out: &mut Vec<FieldUse>) {
+    // On the host network a port is the node's: it cannot be published elsewhere.
+    if host_network || runtime == "process" {
+        for (i, p) in c.ports.iter().enumerate() {
+            if p.host_port.is_some_and(|h| h != 0 && h != p.container_port) {
+                let why = "on the host network hostPort must equal containerPort";
+                out.push(FieldUse {
+                    path: format!("{path}.ports[{i}].hostPort"),
+                    verdict: Verdict::Refused(why.into()),
+                });
+            }
+        }
+    }
     for (i, v) in c.env.iter().enumerate() {
         let Some(from) = &v.value_from else { continue };
         for key in ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
@@ -148,10 +160,10 @@ pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
         out.push(FieldUse { path: "spec.hostNetwork".into(), verdict: Verdict::Accepted(why.into()) });
     }
     for (i, c) in pod.spec.init_containers.iter().enumerate() {
-        container_uses(c, &format!("spec.initContainers[{i}]"), runtime, &mut out);
+        container_uses(c, &format!("spec.initContainers[{i}]"), runtime, pod.spec.host_network, &mut out);
     }
     for (i, c) in pod.spec.containers.iter().enumerate() {
-        container_uses(c, &format!("spec.containers[{i}]"), runtime, &mut out);
+        container_uses(c, &format!("spec.containers[{i}]"), runtime, pod.spec.host_network, &mut out);
     }
     out
 }
@@ -236,5 +248,18 @@ mod tests {
             ]
         );
         assert_eq!(check(&p, "cri"), []);
+    }
+
+    #[test]
+    fn a_host_port_other_than_the_container_port_is_refused_on_the_host_network() {
+        let spec = |host_network: bool| {
+            format!("  hostNetwork: {host_network}\n  containers:\n  - name: app\n    image: busybox\n    ports: [{{containerPort: 80, hostPort: 8080}}, {{containerPort: 53, hostPort: 53}}]\n")
+        };
+        let refused = |p: &Pod, runtime: &str| -> Vec<String> {
+            check(p, runtime).into_iter().filter(FieldUse::is_refused).map(|u| u.path).collect()
+        };
+        assert_eq!(refused(&pod(&spec(true)), "cri"), ["spec.containers[0].ports[0].hostPort"]);
+        assert_eq!(refused(&pod(&spec(false)), "process"), ["spec.containers[0].ports[0].hostPort"]);
+        assert!(refused(&pod(&spec(false)), "cri").is_empty(), "mapped by the runtime on the pod network");
     }
 }

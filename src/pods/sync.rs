@@ -16,7 +16,7 @@ use crate::api::{downward, fields};
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
-use crate::runtime::{labels, ContainerConfig, ContainerInfo, ContainerState, SandboxConfig, SandboxInfo};
+use crate::runtime::{labels, ContainerConfig, ContainerInfo, ContainerState, PortMapping, SandboxConfig, SandboxInfo};
 use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -135,6 +135,18 @@ impl PodManager {
             host_network: pod.spec.host_network,
             cgroup_parent: self.cm.as_ref().map(|cm| cm.pod_cgroup(pod)).unwrap_or_default(),
             annotations: pod.metadata.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            port_mappings: pod
+                .spec
+                .init_containers
+                .iter()
+                .chain(&pod.spec.containers)
+                .flat_map(|c| &c.ports)
+                .filter_map(|p| {
+                    let host_port = i32::try_from(p.host_port?).ok().filter(|h| *h > 0)?;
+                    let container_port = i32::try_from(p.container_port).ok()?;
+                    Some(PortMapping { protocol: p.protocol.clone(), container_port, host_port })
+                })
+                .collect(),
         };
         match self.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),

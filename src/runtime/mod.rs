@@ -143,6 +143,20 @@ pub struct SandboxConfig {
     /// Annotations for the runtime (kubelet passes the pod's annotations).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// The containers' `hostPort`s, for the runtime's port mapping (CNI `portmap`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_mappings: Vec<PortMapping>,
+}
+
+/// A container port published on the node (`ports[].hostPort`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PortMapping {
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    /// The port in the pod.
+    pub container_port: i32,
+    /// The port on the node.
+    pub host_port: i32,
 }
 
 /// A sandbox as the runtime reports it.
