@@ -124,7 +124,8 @@ fn orphaned_pod_cgroups_left_by_a_crash_are_emptied_and_removed() {
     wait_for("the orphan to be removed", T, || (!d.exists(&orphan)).then_some(()));
     let status = wait_for("the orphan's process to be killed", T, || child.try_wait().unwrap());
     assert!(!status.success());
-    assert!(agent.log_text().contains("removed orphaned pod cgroup"), "{}", agent.log_text());
+    // The line is written just after the removal the wait above saw.
+    wait_for("the removal's log line", T, || agent.log_text().contains("removed orphaned pod cgroup").then_some(()));
     let records = ferrolet::cm::ownership::PodCgroupRecords::new(&sb.state());
     wait_for("the record to go", T, || (!records.contains(&orphan)).then_some(()));
 }
