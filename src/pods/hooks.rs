@@ -182,11 +182,9 @@ impl PodManager {
     /// Forgets the hooks of containers that no longer run, and goes on without a hook whose
     /// answer is overdue (its bound passed by `HOOK_ANSWER_MARGIN`).
     pub(super) fn sweep_hooks(&mut self, snap: &Snapshot, now: SystemTime) {
+        // Not exited yet (a container just started may still be reported as created).
         let running = |id: &String| {
-            snap.containers
-                .values()
-                .flatten()
-                .any(|c| &c.id == id && c.state == crate::runtime::ContainerState::Running)
+            snap.containers.values().flatten().any(|c| &c.id == id && c.state != crate::runtime::ContainerState::Exited)
         };
         self.post_start.retain(|id, _| running(id));
         self.pre_stop_done.retain(running);
