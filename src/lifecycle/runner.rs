@@ -33,11 +33,6 @@ impl HookRunner {
         }
     }
 
-    /// Hooks running now.
-    pub fn running(&self) -> usize {
-        self.threads.len()
-    }
-
     /// Stops every hook thread and waits up to `timeout`; returns those still inside an
     /// exec or HTTP call (each ends by its own timeout).
     pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
