@@ -13,6 +13,7 @@ use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
 use crate::images::{ImagePuller, PullerSettings};
+use crate::lifecycle::HookRunner;
 use crate::manager::{Health, ManagerHandle, Publisher, StopTimeout};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::podsource::{DirWatcher, FileSource};
@@ -130,6 +131,8 @@ pub struct Agent {
     cri: Option<Arc<CriRuntime>>,
     /// The image pull threads (CRI backend only: the process runtime ignores images).
     images: Option<ImagePuller>,
+    /// The lifecycle hook threads.
+    hooks: Option<HookRunner>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
     cfg: Config,
@@ -602,6 +605,8 @@ impl Agent {
         } else {
             (pm, None)
         };
+        let hooks = HookRunner::new(runtime.clone(), Publisher::to(pods_channel.0.clone()), &health);
+        let pm = pm.with_hooks(Arc::new(hooks.clone()));
         let prober_channel = crossbeam_channel::unbounded();
         let probe_results = ProbeResults::persistent(cfg.state_dir.join(PROBE_RESULTS_FILE));
         let prober_metrics = Arc::new(ProberMetrics::default());
@@ -683,6 +688,7 @@ impl Agent {
             devices,
             cri,
             images,
+            hooks: Some(hooks),
             events: Some(events),
             api,
             cfg: cfg.clone(),
@@ -721,6 +727,13 @@ impl Agent {
         if let Some(i) = self.images.take() {
             // Pulls in flight are cancelled (the runtime stops them); nobody waits for them.
             i.stop(timeout).into_iter().for_each(|e| late(Err(e)));
+        }
+        if let Some(h) = self.hooks.take() {
+            // A sleep ends at once; an exec or HTTP hook in flight ends by its own timeout
+            // (a preStop's stop is then the shim's, at the deadline it was given).
+            for e in h.stop(crate::prober::pool::IN_CALL_STOP_TIMEOUT) {
+                log::warn!("agent: left to end by itself (in a lifecycle hook): {e}");
+            }
         }
         if let Some(p) = self.prober.take() {
             late(p.stop(timeout));

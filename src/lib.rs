@@ -11,6 +11,7 @@ pub mod devicemanager;
 pub mod events;
 pub mod images;
 pub mod inputfile;
+pub mod lifecycle;
 pub mod logsafe;
 pub mod manager;
 pub mod metrics;

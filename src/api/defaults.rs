@@ -1,13 +1,16 @@
 //! Kubernetes API defaulting for pods (`pkg/apis/core/v1/defaults.go`), applied to every
 //! manifest before validation, so a pod reads the same here as `kubectl get -o yaml` shows it.
 
-use super::{Container, Pod, Probe, RestartPolicy};
+use super::{Container, HttpGetAction, Pod, Probe, RestartPolicy};
 use std::time::Duration;
 
 /// Default grace period, seconds (the API's `DefaultTerminationGracePeriodSeconds`).
 pub const DEFAULT_TERMINATION_GRACE_PERIOD: i64 = 30;
 /// `DEFAULT_TERMINATION_GRACE_PERIOD` as a duration, for stops that have no pod spec at hand.
 pub const DEFAULT_TERMINATION_GRACE: Duration = Duration::from_secs(DEFAULT_TERMINATION_GRACE_PERIOD as u64);
+
+/// The termination message file a container gets when its spec names none.
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 
 /// Applies API defaults in place.
 pub fn set_pod_defaults(pod: &mut Pod) {
@@ -53,7 +56,17 @@ fn set_container_defaults(c: &mut Container) {
         c.image_pull_policy = default_pull_policy(&c.image).into();
     }
     if c.termination_message_path.is_empty() {
-        c.termination_message_path = "/dev/termination-log".into();
+        c.termination_message_path = DEFAULT_TERMINATION_MESSAGE_PATH.into();
+    }
+    if c.termination_message_policy.is_empty() {
+        c.termination_message_policy = super::TerminationMessagePolicy::File.as_str().into();
+    }
+    if let Some(l) = &mut c.lifecycle {
+        for h in [&mut l.post_start, &mut l.pre_stop].into_iter().flatten() {
+            if let Some(g) = &mut h.http_get {
+                set_http_get_defaults(g);
+            }
+        }
     }
     for p in &mut c.ports {
         if p.protocol.is_empty() {
@@ -85,12 +98,17 @@ pub fn set_probe_defaults(p: &mut Probe) {
         p.failure_threshold = 3;
     }
     if let Some(h) = &mut p.http_get {
-        if h.path.is_empty() {
-            h.path = "/".into();
-        }
-        if h.scheme.is_empty() {
-            h.scheme = "HTTP".into();
-        }
+        set_http_get_defaults(h);
+    }
+}
+
+/// `SetDefaults_HTTPGetAction` (probes and lifecycle hooks).
+fn set_http_get_defaults(h: &mut HttpGetAction) {
+    if h.path.is_empty() {
+        h.path = "/".into();
+    }
+    if h.scheme.is_empty() {
+        h.scheme = "HTTP".into();
     }
 }
 

@@ -162,6 +162,10 @@ pub struct PodSpec {
     /// Node the pod is bound to; static pods are bound to this node.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub node_name: String,
+    /// Seconds the pod may be active on the node (counted from its start time) before the
+    /// agent fails it (`DeadlineExceeded`) and kills its containers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
     /// Every other field as written: ferrolet does not model it, so it is refused or, where
     /// it means nothing on one node, accepted with a log line (`api::fields`); never
     /// silently dropped.
@@ -214,9 +218,81 @@ pub struct Container {
     /// Where the termination message is read from.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
+    /// `File` (the default) or `FallbackToLogsOnError`; read with
+    /// `Container::termination_message()`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub termination_message_policy: String,
+    /// Hooks run after the container started and before it is stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
     /// Every other field as written (see `PodSpec::other`).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `v1.Lifecycle`: the container's hooks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Lifecycle {
+    /// Runs right after the container started; a failure kills the container.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub post_start: Option<LifecycleHandler>,
+    /// Runs before the container is sent SIGTERM, within its grace period.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pre_stop: Option<LifecycleHandler>,
+}
+
+/// `v1.LifecycleHandler`: exactly one of its members is set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LifecycleHandler {
+    /// A command run in the container.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecAction>,
+    /// An HTTP GET to the pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_get: Option<HttpGetAction>,
+    /// A pause of the agent (the container is not touched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<SleepAction>,
+}
+
+/// `v1.SleepAction`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SleepAction {
+    /// How long to sleep, in seconds.
+    pub seconds: i64,
+}
+
+/// A container's `terminationMessagePolicy`. The spec keeps the text; code compares these
+/// values, read with `Container::termination_message()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TerminationMessagePolicy {
+    /// The message is what the container wrote to its termination message file.
+    File,
+    /// As `File`, but a container that failed and wrote no message gets the tail of its log.
+    FallbackToLogsOnError,
+}
+
+impl TerminationMessagePolicy {
+    /// The values' spellings, in the order the API lists them (for validation messages).
+    pub const NAMES: [&'static str; 2] = ["File", "FallbackToLogsOnError"];
+
+    /// The value's spelling in a manifest.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TerminationMessagePolicy::File => "File",
+            TerminationMessagePolicy::FallbackToLogsOnError => "FallbackToLogsOnError",
+        }
+    }
+
+    /// The value spelled `s`, if it is one.
+    pub fn parse(s: &str) -> Option<TerminationMessagePolicy> {
+        [TerminationMessagePolicy::File, TerminationMessagePolicy::FallbackToLogsOnError]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
 }
 
 impl PodSpec {
@@ -241,6 +317,22 @@ impl Container {
     /// A restartable init container (`restartPolicy: Always`), i.e. a sidecar.
     pub fn is_sidecar(&self) -> bool {
         self.restart_policy.as_deref() == Some(RestartPolicy::Always.as_str())
+    }
+
+    /// The termination message policy; an unset or unknown one (which validation refuses)
+    /// reads as the API default, `File`.
+    pub fn termination_message(&self) -> TerminationMessagePolicy {
+        TerminationMessagePolicy::parse(&self.termination_message_policy).unwrap_or(TerminationMessagePolicy::File)
+    }
+
+    /// The `postStart` hook, if any.
+    pub fn post_start(&self) -> Option<&LifecycleHandler> {
+        self.lifecycle.as_ref().and_then(|l| l.post_start.as_ref())
+    }
+
+    /// The `preStop` hook, if any.
+    pub fn pre_stop(&self) -> Option<&LifecycleHandler> {
+        self.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref())
     }
 }
 

@@ -8,7 +8,10 @@ use super::limits::{
     allowed_max, validate_expanded_sizes, validate_pod_totals, within_max, GRACE_TOO_LONG, MAX_CONTAINERS_PER_POD,
     MAX_GRACE_PERIOD_SECONDS, MAX_OBJECT_BYTES, MIN_MEMORY_LIMIT, TOTAL_ANNOTATION_SIZE_LIMIT,
 };
-use super::{Container, IntOrString, Pod, Probe, Quantity, RestartPolicy};
+use super::{
+    Container, HttpGetAction, IntOrString, LifecycleHandler, Pod, Probe, Quantity, RestartPolicy,
+    TerminationMessagePolicy,
+};
 use std::collections::{BTreeMap, HashSet};
 
 const DNS1123_LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
@@ -129,6 +132,15 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             e.invalid("spec.terminationGracePeriodSeconds", g.to_string(), GRACE_TOO_LONG);
         }
     }
+    if let Some(d) = spec.active_deadline_seconds {
+        if !(1..=MAX_ACTIVE_DEADLINE_SECONDS).contains(&d) {
+            e.invalid(
+                "spec.activeDeadlineSeconds",
+                d.to_string(),
+                format!("must be between 1 and {MAX_ACTIVE_DEADLINE_SECONDS}, inclusive"),
+            );
+        }
+    }
     if spec.containers.is_empty() {
         e.required("spec.containers", "");
     }
@@ -145,11 +157,17 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     let mut names = HashSet::new();
     for (i, c) in spec.init_containers.iter().enumerate() {
         let path = format!("spec.initContainers[{i}]");
-        validate_container(&mut e, c, &path, &mut names);
+        validate_container(&mut e, c, &path, &mut names, spec.termination_grace_period_seconds);
         match c.restart_policy.as_deref() {
             None => {}
             Some(p) if p == RestartPolicy::Always.as_str() => {}
             Some(other) => e.not_supported(&format!("{path}.restartPolicy"), other, &[RestartPolicy::Always.as_str()]),
+        }
+        if !c.is_sidecar() && c.lifecycle.is_some() {
+            e.forbidden(
+                &format!("{path}.lifecycle"),
+                "may not be set for init containers without restartPolicy=Always",
+            );
         }
         if !c.is_sidecar() {
             for (probe, field) in [
@@ -168,7 +186,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     }
     for (i, c) in spec.containers.iter().enumerate() {
         let path = format!("spec.containers[{i}]");
-        validate_container(&mut e, c, &path, &mut names);
+        validate_container(&mut e, c, &path, &mut names, spec.termination_grace_period_seconds);
         if c.restart_policy.is_some() {
             e.forbidden(&format!("{path}.restartPolicy"), "may not be set for non-init containers");
         }
@@ -184,7 +202,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     e.0
 }
 
-fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashSet<String>) {
+fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashSet<String>, grace: Option<i64>) {
     if c.name.is_empty() {
         e.required(&format!("{path}.name"), "");
     } else if !is_dns1123_label(&c.name) {
@@ -271,6 +289,21 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
         }
     }
     let ports: Vec<&str> = c.ports.iter().map(|p| p.name.as_str()).filter(|n| !n.is_empty()).collect();
+    if TerminationMessagePolicy::parse(&c.termination_message_policy).is_none() {
+        let p = format!("{path}.terminationMessagePolicy");
+        if c.termination_message_policy.is_empty() {
+            e.required(&p, "");
+        } else {
+            e.not_supported(&p, &c.termination_message_policy, &TerminationMessagePolicy::NAMES);
+        }
+    }
+    if let Some(l) = &c.lifecycle {
+        for (h, field) in [(&l.post_start, "postStart"), (&l.pre_stop, "preStop")] {
+            if let Some(h) = h {
+                validate_lifecycle_handler(e, h, &format!("{path}.lifecycle.{field}"), &ports, grace);
+            }
+        }
+    }
     if let Some(p) = &c.liveness_probe {
         validate_probe(e, p, &format!("{path}.livenessProbe"), &ports);
         if p.success_threshold != 1 {
@@ -343,6 +376,60 @@ fn validate_port(e: &mut Errs, port: &IntOrString, path: &str, named: &[&str]) {
     }
 }
 
+/// The largest `activeDeadlineSeconds` (the API's `math.MaxInt32`).
+const MAX_ACTIVE_DEADLINE_SECONDS: i64 = i32::MAX as i64;
+
+/// A `postStart` or `preStop` handler: exactly one of exec, httpGet, sleep (a sleep no
+/// longer than the pod's grace period, as the apiserver checks it).
+fn validate_lifecycle_handler(
+    e: &mut Errs,
+    h: &LifecycleHandler,
+    path: &str,
+    named_ports: &[&str],
+    grace: Option<i64>,
+) {
+    let handlers = [h.exec.is_some(), h.http_get.is_some(), h.sleep.is_some()];
+    match handlers.iter().filter(|x| **x).count() {
+        0 => e.required(path, "must specify a handler type"),
+        1 => {}
+        _ => e.forbidden(path, "may not specify more than 1 handler type"),
+    }
+    if let Some(x) = &h.exec {
+        if x.command.is_empty() {
+            e.required(&format!("{path}.exec.command"), "");
+        }
+    }
+    if let Some(g) = &h.http_get {
+        validate_http_get(e, g, &format!("{path}.httpGet"), named_ports);
+    }
+    if let (Some(s), Some(grace)) = (&h.sleep, grace) {
+        if s.seconds < 0 || s.seconds > grace {
+            e.invalid(
+                &format!("{path}.sleep.seconds"),
+                s.seconds.to_string(),
+                format!("must be non-negative and less than terminationGracePeriodSeconds ({grace})"),
+            );
+        }
+    }
+}
+
+fn validate_http_get(e: &mut Errs, h: &HttpGetAction, base: &str, named_ports: &[&str]) {
+    if h.path.is_empty() {
+        e.required(&format!("{base}.path"), "");
+    }
+    validate_port(e, &h.port, &format!("{base}.port"), named_ports);
+    if h.scheme != "HTTP" && h.scheme != "HTTPS" {
+        e.not_supported(&format!("{base}.scheme"), &h.scheme, &["HTTP", "HTTPS"]);
+    }
+    for (i, hd) in h.http_headers.iter().enumerate() {
+        let ok = !hd.name.is_empty()
+            && hd.name.bytes().all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
+        if !ok {
+            e.invalid(&format!("{base}.httpHeaders[{i}].name"), quote(&hd.name), "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')");
+        }
+    }
+}
+
 fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
     for (v, field) in [
         (p.initial_delay_seconds, "initialDelaySeconds"),
@@ -374,21 +461,7 @@ fn validate_probe(e: &mut Errs, p: &Probe, path: &str, named_ports: &[&str]) {
         }
     }
     if let Some(h) = &p.http_get {
-        let base = format!("{path}.httpGet");
-        if h.path.is_empty() {
-            e.required(&format!("{base}.path"), "");
-        }
-        validate_port(e, &h.port, &format!("{base}.port"), named_ports);
-        if h.scheme != "HTTP" && h.scheme != "HTTPS" {
-            e.not_supported(&format!("{base}.scheme"), &h.scheme, &["HTTP", "HTTPS"]);
-        }
-        for (i, hd) in h.http_headers.iter().enumerate() {
-            let ok = !hd.name.is_empty()
-                && hd.name.bytes().all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c));
-            if !ok {
-                e.invalid(&format!("{base}.httpHeaders[{i}].name"), quote(&hd.name), "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')");
-            }
-        }
+        validate_http_get(e, h, &format!("{path}.httpGet"), named_ports);
     }
     if let Some(t) = &p.tcp_socket {
         validate_port(e, &t.port, &format!("{path}.tcpSocket.port"), named_ports);
@@ -438,5 +511,40 @@ mod tests {
         assert!(!is_qualified_name("/name"));
         assert!(is_extended_resource("example.com/dev"));
         assert!(!is_extended_resource("kubernetes.io/foo"));
+    }
+
+    fn errors_of(spec_yaml: &str) -> Vec<String> {
+        let text = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n{spec_yaml}");
+        let mut pod: Pod = serde_norway::from_str(&text).unwrap();
+        crate::api::defaults::set_pod_defaults(&mut pod);
+        validate_pod(&pod).iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn lifecycle_hooks_need_exactly_one_bounded_handler_and_only_on_containers_that_run_on() {
+        let ok = "  terminationGracePeriodSeconds: 10\n  containers:\n  - name: a\n    image: x\n    lifecycle:\n      postStart:\n        exec:\n          command: [true]\n      preStop:\n        sleep:\n          seconds: 10\n";
+        assert_eq!(errors_of(ok), Vec::<String>::new());
+        let bad = "  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: i\n    image: x\n    lifecycle:\n      preStop:\n        sleep:\n          seconds: 1\n  containers:\n  - name: a\n    image: x\n    terminationMessagePolicy: Sometimes\n    lifecycle:\n      postStart: {}\n      preStop:\n        sleep:\n          seconds: 11\n        httpGet:\n          port: web\n";
+        assert_eq!(
+            errors_of(bad),
+            [
+                "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always",
+                "spec.containers[0].terminationMessagePolicy: Unsupported value: \"Sometimes\": supported values: \"File\", \"FallbackToLogsOnError\"",
+                "spec.containers[0].lifecycle.postStart: Required value: must specify a handler type",
+                "spec.containers[0].lifecycle.preStop: Forbidden: may not specify more than 1 handler type",
+                "spec.containers[0].lifecycle.preStop.httpGet.port: Invalid value: \"web\": must be a container port name defined in this container's ports",
+                "spec.containers[0].lifecycle.preStop.sleep.seconds: Invalid value: 11: must be non-negative and less than terminationGracePeriodSeconds (10)",
+            ]
+        );
+    }
+
+    #[test]
+    fn active_deadline_seconds_is_at_least_one() {
+        let spec = |d: i64| format!("  activeDeadlineSeconds: {d}\n  containers:\n  - name: a\n    image: x\n");
+        assert_eq!(errors_of(&spec(1)), Vec::<String>::new());
+        assert_eq!(
+            errors_of(&spec(0)),
+            ["spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive"]
+        );
     }
 }

@@ -9,7 +9,7 @@ use super::backoff::{self, Backoff, Key};
 use super::devices::needs_devices;
 use super::view::PodView;
 use super::{ContainerKind, DevicePrep, Waiting, WaitingReason, MIN_GRACE};
-use crate::api::{Container, Pod, RestartPolicy};
+use crate::api::{Container, Pod, PodSpec, RestartPolicy};
 use crate::runtime::{ContainerInfo, ContainerState};
 use crate::timefmt::go_duration;
 use std::collections::{HashMap, HashSet};
@@ -31,8 +31,24 @@ pub struct PodInput<'a> {
     pub device_prep: Option<&'a HashMap<Key, DevicePrep>>,
     /// Exited instances kept per container.
     pub max_dead_per_container: u32,
+    /// A `postStart` hook of the pod runs: nothing starts until it answers (kubelet's sync
+    /// waits for the hook).
+    pub post_start_running: bool,
     /// The time of this sync.
     pub now: SystemTime,
+}
+
+/// The pod status reason of a pod past its `activeDeadlineSeconds`.
+pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
+/// Its message, kubelet's.
+pub const DEADLINE_EXCEEDED_MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+
+/// Whether a pod that started at `start` has been active for its `activeDeadlineSeconds`
+/// at `now` (kubelet's `pastActiveDeadline`): never without a deadline or a start time.
+pub fn active_deadline_exceeded(spec: &PodSpec, start: Option<SystemTime>, now: SystemTime) -> bool {
+    let (Some(limit), Some(start)) = (spec.active_deadline_seconds, start) else { return false };
+    let active = now.duration_since(start).unwrap_or_default();
+    active >= Duration::from_secs(limit.max(0) as u64)
 }
 
 /// Why a container is started.
@@ -240,8 +256,10 @@ pub fn compute_pod_actions(input: &PodInput) -> PodActions {
             }
         }
     }
-    for candidate in candidates {
-        decide_start(input, candidate, &mut actions);
+    if !input.post_start_running {
+        for candidate in candidates {
+            decide_start(input, candidate, &mut actions);
+        }
     }
     actions.remove_dead = dead_instances(pod, view, input.max_dead_per_container);
     actions

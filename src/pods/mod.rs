@@ -15,6 +15,7 @@ pub mod actions;
 mod admission;
 pub mod backoff;
 mod devices;
+mod hooks;
 mod images;
 mod publish;
 mod state;
@@ -25,8 +26,8 @@ mod tests;
 pub mod view;
 
 pub use state::{
-    Admission, ContainerKind, ContainerStartError, DevicePrep, PodEntry, Termination, Waiting, WaitingReason,
-    UNEXPECTED_ADMISSION_ERROR,
+    Admission, ContainerKind, ContainerStartError, DevicePrep, PodEntry, PodFailure, RunningHook, Termination, Waiting,
+    WaitingReason, UNEXPECTED_ADMISSION_ERROR,
 };
 
 use crate::api::Pod;
@@ -35,6 +36,7 @@ use crate::cm::ContainerManager;
 use crate::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
 use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::images::{PullDone, PullRequest};
+use crate::lifecycle::{HookDone, HookSink};
 use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProbeUpdate, ProberCommand};
 use crate::runtime::ContainerRuntime;
 use crate::status::StatusCache;
@@ -67,6 +69,8 @@ pub enum PodsCommand {
     Devices(DeviceUpdate),
     /// A pull thread answered.
     Images(PullDone),
+    /// A lifecycle hook answered.
+    Hook(HookDone),
     /// The complete set of pods a source wants on this node.
     Update {
         /// Source name, e.g. `file`.
@@ -85,6 +89,12 @@ impl From<ProbeUpdate> for PodsCommand {
 impl From<PullDone> for PodsCommand {
     fn from(d: PullDone) -> Self {
         PodsCommand::Images(d)
+    }
+}
+
+impl From<HookDone> for PodsCommand {
+    fn from(d: HookDone) -> Self {
+        PodsCommand::Hook(d)
     }
 }
 
@@ -148,6 +158,14 @@ pub struct PodManager {
     waiting: HashMap<backoff::Key, Waiting>,
     /// Images and their pulls; `None` with a runtime without images (the process runtime).
     images: Option<images::Images>,
+    /// Where lifecycle hooks run; `None`: hooks are not run (unit tests that do not ask).
+    hooks: Option<Arc<dyn HookSink>>,
+    /// `postStart` hooks running, by container id.
+    post_start: HashMap<String, RunningHook>,
+    /// `preStop` hooks running, by container id (each container's stop waits for its hook).
+    pre_stop: HashMap<String, RunningHook>,
+    /// Running containers whose `preStop` hook has run (a later kill only stops them).
+    pre_stop_done: HashSet<String>,
     /// Set when this pass changed something in the runtime, so statuses need a relist.
     acted: std::cell::Cell<bool>,
     /// What each pod's stored status was computed from (removed with the pod).
@@ -213,6 +231,10 @@ impl PodManager {
             backoff: Backoff::default(),
             waiting: HashMap::new(),
             images: None,
+            hooks: None,
+            post_start: HashMap::new(),
+            pre_stop: HashMap::new(),
+            pre_stop_done: HashSet::new(),
             acted: std::cell::Cell::new(false),
             published: HashMap::new(),
             runtime_away: std::cell::Cell::new(None),
@@ -230,6 +252,13 @@ impl PodManager {
     /// process runtime, which ignores images) containers are created at once.
     pub fn with_images(mut self, tx: Sender<PullRequest>) -> Self {
         self.images = Some(images::Images::new(tx));
+        self
+    }
+
+    /// Connects the hook threads (`lifecycle::HookRunner`): `postStart` and `preStop` hooks
+    /// run there, and their answers come back as `PodsCommand::Hook`.
+    pub fn with_hooks(mut self, hooks: Arc<dyn HookSink>) -> Self {
+        self.hooks = Some(hooks);
         self
     }
 
@@ -318,13 +347,18 @@ impl PodManager {
         let Some(snap) = self.snapshot() else { return };
         let now = self.clock.now();
         self.admit_and_retire(&snap, now);
+        self.sweep_hooks(&snap, now);
         let uids: Vec<String> = self.pods.keys().cloned().collect();
         for uid in &uids {
             let Some(entry) = self.pods.get(uid) else { continue };
-            if entry.termination.is_some() {
+            if entry.termination.is_some() || entry.failure.is_some() {
                 self.sync_termination(uid, &snap, now);
             } else if entry.admission == Admission::Admitted {
-                self.sync_pod(uid, &snap, now);
+                if self.check_active_deadline(uid, now) {
+                    self.sync_termination(uid, &snap, now);
+                } else {
+                    self.sync_pod(uid, &snap, now);
+                }
             }
         }
         self.send_active_pods();
@@ -365,6 +399,11 @@ impl crate::manager::Manager for PodManager {
             }
             PodsCommand::Devices(update) => self.on_device_update(update),
             PodsCommand::Images(done) => self.on_pull_done(done),
+            PodsCommand::Hook(done) => {
+                self.on_hook_done(done);
+                // What the hook held back (a stop, the next start) goes on at once.
+                self.resync = true;
+            }
             PodsCommand::Update { source, pods } => {
                 self.set_desired(source, pods);
                 self.sync();

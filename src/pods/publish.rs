@@ -52,8 +52,9 @@ pub(super) struct StatusInputs {
     sandbox_ready: bool,
     /// The sandbox's pod IPs (empty on the host network).
     sandbox_ips: Vec<String>,
-    /// Why admission refused the pod, if it did.
-    rejected: Option<String>,
+    /// Why the pod failed on the node (admission refused it, its active deadline passed):
+    /// the status reason and message.
+    failed: Option<(&'static str, String)>,
 }
 
 impl StatusInputs {
@@ -65,7 +66,7 @@ impl StatusInputs {
             && self.sandbox_created == other.sandbox_created
             && self.sandbox_ready == other.sandbox_ready
             && self.sandbox_ips == other.sandbox_ips
-            && self.rejected == other.rejected
+            && self.failed == other.failed
     }
 }
 
@@ -98,7 +99,8 @@ impl PodManager {
                 let cur = view.latest(&c.name);
                 let state = TargetState {
                     container_id: cur.map(|i| i.id.as_str()),
-                    running: cur.is_some_and(|i| i.state == ContainerState::Running),
+                    // Probes wait for the postStart hook, as kubelet's do.
+                    running: cur.is_some_and(|i| i.state == ContainerState::Running && !self.in_post_start(&i.id)),
                     started_at: cur.and_then(|i| i.started_at),
                     will_restart: c.is_sidecar() || cur.map_or(true, |i| policy.restarts(i.exit_code)),
                     terminating: entry.termination.is_some(),
@@ -165,6 +167,8 @@ impl PodManager {
             .map(|w| (w.reason.as_str().to_string(), w.message.clone()));
         // A container with a readiness (startup) probe is ready (started) once the prober
         // says so; without the probe, once it runs.
+        // Nor while its postStart hook runs.
+        let running = running && current.as_ref().is_some_and(|i| !self.in_post_start(&i.id));
         let ready = running && self.probe_passes(c, current.as_ref(), ProbeType::Readiness);
         let started = running && self.probe_passes(c, current.as_ref(), ProbeType::Startup);
         ContainerObservation { previous: inst.get(1).map(|i| (*i).clone()), current, waiting, ready, started }
@@ -183,9 +187,9 @@ impl PodManager {
             sandbox_created: sandbox.map(|s| s.created_at),
             sandbox_ready: sandbox.is_some_and(|s| s.ready),
             sandbox_ips: sandbox.map(|s| s.ips.clone()).unwrap_or_default(),
-            rejected: match &entry.admission {
-                Admission::Rejected { message } => Some(message.clone()),
-                _ => None,
+            failed: match &entry.admission {
+                Admission::Rejected { message } => Some((UNEXPECTED_ADMISSION_ERROR, message.clone())),
+                _ => entry.failure.as_ref().map(|f| (f.reason, f.message.clone())),
             },
         };
         let devices = self.devices.as_ref().filter(|_| super::devices::pod_needs(pod));
@@ -205,9 +209,9 @@ impl PodManager {
         let (mut new, before) = self
             .statuses
             .with_status(uid, |previous| (status::pod_status(&o, previous, now), previous.map(|p| p.phase)));
-        if let Some(message) = &inputs.rejected {
+        if let Some((reason, message)) = &inputs.failed {
             new.phase = PodPhase::Failed;
-            new.reason = UNEXPECTED_ADMISSION_ERROR.into();
+            new.reason = (*reason).into();
             new.message = message.clone();
         }
         if let Some(link) = devices {

@@ -140,6 +140,35 @@ pub struct PodEntry {
     /// The fields it sets that the runtime does not honour and that stop its containers
     /// (`api::fields::check`, made when the pod is added).
     pub refused: Vec<crate::api::fields::FieldUse>,
+    /// Set once the pod failed on the node (`activeDeadlineSeconds`): its containers are
+    /// stopped as a termination's, but the pod and its Failed status stay while its source
+    /// wants it.
+    pub failure: Option<PodFailure>,
+}
+
+/// Why a pod failed on the node, and how far its containers are stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodFailure {
+    /// The status reason, e.g. `DeadlineExceeded`.
+    pub reason: &'static str,
+    /// The status message.
+    pub message: String,
+    /// Its containers' stop (never followed by the pod's removal).
+    pub stopping: Termination,
+}
+
+/// A lifecycle hook running for a container instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningHook {
+    /// The pod's uid.
+    pub pod_uid: String,
+    /// The container's name.
+    pub name: String,
+    /// When it was started.
+    pub started: SystemTime,
+    /// A `preStop` hook's grace period (what the hook leaves of it goes to the stop); a
+    /// `postStart` hook's timeout.
+    pub grace: Duration,
 }
 
 impl PodEntry {
@@ -151,7 +180,7 @@ impl PodEntry {
             .filter(|c| c.liveness_probe.is_some() || c.readiness_probe.is_some() || c.startup_probe.is_some())
             .map(|c| Arc::new(c.clone()))
             .collect();
-        PodEntry { pod: Arc::new(pod), admission, termination, probed, refused: Vec::new() }
+        PodEntry { pod: Arc::new(pod), admission, termination, probed, refused: Vec::new(), failure: None }
     }
 }
 

@@ -51,6 +51,7 @@ impl PodManager {
             startup_succeeded: &startup_succeeded,
             device_prep: self.devices.as_ref().map(|_| &self.device_prep),
             max_dead_per_container: self.cfg.max_dead_per_container,
+            post_start_running: self.post_start_running(uid),
             now,
         });
         let sandbox_id = match view.sandbox {
@@ -89,6 +90,10 @@ impl PodManager {
         }
         for s in &start {
             self.start(pod, sandbox_id, s, now);
+            // The next one waits for this one's postStart hook.
+            if self.post_start_running(&pod.metadata.uid) {
+                break;
+            }
         }
         for dead in &remove_dead {
             self.remove_dead(pod, dead);
@@ -213,8 +218,9 @@ impl PodManager {
         }
         let started = devices.and_then(|d| self.create_and_start(pod, sandbox_id, c, s, d.as_ref()));
         match started {
-            Ok(()) => {
+            Ok(id) => {
                 self.waiting.remove(&key);
+                self.start_post_start(pod, c, &id, now);
             }
             Err(e) => {
                 let message = Chain(&e).to_string();
@@ -266,7 +272,7 @@ impl PodManager {
         c: &Container,
         s: &StartContainer,
         devices: Option<&DeviceOptions>,
-    ) -> Result<(), ContainerStartError> {
+    ) -> Result<String, ContainerStartError> {
         let cfg = self.container_config(pod, sandbox_id, c, s, devices)?;
         let id = self
             .mutate()
@@ -275,7 +281,7 @@ impl PodManager {
         self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
         self.mutate().start_container(&id).map_err(|source| ContainerStartError::StartContainer { source })?;
         self.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
-        Ok(())
+        Ok(id)
     }
 
     /// What the downward API reads besides the pod: the node, the pod's IPs (the node's on
@@ -345,15 +351,6 @@ impl PodManager {
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
         })
-    }
-
-    /// Asks a container to stop: kubelet's `Killing` event, `FailedKillPod` when refused.
-    pub(super) fn kill(&self, pod: &Pod, k: &KillContainer) {
-        self.event(pod, Some(&k.name), false, "Killing", &k.message);
-        if let Err(e) = self.mutate().stop_container(&k.id, k.grace) {
-            let message = format!("error killing container {}: {}", k.name, Chain(&e));
-            self.event(pod, Some(&k.name), true, "FailedKillPod", &message);
-        }
     }
 
     /// Removes an exited instance beyond the retention limit (with its log).

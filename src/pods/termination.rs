@@ -6,7 +6,7 @@
 
 use super::actions::KillContainer;
 use super::view::{is_sidecar, PodView, Snapshot};
-use super::{PodManager, Termination, MIN_GRACE};
+use super::{PodEntry, PodManager, Termination, MIN_GRACE};
 use crate::api::Pod;
 use crate::runtime::ContainerInfo;
 use crate::util::Chain;
@@ -77,10 +77,12 @@ pub fn compute_kill_actions(t: &Termination, view: PodView, now: SystemTime) -> 
 }
 
 impl PodManager {
-    /// Applies the next step of a terminating pod.
+    /// Applies the next step of a terminating pod, or of the stop of a pod that failed on
+    /// the node (which is never removed for it).
     pub(super) fn sync_termination(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
         let Some(entry) = self.pods.get(uid) else { return };
-        let Some(t) = entry.termination.as_ref() else { return };
+        let removing = entry.termination.is_some();
+        let Some(t) = entry.termination.as_ref().or(entry.failure.as_ref().map(|f| &f.stopping)) else { return };
         let pod = entry.pod.clone();
         let actions = compute_kill_actions(t, snap.pod(uid), now);
         for k in &actions.stop {
@@ -93,11 +95,15 @@ impl PodManager {
             );
             self.event(&pod, None, true, "ExceededGracePeriod", &message);
         }
-        if let Some(t) = self.pods.get_mut(uid).and_then(|e| e.termination.as_mut()) {
+        let stopping = self.pods.get_mut(uid).and_then(|e| {
+            let PodEntry { termination, failure, .. } = e;
+            termination.as_mut().or(failure.as_mut().map(|f| &mut f.stopping))
+        });
+        if let Some(t) = stopping {
             t.requested.extend(actions.requested);
             t.warned |= actions.exceeded_grace.is_some();
         }
-        if let Some(remove) = actions.remove {
+        if let Some(remove) = actions.remove.filter(|_| removing) {
             self.remove_pod(&pod, remove);
         }
     }

@@ -15,7 +15,7 @@ use crate::clock::{Clock, FakeClock};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Exit code of a container stopped by SIGTERM.
 pub const SIGTERM_EXIT: i32 = 128 + 15;
@@ -35,6 +35,8 @@ pub enum Call {
     StartContainer(String),
     /// A container by name, with its grace period.
     StopContainer(String, Duration),
+    /// A stop set for later: container name, time until the deadline, grace after it.
+    ArmStop(String, Duration, Duration),
     /// A container by name.
     RemoveContainer(String),
     /// An image, with whether credentials came with it.
@@ -313,6 +315,14 @@ impl ContainerRuntime for FakeRuntime {
             c.reason = "Error".into();
             c.pid = None;
         }
+        Ok(())
+    }
+
+    fn arm_stop(&self, id: &str, deadline: SystemTime, grace: Duration) -> Result<(), RuntimeError> {
+        let until = deadline.duration_since(self.clock.now()).unwrap_or_default();
+        let mut st = self.state.lock();
+        let name = st.containers.get(id).map(|c| c.config.name.clone()).ok_or_else(|| not_found("container", id))?;
+        st.calls.push(Call::ArmStop(name, until, grace));
         Ok(())
     }
 

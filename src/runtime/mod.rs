@@ -382,6 +382,14 @@ pub trait ContainerRuntime: Send + Sync {
     /// waiting for the exit, which `list_containers` reports later, so a sync loop never
     /// blocks for a grace period.
     fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError>;
+    /// Makes the runtime stop the container by itself at `deadline` (SIGTERM, then SIGKILL
+    /// `grace` later) unless it is stopped before, so a stop the agent has begun (a
+    /// `preStop` hook running first) ends in time even if the agent dies meanwhile. A later
+    /// `stop_container` may stop it sooner, never later. Returns at once. A runtime that
+    /// cannot (CRI) does nothing: the agent stops the container when the hook is over.
+    fn arm_stop(&self, _id: &str, _deadline: SystemTime, _grace: Duration) -> Result<(), RuntimeError> {
+        Ok(())
+    }
     /// Removes an exited container's record (its log file stays until the pod is removed).
     fn remove_container(&self, id: &str) -> Result<(), RuntimeError>;
     /// Every container the runtime knows.

@@ -57,6 +57,7 @@ struct World {
     devices: Option<HashMap<Key, DevicePrep>>,
     no_sandbox: bool,
     sandbox_dead: bool,
+    post_start_running: bool,
 }
 
 impl World {
@@ -70,6 +71,7 @@ impl World {
             startup_succeeded: &self.started,
             device_prep: self.devices.as_ref(),
             max_dead_per_container: 1,
+            post_start_running: self.post_start_running,
             now: now(),
         })
     }
@@ -365,4 +367,24 @@ fn once_nothing_runs_the_sandbox_and_every_container_are_removed() {
     let remove =
         RemovePod { sandboxes: vec!["sandbox".into()], containers: vec!["a-0".into(), "a-1".into(), "b-0".into()] };
     assert_eq!(a, KillActions { remove: Some(remove), ..Default::default() });
+}
+
+#[test]
+fn the_active_deadline_counts_from_the_start_time_and_needs_both() {
+    use crate::pods::actions::active_deadline_exceeded;
+    let mut spec = crate::api::PodSpec { active_deadline_seconds: Some(30), ..Default::default() };
+    let start = now() - Duration::from_secs(30);
+    assert!(active_deadline_exceeded(&spec, Some(start), now()), "at the deadline, as kubelet's >=");
+    assert!(!active_deadline_exceeded(&spec, Some(start + Duration::from_secs(1)), now()));
+    assert!(!active_deadline_exceeded(&spec, None, now()), "no start time yet");
+    spec.active_deadline_seconds = None;
+    assert!(!active_deadline_exceeded(&spec, Some(start), now()));
+}
+
+#[test]
+fn nothing_starts_while_a_post_start_hook_of_the_pod_runs() {
+    let p = pod("web", RestartPolicy::Always, &[], &[app("a"), app("b")]);
+    let world = World { post_start_running: true, ..Default::default() };
+    assert_eq!(world.decide(&p, &[]).start, []);
+    assert_eq!(World::default().decide(&p, &[]).start.len(), 2);
 }

@@ -5,6 +5,7 @@
 //! received, the events and the published statuses.
 
 mod actions;
+mod hooks;
 mod images;
 mod init;
 mod lifecycle;

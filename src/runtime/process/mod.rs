@@ -13,6 +13,8 @@
 //! <root>/containers/<id>/exit.json       ExitRecord (written by the shim when it exits,
 //!                                        with a copy in exit.backup.json)
 //! <root>/containers/<id>/stop            grace period in ms (written by the agent, then SIGTERM to the shim)
+//! <root>/containers/<id>/stop-at         `<unix ms> <grace ms>`: a stop the shim makes by itself at
+//!                                        that time (written before a preStop hook, then SIGUSR1)
 //! <root>/containers/<id>/shim.log        the shim's own errors
 //! <root>/quarantine/                     damaged records, moved aside once (cleared by drain)
 //! ```
@@ -543,6 +545,36 @@ impl ContainerRuntime for ProcessRuntime {
                 })?;
             }
         }
+        Ok(())
+    }
+
+    fn arm_stop(&self, id: &str, deadline: SystemTime, grace: Duration) -> Result<(), RuntimeError> {
+        self.writable("stopping containers")?;
+        let info = self.observe(id)?;
+        if info.state != ContainerState::Running {
+            return Ok(());
+        }
+        let dir = self.container_dir(id);
+        let path = dir.join(files::STOP_AT);
+        let at = deadline.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        let text = format!("{} {}", at.as_millis(), grace.as_millis());
+        util::write_atomic(&path, text.as_bytes()).map_err(state_err(&path))?;
+        // Read after `stop-at` is written: a shim that had not identified itself yet reads
+        // the file once its workload runs (see shim::run).
+        let Ok(shim) = read_json::<ShimIdentity>(&dir.join(files::SHIM)) else { return Ok(()) };
+        if !shim.stop_at {
+            log::warn!(
+                "runtime: container {} runs under a shim of an older ferrolet, which cannot stop it by itself; the agent stops it",
+                info.config.name
+            );
+            return Ok(());
+        }
+        util::signal_verified(shim.shim_pid, shim.shim_start_ticks, libc::SIGUSR1).map_err(|source| {
+            RuntimeError::Process {
+                action: format!("signalling shim {} of container {}", shim.shim_pid, info.config.name),
+                source,
+            }
+        })?;
         Ok(())
     }
 

@@ -32,6 +32,9 @@ pub mod files {
     pub const EXIT_BACKUP: &str = "exit.backup.json";
     /// Grace period in ms, written by the agent before it signals the shim.
     pub const STOP: &str = "stop";
+    /// `<unix ms> <grace ms>`: a stop the shim makes by itself at that time unless stopped
+    /// before (written by the agent before a `preStop` hook, then SIGUSR1 to the shim).
+    pub const STOP_AT: &str = "stop-at";
     /// Locked by the shim for its whole life (the lock is taken by the agent and inherited).
     pub const LOCK: &str = "shim.lock";
     /// The shim's own errors.
@@ -91,6 +94,10 @@ pub struct ShimIdentity {
     pub created_at: SystemTime,
     /// The container's cgroup.
     pub cgroup: Option<ContainerCgroup>,
+    /// Whether the shim reads `stop-at` when sent SIGUSR1 (false for shims of older
+    /// ferrolets, which SIGUSR1 would kill).
+    #[serde(default)]
+    pub stop_at: bool,
 }
 
 impl ShimIdentity {
@@ -106,6 +113,7 @@ impl ShimIdentity {
             log_path: record.config.log_path.clone(),
             created_at: record.created_at,
             cgroup: record.cgroup.clone(),
+            stop_at: true,
         }
     }
 

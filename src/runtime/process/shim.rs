@@ -1,8 +1,9 @@
 //! The per-container shim: `ferrolet shim <container-dir>`. It detaches from the agent,
 //! starts the workload in its own session, copies its output into the CRI log file, stops
-//! it on request (SIGTERM, then SIGKILL after the grace period the agent wrote to `stop`)
+//! it on request (SIGTERM, then SIGKILL after the grace period the agent wrote to `stop`;
+//! or by itself at the time the agent wrote to `stop-at` before a preStop hook)
 //! and records how it exited. It is single-threaded: one `poll` loop over the output pipes
-//! and two signal pipes, waking only when something happens.
+//! and three signal pipes, waking only when something happens.
 
 use super::logfile::{LogFile, Stream};
 use super::{files, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
@@ -151,6 +152,7 @@ fn run(dir: &Path) -> io::Result<()> {
     // Signals first: a stop request from now on is seen, never the default SIGTERM death.
     let mut sigchld = signal_pipe(libc::SIGCHLD)?;
     let mut sigterm = signal_pipe(libc::SIGTERM)?;
+    let mut sigusr1 = signal_pipe(libc::SIGUSR1)?;
     let record: ContainerRecord = read_json(&dir.join(files::CONFIG))?;
     let cfg = &record.config;
     let me = std::process::id() as i32;
@@ -203,6 +205,8 @@ fn run(dir: &Path) -> io::Result<()> {
     // The agent writes `stop` and then looks for state.json; we write state.json and then
     // look for `stop`: one of us sees the other, so a stop racing the start is never lost.
     let mut stop_pending = dir.join(files::STOP).exists();
+    // The same for a stop set for later (`stop-at`, before a preStop hook).
+    let mut stop_at = read_stop_at(&dir.join(files::STOP_AT));
 
     let mut outputs: [Option<File>; 2] =
         [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
@@ -215,6 +219,7 @@ fn run(dir: &Path) -> io::Result<()> {
 
     // Running --exit--> Draining --pipes closed or DRAIN_LIMIT--> Done.
     // Running --SIGTERM--> Stopping (SIGTERM sent) --grace over--> SIGKILL sent.
+    // Running --SIGUSR1--> Running with a stop set for later (`stop-at`) --its time--> Stopping.
     loop {
         if let Some((_, at)) = exited {
             if outputs.iter().all(Option::is_none) || at.elapsed() >= DRAIN_LIMIT {
@@ -226,24 +231,37 @@ fn run(dir: &Path) -> io::Result<()> {
         if let Some((_, at)) = exited {
             timeout = Some((at + DRAIN_LIMIT).saturating_duration_since(now));
         }
+        if let (Some((at, _)), None) = (stop_at, exited) {
+            let until = at.saturating_duration_since(now);
+            timeout = Some(timeout.map_or(until, |t| t.min(until)));
+        }
         if stop_pending {
             timeout = Some(Duration::ZERO);
         }
-        let mut fds = vec![sigchld.as_raw_fd(), sigterm.as_raw_fd()];
+        let mut fds = vec![sigchld.as_raw_fd(), sigterm.as_raw_fd(), sigusr1.as_raw_fd()];
         fds.extend(outputs.iter().flatten().map(|f| f.as_raw_fd()));
         let ready = util::poll_readable(&fds, timeout)?;
 
+        if ready[2] != 0 {
+            drain(&mut sigusr1);
+            // An earlier deadline replaces a later one, never the other way round.
+            if let Some((at, grace)) = read_stop_at(&dir.join(files::STOP_AT)) {
+                if stop_at.map_or(true, |(t, _)| at < t) {
+                    stop_at = Some((at, grace));
+                }
+            }
+        }
         if ready[1] != 0 || std::mem::take(&mut stop_pending) {
             drain(&mut sigterm);
             if exited.is_none() {
-                let grace = stop_grace(&dir.join(files::STOP));
-                let at = Instant::now() + grace;
-                // A second request may shorten the grace period, never lengthen it.
-                if kill_at.map_or(true, |k| at < k) {
-                    let sig = if grace.is_zero() { libc::SIGKILL } else { libc::SIGTERM };
-                    let _ = util::kill_group(pid, sig);
-                    kill_at = Some(at);
-                }
+                begin_stop(pid, stop_grace(&dir.join(files::STOP)), &mut kill_at);
+            }
+        }
+        if let (Some((at, grace)), None) = (stop_at, exited) {
+            // The agent did not stop it in time (it died during the preStop hook).
+            if Instant::now() >= at {
+                begin_stop(pid, grace, &mut kill_at);
+                stop_at = None;
             }
         }
         if let (Some(at), None) = (kill_at, exited) {
@@ -263,7 +281,7 @@ fn run(dir: &Path) -> io::Result<()> {
                 }
             }
         }
-        let mut idx = 2;
+        let mut idx = 3;
         for (i, slot) in outputs.iter_mut().enumerate() {
             let Some(f) = slot.as_mut() else { continue };
             let r = ready[idx];
@@ -308,6 +326,38 @@ fn run(dir: &Path) -> io::Result<()> {
     let exit =
         ExitRecord { exit_code, signal, reason: reason.into(), message: String::new(), finished_at: SystemTime::now() };
     write_exit(dir, &exit)
+}
+
+/// SIGTERM now and SIGKILL after `grace` (at once when it is zero). A second request may
+/// shorten the grace period, never lengthen it.
+fn begin_stop(pid: i32, grace: Duration, kill_at: &mut Option<Instant>) {
+    let at = Instant::now() + grace;
+    if kill_at.map_or(true, |k| at < k) {
+        let sig = if grace.is_zero() { libc::SIGKILL } else { libc::SIGTERM };
+        let _ = util::kill_group(pid, sig);
+        *kill_at = Some(at);
+    }
+}
+
+/// The stop the agent set for later in `stop-at` (`<unix ms> <grace ms>`), as a time on
+/// this shim's monotonic clock; none without the file. A damaged file is said in shim.log.
+fn read_stop_at(path: &Path) -> Option<(Instant, Duration)> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            eprintln!("shim: {}: {e}", path.display());
+            return None;
+        }
+    };
+    let mut parts = text.split_whitespace().map(str::parse::<u64>);
+    let (Some(Ok(at_ms)), Some(Ok(grace_ms))) = (parts.next(), parts.next()) else {
+        eprintln!("shim: {}: not `<unix ms> <grace ms>`: {text:?}", path.display());
+        return None;
+    };
+    let at = SystemTime::UNIX_EPOCH + Duration::from_millis(at_ms);
+    let from_now = at.duration_since(SystemTime::now()).unwrap_or_default();
+    Some((Instant::now() + from_now, Duration::from_millis(grace_ms)))
 }
 
 /// The grace period the agent wrote to `stop`; without one (SIGTERM from elsewhere, e.g.

@@ -1,0 +1,126 @@
+//! The hook threads (`fl-hook`): one per running hook, at most `MAX_RUNNING_HOOKS`, in a
+//! `ThreadSet` that reaps those that ended. Each runs one handler (bounded by its timeout)
+//! and publishes a `HookDone`. At stop a `sleep` ends at once; an `exec` or HTTP call in
+//! flight (bounded by its timeout) is waited for `IN_CALL_STOP_TIMEOUT`, then left to end.
+
+use super::{handlers, HookDone, HookError, HookRequest, HookSink, MAX_RUNNING_HOOKS, THREAD};
+use crate::manager::{Exit, Health, Publisher, StopTimeout};
+use crate::prober::probes::Lookups;
+use crate::prober::threads::{ThreadSet, ThreadSetError};
+use crate::runtime::ContainerRuntime;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The hook threads, shared by the pod manager (which starts hooks) and the agent (which
+/// stops them).
+#[derive(Clone)]
+pub struct HookRunner {
+    threads: Arc<ThreadSet>,
+    /// Host name lookups of `httpGet` hooks to a name.
+    lookups: Lookups,
+    runtime: Arc<dyn ContainerRuntime>,
+    done: Publisher<HookDone>,
+}
+
+impl HookRunner {
+    /// No hook runs yet; threads are registered in `health`, answers go to `done`.
+    pub fn new(runtime: Arc<dyn ContainerRuntime>, done: Publisher<HookDone>, health: &Health) -> HookRunner {
+        HookRunner {
+            threads: Arc::new(ThreadSet::new(MAX_RUNNING_HOOKS, health)),
+            lookups: Lookups::new(health),
+            runtime,
+            done,
+        }
+    }
+
+    /// Stops every hook thread and waits up to `timeout`; returns those still inside an
+    /// exec or HTTP call (each ends by its own timeout).
+    pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+        self.lookups.signal_stop();
+        let mut late = self.threads.stop(timeout);
+        late.extend(self.lookups.stop(timeout));
+        late
+    }
+}
+
+impl HookSink for HookRunner {
+    fn submit(&self, req: HookRequest) -> Result<(), HookError> {
+        let (runtime, lookups, done) = (self.runtime.clone(), self.lookups.clone(), self.done.clone());
+        let started = self.threads.spawn(THREAD, move |stop| {
+            if let Some(result) = handlers::run(&req, &runtime, &lookups, &stop) {
+                done.publish(HookDone { kind: req.kind, pod_uid: req.pod_uid, container_id: req.container_id, result });
+            }
+            Exit::Done
+        });
+        started.map_err(|e| match e {
+            ThreadSetError::Full { max, .. } => HookError::Busy { max },
+            ThreadSetError::Stopping => HookError::Stopping,
+            ThreadSetError::SpawnThread { source, .. } => HookError::SpawnThread { source },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Container, LifecycleHandler, SleepAction};
+    use crate::clock::FakeClock;
+    use crate::lifecycle::HookKind;
+    use crate::runtime::fake::FakeRuntime;
+    use std::time::Instant;
+
+    fn sleep_hook(seconds: i64) -> HookRequest {
+        HookRequest {
+            kind: HookKind::PreStop,
+            pod_uid: "u1".into(),
+            pod_desc: "p_default(u1)".into(),
+            pod_ip: "127.0.0.1".into(),
+            container: Arc::new(Container { name: "app".into(), ..Default::default() }),
+            container_id: "c1".into(),
+            handler: LifecycleHandler { sleep: Some(SleepAction { seconds }), ..Default::default() },
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn a_hook_answers_from_its_own_thread_and_a_stop_ends_a_sleep_unreported() {
+        let health = Health::default();
+        let rt = Arc::new(FakeRuntime::new(FakeClock::new(std::time::SystemTime::UNIX_EPOCH)));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let runner = HookRunner::new(rt, Publisher::new(move |d| drop(tx.send(d))), &health);
+        runner.submit(sleep_hook(0)).unwrap();
+        let done = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            done,
+            HookDone { kind: HookKind::PreStop, pod_uid: "u1".into(), container_id: "c1".into(), result: Ok(()) }
+        );
+        runner.submit(sleep_hook(30)).unwrap();
+        let started = Instant::now();
+        assert!(runner.stop(Duration::from_secs(2)).is_empty());
+        assert!(started.elapsed() < Duration::from_secs(2), "the sleep ended at the stop");
+        assert!(rx.try_recv().is_err(), "an interrupted sleep reports nothing");
+        assert!(matches!(runner.submit(sleep_hook(0)), Err(HookError::Stopping)));
+        assert!(health.alive().is_empty() && health.dead().is_empty());
+    }
+
+    #[test]
+    fn an_exec_hook_that_cannot_run_fails_with_kubelets_message() {
+        let health = Health::default();
+        let rt = Arc::new(FakeRuntime::new(FakeClock::new(std::time::SystemTime::UNIX_EPOCH)));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let runner = HookRunner::new(rt, Publisher::new(move |d| drop(tx.send(d))), &health);
+        let mut req = sleep_hook(0);
+        req.kind = HookKind::PostStart;
+        req.handler = LifecycleHandler {
+            exec: Some(crate::api::ExecAction { command: vec!["true".into()] }),
+            ..Default::default()
+        };
+        runner.submit(req).unwrap();
+        let done = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            done.result.unwrap_err(),
+            "Exec lifecycle hook ([\"true\"]) for Container \"app\" in Pod \"p_default(u1)\" failed - error: container c1 not found, message: \"\""
+        );
+        assert!(runner.stop(Duration::from_secs(2)).is_empty());
+    }
+}
