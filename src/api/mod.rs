@@ -6,6 +6,7 @@ pub mod field;
 pub mod limits;
 pub mod manifest;
 pub mod quantity;
+pub mod security;
 pub mod strict;
 pub mod types;
 pub mod validation;

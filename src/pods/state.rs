@@ -48,6 +48,9 @@ pub enum WaitingReason {
     CrashLoopBackOff,
     /// Its create failed; it is retried under back-off.
     CreateContainerError,
+    /// Its config cannot be made (a `runAsNonRoot` violation, a security setting the
+    /// runtime cannot honour); retried at every sync, as kubelet does, without back-off.
+    CreateContainerConfigError,
     /// Its image is absent and its policy is `Never`.
     ErrImageNeverPull,
     /// The last pull of its image failed.
@@ -64,6 +67,7 @@ impl WaitingReason {
         match self {
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
             WaitingReason::CreateContainerError => "CreateContainerError",
+            WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
             WaitingReason::ErrImageNeverPull => crate::images::reason::ERR_IMAGE_NEVER_PULL,
             WaitingReason::ErrImagePull => crate::images::reason::ERR_IMAGE_PULL,
             WaitingReason::ImagePullBackOff => crate::images::reason::IMAGE_PULL_BACK_OFF,
@@ -182,6 +186,12 @@ pub enum ContainerStartError {
     DevicePathMissing {
         /// The missing host path.
         path: String,
+    },
+    /// The container's config cannot be made: kubelet's `CreateContainerConfigError`.
+    #[error("{message}")]
+    Config {
+        /// Why, in kubelet's words where kubelet has them.
+        message: String,
     },
     /// The runtime created the container but could not start it (recorded as an exit).
     #[error(transparent)]

@@ -12,10 +12,11 @@ use super::{
     CONTAINER_KIND_LABEL, MIN_GRACE,
 };
 use crate::api::expand::{expand, resolve_env};
+use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
-use crate::runtime::{labels, ContainerConfig, ContainerInfo, ContainerState, SandboxConfig, SandboxInfo};
+use crate::runtime::{labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, SandboxConfig, SandboxInfo};
 use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -134,6 +135,7 @@ impl PodManager {
             host_network: pod.spec.host_network,
             cgroup_parent: self.cm.as_ref().map(|cm| cm.pod_cgroup(pod)).unwrap_or_default(),
             annotations: pod.metadata.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            security: security::sandbox(&pod.spec),
         };
         match self.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),
@@ -197,6 +199,16 @@ impl PodManager {
         match started {
             Ok(()) => {
                 self.waiting.remove(&key);
+            }
+            Err(e @ ContainerStartError::Config { .. }) => {
+                // Asked again at every sync (no back-off: nothing ran), said once per message.
+                let message = Chain(&e).to_string();
+                let reason = WaitingReason::CreateContainerConfigError;
+                if self.waiting.get(&key).is_some_and(|w| w.reason == reason && w.message == message) {
+                    return;
+                }
+                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
+                self.waiting.insert(key, Waiting { reason, message, since: now });
             }
             Err(e) => {
                 let message = Chain(&e).to_string();
@@ -264,6 +276,8 @@ impl PodManager {
                 v.name
             );
         }
+        let security = security::effective(&pod.spec, c);
+        self.check_security(pod, c, &security)?;
         let mut env = resolve_env(&c.env, &[]);
         if let Some(d) = devices {
             // The process runtime shares the host's filesystem: a device or mount the
@@ -302,7 +316,28 @@ impl PodManager {
             labels: lbl,
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
+            security,
         })
+    }
+
+    /// What kubelet checks of a security context before a create: `runAsNonRoot` against
+    /// the uid the container would run as (kubelet's `verifyRunAsNonRoot`), then whether the
+    /// runtime can honour every setting.
+    fn check_security(&self, pod: &Pod, c: &Container, sec: &ContainerSecurity) -> Result<(), ContainerStartError> {
+        // The image's user matters only when no uid is asked for (kubelet's getImageUser).
+        let image_user = if sec.run_as_non_root && sec.run_as_user.is_none() {
+            self.runtime.image_user(&c.image).map_err(|e| ContainerStartError::Config {
+                message: format!("failed to inspect the user of image {}: {}", c.image, Chain(&e)),
+            })?
+        } else {
+            ImageUser::default()
+        };
+        verify_run_as_non_root(pod, c, sec, image_user.uid, &image_user.username)
+            .map_err(|message| ContainerStartError::Config { message })?;
+        match self.runtime.security_refusal(&security::sandbox(&pod.spec), sec) {
+            Some(message) => Err(ContainerStartError::Config { message }),
+            None => Ok(()),
+        }
     }
 
     /// Asks a container to stop: kubelet's `Killing` event, `FailedKillPod` when refused.
