@@ -323,6 +323,18 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                 let names: Vec<String> = pods.iter().map(|p| p.metadata.name.clone()).collect();
                 println!("{shown}: ok ({})", names.join(", "));
                 for p in &pods {
+                    // What this runtime will refuse (the pod's containers would not start)
+                    // or accept without effect.
+                    for u in ferrolet::api::fields::check(p, cfg.runtime.as_str()) {
+                        let what = if u.is_refused() { "error" } else { "note" };
+                        let line = format!("{shown}: {what}: pod {}: {}", p.metadata.name, u.describe());
+                        if u.is_refused() {
+                            ok = false;
+                            eprintln!("{}", logsafe::Escaped(&line));
+                        } else {
+                            println!("{}", logsafe::Escaped(&line));
+                        }
+                    }
                     for c in p.spec.init_containers.iter().chain(&p.spec.containers) {
                         if cfg.runtime == ferrolet::config::RuntimeBackend::Process && c.command.is_empty() {
                             println!(

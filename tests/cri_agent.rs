@@ -148,7 +148,9 @@ fn a_pod_on_the_bridge_network_gets_an_ip_and_an_http_readiness_probe_on_it_make
                 "  containers:
   - name: app
     image: {}
-    command: [sh, -c, 'mkdir -p /www && echo hello > /www/index.html && exec httpd -f -p 8080 -h /www']
+    command: [sh, -c, 'mkdir -p /www && echo hello > /www/index.html && echo \"my ip $MY_IP\" && exec httpd -f -p 8080 -h /www']
+    env:
+    - {{name: MY_IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}
     readinessProbe:
       httpGet: {{path: /index.html, port: 8080}}
       periodSeconds: 1
@@ -174,6 +176,10 @@ fn a_pod_on_the_bridge_network_gets_an_ip_and_an_http_readiness_probe_on_it_make
         .read_to_string()
         .unwrap();
     assert_eq!(body, "hello\n");
+    // The downward API gave the container its own IP on the pod network.
+    let log = node.pod_logs().join(format!("default_web-{}_{}", node.node, uid(&p))).join("app/0.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(&format!(" stdout F my ip {}", status.pod_ip)), "{text}");
 }
 
 #[test]

@@ -250,3 +250,56 @@ fn a_new_manifest_is_noticed_at_once_not_at_the_next_poll() {
     std::fs::remove_file(sb.manifests().join("quick.yaml")).unwrap();
     wait_for("the pod to go", T, || agent.pod("quick").is_none().then_some(()));
 }
+
+#[test]
+fn a_pod_asking_for_what_ferrolet_cannot_honour_is_refused_openly_never_run_without_it() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "mounts.yaml",
+        &manifest(
+            "mounts",
+            "  tolerations: [{operator: Exists}]\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n    volumeMounts: [{name: data, mountPath: /data}]\n  - name: plain\n    image: x\n    command: [sleep, '3600']\n",
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("app waiting as CreateContainerConfigError", T, || {
+        agent.pod("mounts").filter(|p| {
+            container(p, "app")
+                .and_then(|c| c.state.waiting.as_ref())
+                .is_some_and(|w| w.reason == "CreateContainerConfigError")
+                && container(p, "plain").is_some_and(|c| c.state.running.is_some())
+        })
+    });
+    let w = container(&pod, "app").unwrap().state.waiting.clone().unwrap();
+    assert!(w.message.starts_with("spec.containers[0].volumeMounts: refused: "), "{}", w.message);
+    // Never started without its volume.
+    assert!(container(&pod, "app").unwrap().container_id.is_empty());
+    let events = agent.get("/events").unwrap();
+    assert!(events.contains("Error: spec.containers[0].volumeMounts: refused"), "{events}");
+    // The field that means nothing on one node is said once in the log.
+    let log = agent.log_text();
+    assert_eq!(log.matches("spec.tolerations: accepted, no effect here").count(), 1, "{log}");
+}
+
+#[test]
+fn downward_api_env_gives_the_container_its_pod_node_and_resources() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "down.yaml",
+        &manifest(
+            "down",
+            "  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo \"$NAME $NS $NODE $IP $MEM $CPU $LABEL\"; exec sleep 3600']\n    resources: {limits: {memory: 64Mi}, requests: {cpu: 250m}}\n    env:\n    - {name: NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n    - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}\n    - {name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}\n    - {name: IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}\n    - {name: MEM, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}\n    - {name: CPU, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: 1m}}}\n    - {name: LABEL, valueFrom: {fieldRef: {fieldPath: \"metadata.labels['app']\"}}}\n",
+        )
+        .replace("metadata:\n  name: down\n", "metadata:\n  name: down\n  labels: {app: edge}\n"),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("down running", T, || {
+        agent.pod("down").filter(|p| container(p, "app").is_some_and(|c| c.state.running.is_some()))
+    });
+    let dir = sb.state().join("logs").join(format!("default_down-testnode_{}", pod.metadata.uid)).join("app");
+    let line = wait_for("the container's line", T, || {
+        let text = std::fs::read_to_string(dir.join("0.log")).ok()?;
+        text.lines().next().map(|l| l.splitn(4, ' ').nth(3).unwrap_or_default().to_string())
+    });
+    assert_eq!(line, "down-testnode default testnode 127.0.0.1 64 250 edge");
+}

@@ -1,8 +1,10 @@
 //! The Kubernetes object subset: types, quantities, defaulting, validation, manifest decoding.
 
 pub mod defaults;
+pub mod downward;
 pub mod expand;
 pub mod field;
+pub mod fields;
 pub mod limits;
 pub mod manifest;
 pub mod quantity;

@@ -174,6 +174,11 @@ pub struct PodSpec {
     /// The pod-level security context (its containers' defaults, and the sandbox's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<PodSecurityContext>,
+    /// Every other field as written: ferrolet does not model it, so it is refused or, where
+    /// it means nothing on one node, accepted with a log line (`api::fields`); never
+    /// silently dropped.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 /// `v1.PodSecurityContext` (the Linux fields).
@@ -204,6 +209,9 @@ pub struct PodSecurityContext {
     /// The AppArmor profile of containers that name none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_armor_profile: Option<ProfileSpec>,
+    /// Every other field as written, judged by `api::fields` (never silently dropped).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 /// `v1.SecurityContext`: a container's own (the Linux fields).
@@ -241,6 +249,9 @@ pub struct SecurityContext {
     /// `Default` (the runtime masks parts of /proc) or `Unmasked`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proc_mount: Option<String>,
+    /// Every other field as written, judged by `api::fields` (never silently dropped).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 /// `v1.Capabilities`: names as the API spells them (`NET_ADMIN`; `CAP_NET_ADMIN` and `ALL`
@@ -327,6 +338,9 @@ pub struct Container {
     /// The container's own security context (overrides the pod's where both set a field).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
+    /// Every other field as written (see `PodSpec::other`).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 impl PodSpec {

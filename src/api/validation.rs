@@ -207,6 +207,9 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
         } else if !is_env_var_name(&v.name) {
             e.invalid(&p, quote(&v.name), "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit");
         }
+        if let Some(Err(problem)) = v.value_from.as_ref().map(super::downward::check) {
+            e.invalid(&format!("{path}.env[{i}].valueFrom"), "{…}".into(), problem);
+        }
     }
     validate_expanded_sizes(e, c, path);
     super::security::validate_container_security(e, &c.security_context, path);

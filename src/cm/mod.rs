@@ -552,6 +552,11 @@ impl ContainerManager {
         Ok(())
     }
 
+    /// The node's allocatable resources (capacity less the reservations).
+    pub fn node_allocatable(&self) -> NodeResources {
+        allocatable(&self.settings, &self.capacity)
+    }
+
     /// The pod's cgroup (cgroupfs path), the parent of its containers' cgroups.
     pub fn pod_cgroup(&self, pod: &Pod) -> String {
         pod_path(&self.settings, pod)

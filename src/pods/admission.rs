@@ -72,7 +72,17 @@ impl PodManager {
                 admission = Admission::Pending;
                 link.admit(pod);
             }
-            self.pods.insert(uid.clone(), PodEntry::new(pod.clone(), admission, None));
+            let mut entry = PodEntry::new(pod.clone(), admission, None);
+            // Every field it sets is honoured, refused (its containers wait as
+            // CreateContainerConfigError), or accepted with this one line.
+            for u in crate::api::fields::check(pod, self.runtime.kind()) {
+                if u.is_refused() {
+                    entry.refused.push(u);
+                } else {
+                    log::info!("pods: pod {}: {}", pod.key(), crate::logsafe::Escaped(&u.describe()));
+                }
+            }
+            self.pods.insert(uid.clone(), entry);
         }
     }
 

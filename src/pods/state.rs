@@ -48,8 +48,9 @@ pub enum WaitingReason {
     CrashLoopBackOff,
     /// Its create failed; it is retried under back-off.
     CreateContainerError,
-    /// Its config cannot be made (a `runAsNonRoot` violation, a security setting the
-    /// runtime cannot honour); retried at every sync, as kubelet does, without back-off.
+    /// Its config cannot be made: a field it (or its pod) sets cannot be honoured
+    /// (`api::fields`), a `runAsNonRoot` violation, or a security setting the runtime cannot
+    /// honour. It is not created; asked again at every sync, without back-off.
     CreateContainerConfigError,
     /// Its image is absent and its policy is `Never`.
     ErrImageNeverPull,
@@ -138,6 +139,9 @@ pub struct PodEntry {
     /// Its containers with probes (sidecars, then app containers), made once: an entry's
     /// spec never changes, so every probe target of it shares these instead of a copy.
     pub probed: Vec<Arc<Container>>,
+    /// The fields it sets that the runtime does not honour and that stop its containers
+    /// (`api::fields::check`, made when the pod is added).
+    pub refused: Vec<crate::api::fields::FieldUse>,
 }
 
 impl PodEntry {
@@ -149,7 +153,7 @@ impl PodEntry {
             .filter(|c| c.liveness_probe.is_some() || c.readiness_probe.is_some() || c.startup_probe.is_some())
             .map(|c| Arc::new(c.clone()))
             .collect();
-        PodEntry { pod: Arc::new(pod), admission, termination, probed }
+        PodEntry { pod: Arc::new(pod), admission, termination, probed, refused: Vec::new() }
     }
 }
 

@@ -13,10 +13,13 @@ use super::{
 };
 use crate::api::expand::{expand, resolve_env};
 use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
+use crate::api::{downward, fields};
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
-use crate::runtime::{labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, SandboxConfig, SandboxInfo};
+use crate::runtime::{
+    labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, PortMapping, SandboxConfig, SandboxInfo,
+};
 use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -136,6 +139,18 @@ impl PodManager {
             cgroup_parent: self.cm.as_ref().map(|cm| cm.pod_cgroup(pod)).unwrap_or_default(),
             annotations: pod.metadata.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             security: security::sandbox(&pod.spec),
+            port_mappings: pod
+                .spec
+                .init_containers
+                .iter()
+                .chain(&pod.spec.containers)
+                .flat_map(|c| &c.ports)
+                .filter_map(|p| {
+                    let host_port = i32::try_from(p.host_port?).ok().filter(|h| *h > 0)?;
+                    let container_port = i32::try_from(p.container_port).ok()?;
+                    Some(PortMapping { protocol: p.protocol.clone(), container_port, host_port })
+                })
+                .collect(),
         };
         match self.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),
@@ -165,6 +180,11 @@ impl PodManager {
         let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name) else {
             return;
         };
+        // A field that cannot be honoured stops it (kubelet's CreateContainerConfigError).
+        if let Some(why) = self.pods.get(&pod.metadata.uid).and_then(|e| fields::refusal(&e.refused, pod, &c.name)) {
+            self.hold_config_error(pod, c, why, now);
+            return;
+        }
         // Its image first: nothing (devices, back-off) is used up while it is pulled.
         if !self.image_ready(pod, Some(c), now) {
             return;
@@ -200,16 +220,8 @@ impl PodManager {
             Ok(()) => {
                 self.waiting.remove(&key);
             }
-            Err(e @ ContainerStartError::Config { .. }) => {
-                // Asked again at every sync (no back-off: nothing ran), said once per message.
-                let message = Chain(&e).to_string();
-                let reason = WaitingReason::CreateContainerConfigError;
-                if self.waiting.get(&key).is_some_and(|w| w.reason == reason && w.message == message) {
-                    return;
-                }
-                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
-                self.waiting.insert(key, Waiting { reason, message, since: now });
-            }
+            // Asked again at every sync (no back-off: nothing ran), said once per message.
+            Err(ContainerStartError::Config { message }) => self.hold_config_error(pod, c, message, now),
             Err(e) => {
                 let message = Chain(&e).to_string();
                 self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
@@ -226,6 +238,18 @@ impl PodManager {
                 }
             }
         }
+    }
+
+    /// A container that sets (or whose pod sets) a field the runtime does not honour waits
+    /// as `CreateContainerConfigError`, with a Warning `Failed` event naming the field once.
+    fn hold_config_error(&mut self, pod: &Pod, c: &Container, why: String, now: SystemTime) {
+        let key: Key = (pod.metadata.uid.clone(), c.name.clone());
+        let reason = WaitingReason::CreateContainerConfigError;
+        if self.waiting.get(&key).is_some_and(|w| w.reason == reason && w.message == why) {
+            return;
+        }
+        self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {why}"));
+        self.waiting.insert(key, Waiting { reason, message: why, since: now });
     }
 
     /// Takes a container's prepared devices (each preparation serves one start).
@@ -249,7 +273,7 @@ impl PodManager {
         s: &StartContainer,
         devices: Option<&DeviceOptions>,
     ) -> Result<(), ContainerStartError> {
-        let cfg = self.container_config(pod, c, s, devices)?;
+        let cfg = self.container_config(pod, sandbox_id, c, s, devices)?;
         let id = self
             .mutate()
             .create_container(sandbox_id, &cfg)
@@ -260,25 +284,37 @@ impl PodManager {
         Ok(())
     }
 
+    /// What the downward API reads besides the pod: the node, the pod's IPs (the node's on
+    /// the host network), the node's allocatable for unset limits.
+    fn downward_facts(&self, pod: &Pod, sandbox_id: &str) -> downward::Facts {
+        let pod_ips = if pod.spec.host_network { Vec::new() } else { self.runtime.pod_sandbox_ips(sandbox_id) };
+        let alloc =
+            self.cm.as_ref().map(|cm| cm.node_allocatable()).unwrap_or_else(crate::cm::NodeResources::from_proc);
+        downward::Facts {
+            node_name: self.cfg.node_name.clone(),
+            pod_ips,
+            host_ip: self.cfg.node_ip.clone(),
+            allocatable: (alloc.cpu_millis, alloc.memory),
+        }
+    }
+
     /// What the runtime creates the container with.
     fn container_config(
         &self,
         pod: &Pod,
+        sandbox_id: &str,
         c: &Container,
         s: &StartContainer,
         devices: Option<&DeviceOptions>,
     ) -> Result<ContainerConfig, ContainerStartError> {
-        for v in c.env.iter().filter(|v| v.value_from.is_some()) {
-            log::warn!(
-                "pods: pod {} container {}: env {} uses valueFrom, which static pods cannot resolve; it is left empty",
-                pod.key(),
-                c.name,
-                v.name
-            );
-        }
         let security = security::effective(&pod.spec, c);
         self.check_security(pod, c, &security)?;
-        let mut env = resolve_env(&c.env, &[]);
+        let facts = self.downward_facts(pod, sandbox_id);
+        let mut env = resolve_env(&c.env, &[], |source| {
+            // A source `fields` refuses (ConfigMaps, Secrets) never gets here; a checked one
+            // only fails on a container the pod lacks, which validation also refuses.
+            downward::value(source, pod, c, &facts).unwrap_or_default()
+        });
         if let Some(d) = devices {
             // The process runtime shares the host's filesystem: a device or mount the
             // plugin names must exist as given.

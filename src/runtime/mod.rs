@@ -147,6 +147,20 @@ pub struct SandboxConfig {
     /// The pod's namespaces and pod-level security context (`api::security::sandbox`).
     #[serde(default, skip_serializing_if = "SandboxSecurity::is_default")]
     pub security: SandboxSecurity,
+    /// The containers' `hostPort`s, for the runtime's port mapping (CNI `portmap`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_mappings: Vec<PortMapping>,
+}
+
+/// A container port published on the node (`ports[].hostPort`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PortMapping {
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: String,
+    /// The port in the pod.
+    pub container_port: i32,
+    /// The port on the node.
+    pub host_port: i32,
 }
 
 /// A sandbox as the runtime reports it.
@@ -445,6 +459,12 @@ pub trait ContainerRuntime: Send + Sync {
     /// such a container (`CreateContainerConfigError`), and `create_container` refuses it too.
     fn security_refusal(&self, _sandbox: &SandboxSecurity, _container: &ContainerSecurity) -> Option<String> {
         None
+    }
+    /// The pod IPs of sandbox `id` on the pod network (CRI's `PodSandboxStatus`); empty on
+    /// the host network, and for the process runtime.
+    fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {
+        let _ = id;
+        Vec::new()
     }
     /// Damaged records moved aside since the last call (each reported once, as an event).
     fn take_quarantined(&self) -> Vec<Quarantined> {

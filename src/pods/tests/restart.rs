@@ -267,3 +267,27 @@ fn a_run_as_non_root_violation_waits_as_a_config_error_said_once_and_retried_eve
         .unwrap();
     assert_eq!((created.config.security.run_as_user, created.config.security.run_as_non_root), (Some(65534), true));
 }
+
+#[test]
+fn a_field_that_cannot_be_honoured_holds_its_container_as_create_container_config_error() {
+    let mut node = Node::new();
+    let mut mounted = app("a");
+    mounted.other.insert("volumeMounts".into(), serde_json::json!([{"name": "data", "mountPath": "/data"}]));
+    let web = pod("web", RestartPolicy::Always, &[], &[mounted, app("b")]);
+    node.apply(&[&web]);
+    assert_eq!(
+        node.calls(),
+        [Call::RunPodSandbox("web".into()), create("b", 0), start("b")],
+        "only the container that may run runs"
+    );
+    let (reason, message) = node.waiting(&web, "a").unwrap();
+    assert_eq!(reason, "CreateContainerConfigError");
+    assert_eq!(message, "spec.containers[0].volumeMounts: refused: volumes are not supported by ferrolet yet");
+    let failed: Vec<(String, String)> = node.events().into_iter().filter(|(r, _)| r == "Failed").collect();
+    assert_eq!(failed, [("Failed".to_string(), format!("Error: {message}"))]);
+    node.tick();
+    node.advance(5);
+    node.tick();
+    assert_eq!(node.calls(), [], "never created");
+    assert!(node.events().iter().all(|(r, _)| r != "Failed"), "the event is not repeated at every sync");
+}

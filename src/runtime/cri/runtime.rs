@@ -452,6 +452,26 @@ impl ContainerRuntime for CriRuntime {
         Ok(out)
     }
 
+    /// From the cache, else asked once (`PodSandboxStatus`) and cached.
+    fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {
+        if let Some(ips) = self.sandboxes.lock().get(id).and_then(|k| k.ips.clone()) {
+            return ips;
+        }
+        match self.client.pod_sandbox_status(id) {
+            Ok(status) => {
+                let ips = translate::sandbox_ips(&status);
+                if let Some(k) = self.sandboxes.lock().get_mut(id) {
+                    k.ips = Some(ips.clone());
+                }
+                ips
+            }
+            Err(e) => {
+                log::debug!("cri: sandbox {id}: no IPs yet: {}", Chain(&e));
+                Vec::new()
+            }
+        }
+    }
+
     /// CRI has no way to start a command and watch it: this runs `ExecSync` for at most
     /// `timeout` and returns the finished result.
     fn exec_start(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecStart, RuntimeError> {

@@ -87,6 +87,23 @@ pub fn sandbox_config(
     a.extend(config.annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
     let json = serde_json::to_string(config).map_err(|source| TranslateError::Encode { what: "sandbox", source })?;
     a.insert(SANDBOX_CONFIG_ANNOTATION.into(), json);
+    c.set_port_mappings(
+        config
+            .port_mappings
+            .iter()
+            .map(|m| {
+                let mut pm = cri::PortMapping::new();
+                pm.set_protocol(match m.protocol.as_str() {
+                    "UDP" => cri::Protocol::UDP,
+                    "SCTP" => cri::Protocol::SCTP,
+                    _ => cri::Protocol::TCP,
+                });
+                pm.set_container_port(m.container_port);
+                pm.set_host_port(m.host_port);
+                pm
+            })
+            .collect(),
+    );
     let linux = c.mut_linux();
     linux.set_cgroup_parent(config.cgroup_parent.clone());
     linux.set_security_context(sandbox_security(config));
@@ -477,6 +494,11 @@ mod tests {
             cgroup_parent: "/kubepods/burstable/podu1".into(),
             annotations: BTreeMap::from([("kubernetes.io/config.source".into(), "file".into())]),
             security: SandboxSecurity::default(),
+            port_mappings: vec![crate::runtime::PortMapping {
+                protocol: "UDP".into(),
+                container_port: 53,
+                host_port: 5353,
+            }],
         }
     }
 
@@ -521,6 +543,8 @@ mod tests {
         assert_eq!(c.get_metadata().get_name(), "web");
         assert_eq!(c.get_metadata().get_namespace(), "default");
         assert_eq!(c.get_metadata().get_attempt(), 1);
+        let pm = &c.get_port_mappings()[0];
+        assert_eq!((pm.get_protocol(), pm.get_container_port(), pm.get_host_port()), (cri::Protocol::UDP, 53, 5353));
     }
 
     #[test]

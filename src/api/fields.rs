@@ -1,0 +1,304 @@
+//! The rule for Pod fields: every field is honoured by the runtime in use, or refused with
+//! a reason, or (where it means nothing on one node) accepted with one log line. Never
+//! silently dropped.
+//!
+//! The fields ferrolet models are in `types.rs` and honoured; what a manifest sets beyond
+//! them lands in `PodSpec::other` and `Container::other`, and is judged here by name (a
+//! name not listed is unknown to ferrolet: a typo, or a field newer than it, and refused).
+//! A field set to its zero value (`null`, `false`, `""`, `{}`, `[]`) asks for nothing and is
+//! accepted silently: `kubectl get -o yaml` writes `tolerations: []`. The security
+//! contexts are modelled (`api::security`); what they set beyond the model is judged here too.
+//! Two modelled fields depend on the runtime: the process runtime uses no image and runs
+//! every pod on the host network; both are accepted on it with a log line.
+
+use super::types::{Container, Pod};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// What ferrolet does with one field a pod sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Accepted; it has no effect on this node, for this reason.
+    Accepted(String),
+    /// Not run: the container waits as `CreateContainerConfigError` with this reason.
+    Refused(String),
+}
+
+/// One field a pod sets that ferrolet does not model, or that the runtime cannot honour.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldUse {
+    /// The field path, `spec.containers[0].volumeMounts`.
+    pub path: String,
+    /// Its verdict.
+    pub verdict: Verdict,
+}
+
+impl FieldUse {
+    /// Whether the field stops the pod's containers (a pod-level field) or this container.
+    pub fn is_refused(&self) -> bool {
+        matches!(self.verdict, Verdict::Refused(_))
+    }
+
+    /// `path: reason`, for messages and `ferrolet validate`.
+    pub fn describe(&self) -> String {
+        match &self.verdict {
+            Verdict::Accepted(why) => format!("{}: accepted, no effect here: {why}", self.path),
+            Verdict::Refused(why) => format!("{}: refused: {why}", self.path),
+        }
+    }
+}
+
+/// Why fields that place or admit pods across a cluster mean nothing to a static pod.
+const SCHEDULING: &str = "it only guides the scheduler, and a static pod is already on its node";
+/// Fields of later work.
+const NOT_YET: &str = "not supported by ferrolet yet";
+
+/// The verdict on a pod-level field ferrolet does not model.
+fn pod_field(name: &str, value: &Value) -> Verdict {
+    let accept = |why: &str| Verdict::Accepted(why.into());
+    let refuse = |why: &str| Verdict::Refused(why.into());
+    match name {
+        "affinity" | "nodeSelector" | "tolerations" | "topologySpreadConstraints" | "schedulerName"
+        | "schedulingGates" | "preemptionPolicy" => accept(SCHEDULING),
+        "priority" | "priorityClassName" => {
+            accept("priority orders scheduling and preemption, which do not happen on one node")
+        }
+        "serviceAccountName" | "serviceAccount" | "automountServiceAccountToken" => {
+            accept("a static pod runs without a service account or its token")
+        }
+        "enableServiceLinks" => accept("there are no services to link on one node"),
+        "dnsPolicy" => match value.as_str() {
+            Some("ClusterFirst" | "ClusterFirstWithHostNet" | "Default") => accept(
+                "without a cluster DNS the node's resolv.conf is used, as kubelet does for ClusterFirst without clusterDNS",
+            ),
+            _ => refuse("dnsPolicy None (with dnsConfig) is not supported by ferrolet yet"),
+        },
+        "os" => match value.get("name").and_then(Value::as_str) {
+            Some("linux") => accept("this node is Linux"),
+            _ => refuse("this node runs Linux pods only"),
+        },
+        "volumes" => refuse("volumes are not supported by ferrolet yet; the containers would start without them"),
+        "hostUsers" => refuse("user namespaces are not supported by ferrolet yet, and are never ignored"),
+        "imagePullSecrets" => refuse("pull secrets come with cluster mode; a static pod cannot name a secret"),
+        "activeDeadlineSeconds" | "dnsConfig" | "hostAliases" | "hostname" | "subdomain" | "setHostnameAsFQDN"
+        | "readinessGates" | "runtimeClassName" | "overhead" | "resourceClaims" | "ephemeralContainers"
+        | "resources" => refuse(NOT_YET),
+        _ => refuse("unknown field: not a PodSpec field ferrolet knows"),
+    }
+}
+
+/// The verdict on a container field ferrolet does not model.
+fn container_field(name: &str, value: &Value) -> Verdict {
+    let refuse = |why: &str| Verdict::Refused(why.into());
+    match name {
+        "terminationMessagePolicy" if value.as_str() == Some("File") => {
+            Verdict::Accepted("the termination message file is not read yet; File is the default".into())
+        }
+        "volumeMounts" | "volumeDevices" => refuse("volumes are not supported by ferrolet yet"),
+        "envFrom" => refuse("envFrom (ConfigMaps and Secrets) comes with cluster mode"),
+        "stdin" | "stdinOnce" | "tty" => refuse("ferrolet attaches no terminal or stdin to containers"),
+        "lifecycle" | "terminationMessagePolicy" | "resizePolicy" | "restartPolicyRules" => refuse(NOT_YET),
+        _ => refuse("unknown field: not a Container field ferrolet knows"),
+    }
+}
+
+/// The verdict on a security context field (pod or container) ferrolet does not model.
+fn security_field(name: &str, value: &Value) -> Verdict {
+    let accept = |why: &str| Verdict::Accepted(why.into());
+    let refuse = |why: &str| Verdict::Refused(why.into());
+    match name {
+        "windowsOptions" => accept("this node runs Linux pods only"),
+        "fsGroupChangePolicy" | "seLinuxChangePolicy" => {
+            accept("it only concerns volumes, which a pod here has none of")
+        }
+        "supplementalGroupsPolicy" if value.as_str() == Some("Merge") => accept("Merge is what ferrolet does"),
+        "seLinuxOptions" => refuse("SELinux labels are not supported by ferrolet yet, and are never ignored"),
+        "supplementalGroupsPolicy" => refuse("only Merge (the default) is supported"),
+        _ => refuse("unknown field: not a security context field ferrolet knows"),
+    }
+}
+
+fn security_uses(other: Option<&BTreeMap<String, Value>>, path: &str, out: &mut Vec<FieldUse>) {
+    for (name, value) in other.into_iter().flatten().filter(|(_, v)| !is_zero(v)) {
+        out.push(FieldUse { path: format!("{path}.securityContext.{name}"), verdict: security_field(name, value) });
+    }
+}
+
+/// Whether a value asks for nothing.
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(_) => false,
+    }
+}
+
+fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, out: &mut Vec<FieldUse>) {
+    // On the host network a port is the node's: it cannot be published elsewhere.
+    if host_network || runtime == "process" {
+        for (i, p) in c.ports.iter().enumerate() {
+            if p.host_port.is_some_and(|h| h != 0 && h != p.container_port) {
+                let why = "on the host network hostPort must equal containerPort";
+                out.push(FieldUse {
+                    path: format!("{path}.ports[{i}].hostPort"),
+                    verdict: Verdict::Refused(why.into()),
+                });
+            }
+        }
+    }
+    for (i, v) in c.env.iter().enumerate() {
+        let Some(from) = &v.value_from else { continue };
+        for key in ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
+        {
+            let why = "ConfigMaps and Secrets come with cluster mode; a static pod cannot name one";
+            out.push(FieldUse {
+                path: format!("{path}.env[{i}].valueFrom.{key}"),
+                verdict: Verdict::Refused(why.into()),
+            });
+        }
+    }
+    for (name, value) in c.other.iter().filter(|(_, v)| !is_zero(v)) {
+        out.push(FieldUse { path: format!("{path}.{name}"), verdict: container_field(name, value) });
+    }
+    security_uses(c.security_context.as_ref().map(|s| &s.other), path, out);
+    if runtime == "process" && !c.image.is_empty() {
+        let why = "the process runtime runs `command` on the host and uses no image";
+        out.push(FieldUse { path: format!("{path}.image"), verdict: Verdict::Accepted(why.into()) });
+    }
+}
+
+/// Every field `pod` sets that ferrolet does not model, or that `runtime` (`process` or
+/// `cri`) does not honour, with its verdict: pod fields first, then each container's.
+pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
+    let mut out = Vec::new();
+    for (name, value) in pod.spec.other.iter().filter(|(_, v)| !is_zero(v)) {
+        out.push(FieldUse { path: format!("spec.{name}"), verdict: pod_field(name, value) });
+    }
+    security_uses(pod.spec.security_context.as_ref().map(|s| &s.other), "spec", &mut out);
+    if runtime == "process" && !pod.spec.host_network {
+        let why = "the process runtime runs every pod on the host network (podIP is the node's)";
+        out.push(FieldUse { path: "spec.hostNetwork".into(), verdict: Verdict::Accepted(why.into()) });
+    }
+    for (i, c) in pod.spec.init_containers.iter().enumerate() {
+        container_uses(c, &format!("spec.initContainers[{i}]"), runtime, pod.spec.host_network, &mut out);
+    }
+    for (i, c) in pod.spec.containers.iter().enumerate() {
+        container_uses(c, &format!("spec.containers[{i}]"), runtime, pod.spec.host_network, &mut out);
+    }
+    out
+}
+
+/// The refusals that stop container `name` of a pod (the pod's own and the container's),
+/// as one message; `None` when it may run.
+pub fn refusal(uses: &[FieldUse], pod: &Pod, name: &str) -> Option<String> {
+    let index = |list: &[Container]| list.iter().position(|c| c.name == name);
+    let own = match (index(&pod.spec.init_containers), index(&pod.spec.containers)) {
+        (Some(i), _) => format!("spec.initContainers[{i}]."),
+        (None, Some(i)) => format!("spec.containers[{i}]."),
+        (None, None) => return None,
+    };
+    let refused: Vec<String> = uses
+        .iter()
+        .filter(|u| u.is_refused())
+        .filter(|u| u.path.starts_with(&own) || !u.path.contains("ontainers["))
+        .map(FieldUse::describe)
+        .collect();
+    (!refused.is_empty()).then(|| refused.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::manifest::decode_pods;
+
+    fn pod(spec: &str) -> Pod {
+        let text = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n{spec}");
+        decode_pods("web.yaml", &text).remove(0).unwrap()
+    }
+
+    #[test]
+    fn fields_ferrolet_does_not_model_are_kept_and_judged_never_dropped() {
+        let p = pod("  tolerations: [{operator: Exists}]\n  volumes: [{name: data, emptyDir: {}}]\n  securityContext: {}\n  dnsPolicy: ClusterFirst\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n    volumeMounts: [{name: data, mountPath: /data}]\n    tty: false\n    terminationMessagePolicy: File\n");
+        let uses = check(&p, "cri");
+        let described: Vec<String> = uses.iter().map(FieldUse::describe).collect();
+        assert_eq!(
+            described,
+            [
+                "spec.dnsPolicy: accepted, no effect here: without a cluster DNS the node's resolv.conf is used, as kubelet does for ClusterFirst without clusterDNS",
+                format!("spec.tolerations: accepted, no effect here: {SCHEDULING}").as_str(),
+                "spec.volumes: refused: volumes are not supported by ferrolet yet; the containers would start without them",
+                "spec.containers[0].terminationMessagePolicy: accepted, no effect here: the termination message file is not read yet; File is the default",
+                "spec.containers[0].volumeMounts: refused: volumes are not supported by ferrolet yet",
+            ]
+        );
+        // The pod's refusal stops every container; the container's own only it.
+        let why = refusal(&uses, &p, "app").unwrap();
+        assert!(why.starts_with("spec.volumes: refused") && why.contains("; spec.containers[0].volumeMounts"), "{why}");
+        // A field set to nothing asks for nothing.
+        assert!(!described.iter().any(|d| d.contains("securityContext") || d.contains("tty")));
+    }
+
+    #[test]
+    fn security_context_fields_beyond_the_model_are_judged_too() {
+        let p = pod("  securityContext:\n    runAsUser: 1000\n    seLinuxOptions: {level: 's0:c1'}\n    fsGroupChangePolicy: OnRootMismatch\n  containers:\n  - name: app\n    image: busybox\n    securityContext:\n      windowsOptions: {runAsUserName: x}\n      runAsGroup: 5\n      seccompProfle: {type: RuntimeDefault}\n");
+        assert_eq!(p.spec.security_context.as_ref().unwrap().run_as_user, Some(1000), "modelled fields are read");
+        let described: Vec<String> = check(&p, "cri").iter().map(FieldUse::describe).collect();
+        assert_eq!(
+            described,
+            [
+                "spec.securityContext.fsGroupChangePolicy: accepted, no effect here: it only concerns volumes, which a pod here has none of",
+                "spec.securityContext.seLinuxOptions: refused: SELinux labels are not supported by ferrolet yet, and are never ignored",
+                "spec.containers[0].securityContext.seccompProfle: refused: unknown field: not a security context field ferrolet knows",
+                "spec.containers[0].securityContext.windowsOptions: accepted, no effect here: this node runs Linux pods only",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_typo_is_refused_as_unknown_and_a_pod_that_sets_nothing_unusual_runs() {
+        let p = pod("  containers:\n  - name: app\n    image: busybox\n    comand: [sleep, '1']\n");
+        let uses = check(&p, "cri");
+        assert_eq!(
+            uses,
+            [FieldUse {
+                path: "spec.containers[0].comand".into(),
+                verdict: Verdict::Refused("unknown field: not a Container field ferrolet knows".into())
+            }]
+        );
+        let p = pod("  hostNetwork: true\n  containers:\n  - name: app\n    image: busybox\n");
+        assert_eq!(check(&p, "cri"), []);
+        assert_eq!(refusal(&[], &p, "app"), None);
+    }
+
+    #[test]
+    fn the_process_runtime_says_it_uses_no_image_and_no_pod_network() {
+        let p = pod("  initContainers:\n  - name: init\n    image: busybox\n    command: ['true']\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n");
+        let paths: Vec<(String, bool)> =
+            check(&p, "process").into_iter().map(|u| (u.path.clone(), u.is_refused())).collect();
+        assert_eq!(
+            paths,
+            [
+                ("spec.hostNetwork".to_string(), false),
+                ("spec.initContainers[0].image".to_string(), false),
+                ("spec.containers[0].image".to_string(), false)
+            ]
+        );
+        assert_eq!(check(&p, "cri"), []);
+    }
+
+    #[test]
+    fn a_host_port_other_than_the_container_port_is_refused_on_the_host_network() {
+        let spec = |host_network: bool| {
+            format!("  hostNetwork: {host_network}\n  containers:\n  - name: app\n    image: busybox\n    ports: [{{containerPort: 80, hostPort: 8080}}, {{containerPort: 53, hostPort: 53}}]\n")
+        };
+        let refused = |p: &Pod, runtime: &str| -> Vec<String> {
+            check(p, runtime).into_iter().filter(FieldUse::is_refused).map(|u| u.path).collect()
+        };
+        assert_eq!(refused(&pod(&spec(true)), "cri"), ["spec.containers[0].ports[0].hostPort"]);
+        assert_eq!(refused(&pod(&spec(false)), "process"), ["spec.containers[0].ports[0].hostPort"]);
+        assert!(refused(&pod(&spec(false)), "cri").is_empty(), "mapped by the runtime on the pod network");
+    }
+}
