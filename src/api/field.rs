@@ -86,6 +86,13 @@ impl Errs {
     pub(super) fn too_long(&mut self, path: &str, detail: String) {
         self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::TooLong, detail });
     }
+    pub(super) fn too_many(&mut self, path: &str, count: usize, max: usize) {
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::TooMany(count),
+            detail: format!("must have at most {max} items"),
+        });
+    }
     pub(super) fn duplicate(&mut self, path: &str, value: &str) {
         self.0.push(FieldError {
             path: path.into(),

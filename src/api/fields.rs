@@ -6,12 +6,14 @@
 //! them lands in `PodSpec::other` and `Container::other`, and is judged here by name (a
 //! name not listed is unknown to ferrolet: a typo, or a field newer than it, and refused).
 //! A field set to its zero value (`null`, `false`, `""`, `{}`, `[]`) asks for nothing and is
-//! accepted silently: `kubectl get -o yaml` writes `securityContext: {}`.
+//! accepted silently: `kubectl get -o yaml` writes `tolerations: []`. The security
+//! contexts are modelled (`api::security`); what they set beyond the model is judged here too.
 //! Two modelled fields depend on the runtime: the process runtime uses no image and runs
 //! every pod on the host network; both are accepted on it with a log line.
 
 use super::types::{Container, Pod};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// What ferrolet does with one field a pod sets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,9 +78,7 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
             _ => refuse("this node runs Linux pods only"),
         },
         "volumes" => refuse("volumes are not supported by ferrolet yet; the containers would start without them"),
-        "securityContext" | "hostPID" | "hostIPC" | "shareProcessNamespace" | "hostUsers" => {
-            refuse("security settings are not supported by ferrolet yet, and are never ignored")
-        }
+        "hostUsers" => refuse("user namespaces are not supported by ferrolet yet, and are never ignored"),
         "imagePullSecrets" => refuse("pull secrets come with cluster mode; a static pod cannot name a secret"),
         "dnsConfig" | "hostAliases" | "hostname" | "subdomain" | "setHostnameAsFQDN"
         | "readinessGates" | "runtimeClassName" | "overhead" | "resourceClaims" | "ephemeralContainers"
@@ -88,15 +88,36 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
 }
 
 /// The verdict on a container field ferrolet does not model.
-fn container_field(name: &str, value: &Value) -> Verdict {
+fn container_field(name: &str) -> Verdict {
     let refuse = |why: &str| Verdict::Refused(why.into());
     match name {
-        "securityContext" => refuse("security settings are not supported by ferrolet yet, and are never ignored"),
         "volumeMounts" | "volumeDevices" => refuse("volumes are not supported by ferrolet yet"),
         "envFrom" => refuse("envFrom (ConfigMaps and Secrets) comes with cluster mode"),
         "stdin" | "stdinOnce" | "tty" => refuse("ferrolet attaches no terminal or stdin to containers"),
         "resizePolicy" | "restartPolicyRules" => refuse(NOT_YET),
         _ => refuse("unknown field: not a Container field ferrolet knows"),
+    }
+}
+
+/// The verdict on a security context field (pod or container) ferrolet does not model.
+fn security_field(name: &str, value: &Value) -> Verdict {
+    let accept = |why: &str| Verdict::Accepted(why.into());
+    let refuse = |why: &str| Verdict::Refused(why.into());
+    match name {
+        "windowsOptions" => accept("this node runs Linux pods only"),
+        "fsGroupChangePolicy" | "seLinuxChangePolicy" => {
+            accept("it only concerns volumes, which a pod here has none of")
+        }
+        "supplementalGroupsPolicy" if value.as_str() == Some("Merge") => accept("Merge is what ferrolet does"),
+        "seLinuxOptions" => refuse("SELinux labels are not supported by ferrolet yet, and are never ignored"),
+        "supplementalGroupsPolicy" => refuse("only Merge (the default) is supported"),
+        _ => refuse("unknown field: not a security context field ferrolet knows"),
+    }
+}
+
+fn security_uses(other: Option<&BTreeMap<String, Value>>, path: &str, out: &mut Vec<FieldUse>) {
+    for (name, value) in other.into_iter().flatten().filter(|(_, v)| !is_zero(v)) {
+        out.push(FieldUse { path: format!("{path}.securityContext.{name}"), verdict: security_field(name, value) });
     }
 }
 
@@ -142,9 +163,10 @@ fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, 
             });
         }
     }
-    for (name, value) in c.other.iter().filter(|(_, v)| !is_zero(v)) {
-        out.push(FieldUse { path: format!("{path}.{name}"), verdict: container_field(name, value) });
+    for name in c.other.iter().filter(|(_, v)| !is_zero(v)).map(|(n, _)| n) {
+        out.push(FieldUse { path: format!("{path}.{name}"), verdict: container_field(name) });
     }
+    security_uses(c.security_context.as_ref().map(|s| &s.other), path, out);
     if runtime == "process" && !c.image.is_empty() {
         let why = "the process runtime runs `command` on the host and uses no image";
         out.push(FieldUse { path: format!("{path}.image"), verdict: Verdict::Accepted(why.into()) });
@@ -158,6 +180,7 @@ pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
     for (name, value) in pod.spec.other.iter().filter(|(_, v)| !is_zero(v)) {
         out.push(FieldUse { path: format!("spec.{name}"), verdict: pod_field(name, value) });
     }
+    security_uses(pod.spec.security_context.as_ref().map(|s| &s.other), "spec", &mut out);
     if runtime == "process" && !pod.spec.host_network {
         let why = "the process runtime runs every pod on the host network (podIP is the node's)";
         out.push(FieldUse { path: "spec.hostNetwork".into(), verdict: Verdict::Accepted(why.into()) });
@@ -218,6 +241,22 @@ mod tests {
         assert!(why.starts_with("spec.volumes: refused") && why.contains("; spec.containers[0].volumeMounts"), "{why}");
         // A field set to nothing asks for nothing.
         assert!(!described.iter().any(|d| d.contains("securityContext") || d.contains("tty")));
+    }
+
+    #[test]
+    fn security_context_fields_beyond_the_model_are_judged_too() {
+        let p = pod("  securityContext:\n    runAsUser: 1000\n    seLinuxOptions: {level: 's0:c1'}\n    fsGroupChangePolicy: OnRootMismatch\n  containers:\n  - name: app\n    image: busybox\n    securityContext:\n      windowsOptions: {runAsUserName: x}\n      runAsGroup: 5\n      seccompProfle: {type: RuntimeDefault}\n");
+        assert_eq!(p.spec.security_context.as_ref().unwrap().run_as_user, Some(1000), "modelled fields are read");
+        let described: Vec<String> = check(&p, "cri").iter().map(FieldUse::describe).collect();
+        assert_eq!(
+            described,
+            [
+                "spec.securityContext.fsGroupChangePolicy: accepted, no effect here: it only concerns volumes, which a pod here has none of",
+                "spec.securityContext.seLinuxOptions: refused: SELinux labels are not supported by ferrolet yet, and are never ignored",
+                "spec.containers[0].securityContext.seccompProfle: refused: unknown field: not a security context field ferrolet knows",
+                "spec.containers[0].securityContext.windowsOptions: accepted, no effect here: this node runs Linux pods only",
+            ]
+        );
     }
 
     #[test]

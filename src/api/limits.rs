@@ -139,6 +139,19 @@ pub(super) fn validate_expanded_sizes(e: &mut Errs, c: &Container, path: &str) {
     }
 }
 
+/// The largest uid or gid the API accepts (`runAsUser`, `runAsGroup`, `fsGroup`,
+/// `supplementalGroups`).
+pub const MAX_ID: i64 = i32::MAX as i64;
+/// Most supplemental groups a pod may list (the kernel allows 65536; no pod needs that many,
+/// and each is in every container's config).
+pub const MAX_SUPPLEMENTAL_GROUPS: usize = 256;
+/// Most sysctls a pod may set.
+pub const MAX_SYSCTLS: usize = 128;
+/// Most names in one capability list (`add` or `drop`); there are 41 capabilities.
+pub const MAX_CAPABILITIES: usize = 64;
+/// Longest `localhostProfile` name and sysctl value, in bytes (a path, at most `PATH_MAX`).
+pub const MAX_PROFILE_NAME_BYTES: usize = 4096;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ pub mod fields;
 pub mod limits;
 pub mod manifest;
 pub mod quantity;
+pub mod security;
 pub mod strict;
 pub mod types;
 pub mod validation;

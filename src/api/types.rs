@@ -166,11 +166,132 @@ pub struct PodSpec {
     /// agent fails it (`DeadlineExceeded`) and kills its containers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_deadline_seconds: Option<i64>,
+    /// Whether the pod uses the node's PID namespace.
+    #[serde(rename = "hostPID", skip_serializing_if = "std::ops::Not::not")]
+    pub host_pid: bool,
+    /// Whether the pod uses the node's IPC namespace.
+    #[serde(rename = "hostIPC", skip_serializing_if = "std::ops::Not::not")]
+    pub host_ipc: bool,
+    /// Whether the pod's containers share one PID namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_process_namespace: Option<bool>,
+    /// The pod-level security context (its containers' defaults, and the sandbox's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
     /// Every other field as written: ferrolet does not model it, so it is refused or, where
     /// it means nothing on one node, accepted with a log line (`api::fields`); never
     /// silently dropped.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `v1.PodSecurityContext` (the Linux fields).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSecurityContext {
+    /// The uid containers run as, unless their own context says otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_user: Option<i64>,
+    /// The primary gid containers run as, unless their own context says otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<i64>,
+    /// Refuse to start containers that would run as uid 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+    /// Groups added to every container's first process.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub supplemental_groups: Vec<i64>,
+    /// A group added to every container's first process (volume ownership comes later).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_group: Option<i64>,
+    /// Namespaced kernel parameters set in the pod's namespaces.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sysctls: Vec<Sysctl>,
+    /// The seccomp profile of containers that name none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<ProfileSpec>,
+    /// The AppArmor profile of containers that name none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_armor_profile: Option<ProfileSpec>,
+    /// Every other field as written, judged by `api::fields` (never silently dropped).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `v1.SecurityContext`: a container's own (the Linux fields).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecurityContext {
+    /// The uid the container runs as (overrides the pod's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_user: Option<i64>,
+    /// The primary gid the container runs as (overrides the pod's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<i64>,
+    /// Refuse to start the container if it would run as uid 0 (overrides the pod's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+    /// Capabilities added to and dropped from the runtime's default set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
+    /// Run with every capability and the host's devices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub privileged: Option<bool>,
+    /// Whether the process may gain privileges (setuid binaries, file capabilities); false
+    /// sets `no_new_privs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_privilege_escalation: Option<bool>,
+    /// Mount the container's root filesystem read-only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_root_filesystem: Option<bool>,
+    /// The container's seccomp profile (overrides the pod's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<ProfileSpec>,
+    /// The container's AppArmor profile (overrides the pod's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_armor_profile: Option<ProfileSpec>,
+    /// `Default` (the runtime masks parts of /proc) or `Unmasked`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proc_mount: Option<String>,
+    /// Every other field as written, judged by `api::fields` (never silently dropped).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `v1.Capabilities`: names as the API spells them (`NET_ADMIN`; `CAP_NET_ADMIN` and `ALL`
+/// are accepted too).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Capabilities {
+    /// Added capabilities.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<String>,
+    /// Dropped capabilities.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drop: Vec<String>,
+}
+
+/// `v1.Sysctl`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Sysctl {
+    /// e.g. `net.ipv4.ip_local_port_range`.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// `v1.SeccompProfile` and `v1.AppArmorProfile`, which have the same shape. The text is
+/// kept (validation reports the manifest's spelling); code reads `api::security::Profile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProfileSpec {
+    /// `RuntimeDefault`, `Unconfined` or `Localhost`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The profile's name on the node; required for (and only for) `Localhost`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub localhost_profile: Option<String>,
 }
 
 /// `v1.Container`.
@@ -225,6 +346,9 @@ pub struct Container {
     /// Hooks run after the container started and before it is stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<Lifecycle>,
+    /// The container's own security context (overrides the pod's where both set a field).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
     /// Every other field as written (see `PodSpec::other`).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,

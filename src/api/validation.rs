@@ -141,6 +141,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
             );
         }
     }
+    super::security::validate_pod_security(&mut e, spec);
     if spec.containers.is_empty() {
         e.required("spec.containers", "");
     }
@@ -229,6 +230,7 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
         }
     }
     validate_expanded_sizes(e, c, path);
+    super::security::validate_container_security(e, &c.security_context, path);
     let mut port_names = HashSet::new();
     for (i, p) in c.ports.iter().enumerate() {
         let base = format!("{path}.ports[{i}]");

@@ -48,7 +48,9 @@ pub enum WaitingReason {
     CrashLoopBackOff,
     /// Its create failed; it is retried under back-off.
     CreateContainerError,
-    /// A field it (or its pod) sets cannot be honoured (`api::fields`): it is not run.
+    /// Its config cannot be made: a field it (or its pod) sets cannot be honoured
+    /// (`api::fields`), a `runAsNonRoot` violation, or a security setting the runtime cannot
+    /// honour. It is not created; asked again at every sync, without back-off.
     CreateContainerConfigError,
     /// Its image is absent and its policy is `Never`.
     ErrImageNeverPull,
@@ -217,6 +219,12 @@ pub enum ContainerStartError {
     DevicePathMissing {
         /// The missing host path.
         path: String,
+    },
+    /// The container's config cannot be made: kubelet's `CreateContainerConfigError`.
+    #[error("{message}")]
+    Config {
+        /// Why, in kubelet's words where kubelet has them.
+        message: String,
     },
     /// The runtime created the container but could not start it (recorded as an exit).
     #[error(transparent)]

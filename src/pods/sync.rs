@@ -12,11 +12,14 @@ use super::{
     CONTAINER_KIND_LABEL, MIN_GRACE,
 };
 use crate::api::expand::{expand, resolve_env};
+use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
 use crate::api::{downward, fields};
 use crate::api::{Container, Pod, RestartPolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
-use crate::runtime::{labels, ContainerConfig, ContainerInfo, ContainerState, PortMapping, SandboxConfig, SandboxInfo};
+use crate::runtime::{
+    labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, PortMapping, SandboxConfig, SandboxInfo,
+};
 use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -140,6 +143,7 @@ impl PodManager {
             host_network: pod.spec.host_network,
             cgroup_parent: self.cm.as_ref().map(|cm| cm.pod_cgroup(pod)).unwrap_or_default(),
             annotations: pod.metadata.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            security: security::sandbox(&pod.spec),
             port_mappings: pod
                 .spec
                 .init_containers
@@ -222,6 +226,8 @@ impl PodManager {
                 self.waiting.remove(&key);
                 self.start_post_start(pod, c, &id, now);
             }
+            // Asked again at every sync (no back-off: nothing ran), said once per message.
+            Err(ContainerStartError::Config { message }) => self.hold_config_error(pod, c, message, now),
             Err(e) => {
                 let message = Chain(&e).to_string();
                 self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
@@ -307,6 +313,8 @@ impl PodManager {
         s: &StartContainer,
         devices: Option<&DeviceOptions>,
     ) -> Result<ContainerConfig, ContainerStartError> {
+        let security = security::effective(&pod.spec, c);
+        self.check_security(pod, c, &security)?;
         let facts = self.downward_facts(pod, sandbox_id);
         let mut env = resolve_env(&c.env, &[], |source| {
             // A source `fields` refuses (ConfigMaps, Secrets) never gets here; a checked one
@@ -350,7 +358,28 @@ impl PodManager {
             labels: lbl,
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
+            security,
         })
+    }
+
+    /// What kubelet checks of a security context before a create: `runAsNonRoot` against
+    /// the uid the container would run as (kubelet's `verifyRunAsNonRoot`), then whether the
+    /// runtime can honour every setting.
+    fn check_security(&self, pod: &Pod, c: &Container, sec: &ContainerSecurity) -> Result<(), ContainerStartError> {
+        // The image's user matters only when no uid is asked for (kubelet's getImageUser).
+        let image_user = if sec.run_as_non_root && sec.run_as_user.is_none() {
+            self.runtime.image_user(&c.image).map_err(|e| ContainerStartError::Config {
+                message: format!("failed to inspect the user of image {}: {}", c.image, Chain(&e)),
+            })?
+        } else {
+            ImageUser::default()
+        };
+        verify_run_as_non_root(pod, c, sec, image_user.uid, &image_user.username)
+            .map_err(|message| ContainerStartError::Config { message })?;
+        match self.runtime.security_refusal(&security::sandbox(&pod.spec), sec) {
+            Some(message) => Err(ContainerStartError::Config { message }),
+            None => Ok(()),
+        }
     }
 
     /// Removes an exited instance beyond the retention limit (with its log).

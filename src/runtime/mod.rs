@@ -10,6 +10,7 @@ pub mod fake;
 pub mod logrotate;
 pub mod process;
 
+use crate::api::security::{ContainerSecurity, SandboxSecurity};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -143,6 +144,9 @@ pub struct SandboxConfig {
     /// Annotations for the runtime (kubelet passes the pod's annotations).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// The pod's namespaces and pod-level security context (`api::security::sandbox`).
+    #[serde(default, skip_serializing_if = "SandboxSecurity::is_default")]
+    pub security: SandboxSecurity,
     /// The containers' `hostPort`s, for the runtime's port mapping (CNI `portmap`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub port_mappings: Vec<PortMapping>,
@@ -202,6 +206,10 @@ pub struct ContainerConfig {
     /// annotations, CDI names. The process runtime records them; a CRI runtime gets them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<devices::DeviceOptions>,
+    /// The container's effective security context (`api::security::effective`); records
+    /// written before it existed read as the default (nothing asked).
+    #[serde(default, skip_serializing_if = "ContainerSecurity::is_default")]
+    pub security: ContainerSecurity,
 }
 
 /// Label keys the pod manager sets on containers (as kubelet does on CRI containers).
@@ -288,6 +296,22 @@ pub struct ImageInfo {
     pub size: u64,
     /// The runtime asks that it never be removed (the sandbox image, as a rule).
     pub pinned: bool,
+    /// The uid the image runs as, when its user is numeric (CRI's `Image.uid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<i64>,
+    /// The image's user when it is a name (CRI's `Image.username`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub username: String,
+}
+
+/// Who a container runs as when its security context names no uid (kubelet's
+/// `getImageUser`): a uid, a user name, or nothing known (which kubelet treats as root).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageUser {
+    /// The uid, when known.
+    pub uid: Option<i64>,
+    /// The user's name, when the image names it instead.
+    pub username: String,
 }
 
 /// The usage of the filesystem holding the runtime's images (CRI's `ImageFsInfo`).
@@ -427,6 +451,21 @@ pub trait ContainerRuntime: Send + Sync {
     /// The image every pod sandbox is made from, which must be present before one is made;
     /// `None` when sandboxes need no image.
     fn sandbox_image(&self) -> Option<&str> {
+        None
+    }
+    /// Who a container of `image` runs as when its security context names no uid. The
+    /// default asks `image_status`; an image it does not know runs as root, as kubelet
+    /// assumes.
+    fn image_user(&self, image: &str) -> Result<ImageUser, RuntimeError> {
+        Ok(match self.image_status(image)? {
+            Some(i) => ImageUser { uid: i.uid, username: i.username },
+            None => ImageUser::default(),
+        })
+    }
+    /// Why this runtime cannot honour a container's security settings (its own, or its pod's
+    /// `sandbox` ones), naming the fields; `None` when it can. The pod manager does not create
+    /// such a container (`CreateContainerConfigError`), and `create_container` refuses it too.
+    fn security_refusal(&self, _sandbox: &SandboxSecurity, _container: &ContainerSecurity) -> Option<String> {
         None
     }
     /// The pod IPs of sandbox `id` on the pod network (CRI's `PodSandboxStatus`); empty on

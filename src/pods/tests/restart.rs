@@ -234,6 +234,41 @@ fn a_failed_liveness_probe_kills_the_container_with_the_pods_grace() {
 }
 
 #[test]
+fn a_run_as_non_root_violation_waits_as_a_config_error_said_once_and_retried_every_sync_without_back_off() {
+    use crate::api::{PodSecurityContext, SecurityContext};
+    let mut node = Node::new();
+    let mut web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    web.spec.security_context = Some(PodSecurityContext { run_as_non_root: Some(true), ..Default::default() });
+    node.apply(&[&web]);
+    // The fake runtime knows no image: kubelet treats an unknown image user as root.
+    assert_eq!(node.calls(), [Call::RunPodSandbox("web".into())], "nothing is created");
+    let message =
+        format!("container has runAsNonRoot and image will run as root (pod: \"{}\", container: app)", web.desc());
+    assert_eq!(node.events(), [("Failed".into(), format!("Error: {message}"))]);
+    assert_eq!(node.waiting(&web, "app"), Some(("CreateContainerConfigError".into(), message.clone())));
+    assert_eq!(node.phase(&web), PodPhase::Pending);
+    node.tick();
+    node.tick();
+    assert_eq!((node.calls(), node.events()), (vec![], vec![]), "asked again, said once");
+
+    // A non-root uid passes the check and reaches the runtime in the container's config.
+    let mut nobody = pod("nobody", RestartPolicy::Always, &[], &[app("app")]);
+    nobody.spec.security_context = web.spec.security_context.clone();
+    nobody.spec.containers[0].security_context =
+        Some(SecurityContext { run_as_user: Some(65534), ..Default::default() });
+    node.apply(&[&web, &nobody]);
+    assert_eq!(node.calls(), [Call::RunPodSandbox("nobody".into()), create("app", 0), start("app")]);
+    assert_eq!(node.waiting(&nobody, "app"), None);
+    let created = node
+        .rt
+        .containers()
+        .into_iter()
+        .find(|c| c.config.labels.get(crate::runtime::labels::POD_NAME).map(String::as_str) == Some("nobody"))
+        .unwrap();
+    assert_eq!((created.config.security.run_as_user, created.config.security.run_as_non_root), (Some(65534), true));
+}
+
+#[test]
 fn a_field_that_cannot_be_honoured_holds_its_container_as_create_container_config_error() {
     let mut node = Node::new();
     let mut mounted = app("a");

@@ -7,6 +7,7 @@ use super::super::{
     labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, PullAuth,
     SandboxConfig, SandboxInfo,
 };
+use crate::api::security::{ContainerSecurity, Profile, SandboxSecurity};
 use crate::proto::cri;
 use protobuf::RepeatedField;
 use std::collections::{BTreeMap, HashMap};
@@ -62,7 +63,7 @@ pub fn owner_labels(node: &str) -> HashMap<String, String> {
 /// The `PodSandboxConfig` for `config`, as kubelet makes it: metadata, kubelet's pod labels,
 /// the annotations, the log directory, the pod cgroup as `cgroup_parent`; a host-network pod
 /// gets `NamespaceMode::NODE` and no hostname (it shares the host's UTS namespace, and runc
-/// refuses a hostname there).
+/// refuses a hostname there); the pod's security context and namespaced sysctls.
 pub fn sandbox_config(
     config: &SandboxConfig,
     owner: &HashMap<String, String>,
@@ -105,18 +106,100 @@ pub fn sandbox_config(
     );
     let linux = c.mut_linux();
     linux.set_cgroup_parent(config.cgroup_parent.clone());
-    linux.mut_security_context().set_namespace_options(namespace_options(config.host_network));
+    linux.set_security_context(sandbox_security(config));
+    linux.set_sysctls(config.security.sysctls.iter().map(|(k, v)| (k.clone(), v.clone())).collect());
     Ok(c)
 }
 
-/// Kubelet's namespaces for a pod without `shareProcessNamespace`: each container its own
-/// PID namespace, the pod's IPC namespace, and the pod's or the node's network.
-pub fn namespace_options(host_network: bool) -> cri::NamespaceOption {
+/// kubelet's namespaces for a pod (`NamespacesForPod`): PID the node's with `hostPID`, the
+/// pod's with `shareProcessNamespace`, else each container's own; IPC the node's with
+/// `hostIPC`, else the pod's; network the node's with `hostNetwork`, else the pod's.
+pub fn namespace_options(config: &SandboxConfig) -> cri::NamespaceOption {
+    let sec = &config.security;
     let mut ns = cri::NamespaceOption::new();
-    ns.set_pid(cri::NamespaceMode::CONTAINER);
-    ns.set_ipc(cri::NamespaceMode::POD);
-    ns.set_network(if host_network { cri::NamespaceMode::NODE } else { cri::NamespaceMode::POD });
+    ns.set_pid(match (sec.host_pid, sec.share_process_namespace) {
+        (true, _) => cri::NamespaceMode::NODE,
+        (false, true) => cri::NamespaceMode::POD,
+        (false, false) => cri::NamespaceMode::CONTAINER,
+    });
+    ns.set_ipc(if sec.host_ipc { cri::NamespaceMode::NODE } else { cri::NamespaceMode::POD });
+    ns.set_network(if config.host_network { cri::NamespaceMode::NODE } else { cri::NamespaceMode::POD });
     ns
+}
+
+/// A profile in CRI's terms.
+fn security_profile(p: &Profile) -> cri::SecurityProfile {
+    let mut sp = cri::SecurityProfile::new();
+    match p {
+        Profile::RuntimeDefault => sp.set_profile_type(cri::SecurityProfile_ProfileType::RuntimeDefault),
+        Profile::Unconfined => sp.set_profile_type(cri::SecurityProfile_ProfileType::Unconfined),
+        Profile::Localhost(name) => {
+            sp.set_profile_type(cri::SecurityProfile_ProfileType::Localhost);
+            sp.set_localhost_ref(name.clone());
+        }
+    }
+    sp
+}
+
+/// The seccomp profile kubelet sends: the one asked for, else `Unconfined` (kubelet's
+/// default without `seccompDefault`).
+fn seccomp_profile(p: &Option<Profile>) -> cri::SecurityProfile {
+    security_profile(p.as_ref().unwrap_or(&Profile::Unconfined))
+}
+
+fn int64(v: i64) -> cri::Int64Value {
+    let mut i = cri::Int64Value::new();
+    i.set_value(v);
+    i
+}
+
+/// The sandbox's `LinuxSandboxSecurityContext` (kubelet's `generatePodSandboxLinuxConfig`):
+/// namespaces, the pod's uid, gid, groups and seccomp profile, privileged when any container is.
+pub fn sandbox_security(config: &SandboxConfig) -> cri::LinuxSandboxSecurityContext {
+    let sec: &SandboxSecurity = &config.security;
+    let mut sc = cri::LinuxSandboxSecurityContext::new();
+    sc.set_namespace_options(namespace_options(config));
+    if let Some(uid) = sec.run_as_user {
+        sc.set_run_as_user(int64(uid));
+    }
+    if let Some(gid) = sec.run_as_group {
+        sc.set_run_as_group(int64(gid));
+    }
+    sc.set_supplemental_groups(sec.supplemental_groups.clone());
+    sc.set_privileged(sec.privileged);
+    sc.set_seccomp(seccomp_profile(&sec.seccomp));
+    sc
+}
+
+/// A container's `LinuxContainerSecurityContext` (kubelet's `determineEffectiveSecurityContext`
+/// and `convertToRuntimeSecurityContext`): capabilities as written, privileged, the pod's
+/// namespaces, uid, gid, groups, read-only root, `no_new_privs`, kubelet's masked and
+/// read-only paths (none with `procMount: Unmasked`), seccomp and AppArmor profiles.
+pub fn container_security(sec: &ContainerSecurity, sandbox: &SandboxConfig) -> cri::LinuxContainerSecurityContext {
+    let mut sc = cri::LinuxContainerSecurityContext::new();
+    if !sec.add_capabilities.is_empty() || !sec.drop_capabilities.is_empty() {
+        let caps = sc.mut_capabilities();
+        caps.set_add_capabilities(RepeatedField::from_vec(sec.add_capabilities.clone()));
+        caps.set_drop_capabilities(RepeatedField::from_vec(sec.drop_capabilities.clone()));
+    }
+    sc.set_privileged(sec.privileged);
+    sc.set_namespace_options(namespace_options(sandbox));
+    if let Some(uid) = sec.run_as_user {
+        sc.set_run_as_user(int64(uid));
+    }
+    if let Some(gid) = sec.run_as_group {
+        sc.set_run_as_group(int64(gid));
+    }
+    sc.set_readonly_rootfs(sec.readonly_rootfs);
+    sc.set_supplemental_groups(sec.supplemental_groups.clone());
+    sc.set_no_new_privs(sec.no_new_privs);
+    sc.set_masked_paths(RepeatedField::from_vec(sec.masked_paths()));
+    sc.set_readonly_paths(RepeatedField::from_vec(sec.readonly_paths()));
+    sc.set_seccomp(seccomp_profile(&sec.seccomp));
+    if let Some(p) = &sec.apparmor {
+        sc.set_apparmor(security_profile(p));
+    }
+    sc
 }
 
 /// `LinuxContainerResources` from the container cgroup's control files (`cm`'s values, in
@@ -212,7 +295,7 @@ pub fn create_container_request(
         r.set_oom_score_adj(linux.oom_score_adj);
         c.mut_linux().set_resources(r);
     }
-    c.mut_linux().mut_security_context().set_namespace_options(namespace_options(sandbox.host_network));
+    c.mut_linux().set_security_context(container_security(&config.security, sandbox));
     let mut req = cri::CreateContainerRequest::new();
     req.set_pod_sandbox_id(sandbox_id.into());
     req.set_config(c);
@@ -353,6 +436,8 @@ pub fn image_info(i: &cri::Image) -> ImageInfo {
         repo_digests: i.get_repo_digests().to_vec(),
         size: i.get_size(),
         pinned: i.get_pinned(),
+        uid: i.has_uid().then(|| i.get_uid().get_value()),
+        username: i.get_username().into(),
     }
 }
 
@@ -408,6 +493,7 @@ mod tests {
             host_network,
             cgroup_parent: "/kubepods/burstable/podu1".into(),
             annotations: BTreeMap::from([("kubernetes.io/config.source".into(), "file".into())]),
+            security: SandboxSecurity::default(),
             port_mappings: vec![crate::runtime::PortMapping {
                 protocol: "UDP".into(),
                 container_port: 53,
@@ -440,6 +526,7 @@ mod tests {
                 oom_score_adj: 750,
             }),
             devices: None,
+            security: ContainerSecurity::default(),
         }
     }
 
@@ -701,5 +788,101 @@ mod tests {
         assert_eq!(req.get_auth().get_server_address(), "registry.local");
         // The secrets never reach a log line.
         assert!(!format!("{auth:?}").contains("\"p\""), "{auth:?}");
+    }
+
+    #[test]
+    fn host_pid_host_ipc_and_a_shared_process_namespace_become_kubelets_namespace_modes() {
+        let modes = |host_pid, host_ipc, share| {
+            let mut sb = sandbox(false);
+            sb.security = SandboxSecurity { host_pid, host_ipc, share_process_namespace: share, ..Default::default() };
+            let ns = namespace_options(&sb);
+            (ns.get_pid(), ns.get_ipc(), ns.get_network())
+        };
+        use cri::NamespaceMode::{CONTAINER, NODE, POD};
+        assert_eq!(modes(false, false, false), (CONTAINER, POD, POD));
+        assert_eq!(modes(false, false, true), (POD, POD, POD));
+        assert_eq!(modes(true, false, false), (NODE, POD, POD));
+        assert_eq!(modes(false, true, false), (CONTAINER, NODE, POD));
+        // The container gets the sandbox's namespaces.
+        let mut sb = sandbox(true);
+        sb.security.host_pid = true;
+        let req = create_container_request("sb1", &sb, &container(), &owner()).unwrap();
+        let ns = req.get_config().get_linux().get_security_context().get_namespace_options();
+        assert_eq!((ns.get_pid(), ns.get_network()), (NODE, NODE));
+    }
+
+    #[test]
+    fn a_sandbox_carries_the_pods_ids_groups_seccomp_sysctls_and_privileged() {
+        let mut sb = sandbox(false);
+        sb.security = SandboxSecurity {
+            run_as_user: Some(1000),
+            run_as_group: Some(2000),
+            supplemental_groups: vec![7, 5],
+            privileged: true,
+            seccomp: Some(Profile::RuntimeDefault),
+            sysctls: BTreeMap::from([("net.ipv4.tcp_syncookies".into(), "1".into())]),
+            ..Default::default()
+        };
+        let c = sandbox_config(&sb, &owner()).unwrap();
+        let sc = c.get_linux().get_security_context();
+        assert_eq!((sc.get_run_as_user().get_value(), sc.get_run_as_group().get_value()), (1000, 2000));
+        assert_eq!(sc.get_supplemental_groups(), [7, 5]);
+        assert!(sc.get_privileged());
+        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::RuntimeDefault);
+        assert_eq!(c.get_linux().get_sysctls()["net.ipv4.tcp_syncookies"], "1");
+        // Nothing asked: no uid (the image's), seccomp Unconfined as kubelet's default.
+        let c = sandbox_config(&sandbox(false), &owner()).unwrap();
+        let sc = c.get_linux().get_security_context();
+        assert!(!sc.has_run_as_user() && !sc.has_run_as_group() && !sc.get_privileged());
+        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::Unconfined);
+    }
+
+    #[test]
+    fn a_container_security_context_carries_every_effective_field() {
+        let mut cfg = container();
+        cfg.security = ContainerSecurity {
+            run_as_user: Some(65534),
+            run_as_group: Some(65533),
+            supplemental_groups: vec![3000],
+            add_capabilities: vec!["NET_BIND_SERVICE".into()],
+            drop_capabilities: vec!["ALL".into()],
+            no_new_privs: true,
+            readonly_rootfs: true,
+            seccomp: Some(Profile::Localhost("profiles/audit.json".into())),
+            apparmor: Some(Profile::RuntimeDefault),
+            ..Default::default()
+        };
+        let req = create_container_request("sb1", &sandbox(true), &cfg, &owner()).unwrap();
+        let sc = req.get_config().get_linux().get_security_context();
+        assert_eq!((sc.get_run_as_user().get_value(), sc.get_run_as_group().get_value()), (65534, 65533));
+        assert_eq!(sc.get_supplemental_groups(), [3000]);
+        assert_eq!(sc.get_capabilities().get_add_capabilities(), ["NET_BIND_SERVICE"]);
+        assert_eq!(sc.get_capabilities().get_drop_capabilities(), ["ALL"]);
+        assert!(sc.get_no_new_privs() && sc.get_readonly_rootfs() && !sc.get_privileged());
+        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::Localhost);
+        assert_eq!(sc.get_seccomp().get_localhost_ref(), "profiles/audit.json");
+        assert_eq!(sc.get_apparmor().get_profile_type(), cri::SecurityProfile_ProfileType::RuntimeDefault);
+        assert_eq!(sc.get_masked_paths().len(), crate::api::security::DEFAULT_MASKED_PATHS.len());
+        assert_eq!(sc.get_readonly_paths(), crate::api::security::DEFAULT_READONLY_PATHS);
+
+        // Nothing asked: no uid, no capabilities, kubelet's masks, Unconfined seccomp, no AppArmor.
+        let req = create_container_request("sb1", &sandbox(true), &container(), &owner()).unwrap();
+        let sc = req.get_config().get_linux().get_security_context();
+        assert!(!sc.has_run_as_user() && !sc.has_capabilities() && !sc.get_no_new_privs() && !sc.has_apparmor());
+        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::Unconfined);
+        assert!(!sc.get_masked_paths().is_empty());
+        // The security context survives the round trip through the config annotation.
+        assert_eq!(container_config_of(&listed(&cfg)).security, cfg.security);
+    }
+
+    #[test]
+    fn an_images_numeric_user_or_user_name_is_read_from_cri() {
+        let mut i = cri::Image::new();
+        assert_eq!((image_info(&i).uid, image_info(&i).username.as_str()), (None, ""));
+        i.mut_uid().set_value(0);
+        assert_eq!(image_info(&i).uid, Some(0));
+        i.clear_uid();
+        i.set_username("nginx".into());
+        assert_eq!((image_info(&i).uid, image_info(&i).username.as_str()), (None, "nginx"));
     }
 }

@@ -101,11 +101,16 @@ pub fn exec_start(cfg: &ContainerConfig, procs: &[PathBuf], cmd: &[String]) -> R
         .stderr(Stdio::piped())
         .process_group(0);
     let fds: Vec<i32> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
-    // SAFETY: the closure only calls close_range(2) and write(2), which are async-signal-safe.
+    // The command runs as the container does: its identity, capabilities, no_new_privs.
+    let plan = super::security::host_plan(&cfg.security);
+    let all_caps = super::security::all_capabilities();
+    // SAFETY: the closure only calls close_range(2), write(2) and the system calls of
+    // `security::apply`, which are async-signal-safe.
     unsafe {
         command.pre_exec(move || {
             crate::util::cloexec_above_stdio()?;
-            super::shim::join_cgroups(&fds)
+            super::shim::join_cgroups(&fds)?;
+            super::security::apply(&plan, all_caps)
         });
     }
     let child = match command.spawn() {

@@ -27,6 +27,7 @@ mod exec;
 pub mod logfile;
 mod observe;
 pub mod records;
+pub mod security;
 pub mod shim;
 
 pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
@@ -34,9 +35,10 @@ pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdent
 use super::exec::ExecStart;
 
 use super::{
-    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, PullAuth,
-    Quarantined, RuntimeError, SandboxConfig, SandboxInfo,
+    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, ImageUser,
+    PullAuth, Quarantined, RuntimeError, SandboxConfig, SandboxInfo,
 };
+use crate::api::security::{ContainerSecurity, SandboxSecurity};
 use crate::clock::{Clock, RealClock};
 use crate::cm::cgroupfs::CgroupDriver;
 use crate::util::{self, read_json, write_json, Chain};
@@ -417,10 +419,14 @@ impl ContainerRuntime for ProcessRuntime {
 
     fn create_container(&self, sandbox_id: &str, config: &ContainerConfig) -> Result<String, RuntimeError> {
         self.writable("creating containers")?;
-        if !self.with_sandboxes(|m| m.contains_key(sandbox_id))? {
+        let Some(sandbox) = self.with_sandboxes(|m| m.get(sandbox_id).map(|s| Arc::clone(&s.config)))? else {
             return Err(RuntimeError::NotFound { kind: "sandbox", id: sandbox_id.into() });
-        }
+        };
         let create_err = |message: String| RuntimeError::CreateContainer { name: config.name.clone(), message };
+        // The pod manager asks first; a caller that did not is refused here all the same.
+        if let Some(why) = self.security_refusal(&sandbox.security, &config.security) {
+            return Err(create_err(why));
+        }
         if config.argv.is_empty() {
             return Err(create_err(
                 "the process runtime needs `command` (there is no image to take an entrypoint from)".into(),
@@ -680,6 +686,16 @@ impl ContainerRuntime for ProcessRuntime {
 
     fn image_status(&self, _image: &str) -> Result<Option<ImageInfo>, RuntimeError> {
         Ok(None)
+    }
+
+    /// A container runs as the shim does (the agent's user) unless it names a uid.
+    fn image_user(&self, _image: &str) -> Result<ImageUser, RuntimeError> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        Ok(ImageUser { uid: Some(i64::from(unsafe { libc::geteuid() })), username: String::new() })
+    }
+
+    fn security_refusal(&self, sandbox: &SandboxSecurity, container: &ContainerSecurity) -> Option<String> {
+        security::refusal(sandbox, container)
     }
 
     /// The pod manager never pulls for this runtime (a container's image is ignored).

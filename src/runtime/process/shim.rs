@@ -1,11 +1,14 @@
 //! The per-container shim: `ferrolet shim <container-dir>`. It detaches from the agent,
-//! starts the workload in its own session, copies its output into the CRI log file, stops
-//! it on request (SIGTERM, then SIGKILL after the grace period the agent wrote to `stop`;
-//! or by itself at the time the agent wrote to `stop-at` before a preStop hook)
+//! starts the workload in its own session (with the identity, capabilities and
+//! `no_new_privs` of its security context: `security::apply`), copies its output into the
+//! CRI log file, stops it on request (SIGTERM, then SIGKILL after the grace period the
+//! agent wrote to `stop`; or by itself at the time the agent wrote to `stop-at` before a
+//! preStop hook)
 //! and records how it exited. It is single-threaded: one `poll` loop over the output pipes
 //! and three signal pipes, waking only when something happens.
 
 use super::logfile::{LogFile, Stream};
+use super::security;
 use super::{files, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
 use crate::runtime::ContainerConfig;
 use crate::util::{self, read_json, write_json};
@@ -405,6 +408,8 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
     if !Path::new(wd).is_dir() {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("working directory {wd:?} does not exist")));
     }
+    let plan = security::host_plan(&cfg.security);
+    let all_caps = security::all_capabilities();
     let mut cmd = Command::new(prog);
     cmd.args(args)
         .env_clear()
@@ -413,15 +418,17 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (setsid, close_range, write) run between fork
-    // and exec.
+    // SAFETY: only async-signal-safe calls (setsid, close_range, write, and the system calls
+    // of `security::apply`) run between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
             util::cloexec_above_stdio()?;
-            join_cgroups(&fds)
+            // The cgroups first: joining them needs the shim's own identity.
+            join_cgroups(&fds)?;
+            security::apply(&plan, all_caps)
         });
     }
     cmd.spawn()
