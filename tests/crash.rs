@@ -260,10 +260,11 @@ fn shims_and_workloads_inherit_no_fd_of_the_agent() {
     let s: ShimState = ferrolet::util::read_json(&containers_dir(&sb).join(&id).join("state.json")).unwrap();
     let workload = open_fds(s.pid);
     assert!(workload.is_empty(), "the workload holds fds beyond stdio: {workload:?}");
-    // The shim: its lock, the log file, two signal socket pairs and the workload's two pipes.
+    // The shim: its lock, the log file, three signal socket pairs (SIGCHLD, SIGTERM, and
+    // SIGUSR1: the agent's preStop deadline) and the workload's two pipes.
     let shim = open_fds(s.shim_pid);
     let count = |p: &str| shim.iter().filter(|f| f.starts_with(p)).count();
-    assert_eq!((count("socket:"), count("pipe:"), shim.len()), (4, 2, 8), "{shim:?}");
+    assert_eq!((count("socket:"), count("pipe:"), shim.len()), (6, 2, 10), "{shim:?}");
     assert!(shim.iter().any(|f| f.ends_with("/shim.lock")) && shim.iter().any(|f| f.ends_with("/0.log")), "{shim:?}");
     drop(agent);
 }

@@ -194,6 +194,11 @@ pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
     out
 }
 
+/// Whether a field path is the pod's own, not one container's.
+fn is_pod_level(path: &str) -> bool {
+    !(path.starts_with("spec.containers[") || path.starts_with("spec.initContainers["))
+}
+
 /// The refusals that stop container `name` of a pod (the pod's own and the container's),
 /// as one message; `None` when it may run.
 pub fn refusal(uses: &[FieldUse], pod: &Pod, name: &str) -> Option<String> {
@@ -206,7 +211,7 @@ pub fn refusal(uses: &[FieldUse], pod: &Pod, name: &str) -> Option<String> {
     let refused: Vec<String> = uses
         .iter()
         .filter(|u| u.is_refused())
-        .filter(|u| u.path.starts_with(&own) || !u.path.contains("ontainers["))
+        .filter(|u| u.path.starts_with(&own) || is_pod_level(&u.path))
         .map(FieldUse::describe)
         .collect();
     (!refused.is_empty()).then(|| refused.join("; "))
