@@ -4,13 +4,13 @@
 
 mod common;
 
+use common::cri::{remove_cgroup, TestPod};
 use ferrolet::cm::LinuxContainerConfig;
 use ferrolet::manager::Health;
 use ferrolet::prober::probes::{self, Outcome, Target};
 use ferrolet::runtime::cri::{CriClient, CriRuntime};
-use ferrolet::runtime::{labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
+use ferrolet::runtime::{labels, ContainerConfig, ContainerRuntime, ContainerState, SandboxConfig};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,85 +62,6 @@ const NODE: &str = "cri-test";
 fn runtime(endpoint: &str) -> CriRuntime {
     let client = CriClient::connect(endpoint, Duration::from_secs(10), env()).unwrap();
     CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), NODE, &Health::default())
-}
-
-/// A host-network test pod in the harness's cgroup root, removed (with what is in it) when
-/// dropped, also when the test fails.
-struct TestPod<'a> {
-    rt: &'a CriRuntime,
-    sandbox: SandboxConfig,
-    id: String,
-    _logs: tempfile::TempDir,
-}
-
-impl<'a> TestPod<'a> {
-    fn run(rt: &'a CriRuntime, name: &str) -> TestPod<'a> {
-        let logs = tempfile::tempdir().unwrap();
-        let uid = ferrolet::util::random_id();
-        let sandbox = SandboxConfig {
-            pod_uid: uid.clone(),
-            pod_name: name.into(),
-            namespace: "ferrolet-test".into(),
-            log_directory: logs.path().to_path_buf(),
-            termination_grace_period_seconds: 1,
-            host_network: true,
-            cgroup_parent: format!("{}/pod{uid}", var("FERROLET_CRI_CGROUP")),
-            annotations: BTreeMap::new(),
-            ..Default::default()
-        };
-        let id = rt.run_pod_sandbox(&sandbox).unwrap();
-        TestPod { rt, sandbox, id, _logs: logs }
-    }
-
-    fn container(&self, name: &str, argv: &[&str]) -> String {
-        self.container_with(name, argv, None)
-    }
-
-    fn container_with(&self, name: &str, argv: &[&str], linux: Option<LinuxContainerConfig>) -> String {
-        let dir: PathBuf = self.sandbox.log_directory.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = ContainerConfig {
-            name: name.into(),
-            image: var("FERROLET_CRI_BUSYBOX_IMAGE"),
-            argv: argv.iter().map(|s| s.to_string()).collect(),
-            log_path: dir.join("0.log"),
-            labels: BTreeMap::from([
-                (labels::POD_UID.to_string(), self.sandbox.pod_uid.clone()),
-                (labels::POD_NAME.to_string(), self.sandbox.pod_name.clone()),
-                (labels::POD_NAMESPACE.to_string(), self.sandbox.namespace.clone()),
-                (labels::CONTAINER_NAME.to_string(), name.into()),
-            ]),
-            linux,
-            ..Default::default()
-        };
-        let id = self.rt.create_container(&self.id, &config).unwrap();
-        self.rt.start_container(&id).unwrap();
-        id
-    }
-
-    fn wait_state(&self, id: &str, state: ContainerState) -> ContainerInfo {
-        common::wait_for(&format!("container {id} {state:?}"), Duration::from_secs(20), || {
-            self.rt.list_containers().unwrap().into_iter().find(|c| c.id == id && c.state == state)
-        })
-    }
-}
-
-impl Drop for TestPod<'_> {
-    fn drop(&mut self) {
-        let _ = self.rt.stop_pod_sandbox(&self.id);
-        let _ = self.rt.remove_pod_sandbox(&self.id);
-        remove_cgroup(&self.sandbox.cgroup_parent);
-    }
-}
-
-/// runc leaves the pod cgroup behind (the agent's cm removes it): rmdir each controller's
-/// copy, best effort.
-fn remove_cgroup(path: &str) {
-    if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
-        for e in entries.flatten() {
-            let _ = std::fs::remove_dir(e.path().join(path.trim_start_matches('/')));
-        }
-    }
 }
 
 #[test]
@@ -258,7 +179,7 @@ fn the_container_cgroup_gets_its_values_under_the_pod_cgroup() {
         ]),
         oom_score_adj: 750,
     };
-    let id = pod.container_with("app", &["sleep", "1000"], Some(linux));
+    let id = pod.start(&ContainerConfig { linux: Some(linux), ..pod.config("app", 0, &["sleep", "1000"]) });
     pod.wait_state(&id, ContainerState::Running);
     let read = |controller: &str, file: &str| {
         let path = format!("/sys/fs/cgroup/{controller}{}/{id}/{file}", pod.sandbox.cgroup_parent);

@@ -5,10 +5,11 @@
 
 mod common;
 
+use common::cri::TestPod;
+
 use ferrolet::manager::Health;
 use ferrolet::runtime::cri::{CriClient, CriRuntime};
-use ferrolet::runtime::{labels, ContainerConfig, ContainerRuntime, ContainerState, SandboxConfig};
-use std::collections::BTreeMap;
+use ferrolet::runtime::ContainerState;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -21,76 +22,12 @@ fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set (tests/cri/up.sh writes it with the endpoint)"))
 }
 
-/// A host-network pod in the harness's cgroup root, removed with its containers when
-/// dropped (also when the test fails).
-struct TestPod {
-    rt: CriRuntime,
-    sandbox: SandboxConfig,
-    id: String,
-    _logs: tempfile::TempDir,
-}
-
-impl TestPod {
-    fn run(rt: CriRuntime, name: &str) -> TestPod {
-        let logs = tempfile::tempdir().unwrap();
-        let uid = ferrolet::util::random_id();
-        let sandbox = SandboxConfig {
-            pod_uid: uid.clone(),
-            pod_name: name.into(),
-            namespace: "ferrolet-test".into(),
-            log_directory: logs.path().to_path_buf(),
-            termination_grace_period_seconds: 1,
-            host_network: true,
-            cgroup_parent: format!("{}/pod{uid}", var("FERROLET_CRI_CGROUP")),
-            ..Default::default()
-        };
-        let id = rt.run_pod_sandbox(&sandbox).unwrap();
-        TestPod { rt, sandbox, id, _logs: logs }
-    }
-
-    /// Starts instance `attempt` of container `name` running `sh -c script`, logging to
-    /// `<name>/<attempt>.log` as the pod manager lays logs out.
-    fn start(&self, name: &str, attempt: u32, script: &str) -> String {
-        let dir = self.sandbox.log_directory.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = ContainerConfig {
-            name: name.into(),
-            attempt,
-            image: var("FERROLET_CRI_BUSYBOX_IMAGE"),
-            argv: vec!["sh".into(), "-c".into(), script.into()],
-            env: vec![("GREETING".into(), format!("hello from {name}"))],
-            log_path: dir.join(format!("{attempt}.log")),
-            labels: BTreeMap::from([
-                (labels::POD_UID.to_string(), self.sandbox.pod_uid.clone()),
-                (labels::POD_NAME.to_string(), self.sandbox.pod_name.clone()),
-                (labels::POD_NAMESPACE.to_string(), self.sandbox.namespace.clone()),
-                (labels::CONTAINER_NAME.to_string(), name.into()),
-            ]),
-            ..Default::default()
-        };
-        let id = self.rt.create_container(&self.id, &config).unwrap();
-        self.rt.start_container(&id).unwrap();
-        id
-    }
-
-    fn wait_state(&self, id: &str, state: ContainerState) {
-        common::wait_for(&format!("container {id} {state:?}"), Duration::from_secs(20), || {
-            self.rt.list_containers().unwrap().into_iter().find(|c| c.id == id && c.state == state)
-        });
-    }
-}
-
-impl Drop for TestPod {
-    fn drop(&mut self) {
-        let _ = self.rt.stop_pod_sandbox(&self.id);
-        let _ = self.rt.remove_pod_sandbox(&self.id);
-        // runc leaves the pod cgroup behind: rmdir each controller's copy, best effort.
-        if let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup") {
-            for e in entries.flatten() {
-                let _ = std::fs::remove_dir(e.path().join(self.sandbox.cgroup_parent.trim_start_matches('/')));
-            }
-        }
-    }
+/// Starts instance `attempt` of container `name` running `sh -c script`, with `GREETING`
+/// in its environment.
+fn sh(pod: &TestPod, name: &str, attempt: u32, script: &str) -> String {
+    let mut config = pod.config(name, attempt, &["sh", "-c", script]);
+    config.env = vec![("GREETING".into(), format!("hello from {name}"))];
+    pod.start(&config)
 }
 
 /// `ferrolet ARGS` on the CRI runtime at `endpoint`, with a state directory of the test's
@@ -139,17 +76,17 @@ fn logs_and_exec_reach_a_pods_containers_through_cri() {
     let env = Arc::new(grpcio::EnvBuilder::new().cq_count(1).build());
     let client = CriClient::connect(&endpoint, Duration::from_secs(10), env).unwrap();
     let rt = CriRuntime::new(client, &var("FERROLET_CRI_PAUSE_IMAGE"), NODE, &Health::default());
-    let pod = TestPod::run(rt, "logs-web");
+    let pod = TestPod::run(&rt, "logs-web");
     let state = tempfile::tempdir().unwrap();
     let state = state.path();
     let run = |args: &[&str]| ferrolet(&endpoint, state, args);
 
     // Instance 0 fails; instance 1 waits for the test's /go, then writes and ends; helper runs.
-    let first = pod.start("app", 0, "echo one; sleep 0.1; echo two >&2; exit 1");
+    let first = sh(&pod, "app", 0, "echo one; sleep 0.1; echo two >&2; exit 1");
     pod.wait_state(&first, ContainerState::Exited);
     let second =
-        pod.start("app", 1, "echo three; while [ ! -e /go ]; do sleep 0.1; done; echo four; sleep 0.3; echo five");
-    let helper = pod.start("helper", 0, "exec sleep 600");
+        sh(&pod, "app", 1, "echo three; while [ ! -e /go ]; do sleep 0.1; done; echo four; sleep 0.3; echo five");
+    let helper = sh(&pod, "helper", 0, "exec sleep 600");
     pod.wait_state(&second, ContainerState::Running);
     pod.wait_state(&helper, ContainerState::Running);
     common::wait_for("instance 1 to log", Duration::from_secs(10), || {

@@ -4,8 +4,9 @@
 
 use super::{AgentProcess, Sandbox};
 use ferrolet::proto::cri::{ContainerFilter, PodSandbox, PodSandboxFilter};
-use ferrolet::runtime::cri::CriClient;
-use ferrolet::runtime::labels;
+use ferrolet::runtime::cri::{CriClient, CriRuntime};
+use ferrolet::runtime::{labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -169,5 +170,89 @@ impl Drop for CriNode {
         }
         use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
         let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root));
+    }
+}
+
+/// A host-network test pod made through a `CriRuntime` directly (no agent), in the
+/// harness's cgroup parent, its logs in a temporary directory; removed (with what is in
+/// it) when dropped, also when the test fails.
+pub struct TestPod<'a> {
+    pub rt: &'a CriRuntime,
+    pub sandbox: SandboxConfig,
+    pub id: String,
+    _logs: tempfile::TempDir,
+}
+
+impl<'a> TestPod<'a> {
+    pub fn run(rt: &'a CriRuntime, name: &str) -> TestPod<'a> {
+        let logs = tempfile::tempdir().unwrap();
+        let uid = ferrolet::util::random_id();
+        let sandbox = SandboxConfig {
+            pod_uid: uid.clone(),
+            pod_name: name.into(),
+            namespace: "ferrolet-test".into(),
+            log_directory: logs.path().to_path_buf(),
+            termination_grace_period_seconds: 1,
+            host_network: true,
+            cgroup_parent: format!("{}/pod{uid}", var("FERROLET_CRI_CGROUP")),
+            ..Default::default()
+        };
+        let id = rt.run_pod_sandbox(&sandbox).unwrap();
+        TestPod { rt, sandbox, id, _logs: logs }
+    }
+
+    /// A busybox container `name` running `argv`, instance `attempt`, logging to
+    /// `<name>/<attempt>.log` as the pod manager lays logs out, with kubelet's labels.
+    pub fn config(&self, name: &str, attempt: u32, argv: &[&str]) -> ContainerConfig {
+        let dir = self.sandbox.log_directory.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        ContainerConfig {
+            name: name.into(),
+            attempt,
+            image: busybox(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            log_path: dir.join(format!("{attempt}.log")),
+            labels: BTreeMap::from([
+                (labels::POD_UID.to_string(), self.sandbox.pod_uid.clone()),
+                (labels::POD_NAME.to_string(), self.sandbox.pod_name.clone()),
+                (labels::POD_NAMESPACE.to_string(), self.sandbox.namespace.clone()),
+                (labels::CONTAINER_NAME.to_string(), name.into()),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    /// Creates and starts a container; returns its id.
+    pub fn start(&self, config: &ContainerConfig) -> String {
+        let id = self.rt.create_container(&self.id, config).unwrap();
+        self.rt.start_container(&id).unwrap();
+        id
+    }
+
+    /// `config(name, 0, argv)`, started.
+    pub fn container(&self, name: &str, argv: &[&str]) -> String {
+        self.start(&self.config(name, 0, argv))
+    }
+
+    pub fn wait_state(&self, id: &str, state: ContainerState) -> ContainerInfo {
+        super::wait_for(&format!("container {id} {state:?}"), Duration::from_secs(20), || {
+            self.rt.list_containers().unwrap().into_iter().find(|c| c.id == id && c.state == state)
+        })
+    }
+}
+
+impl Drop for TestPod<'_> {
+    fn drop(&mut self) {
+        let _ = self.rt.stop_pod_sandbox(&self.id);
+        let _ = self.rt.remove_pod_sandbox(&self.id);
+        remove_cgroup(&self.sandbox.cgroup_parent);
+    }
+}
+
+/// runc leaves the pod cgroup behind (the agent's cm removes it): rmdir each hierarchy's
+/// copy, best effort.
+pub fn remove_cgroup(path: &str) {
+    if let Ok(mounts) = ferrolet::cm::cgroupfs::Mounts::read(Path::new("/proc/self/mountinfo")) {
+        ferrolet::cm::cgroupfs::remove_empty_everywhere(&mounts, path);
     }
 }
