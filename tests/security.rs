@@ -205,3 +205,45 @@ fn a_seccomp_profile_the_process_runtime_cannot_load_is_refused_naming_the_field
     let dir = sb.state().join("runtime/containers");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no container record was made");
 }
+
+#[test]
+fn a_read_only_root_filesystem_cannot_be_written_by_the_workload_and_the_host_stays_writable() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    // The test's own directory is on the root filesystem here (checked below): a write there
+    // shows whether the workload's `/` is read-only.
+    let target = sb.work().join("written-by-the-workload");
+    let same_fs = |p: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().dev() == std::fs::metadata("/").unwrap().dev()
+    };
+    if !same_fs(&sb.work()) {
+        common::skip("the test directory is not on the root filesystem");
+        return;
+    }
+    let script = format!(
+        "if touch {t} 2>/dev/null; then echo WROTE; else echo READ-ONLY; fi; exec sleep 3600",
+        t = target.display()
+    );
+    sb.write_manifest(
+        "ro.yaml",
+        &manifest(
+            "ro",
+            &format!(
+                "  containers:\n  - name: app\n    image: x\n    command: [sh, -c, '{script}']\n    securityContext: {{readOnlyRootFilesystem: true}}\n"
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("ro running", T, || {
+        agent.pod("ro").filter(|p| container(p, "app").is_some_and(|c| c.state.running.is_some()))
+    });
+    let log = sb.state().join("logs").join(format!("default_ro-testnode_{}", pod.metadata.uid)).join("app/0.log");
+    let line = wait_for("the workload's verdict", T, || std::fs::read_to_string(&log).ok().filter(|t| !t.is_empty()));
+    assert!(line.contains(" stdout F READ-ONLY"), "{line}");
+    assert!(!target.exists());
+    // Only the workload's view is read-only: the host writes there as before.
+    std::fs::write(&target, "host").unwrap();
+}

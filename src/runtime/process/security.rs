@@ -1,8 +1,9 @@
 //! The security context on the process runtime. A container here is a host process, so
 //! what the shim can do before exec is honoured — supplementary groups, gid and uid (in that
 //! order), capabilities (the bounding set, with inheritable and ambient cleared), and
-//! `no_new_privs` — and what would need a container's own namespaces, mounts or a loaded
-//! profile is refused openly (`refusal`), never silently ignored.
+//! `no_new_privs`, and `readOnlyRootFilesystem` as a mount namespace of the workload's own
+//! with `/` read-only (root only) — and what would need a container's own namespaces or a
+//! loaded profile is refused openly (`refusal`), never silently ignored.
 //!
 //! Capabilities: the process runtime's default set is everything the shim has (it runs as
 //! the agent, normally root). `drop` removes from it (`ALL`: everything), `add` puts back;
@@ -23,6 +24,8 @@ pub struct Plan {
     pub capabilities: Option<u64>,
     /// Set `no_new_privs`.
     pub no_new_privs: bool,
+    /// `readOnlyRootFilesystem`: a mount namespace of its own in which `/` is read-only.
+    pub readonly_root: bool,
 }
 
 /// A process identity.
@@ -45,9 +48,6 @@ pub fn refusal(sandbox: &SandboxSecurity, c: &ContainerSecurity) -> Option<Strin
     }
     if let Some(p) = c.apparmor.as_ref().filter(|p| **p != Profile::Unconfined) {
         why.push(format!("securityContext.appArmorProfile {} (it applies no AppArmor profile)", p.describe()));
-    }
-    if c.readonly_rootfs {
-        why.push("securityContext.readOnlyRootFilesystem (the container shares the host's root filesystem)".into());
     }
     if !sandbox.sysctls.is_empty() {
         let names: Vec<&str> = sandbox.sysctls.keys().map(String::as_str).collect();
@@ -105,7 +105,7 @@ pub fn plan(c: &ContainerSecurity, all: u64, current_uid: u32, passwd: &str) -> 
         }
         Ids { uid, gid, groups }
     });
-    Plan { ids, capabilities: capability_set(c, all), no_new_privs: c.no_new_privs }
+    Plan { ids, capabilities: capability_set(c, all), no_new_privs: c.no_new_privs, readonly_root: c.readonly_rootfs }
 }
 
 /// Every capability the running kernel has, as a mask (`/proc/sys/kernel/cap_last_cap`).
@@ -172,6 +172,24 @@ fn check(r: libc::c_long) -> io::Result<()> {
 /// privileges): applies `plan` with system calls only (async-signal-safe, no allocation).
 /// `all` is every capability the kernel has (`all_capabilities`, read before the fork).
 pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
+    if plan.readonly_root {
+        // A mount namespace of its own (needs the shim's root), where the host's later
+        // mounts still arrive (slave) but nothing goes back, and `/` is bind-remounted
+        // read-only: the host's root mount, and other mounts (`/dev`, `/proc`, tmpfs), keep
+        // their own flags.
+        // SAFETY: plain system calls; the paths are static C strings.
+        check(unsafe { libc::unshare(libc::CLONE_NEWNS) } as libc::c_long)?;
+        let root = c"/".as_ptr();
+        let none = std::ptr::null();
+        // SAFETY: as above.
+        check(
+            unsafe { libc::mount(none, root, none, libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) } as libc::c_long
+        )?;
+        // SAFETY: as above.
+        check(unsafe {
+            libc::mount(root, root, none, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, std::ptr::null())
+        } as libc::c_long)?;
+    }
     if let Some(keep) = plan.capabilities {
         for cap in 0..64u64 {
             if all & (1 << cap) != 0 && keep & (1 << cap) == 0 {
@@ -287,7 +305,6 @@ mod tests {
         let all = ContainerSecurity {
             seccomp: Some(Profile::RuntimeDefault),
             apparmor: Some(Profile::RuntimeDefault),
-            readonly_rootfs: true,
             ..Default::default()
         };
         let sysctls = SandboxSecurity {
@@ -295,12 +312,9 @@ mod tests {
             ..Default::default()
         };
         let why = refusal(&sysctls, &all).unwrap();
-        for field in [
-            "seccompProfile RuntimeDefault",
-            "appArmorProfile RuntimeDefault",
-            "readOnlyRootFilesystem",
-            "sysctls net.ipv4.tcp_syncookies",
-        ] {
+        for field in
+            ["seccompProfile RuntimeDefault", "appArmorProfile RuntimeDefault", "sysctls net.ipv4.tcp_syncookies"]
+        {
             assert!(why.contains(field), "{field} in {why}");
         }
     }
