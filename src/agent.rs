@@ -588,6 +588,7 @@ impl Agent {
                 log_root: cfg.pod_logs_dir(),
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
+                allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),
             },
             runtime.clone(),
             statuses.clone(),

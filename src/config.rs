@@ -107,6 +107,9 @@ pub struct Config {
     /// The sandbox (pause) image the CRI runtime uses; empty: the one the runtime reports
     /// (containerd's `sandbox_image`).
     pub pod_sandbox_image: String,
+    /// Sysctls beyond kubelet's safe set that pods may set (kubelet's
+    /// `allowedUnsafeSysctls`): names, or prefixes ending in `*` (`net.core.*`).
+    pub allowed_unsafe_sysctls: Vec<String>,
     /// Deadline of each image pull (kubelet has none).
     pub image_pull_timeout: Dur,
     /// Image pulls at once, each on a thread of its own; 1 serializes them (kubelet's
@@ -355,6 +358,7 @@ impl Default for Config {
             container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
             runtime_request_timeout: Dur(Duration::from_secs(120)),
             pod_sandbox_image: String::new(),
+            allowed_unsafe_sysctls: Vec::new(),
             image_pull_timeout: Dur(Duration::from_secs(600)),
             max_parallel_image_pulls: 1,
             manifest_check_interval: Dur(Duration::from_secs(1)),
@@ -534,6 +538,26 @@ impl Config {
                     self.container_runtime_endpoint
                 ),
             );
+        }
+        if self.allowed_unsafe_sysctls.len() > 64 {
+            return bad(
+                "allowed_unsafe_sysctls",
+                format!("{} entries: must be at most 64", self.allowed_unsafe_sysctls.len()),
+            );
+        }
+        for s in &self.allowed_unsafe_sysctls {
+            let name = s.strip_suffix('*').unwrap_or(s);
+            let ok = !name.is_empty()
+                && name.len() <= 253
+                && name
+                    .split(['.', '/'])
+                    .all(|p| p.is_empty() || p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+            if !ok {
+                return bad(
+                    "allowed_unsafe_sysctls",
+                    format!("invalid value {s:?}: must be a sysctl name like \"kernel.msgmax\", or a prefix ending in * like \"net.core.*\""),
+                );
+            }
         }
         if !self.logs.pod_logs_dir.as_os_str().is_empty() && !self.logs.pod_logs_dir.is_absolute() {
             return bad(

@@ -461,6 +461,37 @@ pub(super) fn validate_container_security(e: &mut Errs, sc: &Option<SecurityCont
     validate_profile(e, &sc.app_armor_profile, &format!("{path}.appArmorProfile"), "AppArmor");
 }
 
+/// The sysctls kubelet allows by default (its "safe" set: namespaced, and unable to affect
+/// other pods or the node).
+pub const SAFE_SYSCTLS: [&str; 10] = [
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+];
+
+/// The first sysctl of `pod` that is neither safe nor in `allowed_unsafe` (exact names, or
+/// prefixes ending in `*`), as kubelet's admission finds it; `None` when all are allowed.
+/// Names may use `/` for `.`, as kubelet accepts.
+pub fn forbidden_sysctl<'a>(pod: &'a Pod, allowed_unsafe: &[String]) -> Option<&'a str> {
+    let sysctls = pod.spec.security_context.as_ref().map(|s| s.sysctls.as_slice()).unwrap_or_default();
+    sysctls.iter().map(|s| s.name.as_str()).find(|name| {
+        let n = name.replace('/', ".");
+        let allowed = SAFE_SYSCTLS.contains(&n.as_str())
+            || allowed_unsafe.iter().any(|a| match a.strip_suffix('*') {
+                Some(prefix) => n.starts_with(prefix),
+                None => *a == n,
+            });
+        !allowed
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -704,5 +735,21 @@ mod tests {
         assert!(is_namespaced_sysctl("net.core.somaxconn") && is_namespaced_sysctl("kernel.sem"));
         assert!(!is_namespaced_sysctl("kernel.semx"));
         assert!(!is_namespaced_sysctl("kernel.pid_max"));
+    }
+
+    #[test]
+    fn only_safe_sysctls_and_the_nodes_allowed_ones_pass() {
+        let mut p = Pod::default();
+        let set = |p: &mut Pod, names: &[&str]| {
+            let sysctls = names.iter().map(|n| crate::api::Sysctl { name: n.to_string(), value: "1".into() }).collect();
+            p.spec.security_context = Some(crate::api::PodSecurityContext { sysctls, ..Default::default() });
+        };
+        assert_eq!(forbidden_sysctl(&p, &[]), None);
+        set(&mut p, &["net/ipv4/tcp_syncookies", "kernel.shm_rmid_forced"]);
+        assert_eq!(forbidden_sysctl(&p, &[]), None, "safe, in either spelling");
+        set(&mut p, &["net.ipv4.tcp_syncookies", "net.core.somaxconn", "kernel.msgmax"]);
+        assert_eq!(forbidden_sysctl(&p, &[]), Some("net.core.somaxconn"));
+        assert_eq!(forbidden_sysctl(&p, &["net.core.*".into()]), Some("kernel.msgmax"));
+        assert_eq!(forbidden_sysctl(&p, &["net.core.*".into(), "kernel.msgmax".into()]), None);
     }
 }

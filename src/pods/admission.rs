@@ -4,7 +4,7 @@
 
 use super::devices::pod_needs;
 use super::view::Snapshot;
-use super::{config_hash, Admission, PodEntry, PodManager, Termination, UNEXPECTED_ADMISSION_ERROR};
+use super::{config_hash, Admission, PodEntry, PodManager, Termination, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR};
 use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
 use crate::api::{Pod, Time};
 use std::collections::HashSet;
@@ -68,7 +68,13 @@ impl PodManager {
             }
             log::info!("pods: pod {} added (uid {uid})", pod.key());
             let mut admission = Admission::Admitted;
-            if let Some(link) = self.devices.as_ref().filter(|_| pod_needs(pod)) {
+            if let Some(name) = crate::api::security::forbidden_sysctl(pod, &self.cfg.allowed_unsafe_sysctls) {
+                // kubelet's sysctl admission: the pod fails and never runs.
+                let message = format!("forbidden sysctl: {name:?} not allowlisted");
+                log::warn!("pods: pod {} rejected: {message}", pod.key());
+                self.event(pod, None, true, SYSCTL_FORBIDDEN, &message);
+                admission = Admission::Rejected { reason: SYSCTL_FORBIDDEN, message };
+            } else if let Some(link) = self.devices.as_ref().filter(|_| pod_needs(pod)) {
                 admission = Admission::Pending;
                 link.admit(pod);
             }
@@ -134,7 +140,7 @@ impl PodManager {
                 // kubelet's wording for a device allocation failure at admission.
                 let message = format!("Allocate failed due to {e}, which is unexpected");
                 log::warn!("pods: pod {} rejected: {message}", entry.pod.key());
-                entry.admission = Admission::Rejected { message: message.clone() };
+                entry.admission = Admission::Rejected { reason: UNEXPECTED_ADMISSION_ERROR, message: message.clone() };
                 let pod = entry.pod.clone();
                 self.event(&pod, None, true, UNEXPECTED_ADMISSION_ERROR, &message);
             }

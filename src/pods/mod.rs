@@ -27,7 +27,7 @@ pub mod view;
 
 pub use state::{
     Admission, ContainerKind, ContainerStartError, DevicePrep, PodEntry, PodFailure, RunningHook, Termination, Waiting,
-    WaitingReason, UNEXPECTED_ADMISSION_ERROR,
+    WaitingReason, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR,
 };
 
 use crate::api::Pod;
@@ -117,6 +117,8 @@ pub struct PodManagerConfig {
     pub max_dead_per_container: u32,
     /// Relist period.
     pub sync_frequency: Duration,
+    /// Sysctls beyond kubelet's safe set a pod may set (names, or prefixes ending in `*`).
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// The sync loop's state; `handle` and `on_tick` hold all the logic.

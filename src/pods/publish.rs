@@ -2,7 +2,7 @@
 //! `StatusCache` (with its devices' health), and the probe targets for the prober.
 
 use super::view::Snapshot;
-use super::{Admission, PodEntry, PodManager, WaitingReason, UNEXPECTED_ADMISSION_ERROR};
+use super::{Admission, PodEntry, PodManager, WaitingReason};
 use crate::api::{Container, Pod, PodPhase};
 use crate::events::Reference;
 use crate::prober::{ProbeResult, ProbeTarget, ProbeType, ProberCommand};
@@ -188,7 +188,7 @@ impl PodManager {
             sandbox_ready: sandbox.is_some_and(|s| s.ready),
             sandbox_ips: sandbox.map(|s| s.ips.clone()).unwrap_or_default(),
             failed: match &entry.admission {
-                Admission::Rejected { message } => Some((UNEXPECTED_ADMISSION_ERROR, message.clone())),
+                Admission::Rejected { reason, message } => Some((*reason, message.clone())),
                 _ => entry.failure.as_ref().map(|f| (f.reason, f.message.clone())),
             },
         };

@@ -110,6 +110,8 @@ impl Termination {
 
 /// kubelet's reason for a pod whose devices cannot be allocated at admission.
 pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+/// kubelet's reason for a pod whose sysctl is not allowed on the node.
+pub const SYSCTL_FORBIDDEN: &str = "SysctlForbidden";
 
 /// Where a pod is in admission (only pods asking for plugin devices wait).
 #[derive(Debug, PartialEq)]
@@ -118,10 +120,11 @@ pub enum Admission {
     Admitted,
     /// Waiting for the device manager.
     Pending,
-    /// Refused (`UNEXPECTED_ADMISSION_ERROR`, with this message): the pod is Failed and
-    /// never runs.
+    /// Refused: the pod is Failed with this reason and message and never runs.
     Rejected {
-        /// kubelet's wording of the allocation failure.
+        /// kubelet's reason: `UnexpectedAdmissionError` (devices), `SysctlForbidden`.
+        reason: &'static str,
+        /// kubelet's wording.
         message: String,
     },
 }

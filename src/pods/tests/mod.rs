@@ -71,6 +71,7 @@ impl Node {
             log_root: "/nonexistent/logs".into(),
             max_dead_per_container: 1,
             sync_frequency: Duration::from_secs(10),
+            allowed_unsafe_sysctls: vec!["net.core.*".into()],
         };
         let recorder = EventRecorder::new(events_tx, "ferrolet", "node1", Default::default());
         let pm = PodManager::new(cfg, rt.clone(), statuses.clone(), recorder, None)

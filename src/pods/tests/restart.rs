@@ -291,3 +291,27 @@ fn a_field_that_cannot_be_honoured_holds_its_container_as_create_container_confi
     assert_eq!(node.calls(), [], "never created");
     assert!(node.events().iter().all(|(r, _)| r != "Failed"), "the event is not repeated at every sync");
 }
+
+#[test]
+fn a_pod_with_a_sysctl_not_allowed_here_fails_at_admission_as_sysctl_forbidden() {
+    use crate::api::{PodSecurityContext, Sysctl};
+    let mut node = Node::new();
+    let with = |name: &str, sysctls: &[&str]| {
+        let mut p = pod(name, RestartPolicy::Always, &[], &[app("app")]);
+        let list = sysctls.iter().map(|s| Sysctl { name: s.to_string(), value: "1".into() }).collect();
+        p.spec.security_context = Some(PodSecurityContext { sysctls: list, ..Default::default() });
+        p
+    };
+    // Safe, and allowed by the node's `net.core.*`: it runs.
+    let fine = with("fine", &["net.ipv4.tcp_syncookies", "net.core.somaxconn"]);
+    let unsafe_one = with("bad", &["net.ipv4.tcp_syncookies", "kernel.msgmax"]);
+    node.apply(&[&fine, &unsafe_one]);
+    assert_eq!(node.phase(&unsafe_one), PodPhase::Failed);
+    let status = node.status(&unsafe_one);
+    assert_eq!(status.reason, "SysctlForbidden");
+    assert_eq!(status.message, "forbidden sysctl: \"kernel.msgmax\" not allowlisted");
+    assert!(node.reasons().contains(&"SysctlForbidden".to_string()));
+    let calls = node.calls();
+    assert!(calls.contains(&Call::RunPodSandbox("fine".into())), "{calls:?}");
+    assert!(!calls.contains(&Call::RunPodSandbox("bad".into())), "{calls:?}");
+}
