@@ -8,8 +8,10 @@
 //! A field set to its zero value (`null`, `false`, `""`, `{}`, `[]`) asks for nothing and is
 //! accepted silently: `kubectl get -o yaml` writes `tolerations: []`. The security
 //! contexts are modelled (`api::security`); what they set beyond the model is judged here too.
-//! Two modelled fields depend on the runtime: the process runtime uses no image and runs
-//! every pod on the host network; both are accepted on it with a log line.
+//! Some modelled fields are judged here too: on the process runtime `image` and a pod
+//! network are accepted with a log line (it uses no image, every pod is on the host
+//! network); a `hostPort` other than the `containerPort` on the host network, ConfigMap and
+//! Secret env sources, and `FallbackToLogsOnError` are refused.
 
 use super::types::{Container, Pod};
 use serde_json::Value;
