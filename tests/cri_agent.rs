@@ -481,3 +481,35 @@ fn a_missing_runtime_socket_stops_the_start_with_an_error_naming_the_endpoint() 
         "{stderr}"
     );
 }
+
+#[test]
+fn drain_stops_and_removes_every_pod_of_the_node_on_containerd() {
+    let Some(node) = CriNode::new() else { return };
+    node.sb.write_manifest(
+        "drained.yaml",
+        &manifest(
+            "drained",
+            &format!(
+                "  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n",
+                busybox()
+            ),
+        ),
+    );
+    let agent = node.start();
+    let p = wait_pod(&node, &agent, "drained", "container app running", |p| running(p, "app"));
+    node.own(&uid(&p));
+    assert!(agent.terminate().success());
+    // Stopping the agent stops no pod.
+    assert_eq!(node.sandboxes().len(), 1);
+    let out = std::process::Command::new(common::ferrolet_bin())
+        .args(["drain", "--config"])
+        .arg(node.sb.dir.path().join("ferrolet.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("drained 1 pod(s)"), "{out:?}");
+    assert!(node.sandboxes().is_empty(), "no sandbox left");
+    assert!(node.containers(&uid(&p)).is_empty(), "no container left");
+    let pod_cgroup = node.cgroup_dir("memory", &format!("kubepods/besteffort/pod{}", uid(&p)));
+    assert!(!pod_cgroup.exists(), "{} left", pod_cgroup.display());
+}
