@@ -358,18 +358,7 @@ impl ContainerRuntime for CriRuntime {
                 .collect()
         };
         for info in out.iter_mut().filter(|i| i.ready && i.ips.is_empty() && !i.config.host_network) {
-            if self.sandboxes.lock().get(&info.id).is_some_and(|k| k.ips.is_some()) {
-                continue;
-            }
-            match self.client.pod_sandbox_status(&info.id) {
-                Ok(status) => {
-                    info.ips = translate::sandbox_ips(&status);
-                    if let Some(k) = self.sandboxes.lock().get_mut(&info.id) {
-                        k.ips = Some(info.ips.clone());
-                    }
-                }
-                Err(e) => log::debug!("cri: sandbox {}: no IPs yet: {}", info.id, Chain(&e)),
-            }
+            info.ips = self.pod_sandbox_ips(&info.id);
         }
         Ok(out)
     }
