@@ -586,6 +586,7 @@ impl Agent {
                 node_name: cfg.node_name.clone(),
                 node_ip: cfg.node_ip.clone(),
                 log_root: cfg.pod_logs_dir(),
+                pods_root: cfg.state_dir.join("pods"),
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
                 allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),

@@ -26,4 +26,5 @@ pub mod server;
 pub mod status;
 pub mod timefmt;
 pub mod util;
+pub mod volumes;
 pub mod wake;

@@ -113,6 +113,9 @@ pub struct PodManagerConfig {
     pub node_ip: String,
     /// Root of the per-pod log directories.
     pub log_root: PathBuf,
+    /// Root of the pods' own directories (`<state_dir>/pods`: volumes, termination message
+    /// files, hosts files; `volumes::PodDir`).
+    pub pods_root: PathBuf,
     /// Exited instances kept per container.
     pub max_dead_per_container: u32,
     /// Relist period.
@@ -375,6 +378,11 @@ impl PodManager {
     }
 
     /// The directory of a pod's container logs.
+    /// The pod's own directory (`volumes::PodDir`).
+    fn pod_dir(&self, pod: &Pod) -> crate::volumes::PodDir {
+        crate::volumes::PodDir::new(&self.cfg.pods_root, &pod.metadata.uid)
+    }
+
     fn log_dir(&self, pod: &Pod) -> PathBuf {
         self.cfg.log_root.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
     }

@@ -359,6 +359,7 @@ impl PodManager {
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
             security,
+            mounts: Vec::new(),
         })
     }
 

@@ -210,6 +210,43 @@ pub struct ContainerConfig {
     /// written before it existed read as the default (nothing asked).
     #[serde(default, skip_serializing_if = "ContainerSecurity::is_default")]
     pub security: ContainerSecurity,
+    /// What is mounted in the container (its volumes, the termination message file, the
+    /// pod's hosts file), in order; a device plugin's mounts are in `devices`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<Mount>,
+}
+
+/// A host path mounted in a container (CRI's `Mount`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Mount {
+    /// Where it appears in the container.
+    pub container_path: String,
+    /// What is mounted: a directory or file on the node.
+    pub host_path: PathBuf,
+    /// Mounted read-only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// How mounts below it propagate (`mountPropagation`).
+    #[serde(default, skip_serializing_if = "Propagation::is_private")]
+    pub propagation: Propagation,
+}
+
+/// A volume mount's `mountPropagation`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Propagation {
+    /// `None`: no mount propagates either way.
+    #[default]
+    Private,
+    /// `HostToContainer`: mounts the host makes below it appear in the container.
+    HostToContainer,
+    /// `Bidirectional`: and the container's appear on the host (privileged containers only).
+    Bidirectional,
+}
+
+impl Propagation {
+    fn is_private(&self) -> bool {
+        *self == Propagation::Private
+    }
 }
 
 /// Label keys the pod manager sets on containers (as kubelet does on CRI containers).

@@ -4,8 +4,8 @@
 //! `runtime.rs` only makes the calls.
 
 use super::super::{
-    labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, PullAuth,
-    SandboxConfig, SandboxInfo,
+    labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, Propagation,
+    PullAuth, SandboxConfig, SandboxInfo,
 };
 use crate::api::security::{ContainerSecurity, Profile, SandboxSecurity};
 use crate::proto::cri;
@@ -266,6 +266,18 @@ pub fn create_container_request(
     let l = c.mut_labels();
     l.extend(config.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     l.extend(owner.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for m in &config.mounts {
+        let mut mount = cri::Mount::new();
+        mount.set_container_path(m.container_path.clone());
+        mount.set_host_path(m.host_path.display().to_string());
+        mount.set_readonly(m.read_only);
+        mount.set_propagation(match m.propagation {
+            Propagation::Private => cri::MountPropagation::PROPAGATION_PRIVATE,
+            Propagation::HostToContainer => cri::MountPropagation::PROPAGATION_HOST_TO_CONTAINER,
+            Propagation::Bidirectional => cri::MountPropagation::PROPAGATION_BIDIRECTIONAL,
+        });
+        c.mut_mounts().push(mount);
+    }
     if let Some(d) = &config.devices {
         c.mut_annotations().extend(d.annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
         for m in &d.mounts {
@@ -527,6 +539,7 @@ mod tests {
             }),
             devices: None,
             security: ContainerSecurity::default(),
+            mounts: Vec::new(),
         }
     }
 
@@ -613,6 +626,42 @@ mod tests {
         assert_eq!(
             resources(&bad).unwrap_err().to_string(),
             "cgroup control file cpu.shares: \"many\" is not a number"
+        );
+    }
+
+    #[test]
+    fn volume_mounts_come_first_with_their_mode_and_propagation() {
+        let mut cfg = container();
+        let mount = |path: &str, read_only, propagation| crate::runtime::Mount {
+            container_path: path.into(),
+            host_path: format!("/var/lib/ferrolet{path}").into(),
+            read_only,
+            propagation,
+        };
+        cfg.mounts = vec![
+            mount("/data", false, Propagation::Private),
+            mount("/host", true, Propagation::HostToContainer),
+            mount("/shared", false, Propagation::Bidirectional),
+        ];
+        cfg.devices = Some(DeviceOptions {
+            mounts: vec![MountSpec { container_path: "/dev/shm/x".into(), host_path: "/x".into(), read_only: true }],
+            ..Default::default()
+        });
+        let req = create_container_request("sb1", &sandbox(false), &cfg, &owner()).unwrap();
+        let got: Vec<(&str, &str, bool, cri::MountPropagation)> = req
+            .get_config()
+            .get_mounts()
+            .iter()
+            .map(|m| (m.get_container_path(), m.get_host_path(), m.get_readonly(), m.get_propagation()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/data", "/var/lib/ferrolet/data", false, cri::MountPropagation::PROPAGATION_PRIVATE),
+                ("/host", "/var/lib/ferrolet/host", true, cri::MountPropagation::PROPAGATION_HOST_TO_CONTAINER),
+                ("/shared", "/var/lib/ferrolet/shared", false, cri::MountPropagation::PROPAGATION_BIDIRECTIONAL),
+                ("/dev/shm/x", "/x", true, cri::MountPropagation::PROPAGATION_PRIVATE),
+            ]
         );
     }
 
