@@ -20,6 +20,8 @@ pub enum FieldErrorKind {
     TooLong,
     /// `Too many: <count>`.
     TooMany(usize),
+    /// `Not found: <value>`.
+    NotFound(String),
 }
 
 /// One validation problem at one field path.
@@ -50,6 +52,7 @@ impl fmt::Display for FieldError {
             FieldErrorKind::Forbidden => write!(f, "Forbidden")?,
             FieldErrorKind::TooLong => write!(f, "Too long")?,
             FieldErrorKind::TooMany(n) => write!(f, "Too many: {n}")?,
+            FieldErrorKind::NotFound(v) => write!(f, "Not found: {v}")?,
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -92,6 +95,9 @@ impl Errs {
             kind: FieldErrorKind::TooMany(count),
             detail: format!("must have at most {max} items"),
         });
+    }
+    pub(super) fn not_found(&mut self, path: &str, value: &str) {
+        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::NotFound(quote(value)), detail: String::new() });
     }
     pub(super) fn duplicate(&mut self, path: &str, value: &str) {
         self.0.push(FieldError {

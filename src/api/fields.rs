@@ -7,7 +7,8 @@
 //! name not listed is unknown to ferrolet: a typo, or a field newer than it, and refused).
 //! A field set to its zero value (`null`, `false`, `""`, `{}`, `[]`) asks for nothing and is
 //! accepted silently: `kubectl get -o yaml` writes `tolerations: []`. The security
-//! contexts are modelled (`api::security`); what they set beyond the model is judged here too.
+//! contexts and volumes are modelled (`api::security`, `api::volumes`); what they set beyond
+//! the model (a `configMap` volume, `recursiveReadOnly`) is judged here too.
 //! Some modelled fields are judged here too: on the process runtime `image` and a pod
 //! network are accepted with a log line (it uses no image, every pod is on the host
 //! network); a `hostPort` other than the `containerPort` on the host network, ConfigMap and
@@ -79,7 +80,6 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
             Some("linux") => accept("this node is Linux"),
             _ => refuse("this node runs Linux pods only"),
         },
-        "volumes" => refuse("volumes are not supported by ferrolet yet; the containers would start without them"),
         "hostUsers" => refuse("user namespaces are not supported by ferrolet yet, and are never ignored"),
         "imagePullSecrets" => refuse("pull secrets come with cluster mode; a static pod cannot name a secret"),
         "dnsConfig" | "hostAliases" | "hostname" | "subdomain" | "setHostnameAsFQDN"
@@ -93,11 +93,73 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
 fn container_field(name: &str) -> Verdict {
     let refuse = |why: &str| Verdict::Refused(why.into());
     match name {
-        "volumeMounts" | "volumeDevices" => refuse("volumes are not supported by ferrolet yet"),
+        "volumeDevices" => refuse("raw block volumes need a PersistentVolumeClaim, which ferrolet does not support"),
         "envFrom" => refuse("envFrom (ConfigMaps and Secrets) comes with cluster mode"),
         "stdin" | "stdinOnce" | "tty" => refuse("ferrolet attaches no terminal or stdin to containers"),
         "resizePolicy" | "restartPolicyRules" => refuse(NOT_YET),
         _ => refuse("unknown field: not a Container field ferrolet knows"),
+    }
+}
+
+/// The verdict on a volume source ferrolet does not mount (`volumes[].X`, or a projected
+/// volume's `sources[].X`).
+fn volume_source(name: &str) -> Verdict {
+    match name {
+        "configMap" | "secret" | "serviceAccountToken" | "clusterTrustBundle" => Verdict::Refused(format!(
+            "{name} volumes come with cluster mode; a static pod cannot name a ConfigMap, Secret or token"
+        )),
+        _ => Verdict::Refused(format!(
+            "the {name} volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI and projected downwardAPI volumes)"
+        )),
+    }
+}
+
+/// The verdicts on what the pod's volumes set beyond what ferrolet mounts.
+fn volume_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
+    for (i, v) in pod.spec.volumes.iter().enumerate() {
+        let base = format!("spec.volumes[{i}]");
+        for name in v.other.iter().filter(|(_, x)| !x.is_null()).map(|(n, _)| n) {
+            out.push(FieldUse { path: format!("{base}.{name}"), verdict: volume_source(name) });
+        }
+        for (j, source) in v.projected.iter().flat_map(|p| p.sources.iter().enumerate()) {
+            for name in source.other.iter().filter(|(_, x)| !x.is_null()).map(|(n, _)| n) {
+                let path = format!("{base}.projected.sources[{j}].{name}");
+                out.push(FieldUse { path, verdict: volume_source(name) });
+            }
+        }
+        if let Some(d) = &v.empty_dir {
+            if d.medium == "HugePages" {
+                let why = "huge page volumes are not supported by ferrolet";
+                out.push(FieldUse { path: format!("{base}.emptyDir.medium"), verdict: Verdict::Refused(why.into()) });
+            } else if d.medium.is_empty() && d.size_limit.is_some() {
+                let why = "a disk-backed emptyDir is not measured, so the pod is never evicted for outgrowing it (a Memory one is a tmpfs of that size)";
+                out.push(FieldUse { path: format!("{base}.emptyDir.sizeLimit"), verdict: Verdict::Accepted(why.into()) });
+            }
+        }
+    }
+    let lists = [("initContainers", &pod.spec.init_containers), ("containers", &pod.spec.containers)];
+    for (list, containers) in lists {
+        for (index, (j, m)) in
+            containers.iter().enumerate().flat_map(|(i, c)| c.volume_mounts.iter().enumerate().map(move |m| (i, m)))
+        {
+            let base = format!("spec.{list}[{index}].volumeMounts[{j}]");
+            if runtime == "process" && m.mount_propagation.as_deref() == Some("Bidirectional") {
+                let why = "the process runtime cannot propagate a container's mounts back to the host";
+                out.push(FieldUse { path: format!("{base}.mountPropagation"), verdict: Verdict::Refused(why.into()) });
+            }
+            for (name, value) in m.other.iter().filter(|(_, x)| !is_zero(x)) {
+                let verdict = match (name.as_str(), value.as_str()) {
+                    ("recursiveReadOnly", Some("Disabled")) => continue,
+                    ("recursiveReadOnly", Some("IfPossible")) => Verdict::Accepted(
+                        "mounts below a read-only volume keep their own mode (recursive read-only is not possible here)"
+                            .into(),
+                    ),
+                    ("recursiveReadOnly", _) => Verdict::Refused("recursive read-only mounts are not supported by ferrolet".into()),
+                    _ => Verdict::Refused("unknown field: not a VolumeMount field ferrolet knows".into()),
+                };
+                out.push(FieldUse { path: format!("{base}.{name}"), verdict });
+            }
+        }
     }
 }
 
@@ -107,9 +169,7 @@ fn security_field(name: &str, value: &Value) -> Verdict {
     let refuse = |why: &str| Verdict::Refused(why.into());
     match name {
         "windowsOptions" => accept("this node runs Linux pods only"),
-        "fsGroupChangePolicy" | "seLinuxChangePolicy" => {
-            accept("it only concerns volumes, which a pod here has none of")
-        }
+        "seLinuxChangePolicy" => accept("ferrolet labels no volume for SELinux"),
         "supplementalGroupsPolicy" if value.as_str() == Some("Merge") => accept("Merge is what ferrolet does"),
         "seLinuxOptions" => refuse("SELinux labels are not supported by ferrolet yet, and are never ignored"),
         "supplementalGroupsPolicy" => refuse("only Merge (the default) is supported"),
@@ -183,6 +243,7 @@ pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
         out.push(FieldUse { path: format!("spec.{name}"), verdict: pod_field(name, value) });
     }
     security_uses(pod.spec.security_context.as_ref().map(|s| &s.other), "spec", &mut out);
+    volume_uses(pod, runtime, &mut out);
     if runtime == "process" && !pod.spec.host_network {
         let why = "the process runtime runs every pod on the host network (podIP is the node's)";
         out.push(FieldUse { path: "spec.hostNetwork".into(), verdict: Verdict::Accepted(why.into()) });
@@ -231,7 +292,7 @@ mod tests {
 
     #[test]
     fn fields_ferrolet_does_not_model_are_kept_and_judged_never_dropped() {
-        let p = pod("  tolerations: [{operator: Exists}]\n  volumes: [{name: data, emptyDir: {}}]\n  securityContext: {}\n  dnsPolicy: ClusterFirst\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n    volumeMounts: [{name: data, mountPath: /data}]\n    tty: false\n    terminationMessagePolicy: File\n");
+        let p = pod("  tolerations: [{operator: Exists}]\n  volumes: [{name: data, emptyDir: {}}, {name: cfg, configMap: {name: app}}]\n  securityContext: {}\n  dnsPolicy: ClusterFirst\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n    volumeMounts: [{name: data, mountPath: /data}]\n    tty: false\n    stdin: true\n    terminationMessagePolicy: File\n");
         let uses = check(&p, "cri");
         let described: Vec<String> = uses.iter().map(FieldUse::describe).collect();
         assert_eq!(
@@ -239,26 +300,45 @@ mod tests {
             [
                 "spec.dnsPolicy: accepted, no effect here: without a cluster DNS the node's resolv.conf is used, as kubelet does for ClusterFirst without clusterDNS",
                 format!("spec.tolerations: accepted, no effect here: {SCHEDULING}").as_str(),
-                "spec.volumes: refused: volumes are not supported by ferrolet yet; the containers would start without them",
-                "spec.containers[0].volumeMounts: refused: volumes are not supported by ferrolet yet",
+                "spec.volumes[1].configMap: refused: configMap volumes come with cluster mode; a static pod cannot name a ConfigMap, Secret or token",
+                "spec.containers[0].stdin: refused: ferrolet attaches no terminal or stdin to containers",
             ]
         );
         // The pod's refusal stops every container; the container's own only it.
         let why = refusal(&uses, &p, "app").unwrap();
-        assert!(why.starts_with("spec.volumes: refused") && why.contains("; spec.containers[0].volumeMounts"), "{why}");
+        assert!(why.starts_with("spec.volumes[1].configMap: refused") && why.contains("; spec.containers[0].stdin"), "{why}");
         // A field set to nothing asks for nothing.
         assert!(!described.iter().any(|d| d.contains("securityContext") || d.contains("tty")));
     }
 
     #[test]
+    fn volume_sources_and_mount_fields_beyond_the_model_are_judged() {
+        let p = pod("  volumes:\n  - {name: scratch, emptyDir: {sizeLimit: 1Gi}}\n  - {name: huge, emptyDir: {medium: HugePages}}\n  - {name: claim, persistentVolumeClaim: {claimName: c}}\n  - name: both\n    projected:\n      sources:\n      - downwardAPI: {items: [{path: name, fieldRef: {fieldPath: metadata.name}}]}\n      - serviceAccountToken: {path: token}\n  containers:\n  - name: app\n    image: busybox\n    securityContext: {privileged: true}\n    volumeMounts:\n    - {name: scratch, mountPath: /a, recursiveReadOnly: Disabled}\n    - {name: both, mountPath: /b, recursiveReadOnly: IfPossible, mountPropagation: Bidirectional}\n    - {name: huge, mountPath: /c, recursiveReadOnly: Enabled}\n");
+        let described: Vec<String> = check(&p, "process").iter().map(FieldUse::describe).collect();
+        assert_eq!(
+            described[..7],
+            [
+                "spec.volumes[0].emptyDir.sizeLimit: accepted, no effect here: a disk-backed emptyDir is not measured, so the pod is never evicted for outgrowing it (a Memory one is a tmpfs of that size)",
+                "spec.volumes[1].emptyDir.medium: refused: huge page volumes are not supported by ferrolet",
+                "spec.volumes[2].persistentVolumeClaim: refused: the persistentVolumeClaim volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI and projected downwardAPI volumes)",
+                "spec.volumes[3].projected.sources[1].serviceAccountToken: refused: serviceAccountToken volumes come with cluster mode; a static pod cannot name a ConfigMap, Secret or token",
+                "spec.containers[0].volumeMounts[1].mountPropagation: refused: the process runtime cannot propagate a container's mounts back to the host",
+                "spec.containers[0].volumeMounts[1].recursiveReadOnly: accepted, no effect here: mounts below a read-only volume keep their own mode (recursive read-only is not possible here)",
+                "spec.containers[0].volumeMounts[2].recursiveReadOnly: refused: recursive read-only mounts are not supported by ferrolet",
+            ]
+        );
+        assert!(!check(&p, "cri").iter().any(|u| u.path.ends_with("mountPropagation")), "CRI propagates them");
+    }
+
+    #[test]
     fn security_context_fields_beyond_the_model_are_judged_too() {
-        let p = pod("  securityContext:\n    runAsUser: 1000\n    seLinuxOptions: {level: 's0:c1'}\n    fsGroupChangePolicy: OnRootMismatch\n  containers:\n  - name: app\n    image: busybox\n    securityContext:\n      windowsOptions: {runAsUserName: x}\n      runAsGroup: 5\n      seccompProfle: {type: RuntimeDefault}\n");
+        let p = pod("  securityContext:\n    runAsUser: 1000\n    seLinuxOptions: {level: 's0:c1'}\n    seLinuxChangePolicy: Recursive\n  containers:\n  - name: app\n    image: busybox\n    securityContext:\n      windowsOptions: {runAsUserName: x}\n      runAsGroup: 5\n      seccompProfle: {type: RuntimeDefault}\n");
         assert_eq!(p.spec.security_context.as_ref().unwrap().run_as_user, Some(1000), "modelled fields are read");
         let described: Vec<String> = check(&p, "cri").iter().map(FieldUse::describe).collect();
         assert_eq!(
             described,
             [
-                "spec.securityContext.fsGroupChangePolicy: accepted, no effect here: it only concerns volumes, which a pod here has none of",
+                "spec.securityContext.seLinuxChangePolicy: accepted, no effect here: ferrolet labels no volume for SELinux",
                 "spec.securityContext.seLinuxOptions: refused: SELinux labels are not supported by ferrolet yet, and are never ignored",
                 "spec.containers[0].securityContext.seccompProfle: refused: unknown field: not a security context field ferrolet knows",
                 "spec.containers[0].securityContext.windowsOptions: accepted, no effect here: this node runs Linux pods only",

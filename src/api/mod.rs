@@ -12,6 +12,7 @@ pub mod security;
 pub mod strict;
 pub mod types;
 pub mod validation;
+pub mod volumes;
 
 pub use quantity::{Quantity, QuantityError};
 pub use types::*;

@@ -373,6 +373,10 @@ pub(super) fn validate_pod_security(e: &mut Errs, spec: &PodSpec) {
     validate_id(e, sc.run_as_user, &format!("{path}.runAsUser"));
     validate_id(e, sc.run_as_group, &format!("{path}.runAsGroup"));
     validate_id(e, sc.fs_group, &format!("{path}.fsGroup"));
+    const CHANGE: &[&str] = &["Always", "OnRootMismatch"];
+    if let Some(p) = sc.fs_group_change_policy.as_deref().filter(|p| !CHANGE.contains(p)) {
+        e.not_supported(&format!("{path}.fsGroupChangePolicy"), p, CHANGE);
+    }
     if sc.supplemental_groups.len() > MAX_SUPPLEMENTAL_GROUPS {
         e.too_many(&format!("{path}.supplementalGroups"), sc.supplemental_groups.len(), MAX_SUPPLEMENTAL_GROUPS);
     } else {

@@ -178,6 +178,9 @@ pub struct PodSpec {
     /// The pod-level security context (its containers' defaults, and the sandbox's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<PodSecurityContext>,
+    /// The pod's volumes (`api::volumes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<super::volumes::Volume>,
     /// Every other field as written: ferrolet does not model it, so it is refused or, where
     /// it means nothing on one node, accepted with a log line (`api::fields`); never
     /// silently dropped.
@@ -201,9 +204,14 @@ pub struct PodSecurityContext {
     /// Groups added to every container's first process.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub supplemental_groups: Vec<i64>,
-    /// A group added to every container's first process (volume ownership comes later).
+    /// A group added to every container's first process, and the group that owns the
+    /// pod's writable volumes (`emptyDir`, downward API files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fs_group: Option<i64>,
+    /// `Always` or `OnRootMismatch`: when the volumes' ownership is set. ferrolet sets it
+    /// once, when it makes a volume, which both ask for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_group_change_policy: Option<String>,
     /// Namespaced kernel parameters set in the pod's namespaces.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sysctls: Vec<Sysctl>,
@@ -349,6 +357,9 @@ pub struct Container {
     /// The container's own security context (overrides the pod's where both set a field).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
+    /// Where the pod's volumes appear in it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<super::volumes::VolumeMount>,
     /// Every other field as written (see `PodSpec::other`).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,

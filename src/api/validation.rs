@@ -14,7 +14,7 @@ use super::{
 };
 use std::collections::{BTreeMap, HashSet};
 
-const DNS1123_LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+pub(super) const DNS1123_LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1123_SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// What a `metadata.uid` set in a manifest may hold.
@@ -142,6 +142,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         }
     }
     super::security::validate_pod_security(&mut e, spec);
+    super::volumes::validate_volumes(&mut e, pod);
     if spec.containers.is_empty() {
         e.required("spec.containers", "");
     }
@@ -191,6 +192,12 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
         if c.restart_policy.is_some() {
             e.forbidden(&format!("{path}.restartPolicy"), "may not be set for non-init containers");
         }
+    }
+    for (i, c) in spec.init_containers.iter().enumerate() {
+        super::volumes::validate_mounts(&mut e, pod, c, &format!("spec.initContainers[{i}]"));
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        super::volumes::validate_mounts(&mut e, pod, c, &format!("spec.containers[{i}]"));
     }
     validate_pod_totals(&mut e, pod);
     // Last, and only for an otherwise sane pod: the whole object as the apiserver stores it.

@@ -1,0 +1,701 @@
+//! Pod volumes and containers' volume mounts: the API types, their validation (the
+//! apiserver's rules and messages), and the pure decisions the node makes over them: the
+//! downward API files, the `hostPath` type checks, `subPathExpr` expansion, `fsGroup` modes
+//! and the size of a memory-backed `emptyDir`. The node side (directories, tmpfs, files,
+//! ownership) is `crate::volumes`.
+//!
+//! ferrolet honours `emptyDir`, `hostPath`, `downwardAPI`, and `projected` with
+//! `downwardAPI` sources. Every other source is kept in `other` and refused by
+//! `api::fields` (ConfigMaps, Secrets and service account tokens come with cluster mode).
+
+use super::field::{quote, Errs};
+use super::quantity::Quantity;
+use super::types::{Container, Pod};
+use super::validation::is_dns1123_label;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
+
+/// At most this many volumes in a pod (the apiserver sets no bound; a node needs one).
+pub const MAX_VOLUMES: usize = 256;
+/// At most this many files in one downward API volume (or projected volume).
+pub const MAX_ITEMS: usize = 256;
+/// At most this many mounts in one container.
+pub const MAX_MOUNTS: usize = 256;
+
+/// `v1.Volume`: a name and exactly one source.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Volume {
+    /// The name mounts refer to (a DNS label, unique in the pod).
+    pub name: String,
+    /// A directory that lives as long as the pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_dir: Option<EmptyDirVolumeSource>,
+    /// A file or directory of the node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<HostPathVolumeSource>,
+    /// Files holding the pod's own fields.
+    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
+    pub downward_api: Option<DownwardApiVolumeSource>,
+    /// Several sources in one directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub projected: Option<ProjectedVolumeSource>,
+    /// Every other source as written (`configMap`, `secret`, `persistentVolumeClaim`, …):
+    /// refused by `api::fields`, never silently dropped.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// A file mode as manifests write it: a number, or octal as YAML 1.1 reads `0644` (the YAML
+/// parser here reads it as text) or `0o644`.
+fn file_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Mode {
+        Number(i32),
+        Text(String),
+    }
+    Ok(match Option::<Mode>::deserialize(d)? {
+        None => None,
+        Some(Mode::Number(n)) => Some(n),
+        Some(Mode::Text(t)) => {
+            let digits = t.strip_prefix("0o").or_else(|| t.strip_prefix('0')).unwrap_or(&t);
+            let octal = i32::from_str_radix(digits, 8).ok().filter(|_| t.starts_with('0'));
+            Some(octal.ok_or_else(|| serde::de::Error::custom(format!("{t:?} is not a file mode (a number, or octal like 0644)")))?)
+        }
+    })
+}
+
+/// `v1.EmptyDirVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EmptyDirVolumeSource {
+    /// `""` (the node's disk) or `Memory` (a tmpfs).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub medium: String,
+    /// The most it may hold: a tmpfs's size; on disk, ferrolet does not measure it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_limit: Option<Quantity>,
+}
+
+/// `v1.HostPathVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HostPathVolumeSource {
+    /// The path on the node.
+    pub path: String,
+    /// What must be there (`HostPathType`); unset or `""`: nothing is checked.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+}
+
+/// `v1.DownwardAPIVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiVolumeSource {
+    /// The files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+    /// The files' mode unless an item sets its own (default 0644).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub default_mode: Option<i32>,
+}
+
+/// `v1.DownwardAPIVolumeFile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiVolumeFile {
+    /// The file's path in the volume (relative, no `..`).
+    pub path: String,
+    /// A field of the pod (`metadata.name`, `metadata.labels`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<Value>,
+    /// A container's resource request or limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_field_ref: Option<Value>,
+    /// The file's mode.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub mode: Option<i32>,
+}
+
+/// `v1.ProjectedVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProjectedVolumeSource {
+    /// The sources, each exactly one kind.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<VolumeProjection>,
+    /// The files' mode unless an item sets its own (default 0644).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub default_mode: Option<i32>,
+}
+
+/// `v1.VolumeProjection`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeProjection {
+    /// Downward API files.
+    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
+    pub downward_api: Option<DownwardApiProjection>,
+    /// Every other source as written (`configMap`, `secret`, `serviceAccountToken`, …),
+    /// refused by `api::fields`.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `v1.DownwardAPIProjection`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiProjection {
+    /// The files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+}
+
+/// `v1.VolumeMount`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeMount {
+    /// The volume's name.
+    pub name: String,
+    /// Where it appears in the container (absolute).
+    pub mount_path: String,
+    /// Mounted read-only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// A path inside the volume to mount instead of its root.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sub_path: String,
+    /// As `subPath`, with `$(VAR)` expanded from the container's environment.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sub_path_expr: String,
+    /// `None` (the default), `HostToContainer` or `Bidirectional`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_propagation: Option<String>,
+    /// Every other field as written (`recursiveReadOnly`), judged by `api::fields`.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// A `hostPath` volume's `type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostPathType {
+    /// `""`: nothing is checked.
+    Unset,
+    /// Made (0755, with its parents) when missing, then must be a directory.
+    DirectoryOrCreate,
+    /// Must be a directory.
+    Directory,
+    /// Made (empty, 0644) when missing, then must be a file.
+    FileOrCreate,
+    /// Must be a regular file.
+    File,
+    /// Must be a Unix socket.
+    Socket,
+    /// Must be a character device.
+    CharDevice,
+    /// Must be a block device.
+    BlockDevice,
+}
+
+impl HostPathType {
+    /// The spellings the API accepts.
+    pub const NAMES: [&'static str; 8] =
+        ["", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File", "FileOrCreate", "Socket"];
+
+    /// The type spelled `s`, if it is one.
+    pub fn parse(s: &str) -> Option<HostPathType> {
+        Some(match s {
+            "" => HostPathType::Unset,
+            "DirectoryOrCreate" => HostPathType::DirectoryOrCreate,
+            "Directory" => HostPathType::Directory,
+            "FileOrCreate" => HostPathType::FileOrCreate,
+            "File" => HostPathType::File,
+            "Socket" => HostPathType::Socket,
+            "CharDevice" => HostPathType::CharDevice,
+            "BlockDevice" => HostPathType::BlockDevice,
+            _ => return None,
+        })
+    }
+}
+
+/// What is at a path on the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// Nothing.
+    Missing,
+    /// A directory.
+    Directory,
+    /// A regular file.
+    File,
+    /// A Unix socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// Anything else (a FIFO).
+    Other,
+}
+
+/// What the node does for a `hostPath` volume before it is mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostPathAction {
+    /// Mount it as it is.
+    Use,
+    /// Make the directory (0755, with its parents), then mount it.
+    MakeDirectory,
+    /// Make an empty file (0644), then mount it.
+    MakeFile,
+}
+
+/// kubelet's `hostPath` type check: what to do for `type_` when `found` is at `path`, or
+/// kubelet's error (`hostPath type check failed: … is not a directory`).
+pub fn host_path_check(type_: HostPathType, path: &str, found: FileKind) -> Result<HostPathAction, String> {
+    let not = |what: &str| Err(format!("hostPath type check failed: {path} is not a {what}"));
+    match (type_, found) {
+        (HostPathType::Unset, _) => Ok(HostPathAction::Use),
+        (HostPathType::DirectoryOrCreate, FileKind::Missing) => Ok(HostPathAction::MakeDirectory),
+        (HostPathType::FileOrCreate, FileKind::Missing) => Ok(HostPathAction::MakeFile),
+        (HostPathType::Directory | HostPathType::DirectoryOrCreate, FileKind::Directory)
+        | (HostPathType::File | HostPathType::FileOrCreate, FileKind::File)
+        | (HostPathType::Socket, FileKind::Socket)
+        | (HostPathType::CharDevice, FileKind::CharDevice)
+        | (HostPathType::BlockDevice, FileKind::BlockDevice) => Ok(HostPathAction::Use),
+        (HostPathType::Directory | HostPathType::DirectoryOrCreate, _) => not("directory"),
+        (HostPathType::File | HostPathType::FileOrCreate, _) => not("file"),
+        (HostPathType::Socket, _) => not("socket file"),
+        (HostPathType::CharDevice, _) => not("character device"),
+        (HostPathType::BlockDevice, _) => not("block device"),
+    }
+}
+
+impl Volume {
+    /// The sources it sets, by their API names (exactly one in a valid volume).
+    fn sources(&self) -> Vec<&str> {
+        let mut set = Vec::new();
+        for (name, present) in [
+            ("emptyDir", self.empty_dir.is_some()),
+            ("hostPath", self.host_path.is_some()),
+            ("downwardAPI", self.downward_api.is_some()),
+            ("projected", self.projected.is_some()),
+        ] {
+            if present {
+                set.push(name);
+            }
+        }
+        set.extend(self.other.iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k.as_str()));
+        set
+    }
+
+    /// The downward API files it holds (a `downwardAPI` volume's, or a projected volume's
+    /// `downwardAPI` sources'), with its default mode.
+    pub fn downward_files(&self) -> Option<(Vec<&DownwardApiVolumeFile>, Option<i32>)> {
+        if let Some(d) = &self.downward_api {
+            return Some((d.items.iter().collect(), d.default_mode));
+        }
+        let p = self.projected.as_ref()?;
+        let items = p.sources.iter().filter_map(|s| s.downward_api.as_ref()).flat_map(|d| &d.items).collect();
+        Some((items, p.default_mode))
+    }
+}
+
+/// The `fieldRef.fieldPath`s a downward API volume file may hold (the whole label and
+/// annotation maps besides single keys; no IPs or node: a file is written once).
+const VOLUME_FIELD_PATHS: [&str; 5] =
+    ["metadata.name", "metadata.namespace", "metadata.uid", "metadata.labels", "metadata.annotations"];
+
+/// A file mode the API accepts: 0 to 0777.
+fn check_mode(e: &mut Errs, mode: Option<i32>, path: &str) {
+    if let Some(m) = mode.filter(|m| !(0..=0o777).contains(m)) {
+        e.invalid(path, m.to_string(), "must be a number between 0 and 0777 (octal), both inclusive");
+    }
+}
+
+/// A relative path with no `..` element (the apiserver's `validateLocalNonReservedPath`
+/// without the reserved prefix rule for `subPath`).
+fn check_local_path(e: &mut Errs, p: &str, path: &str) {
+    if p.starts_with('/') {
+        e.invalid(path, quote(p), "must be a relative path");
+    }
+    if p.split('/').any(|part| part == "..") {
+        e.invalid(path, quote(p), "must not contain '..'");
+    }
+}
+
+fn check_items(e: &mut Errs, items: &[DownwardApiVolumeFile], path: &str, pod: &Pod) {
+    if items.len() > MAX_ITEMS {
+        e.too_many(path, items.len(), MAX_ITEMS);
+        return;
+    }
+    let mut seen = HashSet::new();
+    for (i, item) in items.iter().enumerate() {
+        let base = format!("{path}[{i}]");
+        if item.path.is_empty() {
+            e.required(&format!("{base}.path"), "");
+        } else {
+            check_local_path(e, &item.path, &format!("{base}.path"));
+            if item.path.starts_with("..") {
+                e.invalid(&format!("{base}.path"), quote(&item.path), "must not start with '..'");
+            }
+            if !seen.insert(item.path.as_str()) {
+                e.duplicate(&format!("{base}.path"), &item.path);
+            }
+        }
+        check_mode(e, item.mode, &format!("{base}.mode"));
+        match (&item.field_ref, &item.resource_field_ref) {
+            (Some(f), None) => {
+                let field = f.get("fieldPath").and_then(Value::as_str).unwrap_or_default();
+                let subscripted = super::downward::check(&serde_json::json!({ "fieldRef": f })).is_ok()
+                    && (field.starts_with("metadata.labels[") || field.starts_with("metadata.annotations["));
+                if !VOLUME_FIELD_PATHS.contains(&field) && !subscripted {
+                    e.not_supported(
+                        &format!("{base}.fieldRef.fieldPath"),
+                        field,
+                        &[
+                            "metadata.annotations",
+                            "metadata.labels",
+                            "metadata.name",
+                            "metadata.namespace",
+                            "metadata.uid",
+                            "metadata.annotations['<KEY>']",
+                            "metadata.labels['<KEY>']",
+                        ],
+                    );
+                }
+            }
+            (None, Some(r)) => {
+                if let Err(problem) = super::downward::check(&serde_json::json!({ "resourceFieldRef": r })) {
+                    e.invalid(&format!("{base}.resourceFieldRef"), "{…}".into(), problem);
+                }
+                let container = r.get("containerName").and_then(Value::as_str).unwrap_or_default();
+                if container.is_empty() {
+                    e.required(&format!("{base}.resourceFieldRef.containerName"), "");
+                } else if !pod.spec.init_containers.iter().chain(&pod.spec.containers).any(|c| c.name == container) {
+                    e.invalid(
+                        &format!("{base}.resourceFieldRef.containerName"),
+                        quote(container),
+                        "must be the name of a container in the pod",
+                    );
+                }
+            }
+            _ => e.invalid(&base, "{…}".into(), "must set exactly one of fieldRef and resourceFieldRef"),
+        }
+    }
+}
+
+/// The apiserver's checks of `spec.volumes`.
+pub(super) fn validate_volumes(e: &mut Errs, pod: &Pod) {
+    let volumes = &pod.spec.volumes;
+    if volumes.len() > MAX_VOLUMES {
+        e.too_many("spec.volumes", volumes.len(), MAX_VOLUMES);
+        return;
+    }
+    let mut names = HashSet::new();
+    for (i, v) in volumes.iter().enumerate() {
+        let base = format!("spec.volumes[{i}]");
+        if v.name.is_empty() {
+            e.required(&format!("{base}.name"), "");
+        } else if !is_dns1123_label(&v.name) {
+            e.invalid(&format!("{base}.name"), quote(&v.name), super::validation::DNS1123_LABEL_FMT);
+        } else if !names.insert(v.name.as_str()) {
+            e.duplicate(&format!("{base}.name"), &v.name);
+        }
+        match v.sources().len() {
+            0 => e.required(&base, "must specify a volume type"),
+            1 => {}
+            _ => e.forbidden(&base, "may not specify more than 1 volume type"),
+        }
+        if let Some(d) = &v.empty_dir {
+            const MEDIA: &[&str] = &["", "HugePages", "Memory"];
+            if !MEDIA.contains(&d.medium.as_str()) {
+                e.not_supported(&format!("{base}.emptyDir.medium"), &d.medium, MEDIA);
+            }
+            if let Some(q) = d.size_limit.as_ref().filter(|q| q.is_negative() || q.is_zero()) {
+                e.invalid(&format!("{base}.emptyDir.sizeLimit"), quote(&q.to_string()), "must be greater than zero");
+            }
+        }
+        if let Some(h) = &v.host_path {
+            if h.path.is_empty() {
+                e.required(&format!("{base}.hostPath.path"), "");
+            } else if h.path.split('/').any(|part| part == "..") {
+                e.invalid(&format!("{base}.hostPath.path"), quote(&h.path), "must not contain '..'");
+            }
+            if let Some(t) = h.type_.as_deref().filter(|t| HostPathType::parse(t).is_none()) {
+                e.not_supported(&format!("{base}.hostPath.type"), t, &HostPathType::NAMES);
+            }
+        }
+        if let Some(d) = &v.downward_api {
+            check_mode(e, d.default_mode, &format!("{base}.downwardAPI.defaultMode"));
+            check_items(e, &d.items, &format!("{base}.downwardAPI.items"), pod);
+        }
+        if let Some(p) = &v.projected {
+            check_mode(e, p.default_mode, &format!("{base}.projected.defaultMode"));
+            for (j, s) in p.sources.iter().enumerate() {
+                let sb = format!("{base}.projected.sources[{j}]");
+                let kinds = usize::from(s.downward_api.is_some()) + s.other.values().filter(|x| !x.is_null()).count();
+                if kinds != 1 {
+                    e.forbidden(&sb, "must specify exactly 1 projection source");
+                }
+                if let Some(d) = &s.downward_api {
+                    check_items(e, &d.items, &format!("{sb}.downwardAPI.items"), pod);
+                }
+            }
+        }
+    }
+}
+
+/// A `mountPropagation` the API accepts.
+pub const PROPAGATIONS: [&str; 3] = ["Bidirectional", "HostToContainer", "None"];
+
+/// The apiserver's checks of one container's `volumeMounts`.
+pub(super) fn validate_mounts(e: &mut Errs, pod: &Pod, c: &Container, path: &str) {
+    if c.volume_mounts.len() > MAX_MOUNTS {
+        e.too_many(&format!("{path}.volumeMounts"), c.volume_mounts.len(), MAX_MOUNTS);
+        return;
+    }
+    let mut paths = HashSet::new();
+    for (i, m) in c.volume_mounts.iter().enumerate() {
+        let base = format!("{path}.volumeMounts[{i}]");
+        if m.name.is_empty() {
+            e.required(&format!("{base}.name"), "");
+        } else if !pod.spec.volumes.iter().any(|v| v.name == m.name) {
+            e.not_found(&format!("{base}.name"), &m.name);
+        }
+        if m.mount_path.is_empty() {
+            e.required(&format!("{base}.mountPath"), "");
+        } else {
+            if !m.mount_path.starts_with('/') {
+                e.invalid(&format!("{base}.mountPath"), quote(&m.mount_path), "must be an absolute path");
+            }
+            if !paths.insert(m.mount_path.trim_end_matches('/')) {
+                e.invalid(&format!("{base}.mountPath"), quote(&m.mount_path), "must be unique");
+            }
+        }
+        if !m.sub_path.is_empty() {
+            check_local_path(e, &m.sub_path, &format!("{base}.subPath"));
+        }
+        if !m.sub_path_expr.is_empty() {
+            if !m.sub_path.is_empty() {
+                e.invalid(
+                    &format!("{base}.subPathExpr"),
+                    quote(&m.sub_path_expr),
+                    "subPathExpr and subPath are mutually exclusive",
+                );
+            }
+            check_local_path(e, &m.sub_path_expr, &format!("{base}.subPathExpr"));
+        }
+        match m.mount_propagation.as_deref() {
+            None | Some("None" | "HostToContainer") => {}
+            Some("Bidirectional") => {
+                if !c.security_context.as_ref().and_then(|s| s.privileged).unwrap_or(false) {
+                    e.forbidden(
+                        &format!("{base}.mountPropagation"),
+                        "Bidirectional mount propagation is available only to privileged containers",
+                    );
+                }
+            }
+            Some(other) => e.not_supported(&format!("{base}.mountPropagation"), other, &PROPAGATIONS),
+        }
+    }
+}
+
+/// The contents of downward API file `item` for `pod`: a field (a whole label or
+/// annotation map is `key="value"` lines, sorted, as kubelet writes it), or a container's
+/// resource. `facts` are as for env.
+pub fn downward_file(item: &DownwardApiVolumeFile, pod: &Pod, facts: &super::downward::Facts) -> Result<String, String> {
+    if let Some(f) = &item.field_ref {
+        let map = match f.get("fieldPath").and_then(Value::as_str) {
+            Some("metadata.labels") => Some(&pod.metadata.labels),
+            Some("metadata.annotations") => Some(&pod.metadata.annotations),
+            _ => None,
+        };
+        if let Some(map) = map {
+            let sorted: BTreeMap<&String, &String> = map.iter().collect();
+            let lines: Vec<String> = sorted.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+            return Ok(lines.join("\n"));
+        }
+        let source = serde_json::json!({ "fieldRef": f });
+        // No container is read for a field.
+        return super::downward::value(&source, pod, &Container::default(), facts);
+    }
+    if let Some(r) = &item.resource_field_ref {
+        let source = serde_json::json!({ "resourceFieldRef": r });
+        return super::downward::value(&source, pod, &Container::default(), facts);
+    }
+    Err("no fieldRef or resourceFieldRef".into())
+}
+
+/// The mode of a file or directory `mode` after `fsGroup` ownership, as kubelet's
+/// `SetVolumeOwnership`: group read and write (read only for a read-only volume), and for a
+/// directory group search and set-group-id, so new files get the group too.
+pub fn fs_group_mode(mode: u32, is_dir: bool, read_only: bool) -> u32 {
+    let mut add = if read_only { 0o440 } else { 0o660 };
+    if is_dir {
+        add |= 0o2000 | 0o110;
+    }
+    mode | add
+}
+
+/// The size of a memory-backed `emptyDir` (kubelet's): its `sizeLimit`, capped by the
+/// pod's memory limit (the sum of its containers' when every app container sets one, else
+/// the node's allocatable memory `node_memory`).
+pub fn memory_volume_size(source: &EmptyDirVolumeSource, pod: &Pod, node_memory: i64) -> i64 {
+    let limits: Option<i64> = pod
+        .spec
+        .containers
+        .iter()
+        .map(|c| c.resources.limits.get("memory").map(Quantity::value))
+        .sum::<Option<i64>>();
+    let init = pod.spec.init_containers.iter().filter_map(|c| c.resources.limits.get("memory").map(Quantity::value));
+    let pod_limit = limits.map(|l| init.fold(l, i64::max)).unwrap_or(node_memory);
+    match &source.size_limit {
+        Some(q) if q.value() > 0 => q.value().min(pod_limit),
+        _ => pod_limit,
+    }
+}
+
+/// A mount's `subPath` for a container: `subPath` as written, or `subPathExpr` expanded from
+/// the container's environment `env` (kubelet's rule: the result must stay relative and
+/// without `..`; a reference to an unknown variable is an error, not left as written).
+pub fn sub_path(m: &VolumeMount, env: &[(String, String)]) -> Result<String, String> {
+    if m.sub_path_expr.is_empty() {
+        return Ok(m.sub_path.clone());
+    }
+    let missing = std::cell::RefCell::new(None);
+    let lookup = |name: &str| {
+        let v = env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        if v.is_none() {
+            missing.borrow_mut().get_or_insert_with(|| name.to_string());
+        }
+        v
+    };
+    let expanded = super::expand::expand(&m.sub_path_expr, &lookup);
+    if let Some(name) = missing.into_inner() {
+        return Err(format!("subPathExpr {:?}: variable {name} is not in the container's environment", m.sub_path_expr));
+    }
+    if expanded.starts_with('/') || expanded.split('/').any(|p| p == "..") {
+        return Err(format!(
+            "subPathExpr {:?} expands to {expanded:?}, which must be a relative path without '..'",
+            m.sub_path_expr
+        ));
+    }
+    Ok(expanded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::manifest::decode_pods;
+
+    fn decode(spec: &str) -> Result<Pod, String> {
+        let text = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {{app: web, tier: edge}}\nspec:\n{spec}");
+        decode_pods("web.yaml", &text).remove(0).map_err(|e| e.into_iter().map(|e| e.problem).collect::<Vec<_>>().join("\n"))
+    }
+
+    #[test]
+    fn volumes_and_mounts_are_checked_as_the_apiserver_does() {
+        let err = decode("  volumes:\n  - {name: data, emptyDir: {}, hostPath: {path: /srv}}\n  - {name: data, emptyDir: {medium: Disk}}\n  - {name: none}\n  - {name: host, hostPath: {path: /srv/../etc, type: Dir}}\n  - name: info\n    downwardAPI:\n      defaultMode: 1000\n      items:\n      - {path: ../x, fieldRef: {fieldPath: status.podIP}}\n      - {path: cpu, resourceFieldRef: {resource: limits.cpu}}\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts:\n    - {name: nothing, mountPath: data}\n    - {name: info, mountPath: /d, subPath: a, subPathExpr: b, mountPropagation: Sideways}\n    - {name: info, mountPath: /d/}\n").unwrap_err();
+        let expected = [
+            "spec.volumes[0]: Forbidden: may not specify more than 1 volume type",
+            "spec.volumes[1].name: Duplicate value: \"data\"",
+            "spec.volumes[1].emptyDir.medium: Unsupported value: \"Disk\": supported values: \"\", \"HugePages\", \"Memory\"",
+            "spec.volumes[2]: Required value: must specify a volume type",
+            "spec.volumes[3].hostPath.path: Invalid value: \"/srv/../etc\": must not contain '..'",
+            "spec.volumes[3].hostPath.type: Unsupported value: \"Dir\"",
+            "spec.volumes[4].downwardAPI.defaultMode: Invalid value: 1000: must be a number between 0 and 0777 (octal), both inclusive",
+            "spec.volumes[4].downwardAPI.items[0].path: Invalid value: \"../x\": must not contain '..'",
+            "spec.volumes[4].downwardAPI.items[0].path: Invalid value: \"../x\": must not start with '..'",
+            "spec.volumes[4].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value: \"status.podIP\"",
+            "spec.volumes[4].downwardAPI.items[1].resourceFieldRef.containerName: Required value",
+            "spec.containers[0].volumeMounts[0].name: Not found: \"nothing\"",
+            "spec.containers[0].volumeMounts[0].mountPath: Invalid value: \"data\": must be an absolute path",
+            "spec.containers[0].volumeMounts[1].subPathExpr: Invalid value: \"b\": subPathExpr and subPath are mutually exclusive",
+            "spec.containers[0].volumeMounts[1].mountPropagation: Unsupported value: \"Sideways\"",
+            "spec.containers[0].volumeMounts[2].mountPath: Invalid value: \"/d/\": must be unique",
+        ];
+        for want in expected {
+            assert!(err.lines().any(|l| l.starts_with(want)), "missing {want:?} in:\n{err}");
+        }
+        assert_eq!(err.lines().count(), expected.len(), "{err}");
+        let ok = decode("  securityContext: {fsGroup: 2000, fsGroupChangePolicy: OnRootMismatch}\n  volumes:\n  - {name: data, emptyDir: {medium: Memory, sizeLimit: 64Mi}}\n  - {name: host, hostPath: {path: /srv, type: DirectoryOrCreate}}\n  - name: info\n    projected:\n      sources:\n      - downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}, {path: mem, resourceFieldRef: {containerName: app, resource: limits.memory, divisor: 1Mi}, mode: 0400}, {path: uid, fieldRef: {fieldPath: metadata.uid}, mode: 0o440}]}\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts:\n    - {name: data, mountPath: /data, subPathExpr: $(POD)}\n    - {name: host, mountPath: /srv, readOnly: true, mountPropagation: HostToContainer}\n    - {name: info, mountPath: /etc/info}\n");
+        let pod = ok.unwrap();
+        assert_eq!(pod.spec.volumes.len(), 3);
+        let items = pod.spec.volumes[2].downward_files().unwrap().0;
+        assert_eq!((items[1].mode, items[2].mode), (Some(0o400), Some(0o440)), "YAML 1.1 octal, as kubectl reads it");
+        assert_eq!(pod.spec.containers[0].volume_mounts[1].mount_propagation.as_deref(), Some("HostToContainer"));
+    }
+
+    #[test]
+    fn host_path_types_are_checked_as_kubelet_does() {
+        use FileKind::*;
+        use HostPathType as T;
+        let check = |t, found| host_path_check(t, "/srv/x", found);
+        assert_eq!(check(T::Unset, Missing), Ok(HostPathAction::Use));
+        assert_eq!(check(T::DirectoryOrCreate, Missing), Ok(HostPathAction::MakeDirectory));
+        assert_eq!(check(T::FileOrCreate, Missing), Ok(HostPathAction::MakeFile));
+        assert_eq!(check(T::DirectoryOrCreate, Directory), Ok(HostPathAction::Use));
+        assert_eq!(check(T::Socket, Socket), Ok(HostPathAction::Use));
+        assert_eq!(check(T::CharDevice, CharDevice), Ok(HostPathAction::Use));
+        assert_eq!(check(T::BlockDevice, BlockDevice), Ok(HostPathAction::Use));
+        assert_eq!(check(T::Directory, File), Err("hostPath type check failed: /srv/x is not a directory".into()));
+        assert_eq!(check(T::DirectoryOrCreate, File), Err("hostPath type check failed: /srv/x is not a directory".into()));
+        assert_eq!(check(T::Directory, Missing), Err("hostPath type check failed: /srv/x is not a directory".into()));
+        assert_eq!(check(T::FileOrCreate, Directory), Err("hostPath type check failed: /srv/x is not a file".into()));
+        assert_eq!(check(T::File, Socket), Err("hostPath type check failed: /srv/x is not a file".into()));
+        assert_eq!(check(T::Socket, File), Err("hostPath type check failed: /srv/x is not a socket file".into()));
+        assert_eq!(check(T::CharDevice, BlockDevice), Err("hostPath type check failed: /srv/x is not a character device".into()));
+        assert_eq!(check(T::BlockDevice, Other), Err("hostPath type check failed: /srv/x is not a block device".into()));
+    }
+
+    #[test]
+    fn downward_files_hold_fields_whole_maps_and_resources() {
+        let pod = decode("  volumes:\n  - name: info\n    downwardAPI:\n      items:\n      - {path: name, fieldRef: {fieldPath: metadata.name}}\n      - {path: labels, fieldRef: {fieldPath: metadata.labels}}\n      - {path: tier, fieldRef: {fieldPath: \"metadata.labels['tier']\"}}\n      - {path: mem, resourceFieldRef: {containerName: app, resource: limits.memory, divisor: 1Mi}}\n  containers:\n  - name: app\n    image: busybox\n    resources: {limits: {memory: 64Mi}}\n").unwrap();
+        let facts = crate::api::downward::Facts::default();
+        let (items, mode) = pod.spec.volumes[0].downward_files().unwrap();
+        assert_eq!(mode, None);
+        let got: Vec<String> = items.iter().map(|i| downward_file(i, &pod, &facts).unwrap()).collect();
+        assert_eq!(got, ["web", "app=\"web\"\ntier=\"edge\"", "edge", "64"]);
+    }
+
+    #[test]
+    fn fs_group_gives_the_group_access_and_directories_set_group_id() {
+        assert_eq!(fs_group_mode(0o644, false, false), 0o664);
+        assert_eq!(fs_group_mode(0o600, false, true), 0o640);
+        assert_eq!(fs_group_mode(0o777, true, false), 0o2777);
+        assert_eq!(fs_group_mode(0o700, true, true), 0o2750);
+    }
+
+    #[test]
+    fn a_memory_volume_is_its_size_limit_capped_by_the_pods_memory_limit() {
+        let pod = |limits: &str| {
+            decode(&format!("  containers:\n  - name: a\n    image: busybox\n    resources: {{limits: {{{limits}}}}}\n  - name: b\n    image: busybox\n    resources: {{limits: {{memory: 32Mi}}}}\n")).unwrap()
+        };
+        let source = |limit: Option<&str>| EmptyDirVolumeSource {
+            medium: "Memory".into(),
+            size_limit: limit.map(|l| Quantity::parse(l).unwrap()),
+        };
+        let node = 1 << 30;
+        assert_eq!(memory_volume_size(&source(Some("16Mi")), &pod("memory: 64Mi"), node), 16 << 20);
+        assert_eq!(memory_volume_size(&source(Some("1Gi")), &pod("memory: 64Mi"), node), 96 << 20, "the pod's limit caps it");
+        assert_eq!(memory_volume_size(&source(None), &pod("memory: 64Mi"), node), 96 << 20);
+        assert_eq!(memory_volume_size(&source(None), &pod("cpu: '1'"), node), node, "a container without a limit: the node's");
+    }
+
+    #[test]
+    fn sub_path_expr_expands_from_the_environment_and_stays_inside_the_volume() {
+        let m = |expr: &str| VolumeMount { sub_path_expr: expr.into(), ..Default::default() };
+        let env = [("POD".to_string(), "web-1".to_string()), ("UP".to_string(), "..".to_string())];
+        assert_eq!(sub_path(&m("logs/$(POD)"), &env), Ok("logs/web-1".into()));
+        assert_eq!(sub_path(&VolumeMount { sub_path: "a/b".into(), ..Default::default() }, &env), Ok("a/b".into()));
+        assert_eq!(
+            sub_path(&m("$(UP)/etc"), &env),
+            Err("subPathExpr \"$(UP)/etc\" expands to \"../etc\", which must be a relative path without '..'".into())
+        );
+        assert_eq!(
+            sub_path(&m("$(NODE)"), &env),
+            Err("subPathExpr \"$(NODE)\": variable NODE is not in the container's environment".into())
+        );
+    }
+}
