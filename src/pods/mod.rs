@@ -136,6 +136,10 @@ pub struct PodManager {
     cm: Option<ContainerManager>,
     /// Pods whose cgroup this agent run has ensured.
     cgroups_ready: HashSet<String>,
+    /// Pods whose volumes this agent run has made ready.
+    volumes_ready: HashSet<String>,
+    /// Pod directories left by pods that no longer exist were removed (once per run).
+    dirs_swept: bool,
     /// The prober's command channel, and the results it writes.
     prober: Option<Sender<ProberCommand>>,
     probe_results: ProbeResults,
@@ -221,6 +225,8 @@ impl PodManager {
             clock: Arc::new(RealClock),
             cm,
             cgroups_ready: HashSet::new(),
+            volumes_ready: HashSet::new(),
+            dirs_swept: false,
             prober: None,
             probe_results: ProbeResults::default(),
             last_targets: Vec::new(),

@@ -41,7 +41,7 @@ impl PodManager {
     /// Decides and applies what a running pod needs next.
     pub(super) fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
         let pod = Arc::clone(&self.pods[uid].pod);
-        if !self.ensure_pod_cgroup(&pod) {
+        if !self.ensure_pod_cgroup(&pod) || !self.ensure_volumes(&pod) {
             return;
         }
         let view = snap.pod(uid);
@@ -280,6 +280,9 @@ impl PodManager {
         devices: Option<&DeviceOptions>,
     ) -> Result<String, ContainerStartError> {
         let cfg = self.container_config(pod, sandbox_id, c, s, devices)?;
+        if let Some(message) = self.runtime.mount_refusal(&cfg) {
+            return Err(ContainerStartError::Config { message });
+        }
         let id = self
             .mutate()
             .create_container(sandbox_id, &cfg)
@@ -291,9 +294,12 @@ impl PodManager {
     }
 
     /// What the downward API reads besides the pod: the node, the pod's IPs (the node's on
-    /// the host network), the node's allocatable for unset limits.
-    fn downward_facts(&self, pod: &Pod, sandbox_id: &str) -> downward::Facts {
-        let pod_ips = if pod.spec.host_network { Vec::new() } else { self.runtime.pod_sandbox_ips(sandbox_id) };
+    /// the host network; none before its sandbox), the node's allocatable for unset limits.
+    fn downward_facts(&self, pod: &Pod, sandbox_id: Option<&str>) -> downward::Facts {
+        let pod_ips = match sandbox_id.filter(|_| !pod.spec.host_network) {
+            Some(id) => self.runtime.pod_sandbox_ips(id),
+            None => Vec::new(),
+        };
         let alloc =
             self.cm.as_ref().map(|cm| cm.node_allocatable()).unwrap_or_else(crate::cm::NodeResources::from_proc);
         downward::Facts {
@@ -301,6 +307,26 @@ impl PodManager {
             pod_ips,
             host_ip: self.cfg.node_ip.clone(),
             allocatable: (alloc.cpu_millis, alloc.memory),
+        }
+    }
+
+    /// Makes the pod's volumes ready once per agent run, before its sandbox; false (with
+    /// kubelet's `FailedMount` event) while they cannot be, so the pod waits.
+    fn ensure_volumes(&mut self, pod: &Pod) -> bool {
+        let uid = &pod.metadata.uid;
+        if pod.spec.volumes.is_empty() || self.volumes_ready.contains(uid) {
+            return true;
+        }
+        let facts = self.downward_facts(pod, None);
+        match self.pod_dir(pod).prepare(pod, &facts, facts.allocatable.1) {
+            Ok(()) => {
+                self.volumes_ready.insert(uid.clone());
+                true
+            }
+            Err(e) => {
+                self.event(pod, None, true, "FailedMount", &e.to_string());
+                false
+            }
         }
     }
 
@@ -315,7 +341,7 @@ impl PodManager {
     ) -> Result<ContainerConfig, ContainerStartError> {
         let security = security::effective(&pod.spec, c);
         self.check_security(pod, c, &security)?;
-        let facts = self.downward_facts(pod, sandbox_id);
+        let facts = self.downward_facts(pod, Some(sandbox_id));
         let mut env = resolve_env(&c.env, &[], |source| {
             // A source `fields` refuses (ConfigMaps, Secrets) never gets here; a checked one
             // only fails on a container the pod lacks, which validation also refuses.
@@ -337,6 +363,7 @@ impl PodManager {
         }
         let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
         let argv: Vec<String> = c.command.iter().chain(&c.args).map(|a| expand(a, &lookup)).collect();
+        let mounts = self.pod_dir(pod).mounts(pod, c, &env).map_err(|message| ContainerStartError::Config { message })?;
         let mut lbl = BTreeMap::new();
         lbl.insert(labels::POD_UID.to_string(), pod.metadata.uid.clone());
         lbl.insert(labels::POD_NAME.to_string(), pod.metadata.name.clone());
@@ -359,13 +386,13 @@ impl PodManager {
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
             security,
-            mounts: Vec::new(),
+            mounts,
         })
     }
 
     /// What kubelet checks of a security context before a create: `runAsNonRoot` against
     /// the uid the container would run as (kubelet's `verifyRunAsNonRoot`), then whether the
-    /// runtime can honour every setting.
+    /// runtime can honour every setting (its mounts are asked once they are known).
     fn check_security(&self, pod: &Pod, c: &Container, sec: &ContainerSecurity) -> Result<(), ContainerStartError> {
         // The image's user matters only when no uid is asked for (kubelet's getImageUser).
         let image_user = if sec.run_as_non_root && sec.run_as_user.is_none() {

@@ -123,11 +123,16 @@ impl PodManager {
             // Already gone with the sandbox, as a rule; what is left goes now.
             let _ = self.mutate().remove_container(id);
         }
+        // Its volumes and files go with it; what cannot go now goes at the next agent start.
+        if let Err(e) = self.pod_dir(pod).remove() {
+            log::warn!("pods: pod {}: cannot remove its directory: {}", pod.key(), Chain(&e));
+        }
         log::info!("pods: pod {} terminated and removed", pod.key());
         self.pods.remove(uid);
         self.statuses.remove(uid);
         self.published.remove(uid);
         self.cgroups_ready.remove(uid);
+        self.volumes_ready.remove(uid);
         if self.cm.is_some() {
             let active = super::active_pods(&self.pods);
             if let Some(cm) = self.cm.as_mut() {

@@ -505,6 +505,11 @@ pub trait ContainerRuntime: Send + Sync {
     fn security_refusal(&self, _sandbox: &SandboxSecurity, _container: &ContainerSecurity) -> Option<String> {
         None
     }
+    /// Why this runtime cannot make `config`'s mounts, naming them; `None` when it can. As
+    /// `security_refusal`: the pod manager asks first, and `create_container` refuses too.
+    fn mount_refusal(&self, _config: &ContainerConfig) -> Option<String> {
+        None
+    }
     /// The pod IPs of sandbox `id` on the pod network (CRI's `PodSandboxStatus`); empty on
     /// the host network, and for the process runtime.
     fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {

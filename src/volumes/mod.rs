@@ -1,9 +1,40 @@
 //! A pod's directory on the node (`<state_dir>/pods/<uid>`, kubelet's
-//! `/var/lib/kubelet/pods/<uid>`): its volumes, its containers' termination message files
-//! and its hosts file. Made by the pod manager before the pod's containers, removed with the
-//! pod.
+//! `/var/lib/kubelet/pods/<uid>`) and the volumes in it: the executor over the decisions of
+//! `api::volumes`. The pod manager prepares a pod's volumes before its sandbox
+//! (`PodDir::prepare`), asks each container's mounts before it is created
+//! (`PodDir::mounts`), and removes the directory with the pod (`PodDir::remove`); what a
+//! crash leaves behind is removed once every source has reported (`sweep`).
+//!
+//! Layout, as kubelet's: `volumes/kubernetes.io~empty-dir/<name>` (a tmpfs there for
+//! `medium: Memory`), `volumes/kubernetes.io~downward-api/<name>`,
+//! `volumes/kubernetes.io~projected/<name>`, and the pod's hosts file `etc-hosts`. A
+//! `hostPath` volume is the node's own path, checked (and made, for the `…OrCreate` types)
+//! but never removed.
+//!
+//! Nothing is removed through a mount: a directory under which anything is still mounted
+//! (a tmpfs that would not unmount, a mount a container propagated back) is left and said.
 
-use std::path::{Path, PathBuf};
+use crate::api::downward::Facts;
+use crate::api::volumes::{self, FileKind, HostPathAction, HostPathType, Volume};
+use crate::api::{Container, Pod};
+use crate::runtime::{Mount, Propagation};
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// At most this many pod directories are looked at by one `sweep`.
+const MAX_SWEPT: usize = 4096;
+
+/// A volume that could not be made ready, in kubelet's words (`FailedMount`).
+#[derive(Debug, thiserror::Error)]
+#[error("MountVolume.SetUp failed for volume {volume:?} : {message}")]
+pub struct VolumeError {
+    /// The volume's name.
+    pub volume: String,
+    /// What went wrong, with its cause.
+    pub message: String,
+}
 
 /// The directory of pod `uid` under `pods_root`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,5 +54,356 @@ impl PodDir {
     /// The pod's hosts file (kubelet's `etc-hosts`), mounted at `/etc/hosts`.
     pub fn etc_hosts(&self) -> PathBuf {
         self.0.join("etc-hosts")
+    }
+
+    /// Where volume `v`'s content is on the node: its directory here, or a `hostPath`.
+    pub fn volume_path(&self, v: &Volume) -> PathBuf {
+        if let Some(h) = &v.host_path {
+            return PathBuf::from(&h.path);
+        }
+        let plugin = if v.empty_dir.is_some() {
+            "kubernetes.io~empty-dir"
+        } else if v.downward_api.is_some() {
+            "kubernetes.io~downward-api"
+        } else {
+            "kubernetes.io~projected"
+        };
+        self.0.join("volumes").join(plugin).join(&v.name)
+    }
+
+    /// Makes every volume of `pod` ready (idempotent: an agent restart finds them made). An
+    /// `emptyDir` is a directory any uid may write (0777), or a tmpfs of
+    /// `api::volumes::memory_volume_size` (`node_memory`: the node's allocatable memory);
+    /// a `hostPath` passes kubelet's type check; downward API files are written. `fsGroup`
+    /// owns what is made here, once, when it is made.
+    pub fn prepare(&self, pod: &Pod, facts: &Facts, node_memory: i64) -> Result<(), VolumeError> {
+        let fs_group = pod.spec.security_context.as_ref().and_then(|s| s.fs_group).map(|g| g as u32);
+        for v in &pod.spec.volumes {
+            let fail = |what: &str, e: &dyn std::fmt::Display| VolumeError {
+                volume: v.name.clone(),
+                message: format!("{what}: {e}"),
+            };
+            let path = self.volume_path(v);
+            if let Some(h) = &v.host_path {
+                let type_ = HostPathType::parse(h.type_.as_deref().unwrap_or_default()).unwrap_or(HostPathType::Unset);
+                host_path(&path, type_).map_err(|message| VolumeError { volume: v.name.clone(), message })?;
+                continue;
+            }
+            let made = make_dir(&path).map_err(|e| fail(&format!("cannot make {}", path.display()), &e))?;
+            if let Some(d) = v.empty_dir.as_ref().filter(|d| d.medium == "Memory") {
+                if !is_mount_point(&path).map_err(|e| fail(&format!("cannot inspect {}", path.display()), &e))? {
+                    let size = volumes::memory_volume_size(d, pod, node_memory);
+                    mount_tmpfs(&path, size).map_err(|e| fail(&format!("cannot mount a tmpfs on {}", path.display()), &e))?;
+                }
+            }
+            let (mode, read_only) = match v.downward_files() {
+                Some((items, default_mode)) => {
+                    for item in items {
+                        let data = volumes::downward_file(item, pod, facts).map_err(|e| fail(&item.path, &e))?;
+                        let file = path.join(&item.path);
+                        let mode = item.mode.or(default_mode).unwrap_or(0o644) as u32;
+                        write_file(&file, data.as_bytes(), mode).map_err(|e| fail(&format!("cannot write {}", file.display()), &e))?;
+                    }
+                    (0o755, true)
+                }
+                None => (0o777, false),
+            };
+            if made {
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode))
+                    .map_err(|e| fail(&format!("cannot set the mode of {}", path.display()), &e))?;
+                if let Some(gid) = fs_group {
+                    own(&path, gid, read_only).map_err(|e| fail(&format!("cannot set fsGroup {gid} on {}", path.display()), &e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What container `c` of `pod` mounts, its environment being `env` (for
+    /// `subPathExpr`): each volume mount's host path (a `subPath` inside the volume, made
+    /// in an `emptyDir` or `hostPath` when missing, never through a symbolic link), in
+    /// order. Downward API volumes are always read-only, as kubelet mounts them.
+    pub fn mounts(&self, pod: &Pod, c: &Container, env: &[(String, String)]) -> Result<Vec<Mount>, String> {
+        let mut out = Vec::with_capacity(c.volume_mounts.len());
+        for m in &c.volume_mounts {
+            // Validation makes every mount name one of the pod's volumes.
+            let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else {
+                return Err(format!("volumeMounts: volume {:?} is not in the pod", m.name));
+            };
+            let base = self.volume_path(v);
+            let sub = volumes::sub_path(m, env)?;
+            let host_path = if sub.is_empty() {
+                base
+            } else {
+                let make = v.empty_dir.is_some() || v.host_path.is_some();
+                resolve_sub_path(&base, &sub, make)
+                    .map_err(|e| format!("volume {:?} subPath {sub:?}: {e}", m.name))?
+            };
+            out.push(Mount {
+                container_path: m.mount_path.clone(),
+                host_path,
+                read_only: m.read_only || v.downward_files().is_some(),
+                propagation: match m.mount_propagation.as_deref() {
+                    Some("HostToContainer") => Propagation::HostToContainer,
+                    Some("Bidirectional") => Propagation::Bidirectional,
+                    _ => Propagation::Private,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Removes the pod's directory: its tmpfs volumes unmounted, then everything, unless
+    /// something is still mounted below it (then nothing is removed, and the error says
+    /// what). A directory already gone is fine.
+    pub fn remove(&self) -> io::Result<()> {
+        let empty_dirs = self.0.join("volumes").join("kubernetes.io~empty-dir");
+        match fs::read_dir(&empty_dirs) {
+            Ok(entries) => {
+                for entry in entries.take(volumes::MAX_VOLUMES) {
+                    let path = entry?.path();
+                    if is_mount_point(&path)? {
+                        unmount(&path)?;
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        if let Some(m) = mounts_below(&self.0)?.first() {
+            return Err(io::Error::other(format!("{m} is still mounted; the pod's directory is left as it is")));
+        }
+        match fs::remove_dir_all(&self.0) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Removes the directories under `pods_root` of pods `keep` does not want (left by a crash
+/// between a pod's removal from the runtime and its directory's). Only names that are pod
+/// uids are looked at; each failure is logged.
+pub fn sweep(pods_root: &Path, keep: impl Fn(&str) -> bool) {
+    let entries = match fs::read_dir(pods_root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => {
+            log::warn!("volumes: cannot list {}: {e}", pods_root.display());
+            return;
+        }
+    };
+    for entry in entries.take(MAX_SWEPT) {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !crate::api::validation::is_uid(&name) || keep(&name) {
+            continue;
+        }
+        match PodDir::new(pods_root, &name).remove() {
+            Ok(()) => log::info!("volumes: removed the directory of pod {name}, which no longer exists"),
+            Err(e) => log::warn!("volumes: cannot remove the directory of pod {name}: {e}"),
+        }
+    }
+}
+
+/// What is at `path` (a symbolic link followed, as kubelet's check does).
+fn file_kind(path: &Path) -> io::Result<FileKind> {
+    let t = match fs::metadata(path) {
+        Ok(m) => m.file_type(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(FileKind::Missing),
+        Err(e) => return Err(e),
+    };
+    Ok(if t.is_dir() {
+        FileKind::Directory
+    } else if t.is_file() {
+        FileKind::File
+    } else if t.is_socket() {
+        FileKind::Socket
+    } else if t.is_char_device() {
+        FileKind::CharDevice
+    } else if t.is_block_device() {
+        FileKind::BlockDevice
+    } else {
+        FileKind::Other
+    })
+}
+
+/// kubelet's `hostPath` type check at `path`, making what `…OrCreate` asks for.
+fn host_path(path: &Path, type_: HostPathType) -> Result<(), String> {
+    let shown = path.display().to_string();
+    let found = file_kind(path).map_err(|e| format!("cannot inspect {shown}: {e}"))?;
+    match volumes::host_path_check(type_, &shown, found)? {
+        HostPathAction::Use => Ok(()),
+        HostPathAction::MakeDirectory => {
+            fs::DirBuilder::new().recursive(true).mode(0o755).create(path).map_err(|e| format!("cannot make {shown}: {e}"))
+        }
+        // kubelet makes the file, not its directory.
+        HostPathAction::MakeFile => fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)
+            .map(drop)
+            .map_err(|e| format!("cannot make {shown}: {e}")),
+    }
+}
+
+/// Makes directory `path` (and its parents); true when it was made now.
+fn make_dir(path: &Path) -> io::Result<bool> {
+    if let Some(parent) = path.parent() {
+        fs::DirBuilder::new().recursive(true).mode(0o750).create(parent)?;
+    }
+    match fs::DirBuilder::new().mode(0o750).create(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a downward API file atomically with `mode`, making its directories.
+fn write_file(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    if let Some(parent) = path.parent() {
+        fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
+    }
+    crate::util::write_atomic_as(path, data, crate::util::StateAccess { gid: None })?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+}
+
+/// `fsGroup` ownership of everything under `root` (kubelet's `SetVolumeOwnership`): group
+/// `gid`, and the group's access (`api::volumes::fs_group_mode`). Symbolic links are not
+/// followed.
+fn own(root: &Path, gid: u32, read_only: bool) -> io::Result<()> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = fs::symlink_metadata(&path)?;
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        std::os::unix::fs::lchown(&path, None, Some(gid))?;
+        let mode = volumes::fs_group_mode(meta.mode() & 0o7777, meta.is_dir(), read_only);
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode))?;
+        if meta.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `base` joined with `sub`, walked one element at a time: a symbolic link on the way is
+/// refused (a container could plant one to reach the node's files), a missing directory is
+/// made (0755) when `make`, else refused.
+fn resolve_sub_path(base: &Path, sub: &str, make: bool) -> Result<PathBuf, String> {
+    let mut path = base.to_path_buf();
+    for part in Path::new(sub).components() {
+        let Component::Normal(name) = part else {
+            if part == Component::CurDir {
+                continue;
+            }
+            return Err("must be a relative path without '..'".into());
+        };
+        path.push(name);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!("{} is a symbolic link, which is not followed", path.display()))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound && make => fs::DirBuilder::new()
+                .mode(0o755)
+                .create(&path)
+                .map_err(|e| format!("cannot make {}: {e}", path.display()))?,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    Ok(path)
+}
+
+/// Whether `path` is the root of a mount (its device differs from its parent's).
+fn is_mount_point(path: &Path) -> io::Result<bool> {
+    let own = fs::symlink_metadata(path)?;
+    let parent = fs::symlink_metadata(path.join(".."))?;
+    Ok(own.dev() != parent.dev() || own.ino() == parent.ino())
+}
+
+/// `mount -t tmpfs -o size=<size>,mode=0777,nosuid,nodev tmpfs <path>`.
+fn mount_tmpfs(path: &Path, size: i64) -> io::Result<()> {
+    let target = cstring(path)?;
+    let data = std::ffi::CString::new(format!("size={},mode=0777", size.max(4096)))?;
+    // SAFETY: valid NUL-terminated strings that outlive the call.
+    let r = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Detaches the mount at `path`.
+fn unmount(path: &Path) -> io::Result<()> {
+    let target = cstring(path)?;
+    // SAFETY: a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn cstring(path: &Path) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    Ok(std::ffi::CString::new(path.as_os_str().as_bytes())?)
+}
+
+/// The mount points at or below `dir`, from this process's mount table (bounded).
+fn mounts_below(dir: &Path) -> io::Result<Vec<String>> {
+    use std::io::Read;
+    let mut table = String::new();
+    fs::File::open("/proc/self/mountinfo")?.take(4 << 20).read_to_string(&mut table)?;
+    Ok(mount_points_under(&table, &dir.display().to_string()))
+}
+
+/// The mount points (`/proc/self/mountinfo`'s fifth field, octal escapes as written) at or
+/// below `prefix`.
+fn mount_points_under(mountinfo: &str, prefix: &str) -> Vec<String> {
+    mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| p.replace("\\040", " "))
+        .filter(|p| p == prefix || p.starts_with(&format!("{prefix}/")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_below_a_directory_are_found_and_its_neighbours_are_not() {
+        let table = "22 1 0:21 / /var/lib/ferrolet/pods/u1/volumes/kubernetes.io~empty-dir/cache rw - tmpfs tmpfs rw\n23 1 0:22 / /var/lib/ferrolet/pods/u10 rw - tmpfs tmpfs rw\n24 1 0:23 / /var/lib/ferrolet/pods/u1/with\\040space rw - tmpfs tmpfs rw\n";
+        assert_eq!(
+            mount_points_under(table, "/var/lib/ferrolet/pods/u1"),
+            ["/var/lib/ferrolet/pods/u1/volumes/kubernetes.io~empty-dir/cache", "/var/lib/ferrolet/pods/u1/with space"]
+        );
+    }
+
+    #[test]
+    fn a_sub_path_is_made_inside_the_volume_and_never_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("vol");
+        fs::create_dir(&base).unwrap();
+        assert_eq!(resolve_sub_path(&base, "a/b", true).unwrap(), base.join("a/b"));
+        assert!(base.join("a/b").is_dir());
+        assert!(resolve_sub_path(&base, "c", false).unwrap_err().contains("No such file"));
+        std::os::unix::fs::symlink("/etc", base.join("escape")).unwrap();
+        let e = resolve_sub_path(&base, "escape/x", true).unwrap_err();
+        assert!(e.ends_with("escape is a symbolic link, which is not followed"), "{e}");
+        assert!(!Path::new("/etc/x").exists());
     }
 }

@@ -271,9 +271,9 @@ fn a_run_as_non_root_violation_waits_as_a_config_error_said_once_and_retried_eve
 #[test]
 fn a_field_that_cannot_be_honoured_holds_its_container_as_create_container_config_error() {
     let mut node = Node::new();
-    let mut mounted = app("a");
-    mounted.other.insert("volumeMounts".into(), serde_json::json!([{"name": "data", "mountPath": "/data"}]));
-    let web = pod("web", RestartPolicy::Always, &[], &[mounted, app("b")]);
+    let mut attached = app("a");
+    attached.other.insert("stdin".into(), serde_json::json!(true));
+    let web = pod("web", RestartPolicy::Always, &[], &[attached, app("b")]);
     node.apply(&[&web]);
     assert_eq!(
         node.calls(),
@@ -282,7 +282,7 @@ fn a_field_that_cannot_be_honoured_holds_its_container_as_create_container_confi
     );
     let (reason, message) = node.waiting(&web, "a").unwrap();
     assert_eq!(reason, "CreateContainerConfigError");
-    assert_eq!(message, "spec.containers[0].volumeMounts: refused: volumes are not supported by ferrolet yet");
+    assert_eq!(message, "spec.containers[0].stdin: refused: ferrolet attaches no terminal or stdin to containers");
     let failed: Vec<(String, String)> = node.events().into_iter().filter(|(r, _)| r == "Failed").collect();
     assert_eq!(failed, [("Failed".to_string(), format!("Error: {message}"))]);
     node.tick();

@@ -424,7 +424,8 @@ impl ContainerRuntime for ProcessRuntime {
         };
         let create_err = |message: String| RuntimeError::CreateContainer { name: config.name.clone(), message };
         // The pod manager asks first; a caller that did not is refused here all the same.
-        if let Some(why) = self.security_refusal(&sandbox.security, &config.security) {
+        let refused = self.security_refusal(&sandbox.security, &config.security).or_else(|| self.mount_refusal(config));
+        if let Some(why) = refused {
             return Err(create_err(why));
         }
         if config.argv.is_empty() {
@@ -696,6 +697,12 @@ impl ContainerRuntime for ProcessRuntime {
 
     fn security_refusal(&self, sandbox: &SandboxSecurity, container: &ContainerSecurity) -> Option<String> {
         security::refusal(sandbox, container)
+    }
+
+    fn mount_refusal(&self, config: &ContainerConfig) -> Option<String> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        security::mount_refusal(&config.mounts, root, security::path_kind)
     }
 
     /// The pod manager never pulls for this runtime (a container's image is ignored).

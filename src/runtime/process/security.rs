@@ -5,6 +5,10 @@
 //! with `/` read-only (root only) — and what would need a container's own namespaces or a
 //! loaded profile is refused openly (`refusal`), never silently ignored.
 //!
+//! Volumes: in the same private mount namespace (root only), each volume is bind-mounted
+//! at its `mountPath`, which must exist on the node (the container shares the node's
+//! filesystem, and ferrolet makes nothing in it); `mount_refusal` says why not otherwise.
+//!
 //! Capabilities: the process runtime's default set is everything the shim has (it runs as
 //! the agent, normally root). `drop` removes from it (`ALL`: everything), `add` puts back;
 //! `privileged` keeps everything. The set becomes the bounding set, so a root workload's
@@ -12,7 +16,11 @@
 //! under containerd (added capabilities are not made ambient).
 
 use crate::api::security::{capability_number, ContainerSecurity, Profile, SandboxSecurity, ALL_CAPABILITIES};
+use crate::runtime::{ContainerConfig, Mount, Propagation};
+use std::ffi::CString;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// What the shim does to the workload's process between fork and exec. Made before the fork
 /// (no allocation may happen after it).
@@ -26,6 +34,93 @@ pub struct Plan {
     pub no_new_privs: bool,
     /// `readOnlyRootFilesystem`: a mount namespace of its own in which `/` is read-only.
     pub readonly_root: bool,
+    /// Volumes bind-mounted in a mount namespace of its own, in order.
+    pub mounts: Vec<BindMount>,
+    /// The working directory, entered again after the mounts (one may be below it).
+    pub workdir: Option<CString>,
+}
+
+/// One volume as the shim mounts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindMount {
+    /// The node's path.
+    pub source: CString,
+    /// Where it appears (the node's path of the same name, in the private namespace).
+    pub target: CString,
+    /// Remounted read-only.
+    pub read_only: bool,
+    /// `MS_PRIVATE` or `MS_SLAVE` (with `MS_REC`).
+    pub propagation: libc::c_ulong,
+}
+
+/// What is at a path: whether it exists and is a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    /// Nothing.
+    Missing,
+    /// A directory.
+    Directory,
+    /// Something else (a file, a socket, a device).
+    Other,
+}
+
+/// Why the process runtime cannot mount `mounts`, `root` saying whether the shim runs as
+/// root and `kind` what is at a path on the node; `None` when it can.
+pub fn mount_refusal(mounts: &[Mount], root: bool, kind: impl Fn(&Path) -> PathKind) -> Option<String> {
+    if mounts.is_empty() {
+        return None;
+    }
+    let why = if !root {
+        "it needs root to give the container a mount namespace of its own".to_string()
+    } else if let Some(m) = mounts.iter().find(|m| m.propagation == Propagation::Bidirectional) {
+        format!("mountPath {}: mountPropagation Bidirectional (nothing propagates back to the node)", m.container_path)
+    } else {
+        let problem = mounts.iter().find_map(|m| {
+            let target = Path::new(&m.container_path);
+            let (want, found) = (kind(&m.host_path), kind(target));
+            if m.container_path.as_bytes().contains(&0) || m.host_path.as_os_str().as_bytes().contains(&0) {
+                Some(format!("mountPath {}: a path with a NUL byte", m.container_path))
+            } else if found == PathKind::Missing {
+                Some(format!(
+                    "mountPath {} does not exist on this node (the container shares the node's filesystem, and ferrolet makes nothing in it)",
+                    m.container_path
+                ))
+            } else if (want == PathKind::Directory) != (found == PathKind::Directory) {
+                let what = |k| if k == PathKind::Directory { "a directory" } else { "not a directory" };
+                Some(format!("mountPath {} is {} on this node, and its volume is {}", m.container_path, what(found), what(want)))
+            } else {
+                None
+            }
+        })?;
+        problem
+    };
+    Some(format!("the process runtime cannot mount the container's volumes: {why}"))
+}
+
+/// What is at `path` on this node (symbolic links followed).
+pub fn path_kind(path: &Path) -> PathKind {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => PathKind::Directory,
+        Ok(_) => PathKind::Other,
+        Err(_) => PathKind::Missing,
+    }
+}
+
+/// The shim's bind mounts for `mounts` (paths with a NUL byte, which `mount_refusal`
+/// refuses, are left out).
+fn bind_mounts(mounts: &[Mount]) -> Vec<BindMount> {
+    mounts
+        .iter()
+        .filter_map(|m| {
+            Some(BindMount {
+                source: CString::new(m.host_path.as_os_str().as_bytes()).ok()?,
+                target: CString::new(m.container_path.as_bytes()).ok()?,
+                read_only: m.read_only,
+                propagation: libc::MS_REC
+                    | if m.propagation == Propagation::Private { libc::MS_PRIVATE } else { libc::MS_SLAVE },
+            })
+        })
+        .collect()
 }
 
 /// A process identity.
@@ -105,7 +200,13 @@ pub fn plan(c: &ContainerSecurity, all: u64, current_uid: u32, passwd: &str) -> 
         }
         Ids { uid, gid, groups }
     });
-    Plan { ids, capabilities: capability_set(c, all), no_new_privs: c.no_new_privs, readonly_root: c.readonly_rootfs }
+    Plan {
+        ids,
+        capabilities: capability_set(c, all),
+        no_new_privs: c.no_new_privs,
+        readonly_root: c.readonly_rootfs,
+        ..Plan::default()
+    }
 }
 
 /// Every capability the running kernel has, as a mask (`/proc/sys/kernel/cap_last_cap`).
@@ -118,20 +219,28 @@ pub fn all_capabilities() -> u64 {
     (((1u128 << (last + 1)) - 1) & u64::MAX as u128) as u64
 }
 
-/// The plan for container security `c` on this host (reads `cap_last_cap` and `/etc/passwd`
-/// when they matter). Called before the fork.
-pub fn host_plan(c: &ContainerSecurity) -> Plan {
-    if c.is_default() {
-        return Plan::default();
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    let passwd = if c.run_as_user.is_some() && c.run_as_group.is_none() {
-        std::fs::read_to_string("/etc/passwd").unwrap_or_default()
+/// The plan for container `cfg` on this host: its security context (reading
+/// `cap_last_cap` and `/etc/passwd` when they matter) and its volumes. Called before the fork.
+pub fn host_plan(cfg: &ContainerConfig) -> Plan {
+    let c = &cfg.security;
+    let mut p = if c.is_default() {
+        Plan::default()
     } else {
-        String::new()
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let passwd = if c.run_as_user.is_some() && c.run_as_group.is_none() {
+            std::fs::read_to_string("/etc/passwd").unwrap_or_default()
+        } else {
+            String::new()
+        };
+        plan(c, all_capabilities(), euid, &passwd)
     };
-    plan(c, all_capabilities(), euid, &passwd)
+    p.mounts = bind_mounts(&cfg.mounts);
+    if !p.mounts.is_empty() {
+        let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
+        p.workdir = CString::new(wd).ok();
+    }
+    p
 }
 
 /// `struct __user_cap_header_struct`.
@@ -172,23 +281,49 @@ fn check(r: libc::c_long) -> io::Result<()> {
 /// privileges): applies `plan` with system calls only (async-signal-safe, no allocation).
 /// `all` is every capability the kernel has (`all_capabilities`, read before the fork).
 pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
-    if plan.readonly_root {
+    let none = std::ptr::null();
+    if plan.readonly_root || !plan.mounts.is_empty() {
         // A mount namespace of its own (needs the shim's root), where the host's later
-        // mounts still arrive (slave) but nothing goes back, and `/` is bind-remounted
-        // read-only: the host's root mount, and other mounts (`/dev`, `/proc`, tmpfs), keep
-        // their own flags.
+        // mounts still arrive (slave) but nothing goes back.
         // SAFETY: plain system calls; the paths are static C strings.
         check(unsafe { libc::unshare(libc::CLONE_NEWNS) } as libc::c_long)?;
-        let root = c"/".as_ptr();
-        let none = std::ptr::null();
         // SAFETY: as above.
-        check(
-            unsafe { libc::mount(none, root, none, libc::MS_REC | libc::MS_SLAVE, std::ptr::null()) } as libc::c_long
-        )?;
+        check(unsafe { libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_SLAVE, none.cast()) }
+            as libc::c_long)?;
+    }
+    for m in &plan.mounts {
+        // Each volume bound at its path, read-only if asked, with its propagation.
+        // SAFETY: plain system calls; the C strings were made before the fork and outlive them.
+        check(unsafe { libc::mount(m.source.as_ptr(), m.target.as_ptr(), none, libc::MS_BIND | libc::MS_REC, none.cast()) }
+            as libc::c_long)?;
+        if m.read_only {
+            // SAFETY: as above.
+            check(unsafe {
+                libc::mount(
+                    m.target.as_ptr(),
+                    m.target.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
+                    none.cast(),
+                )
+            } as libc::c_long)?;
+        }
+        // SAFETY: as above.
+        check(unsafe { libc::mount(none, m.target.as_ptr(), none, m.propagation, none.cast()) } as libc::c_long)?;
+    }
+    if plan.readonly_root {
+        // `/` bind-remounted read-only: the host's root mount only; other mounts (`/dev`,
+        // `/proc`, tmpfs, the volumes) keep their own flags.
+        let root = c"/".as_ptr();
         // SAFETY: as above.
         check(unsafe {
-            libc::mount(root, root, none, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, std::ptr::null())
+            libc::mount(root, root, none, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, none.cast())
         } as libc::c_long)?;
+    }
+    if let Some(wd) = &plan.workdir {
+        // The working directory was entered before the mounts; a volume may be mounted on it.
+        // SAFETY: a C string made before the fork.
+        check(unsafe { libc::chdir(wd.as_ptr()) } as libc::c_long)?;
     }
     if let Some(keep) = plan.capabilities {
         for cap in 0..64u64 {

@@ -408,7 +408,7 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
     if !Path::new(wd).is_dir() {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("working directory {wd:?} does not exist")));
     }
-    let plan = security::host_plan(&cfg.security);
+    let plan = security::host_plan(cfg);
     let all_caps = security::all_capabilities();
     let mut cmd = Command::new(prog);
     cmd.args(args)
