@@ -97,7 +97,11 @@ impl Errs {
         });
     }
     pub(super) fn not_found(&mut self, path: &str, value: &str) {
-        self.0.push(FieldError { path: path.into(), kind: FieldErrorKind::NotFound(quote(value)), detail: String::new() });
+        self.0.push(FieldError {
+            path: path.into(),
+            kind: FieldErrorKind::NotFound(quote(value)),
+            detail: String::new(),
+        });
     }
     pub(super) fn duplicate(&mut self, path: &str, value: &str) {
         self.0.push(FieldError {

@@ -133,7 +133,10 @@ fn volume_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
                 out.push(FieldUse { path: format!("{base}.emptyDir.medium"), verdict: Verdict::Refused(why.into()) });
             } else if d.medium.is_empty() && d.size_limit.is_some() {
                 let why = "a disk-backed emptyDir is not measured, so the pod is never evicted for outgrowing it (a Memory one is a tmpfs of that size)";
-                out.push(FieldUse { path: format!("{base}.emptyDir.sizeLimit"), verdict: Verdict::Accepted(why.into()) });
+                out.push(FieldUse {
+                    path: format!("{base}.emptyDir.sizeLimit"),
+                    verdict: Verdict::Accepted(why.into()),
+                });
             }
         }
     }
@@ -306,7 +309,10 @@ mod tests {
         );
         // The pod's refusal stops every container; the container's own only it.
         let why = refusal(&uses, &p, "app").unwrap();
-        assert!(why.starts_with("spec.volumes[1].configMap: refused") && why.contains("; spec.containers[0].stdin"), "{why}");
+        assert!(
+            why.starts_with("spec.volumes[1].configMap: refused") && why.contains("; spec.containers[0].stdin"),
+            "{why}"
+        );
         // A field set to nothing asks for nothing.
         assert!(!described.iter().any(|d| d.contains("securityContext") || d.contains("tty")));
     }

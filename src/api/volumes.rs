@@ -62,7 +62,9 @@ fn file_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::E
         Some(Mode::Text(t)) => {
             let digits = t.strip_prefix("0o").or_else(|| t.strip_prefix('0')).unwrap_or(&t);
             let octal = i32::from_str_radix(digits, 8).ok().filter(|_| t.starts_with('0'));
-            Some(octal.ok_or_else(|| serde::de::Error::custom(format!("{t:?} is not a file mode (a number, or octal like 0644)")))?)
+            Some(octal.ok_or_else(|| {
+                serde::de::Error::custom(format!("{t:?} is not a file mode (a number, or octal like 0644)"))
+            })?)
         }
     })
 }
@@ -504,7 +506,11 @@ pub(super) fn validate_mounts(e: &mut Errs, pod: &Pod, c: &Container, path: &str
 /// The contents of downward API file `item` for `pod`: a field (a whole label or
 /// annotation map is `key="value"` lines, sorted, as kubelet writes it), or a container's
 /// resource. `facts` are as for env.
-pub fn downward_file(item: &DownwardApiVolumeFile, pod: &Pod, facts: &super::downward::Facts) -> Result<String, String> {
+pub fn downward_file(
+    item: &DownwardApiVolumeFile,
+    pod: &Pod,
+    facts: &super::downward::Facts,
+) -> Result<String, String> {
     if let Some(f) = &item.field_ref {
         let map = match f.get("fieldPath").and_then(Value::as_str) {
             Some("metadata.labels") => Some(&pod.metadata.labels),
@@ -542,12 +548,8 @@ pub fn fs_group_mode(mode: u32, is_dir: bool, read_only: bool) -> u32 {
 /// pod's memory limit (the sum of its containers' when every app container sets one, else
 /// the node's allocatable memory `node_memory`).
 pub fn memory_volume_size(source: &EmptyDirVolumeSource, pod: &Pod, node_memory: i64) -> i64 {
-    let limits: Option<i64> = pod
-        .spec
-        .containers
-        .iter()
-        .map(|c| c.resources.limits.get("memory").map(Quantity::value))
-        .sum::<Option<i64>>();
+    let limits: Option<i64> =
+        pod.spec.containers.iter().map(|c| c.resources.limits.get("memory").map(Quantity::value)).sum::<Option<i64>>();
     let init = pod.spec.init_containers.iter().filter_map(|c| c.resources.limits.get("memory").map(Quantity::value));
     let pod_limit = limits.map(|l| init.fold(l, i64::max)).unwrap_or(node_memory);
     match &source.size_limit {
@@ -573,7 +575,10 @@ pub fn sub_path(m: &VolumeMount, env: &[(String, String)]) -> Result<String, Str
     };
     let expanded = super::expand::expand(&m.sub_path_expr, &lookup);
     if let Some(name) = missing.into_inner() {
-        return Err(format!("subPathExpr {:?}: variable {name} is not in the container's environment", m.sub_path_expr));
+        return Err(format!(
+            "subPathExpr {:?}: variable {name} is not in the container's environment",
+            m.sub_path_expr
+        ));
     }
     if expanded.starts_with('/') || expanded.split('/').any(|p| p == "..") {
         return Err(format!(
@@ -590,8 +595,12 @@ mod tests {
     use crate::api::manifest::decode_pods;
 
     fn decode(spec: &str) -> Result<Pod, String> {
-        let text = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {{app: web, tier: edge}}\nspec:\n{spec}");
-        decode_pods("web.yaml", &text).remove(0).map_err(|e| e.into_iter().map(|e| e.problem).collect::<Vec<_>>().join("\n"))
+        let text = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {{app: web, tier: edge}}\nspec:\n{spec}"
+        );
+        decode_pods("web.yaml", &text)
+            .remove(0)
+            .map_err(|e| e.into_iter().map(|e| e.problem).collect::<Vec<_>>().join("\n"))
     }
 
     #[test]
@@ -640,13 +649,22 @@ mod tests {
         assert_eq!(check(T::CharDevice, CharDevice), Ok(HostPathAction::Use));
         assert_eq!(check(T::BlockDevice, BlockDevice), Ok(HostPathAction::Use));
         assert_eq!(check(T::Directory, File), Err("hostPath type check failed: /srv/x is not a directory".into()));
-        assert_eq!(check(T::DirectoryOrCreate, File), Err("hostPath type check failed: /srv/x is not a directory".into()));
+        assert_eq!(
+            check(T::DirectoryOrCreate, File),
+            Err("hostPath type check failed: /srv/x is not a directory".into())
+        );
         assert_eq!(check(T::Directory, Missing), Err("hostPath type check failed: /srv/x is not a directory".into()));
         assert_eq!(check(T::FileOrCreate, Directory), Err("hostPath type check failed: /srv/x is not a file".into()));
         assert_eq!(check(T::File, Socket), Err("hostPath type check failed: /srv/x is not a file".into()));
         assert_eq!(check(T::Socket, File), Err("hostPath type check failed: /srv/x is not a socket file".into()));
-        assert_eq!(check(T::CharDevice, BlockDevice), Err("hostPath type check failed: /srv/x is not a character device".into()));
-        assert_eq!(check(T::BlockDevice, Other), Err("hostPath type check failed: /srv/x is not a block device".into()));
+        assert_eq!(
+            check(T::CharDevice, BlockDevice),
+            Err("hostPath type check failed: /srv/x is not a character device".into())
+        );
+        assert_eq!(
+            check(T::BlockDevice, Other),
+            Err("hostPath type check failed: /srv/x is not a block device".into())
+        );
     }
 
     #[test]
@@ -678,9 +696,17 @@ mod tests {
         };
         let node = 1 << 30;
         assert_eq!(memory_volume_size(&source(Some("16Mi")), &pod("memory: 64Mi"), node), 16 << 20);
-        assert_eq!(memory_volume_size(&source(Some("1Gi")), &pod("memory: 64Mi"), node), 96 << 20, "the pod's limit caps it");
+        assert_eq!(
+            memory_volume_size(&source(Some("1Gi")), &pod("memory: 64Mi"), node),
+            96 << 20,
+            "the pod's limit caps it"
+        );
         assert_eq!(memory_volume_size(&source(None), &pod("memory: 64Mi"), node), 96 << 20);
-        assert_eq!(memory_volume_size(&source(None), &pod("cpu: '1'"), node), node, "a container without a limit: the node's");
+        assert_eq!(
+            memory_volume_size(&source(None), &pod("cpu: '1'"), node),
+            node,
+            "a container without a limit: the node's"
+        );
     }
 
     #[test]

@@ -363,7 +363,8 @@ impl PodManager {
         }
         let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
         let argv: Vec<String> = c.command.iter().chain(&c.args).map(|a| expand(a, &lookup)).collect();
-        let mounts = self.pod_dir(pod).mounts(pod, c, &env).map_err(|message| ContainerStartError::Config { message })?;
+        let mounts =
+            self.pod_dir(pod).mounts(pod, c, &env).map_err(|message| ContainerStartError::Config { message })?;
         let mut lbl = BTreeMap::new();
         lbl.insert(labels::POD_UID.to_string(), pod.metadata.uid.clone());
         lbl.insert(labels::POD_NAME.to_string(), pod.metadata.name.clone());

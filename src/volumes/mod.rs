@@ -77,7 +77,7 @@ impl PodDir {
     /// a `hostPath` passes kubelet's type check; downward API files are written. `fsGroup`
     /// owns what is made here, once, when it is made.
     pub fn prepare(&self, pod: &Pod, facts: &Facts, node_memory: i64) -> Result<(), VolumeError> {
-        let fs_group = pod.spec.security_context.as_ref().and_then(|s| s.fs_group).map(|g| g as u32);
+        let fs_group = fs_group(pod);
         for v in &pod.spec.volumes {
             let fail = |what: &str, e: &dyn std::fmt::Display| VolumeError {
                 volume: v.name.clone(),
@@ -93,7 +93,8 @@ impl PodDir {
             if let Some(d) = v.empty_dir.as_ref().filter(|d| d.medium == "Memory") {
                 if !is_mount_point(&path).map_err(|e| fail(&format!("cannot inspect {}", path.display()), &e))? {
                     let size = volumes::memory_volume_size(d, pod, node_memory);
-                    mount_tmpfs(&path, size).map_err(|e| fail(&format!("cannot mount a tmpfs on {}", path.display()), &e))?;
+                    mount_tmpfs(&path, size)
+                        .map_err(|e| fail(&format!("cannot mount a tmpfs on {}", path.display()), &e))?;
                 }
             }
             let (mode, read_only) = match v.downward_files() {
@@ -102,7 +103,8 @@ impl PodDir {
                         let data = volumes::downward_file(item, pod, facts).map_err(|e| fail(&item.path, &e))?;
                         let file = path.join(&item.path);
                         let mode = item.mode.or(default_mode).unwrap_or(0o644) as u32;
-                        write_file(&file, data.as_bytes(), mode).map_err(|e| fail(&format!("cannot write {}", file.display()), &e))?;
+                        write_file(&file, data.as_bytes(), mode)
+                            .map_err(|e| fail(&format!("cannot write {}", file.display()), &e))?;
                     }
                     (0o755, true)
                 }
@@ -112,7 +114,8 @@ impl PodDir {
                 fs::set_permissions(&path, fs::Permissions::from_mode(mode))
                     .map_err(|e| fail(&format!("cannot set the mode of {}", path.display()), &e))?;
                 if let Some(gid) = fs_group {
-                    own(&path, gid, read_only).map_err(|e| fail(&format!("cannot set fsGroup {gid} on {}", path.display()), &e))?;
+                    own(&path, gid, read_only)
+                        .map_err(|e| fail(&format!("cannot set fsGroup {gid} on {}", path.display()), &e))?;
                 }
             }
         }
@@ -135,9 +138,14 @@ impl PodDir {
             let host_path = if sub.is_empty() {
                 base
             } else {
-                let make = v.empty_dir.is_some() || v.host_path.is_some();
-                resolve_sub_path(&base, &sub, make)
-                    .map_err(|e| format!("volume {:?} subPath {sub:?}: {e}", m.name))?
+                // kubelet makes a missing subPath 0755 and root's, which a non-root
+                // container cannot write; in an emptyDir it is made as the volume is.
+                let make = match (&v.empty_dir, &v.host_path) {
+                    (Some(_), _) => Some(MakeDir { mode: 0o777, gid: fs_group(pod) }),
+                    (None, Some(_)) => Some(MakeDir { mode: 0o755, gid: None }),
+                    _ => None,
+                };
+                resolve_sub_path(&base, &sub, make).map_err(|e| format!("volume {:?} subPath {sub:?}: {e}", m.name))?
             };
             out.push(Mount {
                 container_path: m.mount_path.clone(),
@@ -205,6 +213,19 @@ pub fn sweep(pods_root: &Path, keep: impl Fn(&str) -> bool) {
     }
 }
 
+/// The pod's `fsGroup`.
+fn fs_group(pod: &Pod) -> Option<u32> {
+    // Validation keeps it within 0..=i32::MAX.
+    pod.spec.security_context.as_ref().and_then(|s| s.fs_group).map(|g| g as u32)
+}
+
+/// How a missing `subPath` directory is made: its mode, and the `fsGroup` that owns it.
+#[derive(Clone, Copy, Debug)]
+struct MakeDir {
+    mode: u32,
+    gid: Option<u32>,
+}
+
 /// What is at `path` (a symbolic link followed, as kubelet's check does).
 fn file_kind(path: &Path) -> io::Result<FileKind> {
     let t = match fs::metadata(path) {
@@ -233,9 +254,11 @@ fn host_path(path: &Path, type_: HostPathType) -> Result<(), String> {
     let found = file_kind(path).map_err(|e| format!("cannot inspect {shown}: {e}"))?;
     match volumes::host_path_check(type_, &shown, found)? {
         HostPathAction::Use => Ok(()),
-        HostPathAction::MakeDirectory => {
-            fs::DirBuilder::new().recursive(true).mode(0o755).create(path).map_err(|e| format!("cannot make {shown}: {e}"))
-        }
+        HostPathAction::MakeDirectory => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(path)
+            .map_err(|e| format!("cannot make {shown}: {e}")),
         // kubelet makes the file, not its directory.
         HostPathAction::MakeFile => fs::OpenOptions::new()
             .write(true)
@@ -293,8 +316,8 @@ fn own(root: &Path, gid: u32, read_only: bool) -> io::Result<()> {
 
 /// `base` joined with `sub`, walked one element at a time: a symbolic link on the way is
 /// refused (a container could plant one to reach the node's files), a missing directory is
-/// made (0755) when `make`, else refused.
-fn resolve_sub_path(base: &Path, sub: &str, make: bool) -> Result<PathBuf, String> {
+/// made as `make` says, else refused.
+fn resolve_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<PathBuf, String> {
     let mut path = base.to_path_buf();
     for part in Path::new(sub).components() {
         let Component::Normal(name) = part else {
@@ -309,14 +332,27 @@ fn resolve_sub_path(base: &Path, sub: &str, make: bool) -> Result<PathBuf, Strin
                 return Err(format!("{} is a symbolic link, which is not followed", path.display()))
             }
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound && make => fs::DirBuilder::new()
-                .mode(0o755)
-                .create(&path)
-                .map_err(|e| format!("cannot make {}: {e}", path.display()))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && make.is_some() => {
+                let how = make.unwrap_or(MakeDir { mode: 0o755, gid: None });
+                make_sub_dir(&path, how).map_err(|e| format!("cannot make {}: {e}", path.display()))?
+            }
             Err(e) => return Err(format!("{}: {e}", path.display())),
         }
     }
     Ok(path)
+}
+
+/// Makes one `subPath` directory: its mode (not narrowed by the umask), its group.
+fn make_sub_dir(path: &Path, how: MakeDir) -> io::Result<()> {
+    fs::DirBuilder::new().mode(how.mode).create(path)?;
+    let mode = match how.gid {
+        Some(gid) => {
+            std::os::unix::fs::lchown(path, None, Some(gid))?;
+            volumes::fs_group_mode(how.mode, true, false)
+        }
+        None => how.mode,
+    };
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
 }
 
 /// Whether `path` is the root of a mount (its device differs from its parent's).
@@ -398,11 +434,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("vol");
         fs::create_dir(&base).unwrap();
-        assert_eq!(resolve_sub_path(&base, "a/b", true).unwrap(), base.join("a/b"));
-        assert!(base.join("a/b").is_dir());
-        assert!(resolve_sub_path(&base, "c", false).unwrap_err().contains("No such file"));
+        let make = Some(MakeDir { mode: 0o777, gid: None });
+        assert_eq!(resolve_sub_path(&base, "a/./b", make).unwrap(), base.join("a/b"));
+        assert_eq!(fs::metadata(base.join("a/b")).unwrap().mode() & 0o7777, 0o777);
+        assert!(resolve_sub_path(&base, "c", None).unwrap_err().contains("No such file"));
         std::os::unix::fs::symlink("/etc", base.join("escape")).unwrap();
-        let e = resolve_sub_path(&base, "escape/x", true).unwrap_err();
+        let e = resolve_sub_path(&base, "escape/x", make).unwrap_err();
         assert!(e.ends_with("escape is a symbolic link, which is not followed"), "{e}");
         assert!(!Path::new("/etc/x").exists());
     }

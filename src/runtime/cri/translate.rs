@@ -4,8 +4,8 @@
 //! `runtime.rs` only makes the calls.
 
 use super::super::{
-    labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, Propagation,
-    PullAuth, SandboxConfig, SandboxInfo,
+    labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, Propagation, PullAuth,
+    SandboxConfig, SandboxInfo,
 };
 use crate::api::security::{ContainerSecurity, Profile, SandboxSecurity};
 use crate::proto::cri;

@@ -294,8 +294,9 @@ pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
     for m in &plan.mounts {
         // Each volume bound at its path, read-only if asked, with its propagation.
         // SAFETY: plain system calls; the C strings were made before the fork and outlive them.
-        check(unsafe { libc::mount(m.source.as_ptr(), m.target.as_ptr(), none, libc::MS_BIND | libc::MS_REC, none.cast()) }
-            as libc::c_long)?;
+        check(unsafe {
+            libc::mount(m.source.as_ptr(), m.target.as_ptr(), none, libc::MS_BIND | libc::MS_REC, none.cast())
+        } as libc::c_long)?;
         if m.read_only {
             // SAFETY: as above.
             check(unsafe {
@@ -316,9 +317,10 @@ pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
         // `/proc`, tmpfs, the volumes) keep their own flags.
         let root = c"/".as_ptr();
         // SAFETY: as above.
-        check(unsafe {
-            libc::mount(root, root, none, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, none.cast())
-        } as libc::c_long)?;
+        check(
+            unsafe { libc::mount(root, root, none, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, none.cast()) }
+                as libc::c_long,
+        )?;
     }
     if let Some(wd) = &plan.workdir {
         // The working directory was entered before the mounts; a volume may be mounted on it.

@@ -1,0 +1,252 @@
+//! Volumes on the process runtime, end to end: a real `ferrolet run` whose workloads see
+//! an `emptyDir`, a memory-backed `emptyDir`, a `hostPath` and downward API files in a
+//! mount namespace of their own, beside a read-only root; a `hostPath` whose type does not
+//! match; and the pod's directory (its tmpfs unmounted) gone with the pod. Mount
+//! namespaces need root: without it each test skips.
+
+mod common;
+
+use common::{container, manifest, wait_for, AgentProcess, Sandbox};
+use ferrolet::api::{EventList, Pod};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        common::skip("mounting volumes in a mount namespace of the workload's own needs root");
+    }
+    root
+}
+
+fn running(agent: &AgentProcess, name: &str) -> Pod {
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let pod = agent.pod(name);
+        if let Some(p) = pod.as_ref().filter(|p| {
+            p.spec.containers.iter().all(|c| container(p, &c.name).is_some_and(|s| s.state.running.is_some()))
+        }) {
+            return p.clone();
+        }
+        if std::time::Instant::now() > deadline {
+            let status = pod.map(|p| serde_json::to_string(&p.status).unwrap());
+            panic!("{name} not running: {status:?}\nevents: {:?}\nlog: {}", agent.get("/events"), agent.log_text());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What the workload wrote to its first log, the CRI prefixes removed.
+fn output(sb: &Sandbox, p: &Pod, name: &str, last: &str) -> String {
+    let log = sb
+        .state()
+        .join("logs")
+        .join(format!("default_{}_{}", p.metadata.name, p.metadata.uid))
+        .join(name)
+        .join("0.log");
+    wait_for("the workload's output", T, || {
+        let text = std::fs::read_to_string(&log).ok()?;
+        let lines: Vec<&str> = text.lines().filter_map(|l| l.splitn(4, ' ').nth(3)).collect();
+        lines.contains(&last).then(|| lines.join("\n"))
+    })
+}
+
+fn mounted_under(dir: &Path) -> bool {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.display().to_string();
+    table.lines().filter_map(|l| l.split(' ').nth(4)).any(|p| p.starts_with(&dir))
+}
+
+#[test]
+fn a_pod_sees_its_volumes_beside_a_read_only_root_and_its_directory_goes_with_it() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let w = sb.work();
+    // The workload runs as 65534: it must reach the test's directory.
+    std::fs::set_permissions(&w, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The mount points exist on the node (the process runtime makes nothing there), empty.
+    for d in ["scratch", "memory", "info", "hostview", "sub"] {
+        std::fs::create_dir(w.join(d)).unwrap();
+    }
+    std::fs::create_dir(w.join("hostsrc")).unwrap();
+    std::fs::write(w.join("hostsrc/given"), "from the node").unwrap();
+    let w = w.display();
+    let script = [
+        format!("echo hi > {w}/scratch/f && echo scratch-writable"),
+        format!("touch {w}/on-root 2>/dev/null && echo root-writable || echo root-read-only"),
+        format!("head -c 2000000 /dev/zero > {w}/memory/big 2>/dev/null && echo memory-unbounded || echo memory-full"),
+        format!("echo name=$(cat {w}/info/name)"),
+        format!("echo labels=$(cat {w}/info/labels | tr '\\n' ,)"),
+        format!("cat {w}/hostview/given; echo"),
+        format!("touch {w}/hostview/x 2>/dev/null && echo host-writable || echo host-read-only"),
+        format!("echo s > {w}/sub/f && echo sub-writable"),
+        format!("cd {w}/scratch && echo in $(ls)"),
+        "echo done".to_string(),
+        "exec sleep 3600".to_string(),
+    ]
+    .join("\n      ");
+    sb.write_manifest(
+        "vol.yaml",
+        &manifest(
+            "vol",
+            &format!(
+                "  securityContext: {{runAsUser: 65534, runAsGroup: 65534, fsGroup: 3000}}
+  volumes:
+  - {{name: scratch, emptyDir: {{}}}}
+  - {{name: memory, emptyDir: {{medium: Memory, sizeLimit: 1Mi}}}}
+  - {{name: host, hostPath: {{path: {w}/hostsrc, type: Directory}}}}
+  - name: info
+    downwardAPI:
+      items:
+      - {{path: name, fieldRef: {{fieldPath: metadata.name}}}}
+      - {{path: labels, fieldRef: {{fieldPath: metadata.labels}}}}
+  containers:
+  - name: app
+    image: x
+    command:
+    - sh
+    - -c
+    - |
+      {script}
+    securityContext: {{readOnlyRootFilesystem: true}}
+    env: [{{name: POD, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}]
+    volumeMounts:
+    - {{name: scratch, mountPath: {w}/scratch}}
+    - {{name: memory, mountPath: {w}/memory}}
+    - {{name: info, mountPath: {w}/info}}
+    - {{name: host, mountPath: {w}/hostview, readOnly: true}}
+    - {{name: scratch, mountPath: {w}/sub, subPathExpr: 'per-pod/$(POD)'}}
+"
+            ),
+        )
+        .replace("  name: vol\n", "  name: vol\n  labels: {app: vol, tier: edge}\n"),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = running(&agent, "vol");
+    let out = output(&sb, &pod, "app", "done");
+    let pod_name = &pod.metadata.name;
+    assert_eq!(
+        out,
+        [
+            "scratch-writable",
+            "root-read-only",
+            "memory-full",
+            &format!("name={pod_name}"),
+            "labels=app=\"vol\",tier=\"edge\"",
+            "from the node",
+            "host-read-only",
+            "sub-writable",
+            "in f per-pod",
+            "done"
+        ]
+        .join("\n")
+    );
+    // The node's own paths are untouched: the volumes were mounted for the workload only.
+    let w = sb.work();
+    assert_eq!(std::fs::read_dir(w.join("scratch")).unwrap().count(), 0);
+    assert!(!w.join("on-root").exists() && !w.join("hostsrc/x").exists());
+    // What it wrote is in the pod's directory, owned by fsGroup through the set-group-id
+    // directory kubelet's ownership makes.
+    let pod_dir = sb.state().join("pods").join(&pod.metadata.uid);
+    let scratch = pod_dir.join("volumes/kubernetes.io~empty-dir/scratch");
+    assert_eq!(std::fs::read_to_string(scratch.join("f")).unwrap(), "hi\n");
+    assert_eq!(std::fs::read_to_string(scratch.join(format!("per-pod/{pod_name}/f"))).unwrap(), "s\n");
+    let meta = std::fs::metadata(&scratch).unwrap();
+    assert_eq!((meta.gid(), meta.mode() & 0o7777), (3000, 0o2777));
+    assert_eq!(std::fs::metadata(scratch.join("f")).unwrap().gid(), 3000);
+    assert!(mounted_under(&pod_dir.join("volumes/kubernetes.io~empty-dir/memory")), "the memory volume is a tmpfs");
+
+    // Removed from its source: the pod goes, and its directory with it, tmpfs unmounted.
+    std::fs::remove_file(sb.manifests().join("vol.yaml")).unwrap();
+    wait_for("the pod's directory removed", Duration::from_secs(60), || (!pod_dir.exists()).then_some(()));
+    assert!(!mounted_under(&pod_dir));
+    assert_eq!(
+        std::fs::read_to_string(w.join("hostsrc/given")).unwrap(),
+        "from the node",
+        "a hostPath is never removed"
+    );
+}
+
+#[test]
+fn a_host_path_of_the_wrong_type_fails_the_mount_with_kubelets_message_and_or_create_makes_it() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let file = sb.work().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let made = sb.work().join("made/by/ferrolet");
+    sb.write_manifest(
+        "wrong.yaml",
+        &manifest(
+            "wrong",
+            &format!(
+                "  volumes:\n  - {{name: host, hostPath: {{path: {}, type: Directory}}}}\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n",
+                file.display()
+            ),
+        ),
+    );
+    sb.write_manifest(
+        "made.yaml",
+        &manifest(
+            "made",
+            &format!(
+                "  volumes:\n  - {{name: host, hostPath: {{path: {}, type: DirectoryOrCreate}}}}\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n",
+                made.display()
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    running(&agent, "made");
+    assert!(made.is_dir(), "DirectoryOrCreate made it");
+    let want = format!(
+        "MountVolume.SetUp failed for volume \"host\" : hostPath type check failed: {} is not a directory",
+        file.display()
+    );
+    wait_for("FailedMount", T, || {
+        let events: EventList = serde_json::from_str(&agent.get("/events").unwrap()).unwrap();
+        events
+            .items
+            .iter()
+            .any(|e| e.reason == "FailedMount" && e.type_ == "Warning" && e.message == want)
+            .then_some(())
+    });
+    let pod = agent.pod("wrong").unwrap();
+    assert!(container(&pod, "app").is_none_or(|c| c.state.running.is_none()), "nothing ran");
+}
+
+#[test]
+fn a_mount_path_missing_on_the_node_is_refused_as_create_container_config_error() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let missing = sb.work().join("not-there");
+    sb.write_manifest(
+        "missing.yaml",
+        &manifest(
+            "missing",
+            &format!(
+                "  volumes:\n  - {{name: data, emptyDir: {{}}}}\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n    volumeMounts: [{{name: data, mountPath: {}}}]\n",
+                missing.display()
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let waiting = wait_for("CreateContainerConfigError", T, || {
+        let p = agent.pod("missing")?;
+        let w = container(&p, "app")?.state.waiting.clone()?;
+        (w.reason == "CreateContainerConfigError").then_some(w.message)
+    });
+    assert_eq!(
+        waiting,
+        format!("the process runtime cannot mount the container's volumes: mountPath {} does not exist on this node (the container shares the node's filesystem, and ferrolet makes nothing in it)", missing.display())
+    );
+    assert!(!missing.exists());
+}
