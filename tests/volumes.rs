@@ -80,7 +80,8 @@ fn a_pod_sees_its_volumes_beside_a_read_only_root_and_its_directory_goes_with_it
     let script = [
         format!("echo hi > {w}/scratch/f && echo scratch-writable"),
         format!("touch {w}/on-root 2>/dev/null && echo root-writable || echo root-read-only"),
-        format!("head -c 2000000 /dev/zero > {w}/memory/big 2>/dev/null && echo memory-unbounded || echo memory-full"),
+        format!("echo small > {w}/memory/small && echo memory-writable"),
+        format!("{{ head -c 2000000 /dev/zero > {w}/memory/big; }} 2>/dev/null && echo memory-unbounded || echo memory-full"),
         format!("echo name=$(cat {w}/info/name)"),
         format!("echo labels=$(cat {w}/info/labels | tr '\\n' ,)"),
         format!("cat {w}/hostview/given; echo"),
@@ -136,6 +137,7 @@ fn a_pod_sees_its_volumes_beside_a_read_only_root_and_its_directory_goes_with_it
         [
             "scratch-writable",
             "root-read-only",
+            "memory-writable",
             "memory-full",
             &format!("name={pod_name}"),
             "labels=app=\"vol\",tier=\"edge\"",

@@ -67,7 +67,11 @@ impl CriNode {
 
     /// A node on the containerd at `endpoint`.
     pub fn on(endpoint: String) -> Option<CriNode> {
-        let sb = Sandbox::new();
+        // Under the harness's shared mount, so what the agent mounts there reaches containerd.
+        let sb = match std::env::var_os("FERROLET_CRI_NODES") {
+            Some(nodes) => Sandbox::new_in(Path::new(&nodes)),
+            None => Sandbox::new(),
+        };
         let name = sb.dir.path().file_name().unwrap().to_string_lossy().trim_start_matches('.').to_string();
         let cgroup_root = format!("{}/{name}", var("FERROLET_CRI_CGROUP"));
         let node = format!("cri-{}", name.to_lowercase().trim_start_matches("tmp"));

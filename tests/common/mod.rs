@@ -89,7 +89,12 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::new_in(&std::env::temp_dir())
+    }
+
+    /// A sandbox in directory `parent`.
+    pub fn new_in(parent: &Path) -> Self {
+        let dir = tempfile::tempdir_in(parent).unwrap();
         std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
         Sandbox { dir }
     }

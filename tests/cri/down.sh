@@ -43,6 +43,8 @@ for pid in $(our_shims); do kill -KILL "$pid" 2>/dev/null && echo "cri: killed l
 # 5. The mount namespace goes with its last process and its bind mount.
 if [ "$(findmnt -n -o FSTYPE "$NSDIR/mnt" 2>/dev/null)" = nsfs ]; then umount "$NSDIR/mnt"; fi
 if mountpoint -q "$NSDIR"; then umount "$NSDIR"; fi
+# The agents' shared state mount, with whatever a killed agent left mounted in it.
+if mountpoint -q "$NODES"; then umount -R "$NODES"; fi
 
 # 5b. The pod network: our bridge, the host's /var/lib/cni if up.sh made it (it stayed empty:
 # libcni's cache was bind-mounted in the namespace), and ip_forward as it was before.

@@ -8,6 +8,7 @@ SOCK=$BASE/containerd.sock
 CONFIG=$BASE/config.toml
 PIDFILE=$BASE/containerd.pid
 NSDIR=$BASE/ns                 # holds the bind mount that keeps the private mount namespace alive
+NODES=$BASE/nodes              # the tests' agents' state directories: a shared mount (see up.sh)
 CGROUP_PARENT=${FERROLET_CRI_CGROUP:-/ferrolet-cri-test}
 # The pod network of this harness: a bridge and a /24 derived from $BASE, so two harnesses
 # (CI's and a developer's) never share one; override with FERROLET_CRI_BRIDGE/_SUBNET.

@@ -112,6 +112,9 @@ PY
 
 # 4. The private mount namespace, made once and kept. A namespace can only be bound onto a
 # mount that is not shared, so $NSDIR becomes a private bind mount of itself first.
+# The tests' agents keep their state in $NODES, a shared mount that the namespace holds as a
+# slave: what an agent mounts there (a memory-backed emptyDir's tmpfs) reaches containerd, as
+# on a node where both share one mount namespace; nothing goes back.
 # libcni caches results in /var/lib/cni whatever the config says: in the namespace that is a
 # bind mount of $BASE/cni/cache, so the host's stays empty (made here if missing, removed by
 # down.sh).
@@ -120,7 +123,10 @@ if [ "$(findmnt -n -o FSTYPE "$NSDIR/mnt" 2>/dev/null)" != nsfs ]; then
   mount --make-private "$NSDIR"
   touch "$NSDIR/mnt"
   if [ ! -e /var/lib/cni ]; then mkdir /var/lib/cni && touch "$CNI_CACHE_MARKER"; fi
-  unshare --mount="$NSDIR/mnt" --propagation private /bin/sh -c \
+  mkdir -p "$NODES"
+  mountpoint -q "$NODES" || mount --bind "$NODES" "$NODES"
+  mount --make-shared "$NODES"
+  unshare --mount="$NSDIR/mnt" --propagation slave /bin/sh -c \
     'mount -t tmpfs -o mode=0755,size=64m ferrolet-cri-run /run && mount --bind "$1" /var/lib/cni' sh "$BASE/cni/cache"
 fi
 
@@ -166,6 +172,7 @@ FERROLET_CRI_PAUSE_IMAGE=localhost/pause:catatonit
 FERROLET_CRI_BUSYBOX_IMAGE=localhost/busybox:latest
 FERROLET_CRI_CGROUP=$CGROUP_PARENT
 FERROLET_CRI_MOUNT_NS=$NSDIR/mnt
+FERROLET_CRI_NODES=$NODES
 FERROLET_CRI_SUBNET=$SUBNET
 ENV
 mv "$BASE/env.new" "$BASE/env"
