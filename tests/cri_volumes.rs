@@ -151,3 +151,30 @@ fn a_cri_host_path_of_the_wrong_type_fails_the_mount_and_nothing_is_created() {
     let pod = node.pod(&agent, "wrong").unwrap();
     assert!(node.sandboxes().iter().all(|s| s.get_metadata().get_uid() != pod.metadata.uid), "no sandbox was made");
 }
+
+#[test]
+fn a_cri_termination_message_is_read_from_its_file_or_from_the_log_of_a_failure() {
+    let Some(node) = CriNode::new() else { return };
+    let image = busybox();
+    let c = |name: &str, script: &str, extra: &str| {
+        format!("  - name: {name}\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sh, -c, '{script}']\n{extra}")
+    };
+    let spec = [
+        "  restartPolicy: Never\n  securityContext: {runAsUser: 65534}\n  containers:\n".to_string(),
+        c("file", "printf bye > /dev/termination-log; exit 3", ""),
+        c("custom", "printf done > /tmp/msg", "    terminationMessagePath: /tmp/msg\n"),
+        c("logs", "echo first; echo last words; exit 1", "    terminationMessagePolicy: FallbackToLogsOnError\n"),
+    ]
+    .concat();
+    node.sb.write_manifest("msg.yaml", &manifest("msg", &spec));
+    let agent = node.start();
+    let pod = wait_for("every container exited", WAIT, || {
+        node.pod(&agent, "msg").filter(|p| {
+            ["file", "custom", "logs"].iter().all(|c| container(p, c).is_some_and(|s| s.state.terminated.is_some()))
+        })
+    });
+    let terminated = |name: &str| container(&pod, name).unwrap().state.terminated.clone().unwrap();
+    assert_eq!((terminated("file").exit_code, terminated("file").message), (3, "bye".to_string()));
+    assert_eq!(terminated("custom").message, "done");
+    assert_eq!(terminated("logs").message, "first\nlast words\n");
+}

@@ -252,3 +252,52 @@ fn a_mount_path_missing_on_the_node_is_refused_as_create_container_config_error(
     );
     assert!(!missing.exists());
 }
+
+#[test]
+fn a_termination_message_is_read_from_its_file_or_from_the_log_of_a_failure() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    // The process runtime mounts the message file onto a file that exists on the node.
+    let target = sb.work().join("termination-log");
+    std::fs::write(&target, "the node's own").unwrap();
+    sb.write_manifest(
+        "msg.yaml",
+        &manifest(
+            "msg",
+            &format!(
+                "  restartPolicy: Never
+  containers:
+  - name: file
+    image: x
+    command: [sh, -c, 'printf bye > {t}; exit 3']
+    terminationMessagePath: {t}
+  - name: logs
+    image: x
+    command: [sh, -c, 'echo first; echo last words; exit 1']
+    terminationMessagePolicy: FallbackToLogsOnError
+  - name: quiet
+    image: x
+    command: [sh, -c, 'echo not a message; exit 1']
+",
+                t = target.display()
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("every container exited", T, || {
+        agent.pod("msg").filter(|p| {
+            ["file", "logs", "quiet"].iter().all(|c| container(p, c).is_some_and(|s| s.state.terminated.is_some()))
+        })
+    });
+    let message = |name: &str| container(&pod, name).unwrap().state.terminated.as_ref().unwrap().message.clone();
+    assert_eq!(message("file"), "bye");
+    assert_eq!(message("logs"), "first\nlast words\n");
+    assert_eq!(message("quiet"), "", "File policy: the log is not the message");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "the node's own",
+        "written in the container's namespace only"
+    );
+}

@@ -11,8 +11,8 @@
 //! the model (a `configMap` volume, `recursiveReadOnly`) is judged here too.
 //! Some modelled fields are judged here too: on the process runtime `image` and a pod
 //! network are accepted with a log line (it uses no image, every pod is on the host
-//! network); a `hostPort` other than the `containerPort` on the host network, ConfigMap and
-//! Secret env sources, and `FallbackToLogsOnError` are refused.
+//! network); a `hostPort` other than the `containerPort` on the host network, and ConfigMap
+//! and Secret env sources are refused.
 
 use super::types::{Container, Pod};
 use serde_json::Value;
@@ -199,12 +199,6 @@ fn is_zero(v: &Value) -> bool {
 }
 
 fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, out: &mut Vec<FieldUse>) {
-    // Modelled, but the termination message is not read yet: asking for the logs' tail
-    // instead is refused rather than left empty.
-    if c.termination_message_policy == "FallbackToLogsOnError" {
-        let why = "the termination message is not read yet (FallbackToLogsOnError)";
-        out.push(FieldUse { path: format!("{path}.terminationMessagePolicy"), verdict: Verdict::Refused(why.into()) });
-    }
     // On the host network a port is the node's: it cannot be published elsewhere.
     if host_network || runtime == "process" {
         for (i, p) in c.ports.iter().enumerate() {

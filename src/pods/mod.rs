@@ -17,6 +17,7 @@ pub mod backoff;
 mod devices;
 mod hooks;
 mod images;
+pub mod messages;
 mod publish;
 mod state;
 mod sync;
@@ -38,7 +39,7 @@ use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::images::{PullDone, PullRequest};
 use crate::lifecycle::{HookDone, HookSink};
 use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProbeUpdate, ProberCommand};
-use crate::runtime::ContainerRuntime;
+use crate::runtime::{ContainerInfo, ContainerRuntime};
 use crate::status::StatusCache;
 use crate::util::Chain;
 use backoff::Backoff;
@@ -179,6 +180,8 @@ pub struct PodManager {
     acted: std::cell::Cell<bool>,
     /// What each pod's stored status was computed from (removed with the pod).
     published: HashMap<String, publish::StatusInputs>,
+    /// Exited containers' termination messages, by container id.
+    termination_messages: std::cell::RefCell<HashMap<String, String>>,
     /// Set while the runtime cannot be listed (a restarting containerd): pods are left as
     /// they are, and the relist is retried with back-off.
     runtime_away: std::cell::Cell<Option<RuntimeAway>>,
@@ -247,6 +250,7 @@ impl PodManager {
             pre_stop: HashMap::new(),
             pre_stop_done: HashSet::new(),
             acted: std::cell::Cell::new(false),
+            termination_messages: Default::default(),
             published: HashMap::new(),
             runtime_away: std::cell::Cell::new(None),
         }
@@ -349,7 +353,19 @@ impl PodManager {
                 ),
             );
         }
+        let mut containers = containers;
+        self.add_termination_messages(&mut containers);
         Some(Snapshot::new(sandboxes, containers))
+    }
+
+    /// Exited containers' termination messages, read once each (kept while the container is).
+    fn add_termination_messages(&self, containers: &mut [ContainerInfo]) {
+        let mut read = self.termination_messages.borrow_mut();
+        read.retain(|id, _| containers.iter().any(|c| &c.id == id));
+        for c in containers.iter_mut().filter(|c| messages::wants_message(c)) {
+            let message = read.entry(c.id.clone()).or_insert_with(|| messages::read(c));
+            c.message = messages::joined(&c.message, message);
+        }
     }
 
     /// One pass of the sync loop over every pod.

@@ -14,11 +14,12 @@ use super::{
 use crate::api::expand::{expand, resolve_env};
 use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
 use crate::api::{downward, fields};
-use crate::api::{Container, Pod, RestartPolicy};
+use crate::api::{Container, Pod, RestartPolicy, TerminationMessagePolicy};
 use crate::prober::{ProbeResult, ProbeType};
 use crate::runtime::devices::DeviceOptions;
 use crate::runtime::{
-    labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, PortMapping, SandboxConfig, SandboxInfo,
+    labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, Mount, PortMapping, SandboxConfig, SandboxInfo,
+    TerminationLog,
 };
 use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
@@ -363,8 +364,9 @@ impl PodManager {
         }
         let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
         let argv: Vec<String> = c.command.iter().chain(&c.args).map(|a| expand(a, &lookup)).collect();
-        let mounts =
+        let mut mounts =
             self.pod_dir(pod).mounts(pod, c, &env).map_err(|message| ContainerStartError::Config { message })?;
+        let termination_log = self.termination_log(pod, c, s.attempt, &mut mounts)?;
         let mut lbl = BTreeMap::new();
         lbl.insert(labels::POD_UID.to_string(), pod.metadata.uid.clone());
         lbl.insert(labels::POD_NAME.to_string(), pod.metadata.name.clone());
@@ -388,7 +390,29 @@ impl PodManager {
             devices: devices.cloned(),
             security,
             mounts,
+            termination_log,
         })
+    }
+
+    /// The container's termination message file, made empty and added to its mounts at
+    /// `terminationMessagePath` (unless a volume is mounted there, as kubelet).
+    fn termination_log(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        attempt: u32,
+        mounts: &mut Vec<Mount>,
+    ) -> Result<Option<TerminationLog>, ContainerStartError> {
+        let path = &c.termination_message_path;
+        if path.is_empty() || mounts.iter().any(|m| &m.container_path == path) {
+            return Ok(None);
+        }
+        let host_path = self.pod_dir(pod).termination_log(&c.name, attempt).map_err(|e| {
+            ContainerStartError::Config { message: format!("cannot make the termination message file: {}", Chain(&e)) }
+        })?;
+        mounts.push(Mount { container_path: path.clone(), host_path: host_path.clone(), ..Default::default() });
+        let fallback_to_logs = c.termination_message() == TerminationMessagePolicy::FallbackToLogsOnError;
+        Ok(Some(TerminationLog { host_path, fallback_to_logs }))
     }
 
     /// What kubelet checks of a security context before a create: `runAsNonRoot` against

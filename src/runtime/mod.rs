@@ -214,6 +214,21 @@ pub struct ContainerConfig {
     /// pod's hosts file), in order; a device plugin's mounts are in `devices`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<Mount>,
+    /// The node's file mounted at the container's `terminationMessagePath` (one of
+    /// `mounts`), read when it exits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_log: Option<TerminationLog>,
+}
+
+/// Where a container's termination message is read from when it exits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TerminationLog {
+    /// The node's file (in the pod's directory), mounted at `terminationMessagePath`.
+    pub host_path: PathBuf,
+    /// `FallbackToLogsOnError`: a failed container that wrote nothing there gets the tail of
+    /// its log.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fallback_to_logs: bool,
 }
 
 /// A host path mounted in a container (CRI's `Mount`).

@@ -56,6 +56,22 @@ impl PodDir {
         self.0.join("etc-hosts")
     }
 
+    /// Makes (or empties) the file container `name`'s instance `attempt` writes its
+    /// termination message to, writable by any uid as kubelet makes it; returns its path.
+    pub fn termination_log(&self, name: &str, attempt: u32) -> io::Result<PathBuf> {
+        let dir = self.0.join("containers").join(name);
+        fs::DirBuilder::new().recursive(true).mode(0o750).create(&dir)?;
+        let path = dir.join(format!("{attempt}.termination-log"));
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)?;
+        f.set_permissions(fs::Permissions::from_mode(0o666))?;
+        Ok(path)
+    }
+
     /// Where volume `v`'s content is on the node: its directory here, or a `hostPath`.
     pub fn volume_path(&self, v: &Volume) -> PathBuf {
         if let Some(h) = &v.host_path {

@@ -540,6 +540,7 @@ mod tests {
             devices: None,
             security: ContainerSecurity::default(),
             mounts: Vec::new(),
+            termination_log: None,
         }
     }
 

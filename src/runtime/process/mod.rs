@@ -702,7 +702,7 @@ impl ContainerRuntime for ProcessRuntime {
     fn mount_refusal(&self, config: &ContainerConfig) -> Option<String> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
-        security::mount_refusal(&config.mounts, root, security::path_kind)
+        security::mount_refusal(config, root, security::path_kind)
     }
 
     /// The pod manager never pulls for this runtime (a container's image is ignored).

@@ -64,9 +64,17 @@ pub enum PathKind {
     Other,
 }
 
-/// Why the process runtime cannot mount `mounts`, `root` saying whether the shim runs as
-/// root and `kind` what is at a path on the node; `None` when it can.
-pub fn mount_refusal(mounts: &[Mount], root: bool, kind: impl Fn(&Path) -> PathKind) -> Option<String> {
+/// Whether mount `m` of `cfg` is its termination message file: mounted only where it can
+/// be (as root, onto a file that exists on the node), else the message comes from the log
+/// alone (`FallbackToLogsOnError`).
+fn is_termination_log(cfg: &ContainerConfig, m: &Mount) -> bool {
+    cfg.termination_log.as_ref().is_some_and(|t| t.host_path == m.host_path)
+}
+
+/// Why the process runtime cannot make `cfg`'s mounts, `root` saying whether the shim runs
+/// as root and `kind` what is at a path on the node; `None` when it can.
+pub fn mount_refusal(cfg: &ContainerConfig, root: bool, kind: impl Fn(&Path) -> PathKind) -> Option<String> {
+    let mounts: Vec<&Mount> = cfg.mounts.iter().filter(|m| !is_termination_log(cfg, m)).collect();
     if mounts.is_empty() {
         return None;
     }
@@ -106,11 +114,12 @@ pub fn path_kind(path: &Path) -> PathKind {
     }
 }
 
-/// The shim's bind mounts for `mounts` (paths with a NUL byte, which `mount_refusal`
-/// refuses, are left out).
-fn bind_mounts(mounts: &[Mount]) -> Vec<BindMount> {
-    mounts
+/// The shim's bind mounts for `cfg` (paths with a NUL byte, which `mount_refusal` refuses,
+/// are left out; so is the termination message file where it cannot be mounted).
+fn bind_mounts(cfg: &ContainerConfig, root: bool, kind: impl Fn(&Path) -> PathKind) -> Vec<BindMount> {
+    cfg.mounts
         .iter()
+        .filter(|m| !is_termination_log(cfg, m) || (root && kind(Path::new(&m.container_path)) == PathKind::Other))
         .filter_map(|m| {
             Some(BindMount {
                 source: CString::new(m.host_path.as_os_str().as_bytes()).ok()?,
@@ -235,7 +244,8 @@ pub fn host_plan(cfg: &ContainerConfig) -> Plan {
         };
         plan(c, all_capabilities(), euid, &passwd)
     };
-    p.mounts = bind_mounts(&cfg.mounts);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    p.mounts = bind_mounts(cfg, unsafe { libc::geteuid() } == 0, path_kind);
     if !p.mounts.is_empty() {
         let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
         p.workdir = CString::new(wd).ok();
