@@ -186,6 +186,41 @@ fn security_uses(other: Option<&BTreeMap<String, Value>>, path: &str, out: &mut 
     }
 }
 
+/// The fields `original` (a manifest's `spec`, as written) sets that `decoded` (the same
+/// spec decoded and written back) lost: the members of modelled objects ferrolet does not
+/// know (`ports[].hostIP`, a typo in a probe), which would otherwise be silently dropped.
+/// A value that asks for nothing (including a 0) is not reported. Paths start with `path`.
+pub fn dropped_fields(original: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+    match (original, decoded) {
+        (Value::Object(o), Value::Object(d)) => {
+            for (k, v) in o {
+                let p = format!("{path}.{k}");
+                match d.get(k) {
+                    Some(dv) => dropped_fields(v, dv, &p, out),
+                    None if !asks_nothing(v) => out.push(p),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(d)) if o.len() == d.len() => {
+            for (i, (v, dv)) in o.iter().zip(d).enumerate() {
+                dropped_fields(v, dv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether a value asks for nothing, all the way down (`{limits: {}}`, a 0).
+fn asks_nothing(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.values().all(asks_nothing),
+        Value::Array(a) => a.iter().all(asks_nothing),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        other => is_zero(other),
+    }
+}
+
 /// Whether a value asks for nothing.
 fn is_zero(v: &Value) -> bool {
     match v {
@@ -342,6 +377,19 @@ mod tests {
                 "spec.securityContext.seLinuxOptions: refused: SELinux labels are not supported by ferrolet yet, and are never ignored",
                 "spec.containers[0].securityContext.seccompProfle: refused: unknown field: not a security context field ferrolet knows",
                 "spec.containers[0].securityContext.windowsOptions: accepted, no effect here: this node runs Linux pods only",
+            ]
+        );
+    }
+
+    #[test]
+    fn members_of_modelled_objects_that_decoding_would_drop_are_found() {
+        let err = crate::api::manifest::decode_pods("web.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: busybox\n    ports: [{containerPort: 80, hostIP: 127.0.0.1}]\n    readinessProbe: {tcpSocket: {port: 80}, periodSecond: 5, initialDelaySeconds: 0}\n    resources: {limits: {cpu: '1'}, claims: []}\n").remove(0).unwrap_err();
+        let problems: Vec<String> = err.into_iter().map(|e| e.problem).collect();
+        assert_eq!(
+            problems,
+            [
+                "spec.containers[0].ports[0].hostIP: Unsupported value: not a field ferrolet knows or supports",
+                "spec.containers[0].readinessProbe.periodSecond: Unsupported value: not a field ferrolet knows or supports",
             ]
         );
     }

@@ -279,6 +279,21 @@ fn decode_one(mut value: serde_json::Value) -> Result<Pod, Vec<String>> {
         }
         stripped.push(path);
     };
+    if let Some(pod) = &decoded {
+        // Members of modelled objects ferrolet does not know would be dropped by decoding:
+        // they are refused here, the field rule (`fields`) judging only whole unknown fields.
+        let written = serde_json::to_value(&pod.spec).unwrap_or_default();
+        let mut dropped = Vec::new();
+        super::fields::dropped_fields(
+            value.get("spec").unwrap_or(&serde_json::Value::Null),
+            &written,
+            "spec",
+            &mut dropped,
+        );
+        problems.extend(
+            dropped.into_iter().map(|p| format!("{p}: Unsupported value: not a field ferrolet knows or supports")),
+        );
+    }
     drop(value);
     if let Some(mut pod) = decoded {
         set_pod_defaults(&mut pod);
