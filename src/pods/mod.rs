@@ -15,6 +15,7 @@ pub mod actions;
 mod admission;
 pub mod backoff;
 mod devices;
+mod dns;
 mod hooks;
 mod images;
 mod publish;
@@ -122,6 +123,9 @@ pub struct PodManagerConfig {
     pub sync_frequency: Duration,
     /// Sysctls beyond kubelet's safe set a pod may set (names, or prefixes ending in `*`).
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// Pods' hostnames, resolvers and hosts files (a runtime that gives pods their own:
+    /// CRI); `None`: every pod shares the node's (the process runtime).
+    pub dns: Option<crate::dns::DnsSettings>,
 }
 
 /// The sync loop's state; `handle` and `on_tick` hold all the logic.
@@ -178,6 +182,8 @@ pub struct PodManager {
     /// Set while the runtime cannot be listed (a restarting containerd): pods are left as
     /// they are, and the relist is retried with back-off.
     runtime_away: std::cell::Cell<Option<RuntimeAway>>,
+    /// The node's `MissingClusterDNS` event was recorded (once per agent run).
+    missing_cluster_dns_said: bool,
 }
 
 /// The runtime stopped answering: since when, and when to try it next.
@@ -243,6 +249,7 @@ impl PodManager {
             acted: std::cell::Cell::new(false),
             published: HashMap::new(),
             runtime_away: std::cell::Cell::new(None),
+            missing_cluster_dns_said: false,
         }
     }
 

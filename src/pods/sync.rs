@@ -133,6 +133,13 @@ impl PodManager {
 
     /// Creates the pod's sandbox; `None` (with `FailedCreatePodSandBox`) when it fails.
     fn run_sandbox(&mut self, pod: &Pod, attempt: u32) -> Option<String> {
+        let (hostname, dns) = match self.sandbox_names(pod) {
+            Ok(names) => names,
+            Err(why) => {
+                self.event(pod, None, true, "FailedCreatePodSandBox", &format!("Failed to create pod sandbox: {why}"));
+                return None;
+            }
+        };
         let cfg = SandboxConfig {
             pod_uid: pod.metadata.uid.clone(),
             pod_name: pod.metadata.name.clone(),
@@ -156,6 +163,8 @@ impl PodManager {
                     Some(PortMapping { protocol: p.protocol.clone(), container_port, host_port })
                 })
                 .collect(),
+            hostname,
+            dns,
         };
         match self.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),
@@ -347,6 +356,10 @@ impl PodManager {
         if let Some(index) = list.iter().position(|x| x.name == c.name) {
             lbl.insert(CONTAINER_INDEX_LABEL.to_string(), index.to_string());
         }
+        // The container's volume mounts go first (none yet); the pod's hosts file is added
+        // unless one of them is at /etc/hosts.
+        let mut mounts = Vec::new();
+        mounts.extend(self.hosts_mount(pod, sandbox_id, &mounts)?);
         Ok(ContainerConfig {
             name: c.name.clone(),
             attempt: s.attempt,
@@ -359,7 +372,7 @@ impl PodManager {
             linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
             security,
-            mounts: Vec::new(),
+            mounts,
         })
     }
 
