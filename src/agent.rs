@@ -11,7 +11,7 @@ use crate::events::broadcaster::Broadcaster;
 use crate::events::correlator::EventCorrelator;
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
-use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL};
+use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL, WARNING};
 use crate::images::{ImagePuller, PullerSettings};
 use crate::lifecycle::HookRunner;
 use crate::manager::{Health, ManagerHandle, Publisher, StopTimeout};
@@ -286,6 +286,31 @@ fn runtime_root(cfg: &Config) -> PathBuf {
 /// tree (not root, read-only /sys/fs/cgroup) the agent runs pods without enforcement and
 /// says why, unless enforcement is `required`. A cgroup root in use by another ferrolet or
 /// a kubelet is always refused. Returns the manager and the cgroup root's lock.
+/// kubelet's `CheckLimitsForResolvConf` at start: a Warning on the node when its resolv.conf
+/// cannot be read, or when its search line leaves pods too little room. And a warning when
+/// every nameserver in it is a loopback one (systemd-resolved's 127.0.0.53), which a pod on
+/// the pod network gets with `Default` but cannot reach (kubelet says nothing).
+fn check_resolv_conf(dns: &crate::dns::DnsSettings, recorder: &EventRecorder, node: &str) {
+    let Some(path) = &dns.resolv_conf else { return };
+    let problem = match crate::dns::read_resolv_conf(path) {
+        Err(e) => Some(crate::util::Chain(&e).to_string()),
+        Ok(rc) => {
+            if rc.loopback_only() {
+                log::warn!(
+                    "dns: {} names only loopback nameservers ({}): pods on the pod network with dnsPolicy Default (or ClusterFirst without cluster_dns) get them and cannot reach them; set resolv_conf to a file naming the upstream servers (with systemd-resolved: /run/systemd/resolve/resolv.conf)",
+                    path.display(),
+                    rc.nameservers.join(", ")
+                );
+            }
+            crate::dns::check_node_limits(&rc, path, &dns.cluster_domain)
+        }
+    };
+    if let Some(message) = problem {
+        log::warn!("dns: {message}");
+        recorder.event(&Reference::node(node), WARNING, "CheckLimitsForResolvConf", &message);
+    }
+}
+
 fn start_container_manager(
     cfg: &Config,
     recorder: &EventRecorder,
@@ -581,6 +606,9 @@ impl Agent {
         let (cm, cgroup_lock) = start_container_manager(cfg, &recorder)?;
         let owned: Vec<LockFile> = plugin_lock.into_iter().chain(cgroup_lock).collect();
         let SelectedRuntime { runtime, cri } = open_runtime(cfg, shim_exe, cm.as_ref().map(|cm| cm.driver()), cri)?;
+        if let Some(dns) = cfg.dns_settings() {
+            check_resolv_conf(&dns, &recorder, &cfg.node_name);
+        }
         let pm = PodManager::new(
             PodManagerConfig {
                 node_name: cfg.node_name.clone(),
@@ -590,6 +618,7 @@ impl Agent {
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
                 allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),
+                dns: cfg.dns_settings(),
             },
             runtime.clone(),
             statuses.clone(),

@@ -110,6 +110,15 @@ pub struct Config {
     /// Sysctls beyond kubelet's safe set that pods may set (kubelet's
     /// `allowedUnsafeSysctls`): names, or prefixes ending in `*` (`net.core.*`).
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// The node's resolver configuration pods with `dnsPolicy: Default` get (kubelet's
+    /// `resolvConf`; CRI runtime); empty: none (such pods resolve through 127.0.0.1).
+    pub resolv_conf: PathBuf,
+    /// Nameservers of a cluster DNS `ClusterFirst` pods get (kubelet's `clusterDNS`; CRI
+    /// runtime); empty: none, and such pods get the node's resolver, as kubelet's.
+    pub cluster_dns: Vec<String>,
+    /// The cluster's DNS domain (kubelet's `clusterDomain`): search domains of `ClusterFirst`
+    /// pods and the end of a pod's `subdomain` domain; empty: none.
+    pub cluster_domain: String,
     /// Deadline of each image pull (kubelet has none).
     pub image_pull_timeout: Dur,
     /// Image pulls at once, each on a thread of its own; 1 serializes them (kubelet's
@@ -359,6 +368,9 @@ impl Default for Config {
             runtime_request_timeout: Dur(Duration::from_secs(120)),
             pod_sandbox_image: String::new(),
             allowed_unsafe_sysctls: Vec::new(),
+            resolv_conf: PathBuf::from(crate::dns::DEFAULT_RESOLV_CONF),
+            cluster_dns: Vec::new(),
+            cluster_domain: String::new(),
             image_pull_timeout: Dur(Duration::from_secs(600)),
             max_parallel_image_pulls: 1,
             manifest_check_interval: Dur(Duration::from_secs(1)),
@@ -497,6 +509,17 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Pods' names and resolvers: `Some` for the CRI runtime, which gives each pod its own
+    /// (the process runtime shares the node's).
+    pub fn dns_settings(&self) -> Option<crate::dns::DnsSettings> {
+        (self.runtime == RuntimeBackend::Cri).then(|| crate::dns::DnsSettings {
+            resolv_conf: (!self.resolv_conf.as_os_str().is_empty()).then(|| self.resolv_conf.clone()),
+            cluster_dns: self.cluster_dns.clone(),
+            cluster_domain: self.cluster_domain.clone(),
+            node_hosts: PathBuf::from(crate::dns::NODE_HOSTS),
+        })
+    }
+
     /// Where pod log directories go: `logs.pod_logs_dir`, else the runtime's default.
     pub fn pod_logs_dir(&self) -> PathBuf {
         match (self.logs.pod_logs_dir.as_os_str().is_empty(), self.runtime) {
@@ -558,6 +581,31 @@ impl Config {
                     format!("invalid value {s:?}: must be a sysctl name like \"kernel.msgmax\", or a prefix ending in * like \"net.core.*\""),
                 );
             }
+        }
+        if !self.resolv_conf.as_os_str().is_empty() && !self.resolv_conf.is_absolute() {
+            return bad(
+                "resolv_conf",
+                format!(
+                    "invalid value {:?}: must be an absolute path (empty: no resolver configuration)",
+                    self.resolv_conf.display()
+                ),
+            );
+        }
+        let most = crate::dns::MAX_NAMESERVERS;
+        if self.cluster_dns.len() > most {
+            return bad(
+                "cluster_dns",
+                format!("{} entries: must be at most {most} (the resolver reads {most})", self.cluster_dns.len()),
+            );
+        }
+        if let Some(ip) = self.cluster_dns.iter().find(|ip| ip.parse::<std::net::IpAddr>().is_err()) {
+            return bad("cluster_dns", format!("invalid value {ip:?}: must be an IP address like \"10.96.0.10\""));
+        }
+        if !self.cluster_domain.is_empty() && !crate::api::validation::is_dns1123_subdomain(&self.cluster_domain) {
+            return bad(
+                "cluster_domain",
+                format!("invalid value {:?}: must be a lowercase RFC 1123 subdomain like \"cluster.local\", without a trailing dot (empty: none)", self.cluster_domain),
+            );
         }
         if !self.logs.pod_logs_dir.as_os_str().is_empty() && !self.logs.pod_logs_dir.is_absolute() {
             return bad(
@@ -798,6 +846,34 @@ mod tests {
         };
         let c = Config::load(None, &flags).unwrap();
         assert_eq!((c.runtime, c.container_runtime_endpoint.as_str()), (RuntimeBackend::Cri, "unix:///tmp/c.sock"));
+    }
+
+    #[test]
+    fn pod_dns_settings_are_kubelets_and_only_the_cri_runtime_uses_them() {
+        assert_eq!(Config::default().dns_settings(), None, "the process runtime shares the node's");
+        let c = Config::parse("f.toml", "runtime = \"cri\"\n").unwrap();
+        assert_eq!(c.dns_settings(), Some(crate::dns::DnsSettings::default()));
+        let c = Config::parse(
+            "f.toml",
+            "runtime = \"cri\"\nresolv_conf = \"\"\ncluster_dns = [\"10.96.0.10\"]\ncluster_domain = \"cluster.local\"\n",
+        )
+        .unwrap();
+        let d = c.dns_settings().unwrap();
+        assert_eq!(
+            (d.resolv_conf, d.cluster_dns, d.cluster_domain.as_str()),
+            (None, vec!["10.96.0.10".to_string()], "cluster.local")
+        );
+        assert_eq!(
+            err("resolv_conf = \"resolv.conf\"\n"),
+            "f.toml: resolv_conf: invalid value \"resolv.conf\": must be an absolute path (empty: no resolver configuration)"
+        );
+        assert_eq!(
+            err("cluster_dns = [\"dns.local\"]\n"),
+            "f.toml: cluster_dns: invalid value \"dns.local\": must be an IP address like \"10.96.0.10\""
+        );
+        assert!(err("cluster_dns = [\"1.1.1.1\", \"1.1.1.2\", \"1.1.1.3\", \"1.1.1.4\"]\n")
+            .contains("4 entries: must be at most 3"));
+        assert!(err("cluster_domain = \"cluster.local.\"\n").contains("without a trailing dot"));
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod cm;
 pub mod config;
 pub mod devicemanager;
+pub mod dns;
 pub mod events;
 pub mod images;
 pub mod inputfile;

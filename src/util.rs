@@ -172,6 +172,17 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
 /// `write_atomic` with the access given, not the process-wide one (the device checkpoint
 /// lives in the plugin directory, outside the state directory, and stays owner-only).
 pub fn write_atomic_as(path: &Path, data: &[u8], access: StateAccess) -> io::Result<()> {
+    write_atomic_mode(path, data, access, access.file_mode())
+}
+
+/// `write_atomic` for a file every user may read (`0644`, with the state group when one
+/// is configured): a pod's hosts file, which its containers read through a bind mount as
+/// whatever uid they run as. Nothing secret goes in such a file.
+pub fn write_atomic_readable(path: &Path, data: &[u8]) -> io::Result<()> {
+    write_atomic_mode(path, data, StateAccess::current(), 0o644)
+}
+
+fn write_atomic_mode(path: &Path, data: &[u8], access: StateAccess, mode: u32) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // Unique per call, not only per process: two threads may write the same file (a lost
@@ -180,14 +191,14 @@ pub fn write_atomic_as(path: &Path, data: &[u8], access: StateAccess) -> io::Res
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(".{name}.tmp.{}.{seq}", std::process::id()));
-    write_via(&tmp, path, data, access)?;
+    write_via(&tmp, path, data, access, mode)?;
     File::open(dir)?.sync_all()
 }
 
-/// Writes `data` into the new file `tmp`, syncs it and renames it to `path`; `tmp` is gone
-/// afterwards whatever happened.
-fn write_via(tmp: &Path, path: &Path, data: &[u8], access: StateAccess) -> io::Result<()> {
-    let written = create_new_private(tmp, access).and_then(|mut f| {
+/// Writes `data` into the new file `tmp` (mode `mode`, `access`'s group), syncs it and
+/// renames it to `path`; `tmp` is gone afterwards whatever happened.
+fn write_via(tmp: &Path, path: &Path, data: &[u8], access: StateAccess, mode: u32) -> io::Result<()> {
+    let written = create_new_private(tmp, access, mode).and_then(|mut f| {
         f.write_all(data)?;
         f.sync_all()?;
         fs::rename(tmp, path)
@@ -198,16 +209,16 @@ fn write_via(tmp: &Path, path: &Path, data: &[u8], access: StateAccess) -> io::R
     written
 }
 
-/// Creates `tmp` afresh with `access`'s mode and group. Whatever is in its place (a file a
-/// crashed run left, or a symlink planted there) is removed, never written through:
+/// Creates `tmp` afresh with `mode` and `access`'s group. Whatever is in its place (a file
+/// a crashed run left, or a symlink planted there) is removed, never written through:
 /// `O_EXCL` and `O_NOFOLLOW` do not follow a symlink.
-fn create_new_private(tmp: &Path, access: StateAccess) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
+fn create_new_private(tmp: &Path, access: StateAccess, mode: u32) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let open = || {
         fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(access.file_mode())
+            .mode(mode)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(tmp)
     };
@@ -221,6 +232,8 @@ fn create_new_private(tmp: &Path, access: StateAccess) -> io::Result<File> {
     if let Some(gid) = access.gid {
         std::os::unix::fs::fchown(&f, None, Some(gid))?;
     }
+    // The umask may have taken bits the mode asks for (a readable file must be readable).
+    f.set_permissions(fs::Permissions::from_mode(mode))?;
     Ok(f)
 }
 
@@ -544,7 +557,7 @@ mod tests {
         let tmp = dir.path().join(".x.tmp");
         std::os::unix::fs::symlink(&victim, &tmp).unwrap();
         let p = dir.path().join("x");
-        write_via(&tmp, &p, b"new", StateAccess::default()).unwrap();
+        write_via(&tmp, &p, b"new", StateAccess::default(), 0o600).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
         assert_eq!(fs::read_to_string(&p).unwrap(), "new");
         assert!(fs::symlink_metadata(&tmp).is_err(), "the temp name is gone");
@@ -556,7 +569,7 @@ mod tests {
         let tmp = dir.path().join(".x.tmp");
         fs::write(&tmp, "half a record from a crash").unwrap();
         let p = dir.path().join("x");
-        write_via(&tmp, &p, b"whole", StateAccess::default()).unwrap();
+        write_via(&tmp, &p, b"whole", StateAccess::default(), 0o600).unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "whole");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }

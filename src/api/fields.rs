@@ -11,10 +11,13 @@
 //! the model (a `configMap` volume, `recursiveReadOnly`) is judged here too.
 //! Some modelled fields are judged here too: on the process runtime `image` and a pod
 //! network are accepted with a log line (it uses no image, every pod is on the host
-//! network); a `hostPort` other than the `containerPort` on the host network, and ConfigMap
-//! and Secret env sources are refused.
+//! network), and `hostAliases`, `hostname`, `subdomain`, `setHostnameAsFQDN`, `dnsConfig`
+//! and `dnsPolicy: None` are refused (it shares the node's filesystem, UTS namespace and
+//! resolver); on the CRI runtime a host-network pod's hostname fields are accepted with a
+//! log line (it has the node's hostname); a `hostPort` other than the `containerPort` on the
+//! host network, and ConfigMap and Secret env sources are refused.
 
-use super::types::{Container, Pod};
+use super::types::{Container, DnsPolicy, Pod};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -61,8 +64,13 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
     let accept = |why: &str| Verdict::Accepted(why.into());
     let refuse = |why: &str| Verdict::Refused(why.into());
     match name {
-        "affinity" | "nodeSelector" | "tolerations" | "topologySpreadConstraints" | "schedulerName"
-        | "schedulingGates" | "preemptionPolicy" => accept(SCHEDULING),
+        "affinity"
+        | "nodeSelector"
+        | "tolerations"
+        | "topologySpreadConstraints"
+        | "schedulerName"
+        | "schedulingGates"
+        | "preemptionPolicy" => accept(SCHEDULING),
         "priority" | "priorityClassName" => {
             accept("priority orders scheduling and preemption, which do not happen on one node")
         }
@@ -70,21 +78,15 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
             accept("a static pod runs without a service account or its token")
         }
         "enableServiceLinks" => accept("there are no services to link on one node"),
-        "dnsPolicy" => match value.as_str() {
-            Some("ClusterFirst" | "ClusterFirstWithHostNet" | "Default") => accept(
-                "without a cluster DNS the node's resolv.conf is used, as kubelet does for ClusterFirst without clusterDNS",
-            ),
-            _ => refuse("dnsPolicy None (with dnsConfig) is not supported by ferrolet yet"),
-        },
         "os" => match value.get("name").and_then(Value::as_str) {
             Some("linux") => accept("this node is Linux"),
             _ => refuse("this node runs Linux pods only"),
         },
         "hostUsers" => refuse("user namespaces are not supported by ferrolet yet, and are never ignored"),
         "imagePullSecrets" => refuse("pull secrets come with cluster mode; a static pod cannot name a secret"),
-        "dnsConfig" | "hostAliases" | "hostname" | "subdomain" | "setHostnameAsFQDN"
-        | "readinessGates" | "runtimeClassName" | "overhead" | "resourceClaims" | "ephemeralContainers"
-        | "resources" => refuse(NOT_YET),
+        "readinessGates" | "runtimeClassName" | "overhead" | "resourceClaims" | "ephemeralContainers" | "resources" => {
+            refuse(NOT_YET)
+        }
         _ => refuse("unknown field: not a PodSpec field ferrolet knows"),
     }
 }
@@ -267,6 +269,49 @@ fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, 
     }
 }
 
+/// Why the process runtime cannot honour the pod's own names and resolver settings.
+const PROCESS_HOSTS: &str = "the process runtime runs every pod on the node's filesystem, with the node's /etc/hosts";
+const PROCESS_UTS: &str = "the process runtime runs every pod in the node's UTS namespace, with the node's hostname";
+const PROCESS_RESOLV: &str = "the process runtime runs every pod with the node's /etc/resolv.conf";
+
+/// The pod's names and DNS fields (modelled): the CRI runtime honours them, except the
+/// hostname fields of a host-network pod, which has the node's hostname (as with kubelet);
+/// the process runtime, which shares the node's filesystem, UTS namespace and resolver,
+/// refuses what it cannot honour.
+fn dns_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
+    let spec = &pod.spec;
+    let mut add = |field: &str, verdict: Verdict| out.push(FieldUse { path: format!("spec.{field}"), verdict });
+    let hostname_fields = [
+        ("hostname", !spec.hostname.is_empty()),
+        ("subdomain", !spec.subdomain.is_empty()),
+        ("setHostnameAsFQDN", spec.hostname_as_fqdn()),
+    ];
+    if runtime != "process" {
+        if spec.host_network {
+            let why = "a host-network pod has the node's hostname, as with kubelet";
+            for (field, _) in hostname_fields.iter().filter(|(_, set)| *set) {
+                add(field, Verdict::Accepted(why.into()));
+            }
+        }
+        return;
+    }
+    if !spec.host_aliases.is_empty() {
+        add("hostAliases", Verdict::Refused(PROCESS_HOSTS.into()));
+    }
+    for (field, _) in hostname_fields.iter().filter(|(_, set)| *set) {
+        add(field, Verdict::Refused(PROCESS_UTS.into()));
+    }
+    match spec.dns() {
+        DnsPolicy::None => add("dnsPolicy", Verdict::Refused(PROCESS_RESOLV.into())),
+        // A host-network pod's ClusterFirst is the node's resolver (kubelet's Default) anyway.
+        DnsPolicy::ClusterFirstWithHostNet => add("dnsPolicy", Verdict::Accepted(PROCESS_RESOLV.into())),
+        DnsPolicy::ClusterFirst | DnsPolicy::Default => {}
+    }
+    if spec.dns_config.is_some() {
+        add("dnsConfig", Verdict::Refused(PROCESS_RESOLV.into()));
+    }
+}
+
 /// Every field `pod` sets that ferrolet does not model, or that `runtime` (`process` or
 /// `cri`) does not honour, with its verdict: pod fields first, then each container's.
 pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
@@ -276,6 +321,7 @@ pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
     }
     security_uses(pod.spec.security_context.as_ref().map(|s| &s.other), "spec", &mut out);
     volume_uses(pod, runtime, &mut out);
+    dns_uses(pod, runtime, &mut out);
     if runtime == "process" && !pod.spec.host_network {
         let why = "the process runtime runs every pod on the host network (podIP is the node's)";
         out.push(FieldUse { path: "spec.hostNetwork".into(), verdict: Verdict::Accepted(why.into()) });
@@ -330,7 +376,6 @@ mod tests {
         assert_eq!(
             described,
             [
-                "spec.dnsPolicy: accepted, no effect here: without a cluster DNS the node's resolv.conf is used, as kubelet does for ClusterFirst without clusterDNS",
                 format!("spec.tolerations: accepted, no effect here: {SCHEDULING}").as_str(),
                 "spec.volumes[1].configMap: refused: configMap volumes come with cluster mode; a static pod cannot name a ConfigMap, Secret or token",
                 "spec.containers[0].stdin: refused: ferrolet attaches no terminal or stdin to containers",
@@ -437,5 +482,46 @@ mod tests {
         assert_eq!(refused(&pod(&spec(true)), "cri"), ["spec.containers[0].ports[0].hostPort"]);
         assert_eq!(refused(&pod(&spec(false)), "process"), ["spec.containers[0].ports[0].hostPort"]);
         assert!(refused(&pod(&spec(false)), "cri").is_empty(), "mapped by the runtime on the pod network");
+    }
+
+    #[test]
+    fn the_process_runtime_refuses_the_pods_own_names_and_resolver_and_cri_honours_them() {
+        let spec = "  hostAliases: [{ip: 10.1.2.3, hostnames: [db]}]\n  hostname: web\n  subdomain: sub\n  setHostnameAsFQDN: true\n  dnsPolicy: None\n  dnsConfig: {nameservers: [10.0.0.10]}\n  containers:\n  - name: app\n    image: busybox\n";
+        let p = pod(spec);
+        let described: Vec<String> =
+            check(&p, "process").iter().filter(|u| u.is_refused()).map(FieldUse::describe).collect();
+        assert_eq!(
+            described,
+            [
+                format!("spec.hostAliases: refused: {PROCESS_HOSTS}"),
+                format!("spec.hostname: refused: {PROCESS_UTS}"),
+                format!("spec.subdomain: refused: {PROCESS_UTS}"),
+                format!("spec.setHostnameAsFQDN: refused: {PROCESS_UTS}"),
+                format!("spec.dnsPolicy: refused: {PROCESS_RESOLV}"),
+                format!("spec.dnsConfig: refused: {PROCESS_RESOLV}"),
+            ]
+        );
+        assert!(refusal(&check(&p, "process"), &p, "app").unwrap().contains("node's UTS namespace"));
+        assert_eq!(check(&p, "cri"), [], "the CRI runtime honours every one of them");
+        // The node's resolver is what the process runtime gives: ClusterFirst and Default ask
+        // for nothing more; ClusterFirstWithHostNet is said once.
+        for (policy, said) in [("ClusterFirst", false), ("Default", false), ("ClusterFirstWithHostNet", true)] {
+            let p = pod(&format!("  dnsPolicy: {policy}\n  containers:\n  - name: app\n    image: busybox\n"));
+            let uses = check(&p, "process");
+            assert!(uses.iter().all(|u| !u.is_refused()), "{policy}");
+            assert_eq!(uses.iter().any(|u| u.path == "spec.dnsPolicy"), said, "{policy}");
+        }
+    }
+
+    #[test]
+    fn a_host_network_pod_on_cri_keeps_the_nodes_hostname_and_says_so() {
+        let p = pod("  hostNetwork: true\n  hostname: web\n  hostAliases: [{ip: 10.1.2.3, hostnames: [db]}]\n  containers:\n  - name: app\n    image: busybox\n");
+        assert_eq!(
+            check(&p, "cri"),
+            [FieldUse {
+                path: "spec.hostname".into(),
+                verdict: Verdict::Accepted("a host-network pod has the node's hostname, as with kubelet".into())
+            }]
+        );
     }
 }

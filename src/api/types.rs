@@ -181,11 +181,105 @@ pub struct PodSpec {
     /// The pod's volumes (`api::volumes`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<super::volumes::Volume>,
+    /// Entries added to the pod's hosts file (`/etc/hosts` in its containers).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_aliases: Vec<HostAlias>,
+    /// The pod's hostname; empty: the pod's name (at most 63 characters of it).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    /// With it the pod's domain is `<subdomain>.<namespace>.svc.<cluster domain>`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subdomain: String,
+    /// Make the kernel's hostname the pod's FQDN (`<hostname>.<domain>`), not the short name.
+    #[serde(rename = "setHostnameAsFQDN", skip_serializing_if = "Option::is_none")]
+    pub set_hostname_as_fqdn: Option<bool>,
+    /// `ClusterFirst`, `ClusterFirstWithHostNet`, `Default` or `None`; unset reads as the API
+    /// default, `ClusterFirst` (read with `PodSpec::dns()`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub dns_policy: String,
+    /// Nameservers, search domains and resolver options merged onto what `dnsPolicy` gives
+    /// (with `None`, all there is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns_config: Option<PodDnsConfig>,
     /// Every other field as written: ferrolet does not model it, so it is refused or, where
     /// it means nothing on one node, accepted with a log line (`api::fields`); never
     /// silently dropped.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `v1.HostAlias`: one line of the pod's hosts file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostAlias {
+    /// The address.
+    pub ip: String,
+    /// The names it has.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+}
+
+/// `v1.PodDNSConfig`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodDnsConfig {
+    /// Nameserver addresses (at most 3).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    /// Search domains (at most 32, 2048 characters together).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<String>,
+    /// Resolver options; one of the base's with the same name is replaced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<PodDnsConfigOption>,
+}
+
+/// `v1.PodDNSConfigOption`: `name` or `name:value` in resolv.conf's `options` line.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodDnsConfigOption {
+    /// e.g. `ndots`.
+    pub name: String,
+    /// e.g. `2`; unset for a flag such as `rotate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// A pod's `dnsPolicy`. The spec keeps the text (validation reports the manifest's
+/// spelling); code compares these values, read with `PodSpec::dns()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DnsPolicy {
+    /// The cluster's DNS; on the host network, the node's (`Default`).
+    ClusterFirst,
+    /// The cluster's DNS, on the host network too.
+    ClusterFirstWithHostNet,
+    /// The node's resolver configuration.
+    Default,
+    /// Only what `dnsConfig` says.
+    None,
+}
+
+impl DnsPolicy {
+    /// Every value, in the order the API lists them.
+    pub const ALL: [DnsPolicy; 4] =
+        [DnsPolicy::ClusterFirstWithHostNet, DnsPolicy::ClusterFirst, DnsPolicy::Default, DnsPolicy::None];
+    /// The values' spellings, in the order the API lists them (for validation messages).
+    pub const NAMES: [&'static str; 4] = ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];
+
+    /// The value's spelling in a manifest.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DnsPolicy::ClusterFirst => "ClusterFirst",
+            DnsPolicy::ClusterFirstWithHostNet => "ClusterFirstWithHostNet",
+            DnsPolicy::Default => "Default",
+            DnsPolicy::None => "None",
+        }
+    }
+
+    /// The value spelled `s`, if it is one.
+    pub fn parse(s: &str) -> Option<DnsPolicy> {
+        DnsPolicy::ALL.into_iter().find(|p| p.as_str() == s)
+    }
 }
 
 /// `v1.PodSecurityContext` (the Linux fields).
@@ -445,6 +539,18 @@ impl PodSpec {
     /// The termination grace period (a negative one, which validation refuses, is zero).
     pub fn termination_grace(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.grace_period_seconds().max(0) as u64)
+    }
+
+    /// The DNS policy; an unset or unknown one (which validation refuses) reads as the API
+    /// default, `ClusterFirst`. It is not written into the spec by defaulting: that would
+    /// change the content hash, and so the uid, of every static pod written before.
+    pub fn dns(&self) -> DnsPolicy {
+        DnsPolicy::parse(&self.dns_policy).unwrap_or(DnsPolicy::ClusterFirst)
+    }
+
+    /// Whether the kernel's hostname is to be the pod's FQDN.
+    pub fn hostname_as_fqdn(&self) -> bool {
+        self.set_hostname_as_fqdn == Some(true)
     }
 }
 

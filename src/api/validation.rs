@@ -9,7 +9,7 @@ use super::limits::{
     MAX_GRACE_PERIOD_SECONDS, MAX_OBJECT_BYTES, MIN_MEMORY_LIMIT, TOTAL_ANNOTATION_SIZE_LIMIT,
 };
 use super::{
-    Container, HttpGetAction, IntOrString, LifecycleHandler, Pod, Probe, Quantity, RestartPolicy,
+    Container, DnsPolicy, HttpGetAction, IntOrString, LifecycleHandler, Pod, PodSpec, Probe, Quantity, RestartPolicy,
     TerminationMessagePolicy,
 };
 use std::collections::{BTreeMap, HashSet};
@@ -143,6 +143,7 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     }
     super::security::validate_pod_security(&mut e, spec);
     super::volumes::validate_volumes(&mut e, pod);
+    validate_pod_dns(&mut e, spec);
     if spec.containers.is_empty() {
         e.required("spec.containers", "");
     }
@@ -385,6 +386,125 @@ fn validate_port(e: &mut Errs, port: &IntOrString, path: &str, named: &[&str]) {
     }
 }
 
+/// The most nameservers a pod's DNS config may name (the API's `MaxDNSNameservers`: glibc
+/// reads three).
+pub const MAX_DNS_NAMESERVERS: usize = 3;
+/// The most search domains (the API's `MaxDNSSearchPaths`).
+pub const MAX_DNS_SEARCH_PATHS: usize = 32;
+/// The longest search list, spaces between the domains included (`MaxDNSSearchListChars`).
+pub const MAX_DNS_SEARCH_LIST_CHARS: usize = 2048;
+
+/// apimachinery's `IsValidIP` message.
+const IP_FMT: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
+
+/// A list as the apiserver prints it in an `Invalid value` (Go's `%#v` of a `[]string`).
+fn go_strings(list: &[String]) -> String {
+    let quoted: Vec<String> = list.iter().map(|s| quote(s)).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// The pod's names and DNS fields, as the apiserver's `ValidatePodSpec` checks them:
+/// `hostname` and `subdomain` are DNS-1123 labels, each host alias an IP with host names,
+/// `dnsPolicy` one of the four, and `dnsConfig` within glibc's limits (`None` requires it,
+/// with a nameserver).
+fn validate_pod_dns(e: &mut Errs, spec: &PodSpec) {
+    for (value, path) in [(&spec.hostname, "spec.hostname"), (&spec.subdomain, "spec.subdomain")] {
+        if !value.is_empty() && !is_dns1123_label(value) {
+            e.invalid(path, quote(value), DNS1123_LABEL_FMT);
+        }
+    }
+    for (i, alias) in spec.host_aliases.iter().enumerate() {
+        let path = format!("spec.hostAliases[{i}]");
+        if alias.ip.parse::<std::net::IpAddr>().is_err() {
+            e.invalid(&format!("{path}.ip"), quote(&alias.ip), IP_FMT);
+        }
+        // The apiserver lets an alias without names through; its hosts file line would
+        // name nothing.
+        if alias.hostnames.is_empty() {
+            e.required(&format!("{path}.hostnames"), "at least one hostname");
+        }
+        for (j, name) in alias.hostnames.iter().enumerate() {
+            if !is_dns1123_subdomain(name) {
+                e.invalid(&format!("{path}.hostnames[{j}]"), quote(name), DNS1123_SUBDOMAIN_FMT);
+            }
+        }
+    }
+    if !spec.dns_policy.is_empty() && DnsPolicy::parse(&spec.dns_policy).is_none() {
+        e.not_supported("spec.dnsPolicy", &spec.dns_policy, &DnsPolicy::NAMES);
+    }
+    let path = "spec.dnsConfig";
+    if spec.dns() == DnsPolicy::None {
+        match &spec.dns_config {
+            None => return e.required(path, "must provide `dnsConfig` when `dnsPolicy` is None"),
+            Some(c) if c.nameservers.is_empty() => {
+                return e.required(
+                    &format!("{path}.nameservers"),
+                    "must provide at least one DNS nameserver when `dnsPolicy` is None",
+                )
+            }
+            Some(_) => {}
+        }
+    }
+    let Some(c) = &spec.dns_config else { return };
+    if c.nameservers.len() > MAX_DNS_NAMESERVERS {
+        e.invalid(
+            &format!("{path}.nameservers"),
+            go_strings(&c.nameservers),
+            format!("must not have more than {MAX_DNS_NAMESERVERS} nameservers"),
+        );
+    }
+    for (i, ns) in c.nameservers.iter().enumerate() {
+        if ns.parse::<std::net::IpAddr>().is_err() {
+            e.invalid(&format!("{path}.nameservers[{i}]"), quote(ns), IP_FMT);
+        }
+    }
+    if c.searches.len() > MAX_DNS_SEARCH_PATHS {
+        e.invalid(
+            &format!("{path}.searches"),
+            go_strings(&c.searches),
+            format!("must not have more than {MAX_DNS_SEARCH_PATHS} search paths"),
+        );
+    }
+    // Counted with the spaces between the domains, as the resolv.conf line holds them.
+    let chars = c.searches.iter().map(String::len).sum::<usize>() + c.searches.len().saturating_sub(1);
+    if chars > MAX_DNS_SEARCH_LIST_CHARS {
+        e.invalid(
+            &format!("{path}.searches"),
+            go_strings(&c.searches),
+            format!(
+                "must not have more than {MAX_DNS_SEARCH_LIST_CHARS} characters (including spaces) in the search list"
+            ),
+        );
+    }
+    for (i, search) in c.searches.iter().enumerate() {
+        // A trailing dot (an absolute name) is fine.
+        if !is_dns1123_subdomain(search.strip_suffix('.').unwrap_or(search)) {
+            e.invalid(&format!("{path}.searches[{i}]"), quote(search), DNS1123_SUBDOMAIN_FMT);
+        }
+    }
+    // resolv.conf separates options by white space: one inside a name or value would add
+    // options (or, with a line break, lines) the pod did not name.
+    let spaced = |s: &str| s.chars().any(|ch| ch.is_whitespace() || ch.is_control());
+    for (i, option) in c.options.iter().enumerate() {
+        if option.name.is_empty() {
+            e.required(&format!("{path}.options[{i}]"), "must not be empty");
+        } else if spaced(&option.name) || option.name.contains(':') {
+            e.invalid(
+                &format!("{path}.options[{i}].name"),
+                quote(&option.name),
+                "must not contain white space, control characters or ':'",
+            );
+        }
+        if let Some(v) = option.value.as_deref().filter(|v| spaced(v)) {
+            e.invalid(
+                &format!("{path}.options[{i}].value"),
+                quote(v),
+                "must not contain white space or control characters",
+            );
+        }
+    }
+}
+
 /// The largest `activeDeadlineSeconds` (the API's `math.MaxInt32`).
 const MAX_ACTIVE_DEADLINE_SECONDS: i64 = i32::MAX as i64;
 
@@ -554,6 +674,66 @@ mod tests {
         assert_eq!(
             errors_of(&spec(0)),
             ["spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive"]
+        );
+    }
+
+    #[test]
+    fn names_and_dns_fields_are_checked_as_the_apiserver_checks_them() {
+        let ok = "  hostname: db-0\n  subdomain: sub\n  hostAliases: [{ip: 10.1.2.3, hostnames: [db, db.local]}, {ip: 'fd00::1', hostnames: [v6]}]\n  dnsPolicy: None\n  dnsConfig:\n    nameservers: [10.0.0.53]\n    searches: [my.example, abs.example.]\n    options: [{name: ndots, value: '2'}, {name: rotate}]\n  containers:\n  - name: a\n    image: x\n";
+        assert_eq!(errors_of(ok), Vec::<String>::new());
+        let bad = "  hostname: Db_0\n  subdomain: a.b\n  hostAliases: [{ip: 10.1.2, hostnames: [ok]}, {ip: 10.1.2.4}, {ip: 10.1.2.5, hostnames: ['-x']}]\n  dnsPolicy: ClusterLast\n  dnsConfig:\n    nameservers: [1.1.1.1, 1.1.1.2, 1.1.1.3, dns.example]\n    searches: [UPPER.example]\n    options: [{name: ''}, {name: 'a b', value: \"1\\n2\"}]\n  containers:\n  - name: a\n    image: x\n";
+        assert_eq!(
+            errors_of(bad),
+            [
+                format!("spec.hostname: Invalid value: \"Db_0\": {DNS1123_LABEL_FMT}"),
+                format!("spec.subdomain: Invalid value: \"a.b\": {DNS1123_LABEL_FMT}"),
+                format!("spec.hostAliases[0].ip: Invalid value: \"10.1.2\": {IP_FMT}"),
+                "spec.hostAliases[1].hostnames: Required value: at least one hostname".to_string(),
+                format!("spec.hostAliases[2].hostnames[0]: Invalid value: \"-x\": {DNS1123_SUBDOMAIN_FMT}"),
+                "spec.dnsPolicy: Unsupported value: \"ClusterLast\": supported values: \"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", \"None\"".to_string(),
+                "spec.dnsConfig.nameservers: Invalid value: []string{\"1.1.1.1\", \"1.1.1.2\", \"1.1.1.3\", \"dns.example\"}: must not have more than 3 nameservers".to_string(),
+                format!("spec.dnsConfig.nameservers[3]: Invalid value: \"dns.example\": {IP_FMT}"),
+                format!("spec.dnsConfig.searches[0]: Invalid value: \"UPPER.example\": {DNS1123_SUBDOMAIN_FMT}"),
+                "spec.dnsConfig.options[0]: Required value: must not be empty".to_string(),
+                "spec.dnsConfig.options[1].name: Invalid value: \"a b\": must not contain white space, control characters or ':'".to_string(),
+                "spec.dnsConfig.options[1].value: Invalid value: \"1\\n2\": must not contain white space or control characters".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn dns_policy_none_needs_a_dns_config_with_a_nameserver_and_searches_are_bounded() {
+        let spec = |dns: &str| format!("  dnsPolicy: None\n{dns}  containers:\n  - name: a\n    image: x\n");
+        assert_eq!(
+            errors_of(&spec("")),
+            ["spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None"]
+        );
+        assert_eq!(
+            errors_of(&spec("  dnsConfig: {searches: [a.example]}\n")),
+            ["spec.dnsConfig.nameservers: Required value: must provide at least one DNS nameserver when `dnsPolicy` is None"]
+        );
+        let many: Vec<String> = (0..33).map(|i| format!("d{i}.example")).collect();
+        let errs = errors_of(&format!(
+            "  dnsConfig:\n    searches: [{}]\n  containers:\n  - name: a\n    image: x\n",
+            many.join(", ")
+        ));
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0].starts_with("spec.dnsConfig.searches: Invalid value: []string{\"d0.example\", ")
+                && errs[0].ends_with("must not have more than 32 search paths"),
+            "{errs:?}"
+        );
+        // 11 domains of 191 characters: 2111 with the spaces.
+        let long: Vec<String> =
+            (0..11).map(|i| format!("{i:x}{}", "x".repeat(62))).map(|l| format!("{l}.{l}.{l}")).collect();
+        let errs = errors_of(&format!(
+            "  dnsConfig:\n    searches: [{}]\n  containers:\n  - name: a\n    image: x\n",
+            long.join(", ")
+        ));
+        assert!(
+            errs.len() == 1
+                && errs[0].ends_with("must not have more than 2048 characters (including spaces) in the search list"),
+            "{errs:?}"
         );
     }
 }

@@ -15,6 +15,7 @@ pub mod actions;
 mod admission;
 pub mod backoff;
 mod devices;
+mod dns;
 mod hooks;
 mod images;
 pub mod messages;
@@ -123,6 +124,9 @@ pub struct PodManagerConfig {
     pub sync_frequency: Duration,
     /// Sysctls beyond kubelet's safe set a pod may set (names, or prefixes ending in `*`).
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// Pods' hostnames, resolvers and hosts files (a runtime that gives pods their own:
+    /// CRI); `None`: every pod shares the node's (the process runtime).
+    pub dns: Option<crate::dns::DnsSettings>,
 }
 
 /// The sync loop's state; `handle` and `on_tick` hold all the logic.
@@ -185,6 +189,8 @@ pub struct PodManager {
     /// Set while the runtime cannot be listed (a restarting containerd): pods are left as
     /// they are, and the relist is retried with back-off.
     runtime_away: std::cell::Cell<Option<RuntimeAway>>,
+    /// The node's `MissingClusterDNS` event was recorded (once per agent run).
+    missing_cluster_dns_said: bool,
 }
 
 /// The runtime stopped answering: since when, and when to try it next.
@@ -253,6 +259,7 @@ impl PodManager {
             termination_messages: Default::default(),
             published: HashMap::new(),
             runtime_away: std::cell::Cell::new(None),
+            missing_cluster_dns_said: false,
         }
     }
 
@@ -399,12 +406,12 @@ impl PodManager {
         self.send_probe_targets(&after);
     }
 
-    /// The directory of a pod's container logs.
     /// The pod's own directory (`volumes::PodDir`).
     fn pod_dir(&self, pod: &Pod) -> crate::volumes::PodDir {
         crate::volumes::PodDir::new(&self.cfg.pods_root, &pod.metadata.uid)
     }
 
+    /// The directory of a pod's container logs.
     fn log_dir(&self, pod: &Pod) -> PathBuf {
         self.cfg.log_root.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
     }

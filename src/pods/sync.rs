@@ -134,6 +134,13 @@ impl PodManager {
 
     /// Creates the pod's sandbox; `None` (with `FailedCreatePodSandBox`) when it fails.
     fn run_sandbox(&mut self, pod: &Pod, attempt: u32) -> Option<String> {
+        let (hostname, dns) = match self.sandbox_names(pod) {
+            Ok(names) => names,
+            Err(why) => {
+                self.event(pod, None, true, "FailedCreatePodSandBox", &format!("Failed to create pod sandbox: {why}"));
+                return None;
+            }
+        };
         let cfg = SandboxConfig {
             pod_uid: pod.metadata.uid.clone(),
             pod_name: pod.metadata.name.clone(),
@@ -157,6 +164,8 @@ impl PodManager {
                     Some(PortMapping { protocol: p.protocol.clone(), container_port, host_port })
                 })
                 .collect(),
+            hostname,
+            dns,
         };
         match self.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),
@@ -364,8 +373,13 @@ impl PodManager {
         }
         let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
         let argv: Vec<String> = c.command.iter().chain(&c.args).map(|a| expand(a, &lookup)).collect();
+        // As kubelet: the volume mounts, the pod's hosts file (unless a volume is mounted at
+        // /etc/hosts), then the termination message file.
         let mut mounts =
             self.pod_dir(pod).mounts(pod, c, &env).map_err(|message| ContainerStartError::Config { message })?;
+        if let Some(hosts) = self.hosts_mount(pod, sandbox_id, &mounts)? {
+            mounts.push(hosts);
+        }
         let termination_log = self.termination_log(pod, c, s.attempt, &mut mounts)?;
         let mut lbl = BTreeMap::new();
         lbl.insert(labels::POD_UID.to_string(), pod.metadata.uid.clone());

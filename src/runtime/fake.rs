@@ -53,6 +53,8 @@ struct Scripts {
     pulls: HashMap<String, VecDeque<Result<u64, String>>>,
     /// Images whose pulls hang until cancelled.
     hang_pulls: HashSet<String>,
+    /// The pod IPs a new pod-network sandbox gets.
+    pod_ips: Vec<String>,
 }
 
 #[derive(Default)]
@@ -196,6 +198,11 @@ impl FakeRuntime {
         self
     }
 
+    /// New pod-network sandboxes get `ips` (none by default).
+    pub fn give_pod_ips(&self, ips: &[&str]) {
+        self.state.lock().scripts.pod_ips = ips.iter().map(|s| s.to_string()).collect();
+    }
+
     /// Container `name` keeps running when asked to stop (it outlives its grace period).
     pub fn ignore_stop(&self, name: &str) {
         self.state.lock().scripts.ignore_stop.insert(name.into());
@@ -222,8 +229,8 @@ impl ContainerRuntime for FakeRuntime {
         let mut st = self.state.lock();
         st.calls.push(Call::RunPodSandbox(config.pod_name.clone()));
         let id = st.id("sandbox-");
-        let info =
-            SandboxInfo { id: id.clone(), config: Arc::new(config.clone()), created_at: now, ready: true, ips: vec![] };
+        let ips = if config.host_network { Vec::new() } else { st.scripts.pod_ips.clone() };
+        let info = SandboxInfo { id: id.clone(), config: Arc::new(config.clone()), created_at: now, ready: true, ips };
         st.sandboxes.insert(id.clone(), info);
         Ok(id)
     }
@@ -406,6 +413,10 @@ impl ContainerRuntime for FakeRuntime {
     fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError> {
         let used_bytes = self.state.lock().images.values().map(|i| i.size).sum();
         Ok(vec![ImageFsInfo { mount_point: "/fake/images".into(), used_bytes, inodes_used: None }])
+    }
+
+    fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {
+        self.state.lock().sandboxes.get(id).map(|s| s.ips.clone()).unwrap_or_default()
     }
 
     fn sandbox_image(&self) -> Option<&str> {

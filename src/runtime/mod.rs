@@ -150,6 +150,28 @@ pub struct SandboxConfig {
     /// The containers' `hostPort`s, for the runtime's port mapping (CNI `portmap`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub port_mappings: Vec<PortMapping>,
+    /// The kernel hostname of a pod-network sandbox (`dns::pod_names`); empty: the pod name,
+    /// as records written before it existed were made. A host-network sandbox gets none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostname: String,
+    /// The pod's resolver configuration (`dns::pod_dns`); `None`: the runtime's default (the
+    /// process runtime, which shares the node's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsConfig>,
+}
+
+/// A pod's resolver configuration, the lines of its `/etc/resolv.conf` (CRI's `DNSConfig`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DnsConfig {
+    /// `nameserver` addresses, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
+    /// The `search` domains, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<String>,
+    /// The `options` (`ndots:5`, `rotate`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
 }
 
 /// A container port published on the node (`ports[].hostPort`).

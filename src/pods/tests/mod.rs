@@ -5,6 +5,7 @@
 //! received, the events and the published statuses.
 
 mod actions;
+mod dns;
 mod hooks;
 mod images;
 mod init;
@@ -73,6 +74,7 @@ impl Node {
             max_dead_per_container: 1,
             sync_frequency: Duration::from_secs(10),
             allowed_unsafe_sysctls: vec!["net.core.*".into()],
+            dns: None,
         };
         let recorder = EventRecorder::new(events_tx, "ferrolet", "node1", Default::default());
         let pm = PodManager::new(cfg, rt.clone(), statuses.clone(), recorder, None)

@@ -61,9 +61,10 @@ pub fn owner_labels(node: &str) -> HashMap<String, String> {
 }
 
 /// The `PodSandboxConfig` for `config`, as kubelet makes it: metadata, kubelet's pod labels,
-/// the annotations, the log directory, the pod cgroup as `cgroup_parent`; a host-network pod
-/// gets `NamespaceMode::NODE` and no hostname (it shares the host's UTS namespace, and runc
-/// refuses a hostname there); the pod's security context and namespaced sysctls.
+/// the annotations, the log directory, the pod cgroup as `cgroup_parent`, the pod's hostname
+/// and resolver configuration; a host-network pod gets `NamespaceMode::NODE` and no hostname
+/// (it shares the host's UTS namespace, and runc refuses a hostname there); the pod's
+/// security context and namespaced sysctls.
 pub fn sandbox_config(
     config: &SandboxConfig,
     owner: &HashMap<String, String>,
@@ -75,7 +76,14 @@ pub fn sandbox_config(
     m.set_namespace(config.namespace.clone());
     m.set_attempt(config.attempt);
     if !config.host_network {
-        c.set_hostname(config.pod_name.clone());
+        let hostname = if config.hostname.is_empty() { &config.pod_name } else { &config.hostname };
+        c.set_hostname(hostname.clone());
+    }
+    if let Some(d) = &config.dns {
+        let dns = c.mut_dns_config();
+        dns.set_servers(d.servers.clone().into());
+        dns.set_searches(d.searches.clone().into());
+        dns.set_options(d.options.clone().into());
     }
     c.set_log_directory(config.log_directory.display().to_string());
     let l = c.mut_labels();
@@ -511,6 +519,8 @@ mod tests {
                 container_port: 53,
                 host_port: 5353,
             }],
+            hostname: String::new(),
+            dns: None,
         }
     }
 
@@ -566,6 +576,28 @@ mod tests {
         let c = sandbox_config(&sandbox(false), &owner()).unwrap();
         assert_eq!(c.get_hostname(), "web");
         assert_eq!(c.get_linux().get_security_context().get_namespace_options().get_network(), cri::NamespaceMode::POD);
+        assert!(!c.has_dns_config(), "no resolver config asked: the runtime's default");
+    }
+
+    #[test]
+    fn a_sandbox_gets_the_pods_hostname_and_resolver_config_but_a_host_network_one_no_hostname() {
+        let dns = crate::runtime::DnsConfig {
+            servers: vec!["10.0.0.10".into(), "1.1.1.1".into()],
+            searches: vec!["ns.svc.cluster.local".into(), "example.com".into()],
+            options: vec!["ndots:2".into(), "rotate".into()],
+        };
+        let cfg = SandboxConfig { hostname: "db-0.sub.default.svc".into(), dns: Some(dns), ..sandbox(false) };
+        let c = sandbox_config(&cfg, &owner()).unwrap();
+        assert_eq!(c.get_hostname(), "db-0.sub.default.svc");
+        let d = c.get_dns_config();
+        assert_eq!(d.get_servers(), ["10.0.0.10", "1.1.1.1"]);
+        assert_eq!(d.get_searches(), ["ns.svc.cluster.local", "example.com"]);
+        assert_eq!(d.get_options(), ["ndots:2", "rotate"]);
+        let c = sandbox_config(&SandboxConfig { host_network: true, ..cfg.clone() }, &owner()).unwrap();
+        assert_eq!(c.get_hostname(), "", "the node's UTS namespace keeps the node's hostname");
+        assert_eq!(c.get_dns_config().get_servers(), ["10.0.0.10", "1.1.1.1"]);
+        let back = sandbox_config_of(c.get_metadata(), c.get_annotations());
+        assert_eq!((back.hostname.as_str(), back.dns), (cfg.hostname.as_str(), cfg.dns));
     }
 
     #[test]
