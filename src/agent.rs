@@ -395,6 +395,8 @@ fn node_object(cfg: &Config) -> crate::api::Node {
 
 /// The prober's persisted results, in the state directory.
 const PROBE_RESULTS_FILE: &str = "probe-results.json";
+/// The pods' own directories (`volumes::PodDir`) under the state directory.
+const PODS_DIR: &str = "pods";
 /// Name of the lock file in the state directory.
 const LOCK_FILE: &str = "ferrolet.lock";
 /// How long start-up waits for the state lock: a previous agent killed a moment ago may
@@ -554,6 +556,8 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     for c in runtime.list_containers().map_err(rt_err)? {
         runtime.remove_container(&c.id).map_err(rt_err)?;
     }
+    // The pods' own directories: their volumes (tmpfs unmounted), hosts and termination files.
+    crate::volumes::sweep(&cfg.state_dir.join(PODS_DIR), |_| false);
     // What is left is state of pods that are gone: results of their probes (read back by
     // the next start otherwise) and damaged records moved aside.
     let mut leftovers = vec![cfg.state_dir.join(PROBE_RESULTS_FILE)];
@@ -614,7 +618,7 @@ impl Agent {
                 node_name: cfg.node_name.clone(),
                 node_ip: cfg.node_ip.clone(),
                 log_root: cfg.pod_logs_dir(),
-                pods_root: cfg.state_dir.join("pods"),
+                pods_root: cfg.state_dir.join(PODS_DIR),
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
                 allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),

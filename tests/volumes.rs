@@ -301,3 +301,31 @@ fn a_termination_message_is_read_from_its_file_or_from_the_log_of_a_failure() {
         "written in the container's namespace only"
     );
 }
+
+#[test]
+fn after_a_crash_drain_unmounts_and_removes_what_the_pods_directories_hold() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "mem.yaml",
+        &manifest(
+            "mem",
+            "  terminationGracePeriodSeconds: 1\n  volumes:\n  - {name: cache, emptyDir: {medium: Memory, sizeLimit: 1Mi}}\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n",
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = running(&agent, "mem");
+    let pod_dir = sb.state().join("pods").join(&pod.metadata.uid);
+    assert!(mounted_under(&pod_dir));
+    agent.kill9();
+    let out = std::process::Command::new(common::ferrolet_bin())
+        .args(["drain", "--config"])
+        .arg(sb.dir.path().join("ferrolet.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!mounted_under(&pod_dir), "the tmpfs is unmounted");
+    assert!(!pod_dir.exists());
+}
