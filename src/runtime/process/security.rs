@@ -78,31 +78,34 @@ pub fn mount_refusal(cfg: &ContainerConfig, root: bool, kind: impl Fn(&Path) -> 
     if mounts.is_empty() {
         return None;
     }
-    let why = if !root {
-        "it needs root to give the container a mount namespace of its own".to_string()
-    } else if let Some(m) = mounts.iter().find(|m| m.propagation == Propagation::Bidirectional) {
-        format!("mountPath {}: mountPropagation Bidirectional (nothing propagates back to the node)", m.container_path)
+    let why = if root {
+        mounts.iter().find_map(|m| mount_problem(m, &kind))?
     } else {
-        let problem = mounts.iter().find_map(|m| {
-            let target = Path::new(&m.container_path);
-            let (want, found) = (kind(&m.host_path), kind(target));
-            if m.container_path.as_bytes().contains(&0) || m.host_path.as_os_str().as_bytes().contains(&0) {
-                Some(format!("mountPath {}: a path with a NUL byte", m.container_path))
-            } else if found == PathKind::Missing {
-                Some(format!(
-                    "mountPath {} does not exist on this node (the container shares the node's filesystem, and ferrolet makes nothing in it)",
-                    m.container_path
-                ))
-            } else if (want == PathKind::Directory) != (found == PathKind::Directory) {
-                let what = |k| if k == PathKind::Directory { "a directory" } else { "not a directory" };
-                Some(format!("mountPath {} is {} on this node, and its volume is {}", m.container_path, what(found), what(want)))
-            } else {
-                None
-            }
-        })?;
-        problem
+        "it needs root to give the container a mount namespace of its own".to_string()
     };
     Some(format!("the process runtime cannot mount the container's volumes: {why}"))
+}
+
+/// Why the shim cannot bind mount `m` onto the node's path of the same name.
+fn mount_problem(m: &Mount, kind: &impl Fn(&Path) -> PathKind) -> Option<String> {
+    let path = &m.container_path;
+    if path.as_bytes().contains(&0) || m.host_path.as_os_str().as_bytes().contains(&0) {
+        return Some(format!("mountPath {path}: a path with a NUL byte"));
+    }
+    if m.propagation == Propagation::Bidirectional {
+        return Some(format!("mountPath {path}: mountPropagation Bidirectional (nothing propagates back to the node)"));
+    }
+    let (want, found) = (kind(&m.host_path), kind(Path::new(path)));
+    let what = |k| if k == PathKind::Directory { "a directory" } else { "not a directory" };
+    if found == PathKind::Missing {
+        Some(format!(
+            "mountPath {path} does not exist on this node (the container shares the node's filesystem, and ferrolet makes nothing in it)"
+        ))
+    } else if (want == PathKind::Directory) != (found == PathKind::Directory) {
+        Some(format!("mountPath {path} is {} on this node, and its volume is {}", what(found), what(want)))
+    } else {
+        None
+    }
 }
 
 /// What is at `path` on this node (symbolic links followed).
@@ -464,6 +467,41 @@ mod tests {
         {
             assert!(why.contains(field), "{field} in {why}");
         }
+    }
+
+    #[test]
+    fn volumes_are_mounted_as_root_onto_paths_of_their_kind_and_the_termination_file_only_where_it_can_be() {
+        use crate::runtime::TerminationLog;
+        let mount = |c: &str, h: &str| Mount { container_path: c.into(), host_path: h.into(), ..Default::default() };
+        let kind = |p: &Path| match p.to_str().unwrap() {
+            "/data" | "/vol/data" => PathKind::Directory,
+            "/etc/conf" | "/vol/file" | "/vol/log" => PathKind::Other,
+            _ => PathKind::Missing,
+        };
+        let mut cfg = ContainerConfig { mounts: vec![mount("/data", "/vol/data")], ..Default::default() };
+        assert_eq!(mount_refusal(&cfg, true, kind), None);
+        assert_eq!(
+            mount_refusal(&cfg, false, kind).unwrap(),
+            "the process runtime cannot mount the container's volumes: it needs root to give the container a mount namespace of its own"
+        );
+        cfg.mounts.push(mount("/etc/conf", "/vol/data"));
+        assert!(mount_refusal(&cfg, true, kind)
+            .unwrap()
+            .ends_with("mountPath /etc/conf is not a directory on this node, and its volume is a directory"));
+        cfg.mounts[1] = mount("/missing", "/vol/file");
+        assert!(mount_refusal(&cfg, true, kind).unwrap().contains("mountPath /missing does not exist on this node"));
+        // The termination message file asks for nothing: mounted where it can be, else left.
+        let log = mount("/dev/termination-log", "/vol/log");
+        let cfg = ContainerConfig {
+            mounts: vec![log.clone()],
+            termination_log: Some(TerminationLog { host_path: "/vol/log".into(), fallback_to_logs: false }),
+            ..Default::default()
+        };
+        assert_eq!(mount_refusal(&cfg, false, kind), None);
+        assert!(bind_mounts(&cfg, true, kind).is_empty(), "its path does not exist on the node");
+        let cfg = ContainerConfig { mounts: vec![mount("/etc/conf", "/vol/log")], ..cfg };
+        assert_eq!(bind_mounts(&cfg, true, kind).len(), 1);
+        assert!(bind_mounts(&cfg, false, kind).is_empty());
     }
 
     #[test]
