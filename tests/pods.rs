@@ -258,7 +258,7 @@ fn a_pod_asking_for_what_ferrolet_cannot_honour_is_refused_openly_never_run_with
         "mounts.yaml",
         &manifest(
             "mounts",
-            "  tolerations: [{operator: Exists}]\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n    volumeMounts: [{name: data, mountPath: /data}]\n  - name: plain\n    image: x\n    command: [sleep, '3600']\n",
+            "  tolerations: [{operator: Exists}]\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n    tty: true\n  - name: plain\n    image: x\n    command: [sleep, '3600']\n",
         ),
     );
     let agent = AgentProcess::start(&sb);
@@ -271,11 +271,11 @@ fn a_pod_asking_for_what_ferrolet_cannot_honour_is_refused_openly_never_run_with
         })
     });
     let w = container(&pod, "app").unwrap().state.waiting.clone().unwrap();
-    assert!(w.message.starts_with("spec.containers[0].volumeMounts: refused: "), "{}", w.message);
-    // Never started without its volume.
+    assert_eq!(w.message, "spec.containers[0].tty: refused: ferrolet attaches no terminal or stdin to containers");
+    // Never started without its terminal.
     assert!(container(&pod, "app").unwrap().container_id.is_empty());
     let events = agent.get("/events").unwrap();
-    assert!(events.contains("Error: spec.containers[0].volumeMounts: refused"), "{events}");
+    assert!(events.contains("Error: spec.containers[0].tty: refused"), "{events}");
     // The field that means nothing on one node is said once in the log.
     let log = agent.log_text();
     assert_eq!(log.matches("spec.tolerations: accepted, no effect here").count(), 1, "{log}");
