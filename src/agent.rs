@@ -282,10 +282,6 @@ fn runtime_root(cfg: &Config) -> PathBuf {
     cfg.state_dir.join("runtime")
 }
 
-/// Sets up pod cgroups unless `cgroups.enforcement` is `off`. Without access to the cgroup
-/// tree (not root, read-only /sys/fs/cgroup) the agent runs pods without enforcement and
-/// says why, unless enforcement is `required`. A cgroup root in use by another ferrolet or
-/// a kubelet is always refused. Returns the manager and the cgroup root's lock.
 /// kubelet's `CheckLimitsForResolvConf` at start: a Warning on the node when its resolv.conf
 /// cannot be read, or when its search line leaves pods too little room. And a warning when
 /// every nameserver in it is a loopback one (systemd-resolved's 127.0.0.53), which a pod on
@@ -311,6 +307,10 @@ fn check_resolv_conf(dns: &crate::dns::DnsSettings, recorder: &EventRecorder, no
     }
 }
 
+/// Sets up pod cgroups unless `cgroups.enforcement` is `off`. Without access to the cgroup
+/// tree (not root, read-only /sys/fs/cgroup) the agent runs pods without enforcement and
+/// says why, unless enforcement is `required`. A cgroup root in use by another ferrolet or
+/// a kubelet is always refused. Returns the manager and the cgroup root's lock.
 fn start_container_manager(
     cfg: &Config,
     recorder: &EventRecorder,
@@ -610,8 +610,9 @@ impl Agent {
         let (cm, cgroup_lock) = start_container_manager(cfg, &recorder)?;
         let owned: Vec<LockFile> = plugin_lock.into_iter().chain(cgroup_lock).collect();
         let SelectedRuntime { runtime, cri } = open_runtime(cfg, shim_exe, cm.as_ref().map(|cm| cm.driver()), cri)?;
-        if let Some(dns) = cfg.dns_settings() {
-            check_resolv_conf(&dns, &recorder, &cfg.node_name);
+        let dns = cfg.dns_settings();
+        if let Some(d) = &dns {
+            check_resolv_conf(d, &recorder, &cfg.node_name);
         }
         let pm = PodManager::new(
             PodManagerConfig {
@@ -622,7 +623,7 @@ impl Agent {
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
                 allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),
-                dns: cfg.dns_settings(),
+                dns,
             },
             runtime.clone(),
             statuses.clone(),

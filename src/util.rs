@@ -182,7 +182,9 @@ pub fn write_atomic_readable(path: &Path, data: &[u8]) -> io::Result<()> {
     write_atomic_mode(path, data, StateAccess::current(), 0o644)
 }
 
-fn write_atomic_mode(path: &Path, data: &[u8], access: StateAccess, mode: u32) -> io::Result<()> {
+/// `write_atomic` with `access`'s group and file mode `mode` (not narrowed by the umask):
+/// a downward API volume file, whose mode the pod sets.
+pub fn write_atomic_mode(path: &Path, data: &[u8], access: StateAccess, mode: u32) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // Unique per call, not only per process: two threads may write the same file (a lost

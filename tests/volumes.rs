@@ -163,6 +163,8 @@ fn a_pod_sees_its_volumes_beside_a_read_only_root_and_its_directory_goes_with_it
     assert_eq!((meta.gid(), meta.mode() & 0o7777), (3000, 0o2777));
     assert_eq!(std::fs::metadata(scratch.join("f")).unwrap().gid(), 3000);
     assert!(mounted_under(&pod_dir.join("volumes/kubernetes.io~empty-dir/memory")), "the memory volume is a tmpfs");
+    let name = std::fs::metadata(pod_dir.join("volumes/kubernetes.io~downward-api/info/name")).unwrap();
+    assert_eq!((name.mode() & 0o7777, name.gid()), (0o644, 3000), "defaultMode, fsGroup's");
 
     // Removed from its source: the pod goes, and its directory with it, tmpfs unmounted.
     std::fs::remove_file(sb.manifests().join("vol.yaml")).unwrap();

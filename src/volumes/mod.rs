@@ -304,8 +304,7 @@ fn write_file(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
     }
-    crate::util::write_atomic_as(path, data, crate::util::StateAccess { gid: None })?;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+    crate::util::write_atomic_mode(path, data, crate::util::StateAccess { gid: None }, mode)
 }
 
 /// `fsGroup` ownership of everything under `root` (kubelet's `SetVolumeOwnership`): group
