@@ -395,7 +395,7 @@ fn node_object(cfg: &Config) -> crate::api::Node {
 
 /// The prober's persisted results, in the state directory.
 const PROBE_RESULTS_FILE: &str = "probe-results.json";
-/// The pods' own directories (`volumes::PodDir`) under the state directory.
+/// The pods' own directories (`poddir::PodDir`) under the state directory.
 const PODS_DIR: &str = "pods";
 /// Name of the lock file in the state directory.
 const LOCK_FILE: &str = "ferrolet.lock";
@@ -557,7 +557,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         runtime.remove_container(&c.id).map_err(rt_err)?;
     }
     // The pods' own directories: their volumes (tmpfs unmounted), hosts and termination files.
-    crate::volumes::sweep(&cfg.state_dir.join(PODS_DIR), |_| false);
+    crate::poddir::sweep(&cfg.state_dir.join(PODS_DIR), |_| false);
     // What is left is state of pods that are gone: results of their probes (read back by
     // the next start otherwise) and damaged records moved aside.
     let mut leftovers = vec![cfg.state_dir.join(PROBE_RESULTS_FILE)];

@@ -2,7 +2,7 @@
 //! apiserver's rules and messages), and the pure decisions the node makes over them: the
 //! downward API files, the `hostPath` type checks, `subPathExpr` expansion, `fsGroup` modes
 //! and the size of a memory-backed `emptyDir`. The node side (directories, tmpfs, files,
-//! ownership) is `crate::volumes`.
+//! ownership) is the `poddir` module.
 //!
 //! ferrolet honours `emptyDir`, `hostPath`, `downwardAPI`, and `projected` with
 //! `downwardAPI` sources. Every other source is kept in `other` and refused by

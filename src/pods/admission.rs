@@ -38,7 +38,7 @@ impl PodManager {
             if !std::mem::replace(&mut self.dirs_swept, true) {
                 // Every pod the runtime holds is now owned: a directory of any other is left
                 // from a crash between the pod's removal and its directory's.
-                crate::volumes::sweep(&self.cfg.pods_root, |uid| {
+                crate::poddir::sweep(&self.cfg.pods_root, |uid| {
                     self.pods.contains_key(uid) || self.desired.contains_key(uid)
                 });
             }

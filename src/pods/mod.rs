@@ -116,7 +116,7 @@ pub struct PodManagerConfig {
     /// Root of the per-pod log directories.
     pub log_root: PathBuf,
     /// Root of the pods' own directories (`<state_dir>/pods`: volumes, termination message
-    /// files, hosts files; `volumes::PodDir`).
+    /// files, hosts files; `poddir::PodDir`).
     pub pods_root: PathBuf,
     /// Exited instances kept per container.
     pub max_dead_per_container: u32,
@@ -406,9 +406,9 @@ impl PodManager {
         self.send_probe_targets(&after);
     }
 
-    /// The pod's own directory (`volumes::PodDir`).
-    fn pod_dir(&self, pod: &Pod) -> crate::volumes::PodDir {
-        crate::volumes::PodDir::new(&self.cfg.pods_root, &pod.metadata.uid)
+    /// The pod's own directory (`poddir::PodDir`).
+    fn pod_dir(&self, pod: &Pod) -> crate::poddir::PodDir {
+        crate::poddir::PodDir::new(&self.cfg.pods_root, &pod.metadata.uid)
     }
 
     /// The directory of a pod's container logs.
