@@ -10,6 +10,7 @@ pub mod config;
 pub mod devicemanager;
 pub mod dns;
 pub mod events;
+pub mod imagegc;
 pub mod images;
 pub mod inputfile;
 pub mod lifecycle;

@@ -473,6 +473,7 @@ mod tests {
             reason: "Error".into(),
             message: String::new(),
             pid: None,
+            image_ref: String::new(),
         }
     }
 

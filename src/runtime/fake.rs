@@ -41,6 +41,8 @@ pub enum Call {
     RemoveContainer(String),
     /// An image, with whether credentials came with it.
     PullImage(String, bool),
+    /// An image, by the reference it was added as.
+    RemoveImage(String),
 }
 
 #[derive(Default)]
@@ -55,6 +57,8 @@ struct Scripts {
     hang_pulls: HashSet<String>,
     /// The pod IPs a new pod-network sandbox gets.
     pod_ips: Vec<String>,
+    /// Images whose removal fails.
+    fail_remove: HashSet<String>,
 }
 
 #[derive(Default)]
@@ -172,6 +176,18 @@ impl FakeRuntime {
         self.state.lock().images.insert(image.into(), image_info(image, size));
     }
 
+    /// Image `image` is pinned by the runtime.
+    pub fn pin_image(&self, image: &str) {
+        if let Some(i) = self.state.lock().images.get_mut(image) {
+            i.pinned = true;
+        }
+    }
+
+    /// Removing image `image` fails.
+    pub fn fail_remove_image(&self, image: &str) {
+        self.state.lock().scripts.fail_remove.insert(image.into());
+    }
+
     /// Image `image` is gone.
     pub fn delete_image(&self, image: &str) {
         self.state.lock().images.remove(image);
@@ -283,6 +299,7 @@ impl ContainerRuntime for FakeRuntime {
             reason: String::new(),
             message: String::new(),
             pid: None,
+            image_ref: config.image.clone(),
         };
         st.containers.insert(id.clone(), info);
         Ok(id)
@@ -406,6 +423,11 @@ impl ContainerRuntime for FakeRuntime {
         let mut st = self.state.lock();
         let key = st.images.iter().find(|(k, i)| *k == image || i.id == image).map(|(k, _)| k.clone());
         let key = key.ok_or_else(|| not_found("image", image))?;
+        if st.scripts.fail_remove.contains(&key) {
+            let e = std::io::Error::other("image is being used by a container the runtime forgot");
+            return Err(RuntimeError::Process { action: format!("removing {image}"), source: e });
+        }
+        st.calls.push(Call::RemoveImage(key.clone()));
         st.images.remove(&key);
         Ok(())
     }

@@ -342,6 +342,9 @@ pub struct ContainerInfo {
     pub message: String,
     /// Process id while running.
     pub pid: Option<i32>,
+    /// The image it runs, as the runtime resolved it (CRI's `image_ref`: an id or digest);
+    /// empty for the process runtime.
+    pub image_ref: String,
 }
 
 /// The outcome of `exec_sync`.
