@@ -131,6 +131,8 @@ pub struct Agent {
     cri: Option<Arc<CriRuntime>>,
     /// The image pull threads (CRI backend only: the process runtime ignores images).
     images: Option<ImagePuller>,
+    /// Image garbage collection (CRI backend only).
+    image_gc: Option<ManagerHandle<()>>,
     /// The lifecycle hook threads.
     hooks: Option<HookRunner>,
     events: Option<EventsPipeline>,
@@ -681,6 +683,20 @@ impl Agent {
                 .map_err(spawn_err("fl-devices"))?;
             (Some(handle), Some(shared))
         };
+        let (image_gc, images_view) = if cri.is_some() {
+            let gc = crate::imagegc::ImageGc::new(
+                cfg.image_gc_settings(),
+                runtime.clone(),
+                recorder.clone(),
+                Arc::new(crate::clock::RealClock),
+                &cfg.state_dir,
+            );
+            let view = gc.view();
+            let handle = ManagerHandle::spawn("fl-imagegc", gc, &health).map_err(spawn_err("fl-imagegc"))?;
+            (Some(handle), Some(view))
+        } else {
+            (None, None)
+        };
         let prober = ManagerHandle::spawn_with_channel("fl-prober", prober, prober_channel, &health)
             .map_err(spawn_err("fl-prober"))?;
         let pods =
@@ -704,6 +720,7 @@ impl Agent {
                 prober_metrics: prober_metrics.clone(),
                 devices: device_state,
                 node: node_object(cfg),
+                images: images_view,
             };
             Some(ApiServer::start(&cfg.api.listen, state)?)
         };
@@ -724,6 +741,7 @@ impl Agent {
             devices,
             cri,
             images,
+            image_gc,
             hooks: Some(hooks),
             events: Some(events),
             api,
@@ -741,7 +759,8 @@ impl Agent {
     }
 
     /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the
-    /// pod manager, the image pulls (cancelled), the prober and its threads, the device manager, the events still queued
+    /// pod manager, the image pulls (cancelled), the prober and its threads, the device
+    /// manager, image GC, the events still queued
     /// (delivered), and the API last, so `/healthz` answers until the end. Each step waits up
     /// to `shutdown_timeout`. Containers keep running; the next start adopts them. Returns
     /// every thread that did not stop in time; threads still inside a probe or a host name
@@ -783,6 +802,9 @@ impl Agent {
         }
         if let Some(d) = self.devices.take() {
             late(d.stop(timeout));
+        }
+        if let Some(g) = self.image_gc.take() {
+            late(g.stop(timeout));
         }
         if let Some(cri) = self.cri.take() {
             // Container stops the pod manager asked for finish (each is bounded by its

@@ -286,6 +286,52 @@ pub fn render_devices(view: &serde_json::Value, output: Output) -> anyhow::Resul
     Ok(out + &table(rows, ""))
 }
 
+/// A size as `crictl images` shows it: `4.3MiB`, `1.2GiB`, `512B`.
+fn human_bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n}B")
+    } else {
+        format!("{v:.1}{}", units[u])
+    }
+}
+
+/// Fetches `/images`.
+pub fn fetch_images(server: &str) -> anyhow::Result<serde_json::Value> {
+    fetch(server, "/images")
+}
+
+/// `ferrolet get images`: each image, its size, when it was last used, and whether image
+/// GC may remove it (or why not).
+pub fn render_images(view: &serde_json::Value, output: Output) -> anyhow::Result<String> {
+    match output {
+        Output::Json => return Ok(serde_json::to_string_pretty(view)? + "\n"),
+        Output::Yaml => return Ok(serde_norway::to_string(view)?),
+        _ => {}
+    }
+    let images: Vec<crate::imagegc::ImageView> = serde_json::from_value(view["images"].clone()).unwrap_or_default();
+    if images.is_empty() {
+        return Ok(format!("No images (image GC: {})\n", view["imageGC"].as_str().unwrap_or("?")));
+    }
+    let mut rows = vec![["IMAGE", "ID", "SIZE", "LAST USED", "GC"].map(String::from).to_vec()];
+    for i in images {
+        let id = i.id.strip_prefix("sha256:").unwrap_or(&i.id).chars().take(13).collect();
+        let name = i.tags.first().cloned().unwrap_or_else(|| "<none>".into());
+        let gc = match i.kept {
+            Some(why) => format!("kept: {why}"),
+            None => "may remove".into(),
+        };
+        rows.push(vec![name, id, human_bytes(i.size), i.last_used, gc]);
+    }
+    Ok(table(rows, ""))
+}
+
 /// Fetches `/devices`.
 pub fn fetch_devices(server: &str) -> anyhow::Result<serde_json::Value> {
     fetch(server, "/devices")
@@ -521,6 +567,30 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn images_show_their_size_last_use_and_what_keeps_them() {
+        let view = serde_json::json!({"imageGC": "on", "images": [
+            {"id": "sha256:0123456789abcdef", "tags": ["docker.io/library/busybox:1.36"], "size": 4_400_000u64,
+             "firstDetected": "2026-11-23T08:00:00Z", "lastUsed": "2026-11-23T09:00:00Z", "kept": "in use"},
+            {"id": "sha256:fedcba9876543210", "tags": [], "size": 512,
+             "firstDetected": "2026-11-23T08:00:00Z", "lastUsed": "2026-11-23T08:00:00Z"},
+        ]});
+        assert_eq!(
+            render_images(&view, Output::Table).unwrap(),
+            "IMAGE                            ID              SIZE     LAST USED              GC\n\
+             docker.io/library/busybox:1.36   0123456789abc   4.2MiB   2026-11-23T09:00:00Z   kept: in use\n\
+             <none>                           fedcba9876543   512B     2026-11-23T08:00:00Z   may remove\n"
+        );
+        assert_eq!(
+            render_images(
+                &serde_json::json!({"imageGC": "off (the runtime has no images)", "images": []}),
+                Output::Table
+            )
+            .unwrap(),
+            "No images (image GC: off (the runtime has no images))\n"
+        );
     }
 
     #[test]

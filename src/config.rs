@@ -13,6 +13,7 @@ use std::time::Duration;
 mod bounds;
 mod choice;
 mod host;
+mod imagegc;
 mod reserved;
 
 pub use bounds::*;
@@ -124,6 +125,29 @@ pub struct Config {
     /// Image pulls at once, each on a thread of its own; 1 serializes them (kubelet's
     /// `serializeImagePulls`, on by default, and `maxParallelImagePulls`).
     pub max_parallel_image_pulls: usize,
+    /// Image GC starts when the image filesystem is this full, in percent (kubelet's
+    /// `imageGCHighThresholdPercent`); 100 with no maximum age and no byte threshold turns
+    /// the periodic GC off (the eviction threshold still reclaims).
+    pub image_gc_high_threshold_percent: u8,
+    /// ... and removes images until it is this full (`imageGCLowThresholdPercent`).
+    pub image_gc_low_threshold_percent: u8,
+    /// Images seen for less than this are never removed (`imageMinimumGCAge`; 0 is 2m).
+    pub image_minimum_gc_age: Dur,
+    /// Images unused for longer than this are removed whatever the disk, once the agent has
+    /// run that long (`imageMaximumGCAge`); 0s: off.
+    pub image_maximum_gc_age: Dur,
+    /// Image GC also starts when fewer bytes than this are free (small disks); unset: off.
+    pub image_gc_high_threshold_bytes_free: Option<Bytes>,
+    /// ... and removes images until this many bytes are free.
+    pub image_gc_low_threshold_bytes_free: Option<Bytes>,
+    /// Images image GC never removes (names like `docker.io/library/busybox:1.36`, or ids),
+    /// besides the sandbox image and images the runtime pins.
+    pub image_gc_keep: Vec<String>,
+    /// How often an image GC pass runs (kubelet's 5m).
+    pub image_gc_period: Dur,
+    /// Below this much free on the image filesystem, every unused image is removed at once
+    /// (kubelet's `evictionHard` `imagefs.available`): `"15%"`, a size, or `""` (off).
+    pub eviction_hard_imagefs_available: String,
     /// How often the manifest directory is checked for changes.
     pub manifest_check_interval: Dur,
     /// How often the pod manager relists containers and syncs every pod.
@@ -373,6 +397,15 @@ impl Default for Config {
             cluster_domain: String::new(),
             image_pull_timeout: Dur(Duration::from_secs(600)),
             max_parallel_image_pulls: 1,
+            image_gc_high_threshold_percent: 85,
+            image_gc_low_threshold_percent: 80,
+            image_minimum_gc_age: Dur(Duration::from_secs(120)),
+            image_maximum_gc_age: Dur(Duration::ZERO),
+            image_gc_high_threshold_bytes_free: None,
+            image_gc_low_threshold_bytes_free: None,
+            image_gc_keep: Vec::new(),
+            image_gc_period: Dur(Duration::from_secs(300)),
+            eviction_hard_imagefs_available: "15%".into(),
             manifest_check_interval: Dur(Duration::from_secs(1)),
             sync_frequency: Dur(Duration::from_secs(1)),
             shutdown_timeout: Dur(Duration::from_secs(10)),
@@ -423,6 +456,12 @@ pub struct Overrides {
     pub container_runtime_endpoint: Option<String>,
     /// `--device-plugin-dir`.
     pub device_plugin_dir: Option<PathBuf>,
+    /// `--image-gc-high-threshold` (kubelet's flag).
+    pub image_gc_high_threshold: Option<String>,
+    /// `--image-gc-low-threshold` (kubelet's flag).
+    pub image_gc_low_threshold: Option<String>,
+    /// `--minimum-image-ttl-duration` (kubelet's flag).
+    pub minimum_image_ttl_duration: Option<String>,
 }
 
 impl Config {
@@ -482,7 +521,27 @@ impl Config {
         if let Some(v) = &overrides.device_plugin_dir {
             cfg.devices.plugin_dir = v.clone();
         }
+        let flag_err =
+            |key: &str, message: String| ConfigError::Invalid { file: "command line".into(), key: key.into(), message };
+        let percent = |flag: &str, v: &str| {
+            v.trim()
+                .parse::<u8>()
+                .map_err(|_| flag_err(flag, format!("invalid value {v:?}: must be a whole percentage from 0 to 100")))
+        };
+        if let Some(v) = &overrides.image_gc_high_threshold {
+            cfg.image_gc_high_threshold_percent = percent("--image-gc-high-threshold", v)?;
+        }
+        if let Some(v) = &overrides.image_gc_low_threshold {
+            cfg.image_gc_low_threshold_percent = percent("--image-gc-low-threshold", v)?;
+        }
+        if let Some(v) = &overrides.minimum_image_ttl_duration {
+            cfg.image_minimum_gc_age = Dur(parse_duration(v)
+                .map_err(|e| flag_err("--minimum-image-ttl-duration", format!("invalid value {v:?}: {e}")))?);
+        }
         let any_flag = overrides.node_name.is_some()
+            || overrides.image_gc_high_threshold.is_some()
+            || overrides.image_gc_low_threshold.is_some()
+            || overrides.minimum_image_ttl_duration.is_some()
             || overrides.manifest_dir.is_some()
             || overrides.state_dir.is_some()
             || overrides.listen.is_some()
@@ -638,6 +697,9 @@ impl Config {
         if !(1..=most).contains(&threads) {
             return bad("prober.max_threads", format!("invalid value {threads}: must be between 1 and {most}"));
         }
+        if let Err((key, message)) = imagegc::check(self) {
+            return bad(key, message);
+        }
         let cg = &self.cgroups;
         if !cg.root.starts_with('/') {
             return bad(
@@ -764,6 +826,65 @@ mod tests {
         let c = Config::parse("etc/ferrolet.toml", include_str!("../etc/ferrolet.toml")).unwrap();
         let d = Config::default();
         assert_eq!(format!("{c:?}"), format!("{d:?}"));
+    }
+
+    #[test]
+    fn image_gc_keys_are_checked_as_kubelet_checks_them() {
+        assert_eq!(
+            err("image_gc_high_threshold_percent = 101\n"),
+            "f.toml: image_gc_high_threshold_percent: invalid value 101: must be between 0 and 100, inclusive"
+        );
+        assert_eq!(
+            err("image_gc_low_threshold_percent = 85\n"),
+            "f.toml: image_gc_low_threshold_percent: invalid value 85: must be less than image_gc_high_threshold_percent (85)"
+        );
+        assert_eq!(
+            err("image_maximum_gc_age = \"1m\"\n"),
+            "f.toml: image_maximum_gc_age: invalid value 60s: must be greater than image_minimum_gc_age (120s), or 0s (off)"
+        );
+        assert_eq!(
+            err("image_gc_high_threshold_bytes_free = \"1Gi\"\n"),
+            "f.toml: image_gc_low_threshold_bytes_free: must be set with image_gc_high_threshold_bytes_free"
+        );
+        assert_eq!(
+            err("image_gc_high_threshold_bytes_free = \"2Gi\"\nimage_gc_low_threshold_bytes_free = \"1Gi\"\n"),
+            "f.toml: image_gc_low_threshold_bytes_free: invalid value 1073741824: must be more than image_gc_high_threshold_bytes_free (2147483648): GC frees until that much is free"
+        );
+        assert_eq!(
+            err("eviction_hard_imagefs_available = \"15 percent\"\n"),
+            "f.toml: eviction_hard_imagefs_available: invalid value \"15 percent\": must be a percentage of the image filesystem like \"15%\", a size like \"2Gi\", or \"\" (off)"
+        );
+        let c = Config::parse(
+            "f.toml",
+            "image_minimum_gc_age = \"0s\"\nimage_gc_high_threshold_bytes_free = \"1Gi\"\nimage_gc_low_threshold_bytes_free = \"2Gi\"\neviction_hard_imagefs_available = \"512Mi\"\n",
+        )
+        .unwrap();
+        let s = c.image_gc_settings();
+        assert_eq!(s.policy.min_age, Duration::from_secs(120), "kubelet turns 0 into 2m");
+        assert_eq!((s.policy.high_bytes_free, s.policy.low_bytes_free), (Some(1 << 30), Some(2 << 30)));
+        assert_eq!(s.eviction, Some(crate::imagegc::manager::Threshold::Bytes(512 << 20)));
+        assert_eq!(
+            Config::default().image_gc_settings().eviction,
+            Some(crate::imagegc::manager::Threshold::Percent(15))
+        );
+    }
+
+    #[test]
+    fn kubelets_image_gc_flags_win_over_the_file() {
+        let o = Overrides {
+            image_gc_high_threshold: Some("90".into()),
+            image_gc_low_threshold: Some("70".into()),
+            minimum_image_ttl_duration: Some("10m".into()),
+            ..Default::default()
+        };
+        let c = Config::load(None, &o).unwrap();
+        assert_eq!((c.image_gc_high_threshold_percent, c.image_gc_low_threshold_percent), (90, 70));
+        assert_eq!(c.image_minimum_gc_age.0, Duration::from_secs(600));
+        let o = Overrides { image_gc_high_threshold: Some("90%".into()), ..Default::default() };
+        assert_eq!(
+            Config::load(None, &o).unwrap_err().to_string(),
+            "command line: --image-gc-high-threshold: invalid value \"90%\": must be a whole percentage from 0 to 100"
+        );
     }
 
     #[test]

@@ -18,10 +18,13 @@ usage:
   ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--state-dir DIR]
                [--listen ADDR] [--runtime process|cri]
                [--container-runtime-endpoint unix:///PATH] [--device-plugin-dir DIR]
+               [--image-gc-high-threshold N] [--image-gc-low-threshold N]
+               [--minimum-image-ttl-duration DURATION]
   ferrolet validate [--config FILE] [MANIFEST...]   check config and manifests, run nothing
   ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
   ferrolet get events [--for pod/NAME] [--watch] [-o json|yaml] [--server ADDR | --config FILE]
   ferrolet get node|devices [-o json|yaml] [--server ADDR | --config FILE]   capacity, device plugins
+  ferrolet get images [-o json|yaml] [--server ADDR | --config FILE]   images, and whether GC may remove them
   ferrolet describe pod NAME [--server ADDR | --config FILE]
   ferrolet plan cgroups [--config FILE] [-o json] [--cpus N] [--memory Q] [--system-reserved cpu=…,memory=…]
                         [--kube-reserved …] [--qos-reserved memory=N%] [--cgroup-version 1|2]
@@ -46,6 +49,8 @@ const RUN_HELP: &str = "\
 usage: ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--state-dir DIR]
                     [--listen ADDR] [--runtime process|cri]
                     [--container-runtime-endpoint unix:///PATH] [--device-plugin-dir DIR]
+                    [--image-gc-high-threshold N] [--image-gc-low-threshold N]
+                    [--minimum-image-ttl-duration DURATION]
 
 Runs the agent until SIGTERM or SIGINT. Without --config the built-in defaults apply;
 flags win over the file.
@@ -221,6 +226,9 @@ fn parse_flags(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Re
             Long("runtime") => f.overrides.runtime = Some(value(&mut p, &flag)?),
             Long("container-runtime-endpoint") => f.overrides.container_runtime_endpoint = Some(value(&mut p, &flag)?),
             Long("device-plugin-dir") => f.overrides.device_plugin_dir = Some(value(&mut p, &flag)?.into()),
+            Long("image-gc-high-threshold") => f.overrides.image_gc_high_threshold = Some(value(&mut p, &flag)?),
+            Long("image-gc-low-threshold") => f.overrides.image_gc_low_threshold = Some(value(&mut p, &flag)?),
+            Long("minimum-image-ttl-duration") => f.overrides.minimum_image_ttl_duration = Some(value(&mut p, &flag)?),
             Long("server") => f.server = Some(value(&mut p, &flag)?),
             Long("for") => f.for_object = Some(value(&mut p, &flag)?),
             Short('w') | Long("watch") => f.watch = true,
@@ -399,8 +407,12 @@ fn get(flags: Flags) -> anyhow::Result<()> {
             print!("{}", cli::render_devices(&cli::fetch_devices(&server)?, flags.output.unwrap_or(Output::Table))?);
             Ok(())
         }
-        Some(other) => bail!("unknown resource type {other:?}: supported: pods, events, node, devices"),
-        None => bail!("get needs a resource type: pods, events, node or devices"),
+        Some("images" | "image") => {
+            print!("{}", cli::render_images(&cli::fetch_images(&server)?, flags.output.unwrap_or(Output::Table))?);
+            Ok(())
+        }
+        Some(other) => bail!("unknown resource type {other:?}: supported: pods, events, node, devices, images"),
+        None => bail!("get needs a resource type: pods, events, node, devices or images"),
     }
 }
 

@@ -58,6 +58,8 @@ pub struct ApiState {
     pub devices: Option<crate::devicemanager::Devices>,
     /// The node's name and its cpu and memory (capacity and allocatable).
     pub node: Node,
+    /// The images and the image GC's numbers (CRI runtime).
+    pub images: Option<crate::imagegc::ImagesView>,
 }
 
 /// The running API server.

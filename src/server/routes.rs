@@ -125,6 +125,13 @@ impl Routes {
                 Response::json(view.to_string())
             }
             "/node" | "/node/" => Response::json(to_json(&self.node())),
+            "/images" | "/images/" => {
+                let images = s.images.as_ref().map(|v| v.images()).unwrap_or_default();
+                Response::json(to_json(&serde_json::json!({
+                    "imageGC": if s.images.is_some() { "on" } else { "off (the runtime has no images)" },
+                    "images": images,
+                })))
+            }
             path => Response::text(404, format!("404 page not found: {path}\n")),
         }
     }
@@ -352,6 +359,9 @@ impl Routes {
         state.prober_metrics.render(&mut out);
         if let Some(d) = &state.devices {
             d.metrics().render(&mut out);
+        }
+        if let Some(images) = &state.images {
+            images.render_metrics(&mut out);
         }
         let dead = state.health.dead();
         Encoder::new(&mut out).single(

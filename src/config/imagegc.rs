@@ -1,0 +1,103 @@
+//! The image GC keys (kubelet's `imageGC*` and `imageMinimumGCAge`/`imageMaximumGCAge`,
+//! ferrolet's absolute thresholds, keep-list and imagefs eviction threshold): their checks,
+//! with kubelet's rules, and the settings `fl-imagegc` runs with.
+
+use super::Config;
+use crate::imagegc::manager::{ImageGcSettings, Threshold};
+use crate::imagegc::Policy;
+use std::time::Duration;
+
+/// The most names `image_gc_keep` may hold.
+const MAX_KEEP: usize = 256;
+
+/// `eviction_hard_imagefs_available`: `"15%"`, a size (`"2Gi"`), or `""` (off).
+pub fn parse_threshold(s: &str) -> Result<Option<Threshold>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    if let Some(p) = s.strip_suffix('%') {
+        return match p.trim().parse::<u8>() {
+            Ok(p) if p <= 100 => Ok(Some(Threshold::Percent(p))),
+            _ => Err(format!("invalid value {s:?}: a percentage must be from 0% to 100%")),
+        };
+    }
+    match crate::api::Quantity::parse(s) {
+        Ok(q) if !q.is_negative() => Ok(Some(Threshold::Bytes(q.value() as u64))),
+        _ => Err(format!("invalid value {s:?}: must be a percentage of the image filesystem like \"15%\", a size like \"2Gi\", or \"\" (off)")),
+    }
+}
+
+/// The first problem with the image GC keys: (key, message).
+pub fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
+    let (high, low) = (cfg.image_gc_high_threshold_percent, cfg.image_gc_low_threshold_percent);
+    for (key, v) in [("image_gc_high_threshold_percent", high), ("image_gc_low_threshold_percent", low)] {
+        if v > 100 {
+            return Err((key, format!("invalid value {v}: must be between 0 and 100, inclusive")));
+        }
+    }
+    if low >= high {
+        return Err((
+            "image_gc_low_threshold_percent",
+            format!("invalid value {low}: must be less than image_gc_high_threshold_percent ({high})"),
+        ));
+    }
+    let (min, max) = (cfg.image_minimum_gc_age.0, cfg.image_maximum_gc_age.0);
+    if !max.is_zero() && max <= min {
+        return Err((
+            "image_maximum_gc_age",
+            format!("invalid value {max:?}: must be greater than image_minimum_gc_age ({min:?}), or 0s (off)"),
+        ));
+    }
+    match (&cfg.image_gc_high_threshold_bytes_free, &cfg.image_gc_low_threshold_bytes_free) {
+        (None, None) => {}
+        (Some(h), Some(l)) if l.0 > h.0 => {}
+        (Some(h), Some(l)) => {
+            return Err((
+                "image_gc_low_threshold_bytes_free",
+                format!("invalid value {}: must be more than image_gc_high_threshold_bytes_free ({}): GC frees until that much is free", l.0, h.0),
+            ))
+        }
+        (Some(_), None) => {
+            return Err(("image_gc_low_threshold_bytes_free", "must be set with image_gc_high_threshold_bytes_free".into()))
+        }
+        (None, Some(_)) => {
+            return Err(("image_gc_high_threshold_bytes_free", "must be set with image_gc_low_threshold_bytes_free".into()))
+        }
+    }
+    if cfg.image_gc_period.0 < Duration::from_secs(1) {
+        return Err(("image_gc_period", format!("invalid value {:?}: must be at least 1s", cfg.image_gc_period.0)));
+    }
+    if cfg.image_gc_keep.len() > MAX_KEEP {
+        return Err(("image_gc_keep", format!("{} entries: must be at most {MAX_KEEP}", cfg.image_gc_keep.len())));
+    }
+    if let Some(k) = cfg.image_gc_keep.iter().find(|k| k.trim().is_empty() || k.len() > 512) {
+        return Err(("image_gc_keep", format!("invalid entry {k:?}: must be an image name or id (at most 512 bytes)")));
+    }
+    parse_threshold(&cfg.eviction_hard_imagefs_available).map(drop).map_err(|e| ("eviction_hard_imagefs_available", e))
+}
+
+impl Config {
+    /// What `fl-imagegc` runs with (checked: `check` passed).
+    pub fn image_gc_settings(&self) -> ImageGcSettings {
+        ImageGcSettings {
+            node_name: self.node_name.clone(),
+            policy: Policy {
+                high_percent: self.image_gc_high_threshold_percent,
+                low_percent: self.image_gc_low_threshold_percent,
+                // kubelet turns 0 into its default.
+                min_age: if self.image_minimum_gc_age.0.is_zero() {
+                    Duration::from_secs(120)
+                } else {
+                    self.image_minimum_gc_age.0
+                },
+                max_age: self.image_maximum_gc_age.0,
+                high_bytes_free: self.image_gc_high_threshold_bytes_free.map(|b| b.0),
+                low_bytes_free: self.image_gc_low_threshold_bytes_free.map(|b| b.0),
+            },
+            keep: self.image_gc_keep.clone(),
+            period: self.image_gc_period.0,
+            eviction: parse_threshold(&self.eviction_hard_imagefs_available).ok().flatten(),
+        }
+    }
+}
