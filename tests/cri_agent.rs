@@ -324,64 +324,12 @@ fn removing_a_pod_leaves_no_sandbox_container_cgroup_or_log_directory() {
     assert!(!logs.exists(), "{} left", logs.display());
 }
 
-/// A containerd of this test's own (the harness's, on other paths), so restarting it
-/// disturbs no other test; torn down when dropped.
-struct OwnContainerd {
-    base: String,
-    cgroup: String,
-}
-
-impl OwnContainerd {
-    fn start() -> OwnContainerd {
-        let id = ferrolet::util::random_id();
-        let own = OwnContainerd {
-            base: format!("/tmp/ferrolet-cri-{}", &id[..8]),
-            cgroup: format!("{}-{}", common::cri::var("FERROLET_CRI_CGROUP"), &id[..8]),
-        };
-        own.script("up.sh");
-        own
-    }
-
-    fn script(&self, name: &str) {
-        let out = std::process::Command::new("bash")
-            .arg(format!("{}/tests/cri/{name}", env!("CARGO_MANIFEST_DIR")))
-            .env("FERROLET_CRI_BASE", &self.base)
-            .env("FERROLET_CRI_CGROUP", &self.cgroup)
-            .output()
-            .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && !text.contains("will be skipped"), "{name}: {text}");
-    }
-
-    fn endpoint(&self) -> String {
-        format!("unix://{}/containerd.sock", self.base)
-    }
-
-    /// Stops containerd (SIGTERM to the pid the harness recorded; its shims and containers
-    /// live on) and waits until it is gone.
-    fn stop(&self) {
-        let pid: i32 =
-            std::fs::read_to_string(format!("{}/containerd.pid", self.base)).unwrap().trim().parse().unwrap();
-        // SAFETY: signalling the containerd this test started (its pid file).
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        wait_for("containerd to exit", WAIT, || {
-            (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
-        });
-    }
-}
-
-impl Drop for OwnContainerd {
-    fn drop(&mut self) {
-        self.script("down.sh");
-    }
-}
-
 #[test]
 fn a_containerd_restart_restarts_no_pod_and_the_agent_says_so_once_each_way() {
     if common::cri::endpoint().is_none() {
         return;
     }
-    let containerd = OwnContainerd::start();
+    let containerd = common::cri::OwnContainerd::start();
     let Some(node) = CriNode::on(containerd.endpoint()) else { return };
     node.sb.write_manifest(
         "steady.yaml",

@@ -9,8 +9,8 @@
 //! against `eviction_hard_imagefs_available` and, below it, removes every unused image at
 //! once (kubelet's eviction manager calling `DeleteUnusedImages`). Removal failures do not
 //! stop a pass. Events on the node, in kubelet's words: `InvalidDiskCapacity`,
-//! `FreeDiskSpaceFailed` (not again while nothing changed), `ImageGCFailed` (a second failed
-//! pass in a row), `EvictionThresholdMet`.
+//! `FreeDiskSpaceFailed` (not again while the bytes eligible stay the same), `ImageGCFailed`
+//! (a second failed pass in a row), `EvictionThresholdMet`.
 
 use super::store::Store;
 use super::{
@@ -157,12 +157,15 @@ pub struct ImageGc {
     /// When this agent started (age removal waits until it has run past the maximum age).
     up_since: SystemTime,
     next_detect: SystemTime,
-    next_pass: SystemTime,
+    /// Set at the first detection: a pass comes a whole period after it, as kubelet's first
+    /// comes 5 minutes after its first detection.
+    next_pass: Option<SystemTime>,
     next_pressure: SystemTime,
     /// Passes that failed in a row.
     failures: u32,
-    /// The last `FreeDiskSpaceFailed` (wanted, eligible), not said again while unchanged.
-    last_shortfall: Option<(u64, u64)>,
+    /// The bytes eligible at the last `FreeDiskSpaceFailed`: not said again while they stay
+    /// the same (what is wanted moves with every byte written to the disk).
+    last_shortfall: Option<u64>,
     /// The image filesystem is below the eviction threshold.
     under_pressure: bool,
     view: ImagesView,
@@ -181,7 +184,7 @@ impl ImageGc {
         let store = Store::new(state_dir);
         let records = store.load();
         ImageGc {
-            next_pass: now + settings.period,
+            next_pass: None,
             settings,
             runtime,
             recorder,
@@ -343,10 +346,10 @@ impl ImageGc {
             errors.extend(failed);
             if freed < want {
                 let message = format!("Failed to garbage collect required amount of images. Attempted to free {want} bytes, but only found {eligible} bytes eligible to free.");
-                // Said once while the shortfall stays the same (kubelet says it every pass).
-                if self.last_shortfall != Some((want, eligible)) {
+                // Said again only when what could be freed changed (kubelet says it every pass).
+                if self.last_shortfall != Some(eligible) {
                     self.event("FreeDiskSpaceFailed", &message);
-                    self.last_shortfall = Some((want, eligible));
+                    self.last_shortfall = Some(eligible);
                 }
                 errors.push(message);
             } else {
@@ -423,8 +426,8 @@ impl ImageGc {
             self.next_pressure = now + PRESSURE_PERIOD.min(self.settings.period);
             self.check_pressure(now);
         }
-        if now >= self.next_pass {
-            self.next_pass = now + self.settings.period;
+        if self.next_pass.is_some_and(|t| now >= t) {
+            self.next_pass = Some(now + self.settings.period);
             if self.settings.policy.periodic() {
                 self.run_pass(now);
                 return;
@@ -432,8 +435,11 @@ impl ImageGc {
         }
         if now >= self.next_detect {
             self.next_detect = now + DETECT_PERIOD.min(self.settings.period);
-            if let Err(e) = self.detect(now, false) {
-                log::debug!("imagegc: cannot list images: {}", Chain(&e));
+            match self.detect(now, false) {
+                Ok(_) => {
+                    self.next_pass.get_or_insert(now + self.settings.period);
+                }
+                Err(e) => log::debug!("imagegc: cannot list images: {}", Chain(&e)),
             }
         }
     }

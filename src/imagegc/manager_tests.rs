@@ -238,3 +238,17 @@ fn below_the_eviction_threshold_every_unused_image_goes_at_once_said_once() {
     node.gc.check_pressure(node.clock.now());
     assert_eq!(node.events(), [], "said when the pressure begins");
 }
+
+#[test]
+fn the_first_pass_comes_a_whole_period_after_the_first_detection() {
+    let mut node = Node::new(ImageGcSettings { eviction: None, ..settings() }, 10 * GIB);
+    images(&node);
+    node.gc.tick(node.clock.now());
+    assert_eq!(node.removed(), Vec::<String>::new(), "only a detection");
+    let t = node.advance(299);
+    node.gc.tick(t);
+    assert_eq!(node.removed(), Vec::<String>::new());
+    let t = node.advance(1);
+    node.gc.tick(t);
+    assert_eq!(node.removed(), ["a:1", "b:1", "c:1", "d:1"], "old enough: seen a period ago");
+}

@@ -260,3 +260,74 @@ pub fn remove_cgroup(path: &str) {
         ferrolet::cm::cgroupfs::remove_empty_everywhere(&mounts, path);
     }
 }
+
+/// A containerd of this test's own (the harness's, on other paths), so restarting it
+/// disturbs no other test; torn down when dropped.
+pub struct OwnContainerd {
+    base: String,
+    cgroup: String,
+}
+
+impl OwnContainerd {
+    pub fn start() -> OwnContainerd {
+        let id = ferrolet::util::random_id();
+        let own = OwnContainerd {
+            base: format!("/tmp/ferrolet-cri-{}", &id[..8]),
+            cgroup: format!("{}-{}", var("FERROLET_CRI_CGROUP"), &id[..8]),
+        };
+        own.script("up.sh");
+        own
+    }
+
+    /// A value of its `env` file (`FERROLET_CRI_SNAPSHOTTER`, …).
+    pub fn env(&self, key: &str) -> String {
+        let text = std::fs::read_to_string(format!("{}/env", self.base)).unwrap();
+        let prefix = format!("{key}=");
+        text.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no {key} in its env")).to_string()
+    }
+
+    /// Imports the image tarball `tar` (`tests/cri/mkimage.py`'s) into its CRI namespace.
+    pub fn import(&self, tar: &Path) {
+        let out = std::process::Command::new("ctr")
+            .args(["--address", &format!("{}/containerd.sock", self.base), "-n", "k8s.io", "images", "import"])
+            .args(["--snapshotter", &self.env("FERROLET_CRI_SNAPSHOTTER")])
+            .arg(tar)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ctr import: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Runs the harness's script `name` (`up.sh`, `down.sh`) on its paths.
+    pub fn script(&self, name: &str) {
+        let out = std::process::Command::new("bash")
+            .arg(format!("{}/tests/cri/{name}", env!("CARGO_MANIFEST_DIR")))
+            .env("FERROLET_CRI_BASE", &self.base)
+            .env("FERROLET_CRI_CGROUP", &self.cgroup)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && !text.contains("will be skipped"), "{name}: {text}");
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}/containerd.sock", self.base)
+    }
+
+    /// Stops containerd (SIGTERM to the pid the harness recorded; its shims and containers
+    /// live on) and waits until it is gone.
+    pub fn stop(&self) {
+        let pid: i32 =
+            std::fs::read_to_string(format!("{}/containerd.pid", self.base)).unwrap().trim().parse().unwrap();
+        // SAFETY: signalling the containerd this test started (its pid file).
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        super::wait_for("containerd to exit", Duration::from_secs(30), || {
+            (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+        });
+    }
+}
+
+impl Drop for OwnContainerd {
+    fn drop(&mut self) {
+        self.script("down.sh");
+    }
+}

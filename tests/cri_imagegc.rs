@@ -1,0 +1,146 @@
+//! Image garbage collection against a real containerd of this test's own (GC removes
+//! images, so it must not see the images other tests run): three images of different
+//! sizes, one used by a running pod, one by an exited container, one unused; thresholds
+//! that make every pass want more than there is. The unused image goes; the used ones, the
+//! sandbox image and the kept one never; the shortfall event names exactly the unused
+//! image's size; `/images` and `ferrolet get images` say why each is kept. Without the
+//! harness the test skips with the reason.
+
+mod common;
+
+use common::cri::{CriNode, OwnContainerd};
+use common::{container, manifest, wait_for};
+use ferrolet::api::EventList;
+use std::io::Write;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Builds `name` (busybox and `extra` bytes of data that do not compress) and imports it.
+fn image(containerd: &OwnContainerd, dir: &std::path::Path, name: &str, extra: usize) {
+    let data = dir.join(format!("{}.bin", name.replace(['/', ':'], "_")));
+    let mut f = std::fs::File::create(&data).unwrap();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15 ^ extra as u64;
+    let mut buf = Vec::with_capacity(extra);
+    while buf.len() < extra {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf.extend_from_slice(&x.to_le_bytes());
+    }
+    f.write_all(&buf[..extra]).unwrap();
+    let tar = dir.join(format!("{}.tar", name.replace(['/', ':'], "_")));
+    let out = std::process::Command::new("python3")
+        .arg(format!("{}/tests/cri/mkimage.py", env!("CARGO_MANIFEST_DIR")))
+        .args(["--name", name, "--busybox", "/bin/busybox", "--cmd", "/bin/sh", "--out"])
+        .arg(&tar)
+        .arg("--file")
+        .arg(format!("{}:/data.bin", data.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "mkimage: {}", String::from_utf8_lossy(&out.stderr));
+    containerd.import(&tar);
+}
+
+#[test]
+fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_one() {
+    if common::cri::endpoint().is_none() {
+        return;
+    }
+    let containerd = OwnContainerd::start();
+    let Some(node) = CriNode::on(containerd.endpoint()) else { return };
+    let dir = node.sb.work();
+    image(&containerd, &dir, "localhost/gc-running:1", 1 << 20);
+    image(&containerd, &dir, "localhost/gc-exited:1", 3 << 20);
+    image(&containerd, &dir, "localhost/gc-unused:1", 6 << 20);
+    let client = common::cri::client(&containerd.endpoint());
+    let size_of = |name: &str| {
+        let listed = client.list_images().unwrap();
+        listed.iter().find(|i| i.get_repo_tags().iter().any(|t| t == name)).map(|i| i.get_size())
+    };
+    let unused = size_of("localhost/gc-unused:1").expect("imported");
+    node.sb.write_manifest(
+        "run.yaml",
+        &manifest(
+            "run",
+            "  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: localhost/gc-running:1\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n",
+        ),
+    );
+    node.sb.write_manifest(
+        "done.yaml",
+        &manifest(
+            "done",
+            "  hostNetwork: true\n  restartPolicy: Never\n  containers:\n  - name: job\n    image: localhost/gc-exited:1\n    imagePullPolicy: Never\n    command: ['true']\n",
+        ),
+    );
+    // Every pass wants more than there is (high 1 %, low 0 %), every 2 s; images count as
+    // old after 1 s; busybox (which the harness's pods share) is kept by name.
+    let agent = node.start_with(
+        |text| {
+            let gc = "image_gc_high_threshold_percent = 1\nimage_gc_low_threshold_percent = 0\nimage_minimum_gc_age = \"1s\"\nimage_gc_period = \"2s\"\nimage_gc_keep = [\"localhost/busybox:latest\"]\n";
+            format!("{gc}{text}")
+        },
+        "info",
+    );
+    wait_for("one pod running, one done", WAIT, || {
+        let run = node.pod(&agent, "run")?;
+        let done = node.pod(&agent, "done")?;
+        let running = container(&run, "app")?.state.running.is_some();
+        let exited = container(&done, "job")?.state.terminated.is_some();
+        (running && exited).then_some(())
+    });
+    let want = format!("but only found {unused} bytes eligible to free.");
+    let event = wait_for("the shortfall with the unused image's size", WAIT, || {
+        let events: EventList = serde_json::from_str(&agent.get("/events").unwrap()).unwrap();
+        events.items.into_iter().find(|e| e.reason == "FreeDiskSpaceFailed" && e.message.ends_with(&want))
+    });
+    assert_eq!(event.type_, "Warning");
+    wait_for("the unused image removed", WAIT, || size_of("localhost/gc-unused:1").is_none().then_some(()));
+    for kept in
+        ["localhost/gc-running:1", "localhost/gc-exited:1", "localhost/busybox:latest", "localhost/pause:catatonit"]
+    {
+        assert!(size_of(kept).is_some(), "{kept} was removed");
+    }
+    // Why each is kept, as the API and the CLI say it.
+    let images: serde_json::Value = serde_json::from_str(&agent.get("/images").unwrap()).unwrap();
+    let why = |name: &str| {
+        images["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["tags"].as_array().unwrap().iter().any(|t| t == name))
+            .map(|i| i["kept"].as_str().unwrap_or("").to_string())
+    };
+    assert_eq!(why("localhost/gc-running:1").as_deref(), Some("in use"));
+    assert_eq!(why("localhost/gc-exited:1").as_deref(), Some("in use"), "an exited container's image is in use");
+    assert_eq!(why("localhost/busybox:latest").as_deref(), Some("on image_gc_keep"));
+    assert_eq!(why("localhost/pause:catatonit").as_deref(), Some("sandbox image"));
+    assert_eq!(why("localhost/gc-unused:1"), None, "gone from the list");
+    let table = agent.cli(&["get", "images"]);
+    assert!(table.lines().any(|l| l.starts_with("localhost/gc-exited:1") && l.ends_with("kept: in use")), "{table}");
+    let metrics = agent.get("/metrics").unwrap();
+    assert!(metrics.contains("kubelet_image_garbage_collected_total{reason=\"space\"} 1"), "{metrics}");
+    assert!(metrics.contains("ferrolet_imagefs_capacity_bytes "), "{metrics}");
+    // Once the unused image is gone nothing is eligible: said once more, then not at every
+    // pass while that stays so.
+    std::thread::sleep(Duration::from_secs(6));
+    let events: EventList = serde_json::from_str(&agent.get("/events").unwrap()).unwrap();
+    let shortfalls: Vec<(String, i32)> = events
+        .items
+        .iter()
+        .filter(|e| e.reason == "FreeDiskSpaceFailed")
+        .map(|e| (e.message.split(", but ").nth(1).unwrap_or_default().to_string(), e.count))
+        .collect();
+    assert_eq!(
+        shortfalls,
+        [
+            (format!("only found {unused} bytes eligible to free."), 1),
+            ("only found 0 bytes eligible to free.".to_string(), 1)
+        ]
+    );
+    let failed = events.items.iter().find(|e| e.reason == "ImageGCFailed").expect("two failed passes in a row");
+    assert!(failed.message.contains("eligible to free"), "{}", failed.message);
+    for name in ["run", "done"] {
+        node.own(&node.pod(&agent, name).unwrap().metadata.uid);
+    }
+}
