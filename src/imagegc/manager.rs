@@ -92,6 +92,8 @@ pub struct ImageView {
 struct ViewState {
     images: Vec<ImageView>,
     fs: Option<FsStats>,
+    /// Below the eviction threshold, and since when that last changed.
+    disk_pressure: Option<(bool, SystemTime)>,
     collected_age: u64,
     collected_space: u64,
 }
@@ -105,6 +107,12 @@ impl ImagesView {
     /// The images, largest first.
     pub fn images(&self) -> Vec<ImageView> {
         self.0.read().images.clone()
+    }
+
+    /// Whether the image filesystem is below its eviction threshold, and since when that
+    /// holds; `None` before the first check.
+    pub fn disk_pressure(&self) -> Option<(bool, SystemTime)> {
+        self.0.read().disk_pressure
     }
 
     /// The GC's metrics, in the Prometheus text format.
@@ -392,7 +400,14 @@ impl ImageGc {
                 return;
             }
         };
-        if !threshold.crossed(fs) {
+        let crossed = threshold.crossed(fs);
+        {
+            let mut v = self.view.0.write();
+            if v.disk_pressure.is_none_or(|(p, _)| p != crossed) {
+                v.disk_pressure = Some((crossed, now));
+            }
+        }
+        if !crossed {
             if std::mem::take(&mut self.under_pressure) {
                 log::info!("imagegc: the image filesystem is above its eviction threshold again");
             }

@@ -228,15 +228,39 @@ fn below_the_eviction_threshold_every_unused_image_goes_at_once_said_once() {
     node.advance(600);
     node.gc.check_pressure(node.clock.now());
     assert_eq!(node.removed(), Vec::<String>::new(), "20 % free is above 15 %");
+    assert_eq!(node.gc.view().disk_pressure(), Some((false, node.clock.now())));
     node.available.store(14 * GIB, Ordering::Relaxed);
-    node.gc.check_pressure(node.clock.now());
+    let t = node.advance(10);
+    node.gc.check_pressure(t);
+    assert_eq!(node.gc.view().disk_pressure(), Some((true, t)), "the node's DiskPressure");
     assert_eq!(node.removed(), ["a:1", "b:1", "c:1", "d:1", "e:1"]);
     assert_eq!(
         node.events(),
         [("EvictionThresholdMet".to_string(), "Attempting to reclaim ephemeral-storage".to_string())]
     );
-    node.gc.check_pressure(node.clock.now());
+    node.gc.check_pressure(node.advance(10));
     assert_eq!(node.events(), [], "said when the pressure begins");
+    assert_eq!(node.gc.view().disk_pressure(), Some((true, t)), "since it began");
+}
+
+#[test]
+fn high_100_without_a_maximum_age_runs_no_pass_but_the_eviction_signal_still_reclaims() {
+    let mut s = settings();
+    s.policy.high_percent = 100;
+    s.policy.low_percent = 90;
+    s.eviction = Some(Threshold::Bytes(GIB / 2));
+    let mut node = Node::new(s, 2 * GIB);
+    images(&node);
+    node.gc.tick(node.clock.now());
+    for _ in 0..40 {
+        let t = node.advance(30);
+        node.gc.tick(t);
+    }
+    assert_eq!(node.removed(), Vec::<String>::new(), "98 % used, but no pass");
+    node.available.store(GIB / 4, Ordering::Relaxed);
+    let t = node.advance(10);
+    node.gc.tick(t);
+    assert_eq!(node.removed(), ["a:1", "b:1", "c:1", "d:1", "e:1"]);
 }
 
 #[test]

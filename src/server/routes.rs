@@ -85,7 +85,18 @@ impl Routes {
             }
             ready.1
         };
+        let disk = self.state.images.as_ref().and_then(|v| v.disk_pressure());
         node.status.conditions = node_conditions(&problems, self.started, since, now);
+        if let Some((pressure, changed)) = disk {
+            if let Some(c) = node.status.conditions.iter_mut().find(|c| c.type_ == "DiskPressure") {
+                c.last_transition_time = Some(Time(changed));
+                if pressure {
+                    c.status = "True".into();
+                    c.reason = "KubeletHasDiskPressure".into();
+                    c.message = "kubelet has disk pressure".into();
+                }
+            }
+        }
         node
     }
 
@@ -185,8 +196,9 @@ fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-/// The node's conditions in kubelet's order and words: the pressure conditions (ferrolet
-/// does not evict, so they are False) and Ready, False with the problems when there are any.
+/// The node's conditions in kubelet's order and words: the pressure conditions (False; with
+/// the CRI runtime `DiskPressure` follows the image filesystem's eviction signal) and Ready,
+/// False with the problems when there are any.
 pub fn node_conditions(
     problems: &[String],
     started: SystemTime,
