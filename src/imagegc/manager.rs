@@ -403,7 +403,7 @@ impl ImageGc {
         let crossed = threshold.crossed(fs);
         {
             let mut v = self.view.0.write();
-            if v.disk_pressure.is_none_or(|(p, _)| p != crossed) {
+            if v.disk_pressure.map(|(p, _)| p) != Some(crossed) {
                 v.disk_pressure = Some((crossed, now));
             }
         }
