@@ -59,6 +59,20 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
         listed.iter().find(|i| i.get_repo_tags().iter().any(|t| t == name)).map(|i| i.get_size())
     };
     let unused = size_of("localhost/gc-unused:1").expect("imported");
+    // What the image filesystem holds, once containerd's usage sync (every 10 s) settled.
+    let used = || {
+        let info = client.image_fs_info().unwrap();
+        info.get_image_filesystems().iter().map(|f| f.get_used_bytes().get_value()).sum::<u64>()
+    };
+    let mut before = used();
+    for _ in 0..8 {
+        std::thread::sleep(Duration::from_secs(5));
+        let now = used();
+        if now == before && now > 0 {
+            break;
+        }
+        before = now;
+    }
     node.sb.write_manifest(
         "run.yaml",
         &manifest(
@@ -96,6 +110,14 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
     });
     assert_eq!(event.type_, "Warning");
     wait_for("the unused image removed", WAIT, || size_of("localhost/gc-unused:1").is_none().then_some(()));
+    // The bytes freed are the image's, as the runtime's own ImageFsInfo counts them (its
+    // unpacked layer; the containers' writable layers add a little).
+    let after = wait_for("ImageFsInfo to count the removal", WAIT, || {
+        let now = used();
+        (now + unused * 9 / 10 <= before).then_some(now)
+    });
+    eprintln!("ImageFsInfo: {before} -> {after} bytes used ({} freed); the image: {unused} bytes", before - after);
+    assert!(before - after <= unused * 11 / 10, "freed {} bytes for an image of {unused}", before - after);
     for kept in
         ["localhost/gc-running:1", "localhost/gc-exited:1", "localhost/busybox:latest", "localhost/pause:catatonit"]
     {
