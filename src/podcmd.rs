@@ -473,7 +473,6 @@ mod tests {
             reason: "Error".into(),
             message: String::new(),
             pid: None,
-            image_ref: String::new(),
         }
     }
 

@@ -20,7 +20,6 @@ fn info(name: &str, state: RtState, exit: i32, attempt: u32) -> ContainerInfo {
         },
         message: String::new(),
         pid: None,
-        image_ref: String::new(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Image garbage collection against a real containerd of this test's own (GC removes
-//! images, so it must not see the images other tests run): three images of different
-//! sizes, one used by a running pod, one by an exited container, one unused; thresholds
+//! images, so it must not see the images other tests run): images of different sizes, one
+//! used by a running pod, one by an exited container, one by another node's container on
+//! the same containerd, one unused; thresholds
 //! that make every pass want more than there is. The unused image goes; the used ones, the
 //! sandbox image and the kept one never; the shortfall event names exactly the unused
 //! image's size; `/images` and `ferrolet get images` say why each is kept. Without the
@@ -53,6 +54,20 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
     image(&containerd, &dir, "localhost/gc-running:1", 1 << 20);
     image(&containerd, &dir, "localhost/gc-exited:1", 3 << 20);
     image(&containerd, &dir, "localhost/gc-unused:1", 6 << 20);
+    image(&containerd, &dir, "localhost/gc-foreign:1", 2 << 20);
+    // Another node's container on the same containerd (this agent does not list it): its
+    // image is in use all the same.
+    let other = ferrolet::runtime::cri::CriRuntime::new(
+        common::cri::client(&containerd.endpoint()),
+        "localhost/pause:catatonit",
+        "another-node",
+        &ferrolet::manager::Health::default(),
+    );
+    let foreign = common::cri::TestPod::run(&other, "foreign");
+    foreign.start(&ferrolet::runtime::ContainerConfig {
+        image: "localhost/gc-foreign:1".into(),
+        ..foreign.config("app", 0, &["sleep", "3600"])
+    });
     let client = common::cri::client(&containerd.endpoint());
     let size_of = |name: &str| {
         let listed = client.list_images().unwrap();
@@ -135,6 +150,7 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
     };
     assert_eq!(why("localhost/gc-running:1").as_deref(), Some("in use"));
     assert_eq!(why("localhost/gc-exited:1").as_deref(), Some("in use"), "an exited container's image is in use");
+    assert_eq!(why("localhost/gc-foreign:1").as_deref(), Some("in use"), "another node's container's image is in use");
     assert_eq!(why("localhost/busybox:latest").as_deref(), Some("on image_gc_keep"));
     assert_eq!(why("localhost/pause:catatonit").as_deref(), Some("sandbox image"));
     assert_eq!(why("localhost/gc-unused:1"), None, "gone from the list");

@@ -229,9 +229,8 @@ impl ImageGc {
     /// images changed, or at a pass) and the view; returns what protects images now.
     pub fn detect(&mut self, now: SystemTime, persist: bool) -> Result<Protected, RuntimeError> {
         let listed = self.runtime.list_images()?;
-        let containers = self.runtime.list_containers()?;
-        let refs = containers.iter().flat_map(|c| [c.image_ref.as_str(), c.config.image.as_str()]);
-        let in_use = images_in_use(&listed, refs.filter(|r| !r.is_empty()));
+        let refs = self.runtime.images_in_use()?;
+        let in_use = images_in_use(&listed, refs.iter().map(String::as_str));
         let records = detect(&self.records, &listed, &in_use, now);
         let changed = records.keys().ne(self.records.keys());
         self.records = records;

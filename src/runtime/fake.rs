@@ -299,7 +299,6 @@ impl ContainerRuntime for FakeRuntime {
             reason: String::new(),
             message: String::new(),
             pid: None,
-            image_ref: config.image.clone(),
         };
         st.containers.insert(id.clone(), info);
         Ok(id)

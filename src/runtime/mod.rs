@@ -342,9 +342,6 @@ pub struct ContainerInfo {
     pub message: String,
     /// Process id while running.
     pub pid: Option<i32>,
-    /// The image it runs, as the runtime resolved it (CRI's `image_ref`: an id or digest);
-    /// empty for the process runtime.
-    pub image_ref: String,
 }
 
 /// The outcome of `exec_sync`.
@@ -525,6 +522,12 @@ pub trait ContainerRuntime: Send + Sync {
     fn remove_image(&self, image: &str) -> Result<(), RuntimeError>;
     /// The filesystems holding the images (none for a runtime without images).
     fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError>;
+    /// The images every container the runtime holds uses, running or exited, as ids,
+    /// digests or names: image GC never removes them. Every container, not only this
+    /// agent's: a runtime shared with other nodes or clients keeps their images too.
+    fn images_in_use(&self) -> Result<Vec<String>, RuntimeError> {
+        Ok(self.list_containers()?.into_iter().map(|c| c.config.image.clone()).filter(|i| !i.is_empty()).collect())
+    }
     /// The image every pod sandbox is made from, which must be present before one is made;
     /// `None` when sandboxes need no image.
     fn sandbox_image(&self) -> Option<&str> {

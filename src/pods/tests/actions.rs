@@ -35,7 +35,6 @@ fn instance(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> 
         reason: String::new(),
         message: String::new(),
         pid: None,
-        image_ref: String::new(),
     }
 }
 

@@ -516,6 +516,20 @@ impl ContainerRuntime for CriRuntime {
         self.client.remove_image(image).map_err(Self::failed("image", image, format!("image {image}")))
     }
 
+    /// Every container in the runtime, not only this node's: `ListContainers` without the
+    /// owner filter; each one's resolved image (`image_ref`) and the image it asked for.
+    fn images_in_use(&self) -> Result<Vec<String>, RuntimeError> {
+        let listed = self
+            .client
+            .list_containers(ContainerFilter::new())
+            .map_err(|source| RuntimeError::Cri { object: "listing every container".into(), source })?;
+        Ok(listed
+            .iter()
+            .flat_map(|c| [c.get_image_ref().to_string(), c.get_image().get_image().to_string()])
+            .filter(|i| !i.is_empty())
+            .collect())
+    }
+
     fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError> {
         let resp = self
             .client

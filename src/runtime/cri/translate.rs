@@ -404,7 +404,6 @@ pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: A
         message: status.get_message().into(),
         // CRI reports no pid (only in verbose info, runtime-specific).
         pid: None,
-        image_ref: status.get_image_ref().into(),
     }
 }
 

@@ -348,7 +348,6 @@ pub(super) fn info(
         reason: exit.map(|e| e.reason.clone()).unwrap_or_default(),
         message: exit.map(|e| e.message.clone()).unwrap_or_default(),
         pid: if st == ContainerState::Running { state.map(|s| s.pid) } else { None },
-        image_ref: String::new(),
     }
 }
 
