@@ -174,8 +174,6 @@ pub struct ImageGc {
     /// The bytes eligible at the last `FreeDiskSpaceFailed`: not said again while they stay
     /// the same (what is wanted moves with every byte written to the disk).
     last_shortfall: Option<u64>,
-    /// The image filesystem is below the eviction threshold.
-    under_pressure: bool,
     view: ImagesView,
 }
 
@@ -205,7 +203,6 @@ impl ImageGc {
             next_pressure: now,
             failures: 0,
             last_shortfall: None,
-            under_pressure: false,
             view: ImagesView::default(),
         }
     }
@@ -400,20 +397,21 @@ impl ImageGc {
             }
         };
         let crossed = threshold.crossed(fs);
-        {
+        let was = {
             let mut v = self.view.0.write();
+            let was = v.disk_pressure.is_some_and(|(p, _)| p);
             if v.disk_pressure.map(|(p, _)| p) != Some(crossed) {
                 v.disk_pressure = Some((crossed, now));
             }
+            was
+        };
+        match (was, crossed) {
+            (false, true) => self.event("EvictionThresholdMet", "Attempting to reclaim ephemeral-storage"),
+            (true, false) => log::info!("imagegc: the image filesystem is above its eviction threshold again"),
+            _ => {}
         }
         if !crossed {
-            if std::mem::take(&mut self.under_pressure) {
-                log::info!("imagegc: the image filesystem is above its eviction threshold again");
-            }
             return;
-        }
-        if !std::mem::replace(&mut self.under_pressure, true) {
-            self.event("EvictionThresholdMet", "Attempting to reclaim ephemeral-storage");
         }
         let p = match self.detect(now, false) {
             Ok(p) => p,
