@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod apiserver;
 pub mod cli;
 pub mod clock;
 pub mod cm;

@@ -1,0 +1,9 @@
+//! Cluster mode's client of the kube-apiserver (ureq over rustls): the kubeconfig it reads
+//! (`kubeconfig`) and the requests it makes (`client`), with kubelet's client-side rate
+//! limits. Static-pod mode uses none of it.
+
+pub mod client;
+pub mod kubeconfig;
+
+pub use client::{ApiClient, ApiError, ClientSettings};
+pub use kubeconfig::{Auth, Connection, KubeconfigError};
