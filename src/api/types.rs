@@ -1090,7 +1090,7 @@ pub struct EventList {
     pub items: Vec<Event>,
 }
 
-/// `v1.Node`, as much as the local API shows: name and resources.
+/// `v1.Node`: what the local API shows and what cluster mode registers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Node {
@@ -1098,16 +1098,129 @@ pub struct Node {
     pub api_version: String,
     /// `Node`.
     pub kind: String,
-    /// Name.
+    /// Name, labels.
     pub metadata: ObjectMeta,
-    /// Capacity and allocatable.
+    /// Taints.
+    #[serde(skip_serializing_if = "NodeSpec::is_empty")]
+    pub spec: NodeSpec,
+    /// Capacity, allocatable, conditions, addresses, node info, images.
     pub status: NodeStatus,
 }
 
-/// `v1.NodeStatus` (resources only).
+/// `v1.NodeSpec` (what a node agent sets).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSpec {
+    /// Taints registered with the node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// Every other field as the apiserver has it (kept when the node is adopted).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl NodeSpec {
+    fn is_empty(&self) -> bool {
+        self.taints.is_empty() && self.other.is_empty()
+    }
+}
+
+/// `v1.Taint`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Taint {
+    /// The key.
+    pub key: String,
+    /// The value.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// `v1.NodeAddress`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeAddress {
+    /// `InternalIP`, `Hostname`, …
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The address.
+    pub address: String,
+}
+
+/// `v1.NodeSystemInfo`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSystemInfo {
+    /// `/etc/machine-id`.
+    #[serde(rename = "machineID")]
+    pub machine_id: String,
+    /// The DMI product UUID, when readable.
+    #[serde(rename = "systemUUID")]
+    pub system_uuid: String,
+    /// `/proc/sys/kernel/random/boot_id`.
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+    /// `uname -r`.
+    pub kernel_version: String,
+    /// `PRETTY_NAME` of `/etc/os-release`.
+    pub os_image: String,
+    /// `containerd://1.6.20`, `process://<ferrolet version>`.
+    pub container_runtime_version: String,
+    /// The agent's version (kubelet's field; ferrolet's own version here).
+    pub kubelet_version: String,
+    /// Empty (deprecated).
+    pub kube_proxy_version: String,
+    /// `linux`.
+    pub operating_system: String,
+    /// `amd64`, `arm64`, … (GOARCH names).
+    pub architecture: String,
+}
+
+/// `v1.ContainerImage`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerImage {
+    /// Tags and digests.
+    pub names: Vec<String>,
+    /// Bytes.
+    pub size_bytes: i64,
+}
+
+/// `v1.DaemonEndpoint` inside `v1.NodeDaemonEndpoints`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeDaemonEndpoints {
+    /// The agent's own endpoint (`{"Port": N}`).
+    pub kubelet_endpoint: DaemonEndpoint,
+}
+
+/// `v1.DaemonEndpoint`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DaemonEndpoint {
+    /// The port (the API's spelling is `Port`).
+    #[serde(rename = "Port")]
+    pub port: i32,
+}
+
+/// `v1.NodeStatus`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeStatus {
+    /// `InternalIP` and `Hostname`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<NodeAddress>,
+    /// Kernel, OS, runtime and agent versions, architecture.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_info: Option<NodeSystemInfo>,
+    /// The images on the node (the largest 50, as kubelet reports them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ContainerImage>,
+    /// The agent's endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon_endpoints: Option<NodeDaemonEndpoints>,
     /// Everything the node has, device plugin resources included (healthy + unhealthy).
     pub capacity: BTreeMap<String, Quantity>,
     /// What pods may use (device plugin resources: healthy devices).

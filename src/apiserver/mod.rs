@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod kubeconfig;
+pub mod node;
 
 pub use client::{ApiClient, ApiError, ClientSettings};
 pub use kubeconfig::{Auth, Connection, KubeconfigError};
