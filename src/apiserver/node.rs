@@ -96,7 +96,7 @@ pub fn with_gone_resources(
 /// The Node object for `f` with `conditions` (the `/node` ones).
 pub fn node_object(f: &NodeFacts, conditions: Vec<crate::api::NodeCondition>) -> Node {
     let mut images: Vec<&(Vec<String>, u64)> = f.images.iter().filter(|(names, _)| !names.is_empty()).collect();
-    images.sort_by(|a, b| b.1.cmp(&a.1));
+    images.sort_by_key(|i| std::cmp::Reverse(i.1));
     let images = images
         .into_iter()
         .take(MAX_IMAGES)
