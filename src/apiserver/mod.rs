@@ -5,6 +5,7 @@
 pub mod client;
 pub mod kubeconfig;
 pub mod node;
+pub mod pods;
 
 pub use client::{ApiClient, ApiError, ClientSettings};
 pub use kubeconfig::{Auth, Connection, KubeconfigError};

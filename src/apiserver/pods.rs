@@ -1,0 +1,252 @@
+//! The pods bound to this node, as client-go's reflector keeps them: a list sets them and
+//! the resourceVersion to watch from, each watch event moves them on, and a watch that is
+//! too old (`410 Gone`, or an `ERROR` event saying so) asks for a new list. Pure: the
+//! thread that makes the requests (and backs off) feeds it lines and answers.
+
+use crate::api::Pod;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The most pods a node takes from the apiserver (kubelet's `maxPods` bounds what runs; a
+/// list beyond this is cut, and said).
+pub const MAX_PODS: usize = 1024;
+
+/// The path of the pods bound to `node`, for a list (`watch` false) or a watch from `rv`.
+pub fn pods_path(node: &str, watch: Option<&str>) -> String {
+    let selector = format!("spec.nodeName%3D{}", percent(node));
+    match watch {
+        // One page: a node's pods are few (the answer is bounded by `MAX_BODY_BYTES`).
+        None => format!("/api/v1/pods?fieldSelector={selector}"),
+        Some(rv) => format!(
+            "/api/v1/pods?fieldSelector={selector}&watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds=300",
+            percent(rv)
+        ),
+    }
+}
+
+/// Percent-encodes what is not unreserved in a query value.
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A `PodList` as the apiserver answers a list.
+#[derive(Deserialize)]
+pub struct PodListAnswer {
+    /// The list's resourceVersion.
+    pub metadata: ListMeta,
+    /// The pods.
+    #[serde(default)]
+    pub items: Vec<serde_json::Value>,
+}
+
+/// `metav1.ListMeta` (what a reflector reads).
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ListMeta {
+    /// Where a watch starts from.
+    pub resource_version: String,
+}
+
+/// One line of a watch stream.
+#[derive(Deserialize)]
+struct WatchLine {
+    #[serde(rename = "type")]
+    type_: String,
+    object: serde_json::Value,
+}
+
+/// What one watch line did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The pod set changed.
+    Changed,
+    /// Only the resourceVersion moved (a bookmark), or nothing happened.
+    Unchanged,
+    /// The watch is too old: list again.
+    Relist,
+    /// The line is not a watch event; the watch should be started again.
+    Broken(String),
+}
+
+/// The pods bound to this node and where the watch stands.
+#[derive(Clone, Debug, Default)]
+pub struct Reflector {
+    /// By uid.
+    pods: BTreeMap<String, Pod>,
+    /// Where the next watch starts; empty until a list.
+    resource_version: String,
+    /// Pods the apiserver sent that could not be read, by `namespace/name`, with why.
+    pub unreadable: BTreeMap<String, String>,
+}
+
+impl Reflector {
+    /// The pods, by uid.
+    pub fn pods(&self) -> &BTreeMap<String, Pod> {
+        &self.pods
+    }
+
+    /// Where the next watch starts; `None` before the first list.
+    pub fn resource_version(&self) -> Option<&str> {
+        (!self.resource_version.is_empty()).then_some(self.resource_version.as_str())
+    }
+
+    /// A list replaces everything.
+    pub fn listed(&mut self, list: PodListAnswer) {
+        self.pods.clear();
+        self.unreadable.clear();
+        if list.items.len() > MAX_PODS {
+            log::warn!("apiserver: {} pods are bound to this node; taking the first {MAX_PODS}", list.items.len());
+        }
+        for item in list.items.into_iter().take(MAX_PODS) {
+            self.upsert(item);
+        }
+        self.resource_version = list.metadata.resource_version;
+    }
+
+    fn upsert(&mut self, object: serde_json::Value) -> bool {
+        let key = object_key(&object);
+        match serde_json::from_value::<Pod>(object) {
+            Ok(pod) if !pod.metadata.uid.is_empty() => {
+                self.unreadable.remove(&key);
+                let changed = self.pods.get(&pod.metadata.uid) != Some(&pod);
+                if changed && (self.pods.contains_key(&pod.metadata.uid) || self.pods.len() < MAX_PODS) {
+                    self.pods.insert(pod.metadata.uid.clone(), pod);
+                    return true;
+                }
+                false
+            }
+            Ok(_) => {
+                self.unreadable.insert(key, "the pod has no metadata.uid".into());
+                false
+            }
+            Err(e) => {
+                self.unreadable.insert(key, e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Applies one line of the watch stream.
+    pub fn watched(&mut self, line: &[u8]) -> Step {
+        let event: WatchLine = match serde_json::from_slice(line) {
+            Ok(e) => e,
+            Err(e) => return Step::Broken(format!("not a watch event: {e}")),
+        };
+        let rv = event
+            .object
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let step = match event.type_.as_str() {
+            "ADDED" | "MODIFIED" => {
+                if self.upsert(event.object) {
+                    Step::Changed
+                } else {
+                    Step::Unchanged
+                }
+            }
+            "DELETED" => {
+                let uid = event.object.get("metadata").and_then(|m| m.get("uid")).and_then(serde_json::Value::as_str);
+                if uid.and_then(|u| self.pods.remove(u)).is_some() {
+                    Step::Changed
+                } else {
+                    Step::Unchanged
+                }
+            }
+            "BOOKMARK" => Step::Unchanged,
+            "ERROR" => {
+                // A `Status`: 410 (Expired/Gone) means the watch fell too far behind.
+                let code = event.object.get("code").and_then(serde_json::Value::as_u64);
+                return if code == Some(410) {
+                    Step::Relist
+                } else {
+                    let message = event.object.get("message").and_then(serde_json::Value::as_str).unwrap_or_default();
+                    Step::Broken(format!("the watch ended with an error: {message}"))
+                };
+            }
+            other => return Step::Broken(format!("unknown watch event type {other:?}")),
+        };
+        if !rv.is_empty() {
+            self.resource_version = rv;
+        }
+        step
+    }
+}
+
+fn object_key(object: &serde_json::Value) -> String {
+    let meta = object.get("metadata");
+    let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
+    format!("{}/{}", field("namespace"), field("name"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(uid: &str, rv: &str, image: &str) -> serde_json::Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": format!("p-{uid}"), "namespace": "default", "uid": uid, "resourceVersion": rv},
+               "spec": {"nodeName": "edge1", "containers": [{"name": "c", "image": image}]}})
+    }
+
+    fn line(type_: &str, object: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap()
+    }
+
+    #[test]
+    fn a_list_then_watch_events_keep_the_pods_and_where_to_watch_from() {
+        let mut r = Reflector::default();
+        assert_eq!(r.resource_version(), None);
+        let list: PodListAnswer =
+            serde_json::from_value(json!({"metadata": {"resourceVersion": "10"}, "items": [pod("a", "5", "x:1")]}))
+                .unwrap();
+        r.listed(list);
+        assert_eq!((r.pods().len(), r.resource_version()), (1, Some("10")));
+        assert_eq!(r.watched(&line("ADDED", pod("b", "11", "y:1"))), Step::Changed);
+        assert_eq!(r.watched(&line("MODIFIED", pod("b", "12", "y:2"))), Step::Changed);
+        assert_eq!(r.pods()["b"].spec.containers[0].image, "y:2");
+        assert_eq!(r.watched(&line("BOOKMARK", json!({"metadata": {"resourceVersion": "13"}}))), Step::Unchanged);
+        assert_eq!(r.resource_version(), Some("13"));
+        assert_eq!(r.watched(&line("DELETED", pod("a", "14", "x:1"))), Step::Changed);
+        assert_eq!(r.pods().keys().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(r.resource_version(), Some("14"));
+    }
+
+    #[test]
+    fn a_gone_watch_asks_for_a_list_and_garbage_breaks_the_watch() {
+        let mut r = Reflector::default();
+        let gone = json!({"kind": "Status", "status": "Failure", "reason": "Expired", "code": 410, "message": "too old resource version: 5 (20)"});
+        assert_eq!(r.watched(&line("ERROR", gone)), Step::Relist);
+        let other = json!({"kind": "Status", "code": 500, "message": "etcd is sad"});
+        assert_eq!(r.watched(&line("ERROR", other)), Step::Broken("the watch ended with an error: etcd is sad".into()));
+        assert!(matches!(r.watched(b"{nope"), Step::Broken(_)));
+    }
+
+    #[test]
+    fn a_pod_that_cannot_be_read_is_named_and_others_are_kept() {
+        let mut r = Reflector::default();
+        let mut bad = pod("c", "3", "z:1");
+        bad["spec"]["containers"] = json!("not a list");
+        assert_eq!(r.watched(&line("ADDED", bad)), Step::Unchanged);
+        assert!(r.unreadable["default/p-c"].contains("invalid type"), "{:?}", r.unreadable);
+        assert_eq!(r.watched(&line("ADDED", pod("c", "4", "z:1"))), Step::Changed);
+        assert!(r.unreadable.is_empty(), "fixed");
+    }
+
+    #[test]
+    fn paths_select_this_nodes_pods() {
+        assert_eq!(pods_path("edge-1", None), "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1");
+        assert_eq!(
+            pods_path("edge-1", Some("42")),
+            "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&watch=true&allowWatchBookmarks=true&resourceVersion=42&timeoutSeconds=300"
+        );
+    }
+}
