@@ -3,6 +3,7 @@
 //! limits. Static-pod mode uses none of it.
 
 pub mod client;
+pub mod events;
 pub mod kubeconfig;
 pub mod node;
 pub mod pods;
