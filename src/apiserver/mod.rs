@@ -7,6 +7,7 @@ pub mod events;
 pub mod kubeconfig;
 pub mod node;
 pub mod pods;
+pub mod spool;
 
 pub use client::{ApiClient, ApiError, ClientSettings};
 pub use kubeconfig::{Auth, Connection, KubeconfigError};
