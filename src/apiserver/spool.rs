@@ -21,10 +21,10 @@ pub enum Pending {
         /// Uid (a status for an older pod of the same name is not sent to the new one).
         uid: String,
         /// The status.
-        status: PodStatus,
+        status: Box<PodStatus>,
     },
     /// An event, as correlated.
-    Event(Event),
+    Event(Box<Event>),
 }
 
 impl Pending {
@@ -154,13 +154,11 @@ mod tests {
     use super::*;
 
     fn event(reason: &str) -> Pending {
-        let mut e = Event::default();
-        e.reason = reason.into();
-        Pending::Event(e)
+        Pending::Event(Box::new(Event { reason: reason.into(), ..Default::default() }))
     }
 
     fn pod(uid: &str, message: &str) -> Pending {
-        let status = PodStatus { message: message.into(), ..Default::default() };
+        let status = Box::new(PodStatus { message: message.into(), ..Default::default() });
         Pending::PodStatus { namespace: "default".into(), name: format!("p-{uid}"), uid: uid.into(), status }
     }
 
