@@ -5,6 +5,7 @@
 pub mod client;
 pub mod events;
 pub mod kubeconfig;
+pub mod mirror;
 pub mod node;
 pub mod pods;
 pub mod spool;
