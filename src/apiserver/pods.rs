@@ -180,6 +180,18 @@ impl Reflector {
     }
 }
 
+/// The path of pod `namespace/name`'s status.
+pub fn status_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/namespaces/{}/pods/{}/status", percent(namespace), percent(name))
+}
+
+/// The merge patch (`application/merge-patch+json`) that sets a pod's status, as kubelet's
+/// status manager sends it: with the pod's uid as a precondition, so a status never lands
+/// on a newer pod of the same name (that is a 409 Conflict, and the update is dropped).
+pub fn status_patch(uid: &str, status: &crate::api::PodStatus) -> serde_json::Value {
+    serde_json::json!({ "metadata": { "uid": uid }, "status": status })
+}
+
 fn object_key(object: &serde_json::Value) -> String {
     let meta = object.get("metadata");
     let field = |k: &str| meta.and_then(|m| m.get(k)).and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
@@ -239,6 +251,15 @@ mod tests {
         assert!(r.unreadable["default/p-c"].contains("invalid type"), "{:?}", r.unreadable);
         assert_eq!(r.watched(&line("ADDED", pod("c", "4", "z:1"))), Step::Changed);
         assert!(r.unreadable.is_empty(), "fixed");
+    }
+
+    #[test]
+    fn a_status_patch_carries_the_uid_precondition() {
+        let status = crate::api::PodStatus { phase: crate::api::PodPhase::Running, ..Default::default() };
+        let p = status_patch("u1", &status);
+        assert_eq!(p["metadata"]["uid"], "u1");
+        assert_eq!(p["status"]["phase"], "Running");
+        assert_eq!(status_path("kube-system", "web-edge1"), "/api/v1/namespaces/kube-system/pods/web-edge1/status");
     }
 
     #[test]
