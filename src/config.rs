@@ -12,12 +12,14 @@ use std::time::Duration;
 
 mod bounds;
 mod choice;
+mod cluster;
 mod host;
 mod imagegc;
 mod reserved;
 
 pub use bounds::*;
 pub use choice::{CgroupVersionSetting, Enforcement, ParseChoiceError, RuntimeBackend};
+pub use cluster::ApiserverConfig;
 pub use host::{check_state_dir, HostError};
 pub use reserved::{
     parse_resource_list, qos_reserved_memory, reserved_resources, ReservationError, ReservationProblem,
@@ -170,6 +172,8 @@ pub struct Config {
     pub prober: ProberSettings,
     /// Device plugins.
     pub devices: DevicesConfig,
+    /// Cluster mode: the kube-apiserver.
+    pub apiserver: ApiserverConfig,
 }
 
 /// `[devices]`.
@@ -417,6 +421,7 @@ impl Default for Config {
             cgroups: CgroupsConfig::default(),
             prober: ProberSettings::default(),
             devices: DevicesConfig::default(),
+            apiserver: ApiserverConfig::default(),
         }
     }
 }
@@ -462,6 +467,8 @@ pub struct Overrides {
     pub image_gc_low_threshold: Option<String>,
     /// `--minimum-image-ttl-duration` (kubelet's flag).
     pub minimum_image_ttl_duration: Option<String>,
+    /// `--kubeconfig` (kubelet's flag).
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl Config {
@@ -538,7 +545,11 @@ impl Config {
             cfg.image_minimum_gc_age = Dur(parse_duration(v)
                 .map_err(|e| flag_err("--minimum-image-ttl-duration", format!("invalid value {v:?}: {e}")))?);
         }
+        if let Some(v) = &overrides.kubeconfig {
+            cfg.apiserver.kubeconfig = v.clone();
+        }
         let any_flag = overrides.node_name.is_some()
+            || overrides.kubeconfig.is_some()
             || overrides.image_gc_high_threshold.is_some()
             || overrides.image_gc_low_threshold.is_some()
             || overrides.minimum_image_ttl_duration.is_some()
@@ -557,6 +568,9 @@ impl Config {
             cfg.manifest_dir = cwd.join(&cfg.manifest_dir);
             if !cfg.devices.plugin_dir.as_os_str().is_empty() {
                 cfg.devices.plugin_dir = cwd.join(&cfg.devices.plugin_dir);
+            }
+            if !cfg.apiserver.kubeconfig.as_os_str().is_empty() {
+                cfg.apiserver.kubeconfig = cwd.join(&cfg.apiserver.kubeconfig);
             }
         }
         if cfg.node_name.is_empty() {
@@ -698,6 +712,9 @@ impl Config {
             return bad("prober.max_threads", format!("invalid value {threads}: must be between 1 and {most}"));
         }
         if let Err((key, message)) = imagegc::check(self) {
+            return bad(key, message);
+        }
+        if let Err((key, message)) = self.apiserver.check() {
             return bad(key, message);
         }
         let cg = &self.cgroups;

@@ -1,0 +1,142 @@
+//! `[apiserver]`: cluster mode (kubelet's `--kubeconfig`, `kubeAPIQPS`, `kubeAPIBurst`,
+//! `--node-labels`, `--register-with-taints`). Without a kubeconfig the agent runs static
+//! pods alone.
+
+use super::Dur;
+use crate::api::Taint;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `[apiserver]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiserverConfig {
+    /// The kubeconfig to reach the kube-apiserver with; empty: no cluster (static pods only).
+    pub kubeconfig: PathBuf,
+    /// Requests per second on average (kubelet's `kubeAPIQPS`).
+    pub qps: f64,
+    /// Requests at once above it (kubelet's `kubeAPIBurst`).
+    pub burst: u32,
+    /// Deadline of each request.
+    pub request_timeout: Dur,
+    /// Labels the Node registers with (kubelet's `--node-labels`); kubelet's own win.
+    pub node_labels: BTreeMap<String, String>,
+    /// Taints the Node registers with, `key=value:Effect` (kubelet's
+    /// `--register-with-taints`).
+    pub register_with_taints: Vec<String>,
+    /// `node.kubernetes.io/instance-type`; empty: not set.
+    pub instance_type: String,
+}
+
+impl Default for ApiserverConfig {
+    fn default() -> Self {
+        ApiserverConfig {
+            kubeconfig: PathBuf::new(),
+            qps: 50.0,
+            burst: 100,
+            request_timeout: Dur(Duration::from_secs(10)),
+            node_labels: BTreeMap::new(),
+            register_with_taints: Vec::new(),
+            instance_type: String::new(),
+        }
+    }
+}
+
+/// `key=value:Effect` or `key:Effect`, as kubelet's `--register-with-taints` reads them.
+pub fn parse_taint(s: &str) -> Result<Taint, String> {
+    let (kv, effect) =
+        s.rsplit_once(':').ok_or_else(|| format!("invalid taint {s:?}: must be key=value:Effect or key:Effect"))?;
+    const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+    if !EFFECTS.contains(&effect) {
+        return Err(format!("invalid taint {s:?}: the effect must be one of {}", EFFECTS.join(", ")));
+    }
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    if !crate::api::validation::is_qualified_name(key) {
+        return Err(format!("invalid taint {s:?}: {key:?} is not a qualified name like example.com/edge"));
+    }
+    Ok(Taint { key: key.into(), value: value.into(), effect: effect.into() })
+}
+
+impl ApiserverConfig {
+    /// The first problem: (key, message).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !(self.qps > 0.0 && self.qps <= 10_000.0) {
+            return Err((
+                "apiserver.qps",
+                format!("invalid value {}: must be more than 0 and at most 10000", self.qps),
+            ));
+        }
+        if !(1..=10_000).contains(&self.burst) {
+            return Err(("apiserver.burst", format!("invalid value {}: must be between 1 and 10000", self.burst)));
+        }
+        if self.request_timeout.0 < Duration::from_secs(1) {
+            return Err((
+                "apiserver.request_timeout",
+                format!("invalid value {:?}: must be at least 1s", self.request_timeout.0),
+            ));
+        }
+        for (k, v) in &self.node_labels {
+            if !crate::api::validation::is_qualified_name(k) || v.len() > 63 {
+                return Err((
+                    "apiserver.node_labels",
+                    format!("invalid label {k:?}={v:?}: must be a qualified name and a value of at most 63 characters"),
+                ));
+            }
+        }
+        for t in &self.register_with_taints {
+            parse_taint(t).map_err(|e| ("apiserver.register_with_taints", e))?;
+        }
+        // Refused openly until the agent joins a cluster with it, never silently unused.
+        if !self.kubeconfig.as_os_str().is_empty() {
+            return Err((
+                "apiserver.kubeconfig",
+                format!(
+                    "{:?}: cluster mode is not available in this version yet; leave it empty to run static pods",
+                    self.kubeconfig.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The taints (checked: `check` passed).
+    pub fn taints(&self) -> Vec<Taint> {
+        self.register_with_taints.iter().filter_map(|t| parse_taint(t).ok()).collect()
+    }
+
+    /// The client's limits.
+    pub fn client_settings(&self) -> crate::apiserver::ClientSettings {
+        crate::apiserver::ClientSettings { timeout: self.request_timeout.0, qps: self.qps, burst: self.burst }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kubeconfig_is_refused_until_cluster_mode_is_wired() {
+        let c = ApiserverConfig { kubeconfig: "/etc/ferrolet/kubeconfig".into(), ..Default::default() };
+        assert_eq!(c.check().unwrap_err().0, "apiserver.kubeconfig");
+        assert_eq!(ApiserverConfig::default().check(), Ok(()));
+    }
+
+    #[test]
+    fn taints_read_as_kubelets_flag_reads_them() {
+        assert_eq!(
+            parse_taint("edge=true:NoSchedule").unwrap(),
+            Taint { key: "edge".into(), value: "true".into(), effect: "NoSchedule".into() }
+        );
+        assert_eq!(parse_taint("example.com/gpu:NoExecute").unwrap().value, "");
+        assert_eq!(
+            parse_taint("edge=true").unwrap_err(),
+            "invalid taint \"edge=true\": must be key=value:Effect or key:Effect"
+        );
+        assert_eq!(
+            parse_taint("edge:Sometimes").unwrap_err(),
+            "invalid taint \"edge:Sometimes\": the effect must be one of NoSchedule, PreferNoSchedule, NoExecute"
+        );
+    }
+}
