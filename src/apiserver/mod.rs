@@ -8,6 +8,7 @@ pub mod kubeconfig;
 pub mod mirror;
 pub mod node;
 pub mod pods;
+pub mod podstore;
 pub mod spool;
 
 pub use client::{ApiClient, ApiError, ClientSettings};
