@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod apiserver;
 pub mod cri;
 pub mod plugin;
 

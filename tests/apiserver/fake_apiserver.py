@@ -1,0 +1,1133 @@
+#!/usr/bin/env python3
+"""A fake kube-apiserver for ferrolet's cluster-mode tests (tests/apiserver/README.md).
+
+HTTP/1.1 over TLS with client certificates required and verified against the test CA; the
+user is the certificate's CN, its groups the O fields. It serves exactly what a kubelet uses
+(Nodes, Leases, Pods with list+watch, pod status, mirror pods, Events; discovery and tables
+for kubectl) with the real apiserver's semantics, the Node authorizer and NodeRestriction
+admission for `system:node:*` users, and strict schema validation of what nodes write.
+
+A second, plain-HTTP port on 127.0.0.1 is for the tests: the same API as `system:masters`
+(never faulted, never logged) and /control/* (faults, request log, counters, dumps).
+
+    fake_apiserver.py --certs DIR --ready-file FILE [--port 0] [--control-port 0]
+"""
+
+import argparse
+import copy
+import datetime
+import json
+import os
+import queue
+import select
+import socket
+import ssl
+import sys
+import threading
+import time
+import traceback
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import k8s
+from k8s import ApiError
+from store import Store, Watch, encode_event
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+MAX_BODY = 3 * 1024 * 1024  # the real apiserver's request size limit
+
+
+class Resource:
+    def __init__(self, name, group, kind, namespaced, short, subresources=()):
+        self.name = name
+        self.group = group
+        self.version = "v1"
+        self.kind = kind
+        self.namespaced = namespaced
+        self.short = short
+        self.subresources = subresources
+
+    @property
+    def api_version(self):
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RESOURCES = {
+    r.name: r
+    for r in (
+        Resource("nodes", "", "Node", False, ["no"], ("status",)),
+        Resource("pods", "", "Pod", True, ["po"], ("status", "binding")),
+        Resource("events", "", "Event", True, ["ev"]),
+        Resource("namespaces", "", "Namespace", False, ["ns"]),
+        Resource("leases", "coordination.k8s.io", "Lease", True, []),
+    )
+}
+VERBS = {
+    "nodes": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    "pods": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    "events": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    "namespaces": ["create", "get", "list", "watch"],
+    "leases": ["create", "delete", "get", "list", "patch", "update", "watch"],
+}
+
+
+class User:
+    def __init__(self, name, groups):
+        self.name = name
+        self.groups = list(groups)
+
+    def node(self):
+        """The node name of a node identity (Node authorizer's rule: user system:node:<name>
+        in group system:nodes), else None."""
+        if self.name.startswith("system:node:") and "system:nodes" in self.groups:
+            return self.name[len("system:node:"):]
+        return None
+
+    def admin(self):
+        return "system:masters" in self.groups
+
+
+CONTROL_USER = User("fake-apiserver:control", ["system:masters", "system:authenticated"])
+
+
+class Attrs:
+    """A request's authorization attributes, as the apiserver's RequestInfo."""
+
+    def __init__(self, verb, resource, sub, namespace, name):
+        self.verb = verb
+        self.resource = resource
+        self.sub = sub
+        self.namespace = namespace
+        self.name = name
+
+    def res(self):
+        return RESOURCES[self.resource]
+
+
+class Response:
+    def __init__(self, code, body, headers=None):
+        self.code = code
+        self.body = body
+        self.headers = headers or {}
+
+
+class WatchRequest:
+    def __init__(self, watch, since, timeout):
+        self.watch = watch
+        self.since = since
+        self.timeout = timeout
+
+
+def status_success(attrs, obj=None):
+    meta = (obj or {}).get("metadata") or {}
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": attrs.name, "group": attrs.res().group, "kind": attrs.resource, "uid": meta.get("uid")}}
+
+
+class Api:
+    """The API itself: one call per request, no HTTP in here."""
+
+    def __init__(self, store, schemas, version):
+        self.store = store
+        self.schemas = schemas
+        self.version = version
+        self.failures_lock = threading.Lock()
+        self.validation_failures = []
+        for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE):
+            self.store.write("namespaces", self._new_meta({"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]},
+                                                          "status": {"phase": "Active"}}), "ADDED")
+
+    # ---- entry ------------------------------------------------------------------------------
+
+    def handle(self, method, path, query, headers, body, user):
+        """A Response or a WatchRequest; ApiError for failures."""
+        parts = [p for p in path.split("/") if p]
+        if parts[:2] == ["api", "v1"] and len(parts) > 2:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) > 3:
+            group, rest = parts[1], parts[3:]
+            if parts[2] != "v1":
+                raise self._unknown(user)
+        else:
+            return self.non_resource(path, user)
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3 or rest[0] not in RESOURCES or RESOURCES[rest[0]].group != group:
+            raise self._unknown(user)
+        res = RESOURCES[rest[0]]
+        if res.namespaced is False and namespace is not None:
+            raise self._unknown(user)
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in res.subresources:
+            raise self._unknown(user)
+        verb = {
+            "GET": ("watch" if query.get("watch") in ("true", "1") else "list") if not name else "get",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if name else "deletecollection",
+        }.get(method)
+        if verb is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        attrs = Attrs(verb, res.name, sub, namespace, name)
+        self.authorize(user, attrs, query)
+        return getattr(self, "do_" + verb)(attrs, query, headers, body, user)
+
+    def _unknown(self, user):
+        if user.node() and not user.admin():
+            return ApiError(403, "Forbidden", f'forbidden: User "{user.name}" cannot access this path')
+        return ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    # ---- discovery ----------------------------------------------------------------------------
+
+    def non_resource(self, path, user):
+        path = path.rstrip("/") or "/"
+        major, minor = self.version.split(".")[:2]
+        docs = {
+            "/version": {"major": major, "minor": minor, "gitVersion": f"v{major}.{minor}.0-fake",
+                         "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+                         "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.22.0", "compiler": "gc",
+                         "platform": "linux/amd64"},
+            "/api": {"kind": "APIVersions", "versions": ["v1"],
+                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
+            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group_doc("coordination.k8s.io")]},
+            "/apis/coordination.k8s.io": dict(self._group_doc("coordination.k8s.io"), kind="APIGroup", apiVersion="v1"),
+            "/api/v1": self._resource_list(""),
+            "/apis/coordination.k8s.io/v1": self._resource_list("coordination.k8s.io"),
+        }
+        if path in ("/healthz", "/livez", "/readyz"):
+            return Response(200, "ok")
+        if path in docs:
+            return Response(200, docs[path])
+        raise self._unknown(user)
+
+    def _group_doc(self, group):
+        gv = {"groupVersion": f"{group}/v1", "version": "v1"}
+        return {"name": group, "versions": [gv], "preferredVersion": gv}
+
+    def _resource_list(self, group):
+        resources = []
+        for r in RESOURCES.values():
+            if r.group != group:
+                continue
+            doc = {"name": r.name, "singularName": r.kind.lower(), "namespaced": r.namespaced, "kind": r.kind,
+                   "verbs": VERBS[r.name]}
+            if r.short:
+                doc["shortNames"] = r.short
+            if r.name == "pods":
+                doc["categories"] = ["all"]
+            resources.append(doc)
+            for sub in r.subresources:
+                resources.append({"name": f"{r.name}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                                  "kind": "Binding" if sub == "binding" else r.kind,
+                                  "verbs": ["create"] if sub == "binding" else ["get", "patch", "update"]})
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/v1" if group else "v1",
+                "resources": resources}
+
+    # ---- Node authorizer and RBAC ----------------------------------------------------------------
+
+    def authorize(self, user, a, query):
+        if user.admin():
+            return
+        node = user.node()
+        why = None
+        if node is None:
+            why = ""  # RBAC: no role grants anything to this user
+        elif a.resource == "nodes":
+            if a.verb == "get" and a.name != node:
+                why = f"node '{node}' cannot read '{a.name}', only its own Node object"
+            elif a.verb in ("list", "watch") and ("metadata.name", "=", node) not in k8s.parse_field_selector(
+                    "nodes", query.get("fieldSelector")):
+                why = f"node '{node}' can only {a.verb} its own Node object (fieldSelector metadata.name={node})"
+            elif a.verb in ("delete", "deletecollection"):
+                why = ""
+        elif a.resource == "pods":
+            if a.sub == "binding" or a.verb == "deletecollection":
+                why = ""
+            elif a.verb in ("list", "watch"):
+                if ("spec.nodeName", "=", node) not in k8s.parse_field_selector("pods", query.get("fieldSelector")):
+                    why = f"can only {a.verb} pods with spec.nodeName field selector"
+            elif a.verb in ("update", "patch") and a.sub != "status":
+                why = ""
+            elif a.verb == "get":
+                pod = self.store.get("pods", a.namespace, a.name)
+                if pod is not None and (pod.get("spec") or {}).get("nodeName") != node:
+                    why = f"no relationship found between node '{node}' and this object"
+        elif a.resource == "events":
+            if a.verb not in ("create", "update", "patch"):
+                why = ""
+        elif a.resource == "leases":
+            if a.verb not in ("get", "create", "update", "patch", "delete"):
+                why = ""
+        else:
+            why = ""
+        if why is None:
+            return
+        res = a.resource + (f"/{a.sub}" if a.sub else "")
+        gr = f"{a.resource}.{a.res().group}" if a.res().group else a.resource
+        target = f'{gr} "{a.name}"' if a.name else gr
+        scope = f'in the namespace "{a.namespace}"' if a.namespace else "at the cluster scope"
+        msg = f'{target} is forbidden: User "{user.name}" cannot {a.verb} resource "{res}" in API group "{a.res().group}" {scope}'
+        raise ApiError(403, "Forbidden", msg + (f": {why}" if why else ""),
+                       {"name": a.name, "group": a.res().group, "kind": a.resource})
+
+    # ---- NodeRestriction admission ---------------------------------------------------------
+
+    def admit(self, user, a, obj, old):
+        """NodeRestriction for a node's create/update/delete: `obj` the object to store,
+        `old` the stored one (None on create)."""
+        node = user.node()
+        if node is None or user.admin():
+            return
+
+        def deny(msg):
+            gr = f"{a.resource}.{a.res().group}" if a.res().group else a.resource
+            name = a.name or ((obj or {}).get("metadata") or {}).get("name", "")
+            raise ApiError(403, "Forbidden", f'{gr} "{name}" is forbidden: {msg}',
+                           {"name": name, "group": a.res().group, "kind": a.resource})
+
+        if a.resource == "pods" and a.sub == "":
+            if a.verb == "create":
+                self._admit_mirror_pod(node, obj, deny)
+            elif a.verb == "delete":
+                if (old.get("spec") or {}).get("nodeName") != node:
+                    deny(f'node "{node}" can only delete pods with spec.nodeName set to itself')
+            else:
+                deny(f'unexpected operation "{a.verb}", node "{node}" can only create and delete mirror pods')
+        elif a.resource == "pods" and a.sub == "status":
+            if (old.get("spec") or {}).get("nodeName") != node:
+                deny(f'node "{node}" can only update pod status for pods with spec.nodeName set to itself')
+            if (obj["metadata"].get("labels") or {}) != (old["metadata"].get("labels") or {}):
+                deny(f'node "{node}" cannot update labels through pod status')
+        elif a.resource == "nodes":
+            name = a.name or obj["metadata"].get("name")
+            if name != node:
+                deny(f'node "{node}" is not allowed to modify node "{name}"')
+            spec = obj.get("spec") or {}
+            labels = obj["metadata"].get("labels") or {}
+            if old is None:
+                if spec.get("configSource") is not None:
+                    deny(f'node "{node}" is not allowed to create pods with a non-nil configSource')
+                bad = forbidden_node_labels(labels, {})
+                if bad:
+                    deny(f'node "{node}" is not allowed to set the following labels: {", ".join(bad)}')
+            else:
+                old_spec = old.get("spec") or {}
+                if spec.get("configSource") is not None and spec.get("configSource") != old_spec.get("configSource"):
+                    deny(f'node "{node}" is not allowed to update configSource to a new non-nil configSource')
+                if (spec.get("taints") or []) != (old_spec.get("taints") or []):
+                    deny(f'node "{node}" is not allowed to modify taints')
+                bad = forbidden_node_labels(labels, old["metadata"].get("labels") or {})
+                if bad:
+                    deny(f'is not allowed to modify labels: {", ".join(bad)}')
+        elif a.resource == "leases":
+            if a.namespace != NODE_LEASE_NAMESPACE:
+                deny(f'can only access leases in the "{NODE_LEASE_NAMESPACE}" system namespace')
+            name = obj["metadata"].get("name") if a.verb == "create" else a.name
+            if name != node:
+                deny("can only access node lease with the same name as the requesting node")
+
+    def _admit_mirror_pod(self, node, pod, deny):
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        if MIRROR_ANNOTATION not in (meta.get("annotations") or {}):
+            deny(f'pod does not have "{MIRROR_ANNOTATION}" annotation, node "{node}" can only create mirror pods')
+        if spec.get("nodeName") != node:
+            deny(f'node "{node}" can only create pods with spec.nodeName set to itself')
+        owners = meta.get("ownerReferences") or []
+        if len(owners) > 1:
+            deny(f'node "{node}" can only create pods with a single owner reference set to itself')
+        if not owners:
+            deny(f'node "{node}" can only create pods with an owner reference set to itself')
+        owner = owners[0]
+        if owner.get("apiVersion") != "v1" or owner.get("kind") != "Node" or owner.get("name") != node:
+            deny(f'node "{node}" can only create pods with an owner reference set to itself')
+        if not owner.get("controller"):
+            deny(f'node "{node}" can only create pods with a controller owner reference set to itself')
+        if owner.get("blockOwnerDeletion"):
+            deny(f'node "{node}" must not set blockOwnerDeletion on an owner reference')
+        node_obj = self.store.get("nodes", "", node)
+        if node_obj is None:
+            raise k8s.not_found("nodes", node)
+        if owner.get("uid") != node_obj["metadata"]["uid"]:
+            deny(f"node {node} UID mismatch: expected {owner.get('uid')} got {node_obj['metadata']['uid']}")
+        if spec.get("serviceAccountName"):
+            deny(f'node "{node}" can not create pods that reference a service account')
+        text = json.dumps(spec)
+        if spec.get("imagePullSecrets") or '"secretKeyRef"' in text or '"secretRef"' in text or any(
+                "secret" in v for v in spec.get("volumes") or []) or '"secret": {' in text:
+            deny(f'node "{node}" can not create pods that reference secrets')
+        if '"configMapKeyRef"' in text or '"configMapRef"' in text or '"configMap": {' in text:
+            deny(f'node "{node}" can not create pods that reference configmaps')
+        if '"clusterTrustBundle"' in text:
+            deny(f'node "{node}" can not create pods that reference clustertrustbundles')
+        if any("persistentVolumeClaim" in v for v in spec.get("volumes") or []):
+            deny(f'node "{node}" can not create pods that reference persistentvolumeclaims')
+
+    # ---- validation ----------------------------------------------------------------------------
+
+    def validate(self, user, a, obj, what):
+        errors = self.schemas.validate(obj)
+        if not errors:
+            return
+        meta = obj.get("metadata") or {}
+        with self.failures_lock:
+            self.validation_failures.append({
+                "time": time.time(), "user": user.name, "verb": a.verb, "resource": a.resource, "subresource": a.sub,
+                "namespace": a.namespace or "", "name": a.name or meta.get("name", ""), "what": what,
+                "errors": [{"field": f, "message": m} for f, m in errors], "object": obj})
+        name = meta.get("name") or a.name or ""
+        msg = "; ".join(f"{f}: {m}" if f else m for f, m in errors)
+        raise ApiError(422, "Invalid", f'{obj.get("kind", a.res().kind)} "{name}" is invalid: {msg}', {
+            "name": name, "group": a.res().group, "kind": a.res().kind,
+            "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors]})
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _decode(self, a, body, expect_kind=None):
+        try:
+            obj = json.loads(body or b"null")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, "BadRequest", f"the body of the request could not be decoded as JSON: {e}")
+        if not isinstance(obj, dict):
+            raise ApiError(400, "BadRequest", "the body of the request must be a JSON object")
+        if expect_kind is None:
+            return obj
+        res = a.res()
+        api_version = "v1" if expect_kind == "Binding" else res.api_version
+        # The apiserver fills in apiVersion and kind from the URL when they are missing.
+        obj = {"apiVersion": obj.get("apiVersion", api_version), "kind": obj.get("kind", expect_kind), **obj}
+        if obj["kind"] != expect_kind or obj["apiVersion"] != api_version:
+            raise ApiError(400, "BadRequest",
+                           f'the object provided is unrecognized (must be of type {expect_kind}): {obj["apiVersion"]}, Kind={obj["kind"]}')
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise ApiError(400, "BadRequest", "metadata must be an object")
+        if res.namespaced and expect_kind != "Binding":
+            if meta.get("namespace") and meta["namespace"] != a.namespace:
+                raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+        if a.name and meta.get("name") and meta["name"] != a.name and expect_kind != "Binding":
+            raise ApiError(400, "BadRequest", f'the name of the object ({meta["name"]}) does not match the name on the URL ({a.name})')
+        return obj
+
+    def _new_meta(self, obj):
+        meta = obj["metadata"]
+        meta["uid"] = k8s.new_uid()
+        meta["creationTimestamp"] = k8s.fmt_time(k8s.now())
+        for f in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "selfLink", "managedFields"):
+            meta.pop(f, None)
+        return obj
+
+    def _existing(self, a):
+        obj = self.store.get(a.resource, a.namespace, a.name)
+        if obj is None:
+            raise k8s.not_found(a.resource, a.name, a.res().group)
+        return obj
+
+    def _check_preconditions(self, a, old, uid, rv):
+        if uid and uid != old["metadata"]["uid"]:
+            raise k8s.conflict(a.resource, a.name, f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata']['uid']}", a.res().group)
+        if rv and rv != old["metadata"]["resourceVersion"]:
+            raise k8s.conflict(a.resource, a.name, k8s.STALE, a.res().group)
+
+    def _require_namespace(self, ns):
+        if ns and self.store.get("namespaces", "", ns) is None:
+            raise k8s.not_found("namespaces", ns)
+
+    def _table_wanted(self, headers):
+        return "as=Table" in (headers.get("Accept") or "")
+
+    # ---- verbs ---------------------------------------------------------------------------------
+
+    def do_get(self, a, query, headers, body, user):
+        obj = self._existing(a)
+        if self._table_wanted(headers):
+            return Response(200, k8s.table(a.resource, [obj], obj["metadata"]["resourceVersion"], query.get("includeObject")))
+        return Response(200, obj)
+
+    def do_list(self, a, query, headers, body, user):
+        fields = k8s.parse_field_selector(a.resource, query.get("fieldSelector"))
+        labels = k8s.parse_label_selector(query.get("labelSelector"))
+        items, rv = self.store.list(a.resource, a.namespace, fields, labels)
+        if self._table_wanted(headers):
+            return Response(200, k8s.table(a.resource, items, rv, query.get("includeObject")))
+        for o in items:  # the real apiserver's list items carry no kind and apiVersion
+            o.pop("kind", None)
+            o.pop("apiVersion", None)
+        return Response(200, {"kind": a.res().kind + "List", "apiVersion": a.res().api_version,
+                              "metadata": {"resourceVersion": rv}, "items": items})
+
+    def do_watch(self, a, query, headers, body, user):
+        fields = k8s.parse_field_selector(a.resource, query.get("fieldSelector"))
+        labels = k8s.parse_label_selector(query.get("labelSelector"))
+        w = Watch(a.resource, a.namespace, fields, labels, query.get("allowWatchBookmarks") in ("true", "1"),
+                  user.name, "")
+        timeout = None
+        if query.get("timeoutSeconds"):
+            try:
+                timeout = float(query["timeoutSeconds"])
+            except ValueError:
+                raise ApiError(400, "BadRequest", f'invalid timeoutSeconds "{query["timeoutSeconds"]}"')
+        return WatchRequest(w, query.get("resourceVersion", ""), timeout)
+
+    def do_create(self, a, query, headers, body, user):
+        if a.sub == "binding":
+            return self._bind(a, body, user)
+        if a.name:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if a.res().namespaced and not a.namespace:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        obj = self._decode(a, body, a.res().kind)
+        meta = obj["metadata"]
+        if a.res().namespaced:
+            meta["namespace"] = a.namespace
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + k8s.random_suffix()
+        self.admit(user, a, obj, None)
+        self.validate(user, a, obj, "create")
+        with self.store.lock:
+            self._require_namespace(a.namespace if a.res().namespaced else None)
+            if self.store.get(a.resource, a.namespace, meta["name"]) is not None:
+                raise ApiError(409, "AlreadyExists", f'{a.resource} "{meta["name"]}" already exists',
+                               {"name": meta["name"], "group": a.res().group, "kind": a.resource})
+            self._new_meta(obj)
+            if a.resource == "pods":
+                k8s.default_pod(obj)
+                # A new pod's status is the apiserver's, whatever the request said.
+                obj["status"] = {"phase": "Pending", "qosClass": k8s.qos_class(obj)}
+            if a.resource == "namespaces":
+                obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+                obj["status"] = {"phase": "Active"}
+            return Response(201, self.store.write(a.resource, obj, "ADDED"))
+
+    def _bind(self, a, body, user):
+        binding = self._decode(a, body, "Binding")
+        target = (binding.get("target") or {}).get("name")
+        if not target:
+            raise ApiError(422, "Invalid", "Binding is invalid: target.name: Required value")
+        with self.store.lock:
+            pod = self._existing(a)
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise k8s.conflict("pods/binding", a.name, f'pod {a.name} is already assigned to node "{pod["spec"]["nodeName"]}"')
+            pod["spec"]["nodeName"] = target
+            self.store.write("pods", pod, "MODIFIED")
+        return Response(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+
+    def do_update(self, a, query, headers, body, user):
+        obj = self._decode(a, body, a.res().kind)
+        with self.store.lock:
+            old = self.store.get(a.resource, a.namespace, a.name)
+            if old is None:
+                if a.resource == "events" and not a.sub:  # events allow create on update
+                    a.verb, a.name = "create", ""
+                    return self.do_create(a, query, headers, body, user)
+                raise k8s.not_found(a.resource, a.name, a.res().group)
+            self._check_preconditions(a, old, obj["metadata"].get("uid"), obj["metadata"].get("resourceVersion"))
+            new = self._merge_update(a, old, obj)
+            self.admit(user, a, new, old)
+            self.validate(user, a, obj, "update")
+            return self._store_update(a, old, new)
+
+    def do_patch(self, a, query, headers, body, user):
+        ctype = (headers.get("Content-Type") or "").split(";")[0].strip()
+        patch = self._decode(a, body)
+        with self.store.lock:
+            old = self._existing(a)
+            meta = patch.get("metadata") if isinstance(patch.get("metadata"), dict) else {}
+            self._check_preconditions(a, old, meta.get("uid"), meta.get("resourceVersion"))
+            if ctype == "application/strategic-merge-patch+json":
+                patched = self.schemas.strategic_merge(old, patch, a.res().kind)
+            elif ctype == "application/merge-patch+json":
+                patched = k8s.json_merge_patch(old, patch)
+            else:
+                raise ApiError(415, "UnsupportedMediaType",
+                               f'the body of the request was in an unknown format - accepted media types include: '
+                               f'application/merge-patch+json, application/strategic-merge-patch+json (got "{ctype}")')
+            if not isinstance(patched, dict):
+                raise ApiError(422, "Invalid", "the patch removed the whole object")
+            new = self._merge_update(a, old, patched)
+            self.admit(user, a, new, old)
+            self.validate(user, a, new, "patch")
+            return self._store_update(a, old, new)
+
+    def _merge_update(self, a, old, obj):
+        """What an update stores: the request's object with the immutable metadata of the
+        stored one; the main resource keeps the stored status and the status subresource
+        the stored spec (as the apiserver's update strategies do)."""
+        new = copy.deepcopy(obj)
+        new["apiVersion"], new["kind"] = old["apiVersion"], old["kind"]
+        meta = new.setdefault("metadata", {})
+        for f in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                  "generateName"):
+            if f in old["metadata"]:
+                meta[f] = old["metadata"][f]
+            else:
+                meta.pop(f, None)
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if a.resource in ("pods", "nodes", "namespaces"):
+            if a.sub == "status":
+                new["spec"] = copy.deepcopy(old.get("spec"))
+                if a.resource == "pods":
+                    meta["ownerReferences"] = copy.deepcopy(old["metadata"].get("ownerReferences"))
+                    if meta["ownerReferences"] is None:
+                        meta.pop("ownerReferences")
+            else:
+                if "status" in old:
+                    new["status"] = copy.deepcopy(old["status"])
+                else:
+                    new.pop("status", None)
+        if new.get("spec") is None:
+            new.pop("spec", None)
+        return new
+
+    def _store_update(self, a, old, new):
+        if a.resource == "pods" and not a.sub:
+            errors = k8s.pod_spec_update_errors(old, new)
+            if errors:
+                raise ApiError(422, "Invalid", f'Pod "{a.name}" is invalid: {errors[0][0]}: {errors[0][1]}',
+                               {"name": a.name, "kind": "Pod", "causes": [{"field": f, "message": m} for f, m in errors]})
+        if new == old:  # a no-op update keeps the resourceVersion and sends no watch event
+            return Response(200, old)
+        return Response(200, self.store.write(a.resource, new, "MODIFIED"))
+
+    def do_delete(self, a, query, headers, body, user):
+        opts = self._decode(a, body) if body and body.strip() else {}
+        grace = opts.get("gracePeriodSeconds")
+        if query.get("gracePeriodSeconds") is not None:
+            try:
+                grace = int(query["gracePeriodSeconds"])
+            except ValueError:
+                raise ApiError(400, "BadRequest", f'invalid gracePeriodSeconds "{query["gracePeriodSeconds"]}"')
+        pre = opts.get("preconditions") or {}
+        with self.store.lock:
+            old = self._existing(a)
+            self._check_preconditions(a, old, pre.get("uid"), pre.get("resourceVersion"))
+            self.admit(user, a, None, old)
+            if a.resource != "pods":
+                self.store.remove(a.resource, a.namespace, a.name)
+                return Response(200, status_success(a, old))
+            spec, st, meta = old.get("spec") or {}, old.get("status") or {}, old["metadata"]
+            if grace is None:
+                grace = spec.get("terminationGracePeriodSeconds", 30)
+            # Pods not bound to a node, or already finished, go at once (podStrategy.CheckGracefulDelete).
+            if not spec.get("nodeName") or st.get("phase") in ("Succeeded", "Failed"):
+                grace = 0
+            if grace <= 0:
+                return Response(200, self.store.remove("pods", a.namespace, a.name))
+            current = meta.get("deletionGracePeriodSeconds")
+            if current is not None and grace >= current:
+                return Response(200, old)  # a second delete may only shorten the grace period
+            new = copy.deepcopy(old)
+            new["metadata"]["deletionTimestamp"] = k8s.fmt_time(k8s.now() + datetime.timedelta(seconds=grace))
+            new["metadata"]["deletionGracePeriodSeconds"] = grace
+            return Response(200, self.store.write("pods", new, "MODIFIED"))
+
+    def do_deletecollection(self, a, query, headers, body, user):
+        raise ApiError(405, "MethodNotAllowed", "the fake apiserver does not serve deletecollection")
+
+
+KUBELET_LABELS = {
+    "kubernetes.io/hostname", "failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/zone", "topology.kubernetes.io/region", "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+}
+
+
+def forbidden_node_labels(new, old):
+    """NodeRestriction: labels a node may not add, change or remove on its own Node."""
+    def ns(key):
+        return key.split("/", 1)[0] if "/" in key else ""
+
+    def k8s_domain(n):
+        return n in ("kubernetes.io", "k8s.io") or n.endswith(".kubernetes.io") or n.endswith(".k8s.io")
+
+    def kubelet_label(key):
+        n = ns(key)
+        return key in KUBELET_LABELS or n in ("kubelet.kubernetes.io", "node.kubernetes.io") or n.endswith(
+            ".kubelet.kubernetes.io") or n.endswith(".node.kubernetes.io")
+
+    modified = {k for k in set(new) | set(old) if new.get(k) != old.get(k) or (k in new) != (k in old)}
+    bad = set()
+    for k in modified:
+        n = ns(k)
+        if n == "node-restriction.kubernetes.io" or n.endswith(".node-restriction.kubernetes.io"):
+            bad.add(k)
+        if k8s_domain(n) and not kubelet_label(k):
+            bad.add(k)
+    return sorted(bad)
+
+
+# ---- faults and the request log --------------------------------------------------------------
+
+class Faults:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.slow_ms = 0
+        self.fail_count = 0
+        self.fail_code = 500
+        self.fail_match = ""
+        self.fail_after = False
+
+    def take_failure(self, path):
+        with self.lock:
+            if self.fail_count > 0 and self.fail_match in path:
+                self.fail_count -= 1
+                return self.fail_code, self.fail_after
+            return None
+
+
+FAULT_STATUS = {
+    500: ("InternalError", "Internal error occurred: injected by the fake apiserver"),
+    503: ("ServiceUnavailable", "the server is currently unable to handle the request (injected)"),
+    429: ("TooManyRequests", "the server has received too many requests and has asked us to try again later (injected)"),
+    504: ("Timeout", "the server was unable to return a response in the time allotted (injected)"),
+}
+
+
+class Log:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.entries = []
+        self.tls_failures = 0
+        self.watch_events = 0
+        self.internal_errors = 0
+
+    def add(self, entry):
+        with self.lock:
+            entry["seq"] = len(self.entries)
+            self.entries.append(entry)
+            return entry
+
+    def counters(self, store):
+        with self.lock:
+            by_verb, by_status, by_user = {}, {}, {}
+            for e in self.entries:
+                by_verb[e["verb"]] = by_verb.get(e["verb"], 0) + 1
+                by_status[str(e["status"])] = by_status.get(str(e["status"]), 0) + 1
+                by_user[e["user"]] = by_user.get(e["user"], 0) + 1
+            return {"requests": len(self.entries), "by_verb": by_verb, "by_status": by_status, "by_user": by_user,
+                    "tls_handshake_failures": self.tls_failures, "watch_events_sent": self.watch_events,
+                    "internal_errors": self.internal_errors, "open_watches": len(store.watches),
+                    "resourceVersion": str(store.rv)}
+
+
+# ---- HTTP --------------------------------------------------------------------------------------
+
+def verb_of(method, path, query):
+    """The Kubernetes verb of a request, for the log and the counters."""
+    parts = [p for p in path.split("/") if p]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else []
+    if not rest:
+        return "discovery"
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]
+    if method == "GET":
+        return "get" if len(rest) > 1 else ("watch" if query.get("watch") in ("true", "1") else "list")
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 120  # idle keep-alive connections
+
+    def version_string(self):
+        return "fake-kube-apiserver"
+
+    # ---- connection ----
+
+    def setup(self):
+        self.tls_failed = False
+        if self.server.tls:
+            try:
+                self.request.settimeout(10)
+                self.request.do_handshake()
+            except (ssl.SSLError, OSError) as e:
+                self.tls_failed = True
+                with self.server.app.log.lock:
+                    self.server.app.log.tls_failures += 1
+                self.server.app.debug(f"TLS handshake failed: {e}")
+        super().setup()
+        self.server.track(self.request, True)
+
+    def finish(self):
+        try:
+            super().finish()
+        except OSError:
+            pass
+        self.server.track(self.request, False)
+
+    def handle(self):
+        if not self.tls_failed:
+            try:
+                super().handle()
+            except (OSError, ssl.SSLError):
+                pass
+
+    def log_message(self, fmt, *args):
+        self.server.app.debug(fmt % args)
+
+    # ---- request ----
+
+    def do_GET(self):
+        self.dispatch()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def user(self):
+        if not self.server.tls:
+            return CONTROL_USER
+        cert = self.request.getpeercert() or {}
+        name, groups = "", []
+        for rdn in cert.get("subject", ()):
+            for k, v in rdn:
+                if k == "commonName":
+                    name = v
+                elif k == "organizationName":
+                    groups.append(v)
+        return User(name, groups + ["system:authenticated"])
+
+    def read_body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return out
+                out += self.rfile.read(size)
+                self.rfile.readline()
+                if len(out) > MAX_BODY:
+                    raise ApiError(413, "RequestEntityTooLarge", "the request is too large")
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_BODY:
+            raise ApiError(413, "RequestEntityTooLarge", "the request is too large")
+        return self.rfile.read(n) if n else b""
+
+    def dispatch(self):
+        app = self.server.app
+        start = time.time()
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        user = self.user()
+        entry = {"time": start, "method": self.command, "path": self.path, "user": user.name,
+                 "verb": verb_of(self.command, url.path, query), "status": 0, "duration_ms": 0, "fault": None}
+        try:
+            body = self.read_body()
+        except ApiError as e:
+            self.respond(Response(e.code, e.status()), entry, start)
+            return
+        except (OSError, ValueError):
+            self.close_connection = True
+            return
+        if not self.server.tls and url.path.startswith("/control/"):
+            self.respond(app.control(self.command, url.path, query, body), None, start)
+            return
+        fail = None
+        if self.server.tls:
+            if app.faults.slow_ms:
+                time.sleep(app.faults.slow_ms / 1000)
+                entry["fault"] = "slow"
+            fail = app.faults.take_failure(url.path)
+            if fail and not fail[1]:
+                entry["fault"] = f"fail:{fail[0]}"
+                self.respond(fault_response(fail[0]), entry, start)
+                return
+        try:
+            result = app.api.handle(self.command, url.path, query, self.headers, body, user)
+        except ApiError as e:
+            result = Response(e.code, e.status())
+        except Exception:
+            with app.log.lock:
+                app.log.internal_errors += 1
+            sys.stderr.write(f"fake-apiserver: internal error on {self.command} {self.path}:\n{traceback.format_exc()}")
+            result = Response(500, ApiError(500, "InternalError", "fake apiserver bug: " + traceback.format_exc(limit=1)).status())
+        if fail:
+            entry["fault"] = f"fail-after:{fail[0]}"
+            result = fault_response(fail[0])
+        if isinstance(result, WatchRequest):
+            self.stream(result, entry, start, user)
+        else:
+            self.respond(result, entry, start)
+
+    def respond(self, r, entry, start):
+        data = r.body if isinstance(r.body, bytes) else (
+            r.body.encode() if isinstance(r.body, str) else json.dumps(r.body).encode())
+        ctype = "text/plain; charset=utf-8" if isinstance(r.body, str) else "application/json"
+        if entry is not None and self.server.tls:
+            entry["status"] = r.code
+            entry["duration_ms"] = round((time.time() - start) * 1000, 3)
+            self.server.app.log.add(entry)
+        try:
+            self.send_response(r.code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-cache, private")
+            for k, v in r.headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+
+    def write_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def stream(self, wr, entry, start, user):
+        app = self.server.app
+        w = wr.watch
+        w.path = self.path
+        try:
+            app.store.open_watch(w, wr.since)
+            expired = None
+        except ApiError as e:
+            if e.code != 410:
+                self.respond(Response(e.code, e.status()), entry, start)
+                return
+            expired = e  # as the watch cache does: HTTP 200, then one ERROR event
+        if self.server.tls:
+            entry["status"] = 200
+            entry["watch"] = True
+            app.log.add(entry)
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Cache-Control", "no-cache, private")
+            self.end_headers()
+            if expired is not None:
+                self.write_chunk(encode_event("ERROR", expired.status()))
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            deadline = time.time() + wr.timeout if wr.timeout else None
+            while True:
+                if deadline and time.time() >= deadline:
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+                try:
+                    kind, val = w.q.get(timeout=0.2)
+                except queue.Empty:
+                    if self.peer_closed():
+                        return
+                    continue
+                if kind == "event":
+                    self.write_chunk(val)
+                    with app.log.lock:
+                        app.log.watch_events += 1
+                elif kind == "bookmark":
+                    obj = {"kind": RESOURCES[w.resource].kind, "apiVersion": RESOURCES[w.resource].api_version,
+                           "metadata": {"resourceVersion": str(app.store.rv)}}
+                    self.write_chunk(encode_event("BOOKMARK", obj))
+                elif kind == "cut":
+                    self.cut(val)
+                    return
+                else:  # end: the stream closes cleanly, as at the apiserver's watch timeout
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            app.store.close_watch(w)
+            entry["duration_ms"] = round((time.time() - start) * 1000, 3)
+
+    def cut(self, mode):
+        if mode == "clean":
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if mode == "partial":  # half an event, then the connection drops
+            data = encode_event("MODIFIED", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "message": "x" * 64})
+            self.wfile.write(b"%x\r\n%s" % (len(data), data[: len(data) // 2]))
+        try:
+            self.request.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def peer_closed(self):
+        try:
+            r, _, _ = select.select([self.request], [], [], 0)
+            if not r:
+                return False
+            return self.request.recv(1) == b""
+        except (OSError, ssl.SSLError, ValueError):
+            return True
+
+
+def fault_response(code):
+    reason, msg = FAULT_STATUS.get(code, ("InternalError", f"injected HTTP {code}"))
+    headers = {"Retry-After": "1"} if code in (429, 503) else {}
+    return Response(code, ApiError(code, reason, msg).status(), headers)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, addr, app, ctx):
+        self.app = app
+        self.ctx = ctx
+        self.tls = ctx is not None
+        self.conns_lock = threading.Lock()
+        self.conns = set()
+        super().__init__(addr, Handler)
+
+    def get_request(self):
+        sock, addr = self.socket.accept()
+        if self.ctx is None:
+            return sock, addr
+        # The handshake runs in the request's own thread (Handler.setup), never in the accept loop.
+        return self.ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+    def handle_error(self, request, client_address):
+        self.app.debug("connection error: " + traceback.format_exc(limit=2))
+
+    def track(self, sock, add):
+        with self.conns_lock:
+            (self.conns.add if add else self.conns.discard)(sock)
+
+    def drop_connections(self):
+        with self.conns_lock:
+            conns = list(self.conns)
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class App:
+    def __init__(self, args):
+        self.args = args
+        self.store = Store(args.watch_window)
+        self.api = Api(self.store, k8s.Schemas(args.kube_version), args.kube_version)
+        self.faults = Faults()
+        self.log = Log()
+        self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ctx.load_cert_chain(os.path.join(args.certs, "server.crt"), os.path.join(args.certs, "server.key"))
+        self.ctx.load_verify_locations(os.path.join(args.certs, "ca.crt"))
+        self.ctx.verify_mode = ssl.CERT_REQUIRED
+        self.tls_lock = threading.Lock()
+        self.tls_server = None
+        self.port = args.port
+        self.down = False
+
+    def debug(self, msg):
+        if self.args.verbose:
+            sys.stderr.write(f"fake-apiserver: {msg}\n")
+
+    def start_tls(self):
+        with self.tls_lock:
+            self.tls_server = Server(("127.0.0.1", self.port), self, self.ctx)
+            self.port = self.tls_server.server_address[1]
+            threading.Thread(target=self.tls_server.serve_forever, kwargs={"poll_interval": 0.05},
+                             name="tls", daemon=True).start()
+            self.down = False
+
+    def stop_tls(self):
+        """Down: the port refuses connections and every open one (watches too) drops."""
+        with self.tls_lock:
+            if self.tls_server is None:
+                return
+            srv, self.tls_server = self.tls_server, None
+            self.down = True
+            srv.shutdown()
+            srv.server_close()
+            self.store.signal_watches(("cut", "abrupt"))
+            srv.drop_connections()
+
+    # ---- the control port ----
+
+    def control(self, method, path, query, body):
+        try:
+            params = dict(query)
+            if body:
+                params.update(json.loads(body))
+        except ValueError:
+            return Response(400, {"error": "the body must be a JSON object"})
+        op = path[len("/control/"):]
+        if (method, op) == ("POST", "down"):
+            self.stop_tls()
+            return Response(200, {"down": True})
+        if (method, op) == ("POST", "up"):
+            if self.tls_server is None:
+                self.start_tls()
+            return Response(200, {"down": False, "port": self.port})
+        if (method, op) == ("POST", "slow"):
+            self.faults.slow_ms = int(params.get("ms", 0))
+            return Response(200, {"slow_ms": self.faults.slow_ms})
+        if (method, op) == ("POST", "fail"):
+            with self.faults.lock:
+                self.faults.fail_count = int(params.get("count", 1))
+                self.faults.fail_code = int(params.get("code", 500))
+                self.faults.fail_match = params.get("path", "")
+                self.faults.fail_after = str(params.get("after", "false")).lower() in ("true", "1")
+            return Response(200, {"fail_count": self.faults.fail_count})
+        if (method, op) == ("POST", "cut-watches"):
+            mode = params.get("mode", "abrupt")
+            if mode not in ("abrupt", "clean", "partial"):
+                return Response(400, {"error": "mode: abrupt, clean or partial"})
+            return Response(200, {"cut": self.store.signal_watches(("cut", mode))})
+        if (method, op) == ("POST", "bookmark"):
+            return Response(200, {"sent": self.store.signal_watches(("bookmark", None), only_bookmarks=True)})
+        if (method, op) == ("POST", "compact"):
+            return Response(200, {"compacted": str(self.store.compact())})
+        if (method, op) == ("POST", "reset-faults"):
+            with self.faults.lock:
+                self.faults.slow_ms = self.faults.fail_count = 0
+            if self.tls_server is None:
+                self.start_tls()
+            return Response(200, {})
+        if (method, op) == ("GET", "requests"):
+            since = int(params.get("since", 0))
+            with self.log.lock:
+                return Response(200, {"requests": self.log.entries[since:]})
+        if (method, op) == ("GET", "counters"):
+            return Response(200, self.log.counters(self.store))
+        if (method, op) == ("GET", "objects"):
+            return Response(200, self.store.dump())
+        if (method, op) == ("GET", "validation-failures"):
+            with self.api.failures_lock:
+                return Response(200, {"failures": list(self.api.validation_failures)})
+        if (method, op) == ("GET", "watches"):
+            with self.store.lock:
+                return Response(200, {"watches": [{"user": w.user, "path": w.path, "resource": w.resource}
+                                                  for w in self.store.watches]})
+        return Response(404, {"error": f"no control operation {method} {path}"})
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--certs", required=True, help="directory with ca.crt, server.crt, server.key (certs.sh)")
+    p.add_argument("--port", type=int, default=0, help="TLS port on 127.0.0.1 (0: any free one)")
+    p.add_argument("--control-port", type=int, default=0, help="plain-HTTP control port on 127.0.0.1")
+    p.add_argument("--ready-file", help="written (atomically) with the ports as JSON once serving")
+    p.add_argument("--kube-version", default="1.30", help="the Kubernetes version whose schemas validate objects")
+    p.add_argument("--watch-window", type=int, default=1000, help="changes kept for watches to resume from")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args()
+
+    app = App(args)
+    app.start_tls()
+    control = Server(("127.0.0.1", args.control_port), app, None)
+    threading.Thread(target=control.serve_forever, kwargs={"poll_interval": 0.05}, name="control", daemon=True).start()
+    info = {"port": app.port, "control_port": control.server_address[1], "pid": os.getpid()}
+    if args.ready_file:
+        tmp = args.ready_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(info, f)
+        os.rename(tmp, args.ready_file)
+    print(f"fake-apiserver: ready port={info['port']} control_port={info['control_port']} pid={info['pid']}", flush=True)
+
+    # Exit with the process that started us (a test binary killed mid-test leaves no server).
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,477 @@
+//! The fake kube-apiserver itself (tests/apiserver/): it is the peer the cluster-mode tests
+//! trust, so what it does is specified here. Without the test venv (`make test` makes it
+//! with tests/apiserver/setup.sh) each test skips with the reason.
+
+mod common;
+
+use common::apiserver::{node_user, CutMode, FakeApiserver, KeyType, Options, WatchStream};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const NODE: &str = "edge-1";
+const STEP: Duration = Duration::from_secs(3);
+const SMP: &str = "application/strategic-merge-patch+json";
+const JSON: &str = "application/json";
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+
+/// A Node as a kubelet registers it.
+fn node_object(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "8029172Ki", "pods": "110", "ephemeral-storage": "61255492Ki"},
+            "allocatable": {"cpu": "4", "memory": "7926772Ki", "pods": "110", "ephemeral-storage": "56453061334"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "ferrolet is posting ready status",
+                            "lastHeartbeatTime": "2024-05-01T10:00:00Z", "lastTransitionTime": "2024-05-01T10:00:00Z"}],
+            "addresses": [{"type": "InternalIP", "address": "192.0.2.10"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "6.1.0-18-amd64",
+                         "osImage": "Debian GNU/Linux 12 (bookworm)", "containerRuntimeVersion": "containerd://1.6.20",
+                         "kubeletVersion": "v1.30.0-ferrolet", "kubeProxyVersion": "", "operatingSystem": "linux",
+                         "architecture": "amd64"}
+        }
+    })
+}
+
+fn lease_object(name: &str, renew: &str) -> Value {
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": name, "namespace": "kube-node-lease"},
+           "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": renew}})
+}
+
+fn pod_object(name: &str, node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": name}},
+           "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "3600"]}]}})
+}
+
+fn register(api: &FakeApiserver) -> Value {
+    let (code, node) = api.call(&api.node_agent(), "POST", "/api/v1/nodes", Some((JSON, &node_object(NODE))));
+    assert_eq!(code, 201, "{node}");
+    node
+}
+
+#[test]
+fn node_writes_its_own_node_and_lease_and_gets_403_for_another_nodes() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let node = register(&api);
+    assert_eq!(node["metadata"]["name"], NODE);
+    assert!(node["metadata"]["uid"].is_string() && node["metadata"]["resourceVersion"].is_string());
+
+    // A heartbeat as kubelet sends it: a strategic merge patch that merges conditions by type.
+    let patch = json!({"status": {
+        "$setElementOrder/conditions": [{"type": "Ready"}, {"type": "MemoryPressure"}],
+        "conditions": [{"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+                        "lastHeartbeatTime": "2024-05-01T10:00:10Z", "lastTransitionTime": "2024-05-01T10:00:00Z"}]}});
+    let (code, patched) = api.call(&agent, "PATCH", &format!("/api/v1/nodes/{NODE}/status"), Some((SMP, &patch)));
+    assert_eq!(code, 200, "{patched}");
+    let types: Vec<&str> =
+        patched["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["Ready", "MemoryPressure"]);
+
+    // The lease: create, then renew with the resourceVersion read.
+    let (code, lease) =
+        api.call(&agent, "POST", LEASES, Some((JSON, &lease_object(NODE, "2024-05-01T10:00:00.000000Z"))));
+    assert_eq!(code, 201, "{lease}");
+    let mut renewed = lease.clone();
+    renewed["spec"]["renewTime"] = json!("2024-05-01T10:00:10.000000Z");
+    let (code, after) = api.call(&agent, "PUT", &format!("{LEASES}/{NODE}"), Some((JSON, &renewed)));
+    assert_eq!(code, 200, "{after}");
+    assert_ne!(after["metadata"]["resourceVersion"], lease["metadata"]["resourceVersion"]);
+    assert_eq!(api.lease(NODE).unwrap()["spec"]["renewTime"], "2024-05-01T10:00:10.000000Z");
+
+    // Another node's Node and Lease: 403 with a Status, reason Forbidden.
+    api.create("/api/v1/nodes", &node_object("edge-2"));
+    api.create(LEASES, &lease_object("edge-2", "2024-05-01T10:00:00.000000Z"));
+    let other_lease = api.lease("edge-2").unwrap();
+    let mut lease_in_default = lease_object(NODE, "2024-05-01T10:00:00.000000Z");
+    lease_in_default["metadata"]["namespace"] = json!("default");
+    for (method, path, body) in [
+        ("POST", "/api/v1/nodes".to_string(), Some(node_object("edge-3"))),
+        ("GET", "/api/v1/nodes/edge-2".to_string(), None),
+        ("GET", "/api/v1/nodes".to_string(), None),
+        ("PATCH", "/api/v1/nodes/edge-2/status".to_string(), Some(patch.clone())),
+        ("DELETE", format!("/api/v1/nodes/{NODE}"), None),
+        ("PUT", format!("{LEASES}/edge-2"), Some(other_lease)),
+        ("POST", LEASES.to_string(), Some(lease_object("edge-3", "2024-05-01T10:00:00.000000Z"))),
+        ("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases".to_string(), Some(lease_in_default)),
+    ] {
+        let ctype = if method == "PATCH" { SMP } else { JSON };
+        let (code, status) = api.call(&agent, method, &path, body.as_ref().map(|b| (ctype, b)));
+        assert_eq!(code, 403, "{method} {path}: {status}");
+        assert_eq!(
+            (status["kind"].as_str(), status["reason"].as_str()),
+            (Some("Status"), Some("Forbidden")),
+            "{status}"
+        );
+    }
+    // A node lists its own Node only through a field selector on its name.
+    let (code, list) = api.call(&agent, "GET", &format!("/api/v1/nodes?fieldSelector=metadata.name%3D{NODE}"), None);
+    assert_eq!((code, list["items"].as_array().unwrap().len()), (200, 1), "{list}");
+    api.assert_no_validation_failures();
+}
+
+#[test]
+fn node_restriction_forbids_labels_and_taints_a_kubelet_may_not_set() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let mut node = node_object(NODE);
+    node["metadata"]["labels"]["node-role.kubernetes.io/worker"] = json!("");
+    let (code, status) = api.call(&agent, "POST", "/api/v1/nodes", Some((JSON, &node)));
+    assert_eq!(code, 403, "{status}");
+    assert!(status["message"].as_str().unwrap().contains("node-role.kubernetes.io/worker"), "{status}");
+
+    node["metadata"]["labels"] = json!({"kubernetes.io/hostname": NODE, "node.kubernetes.io/instance-type": "pi4",
+                                        "example.com/site": "north"});
+    node["spec"]["taints"] = json!([{"key": "edge", "value": "true", "effect": "NoSchedule"}]);
+    let (code, created) = api.call(&agent, "POST", "/api/v1/nodes", Some((JSON, &node)));
+    assert_eq!(code, 201, "{created}");
+    // Taints are set at registration only.
+    let patch = json!({"spec": {"taints": null}});
+    let (code, status) = api.call(&agent, "PATCH", &format!("/api/v1/nodes/{NODE}"), Some((SMP, &patch)));
+    assert_eq!(code, 403, "{status}");
+    assert!(status["message"].as_str().unwrap().contains("not allowed to modify taints"), "{status}");
+}
+
+#[test]
+fn watch_delivers_added_modified_deleted_for_a_pod_the_admin_creates_updates_and_deletes() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    register(&api);
+    let selector = format!("fieldSelector=spec.nodeName%3D{NODE}");
+    let (code, list) = api.call(&agent, "GET", &format!("/api/v1/pods?{selector}"), None);
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "PodList");
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let watch = WatchStream::open(&api, &agent, &format!("/api/v1/pods?{selector}&watch=true&resourceVersion={rv}"));
+    assert_eq!(watch.status, 200);
+    api.wait_for_watches(&node_user(NODE), 1, STEP);
+
+    api.create_pod("default", &pod_object("elsewhere", "edge-2")); // another node's: never seen
+    let created = api.create_pod("default", &pod_object("web", NODE));
+    let ev = watch.event(STEP);
+    assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("web")), "{ev}");
+    assert_eq!(ev["object"]["status"]["phase"], "Pending");
+    assert_eq!(ev["object"]["spec"]["terminationGracePeriodSeconds"], 30, "defaulted as by the apiserver");
+
+    api.patch_pod("default", "web", &json!({"metadata": {"labels": {"tier": "front"}}}));
+    let ev = watch.event(STEP);
+    assert_eq!(
+        (ev["type"].as_str(), ev["object"]["metadata"]["labels"]["tier"].as_str()),
+        (Some("MODIFIED"), Some("front"))
+    );
+
+    // A user's delete of a bound pod is graceful: MODIFIED with a deletionTimestamp; the
+    // pod goes when its node deletes it with grace period 0.
+    let deleting = api.delete_pod("default", "web", None);
+    assert_eq!(deleting["metadata"]["deletionGracePeriodSeconds"], 30);
+    let ev = watch.event(STEP);
+    assert_eq!(ev["type"], "MODIFIED");
+    assert!(ev["object"]["metadata"]["deletionTimestamp"].is_string(), "{ev}");
+    assert!(api.pod("default", "web").is_some(), "the pod stays until its node deletes it");
+    let opts = json!({"gracePeriodSeconds": 0, "preconditions": {"uid": created["metadata"]["uid"]}});
+    let (code, gone) = api.call(&agent, "DELETE", "/api/v1/namespaces/default/pods/web", Some((JSON, &opts)));
+    assert_eq!(code, 200, "{gone}");
+    let ev = watch.event(STEP);
+    assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("DELETED"), Some("web")));
+    assert!(api.pod("default", "web").is_none());
+    // Each event's resourceVersion is newer than the last.
+    assert!(
+        ev["object"]["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap() > rv.parse().unwrap()
+    );
+}
+
+#[test]
+fn watch_from_a_compacted_resource_version_gets_410_gone() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let selector = format!("fieldSelector=spec.nodeName%3D{NODE}");
+    let (_, list) = api.call(&agent, "GET", &format!("/api/v1/pods?{selector}"), None);
+    let old_rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    api.create_pod("default", &pod_object("a", NODE));
+    api.compact();
+    // As the watch cache answers: HTTP 200, one ERROR event with a 410 Expired Status, end.
+    let watch =
+        WatchStream::open(&api, &agent, &format!("/api/v1/pods?{selector}&watch=true&resourceVersion={old_rv}"));
+    assert_eq!(watch.status, 200);
+    let ev = watch.event(STEP);
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!((ev["object"]["code"].as_u64(), ev["object"]["reason"].as_str()), (Some(410), Some("Expired")));
+    assert_eq!(watch.next(STEP), Ok(None), "the stream ends after the error");
+    // A re-list gives a resourceVersion to watch from again.
+    let (_, list) = api.call(&agent, "GET", &format!("/api/v1/pods?{selector}"), None);
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    let watch = WatchStream::open(&api, &agent, &format!("/api/v1/pods?{selector}&watch=true&resourceVersion={rv}"));
+    api.wait_for_watches(&node_user(NODE), 1, STEP);
+    api.create_pod("default", &pod_object("b", NODE));
+    assert_eq!(watch.event(STEP)["type"], "ADDED");
+}
+
+#[test]
+fn stale_pod_status_update_gets_409_conflict() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let pod = api.create_pod("default", &pod_object("web", NODE));
+    let path = "/api/v1/namespaces/default/pods/web/status";
+    let mut running = pod.clone();
+    running["status"] = json!({"phase": "Running", "podIP": "10.88.0.5", "startTime": "2024-05-01T10:00:00Z",
+                               "conditions": [{"type": "Ready", "status": "True"}]});
+    let (code, updated) = api.call(&agent, "PUT", path, Some((JSON, &running)));
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["status"]["phase"], "Running");
+    // The same resourceVersion again is now stale.
+    let (code, status) = api.call(&agent, "PUT", path, Some((JSON, &running)));
+    assert_eq!((code, status["reason"].as_str()), (409, Some("Conflict")), "{status}");
+    // A patch carrying the stale resourceVersion as a precondition too; one without is applied.
+    let stale =
+        json!({"metadata": {"resourceVersion": pod["metadata"]["resourceVersion"]}, "status": {"phase": "Failed"}});
+    let (code, _) = api.call(&agent, "PATCH", path, Some((SMP, &stale)));
+    assert_eq!(code, 409);
+    let wrong_uid = json!({"metadata": {"uid": "00000000-0000-0000-0000-000000000000"}, "status": {"phase": "Failed"}});
+    let (code, _) = api.call(&agent, "PATCH", path, Some((SMP, &wrong_uid)));
+    assert_eq!(code, 409, "a uid precondition that does not match");
+    let fresh = json!({"metadata": {"uid": pod["metadata"]["uid"]}, "status": {"phase": "Succeeded"}});
+    let (code, done) = api.call(&agent, "PATCH", path, Some((SMP, &fresh)));
+    assert_eq!((code, done["status"]["phase"].as_str()), (200, Some("Succeeded")), "{done}");
+    assert_eq!(done["status"]["podIP"], "10.88.0.5", "the patch merged into the stored status");
+    // Not this node's pod: 403.
+    api.create_pod("default", &pod_object("theirs", "edge-2"));
+    let running = json!({"status": {"phase": "Running"}});
+    let (code, _) = api.call(&agent, "PATCH", "/api/v1/namespaces/default/pods/theirs/status", Some((SMP, &running)));
+    assert_eq!(code, 403);
+    api.assert_no_validation_failures();
+}
+
+#[test]
+fn invalid_objects_are_rejected_with_422_and_recorded() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    register(&api);
+    // An unknown field (strict schema).
+    let bad = json!({"status": {"capacity": {"cpu": "4"}, "bogus": true}});
+    let (code, status) = api.call(&agent, "PATCH", &format!("/api/v1/nodes/{NODE}/status"), Some((SMP, &bad)));
+    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")), "{status}");
+    // A MicroTime without its six fractional digits, as the apiserver's decoder refuses it.
+    let (code, status) = api.call(&agent, "POST", LEASES, Some((JSON, &lease_object(NODE, "2024-05-01T10:00:00Z"))));
+    assert_eq!(code, 422, "{status}");
+    assert!(status["message"].as_str().unwrap().contains("spec.renewTime"), "{status}");
+    // A quantity that is not one.
+    let bad = json!({"status": {"allocatable": {"example.com/gpu": "two"}}});
+    let (code, _) = api.call(&agent, "PATCH", &format!("/api/v1/nodes/{NODE}/status"), Some((SMP, &bad)));
+    assert_eq!(code, 422);
+
+    let failures = api.validation_failures();
+    assert_eq!(failures.len(), 3, "{failures:#?}");
+    assert!(failures.iter().all(|f| f["user"] == node_user(NODE).as_str()));
+    assert_eq!(failures[1]["resource"], "leases");
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| api.assert_no_validation_failures())).is_err());
+    // Nothing was stored.
+    assert!(api.lease(NODE).is_none());
+    assert!(api.node(NODE).unwrap()["status"].get("bogus").is_none());
+}
+
+#[test]
+fn node_may_create_only_mirror_pods_bound_to_itself() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let node = register(&api);
+    let mirror = |name: &str, node_name: &str| {
+        let mut pod = pod_object(name, node_name);
+        pod["metadata"]["annotations"] =
+            json!({"kubernetes.io/config.mirror": "3f2a", "kubernetes.io/config.source": "file"});
+        pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Node", "name": NODE,
+                                                     "uid": node["metadata"]["uid"], "controller": true}]);
+        pod
+    };
+    let pods = "/api/v1/namespaces/default/pods";
+    let (code, created) = api.call(&agent, "POST", pods, Some((JSON, &mirror(&format!("static-{NODE}"), NODE))));
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["status"]["phase"], "Pending", "the apiserver resets a new pod's status");
+
+    let mut no_owner = mirror("no-owner", NODE);
+    no_owner["metadata"].as_object_mut().unwrap().remove("ownerReferences");
+    for (what, pod) in [
+        ("not a mirror pod", pod_object("plain", NODE)),
+        ("bound to another node", mirror("elsewhere", "edge-2")),
+        ("without an owner reference to the node", no_owner),
+    ] {
+        let (code, status) = api.call(&agent, "POST", pods, Some((JSON, &pod)));
+        assert_eq!((code, status["reason"].as_str()), (403, Some("Forbidden")), "{what}: {status}");
+    }
+    // Nor update a pod's spec, nor list pods without its nodeName selector.
+    let (code, _) = api.call(
+        &agent,
+        "PATCH",
+        &format!("{pods}/static-{NODE}"),
+        Some((SMP, &json!({"metadata": {"labels": {"x": "y"}}}))),
+    );
+    assert_eq!(code, 403);
+    let (code, _) = api.call(&agent, "GET", "/api/v1/pods", None);
+    assert_eq!(code, 403);
+    let (code, _) = api.call(&agent, "GET", "/api/v1/namespaces/default/events", None);
+    assert_eq!(code, 403, "a node writes events but does not read them");
+}
+
+#[test]
+fn events_are_created_patched_and_404_when_missing() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let pod = api.create_pod("default", &pod_object("web", NODE));
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "web.17c8a4b2e1f0a9d3", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web", "uid": pod["metadata"]["uid"],
+                           "apiVersion": "v1", "fieldPath": "spec.containers{app}"},
+        "reason": "Started", "message": "Started container app", "type": "Normal", "count": 1,
+        "source": {"component": "kubelet", "host": NODE},
+        "firstTimestamp": "2024-05-01T10:00:00Z", "lastTimestamp": "2024-05-01T10:00:00Z"});
+    let events = "/api/v1/namespaces/default/events";
+    let (code, created) = api.call(&agent, "POST", events, Some((JSON, &event)));
+    assert_eq!(code, 201, "{created}");
+    let repeat = json!({"count": 2, "lastTimestamp": "2024-05-01T10:00:05Z", "message": "Started container app"});
+    let (code, patched) = api.call(&agent, "PATCH", &format!("{events}/web.17c8a4b2e1f0a9d3"), Some((SMP, &repeat)));
+    assert_eq!((code, patched["count"].as_u64()), (200, Some(2)), "{patched}");
+    let (code, status) = api.call(&agent, "PATCH", &format!("{events}/gone.1"), Some((SMP, &repeat)));
+    assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")));
+    // A Node's event lives in "default" with no involvedObject namespace; elsewhere it is invalid.
+    let mut node_event = event.clone();
+    node_event["metadata"] = json!({"name": format!("{NODE}.17c8a4b2e1f0a9d4")});
+    node_event["involvedObject"] = json!({"kind": "Node", "name": NODE, "uid": NODE});
+    let (code, _) = api.call(&agent, "POST", events, Some((JSON, &node_event)));
+    assert_eq!(code, 201);
+    let (code, _) = api.call(&agent, "POST", "/api/v1/namespaces/kube-system/events", Some((JSON, &node_event)));
+    assert_eq!(code, 422);
+    assert_eq!(api.events("default").len(), 2);
+}
+
+#[test]
+fn kubectl_shows_the_node_pods_and_events_as_stored() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    register(&api);
+    let pod = api.create_pod("default", &pod_object("web", NODE));
+    let status = json!({"status": {
+        "phase": "Running", "podIP": "10.88.0.7", "podIPs": [{"ip": "10.88.0.7"}], "hostIP": "192.0.2.10",
+        "startTime": "2024-05-01T10:00:00Z",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2024-05-01T10:00:02Z"}],
+        "containerStatuses": [{"name": "app", "ready": true, "started": true, "restartCount": 2,
+                               "image": "busybox:1.36", "imageID": "sha256:0123", "containerID": "containerd://abc",
+                               "state": {"running": {"startedAt": "2024-05-01T10:00:01Z"}},
+                               "lastState": {"terminated": {"exitCode": 137, "reason": "Error",
+                                                            "finishedAt": "2024-05-01T10:00:00Z"}}}]}});
+    let (code, body) = api.call(&agent, "PATCH", "/api/v1/namespaces/default/pods/web/status", Some((SMP, &status)));
+    assert_eq!(code, 200, "{body}");
+    let event = json!({"metadata": {"name": "web.1"}, "involvedObject": {"kind": "Pod", "namespace": "default",
+        "name": "web", "uid": pod["metadata"]["uid"], "apiVersion": "v1"}, "reason": "Pulled", "type": "Normal",
+        "message": "Container image \"busybox:1.36\" already present on machine", "count": 1,
+        "source": {"component": "kubelet", "host": NODE}, "firstTimestamp": "2024-05-01T10:00:00Z",
+        "lastTimestamp": "2024-05-01T10:00:00Z"});
+    assert_eq!(api.call(&agent, "POST", "/api/v1/namespaces/default/events", Some((JSON, &event))).0, 201);
+
+    let nodes = api.kubectl(&["get", "nodes"]);
+    let row: Vec<&str> = nodes.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!((row[0], row[1], row[2], row[4]), (NODE, "Ready", "<none>", "v1.30.0-ferrolet"), "{nodes}");
+
+    let pods = api.kubectl(&["get", "pods", "-o", "wide"]);
+    assert!(pods.lines().next().unwrap().starts_with("NAME   READY   STATUS    RESTARTS"), "{pods}");
+    let row: Vec<&str> = pods.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!((row[0], row[1], row[2], row[3]), ("web", "1/1", "Running", "2"), "{pods}");
+    assert!(row.contains(&"10.88.0.7") && row.contains(&NODE), "{pods}");
+
+    let describe = api.kubectl(&["describe", "pod", "web"]);
+    let lines: Vec<String> = describe.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    for want in ["Status: Running", "IP: 10.88.0.7", "Node: edge-1/192.0.2.10", "Restart Count: 2", "Ready: True"] {
+        assert!(lines.iter().any(|l| l == want), "no {want:?} in:\n{describe}");
+    }
+    // The event shows under the pod: it names the pod's uid, as kubectl's selector asks.
+    assert!(lines.iter().any(|l| l.starts_with("Normal Pulled") && l.contains("kubelet")), "{describe}");
+    let events = api.kubectl(&["get", "events"]);
+    assert!(events.contains("pod/web") && events.contains("Pulled"), "{events}");
+    let describe_node = api.kubectl(&["describe", "node", NODE]);
+    assert!(describe_node.contains("Kubelet Version:            v1.30.0-ferrolet"), "{describe_node}");
+}
+
+#[test]
+fn both_node_kubeconfigs_authenticate_as_the_node() {
+    let Some(api) = FakeApiserver::start_with(NODE, Options { key_type: KeyType::Ec, ..Options::default() }) else {
+        return;
+    };
+    register(&api);
+    for kubeconfig in [api.node_kubeconfig(), api.node_kubeconfig_data()] {
+        let text = std::fs::read_to_string(&kubeconfig).unwrap();
+        assert!(text.contains(&format!("server: {}", api.url())), "{text}");
+        let out = api.kubectl_as(&kubeconfig, &["get", "node", NODE, "-o", "name"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("node/{NODE}"));
+    }
+    assert!(std::fs::read_to_string(api.node_kubeconfig_data()).unwrap().contains("client-key-data: "));
+    assert!(api.requests().iter().any(|r| r.user == node_user(NODE) && r.verb == "get"));
+}
+
+#[test]
+fn a_client_without_a_certificate_is_refused_at_the_handshake() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    use ureq::tls::{Certificate, RootCerts, TlsConfig};
+    let ca = Certificate::from_pem(&std::fs::read(api.ca_cert()).unwrap()).unwrap();
+    let tls = TlsConfig::builder().root_certs(RootCerts::new_with_certs(&[ca])).build();
+    let agent: ureq::Agent = ureq::Agent::config_builder().tls_config(tls).build().into();
+    assert!(agent.get(&format!("{}/version", api.url())).call().is_err());
+    common::wait_for("the handshake failure to be counted", STEP, || {
+        (api.counters()["tls_handshake_failures"] == 1).then_some(())
+    });
+    assert!(api.requests().is_empty(), "no request was served");
+}
+
+#[test]
+fn faults_down_failures_slowness_and_cut_watches_are_observable() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    register(&api);
+    let node_path = format!("/api/v1/nodes/{NODE}");
+
+    // Down: connections are refused, open watches drop; up: the same port serves again.
+    let selector = format!("fieldSelector=spec.nodeName%3D{NODE}");
+    let watch = WatchStream::open(&api, &agent, &format!("/api/v1/pods?{selector}&watch=true"));
+    api.wait_for_watches(&node_user(NODE), 1, STEP);
+    api.down();
+    assert!(watch.next(STEP).is_err(), "the watch broke");
+    let fresh = api.node_agent();
+    assert!(fresh.get(&format!("{}{node_path}", api.url())).call().is_err(), "refused while down");
+    api.up();
+    assert_eq!(api.call(&fresh, "GET", &node_path, None).0, 200);
+
+    // The next two requests fail with 500 and are logged as injected.
+    api.fail_next(2, 500);
+    let codes: Vec<u16> = (0..3).map(|_| api.call(&agent, "GET", &node_path, None).0).collect();
+    assert_eq!(codes, [500, 500, 200]);
+    let faulted: Vec<_> = api.requests().into_iter().filter(|r| r.fault.as_deref() == Some("fail:500")).collect();
+    assert_eq!(faulted.len(), 2);
+    // Served, then failed: the change is stored although the client saw a 503.
+    api.fail_next_matching(1, 503, "/leases", true);
+    let (code, _) = api.call(&agent, "POST", LEASES, Some((JSON, &lease_object(NODE, "2024-05-01T10:00:00.000000Z"))));
+    assert_eq!(code, 503);
+    assert!(api.lease(NODE).is_some());
+
+    // Slow.
+    api.slow(Duration::from_millis(300));
+    let t = std::time::Instant::now();
+    assert_eq!(api.call(&agent, "GET", &node_path, None).0, 200);
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    api.slow(Duration::ZERO);
+
+    // Cut mid-stream: the reader sees a broken stream, not a clean end.
+    for (mode, clean) in [(CutMode::Abrupt, false), (CutMode::Partial, false), (CutMode::Clean, true)] {
+        let watch = WatchStream::open(&api, &agent, &format!("/api/v1/pods?{selector}&watch=true"));
+        api.wait_for_watches(&node_user(NODE), 1, STEP);
+        assert_eq!(api.cut_watches(mode), 1);
+        let end = watch.next(STEP);
+        assert_eq!(end == Ok(None), clean, "{mode:?}: {end:?}");
+        common::wait_for("the watch to close", STEP, || api.watches().is_empty().then_some(()));
+    }
+    let counters = api.counters();
+    assert_eq!(counters["internal_errors"], 0, "{counters}");
+    assert!(counters["by_verb"]["watch"].as_u64().unwrap() >= 4, "{counters}");
+}

@@ -1,0 +1,545 @@
+//! The fake kube-apiserver of the cluster-mode tests (`tests/apiserver/`, see its README):
+//! `FakeApiserver` makes a CA and certificates for one node in a temporary directory with
+//! `certs.sh`, starts `fake_apiserver.py` with the test venv's python (made by
+//! `tests/apiserver/setup.sh`, which `make test` runs), and gives the node's kubeconfigs,
+//! the admin's, the API as admin, fault injection, the request log and `kubectl`.
+//! Dropping it kills the server it started (that child, by its pid) and removes its files.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The environment variable naming the test venv (`make test` sets it).
+pub const VENV_ENV: &str = "FERROLET_TEST_VENV";
+/// Where `tests/apiserver/setup.sh` makes the venv when `FERROLET_TEST_VENV` is not set.
+pub const DEFAULT_VENV: &str = "/var/tmp/ferrolet-test-venv";
+/// The file `setup.sh` writes in the venv once kubernetes-validate and kubectl work.
+pub const READY_MARKER: &str = ".ferrolet-ready";
+/// The node user's name for node `node`, as the Node authorizer expects it.
+pub fn node_user(node: &str) -> String {
+    format!("system:node:{node}")
+}
+
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The test venv, or `None` after saying why the test skips.
+pub fn venv() -> Option<PathBuf> {
+    let venv = std::env::var_os(VENV_ENV).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_VENV));
+    if venv.join(READY_MARKER).exists() {
+        return Some(venv);
+    }
+    super::skip(&format!(
+        "no test venv at {} (kubernetes-validate and kubectl for the fake kube-apiserver): \
+         make test makes it with tests/apiserver/setup.sh",
+        venv.display()
+    ));
+    None
+}
+
+/// The key type of the certificates (kubeadm writes either).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyType {
+    /// RSA 2048, PKCS#1 ("RSA PRIVATE KEY").
+    #[default]
+    Rsa,
+    /// ECDSA P-256, SEC1 ("EC PRIVATE KEY").
+    Ec,
+}
+
+/// How a fake apiserver starts.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub key_type: KeyType,
+    /// The Kubernetes version whose schemas validate what is written.
+    pub kube_version: String,
+    /// How many changes are kept for watches to resume from (older: 410 Gone).
+    pub watch_window: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { key_type: KeyType::Rsa, kube_version: "1.30".into(), watch_window: 1000 }
+    }
+}
+
+/// How `cut_watches` ends the open watch streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutMode {
+    /// The TCP connection drops with no end-of-stream chunk.
+    Abrupt,
+    /// The stream ends cleanly (as at the apiserver's watch timeout).
+    Clean,
+    /// Half an event, then the connection drops.
+    Partial,
+}
+
+/// One request the TLS port served (the control port's are not logged).
+#[derive(Clone, Debug, Deserialize)]
+pub struct RequestRecord {
+    pub seq: u64,
+    /// Unix time, seconds.
+    pub time: f64,
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// The client certificate's CN.
+    pub user: String,
+    /// get, list, watch, create, update, patch, delete or discovery.
+    pub verb: String,
+    pub status: u16,
+    pub duration_ms: f64,
+    /// `slow`, `fail:CODE` or `fail-after:CODE` when a fault touched it.
+    pub fault: Option<String>,
+    #[serde(default)]
+    pub watch: bool,
+}
+
+#[derive(Deserialize)]
+struct Ready {
+    port: u16,
+    control_port: u16,
+    pid: u32,
+}
+
+/// A running fake kube-apiserver for one node.
+pub struct FakeApiserver {
+    child: Child,
+    dir: tempfile::TempDir,
+    venv: PathBuf,
+    node: String,
+    port: u16,
+    control_port: u16,
+    control: ureq::Agent,
+}
+
+fn harness_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apiserver")
+}
+
+impl FakeApiserver {
+    /// A fake apiserver whose node certificate is for `node`, or `None` (the test skips)
+    /// without the test venv.
+    pub fn start(node: &str) -> Option<FakeApiserver> {
+        Self::start_with(node, Options::default())
+    }
+
+    /// As `start`, with `options`.
+    pub fn start_with(node: &str, options: Options) -> Option<FakeApiserver> {
+        let venv = venv()?;
+        let dir = tempfile::Builder::new().prefix("fake-apiserver").tempdir().unwrap();
+        let key_type = match options.key_type {
+            KeyType::Rsa => "rsa",
+            KeyType::Ec => "ec",
+        };
+        let dir_path = dir.path().to_path_buf();
+        let certs = |port: Option<u16>| {
+            let mut cmd = Command::new("bash");
+            cmd.arg(harness_dir().join("certs.sh")).arg(&dir_path).arg(node);
+            if let Some(p) = port {
+                cmd.arg(p.to_string());
+            }
+            let out = cmd.env("FERROLET_TEST_KEY_TYPE", key_type).output().unwrap();
+            assert!(out.status.success(), "certs.sh: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        certs(None);
+        let ready_file = dir.path().join("ready.json");
+        let log = dir.path().join("server.log");
+        let child = Command::new(venv.join("bin/python"))
+            .arg(harness_dir().join("fake_apiserver.py"))
+            .arg("--certs")
+            .arg(dir.path())
+            .arg("--ready-file")
+            .arg(&ready_file)
+            .args(["--kube-version", &options.kube_version])
+            .args(["--watch-window", &options.watch_window.to_string()])
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let control = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .build()
+            .into();
+        let mut server = FakeApiserver { child, dir, venv, node: node.to_string(), port: 0, control_port: 0, control };
+        let deadline = Instant::now() + START_TIMEOUT;
+        let ready: Ready = loop {
+            if let Ok(text) = std::fs::read_to_string(&ready_file) {
+                break serde_json::from_str(&text).unwrap();
+            }
+            if server.child.try_wait().ok().flatten().is_some() || Instant::now() >= deadline {
+                panic!("the fake apiserver did not start:\n{}", server.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(ready.pid, server.child.id(), "the ready file is not our server's");
+        server.port = ready.port;
+        server.control_port = ready.control_port;
+        certs(Some(ready.port));
+        Some(server)
+    }
+
+    /// The node this server's node certificate is for.
+    pub fn node_name(&self) -> &str {
+        &self.node
+    }
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+    /// The TLS port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+    /// The plain-HTTP control port's base URL.
+    pub fn control_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.control_port)
+    }
+    /// The directory holding certificates, kubeconfigs and the server's log.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir().join("ca.crt")
+    }
+    pub fn node_cert(&self) -> PathBuf {
+        self.dir().join("node.crt")
+    }
+    pub fn node_key(&self) -> PathBuf {
+        self.dir().join("node.key")
+    }
+    /// The node's kubeconfig naming the CA, certificate and key files.
+    pub fn node_kubeconfig(&self) -> PathBuf {
+        self.dir().join("node.kubeconfig")
+    }
+    /// The node's kubeconfig with the CA, certificate and key inline (`*-data`, base64).
+    pub fn node_kubeconfig_data(&self) -> PathBuf {
+        self.dir().join("node-data.kubeconfig")
+    }
+    /// The admin's (`system:masters`) kubeconfig.
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.dir().join("admin.kubeconfig")
+    }
+
+    /// The end of the server's log (stderr).
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir().join("server.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    // ---- clients -------------------------------------------------------------------------
+
+    /// A ureq agent speaking TLS as the node (its client certificate); HTTP error statuses
+    /// are responses, not errors.
+    pub fn node_agent(&self) -> ureq::Agent {
+        self.tls_agent(&self.node_cert(), &self.node_key())
+    }
+
+    /// A ureq agent speaking TLS as the admin (`system:masters`).
+    pub fn admin_agent(&self) -> ureq::Agent {
+        self.tls_agent(&self.dir().join("admin.crt"), &self.dir().join("admin.key"))
+    }
+
+    /// A ureq agent trusting the test CA and presenting `cert` and `key`.
+    pub fn tls_agent(&self, cert: &Path, key: &Path) -> ureq::Agent {
+        use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+        let ca = Certificate::from_pem(&std::fs::read(self.ca_cert()).unwrap()).unwrap();
+        let cert = Certificate::from_pem(&std::fs::read(cert).unwrap()).unwrap();
+        let key = PrivateKey::from_pem(&std::fs::read(key).unwrap()).unwrap();
+        let tls = TlsConfig::builder()
+            .root_certs(RootCerts::new_with_certs(&[ca]))
+            .client_cert(Some(ClientCert::new_with_certs(&[cert], key)))
+            .build();
+        ureq::Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .build()
+            .into()
+    }
+
+    /// `method path` on the TLS port with `agent`: (status, body as JSON, or as a JSON
+    /// string when it is not JSON).
+    pub fn call(&self, agent: &ureq::Agent, method: &str, path: &str, body: Option<(&str, &Value)>) -> (u16, Value) {
+        send(agent, method, &format!("{}{path}", self.url()), body)
+    }
+
+    /// The API as the admin through the control port (never faulted, never logged); a
+    /// PATCH body is a JSON merge patch.
+    pub fn api(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let ctype = if method == "PATCH" { "application/merge-patch+json" } else { "application/json" };
+        send(&self.control, method, &format!("{}{path}", self.control_url()), body.map(|b| (ctype, b)))
+    }
+
+    /// Creates `obj` at collection `path` as the admin; panics unless 201.
+    pub fn create(&self, path: &str, obj: &Value) -> Value {
+        let (code, body) = self.api("POST", path, Some(obj));
+        assert_eq!(code, 201, "POST {path}: {body}");
+        body
+    }
+
+    /// The object at `path`, or `None` on 404.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let (code, body) = self.api("GET", path, None);
+        match code {
+            200 => Some(body),
+            404 => None,
+            _ => panic!("GET {path}: {code} {body}"),
+        }
+    }
+
+    /// Creates pod `pod` in `namespace` as a user would (`kubectl create`).
+    pub fn create_pod(&self, namespace: &str, pod: &Value) -> Value {
+        self.create(&format!("/api/v1/namespaces/{namespace}/pods"), pod)
+    }
+
+    /// Merge-patches pod `namespace/name` as the admin; panics unless 200.
+    pub fn patch_pod(&self, namespace: &str, name: &str, patch: &Value) -> Value {
+        let (code, body) = self.api("PATCH", &format!("/api/v1/namespaces/{namespace}/pods/{name}"), Some(patch));
+        assert_eq!(code, 200, "PATCH pod {namespace}/{name}: {body}");
+        body
+    }
+
+    /// Deletes pod `namespace/name` as a user would (graceful unless `grace` is Some(0));
+    /// returns the answer (the pod with its deletionTimestamp while the node has not
+    /// deleted it yet).
+    pub fn delete_pod(&self, namespace: &str, name: &str, grace: Option<i64>) -> Value {
+        let mut path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
+        if let Some(g) = grace {
+            path.push_str(&format!("?gracePeriodSeconds={g}"));
+        }
+        let (code, body) = self.api("DELETE", &path, None);
+        assert_eq!(code, 200, "DELETE pod {namespace}/{name}: {body}");
+        body
+    }
+
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.get(&format!("/api/v1/namespaces/{namespace}/pods/{name}"))
+    }
+    pub fn node(&self, name: &str) -> Option<Value> {
+        self.get(&format!("/api/v1/nodes/{name}"))
+    }
+    pub fn lease(&self, name: &str) -> Option<Value> {
+        self.get(&format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"))
+    }
+    /// The events in `namespace`.
+    pub fn events(&self, namespace: &str) -> Vec<Value> {
+        let list = self.get(&format!("/api/v1/namespaces/{namespace}/events")).unwrap();
+        list["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    // ---- faults ---------------------------------------------------------------------------
+
+    fn control_op(&self, method: &str, op: &str) -> Value {
+        let (code, body) = send(&self.control, method, &format!("{}/control/{op}", self.control_url()), None);
+        assert_eq!(code, 200, "control {op}: {body}");
+        body
+    }
+
+    /// Down: the TLS port refuses connections and every open one (watches too) drops,
+    /// until `up`.
+    pub fn down(&self) {
+        self.control_op("POST", "down");
+    }
+    /// Up again, on the same port.
+    pub fn up(&self) {
+        self.control_op("POST", "up");
+    }
+    /// Delays every response of the TLS port by `delay` (zero: no delay).
+    pub fn slow(&self, delay: Duration) {
+        self.control_op("POST", &format!("slow?ms={}", delay.as_millis()));
+    }
+    /// The next `count` requests get HTTP `code` (500, 503, 429 or 504: a `Status` as the
+    /// apiserver's, `Retry-After: 1` for 429 and 503) without being served.
+    pub fn fail_next(&self, count: u32, code: u16) {
+        self.fail_next_matching(count, code, "", false);
+    }
+    /// As `fail_next`, for requests whose path contains `path` only; with `after`, the
+    /// request is served (its change stored) and then the error is answered.
+    pub fn fail_next_matching(&self, count: u32, code: u16, path: &str, after: bool) {
+        let path: String = path.bytes().map(|b| format!("%{b:02X}")).collect();
+        self.control_op("POST", &format!("fail?count={count}&code={code}&path={path}&after={after}"));
+    }
+    /// Ends every open watch stream; returns how many there were.
+    pub fn cut_watches(&self, mode: CutMode) -> u64 {
+        let mode = match mode {
+            CutMode::Abrupt => "abrupt",
+            CutMode::Clean => "clean",
+            CutMode::Partial => "partial",
+        };
+        self.control_op("POST", &format!("cut-watches?mode={mode}"))["cut"].as_u64().unwrap()
+    }
+    /// Forgets the change history: watches from any older resourceVersion get 410 Gone.
+    /// Returns the current resourceVersion.
+    pub fn compact(&self) -> String {
+        self.control_op("POST", "compact")["compacted"].as_str().unwrap().to_string()
+    }
+    /// Sends a BOOKMARK to the watches that allow them.
+    pub fn bookmark(&self) -> u64 {
+        self.control_op("POST", "bookmark")["sent"].as_u64().unwrap()
+    }
+    /// No delay, no failures, up.
+    pub fn reset_faults(&self) {
+        self.control_op("POST", "reset-faults");
+    }
+
+    // ---- what happened -----------------------------------------------------------------------
+
+    /// Every request the TLS port served, in order.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        serde_json::from_value(self.control_op("GET", "requests")["requests"].clone()).unwrap()
+    }
+    /// Counters: requests, by_verb, by_status, by_user, tls_handshake_failures,
+    /// watch_events_sent, internal_errors, open_watches, resourceVersion.
+    pub fn counters(&self) -> Value {
+        self.control_op("GET", "counters")
+    }
+    /// Every stored object, with the current resourceVersion.
+    pub fn objects(&self) -> Value {
+        self.control_op("GET", "objects")
+    }
+    /// Objects rejected by validation: user, verb, resource, name, errors, object.
+    pub fn validation_failures(&self) -> Vec<Value> {
+        self.control_op("GET", "validation-failures")["failures"].as_array().cloned().unwrap_or_default()
+    }
+    /// Panics with the failures if anything the node wrote failed validation.
+    pub fn assert_no_validation_failures(&self) {
+        let user = node_user(&self.node);
+        let mine: Vec<Value> = self.validation_failures().into_iter().filter(|f| f["user"] == user.as_str()).collect();
+        assert!(mine.is_empty(), "objects written by {user} failed validation:\n{mine:#?}");
+    }
+    /// The open watches: user, path, resource.
+    pub fn watches(&self) -> Vec<Value> {
+        self.control_op("GET", "watches")["watches"].as_array().cloned().unwrap_or_default()
+    }
+    /// Waits until `user` has `count` watches open.
+    pub fn wait_for_watches(&self, user: &str, count: usize, timeout: Duration) {
+        super::wait_for(&format!("{count} watch(es) of {user}"), timeout, || {
+            (self.watches().iter().filter(|w| w["user"] == user).count() >= count).then_some(())
+        });
+    }
+
+    // ---- kubectl ---------------------------------------------------------------------------
+
+    /// `kubectl ARGS` with the admin kubeconfig; its stdout, or a panic with its stderr.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let out = self.kubectl_output(args);
+        assert!(
+            out.status.success(),
+            "kubectl {}: {}\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `kubectl ARGS` with the admin kubeconfig, whatever its exit status.
+    pub fn kubectl_output(&self, args: &[&str]) -> Output {
+        self.kubectl_as(&self.admin_kubeconfig(), args)
+    }
+
+    /// `kubectl ARGS` with `kubeconfig` (the node's, say), whatever its exit status.
+    pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Output {
+        Command::new(self.venv.join("bin/kubectl"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir().join("kube-cache"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for FakeApiserver {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("fake apiserver log (end):\n{}", self.log_tail());
+        }
+        // Only our own child: `Child::kill` signals the pid we spawned, which cannot have
+        // been reused while it is not reaped, and the ready file said this pid serves.
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// `method url` with `agent` and an optional (content type, JSON body).
+pub fn send(agent: &ureq::Agent, method: &str, url: &str, body: Option<(&str, &Value)>) -> (u16, Value) {
+    let data = body.map(|(_, b)| serde_json::to_vec(b).unwrap());
+    let ctype = body.map(|(c, _)| c).unwrap_or("application/json");
+    let result = match (method, data) {
+        ("GET", _) => agent.get(url).call(),
+        ("DELETE", None) => agent.delete(url).call(),
+        ("DELETE", Some(d)) => agent.delete(url).force_send_body().header("Content-Type", ctype).send(&d[..]),
+        ("POST", d) => agent.post(url).header("Content-Type", ctype).send(&d.unwrap_or_default()[..]),
+        ("PUT", d) => agent.put(url).header("Content-Type", ctype).send(&d.unwrap_or_default()[..]),
+        ("PATCH", d) => agent.patch(url).header("Content-Type", ctype).send(&d.unwrap_or_default()[..]),
+        (m, _) => panic!("unsupported method {m}"),
+    };
+    let resp = result.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let code = resp.status().as_u16();
+    let text = resp.into_body().read_to_string().unwrap_or_default();
+    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// A watch stream read on a thread of its own: events come out of `next` with a timeout.
+pub struct WatchStream {
+    events: crossbeam_channel::Receiver<Result<Value, String>>,
+    /// The HTTP status of the watch request.
+    pub status: u16,
+}
+
+impl WatchStream {
+    /// Opens the watch `path` (with `watch=true` in its query) on the TLS port with `agent`.
+    pub fn open(server: &FakeApiserver, agent: &ureq::Agent, path: &str) -> WatchStream {
+        let url = format!("{}{path}", server.url());
+        let resp = agent.get(&url).call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = resp.status().as_u16();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let reader = std::io::BufReader::new(resp.into_body().into_reader());
+        std::thread::Builder::new()
+            .name("fl-test-watch".into())
+            .spawn(move || {
+                for line in reader.lines() {
+                    let item = line.map_err(|e| e.to_string()).and_then(|l| {
+                        serde_json::from_str::<Value>(&l).map_err(|e| format!("not a JSON event: {l:?}: {e}"))
+                    });
+                    let failed = item.is_err();
+                    if tx.send(item).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .unwrap();
+        WatchStream { events: rx, status }
+    }
+
+    /// The next event; `Err` when the stream broke (the read failed, or half an event),
+    /// `Ok(None)` when it ended cleanly. Panics after `timeout` without either.
+    pub fn next(&self, timeout: Duration) -> Result<Option<Value>, String> {
+        match self.events.recv_timeout(timeout) {
+            Ok(Ok(v)) => Ok(Some(v)),
+            Ok(Err(e)) => Err(e),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Ok(None),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => panic!("no watch event within {timeout:?}"),
+        }
+    }
+
+    /// The next event, which must be there within `timeout`.
+    pub fn event(&self, timeout: Duration) -> Value {
+        match self.next(timeout) {
+            Ok(Some(v)) => v,
+            other => panic!("expected a watch event, got {other:?}"),
+        }
+    }
+}
