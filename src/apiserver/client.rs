@@ -137,6 +137,17 @@ impl TokenBucket {
     }
 }
 
+/// The certificates of a PEM bundle (other items, such as keys, are passed over).
+fn pem_certificates(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>, ureq::Error> {
+    ureq::tls::parse_pem(pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect()
+}
+
 /// A client of one apiserver.
 pub struct ApiClient {
     agent: ureq::Agent,
@@ -154,27 +165,14 @@ impl std::fmt::Debug for ApiClient {
 impl ApiClient {
     /// A client of the apiserver `conn` describes.
     pub fn new(conn: &Connection, settings: ClientSettings) -> Result<ApiClient, ApiError> {
-        use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig};
+        use ureq::tls::{ClientCert, PrivateKey, RootCerts, TlsConfig};
         let mut tls = TlsConfig::builder().disable_verification(conn.insecure);
         if let Some(ca) = &conn.ca {
-            let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(ca)
-                .filter_map(|item| match item {
-                    Ok(PemItem::Certificate(c)) => Some(Ok(c)),
-                    Ok(_) => None,
-                    Err(e) => Some(Err(e)),
-                })
-                .collect::<Result<_, _>>()
-                .map_err(|source| ApiError::Credentials { what: "CA", source })?;
+            let certs = pem_certificates(ca).map_err(|source| ApiError::Credentials { what: "CA", source })?;
             tls = tls.root_certs(RootCerts::new_with_certs(&certs));
         }
         if let Auth::ClientCert { cert, key } = &conn.auth {
-            let chain: Vec<Certificate<'static>> = ureq::tls::parse_pem(cert)
-                .filter_map(|item| match item {
-                    Ok(PemItem::Certificate(c)) => Some(Ok(c)),
-                    Ok(_) => None,
-                    Err(e) => Some(Err(e)),
-                })
-                .collect::<Result<_, _>>()
+            let chain = pem_certificates(cert)
                 .map_err(|source| ApiError::Credentials { what: "client certificate", source })?;
             let key =
                 PrivateKey::from_pem(key).map_err(|source| ApiError::Credentials { what: "client key", source })?;
