@@ -362,7 +362,12 @@ pub struct StatusCache {
     pods: Arc<RwLock<BTreeMap<String, Stored>>>,
     /// Pods stored or removed so far.
     writes: Arc<AtomicU64>,
+    /// The uids removed and not yet taken (`take_removed`), the newest `MAX_REMOVED`.
+    removed: Arc<parking_lot::Mutex<std::collections::VecDeque<String>>>,
 }
+
+/// The most removals kept for `take_removed`.
+const MAX_REMOVED: usize = 4096;
 
 /// One pod as the cache shows it, with the pod object it was published from.
 struct Stored {
@@ -408,8 +413,20 @@ impl StatusCache {
 
     /// Forgets a pod.
     pub fn remove(&self, uid: &str) {
-        self.pods.write().remove(uid);
+        if self.pods.write().remove(uid).is_some() {
+            let mut removed = self.removed.lock();
+            if removed.len() == MAX_REMOVED {
+                removed.pop_front();
+            }
+            removed.push_back(uid.to_string());
+        }
         self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The uids of pods removed since the last call (the pod manager is done with them:
+    /// cluster mode then deletes a pod the apiserver is deleting).
+    pub fn take_removed(&self) -> Vec<String> {
+        self.removed.lock().drain(..).collect()
     }
 
     /// How many times a pod was stored or removed: equal counts mean nothing changed.

@@ -103,6 +103,12 @@ impl ApiError {
     pub fn is_unreachable(&self) -> bool {
         matches!(self, ApiError::Transport { .. }) || self.code().is_some_and(|c| c >= 500 || c == 429)
     }
+
+    /// Whether the apiserver is away: no answer at all, or a gateway or availability error
+    /// (502, 503, 504) in front of it. Other 5xx and 429 are a busy apiserver, still there.
+    pub fn is_away(&self) -> bool {
+        matches!(self, ApiError::Transport { .. }) || matches!(self.code(), Some(502..=504))
+    }
 }
 
 /// Kubelet's client-side rate limit: `qps` requests a second on average, `burst` at once.
@@ -154,6 +160,8 @@ pub struct ApiClient {
     server: String,
     auth: Auth,
     limiter: Mutex<TokenBucket>,
+    /// Requests made (sent, whatever their answer), for `/metrics`.
+    pub requests: crate::metrics::Counter,
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -189,6 +197,7 @@ impl ApiClient {
             server: conn.server.clone(),
             auth: conn.auth.clone(),
             limiter: Mutex::new(TokenBucket::new(settings.qps, settings.burst, Instant::now())),
+            requests: Default::default(),
         })
     }
 
@@ -208,6 +217,28 @@ impl ApiClient {
     /// Sends `method path` (with `body` of `content_type`), waiting for the rate limit
     /// first; returns the 2xx answer's body, or the apiserver's refusal.
     pub fn send(&self, method: &'static str, path: &str, body: Option<(&str, &[u8])>) -> Result<Vec<u8>, ApiError> {
+        let (url, resp) = self.run(method, path, body, None)?;
+        let code = resp.status().as_u16();
+        let bytes = resp
+            .into_body()
+            .with_config()
+            .limit(MAX_BODY_BYTES)
+            .read_to_vec()
+            .map_err(|source| ApiError::Transport { method, url: url.clone(), source })?;
+        if (200..300).contains(&code) {
+            return Ok(bytes);
+        }
+        Err(status_error(method, url, code, &bytes))
+    }
+
+    /// Makes one request after the rate limit's wait; `timeout` replaces the client's.
+    fn run(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+        timeout: Option<Duration>,
+    ) -> Result<(String, ureq::http::Response<ureq::Body>), ApiError> {
         let wait = self.limiter.lock().reserve(Instant::now());
         if !wait.is_zero() {
             std::thread::sleep(wait);
@@ -222,15 +253,27 @@ impl ApiClient {
             req = req.header("Content-Type", content_type);
         }
         let req = req.body(body.map(|(_, b)| b.to_vec()).unwrap_or_default()).map_err(|e| transport(e.into()))?;
+        let req = match timeout {
+            Some(t) => self.agent.configure_request(req).timeout_global(Some(t)).build(),
+            None => req,
+        };
+        self.requests.inc();
         let resp = self.agent.run(req).map_err(transport)?;
+        Ok((url, resp))
+    }
+
+    /// Opens a watch (`GET path` with `watch=true`), its stream ending by `timeout` at the
+    /// latest; the lines are read with `WatchLines::next`.
+    pub fn watch(&self, path: &str, timeout: Duration) -> Result<WatchLines, ApiError> {
+        let (url, resp) = self.run("GET", path, None, Some(timeout))?;
         let code = resp.status().as_u16();
-        let bytes = resp.into_body().with_config().limit(MAX_BODY_BYTES).read_to_vec().map_err(transport)?;
-        if (200..300).contains(&code) {
-            return Ok(bytes);
+        let body = resp.into_body();
+        if !(200..300).contains(&code) {
+            let bytes = body.into_with_config().limit(MAX_BODY_BYTES).read_to_vec().unwrap_or_default();
+            return Err(status_error("GET", url, code, &bytes));
         }
-        let status: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        let field = |k: &str| status.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
-        Err(ApiError::Status { method, url, code, reason: field("reason"), message: field("message") })
+        let reader = std::io::BufReader::new(body.into_with_config().limit(u64::MAX).reader());
+        Ok(WatchLines { reader, url })
     }
 
     /// `GET path`, decoded.
@@ -279,6 +322,47 @@ impl ApiClient {
             what: std::any::type_name::<T>().rsplit("::").next().unwrap_or("value"),
             message: e.to_string(),
         })
+    }
+}
+
+/// The error for a non-2xx answer: the `Status` body's reason and message.
+fn status_error(method: &'static str, url: String, code: u16, bytes: &[u8]) -> ApiError {
+    let status: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let field = |k: &str| status.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+    ApiError::Status { method, url, code, reason: field("reason"), message: field("message") }
+}
+
+/// The longest line of a watch stream (one object).
+pub const MAX_WATCH_LINE: u64 = 4 << 20;
+
+/// The lines of an open watch.
+pub struct WatchLines {
+    reader: std::io::BufReader<ureq::BodyReader<'static>>,
+    url: String,
+}
+
+impl WatchLines {
+    /// The next line; `None` when the stream ended cleanly. A line longer than
+    /// `MAX_WATCH_LINE` is an error (the watch is started again).
+    pub fn next_line(&mut self) -> Result<Option<Vec<u8>>, ApiError> {
+        use std::io::{BufRead, Read};
+        let mut line = Vec::new();
+        let n = (&mut self.reader)
+            .take(MAX_WATCH_LINE + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| ApiError::Transport { method: "GET", url: self.url.clone(), source: e.into() })?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if line.last() != Some(&b'\n') && n as u64 > MAX_WATCH_LINE {
+            return Err(ApiError::Decode {
+                method: "GET",
+                url: self.url.clone(),
+                what: "watch event",
+                message: format!("a line is longer than {MAX_WATCH_LINE} bytes"),
+            });
+        }
+        Ok(Some(line))
     }
 }
 

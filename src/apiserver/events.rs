@@ -21,12 +21,16 @@ impl ApiEventSink {
 }
 
 /// The sink's reading of a failed request.
-fn sink_error(e: ApiError) -> SinkError {
+pub fn sink_error_of(e: &ApiError) -> SinkError {
     match e.code() {
         Some(404) => SinkError::NotFound,
-        _ if e.is_unreachable() => SinkError::Transient(crate::util::Chain(&e).to_string()),
-        _ => SinkError::Rejected(crate::util::Chain(&e).to_string()),
+        _ if e.is_unreachable() => SinkError::Transient(crate::util::Chain(e).to_string()),
+        _ => SinkError::Rejected(crate::util::Chain(e).to_string()),
     }
+}
+
+fn sink_error(e: ApiError) -> SinkError {
+    sink_error_of(&e)
 }
 
 fn namespace(event: &Event) -> &str {
@@ -37,24 +41,61 @@ fn namespace(event: &Event) -> &str {
     }
 }
 
-impl EventSink for ApiEventSink {
-    fn create(&mut self, event: &Event) -> Result<Event, SinkError> {
+impl ApiEventSink {
+    /// `POST` of `event` (without a resourceVersion, as client-go clears it).
+    pub fn create_raw(&mut self, event: &Event) -> Result<Event, ApiError> {
         let mut event = event.clone();
-        // A create never carries a resourceVersion (client-go clears it).
         event.metadata.resource_version.clear();
         let path = format!("/api/v1/namespaces/{}/events", namespace(&event));
-        self.client.write("POST", &path, &event).map_err(sink_error)
+        self.client.write("POST", &path, &event)
+    }
+
+    /// `PATCH` of `event`'s count, last timestamp and message (a strategic merge patch).
+    pub fn patch_raw(&mut self, event: &Event) -> Result<Event, ApiError> {
+        let path = format!("/api/v1/namespaces/{}/events/{}", namespace(event), event.metadata.name);
+        let body = patch_body(event).to_string().into_bytes();
+        let bytes = self.client.send("PATCH", &path, Some(("application/strategic-merge-patch+json", &body)))?;
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::Decode {
+            method: "PATCH",
+            url: path,
+            what: "Event",
+            message: e.to_string(),
+        })
+    }
+}
+
+impl EventSink for ApiEventSink {
+    fn create(&mut self, event: &Event) -> Result<Event, SinkError> {
+        self.create_raw(event).map_err(sink_error)
     }
 
     fn patch(&mut self, event: &Event) -> Result<Event, SinkError> {
-        let path = format!("/api/v1/namespaces/{}/events/{}", namespace(event), event.metadata.name);
-        let body = patch_body(event).to_string().into_bytes();
-        let bytes = self
-            .client
-            .send("PATCH", &path, Some(("application/strategic-merge-patch+json", &body)))
-            .map_err(sink_error)?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| SinkError::Rejected(format!("PATCH {path}: the answer is not an Event: {e}")))
+        self.patch_raw(event).map_err(sink_error)
+    }
+}
+
+/// The event sink of cluster mode: every correlated event joins the link's spool, in order
+/// with the statuses, and `fl-apisync` delivers it (create, or patch a repeat) with
+/// client-go's retries; while the apiserver is away it waits there.
+pub struct SpoolSink {
+    link: Arc<super::link::Link>,
+}
+
+impl SpoolSink {
+    /// A sink into `link`'s spool.
+    pub fn new(link: Arc<super::link::Link>) -> SpoolSink {
+        SpoolSink { link }
+    }
+}
+
+impl EventSink for SpoolSink {
+    fn create(&mut self, event: &Event) -> Result<Event, SinkError> {
+        self.link.push(super::spool::Pending::Event(Box::new(event.clone())));
+        Ok(event.clone())
+    }
+
+    fn patch(&mut self, event: &Event) -> Result<Event, SinkError> {
+        self.create(event)
     }
 }
 

@@ -5,11 +5,14 @@
 pub mod client;
 pub mod events;
 pub mod kubeconfig;
+pub mod link;
 pub mod mirror;
 pub mod node;
 pub mod pods;
 pub mod podstore;
 pub mod spool;
+pub mod sync;
+pub mod watch;
 
 pub use client::{ApiClient, ApiError, ClientSettings};
 pub use kubeconfig::{Auth, Connection, KubeconfigError};

@@ -28,11 +28,15 @@ pub enum Pending {
 }
 
 impl Pending {
-    /// What a newer write replaces: the node, one pod, or nothing (events add up).
+    /// What a newer write replaces: the node's status, one pod's, or an event's older count
+    /// (the correlator's repeats of one event share its name).
     fn key(&self) -> Option<String> {
         match self {
             Pending::NodeStatus(_) => Some("node".into()),
             Pending::PodStatus { uid, .. } => Some(format!("pod/{uid}")),
+            Pending::Event(e) if !e.metadata.name.is_empty() => {
+                Some(format!("event/{}/{}", e.metadata.namespace, e.metadata.name))
+            }
             Pending::Event(_) => None,
         }
     }
@@ -184,6 +188,20 @@ mod tests {
             [event("Started"), pod("a", "2"), Pending::NodeStatus(serde_json::json!({"v": 2})), event("Killing")]
         );
         assert_eq!((s.len(), s.bytes()), (0, 0));
+    }
+
+    #[test]
+    fn a_repeated_event_waits_once_with_its_latest_count() {
+        let mut s = Spool::new(Bounds::default());
+        let named = |count: i32| {
+            let mut e = Event { reason: "BackOff".into(), count, ..Default::default() };
+            e.metadata.name = "web.1".into();
+            Pending::Event(Box::new(e))
+        };
+        s.push(named(1));
+        s.push(event("Started"));
+        s.push(named(7));
+        assert_eq!(drain(&mut s), [event("Started"), named(7)]);
     }
 
     #[test]

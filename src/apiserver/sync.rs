@@ -1,0 +1,502 @@
+//! `fl-apisync`: everything the node writes to the apiserver, every second: it registers
+//! the Node (or adopts an existing one), renews its Lease every 10 s, spools the node's status
+//! (every 10 s when it changed, or every 5 minutes), the pods' statuses (when they changed)
+//! and the events the `fl-evapi` watcher correlated, and delivers the spool in order. While
+//! the apiserver answers, it also keeps the mirror pods of static pods, and deletes a pod the
+//! apiserver is deleting once the pod manager is done with it (kubelet's status manager).
+//!
+//! Delivery: a write that cannot reach the apiserver stays first in line (the link says
+//! once that it is away; tried again after 1 s, 2 s, … at most 10 s). A pod status refused
+//! because the pod is gone or replaced (404, 409) is dropped; an event answered with an error
+//! other than "away" is tried 12 times, 10 s apart (the first pause random), then dropped, as
+//! client-go's event sink does; an event the apiserver rejects is dropped at once.
+
+use super::client::{ApiClient, ApiError};
+use super::events::ApiEventSink;
+use super::link::Link;
+use super::mirror::{is_mirror_of, mirror_pod};
+use super::node::{self, Lease, NodeFacts, LEASE_NAMESPACE, LEASE_RENEW_PERIOD, STATUS_UPDATE_PERIOD};
+use super::pods::{status_patch, status_path};
+use super::spool::Pending;
+use super::watch::{is_mirror, PodsView, SOURCE};
+use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
+use crate::api::{Node, NodeCondition, NodeStatus, Pod, PodStatus};
+use crate::events::sink::{RetryPolicy, SinkError};
+use crate::events::EventMetrics;
+use crate::status::StatusCache;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The longest pause before trying an away apiserver again.
+const MAX_RETRY: Duration = Duration::from_secs(10);
+
+/// What the node reports now: its facts and its conditions.
+pub struct NodeReport {
+    /// Names, resources, images, versions.
+    pub facts: NodeFacts,
+    /// Ready and the pressure conditions (as `/node` shows them).
+    pub conditions: Vec<NodeCondition>,
+}
+
+/// The writer's state.
+pub struct ApiSync {
+    client: Arc<ApiClient>,
+    link: Arc<Link>,
+    node: String,
+    report: Box<dyn FnMut() -> NodeReport + Send>,
+    statuses: StatusCache,
+    view: PodsView,
+    event_metrics: Arc<EventMetrics>,
+    /// The Node's uid once registered or adopted.
+    node_uid: Option<String>,
+    /// The Lease as last stored.
+    lease: Option<Lease>,
+    lease_due: Instant,
+    status_due: Instant,
+    /// The node status last spooled, and when.
+    last_status: Option<(NodeStatus, SystemTime)>,
+    /// Every resource name ever reported (a gone one is reported as 0).
+    reported: BTreeSet<String>,
+    /// The status last spooled per apiserver uid.
+    sent: HashMap<String, PodStatus>,
+    /// `StatusCache::writes` when pod statuses were last compared.
+    writes_seen: u64,
+    /// Pods to delete (the apiserver is deleting them and the pod manager is done).
+    to_delete: BTreeSet<String>,
+    /// When to try the apiserver again after it was away (the watcher reaching it ends the
+    /// wait sooner).
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    /// When to try the first write in line again after the apiserver refused it.
+    deliver_at: Option<Instant>,
+    /// `StatusCache::writes` last compared at this time (mirrors appear on their own, so
+    /// statuses are compared every `STATUS_UPDATE_PERIOD` anyway).
+    compared_at: Instant,
+    /// Tries of the first event in line that failed with an answer.
+    event_tries: u32,
+    policy: RetryPolicy,
+    /// The first retry pause's fraction of `policy.sleep`.
+    jitter: f64,
+}
+
+impl ApiSync {
+    /// The writer for `node`; `report` says what the node is now.
+    pub fn new(
+        client: Arc<ApiClient>,
+        link: Arc<Link>,
+        node: &str,
+        report: Box<dyn FnMut() -> NodeReport + Send>,
+        statuses: StatusCache,
+        view: PodsView,
+        event_metrics: Arc<EventMetrics>,
+    ) -> ApiSync {
+        let now = Instant::now();
+        let jitter = f64::from(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
+            / 1e9;
+        ApiSync {
+            client,
+            link,
+            node: node.into(),
+            report,
+            statuses,
+            view,
+            event_metrics,
+            node_uid: None,
+            lease: None,
+            lease_due: now,
+            status_due: now,
+            last_status: None,
+            reported: BTreeSet::new(),
+            sent: HashMap::new(),
+            writes_seen: u64::MAX,
+            to_delete: BTreeSet::new(),
+            retry_at: None,
+            backoff: Duration::ZERO,
+            deliver_at: None,
+            compared_at: now,
+            event_tries: 0,
+            policy: RetryPolicy::default(),
+            jitter,
+        }
+    }
+
+    /// A request failed: away (retry later) or not (the caller decides).
+    fn away(&mut self, e: &ApiError) -> bool {
+        if !self.link.failed(e) {
+            return false;
+        }
+        self.backoff = (self.backoff * 2).clamp(Duration::from_secs(1), MAX_RETRY);
+        self.retry_at = Some(Instant::now() + self.backoff);
+        true
+    }
+
+    fn reached(&mut self) {
+        self.link.reached();
+        self.backoff = Duration::ZERO;
+        self.retry_at = None;
+    }
+
+    /// One pass: spool what changed, then talk to the apiserver unless it is away.
+    fn pass(&mut self) {
+        let now = Instant::now();
+        if now >= self.status_due {
+            self.status_due = now + STATUS_UPDATE_PERIOD;
+            self.spool_node_status();
+        }
+        self.spool_pod_statuses(now);
+        self.to_delete.extend(self.statuses.take_removed());
+        // Away: wait, unless the watcher found it back meanwhile.
+        if self.retry_at.is_some_and(|at| now < at) && !self.link.online() {
+            return;
+        }
+        if self.node_uid.is_none() {
+            match self.register() {
+                Ok(()) => self.reached(),
+                Err(e) => {
+                    if !self.away(&e) {
+                        log::warn!("apiserver: registering node {} failed: {}", self.node, crate::util::Chain(&e));
+                        self.retry_at = Some(now + MAX_RETRY);
+                    }
+                    return;
+                }
+            }
+        }
+        if now >= self.lease_due {
+            match self.renew_lease() {
+                Ok(()) => {
+                    self.reached();
+                    self.lease_due = now + LEASE_RENEW_PERIOD;
+                }
+                Err(e) if self.away(&e) => return,
+                Err(e) => {
+                    log::warn!("apiserver: renewing the node's Lease failed: {}", crate::util::Chain(&e));
+                    self.lease = None;
+                    self.lease_due = now + Duration::from_secs(1);
+                }
+            }
+        }
+        if self.deliver_at.is_some_and(|at| now < at) || !self.deliver() {
+            return;
+        }
+        if self.link.spool(|s| s.is_empty()) {
+            self.mirror_pods();
+            self.delete_finished();
+        }
+    }
+
+    /// Creates the Node, or adopts the one there (its kubelet labels set to this node's).
+    fn register(&mut self) -> Result<(), ApiError> {
+        let report = (self.report)();
+        let node = node::node_object(&report.facts, report.conditions);
+        match self.client.write::<Node>("POST", "/api/v1/nodes", &node) {
+            Ok(created) => {
+                log::info!("apiserver: registered node {}", self.node);
+                self.node_uid = Some(created.metadata.uid);
+                Ok(())
+            }
+            Err(e) if e.code() == Some(409) => {
+                let path = format!("/api/v1/nodes/{}", self.node);
+                let mut existing: Node = self.client.get(&path)?;
+                let labels: BTreeMap<String, String> = node
+                    .metadata
+                    .labels
+                    .iter()
+                    .filter(|(k, v)| existing.metadata.labels.get(*k) != Some(v))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if !labels.is_empty() {
+                    existing = self.client.merge_patch(&path, &serde_json::json!({"metadata": {"labels": labels}}))?;
+                }
+                log::info!("apiserver: node {} was registered before; taking it on", self.node);
+                self.node_uid = Some(existing.metadata.uid);
+                // Its status is sent now, whatever an earlier run sent.
+                self.last_status = None;
+                self.status_due = Instant::now();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Renews the Lease (made when missing; read again after a conflict).
+    fn renew_lease(&mut self) -> Result<(), ApiError> {
+        let path = format!("/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{}", self.node);
+        let uid = self.node_uid.clone().unwrap_or_default();
+        let now = SystemTime::now();
+        if self.lease.is_none() {
+            match self.client.get::<Lease>(&path) {
+                Ok(l) => self.lease = Some(l),
+                Err(e) if e.code() == Some(404) => {
+                    let fresh = node::lease(&self.node, &uid, "", now);
+                    let base = format!("/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases");
+                    self.lease = Some(self.client.write("POST", &base, &fresh)?);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let rv = self.lease.as_ref().map(|l| l.metadata.resource_version.clone()).unwrap_or_default();
+        match self.client.write::<Lease>("PUT", &path, &node::lease(&self.node, &uid, &rv, now)) {
+            Ok(l) => {
+                self.lease = Some(l);
+                Ok(())
+            }
+            Err(e) if matches!(e.code(), Some(404 | 409)) => {
+                // Changed or removed by someone else: read it again next time.
+                self.lease = None;
+                self.lease_due = Instant::now();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Spools the node's status when it changed (heartbeats aside) or is due anyway.
+    fn spool_node_status(&mut self) {
+        let report = (self.report)();
+        let mut node = node::node_object(&report.facts, report.conditions);
+        self.reported.extend(node.status.capacity.keys().cloned());
+        node.status.capacity = node::with_gone_resources(&node.status.capacity, &self.reported);
+        node.status.allocatable = node::with_gone_resources(&node.status.allocatable, &self.reported);
+        let now = SystemTime::now();
+        if !node::status_due(self.last_status.as_ref().map(|(s, t)| (s, *t)), &node.status, now) {
+            return;
+        }
+        match serde_json::to_value(&node.status) {
+            Ok(v) => self.link.push(Pending::NodeStatus(v)),
+            Err(e) => log::warn!("apiserver: the node's status cannot be written as JSON: {e}"),
+        }
+        self.last_status = Some((node.status, now));
+    }
+
+    /// Spools each pod status that changed: an `api` pod's to itself, a static pod's to its
+    /// mirror (once the mirror exists).
+    fn spool_pod_statuses(&mut self, now: Instant) {
+        let writes = self.statuses.writes();
+        if writes == self.writes_seen && now < self.compared_at + STATUS_UPDATE_PERIOD {
+            return;
+        }
+        self.writes_seen = writes;
+        self.compared_at = now;
+        let view = self.view.read();
+        let mut live = BTreeSet::new();
+        for pod in self.statuses.list() {
+            let Some(status) = pod.status.as_ref() else { continue };
+            let target = match pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) {
+                Some(SOURCE) => Some(pod.metadata.uid.clone()),
+                Some(_) => view
+                    .values()
+                    .find(|m| is_mirror(m) && m.key() == pod.key() && is_mirror_of(m, &pod))
+                    .map(|m| m.metadata.uid.clone()),
+                None => None,
+            };
+            let Some(uid) = target else { continue };
+            live.insert(uid.clone());
+            if self.sent.get(&uid) == Some(status) {
+                continue;
+            }
+            self.sent.insert(uid.clone(), status.clone());
+            self.link.push(Pending::PodStatus {
+                namespace: pod.metadata.namespace.clone(),
+                name: pod.metadata.name.clone(),
+                uid,
+                status: Box::new(status.clone()),
+            });
+        }
+        self.sent.retain(|uid, _| live.contains(uid));
+    }
+
+    /// Delivers the spool in order; false when the apiserver went away.
+    fn deliver(&mut self) -> bool {
+        self.deliver_at = None;
+        while let Some((seq, p)) = self.link.spool(|s| s.first().map(|(seq, p)| (seq, p.clone()))) {
+            match self.write(&p) {
+                Ok(()) => {
+                    self.reached();
+                    self.event_tries = 0;
+                    self.link.spool(|s| s.take(seq));
+                }
+                Err(e) if self.away(&e) => return false,
+                Err(e) => match self.after_refusal(&p, &e) {
+                    Next::Drop => {
+                        self.event_tries = 0;
+                        self.link.spool(|s| s.take(seq));
+                    }
+                    Next::Keep(pause) => {
+                        self.deliver_at = Some(Instant::now() + pause);
+                        return false;
+                    }
+                },
+            }
+        }
+        true
+    }
+
+    /// One spooled write.
+    fn write(&mut self, p: &Pending) -> Result<(), ApiError> {
+        match p {
+            Pending::NodeStatus(status) => {
+                let path = format!("/api/v1/nodes/{}/status", self.node);
+                self.client.merge_patch::<serde_json::Value>(&path, &serde_json::json!({ "status": status })).map(drop)
+            }
+            Pending::PodStatus { namespace, name, uid, status } => self
+                .client
+                .merge_patch::<serde_json::Value>(&status_path(namespace, name), &status_patch(uid, status))
+                .map(drop),
+            Pending::Event(event) => {
+                let mut sink = ApiEventSink::new(self.client.clone());
+                let result = if event.count > 1 {
+                    match sink.patch_raw(event) {
+                        Err(e) if e.code() == Some(404) => {
+                            let mut fresh = (**event).clone();
+                            fresh.metadata.resource_version.clear();
+                            sink.create_raw(&fresh)
+                        }
+                        other => other,
+                    }
+                } else {
+                    sink.create_raw(event)
+                };
+                result.map(drop)
+            }
+        }
+    }
+
+    /// What to do with a write the apiserver answered with an error.
+    fn after_refusal(&mut self, p: &Pending, e: &ApiError) -> Next {
+        match p {
+            Pending::NodeStatus(_) if e.code() == Some(404) => {
+                log::warn!("apiserver: node {} is gone; registering it again", self.node);
+                self.node_uid = None;
+                self.lease = None;
+                Next::Keep(Duration::ZERO)
+            }
+            Pending::PodStatus { namespace, name, .. } if matches!(e.code(), Some(404 | 409)) => {
+                log::debug!("apiserver: status of pod {namespace}/{name} not sent, the pod is gone or replaced: {e}");
+                Next::Drop
+            }
+            Pending::Event(event) => match super::events::sink_error_of(e) {
+                SinkError::Transient(why) => {
+                    self.event_tries += 1;
+                    if self.event_tries >= self.policy.max_tries {
+                        log::warn!("events: dropping event {} ({}): retry limit exceeded: {why}", event.metadata.name, event.reason);
+                        self.event_metrics.dropped_sink_failed.inc();
+                        return Next::Drop;
+                    }
+                    let fraction = if self.event_tries == 1 { self.jitter } else { 1.0 };
+                    Next::Keep(self.policy.sleep.mul_f64(fraction))
+                }
+                SinkError::NotFound | SinkError::Rejected(_) => {
+                    log::warn!(
+                        "events: dropping event {} ({}): the server rejected it ({})",
+                        event.metadata.name,
+                        event.reason,
+                        crate::util::Chain(e)
+                    );
+                    self.event_metrics.dropped_sink_failed.inc();
+                    Next::Drop
+                }
+            },
+            _ if e.is_unreachable() => Next::Keep(Duration::from_secs(1)),
+            _ => {
+                log::warn!("apiserver: a write was refused and is dropped: {}", crate::util::Chain(e));
+                Next::Drop
+            }
+        }
+    }
+
+    /// Every static pod has its mirror, of its current version; no mirror outlives its pod.
+    fn mirror_pods(&mut self) {
+        let Some(node_uid) = self.node_uid.clone() else { return };
+        let statics: Vec<Pod> = self
+            .statuses
+            .list()
+            .into_iter()
+            .filter(|p| p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).is_some_and(|s| s != SOURCE))
+            .collect();
+        let mirrors: Vec<Pod> = self.view.read().values().filter(|p| is_mirror(p)).cloned().collect();
+        for m in &mirrors {
+            let current = statics.iter().any(|p| p.key() == m.key() && is_mirror_of(m, p));
+            if !current && m.metadata.deletion_timestamp.is_none() {
+                log::info!("apiserver: deleting mirror pod {} (its static pod changed or is gone)", m.key());
+                if let Err(e) = self.delete_pod(m, None) {
+                    self.away(&e);
+                    return;
+                }
+            }
+        }
+        for p in &statics {
+            if p.metadata.deletion_timestamp.is_some() || mirrors.iter().any(|m| m.key() == p.key()) {
+                continue;
+            }
+            let path = format!("/api/v1/namespaces/{}/pods", p.metadata.namespace);
+            match self.client.write::<serde_json::Value>("POST", &path, &mirror_pod(p, &self.node, &node_uid)) {
+                Ok(_) => log::info!("apiserver: created mirror pod {}", p.key()),
+                Err(e) if e.code() == Some(409) => {}
+                Err(e) if self.away(&e) => return,
+                Err(e) => log::warn!("apiserver: creating mirror pod {} failed: {}", p.key(), crate::util::Chain(&e)),
+            }
+        }
+    }
+
+    /// Deletes the pods the apiserver is deleting once the pod manager is done with them
+    /// (grace 0, on the uid's precondition), as kubelet's status manager does.
+    fn delete_finished(&mut self) {
+        let view = self.view.read().clone();
+        for uid in std::mem::take(&mut self.to_delete) {
+            let Some(pod) = view.get(&uid).filter(|p| p.metadata.deletion_timestamp.is_some() && !is_mirror(p)) else {
+                continue;
+            };
+            match self.delete_pod(pod, Some(0)) {
+                Ok(()) => log::info!("apiserver: pod {} is gone from this node; deleted it", pod.key()),
+                Err(e) if self.away(&e) => {
+                    self.to_delete.insert(uid);
+                }
+                Err(e) => log::warn!("apiserver: deleting pod {} failed: {}", pod.key(), crate::util::Chain(&e)),
+            }
+        }
+    }
+
+    /// `DELETE` of `pod`, only if it is still the same object (uid precondition).
+    fn delete_pod(&self, pod: &Pod, grace: Option<i64>) -> Result<(), ApiError> {
+        let path = format!("/api/v1/namespaces/{}/pods/{}", pod.metadata.namespace, pod.metadata.name);
+        let mut options = serde_json::json!({
+            "kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": pod.metadata.uid}
+        });
+        if let Some(g) = grace {
+            options["gracePeriodSeconds"] = g.into();
+        }
+        match self.client.write::<serde_json::Value>("DELETE", &path, &options) {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.code(), Some(404 | 409)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What happens to a refused write.
+enum Next {
+    Drop,
+    /// Stays first in line; the next try after this pause.
+    Keep(Duration),
+}
+
+impl crate::manager::Manager for ApiSync {
+    type Command = ();
+
+    /// A spooled write: deliver it now.
+    fn handle(&mut self, _: ()) {
+        if self.link.online() && self.retry_at.is_none() && self.deliver_at.is_none() && self.node_uid.is_some() {
+            self.deliver();
+        }
+    }
+
+    fn on_tick(&mut self) {
+        self.pass();
+    }
+
+    fn tick_interval(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}

@@ -1,0 +1,221 @@
+//! `fl-apiwatch`: the pods bound to this node, listed and then watched (client-go's
+//! reflector, `pods::Reflector`, fed by this thread), handed to the pod manager as the `api`
+//! source and kept in the state directory (`podstore`). The apiserver's mirror pods are not
+//! pods to run: they go to the shared view only, where `fl-apisync` reads them.
+//!
+//! A failed list or watch is tried again after 1 s, 2 s, … at most 30 s. If the first list
+//! fails, the pods kept by the previous run are handed over instead, so an agent restarted
+//! while the apiserver is away keeps running what the cluster placed here.
+
+use super::client::ApiClient;
+use super::link::Link;
+use super::mirror::MIRROR_ANNOTATION;
+use super::pods::{pods_path, PodListAnswer, Reflector, Step};
+use super::podstore::PodStore;
+use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
+use crate::api::Pod;
+use crate::manager::{Exit, Publisher, StopSignal};
+use parking_lot::RwLock;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The source name of the apiserver's pods (`kubernetes.io/config.source`).
+pub const SOURCE: &str = "api";
+/// The longest pause between attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long the server keeps a watch open (`timeoutSeconds` in `pods_path`), and the
+/// margin after which the client gives up on a silent one.
+const WATCH_TIMEOUT: Duration = Duration::from_secs(300 + 30);
+
+/// The pod set of the `api` source, for the pod manager.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiPods(pub Vec<Pod>);
+
+/// Every pod the apiserver has bound to this node, mirror pods included, by uid.
+pub type PodsView = Arc<RwLock<BTreeMap<String, Pod>>>;
+
+/// Whether `pod` is a mirror pod (the apiserver's copy of a static pod).
+pub fn is_mirror(pod: &Pod) -> bool {
+    pod.metadata.annotations.contains_key(MIRROR_ANNOTATION)
+}
+
+/// The pods to run: the set without mirror pods, marked as the `api` source's.
+pub fn pods_to_run(all: &BTreeMap<String, Pod>) -> Vec<Pod> {
+    all.values()
+        .filter(|p| !is_mirror(p))
+        .map(|p| {
+            let mut p = p.clone();
+            p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
+            p
+        })
+        .collect()
+}
+
+/// What the thread needs.
+pub struct PodWatch {
+    /// The client.
+    pub client: Arc<ApiClient>,
+    /// Reachability.
+    pub link: Arc<Link>,
+    /// This node.
+    pub node: String,
+    /// Where the set is kept.
+    pub store: PodStore,
+    /// The pod manager.
+    pub publish: Publisher<ApiPods>,
+    /// The view `fl-apisync` reads.
+    pub view: PodsView,
+}
+
+impl PodWatch {
+    /// The thread's body.
+    pub fn run(self, stop: StopSignal) -> Exit {
+        let mut reflector = Reflector::default();
+        let mut published: Option<Vec<Pod>> = None;
+        let mut backoff = Duration::ZERO;
+        loop {
+            if !backoff.is_zero() && stop.sleep(backoff) {
+                return Exit::Done;
+            }
+            if stop.is_stopped() {
+                return Exit::Done;
+            }
+            backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
+            let list = match self.client.get::<PodListAnswer>(&pods_path(&self.node, None)) {
+                Ok(list) => list,
+                Err(e) => {
+                    if !self.link.failed(&e) {
+                        log::warn!("apiserver: listing this node's pods failed: {}", crate::util::Chain(&e));
+                    }
+                    if published.is_none() {
+                        let (kept, _) = self.store.load();
+                        log::warn!(
+                            "apiserver: running the {} pod(s) it gave this node before, until it can be listed",
+                            pods_to_run(&kept).len()
+                        );
+                        *self.view.write() = kept.clone();
+                        self.publish(&kept, &mut published);
+                    }
+                    continue;
+                }
+            };
+            self.link.reached();
+            reflector.listed(list);
+            self.changed(&reflector, &mut published);
+            backoff = Duration::ZERO;
+            // Watch from the list's resourceVersion until it is too old.
+            while let Some(rv) = reflector.resource_version().map(str::to_string) {
+                match self.watch_once(&mut reflector, &rv, &stop, &mut published) {
+                    WatchEnd::Stopped => return Exit::Done,
+                    WatchEnd::Relist => break,
+                    WatchEnd::Again => backoff = Duration::ZERO,
+                    WatchEnd::Failed => {
+                        backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
+                        if stop.sleep(backoff) {
+                            return Exit::Done;
+                        }
+                    }
+                }
+            }
+            backoff = Duration::ZERO;
+        }
+    }
+
+    /// One watch stream, followed to its end.
+    fn watch_once(
+        &self,
+        reflector: &mut Reflector,
+        rv: &str,
+        stop: &StopSignal,
+        published: &mut Option<Vec<Pod>>,
+    ) -> WatchEnd {
+        let mut lines = match self.client.watch(&pods_path(&self.node, Some(rv)), WATCH_TIMEOUT) {
+            Ok(l) => l,
+            Err(e) if e.code() == Some(410) => return WatchEnd::Relist,
+            Err(e) => {
+                if !self.link.failed(&e) {
+                    log::warn!("apiserver: watching this node's pods failed: {}", crate::util::Chain(&e));
+                }
+                return WatchEnd::Failed;
+            }
+        };
+        self.link.reached();
+        loop {
+            let line = lines.next_line();
+            if stop.is_stopped() {
+                return WatchEnd::Stopped;
+            }
+            let line = match line {
+                Ok(Some(l)) => l,
+                // The server ended it (`timeoutSeconds`): watch on from where it stood.
+                Ok(None) => return WatchEnd::Again,
+                Err(e) => {
+                    log::info!("apiserver: the pod watch ended: {}; watching again", crate::util::Chain(&e));
+                    return WatchEnd::Failed;
+                }
+            };
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match reflector.watched(&line) {
+                Step::Changed => self.changed(reflector, published),
+                Step::Unchanged => {}
+                Step::Relist => return WatchEnd::Relist,
+                Step::Broken(why) => {
+                    log::warn!("apiserver: the pod watch broke: {why}; watching again");
+                    return WatchEnd::Failed;
+                }
+            }
+        }
+    }
+
+    /// The reflector's set changed: view, store, pod manager.
+    fn changed(&self, reflector: &Reflector, published: &mut Option<Vec<Pod>>) {
+        for (pod, why) in &reflector.unreadable {
+            log::warn!("apiserver: pod {pod} cannot be read: {why}; it is not run");
+        }
+        *self.view.write() = reflector.pods().clone();
+        if let Err(e) = self.store.save(reflector.pods(), reflector.resource_version().unwrap_or_default()) {
+            log::warn!("apiserver: cannot keep the pod set in the state directory: {e}");
+        }
+        self.publish(reflector.pods(), published);
+    }
+
+    /// Hands the pods to run to the pod manager when they differ from the last handed.
+    fn publish(&self, all: &BTreeMap<String, Pod>, published: &mut Option<Vec<Pod>>) {
+        let pods = pods_to_run(all);
+        if published.as_ref() != Some(&pods) {
+            self.publish.publish(ApiPods(pods.clone()));
+            *published = Some(pods);
+        }
+    }
+}
+
+/// How one watch stream ended.
+enum WatchEnd {
+    Stopped,
+    Relist,
+    /// Cleanly: watch again at once.
+    Again,
+    Failed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_pods_are_not_run_and_the_rest_are_marked_as_the_api_source() {
+        let mut web = Pod::default();
+        web.metadata.uid = "u1".into();
+        let mut mirror = Pod::default();
+        mirror.metadata.uid = "u2".into();
+        mirror.metadata.annotations.insert(MIRROR_ANNOTATION.into(), "hash".into());
+        let all = BTreeMap::from([("u1".to_string(), web), ("u2".to_string(), mirror)]);
+        let run = pods_to_run(&all);
+        assert_eq!(run.len(), 1);
+        assert_eq!(run[0].metadata.uid, "u1");
+        assert_eq!(run[0].metadata.annotations[CONFIG_SOURCE_ANNOTATION], SOURCE);
+    }
+}
