@@ -626,6 +626,11 @@ impl Agent {
                 sync_frequency: cfg.sync_frequency.0,
                 allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),
                 dns,
+                // What `/node` shows as allocatable: capacity less the reservations.
+                allocatable: crate::pods::fit::NodeAllocatable::from_list(
+                    &node_object(cfg).status.allocatable,
+                    cfg.max_pods,
+                ),
             },
             runtime.clone(),
             statuses.clone(),

@@ -217,7 +217,7 @@ fn allocation_failures_reject_the_pod_and_spare_the_others() {
     assert_eq!(reason, "UnexpectedAdmissionError");
     assert_eq!(
         message,
-        "Allocate failed due to requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1, which is unexpected"
+        "Pod was rejected: Allocate failed due to requested number of devices unavailable for example.com/dev. Requested: 2, Available: 1, which is unexpected"
     );
     let (_, _, message) = failed("hang");
     assert!(
@@ -227,7 +227,7 @@ fn allocation_failures_reject_the_pod_and_spare_the_others() {
     let (_, _, message) = failed("ghost");
     assert_eq!(
         message,
-        "Allocate failed due to cannot allocate unregistered device example.com/ghost, which is unexpected"
+        "Pod was rejected: Allocate failed due to cannot allocate unregistered device example.com/ghost, which is unexpected"
     );
     wait_for("plain Running", T, || phase(&a, "plain").filter(|p| p.0 == "Running"));
     let events = a.cli(&["get", "events", "--for", "pod/ghost-testnode"]);

@@ -46,6 +46,8 @@ pub struct ManifestError {
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 /// Annotation kubelet puts on static pods: where the pod came from.
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// `CONFIG_SOURCE_ANNOTATION` of pods from the apiserver (kubelet's `ApiserverSource`).
+pub const API_SOURCE: &str = "api";
 /// Annotation ferrolet puts on static pods: the manifest file.
 pub const CONFIG_FILE_ANNOTATION: &str = "ferrolet.io/manifest";
 

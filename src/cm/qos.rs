@@ -94,7 +94,13 @@ fn pod_sum(pod: &Pod, name: &str, list: fn(&Container) -> &BTreeMap<String, Quan
 
 /// A pod's effective cpu (millicores) and memory (bytes) requests.
 pub fn pod_requests(pod: &Pod) -> (i64, i64) {
-    (pod_sum(pod, "cpu", requests), pod_sum(pod, "memory", requests))
+    (pod_request(pod, "cpu"), pod_request(pod, "memory"))
+}
+
+/// A pod's effective request of one resource, by the same rule (cpu in millicores, any
+/// other resource in units: bytes, devices).
+pub fn pod_request(pod: &Pod, name: &str) -> i64 {
+    pod_sum(pod, name, requests)
 }
 
 /// A pod's effective cpu (millicores) and memory (bytes) limits.

@@ -3,10 +3,11 @@
 //! the runtime that no source wants (adopted to be terminated, once every source reported).
 
 use super::devices::pod_needs;
+use super::fit;
 use super::view::Snapshot;
 use super::{config_hash, Admission, PodEntry, PodManager, Termination, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR};
-use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
-use crate::api::{Pod, Time};
+use crate::api::manifest::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
+use crate::api::{Pod, PodPhase, Time};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -32,7 +33,7 @@ impl PodManager {
         if std::mem::take(&mut self.desired_changed) {
             self.retire(now);
         }
-        self.admit();
+        self.admit(snap);
         if !self.sources_seen.is_empty() {
             self.adopt_orphans(snap, now);
             if !std::mem::replace(&mut self.dirs_swept, true) {
@@ -61,13 +62,18 @@ impl PodManager {
         }
     }
 
-    /// Takes on newly desired pods; those asking for plugin devices wait for the device
-    /// manager's admission.
-    fn admit(&mut self) {
-        for (uid, pod) in &self.desired {
-            if self.pods.contains_key(uid) {
-                continue;
-            }
+    /// Takes on newly desired pods, oldest first as kubelet does (each pod from the
+    /// apiserver is checked against those admitted before it); those asking for plugin
+    /// devices wait for the device manager's admission.
+    fn admit(&mut self, snap: &Snapshot) {
+        let mut new: Vec<&Pod> = self.desired.values().filter(|p| !self.pods.contains_key(&p.metadata.uid)).collect();
+        // Stable: pods created in the same second keep their uid order; static pods, which
+        // have no creation time, come first.
+        new.sort_by_key(|p| p.metadata.creation_timestamp);
+        // What the admitted pods hold, made for the first pod checked against it.
+        let mut usage = None;
+        for pod in new {
+            let uid = &pod.metadata.uid;
             // A changed static pod gets a new uid: the new version waits for the old one to
             // be gone, so two copies never run at once.
             if self.pods.values().any(|e| e.pod.key() == pod.key()) {
@@ -80,10 +86,19 @@ impl PodManager {
                 let message = format!("forbidden sysctl: {name:?} not allowlisted");
                 log::warn!("pods: pod {} rejected: {message}", pod.key());
                 self.event(pod, None, true, SYSCTL_FORBIDDEN, &message);
-                admission = Admission::Rejected { reason: SYSCTL_FORBIDDEN, message };
+                admission = Admission::Rejected { reason: SYSCTL_FORBIDDEN.into(), message };
+            } else if let Some(short) = self.misfit(pod, snap, &mut usage) {
+                // kubelet's resource fit (GeneralPredicates): the pod fails and never runs.
+                let (reason, message) = (short.reason(), short.message());
+                log::warn!("pods: pod {} rejected: {message}", pod.key());
+                self.event(pod, None, true, &reason, &message);
+                admission = Admission::Rejected { reason: reason.into(), message };
             } else if let Some(link) = self.devices.as_ref().filter(|_| pod_needs(pod)) {
                 admission = Admission::Pending;
                 link.admit(pod);
+            }
+            if let Some(u) = usage.as_mut().filter(|_| !matches!(admission, Admission::Rejected { .. })) {
+                u.add(pod);
             }
             let mut entry = PodEntry::new(pod.clone(), admission, None);
             // Every field it sets is honoured, refused (its containers wait as
@@ -97,6 +112,38 @@ impl PodManager {
             }
             self.pods.insert(uid.clone(), entry);
         }
+    }
+
+    /// The resource a pod from the apiserver does not fit in on this node, if any (kubelet's
+    /// resource fit). Static pods are the node owner's choice and are not checked. Nor is a
+    /// pod whose containers already run (found after an agent restart, with less allocatable
+    /// now): refusing it would leave them running under a Failed pod.
+    fn misfit(&self, pod: &Pod, snap: &Snapshot, usage: &mut Option<fit::Usage>) -> Option<fit::Insufficient> {
+        if pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) != Some(API_SOURCE) {
+            return None;
+        }
+        let usage = usage.get_or_insert_with(|| self.usage());
+        let mut node = self.cfg.allocatable.clone();
+        if let Some(link) = &self.devices {
+            node.scalar.extend(link.allocatable());
+        }
+        let short = fit::fits(pod, usage, &node).err()?;
+        if snap.pod(&pod.metadata.uid).running().next().is_some() {
+            log::warn!("pods: pod {} already runs; admitting it though {}", pod.key(), short.message());
+            return None;
+        }
+        Some(short)
+    }
+
+    /// What the pods kubelet calls active hold: pods a source still wants, not refused at
+    /// admission, whose phase is not Succeeded or Failed.
+    fn usage(&self) -> fit::Usage {
+        let active = self.pods.iter().filter(|(uid, e)| {
+            self.desired.contains_key(*uid)
+                && !matches!(e.admission, Admission::Rejected { .. })
+                && !self.statuses.phase(uid).is_some_and(PodPhase::is_terminal)
+        });
+        fit::Usage::of(active.map(|(_, e)| &*e.pod))
     }
 
     /// Pods the runtime holds that no source wants (left from before an agent restart):
@@ -147,7 +194,8 @@ impl PodManager {
                 // kubelet's wording for a device allocation failure at admission.
                 let message = format!("Allocate failed due to {e}, which is unexpected");
                 log::warn!("pods: pod {} rejected: {message}", entry.pod.key());
-                entry.admission = Admission::Rejected { reason: UNEXPECTED_ADMISSION_ERROR, message: message.clone() };
+                entry.admission =
+                    Admission::Rejected { reason: UNEXPECTED_ADMISSION_ERROR.into(), message: message.clone() };
                 let pod = entry.pod.clone();
                 self.event(&pod, None, true, UNEXPECTED_ADMISSION_ERROR, &message);
             }

@@ -35,6 +35,14 @@ impl DeviceLink {
         let _ = self.tx.send(DevicesCommand::ActivePods(uids));
     }
 
+    /// The devices the node has for pods, by resource: the healthy ones, or as many as are
+    /// allocated if that is more (kubelet's `sanitizeNodeAllocatable`: pods holding devices
+    /// of a plugin not registered again yet still fit).
+    pub(super) fn allocatable(&self) -> impl Iterator<Item = (String, i64)> {
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.devices.resources().into_iter().map(move |r| (r.name, count(r.allocatable.max(r.allocated))))
+    }
+
     /// A container's allocated devices and their health, for its status.
     pub(super) fn resource_statuses(&self, pod_uid: &str, container: &str) -> Vec<ResourceStatus> {
         self.devices

@@ -9,13 +9,15 @@
 //! `termination` decides and applies a pod's graceful stop; `admission` keeps the set of
 //! pods (desired, retired, adopted); `publish` writes statuses and probe targets; `devices`
 //! is the one place that speaks to the device manager; `images` makes sure a container's
-//! image is there before it is created (pulls run on the pull threads, never here).
+//! image is there before it is created (pulls run on the pull threads, never here); `fit`
+//! decides whether a pod from the apiserver fits in the node's allocatable (pure).
 
 pub mod actions;
 mod admission;
 pub mod backoff;
 mod devices;
 mod dns;
+pub mod fit;
 mod hooks;
 mod images;
 pub mod messages;
@@ -127,6 +129,9 @@ pub struct PodManagerConfig {
     /// Pods' hostnames, resolvers and hosts files (a runtime that gives pods their own:
     /// CRI); `None`: every pod shares the node's (the process runtime).
     pub dns: Option<crate::dns::DnsSettings>,
+    /// What the node allocates to pods (device plugin resources aside, which come from the
+    /// device manager): pods from the apiserver are admitted only if they fit in it.
+    pub allocatable: fit::NodeAllocatable,
 }
 
 /// The sync loop's state; `handle` and `on_tick` hold all the logic.

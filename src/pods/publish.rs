@@ -8,9 +8,13 @@ use crate::events::Reference;
 use crate::prober::{ProbeResult, ProbeTarget, ProbeType, ProberCommand};
 use crate::runtime::{ContainerInfo, ContainerState};
 use crate::status::{self, ContainerObservation, PodObservation};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
+
+/// What kubelet's `rejectPod` puts before the admission message in a refused pod's status.
+const REJECTED: &str = "Pod was rejected: ";
 
 /// The part of a probe target that follows the runtime and the pod's state; the rest
 /// (pod, reference, spec, address) is fixed for a pod entry.
@@ -54,7 +58,7 @@ pub(super) struct StatusInputs {
     sandbox_ips: Vec<String>,
     /// Why the pod failed on the node (admission refused it, its active deadline passed):
     /// the status reason and message.
-    failed: Option<(&'static str, String)>,
+    failed: Option<(Cow<'static, str>, String)>,
 }
 
 impl StatusInputs {
@@ -188,8 +192,8 @@ impl PodManager {
             sandbox_ready: sandbox.is_some_and(|s| s.ready),
             sandbox_ips: sandbox.map(|s| s.ips.clone()).unwrap_or_default(),
             failed: match &entry.admission {
-                Admission::Rejected { reason, message } => Some((*reason, message.clone())),
-                _ => entry.failure.as_ref().map(|f| (f.reason, f.message.clone())),
+                Admission::Rejected { reason, message } => Some((reason.clone(), format!("{REJECTED}{message}"))),
+                _ => entry.failure.as_ref().map(|f| (f.reason.into(), f.message.clone())),
             },
         };
         let devices = self.devices.as_ref().filter(|_| super::devices::pod_needs(pod));
@@ -211,7 +215,7 @@ impl PodManager {
             .with_status(uid, |previous| (status::pod_status(&o, previous, now), previous.map(|p| p.phase)));
         if let Some((reason, message)) = &inputs.failed {
             new.phase = PodPhase::Failed;
-            new.reason = (*reason).into();
+            new.reason = reason.to_string();
             new.message = message.clone();
         }
         if let Some(link) = devices {

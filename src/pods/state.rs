@@ -4,6 +4,7 @@
 use crate::api::{Container, Pod};
 use crate::runtime::devices::DeviceOptions;
 use crate::runtime::RuntimeError;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -122,9 +123,10 @@ pub enum Admission {
     Pending,
     /// Refused: the pod is Failed with this reason and message and never runs.
     Rejected {
-        /// kubelet's reason: `UnexpectedAdmissionError` (devices), `SysctlForbidden`.
-        reason: &'static str,
-        /// kubelet's wording.
+        /// kubelet's reason: `UnexpectedAdmissionError` (devices), `SysctlForbidden`,
+        /// `OutOf<resource>` (the resource fit of pods from the apiserver).
+        reason: Cow<'static, str>,
+        /// kubelet's wording (the event's; the status puts `Pod was rejected: ` before it).
         message: String,
     },
 }

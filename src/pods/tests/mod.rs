@@ -6,6 +6,7 @@
 
 mod actions;
 mod dns;
+mod fit;
 mod hooks;
 mod images;
 mod init;
@@ -75,6 +76,12 @@ impl Node {
             sync_frequency: Duration::from_secs(10),
             allowed_unsafe_sysctls: vec!["net.core.*".into()],
             dns: None,
+            allocatable: super::fit::NodeAllocatable {
+                cpu_millis: 64_000,
+                memory: 256 << 30,
+                pods: 110,
+                ..Default::default()
+            },
         };
         let recorder = EventRecorder::new(events_tx, "ferrolet", "node1", Default::default());
         let pm = PodManager::new(cfg, rt.clone(), statuses.clone(), recorder, None)

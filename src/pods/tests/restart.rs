@@ -309,8 +309,10 @@ fn a_pod_with_a_sysctl_not_allowed_here_fails_at_admission_as_sysctl_forbidden()
     assert_eq!(node.phase(&unsafe_one), PodPhase::Failed);
     let status = node.status(&unsafe_one);
     assert_eq!(status.reason, "SysctlForbidden");
-    assert_eq!(status.message, "forbidden sysctl: \"kernel.msgmax\" not allowlisted");
-    assert!(node.reasons().contains(&"SysctlForbidden".to_string()));
+    // kubelet's rejectPod: the status says so before the admission message; the event not.
+    assert_eq!(status.message, "Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted");
+    let event = ("SysctlForbidden".to_string(), "forbidden sysctl: \"kernel.msgmax\" not allowlisted".to_string());
+    assert!(node.events().contains(&event));
     let calls = node.calls();
     assert!(calls.contains(&Call::RunPodSandbox("fine".into())), "{calls:?}");
     assert!(!calls.contains(&Call::RunPodSandbox("bad".into())), "{calls:?}");
