@@ -109,6 +109,13 @@ pub enum AgentError {
         /// The endpoint.
         endpoint: String,
     },
+    /// Cluster mode cannot start (its kubeconfig).
+    #[error("cluster mode: {source}")]
+    Cluster {
+        /// Why.
+        #[from]
+        source: crate::cluster::ClusterError,
+    },
     /// A cgroup root or plugin directory is in use by another agent or a kubelet.
     #[error("refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir)")]
     Shared {
@@ -135,6 +142,8 @@ pub struct Agent {
     image_gc: Option<ManagerHandle<()>>,
     /// The lifecycle hook threads.
     hooks: Option<HookRunner>,
+    /// Cluster mode's threads (with a kubeconfig).
+    cluster: Option<crate::cluster::ClusterThreads>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
     cfg: Config,
@@ -271,7 +280,8 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
     };
     log::info!("cri: pod sandboxes use {pause}");
     let rotation = LogRotation { max_size: cfg.logs.max_size.0, max_files: cfg.logs.max_files };
-    Ok(CriRuntime::new(client, &pause, &cfg.node_name, health).with_log_rotation(rotation))
+    let version = format!("{}://{}", version.get_runtime_name(), version.get_runtime_version());
+    Ok(CriRuntime::new(client, &pause, &cfg.node_name, health).with_log_rotation(rotation).with_version(version))
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
@@ -586,12 +596,16 @@ impl Agent {
         let health = Health::default();
         // The runtime is checked before anything is made.
         let cri = cri_if_selected(cfg, &health)?;
+        let cluster = crate::cluster::connect(cfg)?;
         let statuses = StatusCache::default();
         let spawn_err = |name: &str| {
             let name = name.to_string();
             move |source| AgentError::Spawn { name, source }
         };
-        let events = EventsPipeline::start(cfg, &health).map_err(spawn_err("fl-events"))?;
+        let mut events = EventsPipeline::start(cfg, &health).map_err(spawn_err("fl-events"))?;
+        if let Some(c) = &cluster {
+            c.start_events(cfg, &mut events.broadcaster, events.metrics.clone()).map_err(spawn_err("fl-evapi"))?;
+        }
         let recorder = events.broadcaster.recorder(&cfg.events.component, &cfg.node_name);
         recorder.event(&Reference::node(&cfg.node_name), NORMAL, "Starting", "Starting ferrolet.");
         // Ownership first: nothing is created, removed or killed before the cgroup root and
@@ -637,6 +651,7 @@ impl Agent {
             recorder.clone(),
             cm,
         );
+        let pm = if cluster.is_some() { pm.with_source(crate::api::manifest::API_SOURCE) } else { pm };
         let pods_channel = crossbeam_channel::unbounded();
         let (pm, images) = if cri.is_some() {
             let settings =
@@ -714,6 +729,27 @@ impl Agent {
         let _ = source.sender().send(());
         let watcher =
             DirWatcher::start(&cfg.manifest_dir, source.sender(), &health).map_err(spawn_err("fl-podwatch"))?;
+        let runtime_version = match &cri {
+            Some(c) => c.version().to_string(),
+            None => format!("process://{}", env!("CARGO_PKG_VERSION")),
+        };
+        let report = crate::cluster::ReportInputs {
+            base: node_object(cfg),
+            devices: device_state.clone(),
+            images: images_view.clone(),
+            health: health.clone(),
+            runtime_version,
+        };
+        let apiserver_metrics = cluster.as_ref().map(|c| (c.link.clone(), c.client.clone()));
+        let cluster = match cluster {
+            Some(c) => {
+                let report = crate::cluster::node_report(cfg, report);
+                let threads =
+                    c.start(cfg, pods.sender(), statuses.clone(), report, events.metrics.clone(), &health).map_err(spawn_err("fl-apisync"))?;
+                Some(threads)
+            }
+            None => None,
+        };
         let api = if cfg.api.listen.is_empty() {
             None
         } else {
@@ -726,6 +762,7 @@ impl Agent {
                 devices: device_state,
                 node: node_object(cfg),
                 images: images_view,
+                apiserver: apiserver_metrics,
             };
             Some(ApiServer::start(&cfg.api.listen, state)?)
         };
@@ -748,6 +785,7 @@ impl Agent {
             images,
             image_gc,
             hooks: Some(hooks),
+            cluster,
             events: Some(events),
             api,
             cfg: cfg.clone(),
@@ -783,6 +821,9 @@ impl Agent {
         }
         if let Some(p) = self.pods.take() {
             late(p.stop(timeout));
+        }
+        if let Some(c) = self.cluster.take() {
+            c.stop(timeout);
         }
         if let Some(i) = self.images.take() {
             // Pulls in flight are cancelled (the runtime stops them); nobody waits for them.

@@ -6,6 +6,7 @@ pub mod api;
 pub mod apiserver;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod cm;
 pub mod config;
 pub mod devicemanager;

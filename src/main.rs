@@ -631,7 +631,16 @@ fn log_prefix(journal: bool, level: log::Level, now: std::time::SystemTime) -> S
 fn init_logging() {
     use std::io::Write as _;
     let journal = logs_to_journal(std::env::var("JOURNAL_STREAM").ok().as_deref(), stderr_identity());
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+    let mut builder = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    // The HTTP client's and TLS library's own debug lines (every request and handshake of
+    // cluster mode) only when RUST_LOG names them.
+    let asked = std::env::var("RUST_LOG").unwrap_or_default();
+    for module in ["ureq", "ureq_proto", "rustls"] {
+        if !asked.contains(module) {
+            builder.filter_module(module, log::LevelFilter::Info);
+        }
+    }
+    builder
         .format(move |buf, record| {
             let prefix = log_prefix(journal, record.level(), std::time::SystemTime::now());
             writeln!(buf, "{prefix}[{:<5}] {}", record.level(), record.args())

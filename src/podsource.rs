@@ -20,7 +20,7 @@ mod watch;
 pub use watch::DirWatcher;
 
 /// Source name in pod updates and the `kubernetes.io/config.source` annotation.
-pub const SOURCE: &str = "file";
+pub const SOURCE: &str = crate::api::manifest::FILE_SOURCE;
 
 /// What identifies one version of a file without reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

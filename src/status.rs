@@ -413,13 +413,13 @@ impl StatusCache {
 
     /// Forgets a pod.
     pub fn remove(&self, uid: &str) {
-        if self.pods.write().remove(uid).is_some() {
-            let mut removed = self.removed.lock();
-            if removed.len() == MAX_REMOVED {
-                removed.pop_front();
-            }
-            removed.push_back(uid.to_string());
+        self.pods.write().remove(uid);
+        let mut removed = self.removed.lock();
+        if removed.len() == MAX_REMOVED {
+            removed.pop_front();
         }
+        removed.push_back(uid.to_string());
+        drop(removed);
         self.writes.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -470,6 +470,7 @@ fn same_but_status_and_creation(a: &Pod, b: &Pod) -> bool {
         annotations,
         creation_timestamp: _,
         deletion_timestamp,
+        deletion_grace_period_seconds,
         resource_version,
     } = metadata;
     let m = &b.metadata;
@@ -481,6 +482,7 @@ fn same_but_status_and_creation(a: &Pod, b: &Pod) -> bool {
         && *labels == m.labels
         && *annotations == m.annotations
         && *deletion_timestamp == m.deletion_timestamp
+        && *deletion_grace_period_seconds == m.deletion_grace_period_seconds
         && *resource_version == m.resource_version
         && *spec == b.spec
 }

@@ -48,6 +48,8 @@ pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
 /// `CONFIG_SOURCE_ANNOTATION` of pods from the apiserver (kubelet's `ApiserverSource`).
 pub const API_SOURCE: &str = "api";
+/// The source name of static pods from the manifest directory.
+pub const FILE_SOURCE: &str = "file";
 /// Annotation ferrolet puts on static pods: the manifest file.
 pub const CONFIG_FILE_ANNOTATION: &str = "ferrolet.io/manifest";
 

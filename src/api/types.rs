@@ -61,6 +61,9 @@ pub struct ObjectMeta {
     /// Set when the object is being deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Time>,
+    /// The grace period the deletion was asked with (seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
     /// Opaque version from the store that holds the object.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub resource_version: String,

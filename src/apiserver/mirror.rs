@@ -19,6 +19,7 @@ pub fn mirror_pod(pod: &Pod, node: &str, node_uid: &str) -> serde_json::Value {
     m.metadata.uid.clear();
     m.metadata.resource_version.clear();
     m.metadata.deletion_timestamp = None;
+    m.metadata.deletion_grace_period_seconds = None;
     m.status = Default::default();
     let mut v = serde_json::to_value(&m).unwrap_or_default();
     if !node_uid.is_empty() {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The source name of the apiserver's pods (`kubernetes.io/config.source`).
-pub const SOURCE: &str = "api";
+pub use crate::api::manifest::API_SOURCE as SOURCE;
 /// The longest pause between attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long the server keeps a watch open (`timeoutSeconds` in `pods_path`), and the

@@ -44,6 +44,32 @@ impl Default for ApiserverConfig {
     }
 }
 
+/// Whether a node may set label `key` on itself (kubelet's `--node-labels` rule, which the
+/// NodeRestriction admission plugin enforces): any outside the `kubernetes.io` and `k8s.io`
+/// namespaces; inside them, kubelet's own and those under `kubelet.kubernetes.io/` and
+/// `node.kubernetes.io/`.
+fn node_may_set(key: &str) -> bool {
+    const OWN: [&str; 11] = [
+        "kubernetes.io/hostname",
+        "kubernetes.io/arch",
+        "kubernetes.io/os",
+        "beta.kubernetes.io/arch",
+        "beta.kubernetes.io/os",
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+        "failure-domain.beta.kubernetes.io/region",
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.kubernetes.io/region",
+        "topology.kubernetes.io/zone",
+    ];
+    let Some((prefix, _)) = key.split_once('/') else { return true };
+    let under = |ns: &str| prefix == ns || prefix.ends_with(&format!(".{ns}"));
+    if !under("kubernetes.io") && !under("k8s.io") {
+        return true;
+    }
+    OWN.contains(&key) || under("kubelet.kubernetes.io") || under("node.kubernetes.io")
+}
+
 /// `key=value:Effect` or `key:Effect`, as kubelet's `--register-with-taints` reads them.
 pub fn parse_taint(s: &str) -> Result<Taint, String> {
     let (kv, effect) =
@@ -85,18 +111,16 @@ impl ApiserverConfig {
                 ));
             }
         }
-        for t in &self.register_with_taints {
-            parse_taint(t).map_err(|e| ("apiserver.register_with_taints", e))?;
-        }
-        // Refused openly until the agent joins a cluster with it, never silently unused.
-        if !self.kubeconfig.as_os_str().is_empty() {
+        if let Some(k) = self.node_labels.keys().find(|k| !node_may_set(k)) {
             return Err((
-                "apiserver.kubeconfig",
+                "apiserver.node_labels",
                 format!(
-                    "{:?}: cluster mode is not available in this version yet; leave it empty to run static pods",
-                    self.kubeconfig.display()
+                    "label {k:?} is in the kubernetes.io or k8s.io namespace but not one a node may set (the NodeRestriction admission plugin refuses it): use your own prefix, or node.kubernetes.io/ or kubelet.kubernetes.io/"
                 ),
             ));
+        }
+        for t in &self.register_with_taints {
+            parse_taint(t).map_err(|e| ("apiserver.register_with_taints", e))?;
         }
         Ok(())
     }
@@ -117,10 +141,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_kubeconfig_is_refused_until_cluster_mode_is_wired() {
-        let c = ApiserverConfig { kubeconfig: "/etc/ferrolet/kubeconfig".into(), ..Default::default() };
-        assert_eq!(c.check().unwrap_err().0, "apiserver.kubeconfig");
+    fn node_labels_in_kubernetes_namespaces_are_limited_to_kubelets_set() {
+        let with = |k: &str| ApiserverConfig {
+            node_labels: BTreeMap::from([(k.to_string(), "x".to_string())]),
+            ..Default::default()
+        };
         assert_eq!(ApiserverConfig::default().check(), Ok(()));
+        assert_eq!(with("site").check(), Ok(()));
+        assert_eq!(with("node.kubernetes.io/role").check(), Ok(()));
+        assert_eq!(with("topology.kubernetes.io/zone").check(), Ok(()));
+        let (key, message) = with("node-role.kubernetes.io/edge").check().unwrap_err();
+        assert_eq!(key, "apiserver.node_labels");
+        assert!(message.contains("NodeRestriction"), "{message}");
     }
 
     #[test]

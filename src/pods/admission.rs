@@ -22,6 +22,7 @@ impl PodManager {
             self.desired.insert(p.metadata.uid.clone(), p);
         }
         self.sources_seen.insert(source);
+        self.deleted.retain(|uid| self.desired.contains_key(uid));
         self.desired_changed = true;
     }
 
@@ -33,8 +34,8 @@ impl PodManager {
         if std::mem::take(&mut self.desired_changed) {
             self.retire(now);
         }
-        self.admit(snap);
-        if !self.sources_seen.is_empty() {
+        self.admit(snap, now);
+        if self.all_sources_seen() {
             self.adopt_orphans(snap, now);
             if !std::mem::replace(&mut self.dirs_swept, true) {
                 // Every pod the runtime holds is now owned: a directory of any other is left
@@ -52,9 +53,15 @@ impl PodManager {
             // A pod whose manifest sets its uid keeps it when the manifest changes: the old
             // version is terminated, and the new one starts once it is gone, as for a new uid.
             let changed = self.desired.get(uid).is_some_and(|d| config_hash(d) != config_hash(&entry.pod));
-            if (changed || !self.desired.contains_key(uid)) && entry.termination.is_none() {
-                let grace = entry.pod.spec.termination_grace();
-                let why = if changed { "changed in" } else { "removed from" };
+            // A pod the apiserver is deleting: its grace period is the deletion's.
+            let deleting = self.desired.get(uid).filter(|d| d.metadata.deletion_timestamp.is_some());
+            if (changed || deleting.is_some() || !self.desired.contains_key(uid)) && entry.termination.is_none() {
+                let grace = deleting.map_or_else(|| entry.pod.spec.termination_grace(), deletion_grace);
+                let why = match (changed, deleting.is_some()) {
+                    (true, _) => "changed in",
+                    (_, true) => "deleted in",
+                    _ => "removed from",
+                };
                 log::info!("pods: pod {} {why} its source; terminating with grace period {grace:?}", entry.pod.key());
                 Arc::make_mut(&mut entry.pod).metadata.deletion_timestamp = Some(Time(now));
                 entry.termination = Some(Termination::new(now, grace));
@@ -65,7 +72,7 @@ impl PodManager {
     /// Takes on newly desired pods, oldest first as kubelet does (each pod from the
     /// apiserver is checked against those admitted before it); those asking for plugin
     /// devices wait for the device manager's admission.
-    fn admit(&mut self, snap: &Snapshot) {
+    fn admit(&mut self, snap: &Snapshot, now: SystemTime) {
         let mut new: Vec<&Pod> = self.desired.values().filter(|p| !self.pods.contains_key(&p.metadata.uid)).collect();
         // Stable: pods created in the same second keep their uid order; static pods, which
         // have no creation time, come first.
@@ -77,6 +84,18 @@ impl PodManager {
             // A changed static pod gets a new uid: the new version waits for the old one to
             // be gone, so two copies never run at once.
             if self.pods.values().any(|e| e.pod.key() == pod.key()) {
+                continue;
+            }
+            if self.deleted.contains(uid) {
+                continue;
+            }
+            if pod.metadata.deletion_timestamp.is_some() {
+                // Deleted in the apiserver before this agent took it on (or while it was
+                // down): only its termination is left to do.
+                let grace = deletion_grace(pod);
+                log::info!("pods: pod {} (uid {uid}) is being deleted; terminating with grace period {grace:?}", pod.key());
+                let entry = PodEntry::new(pod.clone(), Admission::Admitted, Some(Termination::new(now, grace)));
+                self.pods.insert(uid.clone(), entry);
                 continue;
             }
             log::info!("pods: pod {} added (uid {uid})", pod.key());
@@ -201,5 +220,13 @@ impl PodManager {
             }
         }
         self.resync = true;
+    }
+}
+
+/// The grace period of a pod being deleted: the deletion's, else its spec's.
+fn deletion_grace(pod: &Pod) -> Duration {
+    match pod.metadata.deletion_grace_period_seconds {
+        Some(s) => Duration::from_secs(s.max(0) as u64),
+        None => pod.spec.termination_grace(),
     }
 }

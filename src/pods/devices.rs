@@ -95,7 +95,7 @@ impl PodManager {
     /// once every source has reported, so nothing is freed from a pod not yet re-added).
     pub(super) fn send_active_pods(&mut self) {
         let Some(link) = &self.devices else { return };
-        if self.sources_seen.is_empty() {
+        if !self.all_sources_seen() {
             return;
         }
         let active = || self.pods.iter().filter(|(_, e)| !matches!(e.admission, super::Admission::Rejected { .. }));

@@ -171,6 +171,12 @@ pub struct PodManager {
     desired_changed: bool,
     /// Sources that have reported at least once.
     sources_seen: HashSet<String>,
+    /// Pods the apiserver is deleting whose termination is done: not taken on again while
+    /// their source still lists them (until the apiserver has them deleted).
+    deleted: HashSet<String>,
+    /// The sources that must report before pods no source wants are told apart (`file`,
+    /// and `api` in cluster mode).
+    sources: Vec<String>,
     /// The pods this manager owns (desired, or being terminated), by uid.
     pods: BTreeMap<String, PodEntry>,
     backoff: Backoff,
@@ -252,6 +258,8 @@ impl PodManager {
             desired: BTreeMap::new(),
             desired_changed: false,
             sources_seen: HashSet::new(),
+            deleted: HashSet::new(),
+            sources: vec![crate::api::manifest::FILE_SOURCE.to_string()],
             pods: BTreeMap::new(),
             backoff: Backoff::default(),
             waiting: HashMap::new(),
@@ -266,6 +274,18 @@ impl PodManager {
             runtime_away: std::cell::Cell::new(None),
             missing_cluster_dns_said: false,
         }
+    }
+
+    /// Pods also come from `source` (the apiserver's, in cluster mode): orphans are told
+    /// apart only once it has reported too.
+    pub fn with_source(mut self, source: &str) -> Self {
+        self.sources.push(source.to_string());
+        self
+    }
+
+    /// Whether every source has reported its pods at least once.
+    fn all_sources_seen(&self) -> bool {
+        self.sources.iter().all(|s| self.sources_seen.contains(s))
     }
 
     /// Connects the device manager: pods asking for plugin devices are admitted through it.
@@ -461,7 +481,7 @@ impl crate::manager::Manager for PodManager {
         }
         self.sync();
         // Orphaned cgroups can only be told apart once every source has reported.
-        if self.cm.is_some() && !self.sources_seen.is_empty() {
+        if self.cm.is_some() && self.all_sources_seen() {
             let active = active_pods(&self.pods);
             let (pods, desired) = (&self.pods, &self.desired);
             let known = |uid: &str| pods.contains_key(uid) || desired.contains_key(uid);

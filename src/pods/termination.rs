@@ -128,6 +128,9 @@ impl PodManager {
             log::warn!("pods: pod {}: cannot remove its directory: {}", pod.key(), Chain(&e));
         }
         log::info!("pods: pod {} terminated and removed", pod.key());
+        if self.desired.get(uid).is_some_and(|d| d.metadata.deletion_timestamp.is_some()) {
+            self.deleted.insert(uid.to_string());
+        }
         self.pods.remove(uid);
         self.statuses.remove(uid);
         self.published.remove(uid);

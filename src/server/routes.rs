@@ -85,18 +85,8 @@ impl Routes {
             }
             ready.1
         };
-        let disk = self.state.images.as_ref().and_then(|v| v.disk_pressure());
         node.status.conditions = node_conditions(&problems, self.started, since, now);
-        if let Some((pressure, changed)) = disk {
-            if let Some(c) = node.status.conditions.iter_mut().find(|c| c.type_ == "DiskPressure") {
-                c.last_transition_time = Some(Time(changed));
-                if pressure {
-                    c.status = "True".into();
-                    c.reason = "KubeletHasDiskPressure".into();
-                    c.message = "kubelet has disk pressure".into();
-                }
-            }
-        }
+        set_disk_pressure(&mut node.status.conditions, self.state.images.as_ref().and_then(|v| v.disk_pressure()));
         node
     }
 
@@ -231,6 +221,20 @@ pub fn node_conditions(
         cond("Ready", "False", ready_since, "KubeletNotReady", problems.join("; "))
     });
     out
+}
+
+/// `DiskPressure` as the image filesystem's eviction signal says (`disk`: pressure, and
+/// since when), when there is one (CRI runtime).
+pub fn set_disk_pressure(conditions: &mut [NodeCondition], disk: Option<(bool, SystemTime)>) {
+    let Some((pressure, changed)) = disk else { return };
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == "DiskPressure") {
+        c.last_transition_time = Some(Time(changed));
+        if pressure {
+            c.status = "True".into();
+            c.reason = "KubeletHasDiskPressure".into();
+            c.message = "kubelet has disk pressure".into();
+        }
+    }
 }
 
 /// Decodes `%XX` and `+` in a query component.
@@ -374,6 +378,16 @@ impl Routes {
         }
         if let Some(images) = &state.images {
             images.render_metrics(&mut out);
+        }
+        if let Some((link, client)) = &state.apiserver {
+            let mut enc = Encoder::new(&mut out);
+            link.encode(&mut enc);
+            enc.single(
+                "ferrolet_apiserver_requests_total",
+                Kind::Counter,
+                "Requests made to the apiserver (watches included).",
+                client.requests.get(),
+            );
         }
         let dead = state.health.dead();
         Encoder::new(&mut out).single(

@@ -89,6 +89,8 @@ pub struct CriRuntime {
     /// Log rotation, if on, and when logs were last looked at.
     logs: Option<LogRotation>,
     logs_checked: Mutex<Option<Instant>>,
+    /// `name://version` of the runtime (a Node's `containerRuntimeVersion`).
+    version: String,
 }
 
 impl CriRuntime {
@@ -108,7 +110,19 @@ impl CriRuntime {
             stops: Mutex::new((false, Vec::new())),
             logs: None,
             logs_checked: Mutex::new(None),
+            version: String::new(),
         }
+    }
+
+    /// The same runtime, reporting `version` (`containerd://1.6.20`).
+    pub fn with_version(mut self, version: String) -> CriRuntime {
+        self.version = version;
+        self
+    }
+
+    /// `name://version` of the runtime.
+    pub fn version(&self) -> &str {
+        &self.version
     }
 
     /// The same runtime, rotating running containers' logs past `rotation.max_size`.
