@@ -115,3 +115,110 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     api.assert_no_validation_failures();
     drop(agent);
 }
+
+/// The agent's view of pod `name` from the apiserver: (container id, restart count).
+fn instance(agent: &AgentProcess, name: &str) -> Option<(String, i32)> {
+    let pod = agent.pods().into_iter().find(|p| p.metadata.name == name)?;
+    let c = pod.status?.container_statuses.into_iter().next()?;
+    Some((c.container_id.clone(), c.restart_count)).filter(|(id, _)| !id.is_empty())
+}
+
+#[test]
+fn with_the_apiserver_away_pods_run_on_and_what_waited_arrives_once_it_is_back() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let sb = Sandbox::new();
+    let agent = agent(&sb, &api);
+    api.create_pod("default", &sleeper("steady", 5));
+    let mut flaky = sleeper("flaky", 1);
+    flaky["spec"]["containers"][0]["command"] = json!(["sh", "-c", "sleep 2; exit 3"]);
+    api.create_pod("default", &flaky);
+    wait(&agent, &api, "steady Running in the apiserver", || (phase(&api, "steady").as_deref() == Some("Running")).then_some(()));
+    let steady = wait(&agent, &api, "steady's container", || instance(&agent, "steady"));
+
+    // Away: pods keep running and restarting; statuses and events wait.
+    api.down();
+    wait(&agent, &api, "the agent to notice", || agent.log_text().contains("cannot be reached").then_some(()));
+    let restarts = wait(&agent, &api, "flaky to restart while away", || {
+        instance(&agent, "flaky").map(|(_, n)| n).filter(|n| *n >= 2)
+    });
+    let metrics = agent.get("/metrics").unwrap();
+    assert!(metrics.contains("ferrolet_apiserver_online 0"), "{metrics}");
+    assert!(!metrics.contains("ferrolet_apiserver_spool_items 0\n"), "writes wait: {metrics}");
+
+    // Back: what waited arrives, in order, once.
+    api.up();
+    wait(&agent, &api, "flaky's restarts in the apiserver", || {
+        let pod = api.pod("default", "flaky")?;
+        (pod["status"]["containerStatuses"][0]["restartCount"].as_i64()? >= i64::from(restarts)).then_some(())
+    });
+    wait(&agent, &api, "the spool to drain", || {
+        agent.get("/metrics").ok().filter(|m| m.contains("ferrolet_apiserver_spool_items 0\n") && m.contains("ferrolet_apiserver_online 1"))
+    });
+    assert_eq!(instance(&agent, "steady"), Some(steady.clone()), "steady was never restarted");
+    let log = agent.log_text();
+    assert_eq!(log.matches("cannot be reached").count(), 1, "one line when it goes:\n{log}");
+    assert_eq!(log.matches("reached again").count(), 1, "one line when it is back:\n{log}");
+    // Repeats were aggregated into one Event (count), never written twice.
+    let events = api.events("default");
+    let mut seen = std::collections::BTreeSet::new();
+    for e in &events {
+        let key = (e["involvedObject"]["uid"].clone().to_string(), e["reason"].to_string(), e["message"].to_string());
+        assert!(seen.insert(key.clone()), "an event written twice: {key:?}\n{events:#?}");
+    }
+    assert!(
+        events.iter().any(|e| e["involvedObject"]["name"] == "flaky" && e["count"].as_i64().unwrap_or(0) >= 2),
+        "flaky's repeated events arrived with their count: {events:#?}"
+    );
+    api.assert_no_validation_failures();
+
+    // Restarted while away: the pods the apiserver gave it keep running.
+    api.down();
+    assert!(agent.terminate().success());
+    let agent = agent_again(&sb, &api);
+    wait(&agent, &api, "steady adopted", || instance(&agent, "steady").filter(|i| *i == steady));
+    assert!(agent.log_text().contains("running the 2 pod(s) it gave this node before"), "{}", agent.log_text());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(instance(&agent, "steady"), Some(steady.clone()), "steady still runs, never restarted");
+    api.up();
+    wait(&agent, &api, "the node's Lease renewed again", || {
+        agent.log_text().contains("reached again").then_some(())
+    });
+    assert_eq!(instance(&agent, "steady"), Some(steady));
+    api.assert_no_validation_failures();
+}
+
+/// The same agent started again (its state directory kept).
+fn agent_again(sb: &Sandbox, api: &FakeApiserver) -> AgentProcess {
+    agent(sb, api)
+}
+
+#[test]
+fn device_plugin_resources_appear_in_the_node_and_pods_that_do_not_fit_are_refused() {
+    use common::plugin::{Behaviour, TestPlugin};
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let sb = Sandbox::new();
+    let agent = agent(&sb, &api);
+    let plugin = TestPlugin::start(&sb.plugin_dir(), "example.com/widget", "w.sock", &["w0", "w1"], Behaviour::default());
+    plugin.register().unwrap();
+    let node = wait(&agent, &api, "the widgets in the Node", || {
+        api.node(NODE).filter(|n| n["status"]["allocatable"]["example.com/widget"] == "2")
+    });
+    assert_eq!(node["status"]["capacity"]["example.com/widget"], "2");
+
+    let mut greedy = sleeper("greedy", 1);
+    greedy["spec"]["containers"][0]["resources"] = json!({"limits": {"example.com/widget": "3"}});
+    api.create_pod("default", &greedy);
+    let mut huge = sleeper("huge", 1);
+    huge["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "5000"}});
+    api.create_pod("default", &huge);
+    let mut fits = sleeper("fits", 1);
+    fits["spec"]["containers"][0]["resources"] = json!({"limits": {"example.com/widget": "1"}});
+    api.create_pod("default", &fits);
+    for (name, reason) in [("greedy", "OutOfexample.com/widget"), ("huge", "OutOfcpu")] {
+        let pod = wait(&agent, &api, name, || api.pod("default", name).filter(|p| p["status"]["phase"] == "Failed"));
+        assert_eq!(pod["status"]["reason"], reason);
+        assert!(pod["status"]["message"].as_str().unwrap().starts_with("Pod was rejected: Node didn't have enough resource"));
+    }
+    wait(&agent, &api, "fits Running", || (phase(&api, "fits").as_deref() == Some("Running")).then_some(()));
+    api.assert_no_validation_failures();
+}

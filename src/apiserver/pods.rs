@@ -188,7 +188,19 @@ pub fn status_path(namespace: &str, name: &str) -> String {
 /// The merge patch (`application/merge-patch+json`) that sets a pod's status, as kubelet's
 /// status manager sends it: with the pod's uid as a precondition, so a status never lands
 /// on a newer pod of the same name (that is a 409 Conflict, and the update is dropped).
+///
+/// `allocatedResourcesStatus` (what `/pods` shows of a container's devices' health) is
+/// left out: kubelet sends it only behind an alpha feature gate, and apiservers before 1.31
+/// do not know it.
 pub fn status_patch(uid: &str, status: &crate::api::PodStatus) -> serde_json::Value {
+    let mut status = serde_json::to_value(status).unwrap_or_default();
+    for list in ["initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"] {
+        if let Some(items) = status.get_mut(list).and_then(serde_json::Value::as_array_mut) {
+            for c in items.iter_mut().filter_map(serde_json::Value::as_object_mut) {
+                c.remove("allocatedResourcesStatus");
+            }
+        }
+    }
     serde_json::json!({ "metadata": { "uid": uid }, "status": status })
 }
 
