@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::apiserver::FakeApiserver;
+use common::apiserver::{FakeApiserver, Options};
 use common::{wait_for, AgentProcess, Sandbox};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -53,7 +53,9 @@ fn condition<'a>(node: &'a Value, type_: &str) -> &'a Value {
 
 #[test]
 fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
-    let Some(api) = FakeApiserver::start(NODE) else { return };
+    // The oldest apiserver cluster mode supports: nothing it writes may be newer.
+    let options = Options { kube_version: "1.26".into(), ..Default::default() };
+    let Some(api) = FakeApiserver::start_with(NODE, options) else { return };
     let sb = Sandbox::new();
     sb.write_manifest("web.yaml", &common::manifest("web", "  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '3600']\n"));
     let agent = agent(&sb, &api);
@@ -83,7 +85,7 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
 
     // A pod created in the apiserver runs, and its status comes back.
     api.create_pod("default", &sleeper("api-web", 5));
-    wait_for("api-web Running in the apiserver", WAIT, || (phase(&api, "api-web").as_deref() == Some("Running")).then_some(()));
+    wait(&agent, &api, "api-web Running in the apiserver", || (phase(&api, "api-web").as_deref() == Some("Running")).then_some(()));
     let pod = api.pod("default", "api-web").unwrap();
     assert_eq!(pod["status"]["containerStatuses"][0]["ready"], true);
     assert_eq!(pod["status"]["hostIP"], "127.0.0.1");
@@ -195,7 +197,9 @@ fn agent_again(sb: &Sandbox, api: &FakeApiserver) -> AgentProcess {
 #[test]
 fn device_plugin_resources_appear_in_the_node_and_pods_that_do_not_fit_are_refused() {
     use common::plugin::{Behaviour, TestPlugin};
-    let Some(api) = FakeApiserver::start(NODE) else { return };
+    // The newest schemas the validator has.
+    let options = Options { kube_version: "1.37".into(), ..Default::default() };
+    let Some(api) = FakeApiserver::start_with(NODE, options) else { return };
     let sb = Sandbox::new();
     let agent = agent(&sb, &api);
     let plugin = TestPlugin::start(&sb.plugin_dir(), "example.com/widget", "w.sock", &["w0", "w1"], Behaviour::default());
@@ -221,4 +225,24 @@ fn device_plugin_resources_appear_in_the_node_and_pods_that_do_not_fit_are_refus
     }
     wait(&agent, &api, "fits Running", || (phase(&api, "fits").as_deref() == Some("Running")).then_some(()));
     api.assert_no_validation_failures();
+}
+
+#[test]
+fn a_missing_or_wrong_kubeconfig_stops_the_start_naming_the_file() {
+    let sb = Sandbox::new();
+    let cfg = sb.dir.path().join("ferrolet.toml");
+    let run = |kubeconfig: &std::path::Path| {
+        let text = format!("{}[apiserver]\nkubeconfig = {kubeconfig:?}\n", sb.config_text(common::free_port()));
+        std::fs::write(&cfg, text).unwrap();
+        let out = std::process::Command::new(common::ferrolet_bin()).args(["run", "--config"]).arg(&cfg).output().unwrap();
+        assert!(!out.status.success(), "it must not start");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let missing = sb.dir.path().join("no-such.kubeconfig");
+    let err = run(&missing);
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    let wrong = sb.dir.path().join("wrong.kubeconfig");
+    std::fs::write(&wrong, "apiVersion: v1\nkind: Config\nclusters: []\n").unwrap();
+    let err = run(&wrong);
+    assert!(err.contains(&wrong.display().to_string()) && err.contains("cluster"), "{err}");
 }

@@ -189,11 +189,16 @@ pub fn status_path(namespace: &str, name: &str) -> String {
 /// status manager sends it: with the pod's uid as a precondition, so a status never lands
 /// on a newer pod of the same name (that is a 409 Conflict, and the update is dropped).
 ///
-/// `allocatedResourcesStatus` (what `/pods` shows of a container's devices' health) is
-/// left out: kubelet sends it only behind an alpha feature gate, and apiservers before 1.31
-/// do not know it.
-pub fn status_patch(uid: &str, status: &crate::api::PodStatus) -> serde_json::Value {
+/// What an apiserver of minor version `minor` (1.`minor`) does not know is left out:
+/// `hostIPs` before 1.28, and always `allocatedResourcesStatus` (what `/pods` shows of a
+/// container's devices' health), which kubelet sends only behind an alpha feature gate.
+pub fn status_patch(uid: &str, status: &crate::api::PodStatus, minor: u32) -> serde_json::Value {
     let mut status = serde_json::to_value(status).unwrap_or_default();
+    if minor < 28 {
+        if let Some(s) = status.as_object_mut() {
+            s.remove("hostIPs");
+        }
+    }
     for list in ["initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"] {
         if let Some(items) = status.get_mut(list).and_then(serde_json::Value::as_array_mut) {
             for c in items.iter_mut().filter_map(serde_json::Value::as_object_mut) {
@@ -202,6 +207,13 @@ pub fn status_patch(uid: &str, status: &crate::api::PodStatus) -> serde_json::Va
         }
     }
     serde_json::json!({ "metadata": { "uid": uid }, "status": status })
+}
+
+/// The minor version of a `/version` answer (`"minor": "30"`, or `"30+"` on some
+/// distributions); `None` when it cannot be read.
+pub fn server_minor(version: &serde_json::Value) -> Option<u32> {
+    let minor = version.get("minor")?.as_str()?;
+    minor.trim_end_matches('+').parse().ok()
 }
 
 fn object_key(object: &serde_json::Value) -> String {
@@ -266,11 +278,21 @@ mod tests {
     }
 
     #[test]
-    fn a_status_patch_carries_the_uid_precondition() {
-        let status = crate::api::PodStatus { phase: crate::api::PodPhase::Running, ..Default::default() };
-        let p = status_patch("u1", &status);
+    fn a_status_patch_carries_the_uid_precondition_and_only_what_the_apiserver_knows() {
+        let ip = crate::api::PodIp { ip: "10.0.0.5".into() };
+        let mut status = crate::api::PodStatus { phase: crate::api::PodPhase::Running, host_ips: vec![ip], ..Default::default() };
+        status.container_statuses.push(crate::api::ContainerStatus {
+            allocated_resources_status: vec![Default::default()],
+            ..Default::default()
+        });
+        let p = status_patch("u1", &status, 30);
         assert_eq!(p["metadata"]["uid"], "u1");
         assert_eq!(p["status"]["phase"], "Running");
+        assert_eq!(p["status"]["hostIPs"][0]["ip"], "10.0.0.5");
+        assert!(p["status"]["containerStatuses"][0].get("allocatedResourcesStatus").is_none());
+        assert!(status_patch("u1", &status, 26)["status"].get("hostIPs").is_none(), "1.26 has no hostIPs");
+        assert_eq!(server_minor(&json!({"major": "1", "minor": "30+"})), Some(30));
+        assert_eq!(server_minor(&json!({})), None);
         assert_eq!(status_path("kube-system", "web-edge1"), "/api/v1/namespaces/kube-system/pods/web-edge1/status");
     }
 

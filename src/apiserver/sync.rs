@@ -50,6 +50,8 @@ pub struct ApiSync {
     event_metrics: Arc<EventMetrics>,
     /// The Node's uid once registered or adopted.
     node_uid: Option<String>,
+    /// The apiserver's minor version (what a status may carry), asked before registering.
+    server_minor: Option<u32>,
     /// The Lease as last stored.
     lease: Option<Lease>,
     lease_due: Instant,
@@ -103,6 +105,7 @@ impl ApiSync {
             view,
             event_metrics,
             node_uid: None,
+            server_minor: None,
             lease: None,
             lease_due: now,
             status_due: now,
@@ -187,6 +190,12 @@ impl ApiSync {
 
     /// Creates the Node, or adopts the one there (its kubelet labels set to this node's).
     fn register(&mut self) -> Result<(), ApiError> {
+        let version: serde_json::Value = self.client.get("/version")?;
+        let minor = super::pods::server_minor(&version);
+        if minor.is_none() {
+            log::warn!("apiserver: its /version does not say its minor version ({version}); taking it as 1.26");
+        }
+        self.server_minor = Some(minor.unwrap_or(26));
         let report = (self.report)();
         let node = node::node_object(&report.facts, report.conditions);
         match self.client.write::<Node>("POST", "/api/v1/nodes", &node) {
@@ -342,7 +351,7 @@ impl ApiSync {
             }
             Pending::PodStatus { namespace, name, uid, status } => self
                 .client
-                .merge_patch::<serde_json::Value>(&status_path(namespace, name), &status_patch(uid, status))
+                .merge_patch::<serde_json::Value>(&status_path(namespace, name), &status_patch(uid, status, self.server_minor.unwrap_or(26)))
                 .map(drop),
             Pending::Event(event) => {
                 let mut sink = ApiEventSink::new(self.client.clone());
