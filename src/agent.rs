@@ -110,7 +110,7 @@ pub enum AgentError {
         endpoint: String,
     },
     /// Cluster mode cannot start (its kubeconfig).
-    #[error("cluster mode: {source}")]
+    #[error("cluster mode cannot start")]
     Cluster {
         /// Why.
         #[from]

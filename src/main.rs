@@ -19,7 +19,7 @@ usage:
                [--listen ADDR] [--runtime process|cri]
                [--container-runtime-endpoint unix:///PATH] [--device-plugin-dir DIR]
                [--image-gc-high-threshold N] [--image-gc-low-threshold N]
-               [--minimum-image-ttl-duration DURATION]
+               [--minimum-image-ttl-duration DURATION] [--kubeconfig FILE]
   ferrolet validate [--config FILE] [MANIFEST...]   check config and manifests, run nothing
   ferrolet get pods [-o wide|json|yaml] [--server ADDR | --config FILE]
   ferrolet get events [--for pod/NAME] [--watch] [-o json|yaml] [--server ADDR | --config FILE]
@@ -50,7 +50,7 @@ usage: ferrolet run [--config FILE] [--node-name NAME] [--manifest-dir DIR] [--s
                     [--listen ADDR] [--runtime process|cri]
                     [--container-runtime-endpoint unix:///PATH] [--device-plugin-dir DIR]
                     [--image-gc-high-threshold N] [--image-gc-low-threshold N]
-                    [--minimum-image-ttl-duration DURATION]
+                    [--minimum-image-ttl-duration DURATION] [--kubeconfig FILE]
 
 Runs the agent until SIGTERM or SIGINT. Without --config the built-in defaults apply;
 flags win over the file.
@@ -229,6 +229,7 @@ fn parse_flags(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow::Re
             Long("image-gc-high-threshold") => f.overrides.image_gc_high_threshold = Some(value(&mut p, &flag)?),
             Long("image-gc-low-threshold") => f.overrides.image_gc_low_threshold = Some(value(&mut p, &flag)?),
             Long("minimum-image-ttl-duration") => f.overrides.minimum_image_ttl_duration = Some(value(&mut p, &flag)?),
+            Long("kubeconfig") => f.overrides.kubeconfig = Some(value(&mut p, &flag)?.into()),
             Long("server") => f.server = Some(value(&mut p, &flag)?),
             Long("for") => f.for_object = Some(value(&mut p, &flag)?),
             Short('w') | Long("watch") => f.watch = true,

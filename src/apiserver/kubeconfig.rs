@@ -13,7 +13,7 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// A problem with a kubeconfig: the file, the field and what is wrong.
 #[derive(Debug, thiserror::Error)]
-#[error("kubeconfig {}: {field}: {message}", file.display())]
+#[error("kubeconfig {}: {}{message}", file.display(), if field == "-" { String::new() } else { format!("{field}: ") })]
 pub struct KubeconfigError {
     /// The kubeconfig.
     pub file: PathBuf,
@@ -316,7 +316,7 @@ mod tests {
             "kubeconfig /etc/ferrolet/kubeconfig: users[0].user.client-key: is required with a client certificate"
         );
         assert!(
-            e("clusters:", "clusters: 3\nx:").starts_with("kubeconfig /etc/ferrolet/kubeconfig: -: not a kubeconfig: ")
+            e("clusters:", "clusters: 3\nx:").starts_with("kubeconfig /etc/ferrolet/kubeconfig: not a kubeconfig: ")
         );
         let ca_data = NODE.replace(
             "certificate-authority: pki/ca.crt",
