@@ -93,6 +93,7 @@ fmt:
 BENCH_CRI_BASE := /tmp/ferrolet-cri-bench
 bench: deps
 	$(CARGO) bench --locked --bench agent --bench events --bench cgroups --bench prober --bench devices
+	@FERROLET_TEST_VENV=$(TEST_VENV) tests/apiserver/setup.sh && FERROLET_TEST_VENV=$(TEST_VENV) $(CARGO) bench --locked --bench cluster
 	@export FERROLET_CRI_BASE=$(BENCH_CRI_BASE) FERROLET_CRI_CGROUP=/ferrolet-cri-bench; \
 	trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
 	tests/cri/up.sh || exit 1; \

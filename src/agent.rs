@@ -113,8 +113,7 @@ pub enum AgentError {
     #[error("cluster mode cannot start")]
     Cluster {
         /// Why.
-        #[from]
-        source: crate::cluster::ClusterError,
+        source: Box<crate::cluster::ClusterError>,
     },
     /// A cgroup root or plugin directory is in use by another agent or a kubelet.
     #[error("refusing to start beside another agent (give each its own [cgroups] root and [devices] plugin_dir)")]
@@ -596,7 +595,7 @@ impl Agent {
         let health = Health::default();
         // The runtime is checked before anything is made.
         let cri = cri_if_selected(cfg, &health)?;
-        let cluster = crate::cluster::connect(cfg)?;
+        let cluster = crate::cluster::connect(cfg).map_err(|e| AgentError::Cluster { source: Box::new(e) })?;
         let statuses = StatusCache::default();
         let spawn_err = |name: &str| {
             let name = name.to_string();
@@ -744,8 +743,9 @@ impl Agent {
         let cluster = match cluster {
             Some(c) => {
                 let report = crate::cluster::node_report(cfg, report);
-                let threads =
-                    c.start(cfg, pods.sender(), statuses.clone(), report, events.metrics.clone(), &health).map_err(spawn_err("fl-apisync"))?;
+                let threads = c
+                    .start(cfg, pods.sender(), statuses.clone(), report, events.metrics.clone(), &health)
+                    .map_err(spawn_err("fl-apisync"))?;
                 Some(threads)
             }
             None => None,

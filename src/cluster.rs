@@ -42,7 +42,7 @@ pub enum ClusterError {
         path: std::path::PathBuf,
         /// Why.
         #[source]
-        source: crate::apiserver::ApiError,
+        source: Box<crate::apiserver::ApiError>,
     },
 }
 
@@ -64,7 +64,7 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
     }
     let conn = kubeconfig::load(path)?;
     let client = ApiClient::new(&conn, cfg.apiserver.client_settings())
-        .map_err(|source| ClusterError::Client { path: path.clone(), source })?;
+        .map_err(|e| ClusterError::Client { path: path.clone(), source: Box::new(e) })?;
     log::info!("apiserver: cluster mode: node {} of {} ({})", cfg.node_name, conn.server, path.display());
     let link = Arc::new(Link::new(&conn.server, Bounds::default()));
     Ok(Some(Cluster { client: Arc::new(client), link, view: PodsView::default() }))
@@ -78,7 +78,12 @@ pub struct ClusterThreads {
 
 impl Cluster {
     /// `fl-evapi`: the correlator's events into the spool, in kubelet's aggregation.
-    pub fn start_events(&self, cfg: &Config, broadcaster: &mut Broadcaster, metrics: Arc<EventMetrics>) -> std::io::Result<()> {
+    pub fn start_events(
+        &self,
+        cfg: &Config,
+        broadcaster: &mut Broadcaster,
+        metrics: Arc<EventMetrics>,
+    ) -> std::io::Result<()> {
         let mut sink = crate::apiserver::events::SpoolSink::new(self.link.clone());
         let mut correlator = EventCorrelator::new(cfg.events.correlator_options(), Arc::new(crate::clock::RealClock));
         broadcaster.start_watcher("fl-evapi", move |e| {
@@ -105,7 +110,8 @@ impl Cluster {
             statuses,
             self.view.clone(),
             metrics,
-        );
+        )
+        .with_event_limits(cfg.apiserver.event_qps, cfg.apiserver.event_burst);
         let channel = crossbeam_channel::bounded(1);
         self.link.set_wake(channel.0.clone());
         let sync = ManagerHandle::spawn_with_channel("fl-apisync", sync, channel, health)?;
@@ -193,15 +199,19 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
         }
         facts.capacity = capacity;
         facts.allocatable = allocatable;
-        facts.images = inputs.images.as_ref().map_or_else(Vec::new, |v| {
-            v.images().into_iter().map(|i| (i.tags, i.size)).collect()
-        });
+        facts.images = inputs
+            .images
+            .as_ref()
+            .map_or_else(Vec::new, |v| v.images().into_iter().map(|i| (i.tags, i.size)).collect());
         let now = SystemTime::now();
         if ready.0 != problems.is_empty() {
             ready = (problems.is_empty(), now);
         }
         let mut conditions = crate::server::routes::node_conditions(&problems, started, ready.1, now);
-        crate::server::routes::set_disk_pressure(&mut conditions, inputs.images.as_ref().and_then(|v| v.disk_pressure()));
+        crate::server::routes::set_disk_pressure(
+            &mut conditions,
+            inputs.images.as_ref().and_then(|v| v.disk_pressure()),
+        );
         NodeReport { facts: facts.clone(), conditions }
     })
 }
@@ -221,7 +231,9 @@ fn fs_bytes(dir: &std::path::Path) -> Option<i64> {
 
 /// A small file's trimmed text, empty when unreadable.
 fn read_small(path: &str) -> String {
-    crate::inputfile::read_to_string(std::path::Path::new(path), 64 << 10).map(|s| s.trim().to_string()).unwrap_or_default()
+    crate::inputfile::read_to_string(std::path::Path::new(path), 64 << 10)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// `nodeInfo`: what kubelet reports of the machine, with ferrolet's version.

@@ -13,9 +13,11 @@ const NODE: &str = "testnode";
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Starts an agent of `sb` joined to `api`.
-fn agent(sb: &Sandbox, api: &FakeApiserver) -> AgentProcess {
+fn start_agent(sb: &Sandbox, api: &FakeApiserver) -> AgentProcess {
     let kubeconfig = api.node_kubeconfig();
-    AgentProcess::start_with(sb, |text| format!("{text}[apiserver]\nkubeconfig = {kubeconfig:?}\nnode_labels = {{ site = \"north\" }}\nregister_with_taints = [\"edge=true:NoSchedule\"]\n"))
+    AgentProcess::start_with(sb, |text| {
+        format!("{text}[apiserver]\nkubeconfig = {kubeconfig:?}\nnode_labels = {{ site = \"north\" }}\nregister_with_taints = [\"edge=true:NoSchedule\"]\n")
+    })
 }
 
 fn sleeper(name: &str, grace: i64) -> Value {
@@ -37,7 +39,11 @@ fn wait<T>(agent: &AgentProcess, api: &FakeApiserver, what: &str, f: impl FnMut(
             let log = agent.log_text();
             let tail: Vec<&str> = log.lines().rev().take(60).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            panic!("timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}", tail.join("\n"), api.log_tail());
+            panic!(
+                "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
+                tail.join("\n"),
+                api.log_tail()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -57,19 +63,21 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     let options = Options { kube_version: "1.26".into(), ..Default::default() };
     let Some(api) = FakeApiserver::start_with(NODE, options) else { return };
     let sb = Sandbox::new();
-    sb.write_manifest("web.yaml", &common::manifest("web", "  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '3600']\n"));
-    let agent = agent(&sb, &api);
+    sb.write_manifest(
+        "web.yaml",
+        &common::manifest("web", "  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '3600']\n"),
+    );
+    let agent = start_agent(&sb, &api);
 
     // Register: labels, taints, capacity, conditions, node info.
     let node = wait_for("the Node", WAIT, || api.node(NODE));
     let labels = &node["metadata"]["labels"];
-    assert_eq!(labels["kubernetes.io/hostname"].as_str().is_some(), true);
+    assert_eq!(labels["kubernetes.io/hostname"].as_str(), Some(ferrolet::util::hostname().as_str()));
     assert_eq!(labels["kubernetes.io/os"], "linux");
     assert_eq!(labels["site"], "north");
     assert_eq!(node["spec"]["taints"][0]["key"], "edge");
-    let node = wait_for("the Node's status", WAIT, || {
-        api.node(NODE).filter(|n| n["status"]["capacity"]["pods"].is_string())
-    });
+    let node =
+        wait_for("the Node's status", WAIT, || api.node(NODE).filter(|n| n["status"]["capacity"]["pods"].is_string()));
     assert_eq!(condition(&node, "Ready")["reason"], "KubeletReady");
     assert_eq!(condition(&node, "MemoryPressure")["status"], "False");
     assert!(node["status"]["nodeInfo"]["kubeletVersion"].as_str().unwrap().contains("ferrolet"));
@@ -85,7 +93,9 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
 
     // A pod created in the apiserver runs, and its status comes back.
     api.create_pod("default", &sleeper("api-web", 5));
-    wait(&agent, &api, "api-web Running in the apiserver", || (phase(&api, "api-web").as_deref() == Some("Running")).then_some(()));
+    wait(&agent, &api, "api-web Running in the apiserver", || {
+        (phase(&api, "api-web").as_deref() == Some("Running")).then_some(())
+    });
     let pod = api.pod("default", "api-web").unwrap();
     assert_eq!(pod["status"]["containerStatuses"][0]["ready"], true);
     assert_eq!(pod["status"]["hostIP"], "127.0.0.1");
@@ -112,7 +122,10 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     api.delete_pod("default", "api-web", None);
     wait_for("api-web gone from the apiserver", WAIT, || api.pod("default", "api-web").is_none().then_some(()));
     assert!(!agent.pods().iter().any(|p| p.metadata.name == "api-web"));
-    assert!(agent.log_text().contains("deleted in its source") || agent.log_text().contains("being deleted"), "the log says why");
+    assert!(
+        agent.log_text().contains("deleted in its source") || agent.log_text().contains("being deleted"),
+        "the log says why"
+    );
 
     api.assert_no_validation_failures();
     drop(agent);
@@ -129,12 +142,14 @@ fn instance(agent: &AgentProcess, name: &str) -> Option<(String, i32)> {
 fn with_the_apiserver_away_pods_run_on_and_what_waited_arrives_once_it_is_back() {
     let Some(api) = FakeApiserver::start(NODE) else { return };
     let sb = Sandbox::new();
-    let agent = agent(&sb, &api);
+    let agent = start_agent(&sb, &api);
     api.create_pod("default", &sleeper("steady", 5));
     let mut flaky = sleeper("flaky", 1);
     flaky["spec"]["containers"][0]["command"] = json!(["sh", "-c", "sleep 2; exit 3"]);
     api.create_pod("default", &flaky);
-    wait(&agent, &api, "steady Running in the apiserver", || (phase(&api, "steady").as_deref() == Some("Running")).then_some(()));
+    wait(&agent, &api, "steady Running in the apiserver", || {
+        (phase(&api, "steady").as_deref() == Some("Running")).then_some(())
+    });
     let steady = wait(&agent, &api, "steady's container", || instance(&agent, "steady"));
 
     // Away: pods keep running and restarting; statuses and events wait.
@@ -154,7 +169,10 @@ fn with_the_apiserver_away_pods_run_on_and_what_waited_arrives_once_it_is_back()
         (pod["status"]["containerStatuses"][0]["restartCount"].as_i64()? >= i64::from(restarts)).then_some(())
     });
     wait(&agent, &api, "the spool to drain", || {
-        agent.get("/metrics").ok().filter(|m| m.contains("ferrolet_apiserver_spool_items 0\n") && m.contains("ferrolet_apiserver_online 1"))
+        agent
+            .get("/metrics")
+            .ok()
+            .filter(|m| m.contains("ferrolet_apiserver_spool_items 0\n") && m.contains("ferrolet_apiserver_online 1"))
     });
     assert_eq!(instance(&agent, "steady"), Some(steady.clone()), "steady was never restarted");
     let log = agent.log_text();
@@ -176,22 +194,15 @@ fn with_the_apiserver_away_pods_run_on_and_what_waited_arrives_once_it_is_back()
     // Restarted while away: the pods the apiserver gave it keep running.
     api.down();
     assert!(agent.terminate().success());
-    let agent = agent_again(&sb, &api);
+    let agent = start_agent(&sb, &api); // the same state directory
     wait(&agent, &api, "steady adopted", || instance(&agent, "steady").filter(|i| *i == steady));
     assert!(agent.log_text().contains("running the 2 pod(s) it gave this node before"), "{}", agent.log_text());
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(instance(&agent, "steady"), Some(steady.clone()), "steady still runs, never restarted");
     api.up();
-    wait(&agent, &api, "the node's Lease renewed again", || {
-        agent.log_text().contains("reached again").then_some(())
-    });
+    wait(&agent, &api, "the node's Lease renewed again", || agent.log_text().contains("reached again").then_some(()));
     assert_eq!(instance(&agent, "steady"), Some(steady));
     api.assert_no_validation_failures();
-}
-
-/// The same agent started again (its state directory kept).
-fn agent_again(sb: &Sandbox, api: &FakeApiserver) -> AgentProcess {
-    agent(sb, api)
 }
 
 #[test]
@@ -201,8 +212,9 @@ fn device_plugin_resources_appear_in_the_node_and_pods_that_do_not_fit_are_refus
     let options = Options { kube_version: "1.37".into(), ..Default::default() };
     let Some(api) = FakeApiserver::start_with(NODE, options) else { return };
     let sb = Sandbox::new();
-    let agent = agent(&sb, &api);
-    let plugin = TestPlugin::start(&sb.plugin_dir(), "example.com/widget", "w.sock", &["w0", "w1"], Behaviour::default());
+    let agent = start_agent(&sb, &api);
+    let plugin =
+        TestPlugin::start(&sb.plugin_dir(), "example.com/widget", "w.sock", &["w0", "w1"], Behaviour::default());
     plugin.register().unwrap();
     let node = wait(&agent, &api, "the widgets in the Node", || {
         api.node(NODE).filter(|n| n["status"]["allocatable"]["example.com/widget"] == "2")
@@ -221,7 +233,10 @@ fn device_plugin_resources_appear_in_the_node_and_pods_that_do_not_fit_are_refus
     for (name, reason) in [("greedy", "OutOfexample.com/widget"), ("huge", "OutOfcpu")] {
         let pod = wait(&agent, &api, name, || api.pod("default", name).filter(|p| p["status"]["phase"] == "Failed"));
         assert_eq!(pod["status"]["reason"], reason);
-        assert!(pod["status"]["message"].as_str().unwrap().starts_with("Pod was rejected: Node didn't have enough resource"));
+        assert!(pod["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Pod was rejected: Node didn't have enough resource"));
     }
     wait(&agent, &api, "fits Running", || (phase(&api, "fits").as_deref() == Some("Running")).then_some(()));
     api.assert_no_validation_failures();
@@ -234,7 +249,8 @@ fn a_missing_or_wrong_kubeconfig_stops_the_start_naming_the_file() {
     let run = |kubeconfig: &std::path::Path| {
         let text = format!("{}[apiserver]\nkubeconfig = {kubeconfig:?}\n", sb.config_text(common::free_port()));
         std::fs::write(&cfg, text).unwrap();
-        let out = std::process::Command::new(common::ferrolet_bin()).args(["run", "--config"]).arg(&cfg).output().unwrap();
+        let out =
+            std::process::Command::new(common::ferrolet_bin()).args(["run", "--config"]).arg(&cfg).output().unwrap();
         assert!(!out.status.success(), "it must not start");
         String::from_utf8_lossy(&out.stderr).to_string()
     };
@@ -245,4 +261,38 @@ fn a_missing_or_wrong_kubeconfig_stops_the_start_naming_the_file() {
     std::fs::write(&wrong, "apiVersion: v1\nkind: Config\nclusters: []\n").unwrap();
     let err = run(&wrong);
     assert!(err.contains(&wrong.display().to_string()) && err.contains("cluster"), "{err}");
+}
+
+#[test]
+fn cut_watches_a_compacted_history_and_500s_lose_no_pod_and_no_status() {
+    use common::apiserver::CutMode;
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let sb = Sandbox::new();
+    let agent = start_agent(&sb, &api);
+    let running = |name: &str| {
+        wait(&agent, &api, &format!("{name} Running in the apiserver"), || {
+            (phase(&api, name).as_deref() == Some("Running")).then_some(())
+        })
+    };
+    api.create_pod("default", &sleeper("a", 1));
+    running("a");
+    // A watch cut mid-stream: watched again from where it stood.
+    api.wait_for_watches(&common::apiserver::node_user(NODE), 1, WAIT);
+    assert!(api.cut_watches(CutMode::Partial) >= 1);
+    api.create_pod("default", &sleeper("b", 1));
+    running("b");
+    // History gone: the next watch gets 410 and the node lists again.
+    api.compact();
+    api.create_pod("default", &sleeper("c", 1));
+    api.cut_watches(CutMode::Abrupt);
+    running("c");
+    // Busy apiserver: statuses answered 500 are tried again.
+    api.fail_next_matching(3, 500, "/status", false);
+    api.create_pod("default", &sleeper("d", 1));
+    running("d");
+    let pods: Vec<String> = agent.pods().into_iter().map(|p| p.metadata.name).collect();
+    for name in ["a", "b", "c", "d"] {
+        assert_eq!(pods.iter().filter(|p| *p == name).count(), 1, "{name} runs once: {pods:?}");
+    }
+    api.assert_no_validation_failures();
 }

@@ -62,6 +62,11 @@ impl Agent {
     /// Starts `ferrolet run` with its files in `dir`; returns it and how long it took to
     /// answer `/healthz`.
     pub fn start(dir: &Path) -> (Agent, Duration) {
+        Self::start_with(dir, "")
+    }
+
+    /// As `start`, with `extra` appended to the configuration.
+    pub fn start_with(dir: &Path, extra: &str) -> (Agent, Duration) {
         let port = common::free_port();
         let started = Instant::now();
         // Its own cgroup root and plugin directory: a benchmark touches nothing it did not make.
@@ -73,7 +78,7 @@ impl Agent {
             dir.join("manifests"),
             dir.join("device-plugins"),
             cgroup_root(dir)
-        );
+        ) + extra;
         std::fs::write(&config, text).unwrap();
         let process = AgentProcess::spawn(&config, port, "warn", dir.join("agent.log"), Duration::from_micros(500));
         let took = started.elapsed();

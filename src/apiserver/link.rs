@@ -94,9 +94,19 @@ impl Link {
     pub fn encode(&self, enc: &mut Encoder) {
         let st = self.state.lock();
         let online = u8::from(st.offline_since.is_none());
-        enc.single("ferrolet_apiserver_online", Kind::Gauge, "Whether the apiserver answered the last request.", online);
+        enc.single(
+            "ferrolet_apiserver_online",
+            Kind::Gauge,
+            "Whether the apiserver answered the last request.",
+            online,
+        );
         enc.single("ferrolet_apiserver_spool_items", Kind::Gauge, "Writes waiting for the apiserver.", st.spool.len());
-        enc.single("ferrolet_apiserver_spool_bytes", Kind::Gauge, "Bytes of writes waiting for the apiserver.", st.spool.bytes());
+        enc.single(
+            "ferrolet_apiserver_spool_bytes",
+            Kind::Gauge,
+            "Bytes of writes waiting for the apiserver.",
+            st.spool.bytes(),
+        );
         enc.single(
             "ferrolet_apiserver_spool_dropped_total",
             Kind::Counter,
@@ -113,10 +123,22 @@ mod tests {
     #[test]
     fn only_an_unreachable_apiserver_takes_the_link_offline_and_an_answer_brings_it_back() {
         let link = Link::new("https://api:6443", Bounds::default());
-        let refused = ApiError::Status { method: "GET", url: "u".into(), code: 403, reason: String::new(), message: String::new() };
+        let refused = ApiError::Status {
+            method: "GET",
+            url: "u".into(),
+            code: 403,
+            reason: String::new(),
+            message: String::new(),
+        };
         assert!(!link.failed(&refused));
         assert!(link.online());
-        let busy = ApiError::Status { method: "GET", url: "u".into(), code: 503, reason: String::new(), message: String::new() };
+        let busy = ApiError::Status {
+            method: "GET",
+            url: "u".into(),
+            code: 503,
+            reason: String::new(),
+            message: String::new(),
+        };
         assert!(link.failed(&busy));
         assert!(!link.online());
         link.reached();

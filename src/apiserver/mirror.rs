@@ -36,6 +36,31 @@ pub fn is_mirror_of(mirror: &Pod, pod: &Pod) -> bool {
     hash(mirror, MIRROR_ANNOTATION).is_some() && hash(mirror, MIRROR_ANNOTATION) == hash(pod, CONFIG_HASH_ANNOTATION)
 }
 
+/// What keeping the mirrors right takes: mirrors to delete (of an old version, or of a
+/// static pod that is gone) and static pods whose mirror to create.
+#[derive(Debug, Default, PartialEq)]
+pub struct MirrorPlan<'a> {
+    /// Mirrors to delete.
+    pub delete: Vec<&'a Pod>,
+    /// Static pods without a mirror (one being deleted counts as there until it is gone).
+    pub create: Vec<&'a Pod>,
+}
+
+/// The plan for static pods `statics` and the apiserver's mirrors `mirrors`.
+pub fn mirror_plan<'a>(statics: &'a [Pod], mirrors: &'a [Pod]) -> MirrorPlan<'a> {
+    let delete = mirrors
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| !statics.iter().any(|p| p.key() == m.key() && is_mirror_of(m, p)))
+        .collect();
+    let create = statics
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| !mirrors.iter().any(|m| m.key() == p.key()))
+        .collect();
+    MirrorPlan { delete, create }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +86,27 @@ mod tests {
         changed.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), "other".into());
         assert!(!is_mirror_of(&stored, &changed), "an old version");
         assert!(!is_mirror_of(&p, &p), "the static pod itself is no mirror");
+    }
+
+    #[test]
+    fn the_plan_deletes_old_and_orphaned_mirrors_and_creates_missing_ones() {
+        let web = static_pod();
+        let stored = |p: &Pod| -> Pod { serde_json::from_value(mirror_pod(p, "edge1", "node-uid")).unwrap() };
+        let current = stored(&web);
+        let mut old = current.clone();
+        old.metadata.annotations.insert(MIRROR_ANNOTATION.into(), "old-hash".into());
+        let mut orphan = current.clone();
+        orphan.metadata.name = "gone-edge1".into();
+        let statics = vec![web.clone()];
+
+        assert_eq!(mirror_plan(&statics, std::slice::from_ref(&current)), MirrorPlan::default(), "all is right");
+        let mirrors = vec![old.clone(), orphan.clone()];
+        let plan = mirror_plan(&statics, &mirrors);
+        assert_eq!(plan.delete, vec![&old, &orphan]);
+        assert!(plan.create.is_empty(), "the old version must be gone first");
+        assert_eq!(mirror_plan(&statics, &[]).create, vec![&web]);
+        let mut going = old.clone();
+        going.metadata.deletion_timestamp = Some(crate::api::Time(std::time::SystemTime::now()));
+        assert_eq!(mirror_plan(&statics, std::slice::from_ref(&going)), MirrorPlan::default(), "wait for it to go");
     }
 }

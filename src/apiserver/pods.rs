@@ -280,7 +280,8 @@ mod tests {
     #[test]
     fn a_status_patch_carries_the_uid_precondition_and_only_what_the_apiserver_knows() {
         let ip = crate::api::PodIp { ip: "10.0.0.5".into() };
-        let mut status = crate::api::PodStatus { phase: crate::api::PodPhase::Running, host_ips: vec![ip], ..Default::default() };
+        let mut status =
+            crate::api::PodStatus { phase: crate::api::PodPhase::Running, host_ips: vec![ip], ..Default::default() };
         status.container_statuses.push(crate::api::ContainerStatus {
             allocated_resources_status: vec![Default::default()],
             ..Default::default()

@@ -14,7 +14,7 @@
 use super::client::{ApiClient, ApiError};
 use super::events::ApiEventSink;
 use super::link::Link;
-use super::mirror::{is_mirror_of, mirror_pod};
+use super::mirror::{is_mirror_of, mirror_plan, mirror_pod};
 use super::node::{self, Lease, NodeFacts, LEASE_NAMESPACE, LEASE_RENEW_PERIOD, STATUS_UPDATE_PERIOD};
 use super::pods::{status_patch, status_path};
 use super::spool::Pending;
@@ -28,6 +28,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+/// How long one pass delivers spooled writes at most.
+const DELIVERY_SLICE: Duration = Duration::from_secs(2);
 /// The longest pause before trying an away apiserver again.
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
@@ -69,15 +71,21 @@ pub struct ApiSync {
     /// When to try the apiserver again after it was away (the watcher reaching it ends the
     /// wait sooner).
     retry_at: Option<Instant>,
+    /// Whether `retry_at` waits for an away apiserver (not for a refusal).
+    waiting_for_link: bool,
     backoff: Duration,
     /// When to try the first write in line again after the apiserver refused it.
     deliver_at: Option<Instant>,
     /// `StatusCache::writes` last compared at this time (mirrors appear on their own, so
     /// statuses are compared every `STATUS_UPDATE_PERIOD` anyway).
     compared_at: Instant,
+    /// Whether the mirrors are to be checked (statuses were compared since).
+    mirrors_due: bool,
     /// Tries of the first event in line that failed with an answer.
     event_tries: u32,
     policy: RetryPolicy,
+    /// Events' own rate limit (kubelet's `eventRecordQPS`, `eventBurst`).
+    event_bucket: super::client::TokenBucket,
     /// The first retry pause's fraction of `policy.sleep`.
     jitter: f64,
 }
@@ -94,8 +102,9 @@ impl ApiSync {
         event_metrics: Arc<EventMetrics>,
     ) -> ApiSync {
         let now = Instant::now();
-        let jitter = f64::from(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
-            / 1e9;
+        let jitter =
+            f64::from(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
+                / 1e9;
         ApiSync {
             client,
             link,
@@ -115,13 +124,22 @@ impl ApiSync {
             writes_seen: u64::MAX,
             to_delete: BTreeSet::new(),
             retry_at: None,
+            waiting_for_link: false,
             backoff: Duration::ZERO,
             deliver_at: None,
             compared_at: now,
+            mirrors_due: true,
             event_tries: 0,
             policy: RetryPolicy::default(),
+            event_bucket: super::client::TokenBucket::new(50.0, 100, now),
             jitter,
         }
+    }
+
+    /// Events at most `qps` a second on average, `burst` at once.
+    pub fn with_event_limits(mut self, qps: f64, burst: u32) -> ApiSync {
+        self.event_bucket = super::client::TokenBucket::new(qps, burst, Instant::now());
+        self
     }
 
     /// A request failed: away (retry later) or not (the caller decides).
@@ -131,6 +149,7 @@ impl ApiSync {
         }
         self.backoff = (self.backoff * 2).clamp(Duration::from_secs(1), MAX_RETRY);
         self.retry_at = Some(Instant::now() + self.backoff);
+        self.waiting_for_link = true;
         true
     }
 
@@ -148,9 +167,15 @@ impl ApiSync {
             self.spool_node_status();
         }
         self.spool_pod_statuses(now);
-        self.to_delete.extend(self.statuses.take_removed());
-        // Away: wait, unless the watcher found it back meanwhile.
-        if self.retry_at.is_some_and(|at| now < at) && !self.link.online() {
+        let removed = self.statuses.take_removed();
+        {
+            // Only pods of the apiserver's: the set stays within the pods bound here.
+            let view = self.view.read();
+            self.to_delete.extend(removed.into_iter().filter(|uid| view.contains_key(uid)));
+        }
+        // After a failure, wait; when the apiserver was away, the watcher finding it back
+        // ends the wait.
+        if self.retry_at.is_some_and(|at| now < at) && !(self.waiting_for_link && self.link.online()) {
             return;
         }
         if self.node_uid.is_none() {
@@ -160,6 +185,7 @@ impl ApiSync {
                     if !self.away(&e) {
                         log::warn!("apiserver: registering node {} failed: {}", self.node, crate::util::Chain(&e));
                         self.retry_at = Some(now + MAX_RETRY);
+                        self.waiting_for_link = false;
                     }
                     return;
                 }
@@ -288,19 +314,12 @@ impl ApiSync {
         }
         self.writes_seen = writes;
         self.compared_at = now;
+        self.mirrors_due = true;
         let view = self.view.read();
         let mut live = BTreeSet::new();
         for pod in self.statuses.list() {
             let Some(status) = pod.status.as_ref() else { continue };
-            let target = match pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) {
-                Some(SOURCE) => Some(pod.metadata.uid.clone()),
-                Some(_) => view
-                    .values()
-                    .find(|m| is_mirror(m) && m.key() == pod.key() && is_mirror_of(m, &pod))
-                    .map(|m| m.metadata.uid.clone()),
-                None => None,
-            };
-            let Some(uid) = target else { continue };
+            let Some(uid) = status_target(&pod, &view) else { continue };
             live.insert(uid.clone());
             if self.sent.get(&uid) == Some(status) {
                 continue;
@@ -317,9 +336,21 @@ impl ApiSync {
     }
 
     /// Delivers the spool in order; false when the apiserver went away.
+    /// At most `DELIVERY_SLICE` at a time: a long spool (the apiserver back after a while)
+    /// goes out over several passes, the Lease renewed in between.
     fn deliver(&mut self) -> bool {
         self.deliver_at = None;
+        let start = Instant::now();
         while let Some((seq, p)) = self.link.spool(|s| s.first().map(|(seq, p)| (seq, p.clone()))) {
+            if start.elapsed() >= DELIVERY_SLICE {
+                return true;
+            }
+            if matches!(p, Pending::Event(_)) {
+                let wait = self.event_bucket.reserve(Instant::now());
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+            }
             match self.write(&p) {
                 Ok(()) => {
                     self.reached();
@@ -351,7 +382,10 @@ impl ApiSync {
             }
             Pending::PodStatus { namespace, name, uid, status } => self
                 .client
-                .merge_patch::<serde_json::Value>(&status_path(namespace, name), &status_patch(uid, status, self.server_minor.unwrap_or(26)))
+                .merge_patch::<serde_json::Value>(
+                    &status_path(namespace, name),
+                    &status_patch(uid, status, self.server_minor.unwrap_or(26)),
+                )
                 .map(drop),
             Pending::Event(event) => {
                 let mut sink = ApiEventSink::new(self.client.clone());
@@ -389,7 +423,11 @@ impl ApiSync {
                 SinkError::Transient(why) => {
                     self.event_tries += 1;
                     if self.event_tries >= self.policy.max_tries {
-                        log::warn!("events: dropping event {} ({}): retry limit exceeded: {why}", event.metadata.name, event.reason);
+                        log::warn!(
+                            "events: dropping event {} ({}): retry limit exceeded: {why}",
+                            event.metadata.name,
+                            event.reason
+                        );
                         self.event_metrics.dropped_sink_failed.inc();
                         return Next::Drop;
                     }
@@ -417,28 +455,19 @@ impl ApiSync {
 
     /// Every static pod has its mirror, of its current version; no mirror outlives its pod.
     fn mirror_pods(&mut self) {
-        let Some(node_uid) = self.node_uid.clone() else { return };
-        let statics: Vec<Pod> = self
-            .statuses
-            .list()
-            .into_iter()
-            .filter(|p| p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).is_some_and(|s| s != SOURCE))
-            .collect();
+        let Some(node_uid) = self.node_uid.clone().filter(|_| self.mirrors_due) else { return };
+        let statics: Vec<Pod> =
+            self.statuses.list().into_iter().filter(|p| source(p).is_some_and(|s| s != SOURCE)).collect();
         let mirrors: Vec<Pod> = self.view.read().values().filter(|p| is_mirror(p)).cloned().collect();
-        for m in &mirrors {
-            let current = statics.iter().any(|p| p.key() == m.key() && is_mirror_of(m, p));
-            if !current && m.metadata.deletion_timestamp.is_none() {
-                log::info!("apiserver: deleting mirror pod {} (its static pod changed or is gone)", m.key());
-                if let Err(e) = self.delete_pod(m, None) {
-                    self.away(&e);
-                    return;
-                }
+        let plan = mirror_plan(&statics, &mirrors);
+        for m in plan.delete {
+            log::info!("apiserver: deleting mirror pod {} (its static pod changed or is gone)", m.key());
+            if let Err(e) = self.delete_pod(m, Some(0)) {
+                self.away(&e);
+                return;
             }
         }
-        for p in &statics {
-            if p.metadata.deletion_timestamp.is_some() || mirrors.iter().any(|m| m.key() == p.key()) {
-                continue;
-            }
+        for p in plan.create {
             let path = format!("/api/v1/namespaces/{}/pods", p.metadata.namespace);
             match self.client.write::<serde_json::Value>("POST", &path, &mirror_pod(p, &self.node, &node_uid)) {
                 Ok(_) => log::info!("apiserver: created mirror pod {}", p.key()),
@@ -447,6 +476,7 @@ impl ApiSync {
                 Err(e) => log::warn!("apiserver: creating mirror pod {} failed: {}", p.key(), crate::util::Chain(&e)),
             }
         }
+        self.mirrors_due = false;
     }
 
     /// Deletes the pods the apiserver is deleting once the pod manager is done with them
@@ -484,6 +514,23 @@ impl ApiSync {
     }
 }
 
+/// A pod's source (`kubernetes.io/config.source`), if it has one.
+fn source(pod: &Pod) -> Option<&str> {
+    pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str)
+}
+
+/// The apiserver uid a pod's status goes to: a pod from the apiserver's own, a static pod's
+/// current mirror's (none until the mirror exists), nothing for other pods (orphans).
+fn status_target(pod: &Pod, view: &BTreeMap<String, Pod>) -> Option<String> {
+    match source(pod)? {
+        SOURCE => Some(pod.metadata.uid.clone()),
+        _ => view
+            .values()
+            .find(|m| is_mirror(m) && m.key() == pod.key() && is_mirror_of(m, pod))
+            .map(|m| m.metadata.uid.clone()),
+    }
+}
+
 /// What happens to a refused write.
 enum Next {
     Drop,
@@ -507,5 +554,33 @@ impl crate::manager::Manager for ApiSync {
 
     fn tick_interval(&self) -> Duration {
         Duration::from_secs(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::manifest::CONFIG_HASH_ANNOTATION;
+
+    #[test]
+    fn a_status_goes_to_the_pod_itself_or_to_the_current_mirror_of_a_static_pod() {
+        let mut api = Pod::default();
+        api.metadata.uid = "u-api".into();
+        api.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
+        let mut web = Pod::default();
+        web.metadata.name = "web-edge1".into();
+        web.metadata.uid = "hash1".into();
+        web.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
+        web.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), "hash1".into());
+        let mut mirror: Pod = serde_json::from_value(super::mirror_pod(&web, "edge1", "n")).unwrap();
+        mirror.metadata.uid = "u-mirror".into();
+        let mut view = BTreeMap::new();
+        assert_eq!(status_target(&api, &view).as_deref(), Some("u-api"));
+        assert_eq!(status_target(&web, &view), None, "no mirror yet");
+        view.insert("u-mirror".to_string(), mirror.clone());
+        assert_eq!(status_target(&web, &view).as_deref(), Some("u-mirror"));
+        web.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), "hash2".into());
+        assert_eq!(status_target(&web, &view), None, "the mirror of an old version gets nothing");
+        assert_eq!(status_target(&Pod::default(), &view), None, "an orphan has no source");
     }
 }

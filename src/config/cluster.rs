@@ -19,6 +19,10 @@ pub struct ApiserverConfig {
     pub qps: f64,
     /// Requests at once above it (kubelet's `kubeAPIBurst`).
     pub burst: u32,
+    /// Events written per second on average (kubelet's `eventRecordQPS`), within `qps`.
+    pub event_qps: f64,
+    /// Events written at once above it (kubelet's `eventBurst`).
+    pub event_burst: u32,
     /// Deadline of each request.
     pub request_timeout: Dur,
     /// Labels the Node registers with (kubelet's `--node-labels`); kubelet's own win.
@@ -36,6 +40,8 @@ impl Default for ApiserverConfig {
             kubeconfig: PathBuf::new(),
             qps: 50.0,
             burst: 100,
+            event_qps: 50.0,
+            event_burst: 100,
             request_timeout: Dur(Duration::from_secs(10)),
             node_labels: BTreeMap::new(),
             register_with_taints: Vec::new(),
@@ -96,6 +102,18 @@ impl ApiserverConfig {
         }
         if !(1..=10_000).contains(&self.burst) {
             return Err(("apiserver.burst", format!("invalid value {}: must be between 1 and 10000", self.burst)));
+        }
+        if !(self.event_qps > 0.0 && self.event_qps <= 10_000.0) {
+            return Err((
+                "apiserver.event_qps",
+                format!("invalid value {}: must be more than 0 and at most 10000", self.event_qps),
+            ));
+        }
+        if !(1..=10_000).contains(&self.event_burst) {
+            return Err((
+                "apiserver.event_burst",
+                format!("invalid value {}: must be between 1 and 10000", self.event_burst),
+            ));
         }
         if self.request_timeout.0 < Duration::from_secs(1) {
             return Err((

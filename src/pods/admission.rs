@@ -93,7 +93,10 @@ impl PodManager {
                 // Deleted in the apiserver before this agent took it on (or while it was
                 // down): only its termination is left to do.
                 let grace = deletion_grace(pod);
-                log::info!("pods: pod {} (uid {uid}) is being deleted; terminating with grace period {grace:?}", pod.key());
+                log::info!(
+                    "pods: pod {} (uid {uid}) is being deleted; terminating with grace period {grace:?}",
+                    pod.key()
+                );
                 let entry = PodEntry::new(pod.clone(), Admission::Admitted, Some(Termination::new(now, grace)));
                 self.pods.insert(uid.clone(), entry);
                 continue;
