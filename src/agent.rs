@@ -279,8 +279,9 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
     };
     log::info!("cri: pod sandboxes use {pause}");
     let rotation = LogRotation { max_size: cfg.logs.max_size.0, max_files: cfg.logs.max_files };
-    let version = format!("{}://{}", version.get_runtime_name(), version.get_runtime_version());
-    Ok(CriRuntime::new(client, &pause, &cfg.node_name, health).with_log_rotation(rotation).with_version(version))
+    Ok(CriRuntime::new(client, &pause, &cfg.node_name, health)
+        .with_log_rotation(rotation)
+        .with_version(version.get_runtime_name(), version.get_runtime_version()))
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
@@ -823,7 +824,7 @@ impl Agent {
             late(p.stop(timeout));
         }
         if let Some(c) = self.cluster.take() {
-            c.stop(timeout);
+            c.stop(timeout).into_iter().for_each(|e| late(Err(e)));
         }
         if let Some(i) = self.images.take() {
             // Pulls in flight are cancelled (the runtime stops them); nobody waits for them.

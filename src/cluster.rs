@@ -129,16 +129,15 @@ impl Cluster {
 }
 
 impl ClusterThreads {
-    /// Stops both. A thread inside a request (bounded by `request_timeout`) or waiting on
-    /// the watch stream cannot be interrupted: it is left to end by itself, and said.
-    pub fn stop(self, timeout: Duration) {
-        let left = |r: Result<(), StopTimeout>| {
-            if let Err(e) = r {
-                log::warn!("agent: left to end by itself (in an apiserver request or watch): {e}");
-            }
-        };
-        left(self.watch.stop(crate::prober::pool::IN_CALL_STOP_TIMEOUT));
-        left(self.sync.stop(timeout));
+    /// Stops both. `fl-apiwatch` waits in a watch read that cannot be interrupted (it ends
+    /// within the watch's timeout, and sends nothing once stopped): after 500 ms it is left
+    /// to end by itself, or with the process. `fl-apisync` finishes its request in flight
+    /// (bounded by `request_timeout`).
+    pub fn stop(self, timeout: Duration) -> Vec<StopTimeout> {
+        if let Err(e) = self.watch.stop(crate::prober::pool::IN_CALL_STOP_TIMEOUT) {
+            log::info!("apiserver: the pod watch is left to end by itself ({e})");
+        }
+        self.sync.stop(timeout).err().into_iter().collect()
     }
 }
 

@@ -48,7 +48,7 @@ fn uid(p: &Pod) -> String {
 
 fn cid(p: &Pod, name: &str) -> String {
     let id = container(p, name).map(|c| c.container_id.clone()).unwrap_or_default();
-    id.trim_start_matches("cri://").to_string()
+    id.rsplit("://").next().unwrap().to_string()
 }
 
 /// The events the agent recorded for `pod`, as `reason: message` lines.

@@ -22,7 +22,7 @@ fn running(node: &CriNode, agent: &AgentProcess, name: &str) -> (String, String)
         node.pod(agent, name).filter(|p| container(p, "app").is_some_and(|c| c.state.running.is_some()))
     });
     node.own(&p.metadata.uid);
-    let id = container(&p, "app").unwrap().container_id.trim_start_matches("cri://").to_string();
+    let id = container(&p, "app").unwrap().container_id.rsplit("://").next().unwrap().to_string();
     (p.status.unwrap().pod_ip, id)
 }
 

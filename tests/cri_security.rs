@@ -23,7 +23,7 @@ fn running(p: &Pod, names: &[&str]) -> bool {
 
 /// The pid of container `name`'s process, from its cgroup (CRI reports no pid).
 fn pid(node: &CriNode, p: &Pod, name: &str) -> i32 {
-    let id = container(p, name).unwrap().container_id.trim_start_matches("cri://").to_string();
+    let id = container(p, name).unwrap().container_id.rsplit("://").next().unwrap().to_string();
     let procs = node.cgroup_dir("memory", &format!("kubepods/besteffort/pod{}/{id}/cgroup.procs", p.metadata.uid));
     let text = std::fs::read_to_string(&procs).unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
     text.lines().next().unwrap_or_else(|| panic!("container {name} has no process")).parse().unwrap()

@@ -208,7 +208,7 @@ impl PodManager {
             sandbox_ready: inputs.sandbox_ready,
             host_ip: &self.cfg.node_ip,
             sandbox_ips: &inputs.sandbox_ips,
-            runtime: self.runtime.kind(),
+            runtime: self.runtime.id_scheme(),
         };
         let (mut new, before) = self
             .statuses

@@ -462,8 +462,13 @@ impl Cancel {
 
 /// The runtime backend: sandboxes (one per pod), containers in them, exec, and images.
 pub trait ContainerRuntime: Send + Sync {
-    /// `process` or `cri`; used as the scheme of container ids (`process://<id>`).
+    /// `process` or `cri`: which backend (what a Pod field means depends on it).
     fn kind(&self) -> &'static str;
+    /// The scheme of container ids in statuses (`process://<id>`; kubelet's is the CRI
+    /// runtime's name, `containerd://<id>`).
+    fn id_scheme(&self) -> &str {
+        self.kind()
+    }
     /// Creates the pod's sandbox and returns its id.
     fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError>;
     /// Marks the sandbox stopped (its containers must already be stopped).

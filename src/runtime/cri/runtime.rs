@@ -91,6 +91,8 @@ pub struct CriRuntime {
     logs_checked: Mutex<Option<Instant>>,
     /// `name://version` of the runtime (a Node's `containerRuntimeVersion`).
     version: String,
+    /// The runtime's name (`containerd`): the scheme of container ids, as kubelet's.
+    name: String,
 }
 
 impl CriRuntime {
@@ -111,12 +113,16 @@ impl CriRuntime {
             logs: None,
             logs_checked: Mutex::new(None),
             version: String::new(),
+            name: "cri".into(),
         }
     }
 
-    /// The same runtime, reporting `version` (`containerd://1.6.20`).
-    pub fn with_version(mut self, version: String) -> CriRuntime {
-        self.version = version;
+    /// The same runtime, named `name` (`containerd`) at `version` (`1.6.20`).
+    pub fn with_version(mut self, name: &str, version: &str) -> CriRuntime {
+        self.version = format!("{name}://{version}");
+        if !name.is_empty() {
+            self.name = name.into();
+        }
         self
     }
 
@@ -298,6 +304,10 @@ impl Drop for CriRuntime {
 }
 
 impl ContainerRuntime for CriRuntime {
+    fn id_scheme(&self) -> &str {
+        &self.name
+    }
+
     fn kind(&self) -> &'static str {
         "cri"
     }
