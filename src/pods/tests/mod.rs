@@ -5,6 +5,7 @@
 //! received, the events and the published statuses.
 
 mod actions;
+mod apiserver;
 mod dns;
 mod fit;
 mod hooks;
