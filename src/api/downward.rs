@@ -46,7 +46,7 @@ fn subscript(path: &str) -> Option<(&str, &str)> {
 }
 
 /// Checks one `valueFrom`: exactly one source, and one ferrolet can resolve (ConfigMap and
-/// Secret keys are judged by `fields`: they come with cluster mode). The error is the
+/// Secret keys are judged by `fields`: ferrolet reads no Secrets yet). The error is the
 /// problem, for the caller to put after the field path.
 pub fn check(source: &Value) -> Result<(), String> {
     let Some(obj) = source.as_object() else { return Err("must be an object".into()) };

@@ -83,7 +83,7 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
             _ => refuse("this node runs Linux pods only"),
         },
         "hostUsers" => refuse("user namespaces are not supported by ferrolet yet, and are never ignored"),
-        "imagePullSecrets" => refuse("pull secrets come with cluster mode; a static pod cannot name a secret"),
+        "imagePullSecrets" => refuse("pull secrets are not supported yet: ferrolet reads no Secrets"),
         "readinessGates" | "runtimeClassName" | "overhead" | "resourceClaims" | "ephemeralContainers" | "resources" => {
             refuse(NOT_YET)
         }
@@ -96,7 +96,7 @@ fn container_field(name: &str) -> Verdict {
     let refuse = |why: &str| Verdict::Refused(why.into());
     match name {
         "volumeDevices" => refuse("raw block volumes need a PersistentVolumeClaim, which ferrolet does not support"),
-        "envFrom" => refuse("envFrom (ConfigMaps and Secrets) comes with cluster mode"),
+        "envFrom" => refuse("envFrom is not supported yet: ferrolet reads no ConfigMaps or Secrets"),
         "stdin" | "stdinOnce" | "tty" => refuse("ferrolet attaches no terminal or stdin to containers"),
         "resizePolicy" | "restartPolicyRules" => refuse(NOT_YET),
         _ => refuse("unknown field: not a Container field ferrolet knows"),
@@ -108,7 +108,7 @@ fn container_field(name: &str) -> Verdict {
 fn volume_source(name: &str) -> Verdict {
     match name {
         "configMap" | "secret" | "serviceAccountToken" | "clusterTrustBundle" => Verdict::Refused(format!(
-            "{name} volumes come with cluster mode; a static pod cannot name a ConfigMap, Secret or token"
+            "{name} volumes are not supported yet: ferrolet reads no ConfigMaps, Secrets or service account tokens (in a cluster, set automountServiceAccountToken: false)"
         )),
         _ => Verdict::Refused(format!(
             "the {name} volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI and projected downwardAPI volumes)"
@@ -252,7 +252,7 @@ fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, 
         let Some(from) = &v.value_from else { continue };
         for key in ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
         {
-            let why = "ConfigMaps and Secrets come with cluster mode; a static pod cannot name one";
+            let why = "not supported yet: ferrolet reads no ConfigMaps or Secrets";
             out.push(FieldUse {
                 path: format!("{path}.env[{i}].valueFrom.{key}"),
                 verdict: Verdict::Refused(why.into()),
@@ -377,7 +377,7 @@ mod tests {
             described,
             [
                 format!("spec.tolerations: accepted, no effect here: {SCHEDULING}").as_str(),
-                "spec.volumes[1].configMap: refused: configMap volumes come with cluster mode; a static pod cannot name a ConfigMap, Secret or token",
+                "spec.volumes[1].configMap: refused: configMap volumes are not supported yet: ferrolet reads no ConfigMaps, Secrets or service account tokens (in a cluster, set automountServiceAccountToken: false)",
                 "spec.containers[0].stdin: refused: ferrolet attaches no terminal or stdin to containers",
             ]
         );
@@ -401,7 +401,7 @@ mod tests {
                 "spec.volumes[0].emptyDir.sizeLimit: accepted, no effect here: a disk-backed emptyDir is not measured, so the pod is never evicted for outgrowing it (a Memory one is a tmpfs of that size)",
                 "spec.volumes[1].emptyDir.medium: refused: huge page volumes are not supported by ferrolet",
                 "spec.volumes[2].persistentVolumeClaim: refused: the persistentVolumeClaim volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI and projected downwardAPI volumes)",
-                "spec.volumes[3].projected.sources[1].serviceAccountToken: refused: serviceAccountToken volumes come with cluster mode; a static pod cannot name a ConfigMap, Secret or token",
+                "spec.volumes[3].projected.sources[1].serviceAccountToken: refused: serviceAccountToken volumes are not supported yet: ferrolet reads no ConfigMaps, Secrets or service account tokens (in a cluster, set automountServiceAccountToken: false)",
                 "spec.containers[0].volumeMounts[1].mountPropagation: refused: the process runtime cannot propagate a container's mounts back to the host",
                 "spec.containers[0].volumeMounts[1].recursiveReadOnly: accepted, no effect here: mounts below a read-only volume keep their own mode (recursive read-only is not possible here)",
                 "spec.containers[0].volumeMounts[2].recursiveReadOnly: refused: recursive read-only mounts are not supported by ferrolet",

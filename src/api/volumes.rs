@@ -6,7 +6,7 @@
 //!
 //! ferrolet honours `emptyDir`, `hostPath`, `downwardAPI`, and `projected` with
 //! `downwardAPI` sources. Every other source is kept in `other` and refused by
-//! `api::fields` (ConfigMaps, Secrets and service account tokens come with cluster mode).
+//! `api::fields` (ConfigMaps, Secrets and service account tokens: not supported yet).
 
 use super::field::{quote, Errs};
 use super::quantity::Quantity;
