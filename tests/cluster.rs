@@ -118,6 +118,18 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     let events = api.kubectl(&["get", "events"]);
     assert!(events.contains("Started"), "{events}");
 
+    // A new image: the pod is started again with it.
+    let before = instance(&agent, "api-web").unwrap();
+    let mut containers = api.pod("default", "api-web").unwrap()["spec"]["containers"].clone();
+    containers[0]["image"] = json!("busybox:1.37");
+    api.patch_pod("default", "api-web", &json!({"spec": {"containers": containers}}));
+    wait(&agent, &api, "api-web running with its new image", || {
+        let pod = api.pod("default", "api-web")?;
+        let c = &pod["status"]["containerStatuses"][0];
+        (c["image"] == "busybox:1.37" && c["state"]["running"].is_object()).then_some(())
+    });
+    assert_ne!(instance(&agent, "api-web").unwrap().0, before.0, "a new container");
+
     // Delete: graceful termination, then the node deletes the pod.
     api.delete_pod("default", "api-web", None);
     wait_for("api-web gone from the apiserver", WAIT, || api.pod("default", "api-web").is_none().then_some(()));

@@ -12,7 +12,7 @@ use super::link::Link;
 use super::mirror::MIRROR_ANNOTATION;
 use super::pods::{pods_path, PodListAnswer, Reflector, Step};
 use super::podstore::PodStore;
-use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
+use crate::api::manifest::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use crate::api::Pod;
 use crate::manager::{Exit, Publisher, StopSignal};
 use parking_lot::RwLock;
@@ -40,16 +40,32 @@ pub fn is_mirror(pod: &Pod) -> bool {
     pod.metadata.annotations.contains_key(MIRROR_ANNOTATION)
 }
 
-/// The pods to run: the set without mirror pods, marked as the `api` source's.
+/// The pods to run: the set without mirror pods, marked as the `api` source's, with a
+/// hash (`kubernetes.io/config.hash`) of what the apiserver lets change in a running pod's
+/// spec and a node acts on: its containers' images and `activeDeadlineSeconds`. A change
+/// stops the pod and starts it again with the new spec (kubelet restarts only a container
+/// whose image changed); tolerations may change too, and mean nothing on the node.
 pub fn pods_to_run(all: &BTreeMap<String, Pod>) -> Vec<Pod> {
     all.values()
         .filter(|p| !is_mirror(p))
         .map(|p| {
             let mut p = p.clone();
             p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
+            p.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), mutable_spec_hash(&p));
             p
         })
         .collect()
+}
+
+/// The hash of a pod's images and `activeDeadlineSeconds`.
+fn mutable_spec_hash(p: &Pod) -> String {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    for c in p.spec.init_containers.iter().chain(&p.spec.containers) {
+        h.update(format!("{}={}\n", c.name, c.image).as_bytes());
+    }
+    h.update(format!("deadline={:?}", p.spec.active_deadline_seconds).as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What the thread needs.
@@ -217,5 +233,14 @@ mod tests {
         assert_eq!(run.len(), 1);
         assert_eq!(run[0].metadata.uid, "u1");
         assert_eq!(run[0].metadata.annotations[CONFIG_SOURCE_ANNOTATION], SOURCE);
+        // What the apiserver lets change and the node acts on changes the hash.
+        let hash =
+            |all: &BTreeMap<String, Pod>| pods_to_run(all)[0].metadata.annotations[CONFIG_HASH_ANNOTATION].clone();
+        let mut changed = all.clone();
+        changed.get_mut("u1").unwrap().spec.active_deadline_seconds = Some(60);
+        assert_ne!(hash(&all), hash(&changed));
+        let mut labelled = all.clone();
+        labelled.get_mut("u1").unwrap().metadata.labels.insert("a".into(), "b".into());
+        assert_eq!(hash(&all), hash(&labelled), "labels do not restart a pod");
     }
 }
