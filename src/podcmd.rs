@@ -462,6 +462,7 @@ mod tests {
             labels.insert(CONTAINER_INDEX_LABEL.into(), i.to_string());
         }
         ContainerInfo {
+            image_ref: String::new(),
             id: format!("{uid}-{name}-{attempt}"),
             sandbox_id: format!("s-{uid}"),
             config: Arc::new(ContainerConfig { name: name.into(), attempt, labels, ..Default::default() }),

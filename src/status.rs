@@ -115,6 +115,7 @@ pub fn container_status(
         }
         Some(cur) => {
             st.container_id = format!("{runtime}://{}", cur.id);
+            st.image_id = cur.image_ref.clone();
             st.restart_count = cur.config.attempt as i32;
             match cur.state {
                 runtime::ContainerState::Created => {

@@ -5,6 +5,7 @@ use crate::runtime::{ContainerConfig, ContainerState as RtState};
 
 fn info(name: &str, state: RtState, exit: i32, attempt: u32) -> ContainerInfo {
     ContainerInfo {
+        image_ref: String::new(),
         id: format!("{name}-{attempt}"),
         sandbox_id: "s".into(),
         config: Arc::new(ContainerConfig { name: name.into(), attempt, ..Default::default() }),

@@ -31,6 +31,7 @@ fn a_pod_from_the_apiserver_runs_on_containerd_and_is_deleted_gracefully() {
     let status = &pod["status"]["containerStatuses"][0];
     assert!(status["containerID"].as_str().unwrap().starts_with("containerd://"), "{status}");
     assert_eq!(status["ready"], true);
+    assert!(!status["imageID"].as_str().unwrap().is_empty(), "the runtime's image reference: {status}");
     let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
     assert_eq!(node.containers(&uid).len(), 1, "the container is in containerd");
     let nodes = api.kubectl(&["get", "nodes", "-o", "wide"]);

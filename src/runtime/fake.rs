@@ -288,6 +288,7 @@ impl ContainerRuntime for FakeRuntime {
         }
         let id = st.id("container-");
         let info = ContainerInfo {
+            image_ref: String::new(),
             id: id.clone(),
             sandbox_id: sandbox_id.into(),
             config: Arc::new(config.clone()),

@@ -342,6 +342,9 @@ pub struct ContainerInfo {
     pub message: String,
     /// Process id while running.
     pub pid: Option<i32>,
+    /// The image it runs, resolved by the runtime (CRI `imageRef`: a digest); empty for
+    /// the process runtime.
+    pub image_ref: String,
 }
 
 /// The outcome of `exec_sync`.

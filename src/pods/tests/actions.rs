@@ -24,6 +24,7 @@ fn now() -> SystemTime {
 /// Instance `attempt` of container `name`, id `<name>-<attempt>`, created at t0 + attempt.
 fn instance(name: &str, attempt: u32, state: ContainerState, exit_code: i32) -> ContainerInfo {
     ContainerInfo {
+        image_ref: String::new(),
         id: format!("{name}-{attempt}"),
         sandbox_id: "sandbox".into(),
         config: Arc::new(ContainerConfig { name: name.into(), attempt, ..Default::default() }),

@@ -392,6 +392,7 @@ pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: A
         }
     };
     ContainerInfo {
+        image_ref: status.get_image_ref().into(),
         id: status.get_id().into(),
         sandbox_id: sandbox_id.into(),
         config,

@@ -337,6 +337,7 @@ pub(super) fn info(
     exit: Option<&ExitRecord>,
 ) -> ContainerInfo {
     ContainerInfo {
+        image_ref: String::new(),
         id: id.into(),
         sandbox_id: record.sandbox_id.clone(),
         config: Arc::clone(&record.config),
