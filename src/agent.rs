@@ -385,17 +385,23 @@ fn start_container_manager(
 }
 
 /// The Node as the local API starts from: name, cpu and memory (allocatable less the
-/// configured reservations).
+/// configured reservations), `pods` (`max_pods`) and `ephemeral-storage` (the state
+/// directory's filesystem, as kubelet's root directory's).
 fn node_object(cfg: &Config) -> crate::api::Node {
     use crate::api::Quantity;
     let capacity = NodeResources::from_proc();
     let alloc = cfg.cgroups.settings().map(|s| crate::cm::allocatable(&s, &capacity)).unwrap_or(capacity);
+    let storage = crate::imagegc::manager::statvfs(&cfg.state_dir).ok().map(|fs| {
+        ("ephemeral-storage".to_string(), Quantity::from_value(i64::try_from(fs.capacity).unwrap_or(i64::MAX), true))
+    });
     let resources = |r: &NodeResources| {
         [
             ("cpu".to_string(), Quantity::from_milli(r.cpu_millis)),
             ("memory".to_string(), Quantity::from_value(r.memory, true)),
+            ("pods".to_string(), Quantity::from_value(cfg.max_pods as i64, false)),
         ]
         .into_iter()
+        .chain(storage.clone())
         .collect()
     };
     let mut node = crate::api::Node { api_version: "v1".into(), kind: "Node".into(), ..Default::default() };

@@ -171,17 +171,9 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
         port: cfg.api.listen.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0),
         ..Default::default()
     };
-    let max_pods = cfg.max_pods as i64;
-    let state_dir = cfg.state_dir.clone();
     Box::new(move || {
         let mut capacity = inputs.base.status.capacity.clone();
         let mut allocatable = inputs.base.status.allocatable.clone();
-        for map in [&mut capacity, &mut allocatable] {
-            map.insert("pods".into(), Quantity::from_value(max_pods, false));
-            if let Some(bytes) = fs_bytes(&state_dir) {
-                map.insert("ephemeral-storage".into(), Quantity::from_value(bytes, true));
-            }
-        }
         let mut problems = Vec::new();
         let dead = inputs.health.dead();
         if !dead.is_empty() {
@@ -213,19 +205,6 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
         );
         NodeReport { facts: facts.clone(), conditions }
     })
-}
-
-/// Bytes of the filesystem holding `dir` (kubelet's `ephemeral-storage` capacity: its root
-/// directory's filesystem).
-fn fs_bytes(dir: &std::path::Path) -> Option<i64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a statvfs the call fills.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    i64::try_from(st.f_blocks as u128 * st.f_frsize as u128).ok()
 }
 
 /// A small file's trimmed text, empty when unreadable.
