@@ -104,6 +104,12 @@ impl ApiError {
         matches!(self, ApiError::Transport { .. }) || self.code().is_some_and(|c| c >= 500 || c == 429)
     }
 
+    /// An answer with HTTP status `code` and nothing else (for tests).
+    #[cfg(test)]
+    pub(crate) fn with_code(code: u16) -> ApiError {
+        ApiError::Status { method: "GET", url: "u".into(), code, reason: String::new(), message: String::new() }
+    }
+
     /// Whether the apiserver is away: no answer at all, or a gateway or availability error
     /// (502, 503, 504) in front of it. Other 5xx and 429 are a busy apiserver, still there.
     pub fn is_away(&self) -> bool {
@@ -401,13 +407,7 @@ mod tests {
         assert_eq!(e.to_string(), "GET https://api:6443/api/v1/nodes/n1: HTTP 404 NotFound: nodes \"n1\" not found");
         assert_eq!(e.code(), Some(404));
         assert!(!e.is_unreachable());
-        let busy = ApiError::Status {
-            method: "GET",
-            url: "u".into(),
-            code: 503,
-            reason: String::new(),
-            message: String::new(),
-        };
+        let busy = ApiError::with_code(503);
         assert_eq!(busy.to_string(), "GET u: HTTP 503");
         assert!(busy.is_unreachable());
     }

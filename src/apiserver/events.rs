@@ -103,16 +103,12 @@ impl EventSink for SpoolSink {
 mod tests {
     use super::*;
 
-    fn status(code: u16) -> ApiError {
-        ApiError::Status { method: "PATCH", url: "u".into(), code, reason: String::new(), message: String::new() }
-    }
-
     #[test]
     fn failures_read_as_client_go_reads_them() {
-        assert_eq!(sink_error(status(404)), SinkError::NotFound);
-        assert!(matches!(sink_error(status(503)), SinkError::Transient(_)));
-        assert!(matches!(sink_error(status(429)), SinkError::Transient(_)));
-        assert!(matches!(sink_error(status(422)), SinkError::Rejected(_)));
-        assert!(matches!(sink_error(status(403)), SinkError::Rejected(_)));
+        assert_eq!(sink_error(ApiError::with_code(404)), SinkError::NotFound);
+        assert!(matches!(sink_error(ApiError::with_code(503)), SinkError::Transient(_)));
+        assert!(matches!(sink_error(ApiError::with_code(429)), SinkError::Transient(_)));
+        assert!(matches!(sink_error(ApiError::with_code(422)), SinkError::Rejected(_)));
+        assert!(matches!(sink_error(ApiError::with_code(403)), SinkError::Rejected(_)));
     }
 }

@@ -123,22 +123,10 @@ mod tests {
     #[test]
     fn only_an_unreachable_apiserver_takes_the_link_offline_and_an_answer_brings_it_back() {
         let link = Link::new("https://api:6443", Bounds::default());
-        let refused = ApiError::Status {
-            method: "GET",
-            url: "u".into(),
-            code: 403,
-            reason: String::new(),
-            message: String::new(),
-        };
+        let refused = ApiError::with_code(403);
         assert!(!link.failed(&refused));
         assert!(link.online());
-        let busy = ApiError::Status {
-            method: "GET",
-            url: "u".into(),
-            code: 503,
-            reason: String::new(),
-            message: String::new(),
-        };
+        let busy = ApiError::with_code(503);
         assert!(link.failed(&busy));
         assert!(!link.online());
         link.reached();
