@@ -174,20 +174,15 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
     Box::new(move || {
         let mut capacity = inputs.base.status.capacity.clone();
         let mut allocatable = inputs.base.status.allocatable.clone();
-        let mut problems = Vec::new();
-        let dead = inputs.health.dead();
-        if !dead.is_empty() {
-            problems.push(format!("manager thread(s) died: {}", dead.join(", ")));
-        }
+        let mut checks = Vec::new();
         if let Some(d) = &inputs.devices {
             for r in d.resources() {
                 capacity.insert(r.name.clone(), Quantity::from_value(r.capacity as i64, false));
                 allocatable.insert(r.name, Quantity::from_value(r.allocatable as i64, false));
             }
-            if let Some(e) = d.server_error() {
-                problems.push(format!("device plugin registration gRPC server failed: {e}"));
-            }
+            checks.push(crate::server::routes::device_plugin_check(d));
         }
+        let problems = crate::server::routes::problems(&inputs.health.dead(), &checks);
         facts.capacity = capacity;
         facts.allocatable = allocatable;
         facts.images = inputs

@@ -38,11 +38,7 @@ impl Routes {
     fn checks(&self) -> Vec<(&'static str, Option<String>)> {
         let mut out = Vec::new();
         if let Some(d) = &self.state.devices {
-            // kubelet's `device-plugin` health check.
-            let failed = d.server_error().map(|e| {
-                format!("device plugin registration gRPC server failed and no device plugins can register: {e}")
-            });
-            out.push(("device-plugin", failed));
+            out.push(device_plugin_check(d));
         }
         out.push(("api-listener", self.stats.listener_problem(Instant::now())));
         out
@@ -148,9 +144,17 @@ impl Handler for Routes {
     }
 }
 
+/// kubelet's `device-plugin` health check: the registration server's failure, if any.
+pub fn device_plugin_check(d: &crate::devicemanager::Devices) -> (&'static str, Option<String>) {
+    let failed = d
+        .server_error()
+        .map(|e| format!("device plugin registration gRPC server failed and no device plugins can register: {e}"));
+    ("device-plugin", failed)
+}
+
 /// The problems `/healthz` and the node's Ready condition report: the dead threads in one
 /// sentence, then each failed check's.
-fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<String> {
+pub fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<String> {
     let mut out = Vec::new();
     if !dead.is_empty() {
         out.push(format!("manager thread(s) died: {}", dead.join(", ")));
