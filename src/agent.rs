@@ -636,6 +636,8 @@ impl Agent {
         if let Some(d) = &dns {
             check_resolv_conf(d, &recorder, &cfg.node_name);
         }
+        // The node's resources, read once: admission, the local API and the apiserver share them.
+        let node = node_object(cfg);
         let pm = PodManager::new(
             PodManagerConfig {
                 node_name: cfg.node_name.clone(),
@@ -647,10 +649,7 @@ impl Agent {
                 allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),
                 dns,
                 // What `/node` shows as allocatable: capacity less the reservations.
-                allocatable: crate::pods::fit::NodeAllocatable::from_list(
-                    &node_object(cfg).status.allocatable,
-                    cfg.max_pods,
-                ),
+                allocatable: crate::pods::fit::NodeAllocatable::from_list(&node.status.allocatable, cfg.max_pods),
             },
             runtime.clone(),
             statuses.clone(),
@@ -740,7 +739,7 @@ impl Agent {
             None => format!("process://{}", env!("CARGO_PKG_VERSION")),
         };
         let report = crate::cluster::ReportInputs {
-            base: node_object(cfg),
+            base: node.clone(),
             devices: device_state.clone(),
             images: images_view.clone(),
             health: health.clone(),
@@ -767,7 +766,7 @@ impl Agent {
                 event_metrics: events.metrics.clone(),
                 prober_metrics: prober_metrics.clone(),
                 devices: device_state,
-                node: node_object(cfg),
+                node,
                 images: images_view,
                 apiserver: apiserver_metrics,
             };

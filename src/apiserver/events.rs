@@ -20,17 +20,13 @@ impl ApiEventSink {
     }
 }
 
-/// The sink's reading of a failed request.
-pub fn sink_error_of(e: &ApiError) -> SinkError {
+/// The sink's reading of a failed request (client-go's: 404, transient, or final).
+pub fn sink_error(e: &ApiError) -> SinkError {
     match e.code() {
         Some(404) => SinkError::NotFound,
         _ if e.is_unreachable() => SinkError::Transient(crate::util::Chain(e).to_string()),
         _ => SinkError::Rejected(crate::util::Chain(e).to_string()),
     }
-}
-
-fn sink_error(e: ApiError) -> SinkError {
-    sink_error_of(&e)
 }
 
 fn namespace(event: &Event) -> &str {
@@ -66,11 +62,11 @@ impl ApiEventSink {
 
 impl EventSink for ApiEventSink {
     fn create(&mut self, event: &Event) -> Result<Event, SinkError> {
-        self.create_raw(event).map_err(sink_error)
+        self.create_raw(event).map_err(|e| sink_error(&e))
     }
 
     fn patch(&mut self, event: &Event) -> Result<Event, SinkError> {
-        self.patch_raw(event).map_err(sink_error)
+        self.patch_raw(event).map_err(|e| sink_error(&e))
     }
 }
 
@@ -105,10 +101,10 @@ mod tests {
 
     #[test]
     fn failures_read_as_client_go_reads_them() {
-        assert_eq!(sink_error(ApiError::with_code(404)), SinkError::NotFound);
-        assert!(matches!(sink_error(ApiError::with_code(503)), SinkError::Transient(_)));
-        assert!(matches!(sink_error(ApiError::with_code(429)), SinkError::Transient(_)));
-        assert!(matches!(sink_error(ApiError::with_code(422)), SinkError::Rejected(_)));
-        assert!(matches!(sink_error(ApiError::with_code(403)), SinkError::Rejected(_)));
+        assert_eq!(sink_error(&ApiError::with_code(404)), SinkError::NotFound);
+        assert!(matches!(sink_error(&ApiError::with_code(503)), SinkError::Transient(_)));
+        assert!(matches!(sink_error(&ApiError::with_code(429)), SinkError::Transient(_)));
+        assert!(matches!(sink_error(&ApiError::with_code(422)), SinkError::Rejected(_)));
+        assert!(matches!(sink_error(&ApiError::with_code(403)), SinkError::Rejected(_)));
     }
 }

@@ -79,8 +79,8 @@ pub struct ApiSync {
     /// `StatusCache::writes` last compared at this time (mirrors appear on their own, so
     /// statuses are compared every `STATUS_UPDATE_PERIOD` anyway).
     compared_at: Instant,
-    /// Whether the mirrors are to be checked (statuses were compared since).
-    mirrors_due: bool,
+    /// The static pods as statuses were last compared, until their mirrors are checked.
+    statics: Option<Vec<Pod>>,
     /// Tries of the first event in line that failed with an answer.
     event_tries: u32,
     policy: RetryPolicy,
@@ -128,7 +128,7 @@ impl ApiSync {
             backoff: Duration::ZERO,
             deliver_at: None,
             compared_at: now,
-            mirrors_due: true,
+            statics: None,
             event_tries: 0,
             policy: RetryPolicy::default(),
             event_bucket: super::client::TokenBucket::new(50.0, 100, now),
@@ -314,12 +314,12 @@ impl ApiSync {
         }
         self.writes_seen = writes;
         self.compared_at = now;
-        self.mirrors_due = true;
         let view = self.view.read();
         let mut live = BTreeSet::new();
-        for pod in self.statuses.list() {
+        let pods = self.statuses.list();
+        for pod in &pods {
             let Some(status) = pod.status.as_ref() else { continue };
-            let Some(uid) = status_target(&pod, &view) else { continue };
+            let Some(uid) = status_target(pod, &view) else { continue };
             live.insert(uid.clone());
             if self.sent.get(&uid) == Some(status) {
                 continue;
@@ -333,6 +333,8 @@ impl ApiSync {
             });
         }
         self.sent.retain(|uid, _| live.contains(uid));
+        drop(view);
+        self.statics = Some(pods.into_iter().filter(|p| source(p).is_some_and(|s| s != SOURCE)).collect());
     }
 
     /// Delivers the spool in order; false when the apiserver went away.
@@ -419,7 +421,7 @@ impl ApiSync {
                 log::debug!("apiserver: status of pod {namespace}/{name} not sent, the pod is gone or replaced: {e}");
                 Next::Drop
             }
-            Pending::Event(event) => match super::events::sink_error_of(e) {
+            Pending::Event(event) => match super::events::sink_error(e) {
                 SinkError::Transient(why) => {
                     self.event_tries += 1;
                     if self.event_tries >= self.policy.max_tries {
@@ -455,15 +457,15 @@ impl ApiSync {
 
     /// Every static pod has its mirror, of its current version; no mirror outlives its pod.
     fn mirror_pods(&mut self) {
-        let Some(node_uid) = self.node_uid.clone().filter(|_| self.mirrors_due) else { return };
-        let statics: Vec<Pod> =
-            self.statuses.list().into_iter().filter(|p| source(p).is_some_and(|s| s != SOURCE)).collect();
+        let Some(node_uid) = self.node_uid.clone() else { return };
+        let Some(statics) = self.statics.take() else { return };
         let mirrors: Vec<Pod> = self.view.read().values().filter(|p| is_mirror(p)).cloned().collect();
         let plan = mirror_plan(&statics, &mirrors);
         for m in plan.delete {
             log::info!("apiserver: deleting mirror pod {} (its static pod changed or is gone)", m.key());
             if let Err(e) = self.delete_pod(m, Some(0)) {
                 self.away(&e);
+                self.statics = Some(statics.clone());
                 return;
             }
         }
@@ -472,11 +474,13 @@ impl ApiSync {
             match self.client.write::<serde_json::Value>("POST", &path, &mirror_pod(p, &self.node, &node_uid)) {
                 Ok(_) => log::info!("apiserver: created mirror pod {}", p.key()),
                 Err(e) if e.code() == Some(409) => {}
-                Err(e) if self.away(&e) => return,
+                Err(e) if self.away(&e) => {
+                    self.statics = Some(statics.clone());
+                    return;
+                }
                 Err(e) => log::warn!("apiserver: creating mirror pod {} failed: {}", p.key(), crate::util::Chain(&e)),
             }
         }
-        self.mirrors_due = false;
     }
 
     /// Deletes the pods the apiserver is deleting once the pod manager is done with them

@@ -28,6 +28,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// margin after which the client gives up on a silent one.
 const WATCH_TIMEOUT: Duration = Duration::from_secs(300 + 30);
 
+/// The next pause after `backoff`: 1 s, 2 s, … `MAX_BACKOFF`.
+fn longer(backoff: Duration) -> Duration {
+    (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF)
+}
+
 /// The pod set of the `api` source, for the pod manager.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiPods(pub Vec<Pod>);
@@ -97,7 +102,7 @@ impl PodWatch {
             if stop.is_stopped() {
                 return Exit::Done;
             }
-            backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
+            backoff = longer(backoff);
             let list = match self.client.get::<PodListAnswer>(&pods_path(&self.node, None)) {
                 Ok(list) => list,
                 Err(e) => {
@@ -127,7 +132,7 @@ impl PodWatch {
                     WatchEnd::Relist => break,
                     WatchEnd::Again => backoff = Duration::ZERO,
                     WatchEnd::Failed => {
-                        backoff = (backoff * 2).clamp(Duration::from_secs(1), MAX_BACKOFF);
+                        backoff = longer(backoff);
                         if stop.sleep(backoff) {
                             return Exit::Done;
                         }
