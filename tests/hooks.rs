@@ -37,6 +37,10 @@ fn a_pre_stop_hook_finishes_before_sigterm_reaches_the_workload() {
     traps_term(&sb, "web", 10, &hook, &out);
     let agent = AgentProcess::start(&sb);
     wait_for("the workload", T, || (lines(&out) == ["up"]).then_some(()));
+    // Its removal below is only seen once the pod was shown (the workload may write before).
+    wait_for("the pod shown running", T, || {
+        agent.pod("web").filter(|p| container(p, "app").is_some_and(|c| c.state.running.is_some()))
+    });
     std::fs::remove_file(sb.manifests().join("web.yaml")).unwrap();
     wait_for("the pod's removal", T, || agent.pod("web").is_none().then_some(()));
     assert_eq!(lines(&out), ["up", "hook", "TERM"], "the hook ran first, then SIGTERM");
