@@ -860,6 +860,11 @@ mod tests {
             "f.toml: image_maximum_gc_age: invalid value 60s: must be greater than image_minimum_gc_age (120s), or 0s (off)"
         );
         assert_eq!(
+            err("image_minimum_gc_age = \"0s\"\nimage_maximum_gc_age = \"1m\"\n"),
+            "f.toml: image_maximum_gc_age: invalid value 60s: must be greater than image_minimum_gc_age (120s), or 0s (off)",
+            "0 is the 2m default"
+        );
+        assert_eq!(
             err("image_gc_high_threshold_bytes_free = \"1Gi\"\n"),
             "f.toml: image_gc_low_threshold_bytes_free: must be set with image_gc_high_threshold_bytes_free"
         );

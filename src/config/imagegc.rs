@@ -28,6 +28,18 @@ pub fn parse_threshold(s: &str) -> Result<Option<Threshold>, String> {
     }
 }
 
+/// kubelet's default minimum image age (`imageMinimumGCAge`), also what 0 stands for.
+const DEFAULT_MIN_AGE: Duration = Duration::from_secs(120);
+
+/// The minimum age GC runs with: kubelet turns 0 into its default.
+fn effective_min_age(configured: Duration) -> Duration {
+    if configured.is_zero() {
+        DEFAULT_MIN_AGE
+    } else {
+        configured
+    }
+}
+
 /// The first problem with the image GC keys: (key, message).
 pub fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
     let (high, low) = (cfg.image_gc_high_threshold_percent, cfg.image_gc_low_threshold_percent);
@@ -42,7 +54,8 @@ pub fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
             format!("invalid value {low}: must be less than image_gc_high_threshold_percent ({high})"),
         ));
     }
-    let (min, max) = (cfg.image_minimum_gc_age.0, cfg.image_maximum_gc_age.0);
+    // Against the minimum age GC runs with (0 is kubelet's default), as kubelet checks it.
+    let (min, max) = (effective_min_age(cfg.image_minimum_gc_age.0), cfg.image_maximum_gc_age.0);
     if !max.is_zero() && max <= min {
         return Err((
             "image_maximum_gc_age",
@@ -85,12 +98,7 @@ impl Config {
             policy: Policy {
                 high_percent: self.image_gc_high_threshold_percent,
                 low_percent: self.image_gc_low_threshold_percent,
-                // kubelet turns 0 into its default.
-                min_age: if self.image_minimum_gc_age.0.is_zero() {
-                    Duration::from_secs(120)
-                } else {
-                    self.image_minimum_gc_age.0
-                },
+                min_age: effective_min_age(self.image_minimum_gc_age.0),
                 max_age: self.image_maximum_gc_age.0,
                 high_bytes_free: self.image_gc_high_threshold_bytes_free.map(|b| b.0),
                 low_bytes_free: self.image_gc_low_threshold_bytes_free.map(|b| b.0),

@@ -359,6 +359,9 @@ impl ImageGc {
             } else {
                 self.last_shortfall = None;
             }
+        } else {
+            // Below the threshold: a later shortfall is news again, whatever its size.
+            self.last_shortfall = None;
         }
         self.publish(&p, now);
         if errors.is_empty() {

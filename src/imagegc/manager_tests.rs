@@ -104,7 +104,7 @@ fn a_pass_frees_the_least_recently_used_images_and_never_a_protected_one() {
     // 90 % used: free 10 GiB.
     let mut node = Node::new(settings(), 10 * GIB);
     images(&node);
-    // a, b, c seen first, then used in this order; d and e only later.
+    // All seen at once and never used.
     node.gc.detect(node.clock.now(), false).unwrap();
     node.advance(600);
     node.gc.garbage_collect(node.clock.now()).unwrap();
@@ -275,4 +275,39 @@ fn the_first_pass_comes_a_whole_period_after_the_first_detection() {
     let t = node.advance(1);
     node.gc.tick(t);
     assert_eq!(node.removed(), ["a:1", "b:1", "c:1", "d:1"], "old enough: seen a period ago");
+}
+
+#[test]
+fn the_least_recently_used_image_goes_last_whatever_its_name() {
+    let mut node = Node::new(settings(), 10 * GIB);
+    images(&node);
+    node.gc.detect(node.clock.now(), false).unwrap();
+    // a is used for a while, then its container goes: b … e were never used, so they go first.
+    let sb = node.rt.run_pod_sandbox(&SandboxConfig { pod_uid: "once".into(), ..Default::default() }).unwrap();
+    let cfg = ContainerConfig { name: "once".into(), image: "a:1".into(), ..Default::default() };
+    let id = node.rt.create_container(&sb, &cfg).unwrap();
+    node.advance(60);
+    node.gc.detect(node.clock.now(), false).unwrap();
+    node.rt.remove_container(&id).unwrap();
+    node.advance(600);
+    node.gc.garbage_collect(node.clock.now()).unwrap();
+    // b 2 + c 3 + d 4 = 9 GiB is short of 10: e goes too, and a, used last, stays.
+    assert_eq!(node.removed(), ["b:1", "c:1", "d:1", "e:1"]);
+}
+
+#[test]
+fn a_shortfall_after_the_disk_had_room_again_is_said_again() {
+    let mut node = Node::new(settings(), 10 * GIB);
+    images(&node);
+    node.gc.detect(node.clock.now(), false).unwrap();
+    node.advance(60);
+    node.gc.run_pass(node.clock.now());
+    assert_eq!(node.events().len(), 1, "the first shortfall");
+    // Room again (nothing wanted), then full again with the same images eligible.
+    node.available.store(50 * GIB, Ordering::Relaxed);
+    node.gc.run_pass(node.clock.now());
+    node.available.store(10 * GIB, Ordering::Relaxed);
+    node.gc.run_pass(node.clock.now());
+    let reasons: Vec<String> = node.events().into_iter().map(|(r, _)| r).collect();
+    assert_eq!(reasons, ["FreeDiskSpaceFailed"]);
 }
