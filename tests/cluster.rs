@@ -91,8 +91,16 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     assert_eq!(renewed["spec"]["leaseDurationSeconds"], 40);
     assert_eq!(renewed["metadata"]["ownerReferences"][0]["uid"], node["metadata"]["uid"]);
 
-    // A pod created in the apiserver runs, and its status comes back.
-    api.create_pod("default", &sleeper("api-web", 5));
+    // A pod created in the apiserver runs, and its status comes back. Each of its instances
+    // writes a line when SIGTERM reaches it.
+    let terms = sb.work().join("api-web-terms");
+    let mut web = sleeper("api-web", 5);
+    web["spec"]["containers"][0]["command"] = json!([
+        "sh",
+        "-c",
+        format!("trap 'echo TERM >> {}; exit 0' TERM; while true; do sleep 0.2; done", terms.display())
+    ]);
+    api.create_pod("default", &web);
     wait(&agent, &api, "api-web Running in the apiserver", || {
         (phase(&api, "api-web").as_deref() == Some("Running")).then_some(())
     });
@@ -129,17 +137,27 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
         (c["image"] == "busybox:1.37" && c["state"]["running"].is_object()).then_some(())
     });
     assert_ne!(instance(&agent, "api-web").unwrap().0, before.0, "a new container");
+    assert_eq!(std::fs::read_to_string(&terms).unwrap(), "TERM\n", "the old instance was stopped gracefully");
 
     // Delete: graceful termination, then the node deletes the pod.
     api.delete_pod("default", "api-web", None);
     wait_for("api-web gone from the apiserver", WAIT, || api.pod("default", "api-web").is_none().then_some(()));
     assert!(!agent.pods().iter().any(|p| p.metadata.name == "api-web"));
+    assert_eq!(std::fs::read_to_string(&terms).unwrap(), "TERM\nTERM\n", "SIGTERM before the pod was deleted");
     assert!(
         agent.log_text().contains("deleted in its source") || agent.log_text().contains("being deleted"),
         "the log says why"
     );
 
     api.assert_no_validation_failures();
+    // Everything it did is what Node authorization and NodeRestriction let a node do.
+    let forbidden: Vec<String> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.user == format!("system:node:{NODE}") && r.status == 403)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(forbidden.is_empty(), "the node was refused: {forbidden:?}");
     drop(agent);
 }
 
@@ -251,6 +269,15 @@ fn device_plugin_resources_appear_in_the_node_and_pods_that_do_not_fit_are_refus
             .starts_with("Pod was rejected: Node didn't have enough resource"));
     }
     wait(&agent, &api, "fits Running", || (phase(&api, "fits").as_deref() == Some("Running")).then_some(()));
+
+    // The plugin is gone when the agent comes back: the Node says 0 widgets, as kubelet keeps
+    // a removed resource at 0, although this run never reported it.
+    drop(plugin);
+    agent.terminate();
+    let agent = start_agent(&sb, &api);
+    wait(&agent, &api, "no widgets in the Node", || {
+        api.node(NODE).filter(|n| n["status"]["allocatable"]["example.com/widget"] == "0")
+    });
     api.assert_no_validation_failures();
 }
 

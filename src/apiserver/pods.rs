@@ -3,7 +3,7 @@
 //! too old (`410 Gone`, or an `ERROR` event saying so) asks for a new list. Pure: the
 //! thread that makes the requests (and backs off) feeds it lines and answers.
 
-use crate::api::Pod;
+use crate::api::{Pod, PodStatus};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -192,7 +192,7 @@ pub fn status_path(namespace: &str, name: &str) -> String {
 /// What an apiserver of minor version `minor` (1.`minor`) does not know is left out:
 /// `hostIPs` before 1.28, and always `allocatedResourcesStatus` (what `/pods` shows of a
 /// container's devices' health), which kubelet sends only behind an alpha feature gate.
-pub fn status_patch(uid: &str, status: &crate::api::PodStatus, minor: u32) -> serde_json::Value {
+pub fn status_patch(uid: &str, status: &PodStatus, minor: u32) -> serde_json::Value {
     let mut status = serde_json::to_value(status).unwrap_or_default();
     if minor < 28 {
         if let Some(s) = status.as_object_mut() {
@@ -207,6 +207,23 @@ pub fn status_patch(uid: &str, status: &crate::api::PodStatus, minor: u32) -> se
         }
     }
     serde_json::json!({ "metadata": { "uid": uid }, "status": status })
+}
+
+/// The pod conditions kubelet writes; the others (a readiness gate's, `DisruptionTarget`)
+/// are other writers'.
+const KUBELET_CONDITIONS: [&str; 5] =
+    ["PodScheduled", "PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"];
+
+/// `status` with the conditions other writers set in `current` (the apiserver's copy) kept
+/// where `status` does not set them, as kubelet's `mergePodStatus` keeps them: a merge
+/// patch replaces the whole list.
+pub fn with_others_conditions(status: &PodStatus, current: Option<&PodStatus>) -> PodStatus {
+    let mut out = status.clone();
+    let others = current.into_iter().flat_map(|c| &c.conditions).filter(|c| {
+        !KUBELET_CONDITIONS.contains(&c.type_.as_str()) && !status.conditions.iter().any(|s| s.type_ == c.type_)
+    });
+    out.conditions.extend(others.cloned());
+    out
 }
 
 /// The minor version of a `/version` answer (`"minor": "30"`, or `"30+"` on some
@@ -226,6 +243,27 @@ fn object_key(object: &serde_json::Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_status_keeps_the_conditions_other_writers_set_and_replaces_kubelets() {
+        let cond = |type_: &str, status: &str| crate::api::PodCondition {
+            type_: type_.into(),
+            status: status.into(),
+            last_probe_time: None,
+            last_transition_time: None,
+            reason: String::new(),
+            message: String::new(),
+        };
+        let ours = PodStatus { conditions: vec![cond("Ready", "True")], ..Default::default() };
+        let theirs = PodStatus {
+            conditions: vec![cond("Ready", "False"), cond("example.com/gate", "True"), cond("Initialized", "False")],
+            ..Default::default()
+        };
+        let merged = with_others_conditions(&ours, Some(&theirs));
+        let got: Vec<(&str, &str)> = merged.conditions.iter().map(|c| (c.type_.as_str(), c.status.as_str())).collect();
+        assert_eq!(got, [("Ready", "True"), ("example.com/gate", "True")]);
+        assert_eq!(with_others_conditions(&ours, None), ours);
+    }
 
     fn pod(uid: &str, rv: &str, image: &str) -> serde_json::Value {
         json!({"apiVersion": "v1", "kind": "Pod",

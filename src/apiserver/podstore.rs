@@ -1,9 +1,12 @@
 //! The last pod set the apiserver gave this node, kept in `<state_dir>/apiserver-pods.json`
 //! (edge autonomy): an agent restarted while the apiserver cannot be reached runs these
 //! pods until it can list again, instead of stopping every pod the cluster placed here.
-//! Written atomically when the set changes; a file that cannot be read is said and ignored.
+//! What is kept is the pods without their status and resourceVersion, written atomically
+//! only when that changed: the echo of every status this node sends is not a write to its
+//! flash. A file that cannot be read is said and ignored.
 
 use crate::api::Pod;
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -13,27 +16,27 @@ pub const FILE: &str = "apiserver-pods.json";
 const MAX_BYTES: u64 = 32 << 20;
 
 /// The kept pod set.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct PodStore {
     path: PathBuf,
+    /// What was written last (its bytes' hash), so the same set is not written again.
+    written: Mutex<Option<u64>>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct File {
     version: u32,
-    /// Where the watch stood when they were kept.
-    resource_version: String,
     pods: BTreeMap<String, Pod>,
 }
 
 impl PodStore {
     /// The store in `state_dir`.
     pub fn new(state_dir: &Path) -> PodStore {
-        PodStore { path: state_dir.join(FILE) }
+        PodStore { path: state_dir.join(FILE), written: Mutex::new(None) }
     }
 
-    /// The pods kept, by uid, and the resourceVersion they were at; empty without a file.
-    pub fn load(&self) -> (BTreeMap<String, Pod>, String) {
+    /// The pods kept, by uid; empty without a file.
+    pub fn load(&self) -> BTreeMap<String, Pod> {
         let text = match crate::inputfile::read_to_string(&self.path, MAX_BYTES) {
             Ok(t) => t,
             Err(crate::inputfile::InputFileError::Read(e)) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -45,7 +48,7 @@ impl PodStore {
             }
         };
         match serde_json::from_str::<File>(&text) {
-            Ok(f) if f.version == 1 => (f.pods, f.resource_version),
+            Ok(f) if f.version == 1 => f.pods,
             Ok(f) => {
                 log::warn!("apiserver: {} is version {}, not 1; no kept pods", self.path.display(), f.version);
                 Default::default()
@@ -57,10 +60,32 @@ impl PodStore {
         }
     }
 
-    /// Keeps `pods` at `resource_version`, atomically.
-    pub fn save(&self, pods: &BTreeMap<String, Pod>, resource_version: &str) -> std::io::Result<()> {
-        let file = File { version: 1, resource_version: resource_version.into(), pods: pods.clone() };
-        crate::util::write_json(&self.path, &file)
+    /// Keeps `pods` (without status and resourceVersion), atomically, when that differs
+    /// from what was kept last; returns whether it wrote.
+    pub fn save(&self, pods: &BTreeMap<String, Pod>) -> std::io::Result<bool> {
+        let kept = pods
+            .iter()
+            .map(|(uid, p)| {
+                let mut p = p.clone();
+                p.status = None;
+                p.metadata.resource_version.clear();
+                (uid.clone(), p)
+            })
+            .collect();
+        let data = serde_json::to_vec_pretty(&File { version: 1, pods: kept }).map_err(std::io::Error::other)?;
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            data.hash(&mut h);
+            h.finish()
+        };
+        let mut written = self.written.lock();
+        if *written == Some(hash) {
+            return Ok(false);
+        }
+        crate::util::write_atomic(&self.path, &data)?;
+        *written = Some(hash);
+        Ok(true)
     }
 }
 
@@ -72,14 +97,33 @@ mod tests {
     fn the_pod_set_survives_a_restart_and_damage_is_not_fatal() {
         let dir = tempfile::tempdir().unwrap();
         let store = PodStore::new(dir.path());
-        assert!(store.load().0.is_empty());
+        assert!(store.load().is_empty());
         let mut p = Pod::default();
         p.metadata.uid = "u1".into();
         p.metadata.name = "web".into();
         let pods = BTreeMap::from([("u1".to_string(), p)]);
-        store.save(&pods, "42").unwrap();
-        assert_eq!(PodStore::new(dir.path()).load(), (pods, "42".to_string()));
+        assert!(store.save(&pods).unwrap());
+        assert_eq!(PodStore::new(dir.path()).load(), pods);
         std::fs::write(dir.path().join(FILE), "[").unwrap();
-        assert!(store.load().0.is_empty());
+        assert!(store.load().is_empty());
+    }
+
+    #[test]
+    fn a_new_status_or_resource_version_is_not_written_a_new_spec_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = PodStore::new(dir.path());
+        let mut p = Pod::default();
+        p.metadata.uid = "u1".into();
+        p.metadata.resource_version = "1".into();
+        let mut pods = BTreeMap::from([("u1".to_string(), p)]);
+        assert!(store.save(&pods).unwrap());
+        let web = pods.get_mut("u1").unwrap();
+        web.metadata.resource_version = "2".into();
+        web.status = Some(crate::api::PodStatus { message: "running".into(), ..Default::default() });
+        assert!(!store.save(&pods).unwrap(), "only its status changed");
+        pods.get_mut("u1").unwrap().metadata.labels.insert("app".into(), "web".into());
+        assert!(store.save(&pods).unwrap());
+        let kept = store.load();
+        assert!(kept["u1"].status.is_none() && kept["u1"].metadata.labels["app"] == "web");
     }
 }

@@ -137,7 +137,12 @@ impl Spool {
 
     /// The oldest write, with its sequence number (to `take` once delivered).
     pub fn first(&self) -> Option<(u64, &Pending)> {
-        self.items.iter().next().map(|(seq, (p, _))| (*seq, p))
+        self.first_where(|_| true)
+    }
+
+    /// The oldest write that `pick` takes.
+    pub fn first_where(&self, pick: impl Fn(&Pending) -> bool) -> Option<(u64, &Pending)> {
+        self.items.iter().find(|(_, (p, _))| pick(p)).map(|(seq, (p, _))| (*seq, p))
     }
 
     /// Removes write `seq` (delivered, or refused for good).
@@ -188,6 +193,20 @@ mod tests {
             [event("Started"), pod("a", "2"), Pending::NodeStatus(serde_json::json!({"v": 2})), event("Killing")]
         );
         assert_eq!((s.len(), s.bytes()), (0, 0));
+    }
+
+    #[test]
+    fn statuses_behind_held_events_come_out_first_and_the_events_keep_their_order() {
+        let mut s = Spool::new(Bounds::default());
+        s.push(event("E1"));
+        s.push(pod("a", "1"));
+        s.push(event("E2"));
+        let not_event = |p: &Pending| !matches!(p, Pending::Event(_));
+        let (seq, first) = s.first_where(not_event).unwrap();
+        assert_eq!(first, &pod("a", "1"));
+        s.take(seq);
+        assert!(s.first_where(not_event).is_none());
+        assert_eq!(drain(&mut s), [event("E1"), event("E2")]);
     }
 
     #[test]

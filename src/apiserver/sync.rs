@@ -9,14 +9,15 @@
 //! once that it is away; tried again after 1 s, 2 s, … at most 10 s). A pod status refused
 //! because the pod is gone or replaced (404, 409) is dropped; an event answered with an error
 //! other than "away" is tried 12 times, 10 s apart (the first pause random), then dropped, as
-//! client-go's event sink does; an event the apiserver rejects is dropped at once.
+//! client-go's event sink does, and while it waits the statuses behind it go on; an event
+//! the apiserver rejects is dropped at once.
 
 use super::client::{ApiClient, ApiError};
 use super::events::ApiEventSink;
 use super::link::Link;
 use super::mirror::{is_mirror_of, mirror_plan, mirror_pod};
 use super::node::{self, Lease, NodeFacts, LEASE_NAMESPACE, LEASE_RENEW_PERIOD, STATUS_UPDATE_PERIOD};
-use super::pods::{status_patch, status_path};
+use super::pods::{status_patch, status_path, with_others_conditions};
 use super::spool::Pending;
 use super::watch::{is_mirror, PodsView, SOURCE};
 use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
@@ -76,6 +77,9 @@ pub struct ApiSync {
     backoff: Duration,
     /// When to try the first write in line again after the apiserver refused it.
     deliver_at: Option<Instant>,
+    /// When to try the events again after the first in line failed with an answer: until
+    /// then the statuses behind them go on (one failing event holds up no status).
+    events_at: Option<Instant>,
     /// `StatusCache::writes` last compared at this time (mirrors appear on their own, so
     /// statuses are compared every `STATUS_UPDATE_PERIOD` anyway).
     compared_at: Instant,
@@ -127,6 +131,7 @@ impl ApiSync {
             waiting_for_link: false,
             backoff: Duration::ZERO,
             deliver_at: None,
+            events_at: None,
             compared_at: now,
             statics: None,
             event_tries: 0,
@@ -208,7 +213,7 @@ impl ApiSync {
         if self.deliver_at.is_some_and(|at| now < at) || !self.deliver() {
             return;
         }
-        if self.link.spool(|s| s.is_empty()) {
+        if self.link.spool(|s| s.first_where(|p| !self.held(p)).is_none()) {
             self.mirror_pods();
             self.delete_finished();
         }
@@ -244,6 +249,10 @@ impl ApiSync {
                     existing = self.client.merge_patch(&path, &serde_json::json!({"metadata": {"labels": labels}}))?;
                 }
                 log::info!("apiserver: node {} was registered before; taking it on", self.node);
+                // What an earlier run reported and is gone now goes to 0 (a merge patch
+                // would leave its old value in place).
+                let before = existing.status.capacity.keys().chain(existing.status.allocatable.keys());
+                self.reported.extend(before.cloned());
                 self.node_uid = Some(existing.metadata.uid);
                 // Its status is sent now, whatever an earlier run sent.
                 self.last_status = None;
@@ -343,7 +352,9 @@ impl ApiSync {
     fn deliver(&mut self) -> bool {
         self.deliver_at = None;
         let start = Instant::now();
-        while let Some((seq, p)) = self.link.spool(|s| s.first().map(|(seq, p)| (seq, p.clone()))) {
+        while let Some((seq, p)) =
+            self.link.spool(|s| s.first_where(|p| !self.held(p)).map(|(seq, p)| (seq, p.clone())))
+        {
             if start.elapsed() >= DELIVERY_SLICE {
                 return true;
             }
@@ -365,6 +376,9 @@ impl ApiSync {
                         self.event_tries = 0;
                         self.link.spool(|s| s.take(seq));
                     }
+                    Next::Keep(pause) if matches!(p, Pending::Event(_)) => {
+                        self.events_at = Some(Instant::now() + pause);
+                    }
                     Next::Keep(pause) => {
                         self.deliver_at = Some(Instant::now() + pause);
                         return false;
@@ -375,6 +389,11 @@ impl ApiSync {
         true
     }
 
+    /// Whether `p` waits for the events' retry pause.
+    fn held(&self, p: &Pending) -> bool {
+        matches!(p, Pending::Event(_)) && self.events_at.is_some_and(|at| Instant::now() < at)
+    }
+
     /// One spooled write.
     fn write(&mut self, p: &Pending) -> Result<(), ApiError> {
         match p {
@@ -382,13 +401,14 @@ impl ApiSync {
                 let path = format!("/api/v1/nodes/{}/status", self.node);
                 self.client.merge_patch::<serde_json::Value>(&path, &serde_json::json!({ "status": status })).map(drop)
             }
-            Pending::PodStatus { namespace, name, uid, status } => self
-                .client
-                .merge_patch::<serde_json::Value>(
-                    &status_path(namespace, name),
-                    &status_patch(uid, status, self.server_minor.unwrap_or(26)),
-                )
-                .map(drop),
+            Pending::PodStatus { namespace, name, uid, status } => {
+                let status = {
+                    let view = self.view.read();
+                    with_others_conditions(status, view.get(uid).and_then(|p| p.status.as_ref()))
+                };
+                let patch = status_patch(uid, &status, self.server_minor.unwrap_or(26));
+                self.client.merge_patch::<serde_json::Value>(&status_path(namespace, name), &patch).map(drop)
+            }
             Pending::Event(event) => {
                 let mut sink = ApiEventSink::new(self.client.clone());
                 let result = if event.count > 1 {

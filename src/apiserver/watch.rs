@@ -110,7 +110,7 @@ impl PodWatch {
                         log::warn!("apiserver: listing this node's pods failed: {}", crate::util::Chain(&e));
                     }
                     if published.is_none() {
-                        let (kept, _) = self.store.load();
+                        let kept = self.store.load();
                         log::warn!(
                             "apiserver: running the {} pod(s) it gave this node before, until it can be listed",
                             pods_to_run(&kept).len()
@@ -197,7 +197,7 @@ impl PodWatch {
             log::warn!("apiserver: pod {pod} cannot be read: {why}; it is not run");
         }
         *self.view.write() = reflector.pods().clone();
-        if let Err(e) = self.store.save(reflector.pods(), reflector.resource_version().unwrap_or_default()) {
+        if let Err(e) = self.store.save(reflector.pods()) {
             log::warn!("apiserver: cannot keep the pod set in the state directory: {e}");
         }
         self.publish(reflector.pods(), published);
