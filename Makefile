@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 DEV_CONFIG := etc/ferrolet-dev.toml
 
-.PHONY: build static run test lint fmt bench deps drain clean
+.PHONY: build static run test lint fmt bench deps drain clean install
 
 ## deps: install the system packages the build and tests need (Debian), if missing.
 ##   gcc   - the linker driver rustc uses (and the C compiler for -sys crates)
@@ -39,6 +39,29 @@ static: deps
 	python3 -c 'import ensurepip' 2>/dev/null || apt-get install -y -qq python3-venv
 	[ -x $(ZIG_VENV)/bin/python3 ] || { python3 -m venv $(ZIG_VENV) && $(ZIG_VENV)/bin/pip install -q ziglang==0.15.2; }
 	PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $(CARGO) zigbuild --release --locked --target x86_64-unknown-linux-musl
+
+## install: the binary, the sample configuration, the systemd and OpenRC units and the state
+## directories, under DESTDIR (staging, e.g. for a package) and PREFIX (default /usr/local).
+## BIN installs a binary built before (e.g. `make static`'s); without it the release build
+## is made first. An existing configuration is kept (the new one goes beside it as .new).
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+LOCALSTATEDIR ?= /var
+SYSTEMD_UNIT_DIR ?= /lib/systemd/system
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+install: $(if $(BIN),,build)
+	install -D -m 0755 $(or $(BIN),$(TARGET_DIR)/release/ferrolet) $(DESTDIR)$(PREFIX)/bin/ferrolet
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/ferrolet $(DESTDIR)$(SYSCONFDIR)/ferrolet/manifests
+	@conf=$(DESTDIR)$(SYSCONFDIR)/ferrolet/ferrolet.toml; [ -e $$conf ] && new=.new || new=; \
+	sed 's|"/var/lib/ferrolet"|"$(LOCALSTATEDIR)/lib/ferrolet"|; s|"/etc/ferrolet/|"$(SYSCONFDIR)/ferrolet/|' etc/ferrolet.toml \
+	  | install -m 0644 /dev/stdin $$conf$$new; \
+	[ -z "$$new" ] || echo "kept $$conf; the new sample is $$conf.new"
+	sed 's|/usr/local/bin/ferrolet|$(PREFIX)/bin/ferrolet|; s|/etc/ferrolet/|$(SYSCONFDIR)/ferrolet/|' etc/systemd/ferrolet.service \
+	  | install -D -m 0644 /dev/stdin $(DESTDIR)$(SYSTEMD_UNIT_DIR)/ferrolet.service
+	sed 's|/usr/local/bin/ferrolet|$(PREFIX)/bin/ferrolet|; s|/etc/ferrolet/|$(SYSCONFDIR)/ferrolet/|' etc/openrc/ferrolet \
+	  | install -D -m 0755 /dev/stdin $(DESTDIR)$(SYSCONFDIR)/init.d/ferrolet
+	install -d -m 0700 $(DESTDIR)$(LOCALSTATEDIR)/lib/ferrolet
+	install -d -m 0755 $(DESTDIR)$(LOCALSTATEDIR)/log/ferrolet
 
 ## run: the agent on its embedded defaults with the example pods in etc/manifests and state
 ## under ./.run. Ctrl-C stops the agent; the pods keep running (as with kubelet) and the

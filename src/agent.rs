@@ -8,7 +8,7 @@ use crate::config::RuntimeBackend;
 use crate::config::{Config, Enforcement};
 use crate::devicemanager::{DeviceManager, DevicesCommand};
 use crate::events::broadcaster::Broadcaster;
-use crate::events::correlator::EventCorrelator;
+use crate::events::correlator::{EventCorrelator, EventLimits};
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::store::EventStore;
 use crate::events::{EventMetrics, EventRecorder, Reference, NORMAL, WARNING};
@@ -16,7 +16,7 @@ use crate::images::{ImagePuller, PullerSettings};
 use crate::lifecycle::HookRunner;
 use crate::manager::{Health, ManagerHandle, Publisher, StopTimeout};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
-use crate::podsource::{DirWatcher, FileSource};
+use crate::podsource::{DirWatcher, FileSource, SourceCommand};
 use crate::prober::pool::ProberThreads;
 use crate::prober::{ProbeResults, ProberCommand, ProberConfig, ProberManager, ProberMetrics};
 use crate::runtime::cri::runtime::LogRotation;
@@ -126,7 +126,7 @@ pub enum AgentError {
 
 /// The running agent.
 pub struct Agent {
-    source: Option<ManagerHandle<()>>,
+    source: Option<ManagerHandle<SourceCommand>>,
     watcher: Option<DirWatcher>,
     pods: Option<ManagerHandle<PodsCommand>>,
     prober: Option<ManagerHandle<ProberCommand>>,
@@ -161,6 +161,8 @@ struct EventsPipeline {
     broadcaster: Broadcaster,
     store: EventStore,
     metrics: Arc<EventMetrics>,
+    /// The correlators' limits, which a reload may change.
+    limits: EventLimits,
 }
 
 impl EventsPipeline {
@@ -171,13 +173,14 @@ impl EventsPipeline {
         broadcaster.start_watcher("fl-evlog", |e| sink::log_event(&e))?;
         let store = EventStore::open(&cfg.state_dir.join("events.log"), ev.store_max_events);
         let mut sink = store.clone();
-        let mut correlator = EventCorrelator::new(ev.correlator_options(), Arc::new(RealClock));
+        let limits = EventLimits::new(ev.correlator_options());
+        let mut correlator = EventCorrelator::following(&limits, Arc::new(RealClock));
         let m = metrics.clone();
         broadcaster.start_watcher("fl-evstore", move |e| {
             // The local store never fails transiently, so the retry sleep is never taken.
             sink::record_to_sink(&mut sink, &mut correlator, e, RetryPolicy::default(), &m, &mut |_| true, 0.0);
         })?;
-        Ok(EventsPipeline { broadcaster, store, metrics })
+        Ok(EventsPipeline { broadcaster, store, metrics, limits })
     }
 }
 
@@ -610,7 +613,8 @@ impl Agent {
         };
         let mut events = EventsPipeline::start(cfg, &health).map_err(spawn_err("fl-events"))?;
         if let Some(c) = &cluster {
-            c.start_events(cfg, &mut events.broadcaster, events.metrics.clone()).map_err(spawn_err("fl-evapi"))?;
+            c.start_events(&events.limits, &mut events.broadcaster, events.metrics.clone())
+                .map_err(spawn_err("fl-evapi"))?;
         }
         let recorder = events.broadcaster.recorder(&cfg.events.component, &cfg.node_name);
         recorder.event(&Reference::node(&cfg.node_name), NORMAL, "Starting", "Starting ferrolet.");
@@ -731,7 +735,7 @@ impl Agent {
                 .with_max_pods(cfg.max_pods);
         let source = ManagerHandle::spawn("fl-podsource", src, &health).map_err(spawn_err("fl-podsource"))?;
         // Read the manifests right away instead of after the first tick.
-        let _ = source.sender().send(());
+        let _ = source.sender().send(SourceCommand::Look);
         let watcher =
             DirWatcher::start(&cfg.manifest_dir, source.sender(), &health).map_err(spawn_err("fl-podwatch"))?;
         let runtime_version = match &cri {
@@ -805,6 +809,63 @@ impl Agent {
     /// The local API's bound address, if it runs.
     pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
         self.api.as_ref().map(|a| a.addr)
+    }
+
+    /// Applies a reloaded configuration's run-time keys that differ from what runs
+    /// (`config::reload::AT_RUN_TIME`; `log_level` is `main`'s, the logger being process-wide):
+    /// a new manifest directory (watched anew; the old one's pods stop, the new one's start),
+    /// the probe pool's size, the events' aggregation and spam limits. Returns what changed.
+    pub fn reload(&mut self, new: &Config) -> Vec<String> {
+        let mut changed = Vec::new();
+        if new.manifest_dir != self.cfg.manifest_dir {
+            if let Some(w) = self.watcher.take() {
+                if let Err(e) = w.stop(self.cfg.shutdown_timeout.0) {
+                    log::warn!("agent: {e}");
+                }
+            }
+            if let Some(source) = &self.source {
+                let _ = source.sender().send(SourceCommand::Dir(new.manifest_dir.clone()));
+                match DirWatcher::start(&new.manifest_dir, source.sender(), &self.health) {
+                    Ok(w) => self.watcher = Some(w),
+                    Err(e) => log::warn!(
+                        "agent: cannot watch {}: {e}; manifests are polled only",
+                        crate::logsafe::path(&new.manifest_dir)
+                    ),
+                }
+            }
+            self.cfg.manifest_dir = new.manifest_dir.clone();
+            changed.push("manifest_dir".to_string());
+        }
+        if new.prober.max_threads != self.cfg.prober.max_threads {
+            if let Some(p) = &self.prober {
+                let _ = p.sender().send(ProberCommand::SetMaxThreads(new.prober.max_threads));
+            }
+            self.cfg.prober.max_threads = new.prober.max_threads;
+            changed.push("prober.max_threads".to_string());
+        }
+        let limits = new.events.correlator_options();
+        if limits != self.cfg.events.correlator_options() {
+            if let Some(ev) = &self.events {
+                // The caches keep the size they were made with.
+                ev.limits.set(limits);
+            }
+            let (old, new) = (&mut self.cfg.events, &new.events);
+            for (key, differs) in [
+                ("events.aggregate_max_events", old.aggregate_max_events != new.aggregate_max_events),
+                ("events.aggregate_interval", old.aggregate_interval.0 != new.aggregate_interval.0),
+                ("events.spam_burst", old.spam_burst != new.spam_burst),
+                ("events.spam_refill", old.spam_refill.0 != new.spam_refill.0),
+            ] {
+                if differs {
+                    changed.push(key.to_string());
+                }
+            }
+            old.aggregate_max_events = new.aggregate_max_events;
+            old.aggregate_interval = new.aggregate_interval;
+            old.spam_burst = new.spam_burst;
+            old.spam_refill = new.spam_refill;
+        }
+        changed
     }
 
     /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the

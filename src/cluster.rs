@@ -14,7 +14,7 @@ use crate::apiserver::watch::{ApiPods, PodWatch, PodsView, SOURCE};
 use crate::apiserver::{kubeconfig, ApiClient};
 use crate::config::Config;
 use crate::events::broadcaster::Broadcaster;
-use crate::events::correlator::EventCorrelator;
+use crate::events::correlator::{EventCorrelator, EventLimits};
 use crate::events::sink::{self, RetryPolicy};
 use crate::events::EventMetrics;
 use crate::manager::{Health, ManagerHandle, Publisher, StopTimeout, Worker};
@@ -80,12 +80,12 @@ impl Cluster {
     /// `fl-evapi`: the correlator's events into the spool, in kubelet's aggregation.
     pub fn start_events(
         &self,
-        cfg: &Config,
+        limits: &EventLimits,
         broadcaster: &mut Broadcaster,
         metrics: Arc<EventMetrics>,
     ) -> std::io::Result<()> {
         let mut sink = crate::apiserver::events::SpoolSink::new(self.link.clone());
-        let mut correlator = EventCorrelator::new(cfg.events.correlator_options(), Arc::new(crate::clock::RealClock));
+        let mut correlator = EventCorrelator::following(limits, Arc::new(crate::clock::RealClock));
         broadcaster.start_watcher("fl-evapi", move |e| {
             // The spool never fails: delivery and its retries are `fl-apisync`'s.
             sink::record_to_sink(&mut sink, &mut correlator, e, RetryPolicy::default(), &metrics, &mut |_| true, 0.0);

@@ -15,6 +15,7 @@ mod choice;
 mod cluster;
 mod host;
 mod imagegc;
+pub mod reload;
 mod reserved;
 
 pub use bounds::*;
@@ -98,6 +99,9 @@ pub struct Config {
     /// A group (name or gid) given read access to the state directory and logs; empty:
     /// owner only.
     pub state_group: String,
+    /// What the log shows, as `RUST_LOG` says it (`info`, `debug`, `info,ferrolet::prober=debug`);
+    /// empty: `RUST_LOG`, else `info`. Set here, it wins over `RUST_LOG`; SIGHUP applies it.
+    pub log_level: String,
     /// Directory of static pod manifests.
     pub manifest_dir: PathBuf,
     /// Container runtime backend.
@@ -390,6 +394,7 @@ impl Default for Config {
             node_ip: String::new(),
             state_dir: PathBuf::from("/var/lib/ferrolet"),
             state_group: String::new(),
+            log_level: String::new(),
             manifest_dir: PathBuf::from("/etc/ferrolet/manifests"),
             runtime: RuntimeBackend::Process,
             container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
@@ -491,6 +496,17 @@ impl Config {
         cfg.check(file)?;
         cfg.check_upper_bounds(file)?;
         Ok(cfg)
+    }
+
+    /// The file as TOML, unchecked (what a reload compares).
+    pub fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
+        let text = crate::inputfile::read_to_string(path, MAX_CONFIG_BYTES)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        text.parse().map_err(|e: toml::de::Error| ConfigError::Invalid {
+            file: path.display().to_string(),
+            key: "(top level)".into(),
+            message: e.message().to_string(),
+        })
     }
 
     /// Reads the file, or returns the defaults when `path` is `None`.
@@ -607,6 +623,9 @@ impl Config {
             |key: &str, message: String| Err(ConfigError::Invalid { file: file.into(), key: key.into(), message });
         if !self.node_name.is_empty() && !crate::api::validation::is_dns1123_subdomain(&self.node_name) {
             return bad("node_name", format!("invalid value {:?}: must be a lowercase RFC 1123 subdomain (lower case letters, digits, '-' and '.')", self.node_name));
+        }
+        if let Err(e) = reload::check_log_level(&self.log_level) {
+            return bad("log_level", e);
         }
         if !self.node_ip.is_empty() && self.node_ip.parse::<std::net::IpAddr>().is_err() {
             return bad("node_ip", format!("invalid value {:?}: must be an IP address", self.node_ip));

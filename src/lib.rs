@@ -19,6 +19,7 @@ pub mod lifecycle;
 pub mod logsafe;
 pub mod manager;
 pub mod metrics;
+pub mod notify;
 pub mod podcmd;
 pub mod poddir;
 pub mod podlogs;

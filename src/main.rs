@@ -262,25 +262,92 @@ fn run(flags: Flags) -> anyhow::Result<()> {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    if !cfg.log_level.is_empty() {
+        set_log_level(&cfg.log_level);
+    }
     // The same checks `ferrolet validate` makes, before anything is started.
     let cfg_name = flags.config.as_ref().map_or("defaults".to_string(), |p| p.display().to_string());
     if let Some(e) = cfg.check_host(&cfg_name).into_iter().next() {
         return Err(e.into());
     }
+    // The file as the agent started with it: what a reload compares with.
+    let started_with = match &flags.config {
+        Some(p) => Config::read_table(p)?,
+        None => toml::Table::new(),
+    };
     let exe = std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
-    let signals =
-        signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT]).context("cannot install signal handlers")?;
-    let agent = Agent::start(&cfg, &exe)?;
+    // Read (and taken out of the environment) before any thread starts.
+    let notify = ferrolet::notify::Notify::from_env().context("cannot use the service manager's NOTIFY_SOCKET")?;
+    let signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
+        .context("cannot install signal handlers")?;
+    let mut agent = Agent::start(&cfg, &exe)?;
+    let mut log_level = cfg.log_level.clone();
+    let watchdog = match (&notify.notifier, notify.watchdog) {
+        (Some(n), Some(interval)) => Some(
+            ferrolet::notify::spawn_watchdog(n.clone(), agent.health.clone(), interval)
+                .context("cannot start the watchdog thread")?,
+        ),
+        _ => None,
+    };
+    if let Some(n) = &notify.notifier {
+        n.say("READY=1\nSTATUS=running");
+    }
     let mut signals = signals;
     // Blocking here is the point: the main thread has nothing to do until a signal arrives.
-    if let Some(sig) = signals.forever().next() {
+    for sig in signals.forever() {
+        if sig == libc::SIGHUP {
+            reload(&flags, &started_with, &mut log_level, &mut agent);
+            continue;
+        }
         log::info!("agent: received signal {sig}, shutting down");
+        break;
+    }
+    if let Some(n) = &notify.notifier {
+        n.say("STOPPING=1");
+    }
+    if let Some(w) = watchdog {
+        let _ = w.stop(std::time::Duration::from_secs(5));
     }
     let stuck = agent.stop();
     if !stuck.is_empty() {
         bail!("shutdown incomplete: {}", stuck.join("; "));
     }
     Ok(())
+}
+
+/// SIGHUP: reads the configuration file again; a file that cannot be read or is invalid
+/// changes nothing. The run-time keys are applied where they differ from what runs; every
+/// other key that differs from the file the agent started with is named as needing a
+/// restart. A key a command-line flag sets keeps the flag's value.
+fn reload(flags: &Flags, started_with: &toml::Table, log_level: &mut String, agent: &mut Agent) {
+    let Some(path) = &flags.config else {
+        log::info!("agent: SIGHUP: running on the built-in defaults, no configuration file to read again");
+        return;
+    };
+    let loaded = Config::read_table(path).and_then(|t| Ok((t, Config::load(Some(path), &flags.overrides)?)));
+    let (table, new) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            log::error!("agent: SIGHUP: {}; nothing changed", ferrolet::util::Chain(&e));
+            return;
+        }
+    };
+    let restart = ferrolet::config::reload::needing_restart(started_with, &table);
+    let mut applied = agent.reload(&new);
+    if new.log_level != *log_level {
+        set_log_level(&new.log_level);
+        log_level.clone_from(&new.log_level);
+        applied.insert(0, "log_level".into());
+    }
+    if applied.is_empty() && restart.is_empty() {
+        log::info!("agent: SIGHUP: {} read again; nothing to change", path.display());
+    }
+    if !applied.is_empty() {
+        log::info!("agent: SIGHUP: applied {}", applied.join(", "));
+    }
+    if !restart.is_empty() {
+        log::warn!("agent: SIGHUP: changed since the start, taking effect at the next start: {}", restart.join(", "));
+    }
 }
 
 fn validate(flags: Flags) -> anyhow::Result<bool> {
@@ -629,13 +696,38 @@ fn log_prefix(journal: bool, level: log::Level, now: std::time::SystemTime) -> S
     format!("{}Z ", &nanos[..nanos.len().saturating_sub(7)])
 }
 
-fn init_logging() {
+/// The process's logger: env_logger's, replaced whole when a reload changes `log_level`.
+struct Logger(parking_lot::RwLock<env_logger::Logger>);
+
+impl log::Log for Logger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        self.0.read().enabled(metadata)
+    }
+    fn log(&self, record: &log::Record) {
+        let inner = self.0.read();
+        if inner.matches(record) {
+            inner.log(record);
+        }
+    }
+    fn flush(&self) {
+        self.0.read().flush();
+    }
+}
+
+static LOGGER: std::sync::OnceLock<Logger> = std::sync::OnceLock::new();
+
+/// env_logger for `spec` (RUST_LOG's syntax; `None`: RUST_LOG, else `info`).
+fn env_logger_for(spec: Option<&str>) -> env_logger::Logger {
     use std::io::Write as _;
     let journal = logs_to_journal(std::env::var("JOURNAL_STREAM").ok().as_deref(), stderr_identity());
-    let mut builder = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"));
+    let mut builder = env_logger::Builder::new();
+    let asked = match spec {
+        Some(s) => s.to_string(),
+        None => std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+    };
+    builder.parse_filters(&asked);
     // The HTTP client's and TLS library's own debug lines (every request and handshake of
-    // cluster mode) only when RUST_LOG names them.
-    let asked = std::env::var("RUST_LOG").unwrap_or_default();
+    // cluster mode) only when the spec names them.
     for module in ["ureq", "ureq_proto", "rustls"] {
         if !asked.contains(module) {
             builder.filter_module(module, log::LevelFilter::Info);
@@ -646,7 +738,38 @@ fn init_logging() {
             let prefix = log_prefix(journal, record.level(), std::time::SystemTime::now());
             writeln!(buf, "{prefix}[{:<5}] {}", record.level(), record.args())
         })
-        .init();
+        .build()
+}
+
+fn init_logging() {
+    let inner = env_logger_for(None);
+    log::set_max_level(inner.filter());
+    let logger = LOGGER.get_or_init(|| Logger(parking_lot::RwLock::new(inner)));
+    let _ = log::set_logger(logger);
+}
+
+/// Logs from now on as `spec` says (`log_level`; empty: RUST_LOG, else `info`).
+fn set_log_level(spec: &str) {
+    let inner = env_logger_for(Some(spec).filter(|s| !s.is_empty()));
+    log::set_max_level(inner.filter());
+    if let Some(logger) = LOGGER.get() {
+        *logger.0.write() = inner;
+    }
+}
+
+/// A panic goes to the log with the thread it happened on, before the process dies (the
+/// release build aborts on panic: the service manager restarts the agent, and its pods run
+/// on under their shims) or, in a debug build, the thread unwinds and `/healthz` reports it.
+fn log_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let backtrace = std::backtrace::Backtrace::capture();
+        let trace = match backtrace.status() {
+            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
+            _ => String::new(),
+        };
+        log::error!("panic on thread {}: {info}{trace}", thread.name().unwrap_or("(unnamed)"));
+    }));
 }
 
 /// Commands that only print end as any Unix filter does when their reader goes away
@@ -675,6 +798,7 @@ fn main() -> ExitCode {
     }
     let cmd = cmd.to_string_lossy().into_owned();
     init_logging();
+    log_panics();
     if matches!(
         cmd.as_str(),
         "get" | "describe" | "logs" | "exec" | "validate" | "plan" | "version" | "--version" | "help" | "-h" | "--help"

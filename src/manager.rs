@@ -59,11 +59,16 @@ impl<U: 'static> Publisher<U> {
     }
 }
 
-/// A registered thread: its name and whether it is alive.
+/// What a manager's loop answers to show it is not stuck inside one command: a sender
+/// for its reply.
+type Ping = Sender<()>;
+
+/// A registered thread: its name, whether it is alive, and for a manager where to ping it.
 struct ThreadEntry {
     id: u64,
     name: String,
     alive: Arc<AtomicBool>,
+    ping: Option<Sender<Ping>>,
 }
 
 /// Every long-lived thread of the agent and whether it is alive, for `/healthz`.
@@ -73,14 +78,45 @@ pub struct Health {
 }
 
 impl Health {
-    /// Registers a thread; returns its id and liveness flag.
-    fn register(&self, name: &str) -> (u64, Arc<AtomicBool>) {
+    /// Registers a thread (a manager with where to ping it); returns its id and liveness flag.
+    fn register(&self, name: &str, ping: Option<Sender<Ping>>) -> (u64, Arc<AtomicBool>) {
         let alive = Arc::new(AtomicBool::new(true));
         let mut t = self.threads.lock();
         t.0 += 1;
         let id = t.0;
-        t.1.push(ThreadEntry { id, name: name.into(), alive: alive.clone() });
+        t.1.push(ThreadEntry { id, name: name.into(), alive: alive.clone(), ping });
         (id, alive)
+    }
+
+    /// Names of the threads that ended unexpectedly, and of the managers that did not answer
+    /// a ping within `within` (stuck inside one command), sorted. What the systemd watchdog
+    /// is fed on.
+    pub fn unresponsive(&self, within: Duration) -> Vec<String> {
+        let mut bad = Vec::new();
+        let mut waiting = Vec::new();
+        for e in self.threads.lock().1.iter() {
+            if !e.alive.load(Ordering::Relaxed) {
+                bad.push(e.name.clone());
+                continue;
+            }
+            let Some(ping) = &e.ping else { continue };
+            let (tx, rx) = bounded(1);
+            match ping.try_send(tx) {
+                Ok(()) => waiting.push((e.name.clone(), rx)),
+                // The last ping is still there: the loop has not come round since.
+                Err(crossbeam_channel::TrySendError::Full(_)) => bad.push(e.name.clone()),
+                // The loop ended (in order: it is forgotten at once).
+                Err(crossbeam_channel::TrySendError::Disconnected(_)) => {}
+            }
+        }
+        let deadline = Instant::now() + within;
+        for (name, rx) in waiting {
+            if rx.recv_deadline(deadline).is_err() {
+                bad.push(name);
+            }
+        }
+        bad.sort();
+        bad
     }
 
     /// Forgets a thread that ended in order (a short-lived one, or one that was stopped).
@@ -112,8 +148,8 @@ struct AliveGuard {
 }
 
 impl AliveGuard {
-    fn new(health: &Health, name: &str) -> Self {
-        let (id, alive) = health.register(name);
+    fn new(health: &Health, name: &str, ping: Option<Sender<Ping>>) -> Self {
+        let (id, alive) = health.register(name, ping);
         AliveGuard { health: health.clone(), id, alive, orderly: false }
     }
 }
@@ -189,10 +225,20 @@ impl Worker {
         health: &Health,
         body: impl FnOnce(StopSignal) -> Exit + Send + 'static,
     ) -> std::io::Result<Worker> {
+        Worker::spawn_pinged(name, health, None, body)
+    }
+
+    /// `spawn`, for a loop that answers pings sent on `ping` (`Health::unresponsive`).
+    fn spawn_pinged(
+        name: &str,
+        health: &Health,
+        ping: Option<Sender<Ping>>,
+        body: impl FnOnce(StopSignal) -> Exit + Send + 'static,
+    ) -> std::io::Result<Worker> {
         debug_assert!(name.len() <= 15, "thread name {name} is longer than 15 bytes");
         let (stop_tx, stop_rx) = bounded::<()>(0);
         let (done_tx, done_rx) = bounded::<()>(1);
-        let mut guard = AliveGuard::new(health, name);
+        let mut guard = AliveGuard::new(health, name, ping);
         let join = std::thread::Builder::new().name(name.into()).spawn(move || {
             guard.orderly = body(StopSignal(stop_rx)) == Exit::Done;
             drop(guard);
@@ -270,7 +316,8 @@ impl<C: Send + 'static> ManagerHandle<C> {
         (cmd_tx, cmd_rx): (Sender<C>, Receiver<C>),
         health: &Health,
     ) -> std::io::Result<Self> {
-        let worker = Worker::spawn(name, health, move |stop| {
+        let (ping_tx, ping_rx) = bounded::<Ping>(1);
+        let worker = Worker::spawn_pinged(name, health, Some(ping_tx), move |stop| {
             let ticker = tick(manager.tick_interval());
             loop {
                 let wait = manager.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
@@ -284,6 +331,10 @@ impl<C: Send + 'static> ManagerHandle<C> {
                         Err(_) => break,
                     },
                     recv(ticker) -> _ => manager.on_tick(),
+                    // Between two commands: not stuck in one.
+                    recv(ping_rx) -> reply => if let Ok(reply) = reply {
+                        let _ = reply.try_send(());
+                    },
                     default(wait) => manager.on_deadline(),
                 }
             }
@@ -344,6 +395,50 @@ mod tests {
         assert_eq!(rx.recv_timeout(Duration::from_secs(2)), Ok(5));
         h.stop(Duration::from_secs(2)).unwrap();
         assert!(health.dead().is_empty());
+    }
+
+    /// A manager whose command waits until `release` says so.
+    struct Wedged {
+        release: Receiver<()>,
+    }
+
+    impl Manager for Wedged {
+        type Command = ();
+        fn handle(&mut self, _: ()) {
+            let _ = self.release.recv_timeout(Duration::from_secs(10));
+        }
+        fn on_tick(&mut self) {}
+        fn tick_interval(&self) -> Duration {
+            Duration::from_secs(3600)
+        }
+    }
+
+    #[test]
+    fn a_manager_stuck_in_a_command_is_unresponsive_until_it_comes_round() {
+        let health = Health::default();
+        let (release_tx, release) = unbounded();
+        let h = ManagerHandle::spawn("fl-wedge", Wedged { release }, &health).unwrap();
+        let quiet = Worker::spawn("fl-quiet", &health, |stop| {
+            let _ = stop.receiver().recv_timeout(Duration::from_secs(30));
+            Exit::Done
+        })
+        .unwrap();
+        let within = Duration::from_millis(200);
+        assert_eq!(health.unresponsive(within), Vec::<String>::new(), "idle, it answers; a plain worker is not pinged");
+        h.sender().send(()).unwrap();
+        assert_eq!(health.unresponsive(within), ["fl-wedge"]);
+        assert_eq!(health.unresponsive(within), ["fl-wedge"], "still stuck: the last ping is unanswered");
+        release_tx.send(()).unwrap();
+        let mut answered = false;
+        for _ in 0..20 {
+            if health.unresponsive(within).is_empty() {
+                answered = true;
+                break;
+            }
+        }
+        assert!(answered, "it answers again once the command is done");
+        h.stop(Duration::from_secs(2)).unwrap();
+        quiet.stop(Duration::from_secs(2)).unwrap();
     }
 
     #[test]

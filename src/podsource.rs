@@ -22,6 +22,16 @@ pub use watch::DirWatcher;
 /// Source name in pod updates and the `kubernetes.io/config.source` annotation.
 pub const SOURCE: &str = crate::api::manifest::FILE_SOURCE;
 
+/// What the file source is asked to do.
+#[derive(Debug)]
+pub enum SourceCommand {
+    /// Look at the directory now (it changed, or the agent has just started).
+    Look,
+    /// Take manifests from this directory from now on (a reload): the pods of the old one
+    /// stop, the new one's start.
+    Dir(PathBuf),
+}
+
 /// What identifies one version of a file without reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Signature {
@@ -370,9 +380,18 @@ impl FileSource {
 }
 
 impl crate::manager::Manager for FileSource {
-    type Command = ();
+    type Command = SourceCommand;
 
-    fn handle(&mut self, _: ()) {
+    fn handle(&mut self, cmd: SourceCommand) {
+        if let SourceCommand::Dir(dir) = cmd {
+            log::info!(
+                "podsource: manifests now come from {} (were from {})",
+                logsafe::path(&dir),
+                logsafe::path(&self.dir)
+            );
+            self.dir = dir;
+            self.missing_dir_reported = false;
+        }
         self.poll();
     }
 
@@ -395,6 +414,22 @@ mod tests {
     fn names(cmd: PodsCommand) -> Vec<String> {
         let PodsCommand::Update { pods, .. } = cmd else { panic!("not an update") };
         pods.into_iter().map(|p| p.metadata.name).collect()
+    }
+
+    #[test]
+    fn a_new_directory_replaces_the_old_ones_pods() {
+        use crate::manager::Manager;
+        let (old, new) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(old.path().join("a.yaml"), POD.replace("NAME", "a")).unwrap();
+        std::fs::write(new.path().join("b.yaml"), POD.replace("NAME", "b")).unwrap();
+        let (tx, rx) = unbounded();
+        let (etx, _erx) = unbounded();
+        let recorder = EventRecorder::new(etx, "ferrolet", "node1", Default::default());
+        let mut src = FileSource::new(old.path(), "node1", Duration::from_secs(1), tx, recorder);
+        src.handle(SourceCommand::Look);
+        assert_eq!(names(rx.try_recv().unwrap()), vec!["a-node1"]);
+        src.handle(SourceCommand::Dir(new.path().into()));
+        assert_eq!(names(rx.try_recv().unwrap()), vec!["b-node1"]);
     }
 
     #[test]

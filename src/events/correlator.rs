@@ -20,6 +20,7 @@ use crate::api::{Event, Time};
 use crate::clock::Clock;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -154,9 +155,42 @@ struct Bucket {
     last: SystemTime,
 }
 
+/// Correlator limits that a running agent may change (SIGHUP): every correlator made with
+/// the same `EventLimits` takes a new setting at its next event. The LRU caches keep the
+/// size they were made with.
+#[derive(Clone, Debug)]
+pub struct EventLimits(Arc<LimitsInner>);
+
+#[derive(Debug)]
+struct LimitsInner {
+    /// Bumped by each `set`, so a correlator copies the options only when they changed.
+    generation: AtomicU64,
+    opts: parking_lot::Mutex<CorrelatorOptions>,
+}
+
+impl EventLimits {
+    /// Limits starting at `opts`.
+    pub fn new(opts: CorrelatorOptions) -> EventLimits {
+        EventLimits(Arc::new(LimitsInner { generation: AtomicU64::new(0), opts: parking_lot::Mutex::new(opts) }))
+    }
+
+    /// New limits for every correlator sharing these.
+    pub fn set(&self, opts: CorrelatorOptions) {
+        *self.0.opts.lock() = opts;
+        self.0.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The limits now.
+    pub fn get(&self) -> CorrelatorOptions {
+        self.0.opts.lock().clone()
+    }
+}
+
 /// The correlator: three LRU caches and a clock.
 pub struct EventCorrelator {
     opts: CorrelatorOptions,
+    /// Where changed limits come from, and the generation last taken.
+    limits: Option<(EventLimits, u64)>,
     clock: Arc<dyn Clock>,
     aggregates: Lru<u64, AggregateRecord>,
     observations: Lru<u64, Observation>,
@@ -171,11 +205,34 @@ impl EventCorrelator {
     /// A correlator with the given limits.
     pub fn new(opts: CorrelatorOptions, clock: Arc<dyn Clock>) -> Self {
         let n = opts.lru_cache_size;
-        EventCorrelator { opts, clock, aggregates: Lru::new(n), observations: Lru::new(n), buckets: Lru::new(n) }
+        EventCorrelator {
+            opts,
+            limits: None,
+            clock,
+            aggregates: Lru::new(n),
+            observations: Lru::new(n),
+            buckets: Lru::new(n),
+        }
+    }
+
+    /// A correlator that follows `limits` (its caches sized as they are now).
+    pub fn following(limits: &EventLimits, clock: Arc<dyn Clock>) -> Self {
+        let generation = limits.0.generation.load(Ordering::Acquire);
+        let mut c = EventCorrelator::new(limits.get(), clock);
+        c.limits = Some((limits.clone(), generation));
+        c
     }
 
     /// Runs the three steps on one event.
     pub fn correlate(&mut self, event: Event) -> Correlation {
+        if let Some((limits, seen)) = &mut self.limits {
+            let now = limits.0.generation.load(Ordering::Acquire);
+            if now != *seen {
+                *seen = now;
+                let lru_cache_size = self.opts.lru_cache_size;
+                self.opts = CorrelatorOptions { lru_cache_size, ..limits.get() };
+            }
+        }
         let (event, key, aggregated) = self.aggregate(event);
         let (event, repeat) = self.observe(event, key);
         if self.filter(&event) {
@@ -380,6 +437,19 @@ mod tests {
         let (e, _, aggregated) = record(cor.correlate(event(&c, "web", "Warning", "Unhealthy", "m9")));
         assert!(!aggregated, "the window restarted with this message");
         assert_eq!(e.message, "m9");
+    }
+
+    #[test]
+    fn changed_limits_reach_a_following_correlator_at_its_next_event() {
+        let c = clock();
+        let limits = EventLimits::new(CorrelatorOptions { burst: 1, ..CorrelatorOptions::default() });
+        let mut cor = EventCorrelator::following(&limits, Arc::new(c.clone()));
+        let e = |m: &str| event(&c, "web", "Warning", "BackOff", m);
+        assert!(matches!(cor.correlate(e("a")), Correlation::Record { .. }));
+        assert!(matches!(cor.correlate(e("b")), Correlation::Skip), "a burst of 1");
+        limits.set(CorrelatorOptions { burst: 3, qps: 1000.0, ..CorrelatorOptions::default() });
+        c.advance(Duration::from_secs(1));
+        assert!(matches!(cor.correlate(e("c")), Correlation::Record { .. }), "refilled at the new rate");
     }
 
     #[test]

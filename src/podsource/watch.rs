@@ -3,6 +3,7 @@
 //! next poll. The poll stays as the safety net, and is the only mechanism where inotify is
 //! unavailable or has failed.
 
+use super::SourceCommand;
 use crate::logsafe;
 use crate::manager::{Exit, Health, StopSignal, StopTimeout, Worker};
 use crate::wake::{self, WakeReceiver, Waker};
@@ -25,8 +26,9 @@ pub struct DirWatcher {
 }
 
 impl DirWatcher {
-    /// Watches `dir` on a thread named `fl-podwatch`, sending `()` to `changed` on changes.
-    pub fn start(dir: &Path, changed: Sender<()>, health: &Health) -> io::Result<DirWatcher> {
+    /// Watches `dir` on a thread named `fl-podwatch`, sending `SourceCommand::Look` to
+    /// `changed` on changes.
+    pub fn start(dir: &Path, changed: Sender<SourceCommand>, health: &Health) -> io::Result<DirWatcher> {
         let (wake_rx, wake) = wake::pair()?;
         let dir = dir.to_path_buf();
         let worker = Worker::spawn("fl-podwatch", health, move |stop| watch(&dir, &changed, &wake_rx, &stop))?;
@@ -99,7 +101,7 @@ impl Inotify {
 /// source's poll still delivers every manifest (within `manifest_check_interval`), so a
 /// failed watcher slows pickup but breaks nothing, as when inotify is unavailable from the
 /// start. Failing `/healthz` for it would have the agent restarted for a lost optimization.
-fn watch(dir: &Path, changed: &Sender<()>, wake: &WakeReceiver, stop: &StopSignal) -> Exit {
+fn watch(dir: &Path, changed: &Sender<SourceCommand>, wake: &WakeReceiver, stop: &StopSignal) -> Exit {
     let polled_only = |what: &str, e: io::Error| {
         log::warn!("podsource: {what} {}: {e}; manifests are polled only", logsafe::path(dir));
         Exit::Done
@@ -139,7 +141,7 @@ fn watch(dir: &Path, changed: &Sender<()>, wake: &WakeReceiver, stop: &StopSigna
             // Watching --read error--> Stopped: the poll covers the directory from now on.
             return polled_only("reading inotify events for", e);
         }
-        if changed.send(()).is_err() {
+        if changed.send(SourceCommand::Look).is_err() {
             // The source is gone (shutdown): nobody to wake.
             return Exit::Done;
         }
@@ -161,7 +163,7 @@ mod tests {
         // The watch is added on the thread; give it a moment before the change.
         std::thread::sleep(Duration::from_millis(50));
         std::fs::write(dir.path().join("a.yaml"), "x").unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(()));
+        assert!(matches!(rx.recv_timeout(Duration::from_secs(5)), Ok(SourceCommand::Look)));
         let started = Instant::now();
         w.stop(Duration::from_secs(2)).unwrap();
         assert!(started.elapsed() < Duration::from_millis(100), "stopped in {:?}", started.elapsed());

@@ -105,6 +105,9 @@ pub enum ProberCommand {
     Targets(Vec<ProbeTarget>),
     /// Results wait in the inbox that the prober should see now.
     Results,
+    /// A new `prober.max_threads` (a reload): more threads start as probes need them;
+    /// the ones past it end once idle.
+    SetMaxThreads(usize),
 }
 
 /// Due times are rounded up to this grid: probes due within one slot go out together, one
@@ -491,6 +494,10 @@ impl crate::manager::Manager for ProberManager {
                 self.on_targets(t)
             }
             ProberCommand::Results => {}
+            ProberCommand::SetMaxThreads(n) => {
+                log::info!("prober: at most {n} probe threads (was {})", self.pool.max());
+                self.pool.set_max(n);
+            }
         }
         self.run_due();
     }

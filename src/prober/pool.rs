@@ -206,6 +206,17 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
         ProbePool { jobs, queue, shared, max: max.max(1) }
     }
 
+    /// Threads for prompt probes at most.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A new limit: threads past it end once idle (`IDLE_EXIT`); more start as jobs wait.
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max.max(1);
+        self.rebalance();
+    }
+
     /// Threads running now.
     pub fn threads(&self) -> usize {
         self.shared.threads.load(Ordering::Relaxed)
