@@ -82,25 +82,32 @@ fn main() {
                          "containers": [{"name": "c", "image": "none", "command": ["sh", "-c", "sleep 1; exit 1"]}]}}),
     );
     std::thread::sleep(Duration::from_secs(5));
+    // FERROLET_BENCH_AWAY_SECS=3600 measures a whole hour away (default: 3 minutes).
+    let away_for = std::env::var("FERROLET_BENCH_AWAY_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(180u64);
     api.down();
     let away = Instant::now();
     let mut last = (0.0, 0.0);
-    for _ in 0..6 {
+    let mut peak = 0.0f64;
+    for round in 1..=away_for.div_ceil(30) {
         std::thread::sleep(Duration::from_secs(30));
         last = (
             metric(agent.port, "ferrolet_apiserver_spool_bytes"),
             metric(agent.port, "ferrolet_apiserver_spool_items"),
         );
-        println!(
-            "away {:>3}s: spool {} bytes in {} writes, {} dropped",
-            away.elapsed().as_secs(),
-            last.0,
-            last.1,
-            metric(agent.port, "ferrolet_apiserver_spool_dropped_total")
-        );
+        peak = peak.max(last.0);
+        // Every 30 s for the first 3 minutes, then every 5.
+        if round <= 6 || round % 10 == 0 {
+            println!(
+                "away {:>4}s: spool {} bytes in {} writes, {} dropped",
+                away.elapsed().as_secs(),
+                last.0,
+                last.1,
+                metric(agent.port, "ferrolet_apiserver_spool_dropped_total")
+            );
+        }
     }
     println!(
-        "spool while away: {:.0} bytes after {}s; statuses and repeated events replace their older copies, so an hour holds about as much",
+        "spool while away: {:.0} bytes after {}s (peak {peak:.0}); statuses and repeated events replace their older copies",
         last.0,
         away.elapsed().as_secs()
     );
