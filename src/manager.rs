@@ -360,6 +360,30 @@ impl<C: Send + 'static> ManagerHandle<C> {
 }
 
 #[cfg(test)]
+pub(crate) mod testing {
+    use super::Manager;
+    use crossbeam_channel::Receiver;
+    use std::time::Duration;
+
+    /// A manager whose every command waits until `release` says so (at most 30 s): a
+    /// manager stuck inside a call.
+    pub struct Wedged {
+        pub release: Receiver<()>,
+    }
+
+    impl Manager for Wedged {
+        type Command = ();
+        fn handle(&mut self, _: ()) {
+            let _ = self.release.recv_timeout(Duration::from_secs(30));
+        }
+        fn on_tick(&mut self) {}
+        fn tick_interval(&self) -> Duration {
+            Duration::from_secs(3600)
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -397,27 +421,11 @@ mod tests {
         assert!(health.dead().is_empty());
     }
 
-    /// A manager whose command waits until `release` says so.
-    struct Wedged {
-        release: Receiver<()>,
-    }
-
-    impl Manager for Wedged {
-        type Command = ();
-        fn handle(&mut self, _: ()) {
-            let _ = self.release.recv_timeout(Duration::from_secs(10));
-        }
-        fn on_tick(&mut self) {}
-        fn tick_interval(&self) -> Duration {
-            Duration::from_secs(3600)
-        }
-    }
-
     #[test]
     fn a_manager_stuck_in_a_command_is_unresponsive_until_it_comes_round() {
         let health = Health::default();
         let (release_tx, release) = unbounded();
-        let h = ManagerHandle::spawn("fl-wedge", Wedged { release }, &health).unwrap();
+        let h = ManagerHandle::spawn("fl-wedge", testing::Wedged { release }, &health).unwrap();
         let quiet = Worker::spawn("fl-quiet", &health, |stop| {
             let _ = stop.receiver().recv_timeout(Duration::from_secs(30));
             Exit::Done
@@ -429,12 +437,11 @@ mod tests {
         assert_eq!(health.unresponsive(within), ["fl-wedge"]);
         assert_eq!(health.unresponsive(within), ["fl-wedge"], "still stuck: the last ping is unanswered");
         release_tx.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
         let mut answered = false;
-        for _ in 0..20 {
-            if health.unresponsive(within).is_empty() {
-                answered = true;
-                break;
-            }
+        while !answered && Instant::now() < deadline {
+            answered = health.unresponsive(within).is_empty();
+            std::thread::sleep(Duration::from_millis(20));
         }
         assert!(answered, "it answers again once the command is done");
         h.stop(Duration::from_secs(2)).unwrap();

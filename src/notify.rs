@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn notifications_arrive_as_datagrams_and_a_stuck_manager_stops_the_pings() {
-        use crate::manager::{Manager, ManagerHandle};
+        use crate::manager::ManagerHandle;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notify.sock");
         let listener = UnixDatagram::bind(&path).unwrap();
@@ -170,24 +170,15 @@ mod tests {
         notifier.notify("READY=1").unwrap();
         assert_eq!(recv(Duration::from_millis(150)), ["READY=1"]);
 
-        struct Stuck(crossbeam_channel::Receiver<()>);
-        impl Manager for Stuck {
-            type Command = ();
-            fn handle(&mut self, _: ()) {
-                let _ = self.0.recv_timeout(Duration::from_secs(30));
-            }
-            fn on_tick(&mut self) {}
-            fn tick_interval(&self) -> Duration {
-                Duration::from_secs(3600)
-            }
-        }
         let health = Health::default();
         let (release, stuck) = crossbeam_channel::unbounded();
-        let manager = ManagerHandle::spawn("fl-stuck", Stuck(stuck), &health).unwrap();
+        let wedged = crate::manager::testing::Wedged { release: stuck };
+        let manager = ManagerHandle::spawn("fl-stuck", wedged, &health).unwrap();
         // 400 ms: a ping every 200 ms.
         let dog = spawn_watchdog(notifier.clone(), health.clone(), Duration::from_millis(400)).unwrap();
         let pings = recv(Duration::from_millis(1000));
-        assert!((4..=6).contains(&pings.len()) && pings.iter().all(|p| p == "WATCHDOG=1"), "{pings:?}");
+        // Five rounds; a loaded machine may delay one past the window.
+        assert!((3..=7).contains(&pings.len()) && pings.iter().all(|p| p == "WATCHDOG=1"), "{pings:?}");
         manager.sender().send(()).unwrap();
         // A round may have begun before the command: at most one more ping.
         let during = recv(Duration::from_millis(1000));
