@@ -726,6 +726,9 @@ fn env_logger_for(spec: Option<&str>) -> env_logger::Logger {
         None => std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
     };
     builder.parse_filters(&asked);
+    if let Ok(style) = std::env::var("RUST_LOG_STYLE") {
+        builder.parse_write_style(&style);
+    }
     // The HTTP client's and TLS library's own debug lines (every request and handshake of
     // cluster mode) only when the spec names them.
     for module in ["ureq", "ureq_proto", "rustls"] {
