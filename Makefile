@@ -66,11 +66,11 @@ install: $(if $(BIN),,build)
 ## run: the agent on its embedded defaults with the example pods in etc/manifests and state
 ## under ./.run. Ctrl-C stops the agent; the pods keep running (as with kubelet) and the
 ## next `make run` adopts them; `make drain` stops them.
-run: build
-	$(CARGO) run --release --locked --quiet -- run --config $(DEV_CONFIG)
+run: deps
+	$(CARGO) run --profile fast --locked --quiet -- run --config $(DEV_CONFIG)
 
-drain: build
-	$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG)
+drain: deps
+	$(CARGO) run --profile fast --locked --quiet -- drain --config $(DEV_CONFIG)
 
 ## test: every test; then how many were skipped and why (tests that need root or cgroup v1
 ## skip themselves and append a line to $(SKIP_LOG), see tests/common/mod.rs `skip`).
@@ -94,7 +94,7 @@ test: deps
 	tests/apiserver/setup.sh || { echo "make test: tests/apiserver/setup.sh failed (see above)"; exit 1; }; \
 	tests/cri/up.sh || { echo "make test: tests/cri/up.sh failed (see above)"; exit 1; }; \
 	unset FERROLET_CRI_ENDPOINT; if [ -f $(CRI_BASE)/env ]; then set -a; . $(CRI_BASE)/env; set +a; fi; \
-	FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
+	FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --profile fast --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
 	skipped=0; \
 	if [ -s $(SKIP_LOG) ]; then \
 	  skipped=$$(wc -l < $(SKIP_LOG)); \
@@ -107,7 +107,7 @@ test: deps
 
 lint: deps
 	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --profile fast --locked --all-targets -- -D warnings
 
 fmt:
 	$(CARGO) fmt
@@ -135,6 +135,6 @@ soak: deps
 	FERROLET_SOAK_DURATION=$(DURATION) FERROLET_SOAK_OUT=$(abspath $(TARGET_DIR))/soak $(CARGO) bench --locked --bench soak
 
 clean:
-	-$(CARGO) run --release --locked --quiet -- drain --config $(DEV_CONFIG) 2>/dev/null
+	-$(CARGO) run --profile fast --locked --quiet -- drain --config $(DEV_CONFIG) 2>/dev/null
 	rm -rf .run
 	$(CARGO) clean
