@@ -5,16 +5,17 @@
 //! agent's RSS, open fds, threads, the state directory's size and events.log's size into a
 //! CSV, draws them in an SVG, and fails when any of them still grows over the last half of
 //! the run. With `fatrace` (Debian's package; `make soak` installs it) it also checks that
-//! the agent and its shims write nothing outside their state directory (logs included),
+//! the agent and its shims (the processes whose command line names the soak's directory,
+//! looked for every 200 ms) write nothing outside their state directory (logs included),
 //! the plugin directory, the cgroup tree and their lock directory.
 
 mod support;
 
-use support::common::plugin::{Behaviour, TestPlugin};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::common::plugin::{Behaviour, TestPlugin};
 use support::common::{manifest, AgentProcess, Sandbox};
 
 /// What is sampled, with the growth over the last half that counts as "without bound".
@@ -48,6 +49,9 @@ fn main() {
     let start = Instant::now();
     let (mut next_sample, mut next_churn, mut next_crash) = (start, start, start + Duration::from_secs(60));
     let mut round = 0u64;
+    // The agent and the shims of its containers: the processes whose command line names
+    // this soak's directory (other ferrolet processes on the machine are not ours).
+    let mut ours = std::collections::HashSet::new();
     while start.elapsed() < duration {
         let now = Instant::now();
         if now >= next_churn {
@@ -73,6 +77,7 @@ fn main() {
             std::fs::write(out.join("soak.csv"), &csv).unwrap();
             next_sample += every;
         }
+        ours.extend(processes_naming(sb.dir.path()));
         if agent.child.id() != pid || !alive(pid) {
             panic!("the agent died; its log: {}", agent.log.display());
         }
@@ -89,11 +94,14 @@ fn main() {
         println!("soak: {name:<17} grew {growth:>12.0} over the last half (bound {bound:.0}): {verdict}");
     }
     if let Some(w) = writes {
-        let outside = w.outside(&[
-            sb.dir.path().to_path_buf(),
-            PathBuf::from("/sys/fs/cgroup"),
-            PathBuf::from(ferrolet::cm::ownership::LOCK_DIR),
-        ]);
+        let outside = w.outside(
+            &ours,
+            &[
+                sb.dir.path().to_path_buf(),
+                PathBuf::from("/sys/fs/cgroup"),
+                PathBuf::from(ferrolet::cm::ownership::LOCK_DIR),
+            ],
+        );
         println!("soak: writes by the agent and its shims outside their directories: {}", outside.len());
         for line in outside.iter().take(20) {
             println!("  {line}");
@@ -163,6 +171,19 @@ fn start_plugin(dir: &Path) -> TestPlugin {
         println!("soak: the plugin could not register ({e}); it tries again at its next restart");
     }
     p
+}
+
+/// Pids of the processes whose command line names `dir`.
+fn processes_naming(dir: &Path) -> Vec<u32> {
+    let needle = dir.as_os_str().as_encoded_bytes();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+        })
+        .collect()
 }
 
 fn alive(pid: u32) -> bool {
@@ -272,17 +293,18 @@ impl Fatrace {
         Some(Fatrace { child, log })
     }
 
-    /// Writes by processes named `ferrolet` (the agent and its shims) outside `allowed`.
-    fn outside(mut self, allowed: &[PathBuf]) -> Vec<String> {
+    /// Writes by processes `ours` (the agent and its shims) outside `allowed`.
+    fn outside(mut self, ours: &std::collections::HashSet<u32>, allowed: &[PathBuf]) -> Vec<String> {
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let _ = self.child.wait();
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let _ = std::fs::remove_file(&self.log);
         // Lines look like `ferrolet(1234): W /path/to/file`.
+        let pid = |l: &str| l.split_once('(')?.1.split_once(')')?.0.parse::<u32>().ok();
         let mut seen: Vec<String> = text
             .lines()
-            .filter(|l| l.starts_with("ferrolet("))
+            .filter(|l| pid(l).is_some_and(|p| ours.contains(&p)))
             .filter_map(|l| l.split_once(": ").map(|(_, rest)| rest.trim_start_matches(|c: char| c != '/').to_string()))
             .filter(|path| !path.is_empty() && !allowed.iter().any(|a| Path::new(path).starts_with(a)))
             .collect();
