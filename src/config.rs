@@ -498,27 +498,31 @@ impl Config {
         Ok(cfg)
     }
 
-    /// The file as TOML, unchecked (what a reload compares).
-    pub fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
-        let text = crate::inputfile::read_to_string(path, MAX_CONFIG_BYTES)
-            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        text.parse().map_err(|e: toml::de::Error| ConfigError::Invalid {
-            file: path.display().to_string(),
-            key: "(top level)".into(),
-            message: e.message().to_string(),
-        })
-    }
-
     /// Reads the file, or returns the defaults when `path` is `None`.
     pub fn load(path: Option<&Path>, overrides: &Overrides) -> Result<Config, ConfigError> {
-        let (mut cfg, file) = match path {
-            Some(p) => {
-                let text = crate::inputfile::read_to_string(p, MAX_CONFIG_BYTES)
-                    .map_err(|source| ConfigError::Read { path: p.into(), source })?;
-                (Config::parse(&p.display().to_string(), &text)?, p.display().to_string())
-            }
-            None => (Config::default(), "defaults".to_string()),
-        };
+        match path {
+            Some(p) => Ok(Config::load_file(p, overrides)?.0),
+            None => Config::default().with_overrides("defaults".into(), overrides),
+        }
+    }
+
+    /// Reads the file once: the configuration, and the file as TOML (what a reload compares).
+    pub fn load_file(path: &Path, overrides: &Overrides) -> Result<(Config, toml::Table), ConfigError> {
+        let file = path.display().to_string();
+        let text = crate::inputfile::read_to_string(path, MAX_CONFIG_BYTES)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let cfg = Config::parse(&file, &text)?;
+        let table = text.parse().map_err(|e: toml::de::Error| ConfigError::Invalid {
+            file: file.clone(),
+            key: "(top level)".into(),
+            message: e.message().to_string(),
+        })?;
+        Ok((cfg.with_overrides(file, overrides)?, table))
+    }
+
+    /// The command line's flags over this configuration (read from `file`).
+    fn with_overrides(self, file: String, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let mut cfg = self;
         if let Some(v) = &overrides.node_name {
             cfg.node_name = v.clone();
         }

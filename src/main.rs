@@ -261,7 +261,11 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
-    let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
+    // The file as the agent started with it is what a reload compares with.
+    let (cfg, started_with) = match &flags.config {
+        Some(p) => Config::load_file(p, &flags.overrides)?,
+        None => (Config::load(None, &flags.overrides)?, toml::Table::new()),
+    };
     if !cfg.log_level.is_empty() {
         set_log_level(&cfg.log_level);
     }
@@ -270,11 +274,6 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     if let Some(e) = cfg.check_host(&cfg_name).into_iter().next() {
         return Err(e.into());
     }
-    // The file as the agent started with it: what a reload compares with.
-    let started_with = match &flags.config {
-        Some(p) => Config::read_table(p)?,
-        None => toml::Table::new(),
-    };
     let exe = std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
     // Read (and taken out of the environment) before any thread starts.
     let notify = ferrolet::notify::Notify::from_env().context("cannot use the service manager's NOTIFY_SOCKET")?;
@@ -324,8 +323,7 @@ fn reload(flags: &Flags, started_with: &toml::Table, log_level: &mut String, age
         log::info!("agent: SIGHUP: running on the built-in defaults, no configuration file to read again");
         return;
     };
-    let loaded = Config::read_table(path).and_then(|t| Ok((t, Config::load(Some(path), &flags.overrides)?)));
-    let (table, new) = match loaded {
+    let (new, table) = match Config::load_file(path, &flags.overrides) {
         Ok(x) => x,
         Err(e) => {
             log::error!("agent: SIGHUP: {}; nothing changed", ferrolet::util::Chain(&e));
@@ -704,10 +702,8 @@ impl log::Log for Logger {
         self.0.read().enabled(metadata)
     }
     fn log(&self, record: &log::Record) {
-        let inner = self.0.read();
-        if inner.matches(record) {
-            inner.log(record);
-        }
+        // env_logger's own `log` applies its filter.
+        self.0.read().log(record);
     }
     fn flush(&self) {
         self.0.read().flush();
