@@ -27,18 +27,27 @@ deps:
 build: deps
 	$(CARGO) build --release --locked
 
-## static: one statically linked binary for any x86_64 Linux (musl), at
-## target/x86_64-unknown-linux-musl/release/ferrolet. Debian has no C++ toolchain for musl,
-## so zig (from PyPI's ziglang) compiles gRPC's C++ core, through cargo-zigbuild.
+## static: one statically linked binary (musl) for TARGET, at
+## target/$(TARGET)/release/ferrolet: x86_64-unknown-linux-musl (the default),
+## aarch64-unknown-linux-musl or armv7-unknown-linux-musleabihf. Debian has no C++ toolchain
+## for musl, so zig (from PyPI's ziglang) compiles gRPC's C++ core, through cargo-zigbuild.
+## Where rustup has no prebuilt standard library for TARGET (armv7 musl, here), it is built
+## from rust-src (-Zbuild-std, allowed on stable by RUSTC_BOOTSTRAP for this build only).
+TARGET ?= x86_64-unknown-linux-musl
 ZIG_VENV ?= $(HOME)/.cache/ferrolet-zig
-MUSL_FLAGS := CFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE" \
-	CXXFLAGS_x86_64_unknown_linux_musl="-D_LARGEFILE64_SOURCE -Wno-error=missing-template-arg-list-after-template-kw"
+TARGET_VAR := $(subst -,_,$(TARGET))
+MUSL_FLAGS := CFLAGS_$(TARGET_VAR)="-D_LARGEFILE64_SOURCE" \
+	CXXFLAGS_$(TARGET_VAR)="-D_LARGEFILE64_SOURCE -Wno-error=missing-template-arg-list-after-template-kw"
 static: deps
-	rustup target add x86_64-unknown-linux-musl
 	command -v cargo-zigbuild >/dev/null || $(CARGO) install cargo-zigbuild --locked
 	python3 -c 'import ensurepip' 2>/dev/null || apt-get install -y -qq python3-venv
 	[ -x $(ZIG_VENV)/bin/python3 ] || { python3 -m venv $(ZIG_VENV) && $(ZIG_VENV)/bin/pip install -q ziglang==0.15.2; }
-	PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $(CARGO) zigbuild --release --locked --target x86_64-unknown-linux-musl
+	@if rustup target add $(TARGET) 2>/dev/null; then std=; else \
+	  echo "static: rustup has no standard library for $(TARGET) here; building it from rust-src"; \
+	  rustup component add rust-src && std="-Zbuild-std=std,panic_abort"; fi; \
+	set -x; env PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $${std:+RUSTC_BOOTSTRAP=1} \
+	  $(CARGO) zigbuild --release --locked --target $(TARGET) $$std
+	@ls -l $(TARGET_DIR)/$(TARGET)/release/ferrolet
 
 ## install: the binary, the sample configuration, the systemd and OpenRC units and the state
 ## directories, under DESTDIR (staging, e.g. for a package) and PREFIX (default /usr/local).

@@ -12,32 +12,12 @@ mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{bin, cpu_ticks, rss_kib, running_containers, status_field, Agent};
+use support::{bin, cpu_ticks, rss_kib, running_containers, shims_memory_kib, status_field, Agent};
 
 fn pod(name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: none\n    command: [sleep, '3600']\n"
     )
-}
-
-/// (processes, RSS KiB, private KiB) of every shim: RSS counts the binary's pages that all
-/// shims and the agent share; the private part is what each shim really adds.
-fn shims_memory_kib(state: &Path) -> (usize, u64, u64) {
-    let mut n = 0;
-    let mut total = 0;
-    let mut private = 0;
-    for e in std::fs::read_dir(state.join("runtime/containers")).into_iter().flatten().flatten() {
-        let Ok(text) = std::fs::read_to_string(e.path().join("state.json")) else { continue };
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let pid = v["shim_pid"].as_u64().unwrap_or(0) as u32;
-        n += 1;
-        total += rss_kib(pid);
-        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-        for line in rollup.lines().filter(|l| l.starts_with("Private_")) {
-            private += line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        }
-    }
-    (n, total, private)
 }
 
 /// A pod whose container mounts three volumes at directories under `mnt` (which exist: the

@@ -12,8 +12,10 @@ use crate::logsafe;
 use crate::pods::PodsCommand;
 use crate::util::Chain;
 use crossbeam_channel::Sender;
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 mod watch;
@@ -43,7 +45,8 @@ struct Signature {
 #[derive(Debug)]
 struct FileState {
     signature: Signature,
-    pods: Vec<Pod>,
+    /// Shared with the pod manager: one copy of each spec.
+    pods: Vec<Arc<Pod>>,
 }
 
 /// Most problems reported for one file (all documents); the rest are counted in one line.
@@ -195,7 +198,7 @@ impl Duplicate {
 }
 
 /// Keeps the first `max` pods; the rest are refused (kubelet's `maxPods` admission).
-pub fn split_at_max_pods(mut pods: Vec<Pod>, max: usize) -> (Vec<Pod>, Vec<Pod>) {
+pub fn split_at_max_pods<P>(mut pods: Vec<P>, max: usize) -> (Vec<P>, Vec<P>) {
     let refused = if pods.len() > max { pods.split_off(max) } else { Vec::new() };
     (pods, refused)
 }
@@ -212,12 +215,15 @@ pub fn over_max_pods_message(pod: &Pod, max: usize) -> String {
 
 /// Keeps the first pod of each name and of each uid, in the order given (file name order,
 /// then document order), and lists the others as duplicates.
-pub fn dedupe<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [Pod])>) -> (Vec<Pod>, Vec<Duplicate>) {
+pub fn dedupe<'a, P: Borrow<Pod> + Clone + 'a>(
+    files: impl IntoIterator<Item = (&'a Path, &'a [P])>,
+) -> (Vec<P>, Vec<Duplicate>) {
     let mut seen: BTreeMap<String, &Path> = BTreeMap::new();
     let mut seen_uids: BTreeMap<&str, &Path> = BTreeMap::new();
     let (mut pods, mut dups) = (Vec::new(), Vec::new());
     for (file, list) in files {
-        for pod in list {
+        for shared in list {
+            let pod: &Pod = shared.borrow();
             let key = pod.key();
             let uid = pod.metadata.uid.as_str();
             if let Some(first) = seen.get(&key) {
@@ -228,7 +234,7 @@ pub fn dedupe<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [Pod])>) -> (Ve
             } else {
                 seen.insert(key, file);
                 seen_uids.insert(uid, file);
-                pods.push(pod.clone());
+                pods.push(shared.clone());
             }
         }
     }
@@ -322,6 +328,7 @@ impl FileSource {
             match read_manifest(&path, &self.node_name) {
                 Ok(pods) => {
                     log::info!("podsource: {}: {} pod(s)", logsafe::path(&path), pods.len());
+                    let pods = pods.into_iter().map(Arc::new).collect();
                     self.files.insert(path, FileState { signature: sig, pods });
                 }
                 Err(errors) => {
@@ -413,7 +420,7 @@ mod tests {
 
     fn names(cmd: PodsCommand) -> Vec<String> {
         let PodsCommand::Update { pods, .. } = cmd else { panic!("not an update") };
-        pods.into_iter().map(|p| p.metadata.name).collect()
+        pods.into_iter().map(|p| p.metadata.name.clone()).collect()
     }
 
     #[test]

@@ -370,43 +370,48 @@ pub struct StatusCache {
 /// The most removals kept for `take_removed`.
 const MAX_REMOVED: usize = 4096;
 
-/// One pod as the cache shows it, with the pod object it was published from.
+/// One pod as the cache shows it: the very object it was published from (shared with the
+/// pod manager, not copied: an `Arc` never changes while it is shared), its creation time
+/// and its status.
 struct Stored {
-    pod: Pod,
-    /// What `publish` made it from: while the publisher still passes this very object (an
-    /// `Arc` never changes while it is shared), all but the status is known to be the same.
-    from: Option<Arc<Pod>>,
+    pod: Arc<Pod>,
+    created: Option<Time>,
+    status: PodStatus,
+}
+
+impl Stored {
+    /// The pod as the API shows it.
+    fn to_pod(&self) -> Pod {
+        let mut pod = Pod::clone(&self.pod);
+        pod.metadata.creation_timestamp = self.created;
+        pod.status = Some(self.status.clone());
+        pod
+    }
 }
 
 impl StatusCache {
-    /// Stores a pod with its status.
-    pub fn set(&self, pod: Pod) {
-        self.pods.write().insert(pod.metadata.uid.clone(), Stored { pod, from: None });
-        self.writes.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Stores `pod` with `status`, its creation time defaulted to the status's start time,
     /// unless the stored copy already shows exactly that: a pod that did not change costs a
-    /// comparison instead of a copy of its spec (not even that, when it is published from
-    /// the same object as last time). Returns whether it was stored.
+    /// comparison (not even that when it is published from the same object as last time).
+    /// Returns whether it was stored.
     pub fn publish(&self, pod: &Arc<Pod>, status: PodStatus) -> bool {
         let created = pod.metadata.creation_timestamp.or(status.start_time);
         // Upgradable: readers of other pods are not held up by the comparison, and no other
         // writer can come in between it and the store.
         let pods = self.pods.upgradable_read();
-        let unchanged = pods.get(&pod.metadata.uid).is_some_and(|old| {
-            old.pod.status.as_ref() == Some(&status)
-                && old.pod.metadata.creation_timestamp == created
-                && (old.from.as_ref().is_some_and(|f| Arc::ptr_eq(f, pod))
-                    || same_but_status_and_creation(&old.pod, pod))
-        });
-        if unchanged {
-            return false;
+        if let Some(old) = pods.get(&pod.metadata.uid).filter(|old| old.status == status && old.created == created) {
+            if Arc::ptr_eq(&old.pod, pod) {
+                return false;
+            }
+            if same_but_status_and_creation(&old.pod, pod) {
+                // The same pod in a new object: hold that one, so the old can be freed.
+                if let Some(old) = RwLockUpgradableReadGuard::upgrade(pods).get_mut(&pod.metadata.uid) {
+                    old.pod = Arc::clone(pod);
+                }
+                return false;
+            }
         }
-        let mut published = Pod::clone(pod);
-        published.metadata.creation_timestamp = created;
-        published.status = Some(status);
-        let stored = Stored { pod: published, from: Some(Arc::clone(pod)) };
+        let stored = Stored { pod: Arc::clone(pod), created, status };
         RwLockUpgradableReadGuard::upgrade(pods).insert(pod.metadata.uid.clone(), stored);
         self.writes.fetch_add(1, Ordering::Relaxed);
         true
@@ -437,23 +442,23 @@ impl StatusCache {
 
     /// One pod's last status.
     pub fn status(&self, uid: &str) -> Option<PodStatus> {
-        self.pods.read().get(uid).and_then(|p| p.pod.status.clone())
+        self.pods.read().get(uid).map(|p| p.status.clone())
     }
 
     /// Runs `f` on one pod's last status, without copying it (the cache is read-locked
     /// meanwhile, so `f` must not write to it).
     pub fn with_status<T>(&self, uid: &str, f: impl FnOnce(Option<&PodStatus>) -> T) -> T {
-        f(self.pods.read().get(uid).and_then(|p| p.pod.status.as_ref()))
+        f(self.pods.read().get(uid).map(|p| &p.status))
     }
 
     /// One pod's last phase (without copying its status).
     pub fn phase(&self, uid: &str) -> Option<PodPhase> {
-        self.pods.read().get(uid).and_then(|p| p.pod.status.as_ref().map(|s| s.phase))
+        self.pods.read().get(uid).map(|p| p.status.phase)
     }
 
     /// Every pod, sorted by namespace and name.
     pub fn list(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self.pods.read().values().map(|s| s.pod.clone()).collect();
+        let mut pods: Vec<Pod> = self.pods.read().values().map(Stored::to_pod).collect();
         pods.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
         pods
     }

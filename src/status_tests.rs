@@ -208,8 +208,11 @@ fn publishing_what_the_cache_already_shows_stores_nothing() {
     assert_eq!(stored.metadata.creation_timestamp, started, "created when its sandbox was");
     let writes = cache.writes();
     assert!(!cache.publish(&p, s.clone()), "the same pod and status again");
-    assert!(!cache.publish(&Arc::new(Pod::clone(&p)), s.clone()), "an equal pod and the same status");
+    let copy = Arc::new(Pod::clone(&p));
+    assert!(!cache.publish(&copy, s.clone()), "an equal pod and the same status");
     assert_eq!(cache.writes(), writes);
+    assert_eq!(Arc::strong_count(&copy), 2, "the cache holds the newer object, so the older can be freed");
+    assert_eq!(Arc::strong_count(&p), 1);
 
     let mut ready = s.clone();
     ready.conditions[2].status = "False".into();

@@ -23,6 +23,26 @@ pub fn rss_kib(pid: u32) -> u64 {
     status_field(pid, "VmRSS:").unwrap_or(0)
 }
 
+/// (processes, RSS KiB, private KiB) of every shim: RSS counts the binary's pages that all
+/// shims and the agent share; the private part is what each shim really adds.
+pub fn shims_memory_kib(state: &Path) -> (usize, u64, u64) {
+    let mut n = 0;
+    let mut total = 0;
+    let mut private = 0;
+    for e in std::fs::read_dir(state.join("runtime/containers")).into_iter().flatten().flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("state.json")) else { continue };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let pid = v["shim_pid"].as_u64().unwrap_or(0) as u32;
+        n += 1;
+        total += rss_kib(pid);
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+        for line in rollup.lines().filter(|l| l.starts_with("Private_")) {
+            private += line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    (n, total, private)
+}
+
 pub fn cpu_ticks(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rest = &s[s.rfind(')').map(|i| i + 2).unwrap_or(0)..];
@@ -67,6 +87,13 @@ impl Agent {
 
     /// As `start`, with `extra` appended to the configuration.
     pub fn start_with(dir: &Path, extra: &str) -> (Agent, Duration) {
+        Self::start_in(dir, extra, None)
+    }
+
+    /// As `start_with`; with `cgroup` (a cgroup v1 directory), the agent, and so every shim
+    /// it starts, runs in it from its first instruction (its workloads go to their pods'
+    /// cgroups).
+    pub fn start_in(dir: &Path, extra: &str, cgroup: Option<&Path>) -> (Agent, Duration) {
         let port = common::free_port();
         let started = Instant::now();
         // Its own cgroup root and plugin directory: a benchmark touches nothing it did not make.
@@ -80,7 +107,16 @@ impl Agent {
             cgroup_root(dir)
         ) + extra;
         std::fs::write(&config, text).unwrap();
-        let process = AgentProcess::spawn(&config, port, "warn", dir.join("agent.log"), Duration::from_micros(500));
+        let mut cmd = match cgroup {
+            Some(cg) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\""]).arg(cg).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
+        cmd.args(["run", "--config"]).arg(&config);
+        let process = AgentProcess::spawn_command(cmd, port, "warn", dir.join("agent.log"), Duration::from_micros(500));
         let took = started.elapsed();
         (Agent { process, dir: dir.into() }, took)
     }

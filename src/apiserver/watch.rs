@@ -35,7 +35,7 @@ fn longer(backoff: Duration) -> Duration {
 
 /// The pod set of the `api` source, for the pod manager.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ApiPods(pub Vec<Pod>);
+pub struct ApiPods(pub Vec<Arc<Pod>>);
 
 /// Every pod the apiserver has bound to this node, mirror pods included, by uid.
 pub type PodsView = Arc<RwLock<BTreeMap<String, Pod>>>;
@@ -50,14 +50,14 @@ pub fn is_mirror(pod: &Pod) -> bool {
 /// spec and a node acts on: its containers' images and `activeDeadlineSeconds`. A change
 /// stops the pod and starts it again with the new spec (kubelet restarts only a container
 /// whose image changed); tolerations may change too, and mean nothing on the node.
-pub fn pods_to_run(all: &BTreeMap<String, Pod>) -> Vec<Pod> {
+pub fn pods_to_run(all: &BTreeMap<String, Pod>) -> Vec<Arc<Pod>> {
     all.values()
         .filter(|p| !is_mirror(p))
         .map(|p| {
             let mut p = p.clone();
             p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
             p.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), mutable_spec_hash(&p));
-            p
+            Arc::new(p)
         })
         .collect()
 }
@@ -93,7 +93,7 @@ impl PodWatch {
     /// The thread's body.
     pub fn run(self, stop: StopSignal) -> Exit {
         let mut reflector = Reflector::default();
-        let mut published: Option<Vec<Pod>> = None;
+        let mut published: Option<Vec<Arc<Pod>>> = None;
         let mut backoff = Duration::ZERO;
         loop {
             if !backoff.is_zero() && stop.sleep(backoff) {
@@ -149,7 +149,7 @@ impl PodWatch {
         reflector: &mut Reflector,
         rv: &str,
         stop: &StopSignal,
-        published: &mut Option<Vec<Pod>>,
+        published: &mut Option<Vec<Arc<Pod>>>,
     ) -> WatchEnd {
         let mut lines = match self.client.watch(&pods_path(&self.node, Some(rv)), WATCH_TIMEOUT) {
             Ok(l) => l,
@@ -192,7 +192,7 @@ impl PodWatch {
     }
 
     /// The reflector's set changed: view, store, pod manager.
-    fn changed(&self, reflector: &Reflector, published: &mut Option<Vec<Pod>>) {
+    fn changed(&self, reflector: &Reflector, published: &mut Option<Vec<Arc<Pod>>>) {
         for (pod, why) in &reflector.unreadable {
             log::warn!("apiserver: pod {pod} cannot be read: {why}; it is not run");
         }
@@ -204,7 +204,7 @@ impl PodWatch {
     }
 
     /// Hands the pods to run to the pod manager when they differ from the last handed.
-    fn publish(&self, all: &BTreeMap<String, Pod>, published: &mut Option<Vec<Pod>>) {
+    fn publish(&self, all: &BTreeMap<String, Pod>, published: &mut Option<Vec<Arc<Pod>>>) {
         let pods = pods_to_run(all);
         if published.as_ref() != Some(&pods) {
             self.publish.publish(ApiPods(pods.clone()));

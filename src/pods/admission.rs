@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 impl PodManager {
     /// Takes the complete set of pods a source wants.
-    pub(super) fn set_desired(&mut self, source: String, pods: Vec<Pod>) {
+    pub(super) fn set_desired(&mut self, source: String, pods: Vec<Arc<Pod>>) {
         self.desired.retain(|_, p| {
             p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) != Some(source.as_str())
         });
@@ -56,7 +56,7 @@ impl PodManager {
             // A pod the apiserver is deleting: its grace period is the deletion's.
             let deleting = self.desired.get(uid).filter(|d| d.metadata.deletion_timestamp.is_some());
             if (changed || deleting.is_some() || !self.desired.contains_key(uid)) && entry.termination.is_none() {
-                let grace = deleting.map_or_else(|| entry.pod.spec.termination_grace(), deletion_grace);
+                let grace = deleting.map_or_else(|| entry.pod.spec.termination_grace(), |d| deletion_grace(d));
                 let why = match (changed, deleting.is_some()) {
                     (true, _) => "changed in",
                     (_, true) => "deleted in",
@@ -73,7 +73,8 @@ impl PodManager {
     /// apiserver is checked against those admitted before it); those asking for plugin
     /// devices wait for the device manager's admission.
     fn admit(&mut self, snap: &Snapshot, now: SystemTime) {
-        let mut new: Vec<&Pod> = self.desired.values().filter(|p| !self.pods.contains_key(&p.metadata.uid)).collect();
+        let mut new: Vec<&Arc<Pod>> =
+            self.desired.values().filter(|p| !self.pods.contains_key(&p.metadata.uid)).collect();
         // Stable: pods created in the same second keep their uid order; static pods, which
         // have no creation time, come first.
         new.sort_by_key(|p| p.metadata.creation_timestamp);
@@ -187,7 +188,7 @@ impl PodManager {
             pod.metadata.uid = uid.clone();
             pod.metadata.deletion_timestamp = Some(Time(now));
             log::info!("pods: found pod {} (uid {uid}) that no source wants; terminating it", pod.key());
-            let entry = PodEntry::new(pod, Admission::Admitted, Some(Termination::new(now, grace)));
+            let entry = PodEntry::new(Arc::new(pod), Admission::Admitted, Some(Termination::new(now, grace)));
             self.pods.insert(uid.clone(), entry);
         }
     }

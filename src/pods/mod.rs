@@ -79,8 +79,9 @@ pub enum PodsCommand {
     Update {
         /// Source name, e.g. `file`.
         source: String,
-        /// The pods (static pods already named and uid'd).
-        pods: Vec<Pod>,
+        /// The pods (static pods already named and uid'd), shared with the source: one
+        /// copy of each spec, whoever holds it.
+        pods: Vec<Arc<Pod>>,
     },
 }
 
@@ -166,7 +167,7 @@ pub struct PodManager {
     /// threads (prober, status readers) have dropped their copies too.
     trim_heap: bool,
     /// The pods the sources want, by uid.
-    desired: BTreeMap<String, Pod>,
+    desired: BTreeMap<String, Arc<Pod>>,
     /// The desired pods changed since owned pods were last checked against them (`retire`).
     desired_changed: bool,
     /// Sources that have reported at least once.

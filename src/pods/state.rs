@@ -180,14 +180,14 @@ pub struct RunningHook {
 
 impl PodEntry {
     /// An entry for `pod`.
-    pub fn new(pod: Pod, admission: Admission, termination: Option<Termination>) -> PodEntry {
+    pub fn new(pod: Arc<Pod>, admission: Admission, termination: Option<Termination>) -> PodEntry {
         let sidecars = pod.spec.init_containers.iter().filter(|c| c.is_sidecar());
         let probed = sidecars
             .chain(&pod.spec.containers)
             .filter(|c| c.liveness_probe.is_some() || c.readiness_probe.is_some() || c.startup_probe.is_some())
             .map(|c| Arc::new(c.clone()))
             .collect();
-        PodEntry { pod: Arc::new(pod), admission, termination, probed, refused: Vec::new(), failure: None }
+        PodEntry { pod, admission, termination, probed, refused: Vec::new(), failure: None }
     }
 }
 

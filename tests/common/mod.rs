@@ -16,9 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The ferrolet binary cargo built for these tests.
+/// The environment variable naming another ferrolet binary to run instead of the one cargo
+/// built (the benchmarks measure `make static`'s with it; the static smoke test sets it).
+pub const BIN_ENV: &str = "FERROLET_BIN";
+
+/// The ferrolet binary these tests run: `$FERROLET_BIN`, or the one cargo built for them.
 pub fn ferrolet_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_ferrolet"))
+    std::env::var_os(BIN_ENV).map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ferrolet")), PathBuf::from)
 }
 
 /// The environment variable naming the file skipped tests append to (`make test` sets it
@@ -183,9 +187,14 @@ impl AgentProcess {
     /// `/healthz` answers (asked every `poll`: the start-up benchmark polls finely);
     /// panics with the end of the log when it exits or takes over 10 s.
     pub fn spawn(config: &Path, port: u16, log_level: &str, log: PathBuf, poll: Duration) -> AgentProcess {
-        let child = Command::new(ferrolet_bin())
-            .args(["run", "--config"])
-            .arg(config)
+        let mut cmd = Command::new(ferrolet_bin());
+        cmd.args(["run", "--config"]).arg(config);
+        Self::spawn_command(cmd, port, log_level, log, poll)
+    }
+
+    /// As `spawn`, running `cmd` (which ends in `ferrolet run …`, e.g. behind a wrapper).
+    pub fn spawn_command(mut cmd: Command, port: u16, log_level: &str, log: PathBuf, poll: Duration) -> AgentProcess {
+        let child = cmd
             .env("RUST_LOG", log_level)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

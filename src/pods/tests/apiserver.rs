@@ -24,7 +24,7 @@ fn deleting(p: &Pod, grace: i64) -> Pod {
 
 /// The apiserver now binds exactly these pods to the node.
 fn bind(node: &mut Node, pods: &[&Pod]) {
-    let pods = pods.iter().map(|p| (*p).clone()).collect();
+    let pods = pods.iter().map(|p| Arc::new((*p).clone())).collect();
     node.pm.handle(PodsCommand::Update { source: API_SOURCE.into(), pods });
 }
 

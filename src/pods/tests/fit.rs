@@ -33,7 +33,7 @@ fn api_pod(name: &str, created: u64, requests: &[(&str, &str)]) -> Pod {
 
 /// The apiserver now binds exactly these pods to the node.
 fn bind(node: &mut Node, pods: &[&Pod]) {
-    let pods = pods.iter().map(|p| (*p).clone()).collect();
+    let pods = pods.iter().map(|p| Arc::new((*p).clone())).collect();
     node.pm.handle(PodsCommand::Update { source: API_SOURCE.into(), pods });
 }
 

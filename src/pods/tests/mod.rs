@@ -99,7 +99,7 @@ impl Node {
 
     /// The source now wants exactly these pods.
     fn apply(&mut self, pods: &[&Pod]) {
-        let pods = pods.iter().map(|p| (*p).clone()).collect();
+        let pods = pods.iter().map(|p| Arc::new((*p).clone())).collect();
         self.pm.handle(PodsCommand::Update { source: SOURCE.into(), pods });
     }
 
