@@ -27,8 +27,9 @@ fn main() {
         let targets = vec![format!("{name}.proto")];
         let dir = out.join(name);
         std::fs::create_dir_all(&dir).expect("create out dir");
-        protobuf_codegen::gen_and_write(&files, &targets, &dir, &protobuf_codegen::Customize::default())
-            .expect("generate messages");
+        // Lite: no descriptors or reflection (nothing here uses them), a much smaller binary.
+        let lite = protobuf_codegen::Customize { lite_runtime: Some(true), ..Default::default() };
+        protobuf_codegen::gen_and_write(&files, &targets, &dir, &lite).expect("generate messages");
         for r in grpcio_compiler::codegen::gen(&files, &targets) {
             std::fs::write(dir.join(&r.name), r.content).expect("write service code");
         }

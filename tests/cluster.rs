@@ -303,6 +303,43 @@ fn a_missing_or_wrong_kubeconfig_stops_the_start_naming_the_file() {
 }
 
 #[test]
+fn without_a_ca_in_the_kubeconfig_the_systems_bundle_is_trusted() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let sb = Sandbox::new();
+    let text = std::fs::read_to_string(api.node_kubeconfig()).unwrap();
+    let no_ca: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("certificate-authority"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(no_ca.len() + 1, text.len(), "the kubeconfig named its CA");
+    let kubeconfig = sb.dir.path().join("no-ca.kubeconfig");
+    std::fs::write(&kubeconfig, no_ca).unwrap();
+    let port = common::free_port();
+    let cfg = sb.dir.path().join("ferrolet.toml");
+    std::fs::write(&cfg, format!("{}[apiserver]\nkubeconfig = {kubeconfig:?}\n", sb.config_text(port))).unwrap();
+    let command = |bundle: &std::path::Path| {
+        let mut c = std::process::Command::new(common::ferrolet_bin());
+        c.args(["run", "--config"]).arg(&cfg).env("SSL_CERT_FILE", bundle);
+        c
+    };
+    // A system bundle that cannot be read stops the start, naming it.
+    let missing = sb.dir.path().join("no-bundle.pem");
+    let out = command(&missing).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&format!("CA bundle {}", missing.display())), "{err}");
+    // The fake's CA as the system's bundle: the node registers over verified TLS.
+    let agent = AgentProcess::spawn_command(
+        command(&api.ca_cert()),
+        port,
+        "info",
+        sb.dir.path().join("agent.log"),
+        Duration::from_millis(50),
+    );
+    wait(&agent, &api, "the Node registered", || api.node(NODE));
+}
+
+#[test]
 fn cut_watches_a_compacted_history_and_500s_lose_no_pod_and_no_status() {
     use common::apiserver::CutMode;
     let Some(api) = FakeApiserver::start(NODE) else { return };

@@ -11,6 +11,13 @@ use std::time::{Duration, Instant};
 pub const MAX_BODY_BYTES: u64 = 32 << 20;
 /// The most a token file may hold.
 const MAX_TOKEN_BYTES: u64 = 64 << 10;
+/// Largest CA bundle read (Debian's whole bundle is about 220 KB).
+const MAX_CA_BYTES: u64 = 4 << 20;
+/// The system's CA bundle, used when the kubeconfig names no CA (kubectl uses the system's
+/// roots too): `$SSL_CERT_FILE`, or the first of these that exists (Debian, Ubuntu and
+/// Alpine; Fedora and RHEL; OpenSSL's default elsewhere).
+const SYSTEM_CA_BUNDLES: [&str; 3] =
+    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
 
 /// The client's limits.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,6 +47,15 @@ pub enum ApiError {
         /// Why.
         #[source]
         source: ureq::Error,
+    },
+    /// The kubeconfig names no CA, and the system's bundle cannot be read.
+    #[error("the kubeconfig names no certificate authority, and the system's CA bundle {} cannot be read", path.display())]
+    SystemCa {
+        /// The bundle tried.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: crate::inputfile::InputFileError,
     },
     /// The token file cannot be read.
     #[error("token file {}: {source}", path.display())]
@@ -160,6 +176,15 @@ fn pem_certificates(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>, 
         .collect()
 }
 
+/// The CA bundle to trust when the kubeconfig names none (`SYSTEM_CA_BUNDLES`).
+fn system_ca_bundle() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SSL_CERT_FILE") {
+        return p.into();
+    }
+    let found = SYSTEM_CA_BUNDLES.iter().find(|p| std::path::Path::new(p).exists());
+    found.unwrap_or(&SYSTEM_CA_BUNDLES[0]).into()
+}
+
 /// A client of one apiserver.
 pub struct ApiClient {
     agent: ureq::Agent,
@@ -181,7 +206,17 @@ impl ApiClient {
     pub fn new(conn: &Connection, settings: ClientSettings) -> Result<ApiClient, ApiError> {
         use ureq::tls::{ClientCert, PrivateKey, RootCerts, TlsConfig};
         let mut tls = TlsConfig::builder().disable_verification(conn.insecure);
-        if let Some(ca) = &conn.ca {
+        if !conn.insecure {
+            let system;
+            let ca = match &conn.ca {
+                Some(ca) => ca.as_slice(),
+                None => {
+                    let path = system_ca_bundle();
+                    system = crate::inputfile::read_to_string(&path, MAX_CA_BYTES)
+                        .map_err(|source| ApiError::SystemCa { path, source })?;
+                    system.as_bytes()
+                }
+            };
             let certs = pem_certificates(ca).map_err(|source| ApiError::Credentials { what: "CA", source })?;
             tls = tls.root_certs(RootCerts::new_with_certs(&certs));
         }
