@@ -103,7 +103,7 @@ fn budget(run: Duration) {
     let (mut agent, _) = Agent::start_in(dir.path(), "", Some(&cg.0));
     let port = agent.port;
     let probes = format!(
-        "    startupProbe: {{tcpSocket: {{host: 127.0.0.1, port: {port}}}, periodSeconds: 1}}\n    livenessProbe: {{exec: {{command: [true]}}, periodSeconds: 2}}\n    readinessProbe: {{httpGet: {{host: 127.0.0.1, port: {port}, path: /healthz}}, periodSeconds: 1}}\n"
+        "    startupProbe: {{tcpSocket: {{host: 127.0.0.1, port: {port}}}, periodSeconds: 1}}\n    livenessProbe: {{exec: {{command: ['true']}}, periodSeconds: 2}}\n    readinessProbe: {{httpGet: {{host: 127.0.0.1, port: {port}, path: /healthz}}, periodSeconds: 1}}\n"
     );
     for i in 0..20 {
         let name = format!("b{i:02}");

@@ -50,8 +50,10 @@ fn main() {
     let (mut next_sample, mut next_churn, mut next_crash) = (start, start, start + Duration::from_secs(60));
     let mut round = 0u64;
     // The agent and the shims of its containers: the processes whose command line names
-    // this soak's directory (other ferrolet processes on the machine are not ours).
-    let mut ours = std::collections::HashSet::new();
+    // this soak's directory (other ferrolet processes on the machine are not ours), each with
+    // its command name: over an hour a pid is used again, and a write counts only when the
+    // writer has the same name (a build's `zig` on a shim's old pid is not the shim).
+    let mut ours = std::collections::HashMap::new();
     while start.elapsed() < duration {
         let now = Instant::now();
         if now >= next_churn {
@@ -173,8 +175,8 @@ fn start_plugin(dir: &Path) -> TestPlugin {
     p
 }
 
-/// Pids of the processes whose command line names `dir`.
-fn processes_naming(dir: &Path) -> Vec<u32> {
+/// The processes whose command line names `dir`: pid and command name.
+fn processes_naming(dir: &Path) -> Vec<(u32, String)> {
     let needle = dir.as_os_str().as_encoded_bytes();
     let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
     procs
@@ -183,6 +185,7 @@ fn processes_naming(dir: &Path) -> Vec<u32> {
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
         })
+        .filter_map(|pid| Some((pid, std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim().to_string())))
         .collect()
 }
 
@@ -294,17 +297,21 @@ impl Fatrace {
     }
 
     /// Writes by processes `ours` (the agent and its shims) outside `allowed`.
-    fn outside(mut self, ours: &std::collections::HashSet<u32>, allowed: &[PathBuf]) -> Vec<String> {
+    fn outside(mut self, ours: &std::collections::HashMap<u32, String>, allowed: &[PathBuf]) -> Vec<String> {
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let _ = self.child.wait();
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let _ = std::fs::remove_file(&self.log);
         // Lines look like `ferrolet(1234): W /path/to/file`.
-        let pid = |l: &str| l.split_once('(')?.1.split_once(')')?.0.parse::<u32>().ok();
+        let ours = |l: &str| -> Option<bool> {
+            let (comm, rest) = l.split_once('(')?;
+            let pid = rest.split_once(')')?.0.parse::<u32>().ok()?;
+            Some(ours.get(&pid).is_some_and(|c| c == comm))
+        };
         let mut seen: Vec<String> = text
             .lines()
-            .filter(|l| pid(l).is_some_and(|p| ours.contains(&p)))
+            .filter(|l| ours(l) == Some(true))
             .filter_map(|l| l.split_once(": ").map(|(_, rest)| rest.trim_start_matches(|c: char| c != '/').to_string()))
             .filter(|path| !path.is_empty() && !allowed.iter().any(|a| Path::new(path).starts_with(a)))
             .collect();

@@ -144,6 +144,9 @@ impl Drop for Agent {
         if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&cgroup_root(&self.dir));
         }
+        // The cgroup root's lock file, left behind by the killed agent.
+        use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
+        let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &cgroup_root(&self.dir)));
     }
 }
 

@@ -1,12 +1,15 @@
 //! The broadcaster: one thread takes events from a bounded queue and offers each to every
 //! watcher's own bounded channel, skipping a watcher whose channel is full (counted), so no
 //! producer and no other watcher ever waits for a slow one. Each watcher runs on its own
-//! named thread. Shutdown drains what is queued, within a timeout.
+//! named thread. Shutdown drains what is queued, within a timeout. The channels are
+//! unbounded ones held to their bounds by counting: a bounded channel allocates every slot
+//! up front (an event is 0.6 KB, so 1000 slots are 0.6 MB each, resident however idle the
+//! node), an unbounded one a block of 31 at a time, freed once read.
 
 use super::{EventMetrics, EventRecorder};
 use crate::api::Event;
 use crate::manager::{Exit, Health, Worker};
-use crossbeam_channel::{bounded, select, Receiver, Sender, TrySendError};
+use crossbeam_channel::{select, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,12 +20,13 @@ type Watchers = Arc<Mutex<Vec<(String, Sender<Event>)>>>;
 /// The running broadcaster and its watchers.
 pub struct Broadcaster {
     incoming: Sender<Event>,
+    /// Most events queued in `incoming`.
+    queue: usize,
     watchers: Watchers,
     metrics: Arc<EventMetrics>,
     health: Health,
     /// `fl-events` first, then the watchers.
     threads: Vec<Worker>,
-    watcher_capacity: usize,
 }
 
 impl Broadcaster {
@@ -34,7 +38,8 @@ impl Broadcaster {
         metrics: Arc<EventMetrics>,
         health: &Health,
     ) -> std::io::Result<Self> {
-        let (tx, rx) = bounded::<Event>(queue.max(1));
+        let (tx, rx) = unbounded::<Event>();
+        let watcher_capacity = watcher_capacity.max(1);
         let watchers: Watchers = Arc::default();
         let (w, m) = (watchers.clone(), metrics.clone());
         let worker = Worker::spawn("fl-events", health, move |stop| {
@@ -43,13 +48,13 @@ impl Broadcaster {
                     // Running --stop--> Draining: deliver what is already queued, then end.
                     recv(stop.receiver()) -> _ => break,
                     recv(rx) -> e => match e {
-                        Ok(e) => distribute(&w, &m, e),
+                        Ok(e) => distribute(&w, watcher_capacity, &m, e),
                         Err(_) => break,
                     },
                 }
             }
             while let Ok(e) = rx.try_recv() {
-                distribute(&w, &m, e);
+                distribute(&w, watcher_capacity, &m, e);
             }
             // Dropping the watcher senders ends each watcher once it has drained its channel.
             w.lock().clear();
@@ -57,22 +62,23 @@ impl Broadcaster {
         })?;
         Ok(Broadcaster {
             incoming: tx,
+            queue: queue.max(1),
             watchers,
             metrics,
             health: health.clone(),
             threads: vec![worker],
-            watcher_capacity: watcher_capacity.max(1),
         })
     }
 
     /// A recorder feeding this broadcaster.
     pub fn recorder(&self, component: &str, host: &str) -> EventRecorder {
-        EventRecorder::new(self.incoming.clone(), component, host, self.metrics.clone())
+        EventRecorder::new(self.incoming.clone(), component, host, self.metrics.clone()).with_limit(self.queue)
     }
 
-    /// A raw watcher: a bounded channel receiving every event from now on.
+    /// A raw watcher: a channel receiving every event from now on, at most
+    /// `watcher_capacity` of them waiting.
     pub fn watch(&self, name: &str) -> Receiver<Event> {
-        let (tx, rx) = bounded(self.watcher_capacity);
+        let (tx, rx) = unbounded();
         self.watchers.lock().push((name.into(), tx));
         rx
     }
@@ -108,16 +114,16 @@ impl Broadcaster {
     }
 }
 
-fn distribute(watchers: &Mutex<Vec<(String, Sender<Event>)>>, metrics: &EventMetrics, e: Event) {
+fn distribute(watchers: &Mutex<Vec<(String, Sender<Event>)>>, capacity: usize, metrics: &EventMetrics, e: Event) {
     for (name, w) in watchers.lock().iter() {
-        offer(name, w, metrics, e.clone());
-    }
-}
-
-fn offer(name: &str, w: &Sender<Event>, metrics: &EventMetrics, e: Event) {
-    if let Err(TrySendError::Full(e)) = w.try_send(e) {
-        metrics.dropped_sink_failed.inc();
-        log::debug!("events: watcher {name} is full, dropped {} on {}", e.reason, e.involved_object.name);
+        if w.len() >= capacity {
+            metrics.dropped_sink_failed.inc();
+            log::debug!("events: watcher {name} is full, dropped {} on {}", e.reason, e.involved_object.name);
+        } else {
+            // Only `fl-events` sends to a watcher, so it cannot have filled up meanwhile;
+            // a watcher that ended is simply gone.
+            let _ = w.send(e.clone());
+        }
     }
 }
 
@@ -125,6 +131,7 @@ fn offer(name: &str, w: &Sender<Event>, metrics: &EventMetrics, e: Event) {
 mod tests {
     use super::*;
     use crate::events::{Reference, NORMAL};
+    use crossbeam_channel::bounded;
 
     #[test]
     fn a_stuck_watcher_never_blocks_producers_and_drops_are_counted_exactly() {

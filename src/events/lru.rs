@@ -65,16 +65,11 @@ pub struct Lru<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V> Lru<K, V> {
-    /// An empty cache (capacity at least 1).
+    /// An empty cache (capacity at least 1). It grows as entries come: the capacity is a
+    /// bound, not a reservation (the correlator's 4096 entries would be 0.5 MB at start).
     pub fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
-        Lru {
-            map: HashMap::with_capacity_and_hasher(capacity, FxBuild::default()),
-            nodes: Vec::with_capacity(capacity),
-            head: NONE,
-            tail: NONE,
-            capacity,
-        }
+        Lru { map: HashMap::with_hasher(FxBuild::default()), nodes: Vec::new(), head: NONE, tail: NONE, capacity }
     }
 
     /// Entries held.

@@ -129,6 +129,8 @@ impl Reference {
 #[derive(Clone)]
 pub struct EventRecorder {
     tx: Sender<Event>,
+    /// Most events queued in `tx` (for an unbounded channel; a bounded one has its own).
+    limit: usize,
     source: EventSource,
     metrics: Arc<EventMetrics>,
 }
@@ -136,7 +138,16 @@ pub struct EventRecorder {
 impl EventRecorder {
     /// A recorder feeding `tx` (the broadcaster's queue) as `component` on `host`.
     pub fn new(tx: Sender<Event>, component: &str, host: &str, metrics: Arc<EventMetrics>) -> Self {
-        EventRecorder { tx, source: EventSource { component: component.into(), host: host.into() }, metrics }
+        let source = EventSource { component: component.into(), host: host.into() };
+        EventRecorder { tx, limit: usize::MAX, source, metrics }
+    }
+
+    /// At most `limit` events queued in the (unbounded) channel: past it an event is dropped
+    /// and counted as for a full bounded queue. Producers racing at the limit may each add
+    /// one more.
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
     }
 
     /// Records an event now.
@@ -209,7 +220,8 @@ impl EventRecorder {
             reporting_component: self.source.component.clone(),
             reporting_instance: self.source.host.clone(),
         };
-        match self.tx.try_send(event) {
+        let full = self.tx.len() >= self.limit;
+        match if full { Err(TrySendError::Full(event)) } else { self.tx.try_send(event) } {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.metrics.dropped_queue_full.inc();
