@@ -123,8 +123,13 @@ fmt:
 
 ## The CRI benchmark runs on a containerd of its own (tests/cri/up.sh, torn down after).
 BENCH_CRI_BASE := /tmp/ferrolet-cri-bench
+## The footprint benchmark measures the static x86_64 binary when `make static` has built it.
+STATIC_BIN = $(abspath $(TARGET_DIR))/x86_64-unknown-linux-musl/release/ferrolet
 bench: deps
 	$(CARGO) bench --locked --bench agent --bench events --bench cgroups --bench prober --bench devices
+	@if [ -x $(STATIC_BIN) ]; then FERROLET_BIN=$(STATIC_BIN) $(CARGO) bench --locked --bench footprint; \
+	else echo "footprint: no $(STATIC_BIN) (run make static first): measuring the release build"; \
+	  $(CARGO) bench --locked --bench footprint; fi
 	@FERROLET_TEST_VENV=$(TEST_VENV) tests/apiserver/setup.sh && FERROLET_TEST_VENV=$(TEST_VENV) $(CARGO) bench --locked --bench cluster
 	@export FERROLET_CRI_BASE=$(BENCH_CRI_BASE) FERROLET_CRI_CGROUP=/ferrolet-cri-bench; \
 	trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \

@@ -68,6 +68,9 @@ fn the_static_binary_says_its_version_runs_a_pod_and_stops() {
     let agent =
         AgentProcess::spawn_command(cmd, port, "info", sb.dir.path().join("agent.log"), Duration::from_millis(100));
     assert_eq!(agent.get("/healthz").unwrap().trim(), "ok");
+    // Under binfmt_misc the process's executable is the emulator.
+    let exe = std::fs::read_link(format!("/proc/{}/exe", agent.child.id())).unwrap_or_default();
+    eprintln!("{arch}: the agent runs as {}", exe.display());
     wait_for("the pod to run", Duration::from_secs(60), || {
         let pod = agent.pod("hello")?;
         common::container(&pod, "c")?.state.running.as_ref().map(|_| ())
