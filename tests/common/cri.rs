@@ -83,11 +83,15 @@ impl CriNode {
         self.sb.dir.path().join("pods")
     }
 
-    /// The agent's configuration.
+    /// The agent's configuration. The image filesystem is this machine's disk, shared with
+    /// everything else on it: the disk-pressure signal (every unused image removed while
+    /// under 15 % is free) is off, or a full disk would change what the tests see. Its
+    /// decisions are tested against a fake runtime.
     pub fn config_text(&self) -> String {
         format!(
             "node_name = {:?}\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\n\
              manifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\nruntime = \"cri\"\n\
+             eviction_hard_imagefs_available = \"\"\n\
              container_runtime_endpoint = {:?}\n[api]\nlisten = \"127.0.0.1:{}\"\n[logs]\npod_logs_dir = {:?}\n\
              [devices]\nplugin_dir = \"\"\n[cgroups]\nroot = {:?}\n",
             self.node,
