@@ -5,9 +5,9 @@
 //! agent's RSS, open fds, threads, the state directory's size and events.log's size into a
 //! CSV, draws them in an SVG, and fails when any of them still grows over the last half of
 //! the run. With `fatrace` (Debian's package; `make soak` installs it) it also checks that
-//! the agent and its shims (the processes whose command line names the soak's directory,
-//! looked for every 200 ms) write nothing outside their state directory (logs included),
-//! the plugin directory, the cgroup tree and their lock directory.
+//! the agent and its shims (which run the soak's own copy of the binary, `flsoak<pid>`, a
+//! command name nothing else has) write nothing outside their state directory (logs
+//! included), the plugin directory, the cgroup tree and their lock directory.
 
 mod support;
 
@@ -34,12 +34,22 @@ fn main() {
     let cfg = sb.dir.path().join("ferrolet.toml");
     let port = support::common::free_port();
     std::fs::write(&cfg, sb.config_text(port)).unwrap();
-    let agent = AgentProcess::spawn(&cfg, port, "info", sb.dir.path().join("agent.log"), Duration::from_millis(100));
+    // The agent runs from a copy named for this soak: it and its shims (which execute the
+    // same file) have a command name no other process on the machine has, which is how
+    // fatrace's lines are told apart (a pid alone is reused within an hour).
+    let name = format!("flsoak{}", std::process::id());
+    let bin = sb.dir.path().join(&name);
+    std::fs::copy(support::bin(), &bin).unwrap();
+    let mut cmd = Command::new(&bin);
+    cmd.args(["run", "--config"]).arg(&cfg);
+    let agent =
+        AgentProcess::spawn_command(cmd, port, "info", sb.dir.path().join("agent.log"), Duration::from_millis(100));
     let pid = agent.child.id();
     let writes = Fatrace::start();
     println!(
-        "soak: {} for {duration:?}, a sample every {every:?} (pid {pid}, state in {})",
+        "soak: {} as {} for {duration:?}, a sample every {every:?} (pid {pid}, state in {})",
         support::bin().display(),
+        bin.display(),
         sb.state().display()
     );
 
@@ -49,11 +59,6 @@ fn main() {
     let start = Instant::now();
     let (mut next_sample, mut next_churn, mut next_crash) = (start, start, start + Duration::from_secs(60));
     let mut round = 0u64;
-    // The agent and the shims of its containers: the processes whose command line names
-    // this soak's directory (other ferrolet processes on the machine are not ours), each with
-    // its command name: over an hour a pid is used again, and a write counts only when the
-    // writer has the same name (a build's `zig` on a shim's old pid is not the shim).
-    let mut ours = std::collections::HashMap::new();
     while start.elapsed() < duration {
         let now = Instant::now();
         if now >= next_churn {
@@ -79,7 +84,6 @@ fn main() {
             std::fs::write(out.join("soak.csv"), &csv).unwrap();
             next_sample += every;
         }
-        ours.extend(processes_naming(sb.dir.path()));
         if agent.child.id() != pid || !alive(pid) {
             panic!("the agent died; its log: {}", agent.log.display());
         }
@@ -97,7 +101,7 @@ fn main() {
     }
     if let Some(w) = writes {
         let outside = w.outside(
-            &ours,
+            &name,
             &[
                 sb.dir.path().to_path_buf(),
                 PathBuf::from("/sys/fs/cgroup"),
@@ -173,20 +177,6 @@ fn start_plugin(dir: &Path) -> TestPlugin {
         println!("soak: the plugin could not register ({e}); it tries again at its next restart");
     }
     p
-}
-
-/// The processes whose command line names `dir`: pid and command name.
-fn processes_naming(dir: &Path) -> Vec<(u32, String)> {
-    let needle = dir.as_os_str().as_encoded_bytes();
-    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
-    procs
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
-        })
-        .filter_map(|pid| Some((pid, std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim().to_string())))
-        .collect()
 }
 
 fn alive(pid: u32) -> bool {
@@ -296,22 +286,18 @@ impl Fatrace {
         Some(Fatrace { child, log })
     }
 
-    /// Writes by processes `ours` (the agent and its shims) outside `allowed`.
-    fn outside(mut self, ours: &std::collections::HashMap<u32, String>, allowed: &[PathBuf]) -> Vec<String> {
+    /// Writes by the processes named `comm` (the agent and its shims) outside `allowed`.
+    fn outside(mut self, comm: &str, allowed: &[PathBuf]) -> Vec<String> {
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let _ = self.child.wait();
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let _ = std::fs::remove_file(&self.log);
         // Lines look like `ferrolet(1234): W /path/to/file`.
-        let ours = |l: &str| -> Option<bool> {
-            let (comm, rest) = l.split_once('(')?;
-            let pid = rest.split_once(')')?.0.parse::<u32>().ok()?;
-            Some(ours.get(&pid).is_some_and(|c| c == comm))
-        };
+        let ours = |l: &str| l.split_once('(').is_some_and(|(c, _)| c == comm);
         let mut seen: Vec<String> = text
             .lines()
-            .filter(|l| ours(l) == Some(true))
+            .filter(|l| ours(l))
             .filter_map(|l| l.split_once(": ").map(|(_, rest)| rest.trim_start_matches(|c: char| c != '/').to_string()))
             .filter(|path| !path.is_empty() && !allowed.iter().any(|a| Path::new(path).starts_with(a)))
             .collect();
