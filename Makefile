@@ -28,8 +28,9 @@ build: deps
 	$(CARGO) build --release --locked
 
 ## static: one statically linked binary (musl) for TARGET, at
-## target/$(TARGET)/release/ferrolet: x86_64-unknown-linux-musl (the default),
-## aarch64-unknown-linux-musl or armv7-unknown-linux-musleabihf. Debian has no C++ toolchain
+## target/$(TARGET)/release/ferrolet: x86_64-unknown-linux-musl (the default) or
+## aarch64-unknown-linux-musl. armv7-unknown-linux-musleabihf stops at grpcio-sys, which has
+## no Rust bindings for 32-bit ARM and does not generate them when cross-compiling (README). Debian has no C++ toolchain
 ## for musl, so zig (from PyPI's ziglang) compiles gRPC's C++ core, through cargo-zigbuild.
 ## Where rustup has no prebuilt standard library for TARGET (armv7 musl, here), it is built
 ## from rust-src (-Zbuild-std, allowed on stable by RUSTC_BOOTSTRAP for this build only).
