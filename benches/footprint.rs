@@ -30,7 +30,7 @@ fn main() {
         "ferrolet footprint benchmark: {} ({:.1} MB, {})",
         b.display(),
         size as f64 / 1e6,
-        if is_static(&b) {
+        if support::common::elf_machine_and_interp(&b).is_some_and(|(_, interp)| !interp) {
             "statically linked"
         } else {
             "dynamically linked: not the static binary; run `make static` first"
@@ -242,19 +242,4 @@ fn print_threads(pid: u32) {
     }
     let list: Vec<String> = by_name.iter().map(|(n, c)| if *c > 1 { format!("{n} x{c}") } else { n.clone() }).collect();
     println!("  threads: {}", list.join(", "));
-}
-
-/// Whether an ELF file has no program interpreter (so no dynamic loader: static).
-fn is_static(path: &Path) -> bool {
-    let Ok(b) = std::fs::read(path) else { return false };
-    if b.len() < 64 || &b[..4] != b"\x7fELF" {
-        return false;
-    }
-    let wide = b[4] == 2;
-    let u = |at: usize, n: usize| -> usize {
-        b.get(at..at + n).map_or(0, |s| s.iter().rev().fold(0usize, |acc, x| acc << 8 | *x as usize))
-    };
-    let (phoff, phentsize, phnum) =
-        if wide { (u(0x20, 8), u(0x36, 2), u(0x38, 2)) } else { (u(0x1c, 4), u(0x2a, 2), u(0x2c, 2)) };
-    (0..phnum).all(|i| u(phoff + i * phentsize, 4) != 3) // PT_INTERP
 }

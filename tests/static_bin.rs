@@ -13,18 +13,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-/// The ELF header's machine, and whether the file has a program interpreter (so is not
-/// static).
-fn elf(path: &Path) -> (u16, bool) {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&b[..4], b"\x7fELF", "{} is not an ELF file", path.display());
-    let le = |at: usize, n: usize| b[at..at + n].iter().rev().fold(0usize, |acc, x| acc << 8 | *x as usize);
-    let (phoff, phentsize, phnum) =
-        if b[4] == 2 { (le(0x20, 8), le(0x36, 2), le(0x38, 2)) } else { (le(0x1c, 4), le(0x2a, 2), le(0x2c, 2)) };
-    let interp = (0..phnum).any(|i| le(phoff + i * phentsize, 4) == 3); // PT_INTERP
-    (le(0x12, 2) as u16, interp)
-}
-
 #[test]
 fn the_static_binary_says_its_version_runs_a_pod_and_stops() {
     let Some(bin) = std::env::var_os("FERROLET_STATIC_BIN") else {
@@ -32,7 +20,8 @@ fn the_static_binary_says_its_version_runs_a_pod_and_stops() {
         return;
     };
     let bin = Path::new(&bin);
-    let (machine, interp) = elf(bin);
+    let (machine, interp) = common::elf_machine_and_interp(bin)
+        .unwrap_or_else(|| panic!("{} is not a little-endian ELF file", bin.display()));
     assert!(!interp, "{} has a program interpreter: it is not statically linked", bin.display());
     let arch = match machine {
         0x3e => "x86_64",

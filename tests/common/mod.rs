@@ -25,6 +25,22 @@ pub fn ferrolet_bin() -> PathBuf {
     std::env::var_os(BIN_ENV).map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ferrolet")), PathBuf::from)
 }
 
+/// An ELF file's machine (`e_machine`: 0x3e x86_64, 0xb7 aarch64, 0x28 arm) and whether it
+/// has a program interpreter (a dynamic loader: not static); `None` for a file that is not
+/// a little-endian ELF file.
+pub fn elf_machine_and_interp(path: &Path) -> Option<(u16, bool)> {
+    let b = std::fs::read(path).ok()?;
+    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[5] != 1 {
+        return None;
+    }
+    let le =
+        |at: usize, n: usize| b.get(at..at + n).map_or(0, |s| s.iter().rev().fold(0usize, |a, x| a << 8 | *x as usize));
+    let (phoff, phentsize, phnum) =
+        if b[4] == 2 { (le(0x20, 8), le(0x36, 2), le(0x38, 2)) } else { (le(0x1c, 4), le(0x2a, 2), le(0x2c, 2)) };
+    let interp = (0..phnum).any(|i| le(phoff + i * phentsize, 4) == 3); // PT_INTERP
+    Some((le(0x12, 2) as u16, interp))
+}
+
 /// The environment variable naming the file skipped tests append to (`make test` sets it
 /// and prints a summary after `cargo test`).
 pub const SKIP_LOG_ENV: &str = "FERROLET_SKIP_LOG";
