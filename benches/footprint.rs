@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::common::plugin::{Behaviour, TestPlugin};
-use support::{bin, shims_memory_kib, status_field, Agent};
+use support::{bin, rollup_kib, shims_memory_kib, status_field, Agent};
 
 const LIMIT: u64 = 64 << 20;
 
@@ -214,14 +214,7 @@ impl Drop for MemCgroup {
 
 /// RSS, PSS and private memory from `/proc/PID/smaps_rollup`, in KiB.
 fn report(what: &str, pid: u32) {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-    let field = |k: &str| -> u64 {
-        rollup
-            .lines()
-            .filter(|l| l.starts_with(k))
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .sum()
-    };
+    let field = |k: &str| rollup_kib(pid, k);
     println!(
         "{what}: RSS {:.2} MiB, PSS {:.2} MiB, private {:.2} MiB (anonymous {:.2} MiB), threads {}",
         field("Rss:") as f64 / 1024.0,

@@ -35,12 +35,20 @@ pub fn shims_memory_kib(state: &Path) -> (usize, u64, u64) {
         let pid = v["shim_pid"].as_u64().unwrap_or(0) as u32;
         n += 1;
         total += rss_kib(pid);
-        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
-        for line in rollup.lines().filter(|l| l.starts_with("Private_")) {
-            private += line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        }
+        private += rollup_kib(pid, "Private_");
     }
     (n, total, private)
+}
+
+/// The sum of the `/proc/PID/smaps_rollup` fields whose names start with `prefix`, in KiB
+/// (`Rss:`, `Pss:`, `Private_` for clean and dirty together).
+pub fn rollup_kib(pid: u32, prefix: &str) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    rollup
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
 }
 
 pub fn cpu_ticks(pid: u32) -> u64 {
