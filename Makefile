@@ -28,12 +28,13 @@ build: deps
 	$(CARGO) build --release --locked
 
 ## static: one statically linked binary (musl) for TARGET, at
-## target/$(TARGET)/release/ferrolet: x86_64-unknown-linux-musl (the default) or
-## aarch64-unknown-linux-musl. armv7-unknown-linux-musleabihf stops at grpcio-sys, which has
-## no Rust bindings for 32-bit ARM and does not generate them when cross-compiling (README). Debian has no C++ toolchain
+## target/$(TARGET)/release/ferrolet: x86_64-unknown-linux-musl (the default),
+## aarch64-unknown-linux-musl or armv7-unknown-linux-musleabihf. Debian has no C++ toolchain
 ## for musl, so zig (from PyPI's ziglang) compiles gRPC's C++ core, through cargo-zigbuild.
 ## Where rustup has no prebuilt standard library for TARGET (armv7 musl, here), it is built
 ## from rust-src (-Zbuild-std, allowed on stable by RUSTC_BOOTSTRAP for this build only).
+## grpcio-sys has no Rust bindings for 32-bit ARM, so for it bindgen generates them
+## (Cargo.toml), with libclang-dev and zig's musl headers for the target.
 TARGET ?= x86_64-unknown-linux-musl
 ZIG_VENV ?= $(HOME)/.cache/ferrolet-zig
 TARGET_VAR := $(subst -,_,$(TARGET))
@@ -43,10 +44,14 @@ static: deps
 	command -v cargo-zigbuild >/dev/null || $(CARGO) install cargo-zigbuild --locked
 	python3 -c 'import ensurepip' 2>/dev/null || apt-get install -y -qq python3-venv
 	[ -x $(ZIG_VENV)/bin/python3 ] || { python3 -m venv $(ZIG_VENV) && $(ZIG_VENV)/bin/pip install -q ziglang==0.15.2; }
+	$(if $(filter arm%,$(TARGET)),ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev; })
 	@if rustup target add $(TARGET) 2>/dev/null; then std=; else \
 	  echo "static: rustup has no standard library for $(TARGET) here; building it from rust-src"; \
 	  rustup component add rust-src && std="-Zbuild-std=std,panic_abort"; fi; \
+	zinc=$$(echo $(ZIG_VENV)/lib/python3*/site-packages/ziglang/lib/libc/include); \
+	zarch=$$(echo $(TARGET) | sed 's/-.*//; s/^armv7$$/arm/'); \
 	set -x; env PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $${std:+RUSTC_BOOTSTRAP=1} \
+	  BINDGEN_EXTRA_CLANG_ARGS_$(TARGET_VAR)="-nostdlibinc -isystem $$zinc/$$zarch-linux-musl -isystem $$zinc/generic-musl -isystem $$zinc/any-linux-any" \
 	  $(CARGO) zigbuild --release --locked --target $(TARGET) $$std
 	@ls -l $(TARGET_DIR)/$(TARGET)/release/ferrolet
 

@@ -372,11 +372,12 @@ const MAX_REMOVED: usize = 4096;
 
 /// One pod as the cache shows it: the very object it was published from (shared with the
 /// pod manager, not copied: an `Arc` never changes while it is shared), its creation time
-/// and its status.
+/// and its status (shared with the readers that list it).
+#[derive(Clone)]
 struct Stored {
     pod: Arc<Pod>,
     created: Option<Time>,
-    status: PodStatus,
+    status: Arc<PodStatus>,
 }
 
 impl Stored {
@@ -384,8 +385,26 @@ impl Stored {
     fn to_pod(&self) -> Pod {
         let mut pod = Pod::clone(&self.pod);
         pod.metadata.creation_timestamp = self.created;
-        pod.status = Some(self.status.clone());
+        pod.status = Some(PodStatus::clone(&self.status));
         pod
+    }
+}
+
+/// Every pod at one moment, sorted by namespace and name, without a copy of any: it
+/// serializes as the list of pods the API shows, making each pod (spec and status together)
+/// only while it is written out, so `/pods` on 500 pods does not hold 500 copies at once.
+pub struct Listed(Vec<Stored>);
+
+impl Listed {
+    /// The pods, each made as the API shows it.
+    pub fn pods(&self) -> impl Iterator<Item = Pod> + '_ {
+        self.0.iter().map(Stored::to_pod)
+    }
+}
+
+impl serde::Serialize for Listed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.pods())
     }
 }
 
@@ -399,7 +418,7 @@ impl StatusCache {
         // Upgradable: readers of other pods are not held up by the comparison, and no other
         // writer can come in between it and the store.
         let pods = self.pods.upgradable_read();
-        if let Some(old) = pods.get(&pod.metadata.uid).filter(|old| old.status == status && old.created == created) {
+        if let Some(old) = pods.get(&pod.metadata.uid).filter(|old| *old.status == status && old.created == created) {
             if Arc::ptr_eq(&old.pod, pod) {
                 return false;
             }
@@ -411,7 +430,7 @@ impl StatusCache {
                 return false;
             }
         }
-        let stored = Stored { pod: Arc::clone(pod), created, status };
+        let stored = Stored { pod: Arc::clone(pod), created, status: Arc::new(status) };
         RwLockUpgradableReadGuard::upgrade(pods).insert(pod.metadata.uid.clone(), stored);
         self.writes.fetch_add(1, Ordering::Relaxed);
         true
@@ -442,13 +461,13 @@ impl StatusCache {
 
     /// One pod's last status.
     pub fn status(&self, uid: &str) -> Option<PodStatus> {
-        self.pods.read().get(uid).map(|p| p.status.clone())
+        self.pods.read().get(uid).map(|p| PodStatus::clone(&p.status))
     }
 
     /// Runs `f` on one pod's last status, without copying it (the cache is read-locked
     /// meanwhile, so `f` must not write to it).
     pub fn with_status<T>(&self, uid: &str, f: impl FnOnce(Option<&PodStatus>) -> T) -> T {
-        f(self.pods.read().get(uid).map(|p| &p.status))
+        f(self.pods.read().get(uid).map(|p| &*p.status))
     }
 
     /// One pod's last phase (without copying its status).
@@ -456,11 +475,19 @@ impl StatusCache {
         self.pods.read().get(uid).map(|p| p.status.phase)
     }
 
-    /// Every pod, sorted by namespace and name.
-    pub fn list(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self.pods.read().values().map(Stored::to_pod).collect();
-        pods.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
-        pods
+    /// Every pod, sorted by namespace and name (the cache is read-locked only to take them).
+    pub fn list(&self) -> Listed {
+        let mut pods: Vec<Stored> = self.pods.read().values().cloned().collect();
+        pods.sort_by(|a, b| {
+            let (a, b) = (&a.pod.metadata, &b.pod.metadata);
+            (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))
+        });
+        Listed(pods)
+    }
+
+    /// Every pod's last status, in no order.
+    pub fn statuses(&self) -> Vec<Arc<PodStatus>> {
+        self.pods.read().values().map(|p| Arc::clone(&p.status)).collect()
     }
 }
 

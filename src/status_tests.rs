@@ -204,7 +204,7 @@ fn publishing_what_the_cache_already_shows_stores_nothing() {
     let s = PodStatus { start_time: started, ..s };
 
     assert!(cache.publish(&p, s.clone()), "a new pod is stored");
-    let stored = cache.list().pop().expect("stored");
+    let stored = cache.list().pods().last().expect("stored");
     assert_eq!(stored.metadata.creation_timestamp, started, "created when its sandbox was");
     let writes = cache.writes();
     assert!(!cache.publish(&p, s.clone()), "the same pod and status again");
@@ -220,5 +220,5 @@ fn publishing_what_the_cache_already_shows_stores_nothing() {
     let mut deleted = Arc::clone(&p);
     Arc::make_mut(&mut deleted).metadata.deletion_timestamp = started;
     assert!(cache.publish(&deleted, s), "a changed pod is stored");
-    assert_eq!(cache.list().pop().expect("stored").metadata.deletion_timestamp, started);
+    assert_eq!(cache.list().pods().last().expect("stored").metadata.deletion_timestamp, started);
 }

@@ -325,7 +325,7 @@ impl ApiSync {
         self.compared_at = now;
         let view = self.view.read();
         let mut live = BTreeSet::new();
-        let pods = self.statuses.list();
+        let pods: Vec<Pod> = self.statuses.list().pods().collect();
         for pod in &pods {
             let Some(status) = pod.status.as_ref() else { continue };
             let Some(uid) = status_target(pod, &view) else { continue };

@@ -3,7 +3,7 @@
 use super::conn::{Handler, ServerStats};
 use super::http::{Request, Response};
 use super::ApiState;
-use crate::api::{EventList, ListMeta, Node, NodeCondition, PodList, PodPhase, Quantity, Time};
+use crate::api::{EventList, ListMeta, Node, NodeCondition, PodPhase, Quantity, Time};
 use crate::events::store::EventFilter;
 use crate::metrics::{Encoder, Kind};
 use parking_lot::Mutex;
@@ -94,12 +94,17 @@ impl Routes {
         match req.path.as_str() {
             "/healthz" => self.healthz(&req.query),
             "/pods" | "/pods/" => {
-                let list = PodList {
-                    api_version: "v1".into(),
-                    kind: "PodList".into(),
-                    metadata: ListMeta::default(),
-                    items: s.statuses.list(),
-                };
+                // `PodList`'s shape, its items written out one pod at a time.
+                #[derive(serde::Serialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Listing {
+                    api_version: &'static str,
+                    kind: &'static str,
+                    metadata: ListMeta,
+                    items: crate::status::Listed,
+                }
+                let list =
+                    Listing { api_version: "v1", kind: "PodList", metadata: ListMeta::default(), items: s.statuses.list() };
                 Response::json(to_json(&list))
             }
             "/events" | "/events/" => match event_filter(&req.query) {
@@ -329,12 +334,11 @@ impl Routes {
     /// Prometheus text exposition of the agent's own gauges.
     fn metrics(&self) -> String {
         let state = &self.state;
-        let pods = state.statuses.list();
+        let statuses = state.statuses.statuses();
         let mut out = String::new();
         let mut phases = std::collections::BTreeMap::new();
         let mut containers = std::collections::BTreeMap::new();
-        for p in &pods {
-            let Some(s) = &p.status else { continue };
+        for s in &statuses {
             *phases.entry(s.phase).or_insert(0u64) += 1;
             for c in s.init_container_statuses.iter().chain(&s.container_statuses) {
                 let st = if c.state.running.is_some() {

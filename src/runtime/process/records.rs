@@ -268,12 +268,14 @@ impl FileId {
     }
 
     /// The identity in `st`, as `stat(2)` fills it (the same fields `of` reads).
+    // The times are 32-bit on 32-bit ARM (as the libc crate declares musl's `stat` there).
+    #[allow(clippy::useless_conversion)]
     pub fn of_stat(st: &libc::stat) -> FileId {
         FileId {
             ino: st.st_ino,
             size: u64::try_from(st.st_size).unwrap_or_default(),
-            mtime: (st.st_mtime, st.st_mtime_nsec),
-            ctime: (st.st_ctime, st.st_ctime_nsec),
+            mtime: (i64::from(st.st_mtime), i64::from(st.st_mtime_nsec)),
+            ctime: (i64::from(st.st_ctime), i64::from(st.st_ctime_nsec)),
         }
     }
 

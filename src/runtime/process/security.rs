@@ -341,7 +341,8 @@ pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
         check(unsafe { libc::chdir(wd.as_ptr()) } as libc::c_long)?;
     }
     if let Some(keep) = plan.capabilities {
-        for cap in 0..64u64 {
+        // `cap` is an unsigned long, as prctl takes it (32 bits on 32-bit ARM).
+        for cap in 0..64 {
             if all & (1 << cap) != 0 && keep & (1 << cap) == 0 {
                 prctl(libc::PR_CAPBSET_DROP, cap)?;
             }
