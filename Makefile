@@ -32,7 +32,9 @@ build: deps
 ## aarch64-unknown-linux-musl or armv7-unknown-linux-musleabihf. Debian has no C++ toolchain
 ## for musl, so zig (from PyPI's ziglang) compiles gRPC's C++ core, through cargo-zigbuild.
 ## Where rustup has no prebuilt standard library for TARGET (armv7 musl, here), it is built
-## from rust-src (-Zbuild-std, allowed on stable by RUSTC_BOOTSTRAP for this build only).
+## from rust-src (-Zbuild-std, allowed on stable by RUSTC_BOOTSTRAP for this build only);
+## the C start files (crt1.o...) that would come with it are then zig's: the binary's final
+## link alone gets `-C link-self-contained=no` (`cargo rustc`), so nothing else rebuilds.
 ## grpcio-sys has no Rust bindings for 32-bit ARM, so for it bindgen generates them
 ## (Cargo.toml), with libclang-dev and zig's musl headers for the target.
 TARGET ?= x86_64-unknown-linux-musl
@@ -45,14 +47,16 @@ static: deps
 	python3 -c 'import ensurepip' 2>/dev/null || apt-get install -y -qq python3-venv
 	[ -x $(ZIG_VENV)/bin/python3 ] || { python3 -m venv $(ZIG_VENV) && $(ZIG_VENV)/bin/pip install -q ziglang==0.15.2; }
 	$(if $(filter arm%,$(TARGET)),ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev; })
-	@if rustup target add $(TARGET) 2>/dev/null; then std=; else \
+	@if rustup target add $(TARGET) 2>/dev/null; then build="$(CARGO) zigbuild"; std=; link=; else \
 	  echo "static: rustup has no standard library for $(TARGET) here; building it from rust-src"; \
-	  rustup component add rust-src && std="-Zbuild-std=std,panic_abort"; fi; \
+	  rustup component add rust-src || exit 1; \
+	  build="cargo-zigbuild rustc --bin ferrolet"; std="-Zbuild-std=std,panic_abort"; \
+	  link="-- -C link-self-contained=no"; fi; \
 	zinc=$$(echo $(ZIG_VENV)/lib/python3*/site-packages/ziglang/lib/libc/include); \
 	zarch=$$(echo $(TARGET) | sed 's/-.*//; s/^armv7$$/arm/'); \
 	set -x; env PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $${std:+RUSTC_BOOTSTRAP=1} \
 	  BINDGEN_EXTRA_CLANG_ARGS_$(TARGET_VAR)="-nostdlibinc -isystem $$zinc/$$zarch-linux-musl -isystem $$zinc/generic-musl -isystem $$zinc/any-linux-any" \
-	  $(CARGO) zigbuild --release --locked --target $(TARGET) $$std
+	  $$build --release --locked --target $(TARGET) $$std $$link
 	@ls -l $(TARGET_DIR)/$(TARGET)/release/ferrolet
 
 ## install: the binary, the sample configuration, the systemd and OpenRC units and the state
