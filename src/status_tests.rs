@@ -222,3 +222,22 @@ fn publishing_what_the_cache_already_shows_stores_nothing() {
     assert!(cache.publish(&deleted, s), "a changed pod is stored");
     assert_eq!(cache.list().pods().last().expect("stored").metadata.deletion_timestamp, started);
 }
+
+#[test]
+fn the_listing_serializes_as_the_pods_themselves_in_namespace_and_name_order() {
+    let cache = StatusCache::default();
+    for (uid, name) in [("u1", "b"), ("u2", "a")] {
+        let mut p = pod(RestartPolicy::Always, &[], &["app"]);
+        p.metadata.uid = uid.into();
+        p.metadata.name = name.into();
+        let p = Arc::new(p);
+        let s = status(&p, vec![], vec![("app", obs(Some(info("app", RtState::Running, 0, 0))))]);
+        cache.publish(&p, PodStatus { start_time: Some(Time(SystemTime::UNIX_EPOCH)), ..s });
+    }
+    let listed = serde_json::to_value(cache.list()).unwrap();
+    let pods: Vec<Pod> = cache.list().pods().collect();
+    assert_eq!(listed, serde_json::to_value(&pods).unwrap(), "written out one at a time, the same JSON");
+    assert_eq!(pods.iter().map(|p| p.metadata.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    assert!(pods.iter().all(|p| p.status.is_some() && p.metadata.creation_timestamp.is_some()));
+    assert_eq!(cache.statuses().len(), 2);
+}

@@ -103,8 +103,12 @@ impl Routes {
                     metadata: ListMeta,
                     items: crate::status::Listed,
                 }
-                let list =
-                    Listing { api_version: "v1", kind: "PodList", metadata: ListMeta::default(), items: s.statuses.list() };
+                let list = Listing {
+                    api_version: "v1",
+                    kind: "PodList",
+                    metadata: ListMeta::default(),
+                    items: s.statuses.list(),
+                };
                 Response::json(to_json(&list))
             }
             "/events" | "/events/" => match event_filter(&req.query) {
