@@ -34,7 +34,7 @@ our_containerd() {
 our_shims() {
   local d argv i
   for d in /proc/[0-9]*; do
-    mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
+    mapfile -d '' -t argv 2>/dev/null < "$d/cmdline" || continue
     [ "${#argv[@]}" -gt 2 ] || continue
     case "${argv[0]##*/}" in containerd-shim*) ;; *) continue;; esac
     for ((i = 1; i + 1 < ${#argv[@]}; i++)); do
