@@ -25,7 +25,7 @@ our_containerd() {
   pid=$(cat "$PIDFILE")
   case "$pid" in '' | *[!0-9]*) return 1;; esac
   want=$(printf 'containerd\n--config\n%s' "$CONFIG")
-  have=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null) || return 1
+  have=$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline") || return 1
   [ "$have" = "$want" ] && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = /usr/bin/containerd ] || return 1
   echo "$pid"
 }
