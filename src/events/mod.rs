@@ -195,6 +195,10 @@ impl EventRecorder {
             return;
         }
         self.metrics.count(type_, reason);
+        // Past the limit the event is not even made.
+        if self.tx.len() >= self.limit {
+            return self.dropped_full(obj, reason);
+        }
         let nanos = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
         let namespace =
             if obj.object.namespace.is_empty() { "default".to_string() } else { obj.object.namespace.clone() };
@@ -220,17 +224,19 @@ impl EventRecorder {
             reporting_component: self.source.component.clone(),
             reporting_instance: self.source.host.clone(),
         };
-        let full = self.tx.len() >= self.limit;
-        match if full { Err(TrySendError::Full(event)) } else { self.tx.try_send(event) } {
+        match self.tx.try_send(event) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.metrics.dropped_queue_full.inc();
-                log::debug!("events: too many queued events, dropped {reason} on {}", obj.object.name);
-            }
+            Err(TrySendError::Full(_)) => self.dropped_full(obj, reason),
             Err(TrySendError::Disconnected(_)) => {
                 log::debug!("events: broadcaster stopped, dropped {reason} on {}", obj.object.name);
             }
         }
+    }
+
+    /// Counts an event dropped because the queue is full.
+    fn dropped_full(&self, obj: &Reference, reason: &str) {
+        self.metrics.dropped_queue_full.inc();
+        log::debug!("events: too many queued events, dropped {reason} on {}", obj.object.name);
     }
 }
 
