@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 DEV_CONFIG := etc/ferrolet-dev.toml
 
-.PHONY: build static run test lint fmt bench soak deps drain clean install
+.PHONY: build static static-tools hot-text run test lint fmt bench soak deps drain clean install
 
 ## deps: install the system packages the build and tests need (Debian), if missing.
 ##   gcc   - the linker driver rustc uses (and the C compiler for -sys crates)
@@ -37,27 +37,59 @@ build: deps
 ## link alone gets `-C link-self-contained=no` (`cargo rustc`), so nothing else rebuilds.
 ## grpcio-sys has no Rust bindings for 32-bit ARM, so for it bindgen generates them
 ## (Cargo.toml), with libclang-dev and zig's musl headers for the target.
+## The link puts the functions the agent runs first, together (etc/link/hot-text-TARGET.ld,
+## written by `make hot-text`), so an idle agent has fewer of the binary's pages resident.
 TARGET ?= x86_64-unknown-linux-musl
 ZIG_VENV ?= $(HOME)/.cache/ferrolet-zig
 TARGET_VAR := $(subst -,_,$(TARGET))
 MUSL_FLAGS := CFLAGS_$(TARGET_VAR)="-D_LARGEFILE64_SOURCE" \
 	CXXFLAGS_$(TARGET_VAR)="-D_LARGEFILE64_SOURCE -Wno-error=missing-template-arg-list-after-template-kw"
-static: deps
+HOT_TEXT := etc/link/hot-text-$(TARGET).ld
+STATIC_OUT = $(TARGET_DIR)/$(TARGET)/release/ferrolet
+# The link is given a copy named by its content: cargo relinks when the arguments change, but
+# does not look into the file they name.
+HOT_TEXT_COPY = $(abspath $(TARGET_DIR))/$(TARGET)/hot-text-$(shell md5sum < $(HOT_TEXT) | cut -c1-12).ld
+static: static-tools
+	$(if $(wildcard $(HOT_TEXT)),mkdir -p $(dir $(HOT_TEXT_COPY)) && cp $(HOT_TEXT) $(HOT_TEXT_COPY))
+	$(call zigbuild,$(if $(wildcard $(HOT_TEXT)),-C link-arg=-T -C link-arg=$(HOT_TEXT_COPY)))
+	@ls -l $(STATIC_OUT)
+
+## hot-text: rewrites $(HOT_TEXT) for TARGET: builds the static binary with its symbols, runs
+## benches/hot_text.rs with it under qemu-user (start, idle, a device plugin, a pod with probes;
+## its own state, port, plugin directory and cgroup root), which logs the code the agent runs,
+## orders the functions by it (etc/link/hot-text.py), then builds the static binary again.
+QEMU := qemu-$(patsubst armv7,arm,$(firstword $(subst -, ,$(TARGET))))-static
+hot-text: static-tools
+	command -v $(QEMU) >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user-static; }
+	$(call zigbuild,-C strip=none)
+	cp $(STATIC_OUT) $(STATIC_OUT).symbols
+	rm -f $(STATIC_OUT).in_asm
+	printf '%s\n' '#!/bin/sh' 'bin=$(abspath $(STATIC_OUT)).symbols' \
+	  '[ "$$1" = run ] && exec $(QEMU) -d in_asm -D $(abspath $(STATIC_OUT)).in_asm "$$bin" "$$@"' \
+	  'exec "$$bin" "$$@"' > $(STATIC_OUT).profile && chmod +x $(STATIC_OUT).profile
+	FERROLET_BIN=$(abspath $(STATIC_OUT)).profile $(CARGO) bench --profile fast --locked --bench hot_text
+	python3 etc/link/hot-text.py $(STATIC_OUT).symbols $(STATIC_OUT).in_asm $(HOT_TEXT)
+	$(MAKE) static
+
+static-tools: deps
 	command -v cargo-zigbuild >/dev/null || $(CARGO) install cargo-zigbuild --locked
 	python3 -c 'import ensurepip' 2>/dev/null || apt-get install -y -qq python3-venv
 	[ -x $(ZIG_VENV)/bin/python3 ] || { python3 -m venv $(ZIG_VENV) && $(ZIG_VENV)/bin/pip install -q ziglang==0.15.2; }
 	$(if $(filter arm%,$(TARGET)),ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev; })
-	@if rustup target add $(TARGET) 2>/dev/null; then build="$(CARGO) zigbuild"; std=; link=; else \
+
+## $(call zigbuild,RUSTC-FLAGS): the static binary for TARGET, RUSTC-FLAGS given to its final
+## link alone (`cargo rustc`), so that gRPC's core and the other crates do not rebuild.
+define zigbuild
+@if rustup target add $(TARGET) 2>/dev/null; then std=; link=; else \
 	  echo "static: rustup has no standard library for $(TARGET) here; building it from rust-src"; \
 	  rustup component add rust-src || exit 1; \
-	  build="cargo-zigbuild rustc --bin ferrolet"; std="-Zbuild-std=std,panic_abort"; \
-	  link="-- -C link-self-contained=no"; fi; \
+	  std="-Zbuild-std=std,panic_abort"; link="-C link-self-contained=no"; fi; \
 	zinc=$$(echo $(ZIG_VENV)/lib/python3*/site-packages/ziglang/lib/libc/include); \
 	zarch=$$(echo $(TARGET) | sed 's/-.*//; s/^armv7$$/arm/'); \
 	set -x; env PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $${std:+RUSTC_BOOTSTRAP=1} \
 	  BINDGEN_EXTRA_CLANG_ARGS_$(TARGET_VAR)="-nostdlibinc -isystem $$zinc/$$zarch-linux-musl -isystem $$zinc/generic-musl -isystem $$zinc/any-linux-any" \
-	  $$build --release --locked --target $(TARGET) $$std $$link
-	@ls -l $(TARGET_DIR)/$(TARGET)/release/ferrolet
+	  cargo-zigbuild rustc --bin ferrolet --release --locked --target $(TARGET) $$std -- $$link $(1)
+endef
 
 ## install: the binary, the sample configuration, the systemd and OpenRC units and the state
 ## directories, under DESTDIR (staging, e.g. for a package) and PREFIX (default /usr/local).

@@ -3,6 +3,7 @@
 //! A foreign-architecture binary (aarch64, armv7) runs under qemu-user through the kernel's
 //! binfmt_misc, as it must: the agent starts its container shims by executing itself again.
 //!
+//! Its code starts with the functions the agent runs (`.text.hot`, see etc/link/hot-text.py).
 //! `ferrolet version`, then `ferrolet run` with one pod on the process runtime, `/healthz`
 //! and `/pods` showing it running, then SIGTERM and an orderly exit.
 
@@ -29,6 +30,12 @@ fn the_static_binary_says_its_version_runs_a_pod_and_stops() {
         0x28 => "arm",
         m => panic!("{}: unexpected ELF machine {m:#x}", bin.display()),
     };
+    // `make static` links the functions the agent runs first into `.text.hot`
+    // (etc/link/hot-text-<target>.ld): without it an idle agent has about 3 MiB more resident.
+    let hot = common::elf_section_size(bin, ".text.hot").unwrap_or_else(|| {
+        panic!("{}: no .text.hot section: not linked with etc/link/hot-text-<target>.ld", bin.display())
+    });
+    eprintln!("{arch}: .text.hot is {hot} bytes");
     let version = match Command::new(bin).arg("version").output() {
         Ok(out) => out,
         Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => {

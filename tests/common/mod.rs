@@ -25,20 +25,61 @@ pub fn ferrolet_bin() -> PathBuf {
     std::env::var_os(BIN_ENV).map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ferrolet")), PathBuf::from)
 }
 
+/// A little-endian ELF file's bytes, read whole (32- or 64-bit).
+struct Elf(Vec<u8>);
+
+impl Elf {
+    fn read(path: &Path) -> Option<Elf> {
+        let b = std::fs::read(path).ok()?;
+        (b.len() >= 64 && &b[..4] == b"\x7fELF" && b[5] == 1).then_some(Elf(b))
+    }
+
+    /// The little-endian unsigned number of `n` bytes at `at` (0 past the end).
+    fn le(&self, at: usize, n: usize) -> usize {
+        self.0.get(at..at + n).map_or(0, |s| s.iter().rev().fold(0usize, |a, x| a << 8 | *x as usize))
+    }
+
+    /// A field that is 8 bytes at `wide` in a 64-bit file and 4 bytes at `narrow` in a 32-bit one.
+    fn word(&self, base: usize, wide: usize, narrow: usize) -> usize {
+        if self.0[4] == 2 {
+            self.le(base + wide, 8)
+        } else {
+            self.le(base + narrow, 4)
+        }
+    }
+}
+
 /// An ELF file's machine (`e_machine`: 0x3e x86_64, 0xb7 aarch64, 0x28 arm) and whether it
 /// has a program interpreter (a dynamic loader: not static); `None` for a file that is not
 /// a little-endian ELF file.
 pub fn elf_machine_and_interp(path: &Path) -> Option<(u16, bool)> {
-    let b = std::fs::read(path).ok()?;
-    if b.len() < 64 || &b[..4] != b"\x7fELF" || b[5] != 1 {
-        return None;
-    }
-    let le =
-        |at: usize, n: usize| b.get(at..at + n).map_or(0, |s| s.iter().rev().fold(0usize, |a, x| a << 8 | *x as usize));
-    let (phoff, phentsize, phnum) =
-        if b[4] == 2 { (le(0x20, 8), le(0x36, 2), le(0x38, 2)) } else { (le(0x1c, 4), le(0x2a, 2), le(0x2c, 2)) };
-    let interp = (0..phnum).any(|i| le(phoff + i * phentsize, 4) == 3); // PT_INTERP
-    Some((le(0x12, 2) as u16, interp))
+    let elf = Elf::read(path)?;
+    let phoff = elf.word(0, 0x20, 0x1c);
+    let (phentsize, phnum) =
+        if elf.0[4] == 2 { (elf.le(0x36, 2), elf.le(0x38, 2)) } else { (elf.le(0x2a, 2), elf.le(0x2c, 2)) };
+    let interp = (0..phnum).any(|i| elf.le(phoff + i * phentsize, 4) == 3); // PT_INTERP
+    Some((elf.le(0x12, 2) as u16, interp))
+}
+
+/// The size of an ELF file's section called `name` (section headers survive `strip`); `None`
+/// when it has none or is not a little-endian ELF file.
+pub fn elf_section_size(path: &Path, name: &str) -> Option<usize> {
+    let elf = Elf::read(path)?;
+    let shoff = elf.word(0, 0x28, 0x20);
+    let (shentsize, shnum, shstrndx) = if elf.0[4] == 2 {
+        (elf.le(0x3a, 2), elf.le(0x3c, 2), elf.le(0x3e, 2))
+    } else {
+        (elf.le(0x2e, 2), elf.le(0x30, 2), elf.le(0x32, 2))
+    };
+    let header = |i: usize| shoff + i * shentsize;
+    let names = elf.word(header(shstrndx), 0x18, 0x10); // the name table's sh_offset
+    let wanted = [name.as_bytes(), b"\0"].concat();
+    (0..shnum)
+        .find(|&i| {
+            let at = names + elf.le(header(i), 4); // sh_name
+            elf.0.get(at..at + wanted.len()) == Some(&wanted[..])
+        })
+        .map(|i| elf.word(header(i), 0x20, 0x14)) // sh_size
 }
 
 /// The environment variable naming the file skipped tests append to (`make test` sets it
