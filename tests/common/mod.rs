@@ -39,9 +39,13 @@ impl Elf {
         self.0.get(at..at + n).map_or(0, |s| s.iter().rev().fold(0usize, |a, x| a << 8 | *x as usize))
     }
 
+    fn is_64bit(&self) -> bool {
+        self.0[4] == 2
+    }
+
     /// A field that is 8 bytes at `wide` in a 64-bit file and 4 bytes at `narrow` in a 32-bit one.
     fn word(&self, base: usize, wide: usize, narrow: usize) -> usize {
-        if self.0[4] == 2 {
+        if self.is_64bit() {
             self.le(base + wide, 8)
         } else {
             self.le(base + narrow, 4)
@@ -56,7 +60,7 @@ pub fn elf_machine_and_interp(path: &Path) -> Option<(u16, bool)> {
     let elf = Elf::read(path)?;
     let phoff = elf.word(0, 0x20, 0x1c);
     let (phentsize, phnum) =
-        if elf.0[4] == 2 { (elf.le(0x36, 2), elf.le(0x38, 2)) } else { (elf.le(0x2a, 2), elf.le(0x2c, 2)) };
+        if elf.is_64bit() { (elf.le(0x36, 2), elf.le(0x38, 2)) } else { (elf.le(0x2a, 2), elf.le(0x2c, 2)) };
     let interp = (0..phnum).any(|i| elf.le(phoff + i * phentsize, 4) == 3); // PT_INTERP
     Some((elf.le(0x12, 2) as u16, interp))
 }
@@ -66,7 +70,7 @@ pub fn elf_machine_and_interp(path: &Path) -> Option<(u16, bool)> {
 pub fn elf_section_size(path: &Path, name: &str) -> Option<usize> {
     let elf = Elf::read(path)?;
     let shoff = elf.word(0, 0x28, 0x20);
-    let (shentsize, shnum, shstrndx) = if elf.0[4] == 2 {
+    let (shentsize, shnum, shstrndx) = if elf.is_64bit() {
         (elf.le(0x3a, 2), elf.le(0x3c, 2), elf.le(0x3e, 2))
     } else {
         (elf.le(0x2e, 2), elf.le(0x30, 2), elf.le(0x32, 2))
