@@ -29,16 +29,11 @@ import sys
 def executed(log):
     """The address of each block qemu translated, in the order it first ran."""
     address = re.compile(rb"^0x([0-9a-f]+):")
-    seen, order = set(), []
     with open(log, "rb") as f:
         for line in f:
             m = address.match(line)
             if m:
-                a = int(m.group(1), 16)
-                if a not in seen:
-                    seen.add(a)
-                    order.append(a)
-    return order
+                yield int(m.group(1), 16)
 
 
 def functions(binary):
