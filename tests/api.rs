@@ -1,6 +1,6 @@
 //! The local API and the CLI that reads it.
 
-mod common;
+use crate::common;
 
 use common::{manifest, wait_for, AgentProcess, Sandbox};
 use std::process::Command;

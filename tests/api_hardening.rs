@@ -2,7 +2,7 @@
 //! fd exhaustion, many idle connections, a client that never reads, huge request heads.
 //! Timeouts here are generous upper bounds for a loaded machine, not timing assertions.
 
-mod common;
+use crate::common;
 
 use common::{manifest, wait_for, AgentProcess, Sandbox};
 use std::io::{Read, Write};

@@ -2,7 +2,7 @@
 //! trust, so what it does is specified here. Without the test venv (`make test` makes it
 //! with tests/apiserver/setup.sh) each test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::apiserver::{node_user, CutMode, FakeApiserver, KeyType, Options, WatchStream};
 use serde_json::{json, Value};

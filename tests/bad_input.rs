@@ -1,7 +1,7 @@
 //! Malformed manifests and configs: each is rejected with the file, the exact field path
 //! and what is allowed, and never takes anything else down.
 
-mod common;
+use crate::common;
 
 use ferrolet::api::manifest::decode_pods;
 use ferrolet::config::Config;

@@ -2,7 +2,7 @@
 //! kernel, processes placed in their container cgroups, orphans removed; without access,
 //! the agent runs without enforcement (or refuses, when told enforcement is required).
 
-mod common;
+use crate::common;
 
 use common::{container, manifest, wait_for, workload_pid, AgentProcess, Sandbox};
 use ferrolet::cm::cgroupfs::{detect, CgroupDriver, CgroupVersion};

@@ -2,7 +2,7 @@
 //! kube-apiserver of tests/apiserver over TLS with a node client certificate. Without the
 //! test venv each test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::apiserver::{FakeApiserver, Options};
 use common::{wait_for, AgentProcess, Sandbox};

@@ -2,7 +2,7 @@
 //! read, a private state directory, and `drain`. Real agents (`ferrolet run`), shims and
 //! workloads; each test has its own state directory, ports and cgroup root.
 
-mod common;
+use crate::common;
 
 use common::{container, ferrolet_bin, manifest, wait_for, AgentProcess, Sandbox};
 use ferrolet::runtime::process::ShimState;

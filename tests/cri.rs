@@ -2,7 +2,7 @@
 //! (`make test` runs it and passes `FERROLET_CRI_ENDPOINT`). Without it, each test skips
 //! with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{remove_cgroup, TestPod};
 use ferrolet::cm::LinuxContainerConfig;

@@ -3,7 +3,7 @@
 //! restarts, OOM kills, agent and containerd restarts, and removal. Without the harness each
 //! test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{busybox, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};

@@ -2,7 +2,7 @@
 //! harness's containerd, its status (containerd's container id, the image) comes back, and
 //! a deletion stops and removes it. Skips without the CRI harness or the test venv.
 
-mod common;
+use crate::common;
 
 use common::apiserver::FakeApiserver;
 use common::cri::{busybox, CriNode};

@@ -4,7 +4,7 @@
 //! `dnsConfig`, on the pod network and on the host network. Without the harness each test
 //! skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{busybox, client, var, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};

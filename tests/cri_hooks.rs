@@ -3,7 +3,7 @@
 //! `preStop` exec runs in the container before SIGTERM reaches its workload. Without the
 //! harness each test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{busybox, CriNode};
 use common::{container, manifest, wait_for};

@@ -7,7 +7,7 @@
 //! image's size; `/images` and `ferrolet get images` say why each is kept. Without the
 //! harness the test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{CriNode, OwnContainerd};
 use common::{container, manifest, wait_for};

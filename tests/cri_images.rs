@@ -3,7 +3,7 @@
 //! pull policy seen through its API (`/pods`, `/events`). Without `FERROLET_CRI_ENDPOINT`
 //! each test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{client, endpoint, var, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};

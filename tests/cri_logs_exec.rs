@@ -3,7 +3,7 @@
 //! it, with its logs under a temporary directory. Without `FERROLET_CRI_ENDPOINT` the test
 //! skips.
 
-mod common;
+use crate::common;
 
 use common::cri::TestPod;
 

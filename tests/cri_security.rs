@@ -4,7 +4,7 @@
 //! read-only root filesystem seen by the workload, and `runAsNonRoot` against busybox (whose
 //! image runs as root). Without the harness each test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{busybox, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};

@@ -5,7 +5,7 @@
 //! `hostPath` whose type does not match fails the mount with kubelet's message; the pod's
 //! directory goes with the pod. Without the harness each test skips with the reason.
 
-mod common;
+use crate::common;
 
 use common::cri::{busybox, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};

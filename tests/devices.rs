@@ -1,7 +1,7 @@
 //! Device plugins end to end: a real `ferrolet run` and test plugins serving the v1beta1
 //! DevicePlugin service with grpcio on Unix sockets in the agent's plugin directory.
 
-mod common;
+use crate::common;
 
 use common::plugin::{register_raw, Behaviour, TestPlugin};
 use common::{container, manifest, wait_for, AgentProcess, Sandbox};

@@ -1,7 +1,7 @@
 //! Events end to end: what the agent records for real pods, read back through the local API
 //! and the CLI, counted in metrics, and kept across an agent restart.
 
-mod common;
+use crate::common;
 
 use common::{manifest, wait_for, AgentProcess, Sandbox};
 use ferrolet::api::{Event, EventList};

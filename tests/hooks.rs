@@ -3,7 +3,7 @@
 //! during the hook (the shim keeps the deadline); a failed postStart hook kills the
 //! container, which restarts; a pod past its active deadline fails.
 
-mod common;
+use crate::common;
 
 use common::{container, manifest, wait_for, AgentProcess, Sandbox};
 use std::time::{Duration, Instant};

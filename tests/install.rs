@@ -2,7 +2,7 @@
 //! pointing at the installed binary, a second install keeping the configuration, and the
 //! installed binary and configuration usable as they are.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

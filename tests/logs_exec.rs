@@ -2,7 +2,7 @@
 //! runtime: a pod whose container fails once, then writes enough to rotate its small log
 //! file while `logs -f` follows it, and exits.
 
-mod common;
+use crate::common;
 
 use common::{ferrolet_bin, wait_for, AgentProcess, Sandbox};
 use std::path::Path;

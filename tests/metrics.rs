@@ -2,7 +2,7 @@
 //! (`prometheus_client.parser` from Debian's python3-prometheus-client, which `make deps`
 //! installs): a pod with a probe and a plugin device, so every family has series.
 
-mod common;
+use crate::common;
 
 use common::plugin::{Behaviour, TestPlugin};
 use common::{manifest, skip, wait_for, AgentProcess, Sandbox};

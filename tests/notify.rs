@@ -3,7 +3,7 @@
 //! `STOPPING=1` on SIGTERM, and no workload inherits the socket. (A wedged manager stopping
 //! the pings is tested in `src/notify.rs`, where a manager can be wedged on purpose.)
 
-mod common;
+use crate::common;
 
 use common::{manifest, wait_for, Sandbox};
 use std::os::unix::net::UnixDatagram;

@@ -1,7 +1,7 @@
 //! The pod manager end to end: a real `ferrolet run` with the process runtime, real
 //! processes, manifests written to disk, status read from the local API.
 
-mod common;
+use crate::common;
 
 use common::{container, manifest, wait_for, AgentProcess, Sandbox};
 use std::time::{Duration, Instant};

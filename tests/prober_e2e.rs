@@ -1,7 +1,7 @@
 //! Probes end to end with the process runtime: liveness restarts, readiness flips Ready,
 //! startup holds liveness back, and Ready survives an agent restart.
 
-mod common;
+use crate::common;
 
 use common::{container, manifest, wait_for, AgentProcess, Sandbox};
 use ferrolet::api::{Event, EventList, Pod};

@@ -1,7 +1,7 @@
 //! Each probe kind against real peers on 127.0.0.1: a small HTTP server, TCP listeners,
 //! real processes for exec, and a real grpcio health server.
 
-mod common;
+use crate::common;
 
 use common::{ferrolet_bin, wait_for, Sandbox};
 use ferrolet::api::{Container, ContainerPort, HttpGetAction, HttpHeader, IntOrString};

@@ -1,7 +1,7 @@
 //! The process runtime against real processes: shims, logs, stop with grace, exits, exec,
 //! OOM detection, and re-adoption by a fresh runtime object.
 
-mod common;
+use crate::common;
 
 use common::{ferrolet_bin, wait_for, Sandbox};
 use ferrolet::runtime::process::ProcessRuntime;

@@ -1,7 +1,7 @@
 //! The process runtime's records under damage: oversized, truncated or corrupt files, and
 //! interrupted starts. Real shims and workloads; each test has its own state directory.
 
-mod common;
+use crate::common;
 
 use common::{wait_for, Sandbox};
 use ferrolet::runtime::process::{ExitRecord, ProcessRuntime, ShimState};

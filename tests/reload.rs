@@ -2,7 +2,7 @@
 //! applied (log level, manifest directory, probe pool size, event limits), a key that needs
 //! a restart is named as such, and a broken file changes nothing.
 
-mod common;
+use crate::common;
 
 use common::{manifest, wait_for, AgentProcess, Sandbox};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Agent restarts: `kill -9` of the agent must not restart any container; statuses come
 //! back from the runtime's records, including exits that happened while the agent was down.
 
-mod common;
+use crate::common;
 
 use common::{container, manifest, wait_for, workload_pid, AgentProcess, Sandbox};
 use std::time::Duration;

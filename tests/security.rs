@@ -4,7 +4,7 @@
 //! load) waiting with kubelet's reason and message. Switching users needs root: without it
 //! each test skips.
 
-mod common;
+use crate::common;
 
 use common::{container, manifest, wait_for, workload_pid, AgentProcess, Sandbox};
 use ferrolet::api::{EventList, Pod};

@@ -7,7 +7,7 @@
 //! `ferrolet version`, then `ferrolet run` with one pod on the process runtime, `/healthz`
 //! and `/pods` showing it running, then SIGTERM and an orderly exit.
 
-mod common;
+use crate::common;
 
 use common::{manifest, skip, wait_for, AgentProcess, Sandbox};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! match; and the pod's directory (its tmpfs unmounted) gone with the pod. Mount
 //! namespaces need root: without it each test skips.
 
-mod common;
+use crate::common;
 
 use common::{container, manifest, wait_for, AgentProcess, Sandbox};
 use ferrolet::api::{EventList, Pod};

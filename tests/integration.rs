@@ -1,0 +1,45 @@
+//! The integration tests, but two, in one test binary: cargo links and runs one binary
+//! instead of thirty-four, and its tests run side by side (`make test` runs 8 at a time;
+//! most wait on processes, sockets and timers, not on the CPU). Each module is one
+//! subject (`cargo test --test integration cluster::` runs one); they share `common`.
+//! Two are binaries of their own: `devices_threads` counts its process's threads by name,
+//! and `input_limits` measures its children's peak memory with `wait4`, which includes the
+//! test process's own peak at the moment the child was started (the kernel carries the
+//! old memory's high-water mark across `exec`).
+
+mod common;
+
+mod api;
+mod api_hardening;
+mod apiserver_fake;
+mod bad_input;
+mod cgroups;
+mod cluster;
+mod crash;
+mod cri;
+mod cri_agent;
+mod cri_cluster;
+mod cri_dns;
+mod cri_hooks;
+mod cri_imagegc;
+mod cri_images;
+mod cri_logs_exec;
+mod cri_security;
+mod cri_volumes;
+mod devices;
+mod events;
+mod hooks;
+mod install;
+mod logs_exec;
+mod metrics;
+mod notify;
+mod pods;
+mod prober_e2e;
+mod probes;
+mod process_runtime;
+mod records;
+mod reload;
+mod restart;
+mod security;
+mod static_bin;
+mod volumes;
