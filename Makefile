@@ -38,20 +38,23 @@ build: deps
 ## grpcio-sys has no Rust bindings for 32-bit ARM, so for it bindgen generates them
 ## (Cargo.toml), with libclang-dev and zig's musl headers for the target.
 ## The link puts the functions the agent runs first, together (etc/link/hot-text-TARGET.ld,
-## written by `make hot-text`), so an idle agent has fewer of the binary's pages resident.
+## written by `make hot-text`), so an idle agent has fewer of the binary's pages resident,
+## and leaves out the unwind tables, which nothing in it reads (etc/link/no-unwind.ld).
 TARGET ?= x86_64-unknown-linux-musl
 ZIG_VENV ?= $(HOME)/.cache/ferrolet-zig
 TARGET_VAR := $(subst -,_,$(TARGET))
 MUSL_FLAGS := CFLAGS_$(TARGET_VAR)="-D_LARGEFILE64_SOURCE" \
 	CXXFLAGS_$(TARGET_VAR)="-D_LARGEFILE64_SOURCE -Wno-error=missing-template-arg-list-after-template-kw"
 HOT_TEXT := etc/link/hot-text-$(TARGET).ld
+LINK_SCRIPTS := $(wildcard $(HOT_TEXT)) etc/link/no-unwind.ld
 STATIC_OUT = $(TARGET_DIR)/$(TARGET)/release/ferrolet
-# The link is given a copy named by its content: cargo relinks when the arguments change, but
-# does not look into the file they name.
-HOT_TEXT_COPY = $(abspath $(TARGET_DIR))/$(TARGET)/hot-text-$(shell md5sum < $(HOT_TEXT) | cut -c1-12).ld
+# zig takes one linker script (of several -T, the last), so the link gets the scripts joined,
+# in a file named by its content: cargo relinks when the arguments change, but does not look
+# into the file they name.
+LINK_SCRIPT = $(abspath $(TARGET_DIR))/$(TARGET)/link-$(shell cat $(LINK_SCRIPTS) | md5sum | cut -c1-12).ld
 static: static-tools
-	$(if $(wildcard $(HOT_TEXT)),mkdir -p $(dir $(HOT_TEXT_COPY)) && cp $(HOT_TEXT) $(HOT_TEXT_COPY))
-	$(call zigbuild,$(if $(wildcard $(HOT_TEXT)),-C link-arg=-T -C link-arg=$(HOT_TEXT_COPY)))
+	mkdir -p $(dir $(LINK_SCRIPT)) && cat $(LINK_SCRIPTS) > $(LINK_SCRIPT)
+	$(call zigbuild,-C link-arg=-T -C link-arg=$(LINK_SCRIPT))
 	@ls -l $(STATIC_OUT)
 
 ## hot-text: rewrites $(HOT_TEXT) for TARGET: builds the static binary with its symbols, runs
