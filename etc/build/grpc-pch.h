@@ -1,8 +1,10 @@
 // The precompiled header of gRPC's core library (grpc_unsecure) in the fast profile's
-// build (`make run`, `make test`, `make lint`; etc/build/cmake adds it). The headers that
-// at least half of the core's C++ sources include, sampled from grpcio-sys 0.13.0's gRPC
-// 1.56 (Cargo.lock): every source is compiled with this one parsed beforehand, instead of
-// parsing them again each time. A header a later gRPC lacks fails the build here: drop it.
+// build (`make run`, `make test`, `make lint`; etc/build/cmake adds it): every source is
+// compiled with these parsed once beforehand, instead of parsing them again each time.
+// They are the standard headers below and the headers that at least half of the core's
+// C++ sources include, counted with `c++ -MM` over every fourth source of grpcio-sys
+// 0.13.0's gRPC 1.56 (Cargo.lock), most included first. Adding those named by a quarter
+// of the sources made no difference. A header a later gRPC lacks fails the build: drop it.
 #include <grpc/support/port_platform.h>
 
 #include <algorithm>
