@@ -13,6 +13,8 @@
 //!   `FERROLET_BENCH_BUDGET_SECS` (default 600; 0 skips it). It fails if the cgroup's OOM
 //!   killer killed anything or the agent died.
 
+#![allow(clippy::disallowed_methods)] // decoding JSON as it likes (clippy.toml)
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -62,7 +62,9 @@ fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Re
         .limit(MAX_RESPONSE_BYTES)
         .read_to_string()
         .with_context(|| format!("reading the response of {url}"))?;
-    serde_json::from_str(&body).with_context(|| format!("decoding the response of {url}"))
+    let value: serde_json::Value =
+        serde_json::from_slice(body.as_bytes()).with_context(|| format!("decoding the response of {url}"))?;
+    crate::api::decode(&value).map_err(|e| anyhow::anyhow!("decoding the response of {url}: {e}"))
 }
 
 /// Fetches `/pods` from the agent at `server` (`host:port`).
@@ -273,7 +275,7 @@ pub fn render_devices(view: &serde_json::Value, output: Output) -> anyhow::Resul
         _ => {}
     }
     let resources: Vec<crate::devicemanager::state::ResourceView> =
-        serde_json::from_value(view["resources"].clone()).unwrap_or_default();
+        crate::api::from_value(&view["resources"]).unwrap_or_default();
     let mut out = format!("registration server: {}\n", view["registrationServer"].as_str().unwrap_or("?"));
     if resources.is_empty() {
         out.push_str("No device plugin resources\n");
@@ -315,7 +317,7 @@ pub fn render_images(view: &serde_json::Value, output: Output) -> anyhow::Result
         Output::Yaml => return Ok(serde_norway::to_string(view)?),
         _ => {}
     }
-    let images: Vec<crate::imagegc::ImageView> = serde_json::from_value(view["images"].clone()).unwrap_or_default();
+    let images: Vec<crate::imagegc::ImageView> = crate::api::from_value(&view["images"]).unwrap_or_default();
     if images.is_empty() {
         return Ok(format!("No images (image GC: {})\n", view["imageGC"].as_str().unwrap_or("?")));
     }

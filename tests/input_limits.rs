@@ -3,6 +3,8 @@
 //! clear message, by `ferrolet validate` and the agent alike, and never hangs or
 //! exhausts anything.
 
+#![allow(clippy::disallowed_methods)] // decoding JSON as it likes (clippy.toml)
+
 mod common;
 
 use common::{manifest, AgentProcess, Sandbox};

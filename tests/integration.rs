@@ -7,6 +7,8 @@
 //! test process's own peak at the moment the child was started (the kernel carries the
 //! old memory's high-water mark across `exec`).
 
+#![allow(clippy::disallowed_methods)] // decoding JSON as it likes (clippy.toml)
+
 mod common;
 
 mod api;

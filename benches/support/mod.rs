@@ -3,6 +3,7 @@
 //! from /proc.
 
 #![allow(dead_code)]
+#![allow(clippy::disallowed_methods)] // decoding JSON as it likes (clippy.toml)
 
 #[path = "../../tests/common/mod.rs"]
 pub mod common;

@@ -116,7 +116,7 @@ fn documents(text: &str, mut f: impl FnMut(Document) -> bool) {
     };
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let mut de = serde_json::Deserializer::from_str(text);
+        let mut de = serde_json::Deserializer::from_slice(text.as_bytes());
         let v = strict_value(&mut de).and_then(|v| {
             de.end().map(|_| v).map_err(|e| DocumentError { problems: Vec::new(), syntax: Some(e.to_string()) })
         });
@@ -264,7 +264,7 @@ fn decode_one(mut value: serde_json::Value) -> Result<Pod, Vec<String>> {
     // Every decode error is reported, not only the first: the field it names is taken
     // out and decoding runs again, at most MAX_PROBLEMS_PER_DOCUMENT times.
     let decoded = loop {
-        let e = match serde_path_to_error::deserialize::<_, Pod>(&value) {
+        let e = match super::from_value::<Pod>(&value) {
             Ok(pod) => break Some(pod),
             Err(e) => e,
         };

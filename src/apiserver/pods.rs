@@ -110,7 +110,7 @@ impl Reflector {
 
     fn upsert(&mut self, object: serde_json::Value) -> bool {
         let key = object_key(&object);
-        match serde_json::from_value::<Pod>(object) {
+        match crate::api::decode::<Pod>(&object) {
             Ok(pod) if !pod.metadata.uid.is_empty() => {
                 self.unreadable.remove(&key);
                 let changed = self.pods.get(&pod.metadata.uid) != Some(&pod);
@@ -125,7 +125,7 @@ impl Reflector {
                 false
             }
             Err(e) => {
-                self.unreadable.insert(key, e.to_string());
+                self.unreadable.insert(key, e);
                 false
             }
         }
@@ -310,7 +310,8 @@ mod tests {
         let mut bad = pod("c", "3", "z:1");
         bad["spec"]["containers"] = json!("not a list");
         assert_eq!(r.watched(&line("ADDED", bad)), Step::Unchanged);
-        assert!(r.unreadable["default/p-c"].contains("invalid type"), "{:?}", r.unreadable);
+        let why = &r.unreadable["default/p-c"];
+        assert!(why.starts_with("spec.containers: invalid type"), "{why}");
         assert_eq!(r.watched(&line("ADDED", pod("c", "4", "z:1"))), Step::Changed);
         assert!(r.unreadable.is_empty(), "fixed");
     }

@@ -23,10 +23,12 @@ pub struct PodStore {
     written: Mutex<Option<u64>>,
 }
 
+/// The file: pods are written as `Pod`s and read back as raw JSON, each decoded on its own
+/// (`api::decode`), so one that cannot be read is named and the others are kept.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct File {
+struct File<P> {
     version: u32,
-    pods: BTreeMap<String, Pod>,
+    pods: BTreeMap<String, P>,
 }
 
 impl PodStore {
@@ -47,8 +49,8 @@ impl PodStore {
                 return Default::default();
             }
         };
-        match serde_json::from_str::<File>(&text) {
-            Ok(f) if f.version == 1 => f.pods,
+        match serde_json::from_slice::<File<Box<serde_json::value::RawValue>>>(text.as_bytes()) {
+            Ok(f) if f.version == 1 => f.pods.into_iter().filter_map(|(uid, raw)| self.decode(&uid, &raw)).collect(),
             Ok(f) => {
                 log::warn!("apiserver: {} is version {}, not 1; no kept pods", self.path.display(), f.version);
                 Default::default()
@@ -56,6 +58,20 @@ impl PodStore {
             Err(e) => {
                 log::warn!("apiserver: {} is damaged ({e}); no kept pods", self.path.display());
                 Default::default()
+            }
+        }
+    }
+
+    /// One kept pod, or `None` (said) when it cannot be read.
+    fn decode(&self, uid: &str, raw: &serde_json::value::RawValue) -> Option<(String, Pod)> {
+        let decoded = serde_json::from_slice(raw.get().as_bytes())
+            .map_err(|e| e.to_string())
+            .and_then(|v| crate::api::decode(&v));
+        match decoded {
+            Ok(pod) => Some((uid.to_string(), pod)),
+            Err(e) => {
+                log::warn!("apiserver: {}: kept pod {uid} cannot be read ({e}); left out", self.path.display());
+                None
             }
         }
     }
@@ -106,6 +122,18 @@ mod tests {
         assert_eq!(PodStore::new(dir.path()).load(), pods);
         std::fs::write(dir.path().join(FILE), "[").unwrap();
         assert!(store.load().is_empty());
+    }
+
+    #[test]
+    fn a_kept_pod_that_cannot_be_read_is_left_out_and_the_others_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"version": 1, "pods": {
+            "u1": {"metadata": {"uid": "u1", "name": "web"}},
+            "u2": {"metadata": {"uid": "u2"}, "spec": {"containers": "not a list"}}}}"#;
+        std::fs::write(dir.path().join(FILE), text).unwrap();
+        let kept = PodStore::new(dir.path()).load();
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["u1"]);
+        assert_eq!(kept["u1"].metadata.name, "web");
     }
 
     #[test]

@@ -346,7 +346,7 @@ pub fn load(dir: &Path) -> Result<Option<CheckpointData>, CheckpointError> {
     if computed != file.checksum {
         return Err(CheckpointError::VerifyChecksum { path: p, recorded: file.checksum, computed });
     }
-    let data = match serde_json::from_str(file.data.get()) {
+    let data = match serde_json::from_slice(file.data.get().as_bytes()) {
         Ok(d) => d,
         Err(source) => return Err(CheckpointError::DecodeData { path: p, source }),
     };

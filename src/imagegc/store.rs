@@ -47,7 +47,7 @@ impl Store {
                 return BTreeMap::new();
             }
         };
-        match serde_json::from_str::<File>(&text) {
+        match serde_json::from_slice::<File>(text.as_bytes()) {
             Ok(f) if f.version == 1 => f.images,
             Ok(f) => {
                 log::warn!("imagegc: {} is version {}, not 1; image ages start afresh", self.path.display(), f.version);

@@ -142,7 +142,7 @@ pub fn pod_requests(pod: &Pod) -> BTreeMap<String, i64> {
     }
     // `overhead` is kept as an unmodelled field (a pod that sets it is refused its
     // containers), but kubelet counts it in the pod's requests.
-    let overhead = pod.spec.other.get("overhead").cloned().map(serde_json::from_value::<BTreeMap<String, Quantity>>);
+    let overhead = pod.spec.other.get("overhead").map(crate::api::from_value::<BTreeMap<String, Quantity>>);
     for (name, q) in overhead.and_then(Result::ok).unwrap_or_default() {
         let v = if name == CPU { q.milli_value() } else { q.value() };
         let sum = out.entry(name).or_default();

@@ -117,7 +117,7 @@ pub fn readiness(status: &RuntimeStatus) -> (Option<String>, Option<String>) {
 /// The sandbox image in a verbose `Status`'s info: containerd puts its CRI config, as JSON,
 /// under `config`, with the image as `sandboxImage`.
 pub fn sandbox_image_of(info: &std::collections::HashMap<String, String>) -> Option<String> {
-    let config: serde_json::Value = serde_json::from_str(info.get("config")?).ok()?;
+    let config: serde_json::Value = serde_json::from_slice(info.get("config")?.as_bytes()).ok()?;
     let image = config.get("sandboxImage")?.as_str()?;
     (!image.is_empty()).then(|| image.to_string())
 }

@@ -331,15 +331,15 @@ pub fn time_from_nanos(ns: i64) -> Option<SystemTime> {
 /// The config a sandbox was made with: from its annotation, or (for one whose annotation is
 /// missing or damaged) what its metadata tells.
 pub fn sandbox_config_of(metadata: &cri::PodSandboxMetadata, annotations: &HashMap<String, String>) -> SandboxConfig {
-    annotations.get(SANDBOX_CONFIG_ANNOTATION).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_else(|| {
-        SandboxConfig {
+    annotations.get(SANDBOX_CONFIG_ANNOTATION).and_then(|j| serde_json::from_slice(j.as_bytes()).ok()).unwrap_or_else(
+        || SandboxConfig {
             pod_uid: metadata.get_uid().into(),
             pod_name: metadata.get_name().into(),
             namespace: metadata.get_namespace().into(),
             attempt: metadata.get_attempt(),
             ..Default::default()
-        }
-    })
+        },
+    )
 }
 
 /// A listed sandbox as `SandboxInfo`, with its config (parsed once by the caller).
@@ -363,15 +363,16 @@ pub fn sandbox_ips(status: &cri::PodSandboxStatus) -> Vec<String> {
 /// The config a container was made with: from its annotation, or what its metadata, image
 /// and labels tell.
 pub fn container_config_of(c: &cri::Container) -> ContainerConfig {
-    c.get_annotations().get(CONTAINER_CONFIG_ANNOTATION).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_else(
-        || ContainerConfig {
+    c.get_annotations()
+        .get(CONTAINER_CONFIG_ANNOTATION)
+        .and_then(|j| serde_json::from_slice(j.as_bytes()).ok())
+        .unwrap_or_else(|| ContainerConfig {
             name: c.get_metadata().get_name().into(),
             attempt: c.get_metadata().get_attempt(),
             image: c.get_image().get_image().into(),
             labels: c.get_labels().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             ..Default::default()
-        },
-    )
+        })
 }
 
 /// A container's CRI status as `ContainerInfo`. A container in `CONTAINER_UNKNOWN` is
