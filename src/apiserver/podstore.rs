@@ -3,7 +3,8 @@
 //! pods until it can list again, instead of stopping every pod the cluster placed here.
 //! What is kept is the pods without their status and resourceVersion, written atomically
 //! only when that changed: the echo of every status this node sends is not a write to its
-//! flash. A file that cannot be read is said and ignored.
+//! flash. A file that cannot be read is said and ignored; so is a pod in it that cannot be
+//! read (with the field it is about), the others kept.
 
 use crate::api::Pod;
 use parking_lot::Mutex;
