@@ -24,8 +24,7 @@ pub struct PodStore {
     written: Mutex<Option<u64>>,
 }
 
-/// The file: pods are written as `Pod`s and read back as raw JSON, each decoded on its own
-/// (`api::decode`), so one that cannot be read is named and the others are kept.
+/// The file: written with `Pod`s, read with each pod's raw JSON, decoded one at a time.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct File<P> {
     version: u32,
