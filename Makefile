@@ -35,6 +35,10 @@ build: deps
 ## from rust-src (-Zbuild-std, allowed on stable by RUSTC_BOOTSTRAP for this build only);
 ## the C start files (crt1.o...) that would come with it are then zig's: the binary's final
 ## link alone gets `-C link-self-contained=no` (`cargo rustc`), so nothing else rebuilds.
+## That build has a target directory of its own ($(TARGET_DIR)/build-std, the binary copied
+## to the usual place): proc-macro2's build script reruns whenever RUSTC_BOOTSTRAP changes,
+## and through bindgen that rebuilt armv7's gRPC core (16 minutes) after every other
+## release build that shared the host tools.
 ## grpcio-sys has no Rust bindings for 32-bit ARM, so for it bindgen generates them
 ## (Cargo.toml), with libclang-dev and zig's musl headers for the target.
 ## The link puts the functions the agent runs first, together (etc/link/hot-text-TARGET.ld,
@@ -89,9 +93,11 @@ define zigbuild
 	  std="-Zbuild-std=std,panic_abort"; link="-C link-self-contained=no"; fi; \
 	zinc=$$(echo $(ZIG_VENV)/lib/python3*/site-packages/ziglang/lib/libc/include); \
 	zarch=$$(echo $(TARGET) | sed 's/-.*//; s/^armv7$$/arm/'); \
+	dir=$(TARGET_DIR); [ -z "$$std" ] || dir=$(TARGET_DIR)/build-std; \
 	set -x; env PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $${std:+RUSTC_BOOTSTRAP=1} \
 	  BINDGEN_EXTRA_CLANG_ARGS_$(TARGET_VAR)="-nostdlibinc -isystem $$zinc/$$zarch-linux-musl -isystem $$zinc/generic-musl -isystem $$zinc/any-linux-any" \
-	  cargo-zigbuild rustc --bin ferrolet --release --locked --target $(TARGET) $$std -- $$link $(1)
+	  cargo-zigbuild rustc --bin ferrolet --release --locked --target $(TARGET) --target-dir $$dir $$std -- $$link $(1) && \
+	{ [ -z "$$std" ] || install -D $$dir/$(TARGET)/release/ferrolet $(STATIC_OUT); }
 endef
 
 ## install: the binary, the sample configuration, the systemd and OpenRC units and the state
