@@ -50,7 +50,9 @@ impl PodStore {
             }
         };
         match serde_json::from_slice::<File<Box<serde_json::value::RawValue>>>(text.as_bytes()) {
-            Ok(f) if f.version == 1 => f.pods.into_iter().filter_map(|(uid, raw)| self.decode(&uid, &raw)).collect(),
+            Ok(f) if f.version == 1 => {
+                f.pods.into_iter().filter_map(|(uid, raw)| self.decode(&uid, &raw).map(|p| (uid, p))).collect()
+            }
             Ok(f) => {
                 log::warn!("apiserver: {} is version {}, not 1; no kept pods", self.path.display(), f.version);
                 Default::default()
@@ -63,12 +65,12 @@ impl PodStore {
     }
 
     /// One kept pod, or `None` (said) when it cannot be read.
-    fn decode(&self, uid: &str, raw: &serde_json::value::RawValue) -> Option<(String, Pod)> {
+    fn decode(&self, uid: &str, raw: &serde_json::value::RawValue) -> Option<Pod> {
         let decoded = serde_json::from_slice(raw.get().as_bytes())
             .map_err(|e| e.to_string())
             .and_then(|v| crate::api::decode(&v));
         match decoded {
-            Ok(pod) => Some((uid.to_string(), pod)),
+            Ok(pod) => Some(pod),
             Err(e) => {
                 log::warn!("apiserver: {}: kept pod {uid} cannot be read ({e}); left out", self.path.display());
                 None
