@@ -35,7 +35,7 @@ build: deps
 ## from rust-src (-Zbuild-std, allowed on stable by RUSTC_BOOTSTRAP for this build only);
 ## the C start files (crt1.o...) that would come with it are then zig's: the binary's final
 ## link alone gets `-C link-self-contained=no` (`cargo rustc`), so nothing else rebuilds.
-## That build has a target directory of its own ($(TARGET_DIR)/build-std, the binary copied
+## That build has a target directory of its own ($(BUILD_STD_DIR), the binary copied
 ## to the usual place): proc-macro2's build script reruns whenever RUSTC_BOOTSTRAP changes,
 ## and through bindgen that rebuilt armv7's gRPC core (16 minutes) after every other
 ## release build that shared the host tools.
@@ -52,6 +52,7 @@ MUSL_FLAGS := CFLAGS_$(TARGET_VAR)="-D_LARGEFILE64_SOURCE" \
 HOT_TEXT := etc/link/hot-text-$(TARGET).ld
 LINK_SCRIPTS := $(wildcard $(HOT_TEXT)) etc/link/no-unwind.ld
 STATIC_OUT = $(TARGET_DIR)/$(TARGET)/release/ferrolet
+BUILD_STD_DIR = $(TARGET_DIR)/build-std
 # zig takes one linker script (of several -T, the last), so the link gets the scripts joined,
 # in a file named by its content: cargo relinks when the arguments change, but does not look
 # into the file they name.
@@ -93,11 +94,10 @@ define zigbuild
 	  std="-Zbuild-std=std,panic_abort"; link="-C link-self-contained=no"; fi; \
 	zinc=$$(echo $(ZIG_VENV)/lib/python3*/site-packages/ziglang/lib/libc/include); \
 	zarch=$$(echo $(TARGET) | sed 's/-.*//; s/^armv7$$/arm/'); \
-	dir=$(TARGET_DIR); [ -z "$$std" ] || dir=$(TARGET_DIR)/build-std; \
 	set -x; env PATH=$(ZIG_VENV)/bin:$$PATH $(MUSL_FLAGS) $${std:+RUSTC_BOOTSTRAP=1} \
 	  BINDGEN_EXTRA_CLANG_ARGS_$(TARGET_VAR)="-nostdlibinc -isystem $$zinc/$$zarch-linux-musl -isystem $$zinc/generic-musl -isystem $$zinc/any-linux-any" \
-	  cargo-zigbuild rustc --bin ferrolet --release --locked --target $(TARGET) --target-dir $$dir $$std -- $$link $(1) && \
-	{ [ -z "$$std" ] || install -D $$dir/$(TARGET)/release/ferrolet $(STATIC_OUT); }
+	  cargo-zigbuild rustc --bin ferrolet --release --locked --target $(TARGET) $${std:+--target-dir $(BUILD_STD_DIR)} $$std -- $$link $(1) && \
+	{ [ -z "$$std" ] || install -D $(BUILD_STD_DIR)/$(TARGET)/release/ferrolet $(STATIC_OUT); }
 endef
 
 ## install: the binary, the sample configuration, the systemd and OpenRC units and the state

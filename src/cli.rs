@@ -60,10 +60,10 @@ fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Re
         .body_mut()
         .with_config()
         .limit(MAX_RESPONSE_BYTES)
-        .read_to_string()
+        .read_to_vec()
         .with_context(|| format!("reading the response of {url}"))?;
     let value: serde_json::Value =
-        serde_json::from_slice(body.as_bytes()).with_context(|| format!("decoding the response of {url}"))?;
+        serde_json::from_slice(&body).with_context(|| format!("decoding the response of {url}"))?;
     crate::api::decode(&value).map_err(|e| anyhow::anyhow!("decoding the response of {url}: {e}"))
 }
 
