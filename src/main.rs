@@ -292,11 +292,23 @@ fn run(flags: Flags) -> anyhow::Result<()> {
         n.say("READY=1\nSTATUS=running");
     }
     let mut signals = signals;
+    let mut last_reload: Option<std::time::Instant> = None;
     // Blocking here is the point: the main thread has nothing to do until a signal arrives.
-    for sig in signals.forever() {
+    while let Some(mut sig) = signals.forever().next() {
         if sig == libc::SIGHUP {
-            reload(&flags, &started_with, &mut log_level, &mut agent);
-            continue;
+            // At most one reload a second: the SIGHUPs of a storm meanwhile are one reload,
+            // of the file as it is then. A SIGTERM meanwhile waits that long at most.
+            if let Some(wait) = last_reload.map(|at| RELOAD_INTERVAL.saturating_sub(at.elapsed())) {
+                std::thread::sleep(wait);
+            }
+            match signals.pending().find(|s| *s != libc::SIGHUP) {
+                Some(other) => sig = other,
+                None => {
+                    reload(&flags, &started_with, &mut log_level, &mut agent);
+                    last_reload = Some(std::time::Instant::now());
+                    continue;
+                }
+            }
         }
         log::info!("agent: received signal {sig}, shutting down");
         break;
@@ -314,10 +326,14 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The shortest time between two SIGHUP reloads.
+const RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// SIGHUP: reads the configuration file again; a file that cannot be read or is invalid
-/// changes nothing. The run-time keys are applied where they differ from what runs; every
-/// other key that differs from the file the agent started with is named as needing a
-/// restart. A key a command-line flag sets keeps the flag's value.
+/// changes nothing, and so does a file that changes a key only a restart applies (it no
+/// longer describes this agent: an empty file, say, would move `manifest_dir` to its
+/// default while `state_dir` and `node_name` stay). Otherwise the run-time keys are applied
+/// where they differ from what runs. A key a command-line flag sets keeps the flag's value.
 fn reload(flags: &Flags, started_with: &toml::Table, log_level: &mut String, agent: &mut Agent) {
     let Some(path) = &flags.config else {
         log::info!("agent: SIGHUP: running on the built-in defaults, no configuration file to read again");
@@ -331,20 +347,24 @@ fn reload(flags: &Flags, started_with: &toml::Table, log_level: &mut String, age
         }
     };
     let restart = ferrolet::config::reload::needing_restart(started_with, &table);
+    if !restart.is_empty() {
+        log::error!(
+            "agent: SIGHUP: {} changes {}, which only a restart applies; the file no longer describes this agent, so nothing changed (restart the agent to run on it)",
+            path.display(),
+            restart.join(", ")
+        );
+        return;
+    }
     let mut applied = agent.reload(&new);
     if new.log_level != *log_level {
         set_log_level(&new.log_level);
         log_level.clone_from(&new.log_level);
         applied.insert(0, "log_level".into());
     }
-    if applied.is_empty() && restart.is_empty() {
+    if applied.is_empty() {
         log::info!("agent: SIGHUP: {} read again; nothing to change", path.display());
-    }
-    if !applied.is_empty() {
+    } else {
         log::info!("agent: SIGHUP: applied {}", applied.join(", "));
-    }
-    if !restart.is_empty() {
-        log::warn!("agent: SIGHUP: changed since the start, taking effect at the next start: {}", restart.join(", "));
     }
 }
 
@@ -714,7 +734,6 @@ static LOGGER: std::sync::OnceLock<Logger> = std::sync::OnceLock::new();
 
 /// env_logger for `spec` (RUST_LOG's syntax; `None`: RUST_LOG, else `info`).
 fn env_logger_for(spec: Option<&str>) -> env_logger::Logger {
-    use std::io::Write as _;
     let journal = logs_to_journal(std::env::var("JOURNAL_STREAM").ok().as_deref(), stderr_identity());
     let mut builder = env_logger::Builder::new();
     let asked = match spec {
@@ -735,9 +754,24 @@ fn env_logger_for(spec: Option<&str>) -> env_logger::Logger {
     builder
         .format(move |buf, record| {
             let prefix = log_prefix(journal, record.level(), std::time::SystemTime::now());
-            writeln!(buf, "{prefix}[{:<5}] {}", record.level(), record.args())
+            write_log_line(buf, &prefix, record.level(), record.args())
         })
         .build()
+}
+
+/// One log record as one line: control characters in it (a user's string with a newline,
+/// say, in an image name) are escaped here, so no call site can forget it and forge a line.
+fn write_log_line(
+    out: &mut impl std::io::Write,
+    prefix: &str,
+    level: log::Level,
+    args: &std::fmt::Arguments,
+) -> std::io::Result<()> {
+    let text = match args.as_str() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(args.to_string()),
+    };
+    writeln!(out, "{prefix}[{level:<5}] {}", ferrolet::logsafe::Escaped(&text))
 }
 
 fn init_logging() {
@@ -763,11 +797,13 @@ fn log_panics() {
     std::panic::set_hook(Box::new(|info| {
         let thread = std::thread::current();
         let backtrace = std::backtrace::Backtrace::capture();
-        let trace = match backtrace.status() {
-            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
-            _ => String::new(),
-        };
-        log::error!("panic on thread {}: {info}{trace}", thread.name().unwrap_or("(unnamed)"));
+        log::error!("panic on thread {}: {info}", thread.name().unwrap_or("(unnamed)"));
+        if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+            // A log record is one line: the backtrace goes a line a record.
+            for line in backtrace.to_string().lines() {
+                log::error!("  {line}");
+            }
+        }
     }));
 }
 
@@ -886,6 +922,16 @@ mod tests {
         assert_eq!(f.plan.get("cpus").map(String::as_str), Some("2"));
         assert_eq!(f.plan.get("cgroup-version").map(String::as_str), Some("1"));
         assert_eq!(f.positional, ["cgroups", "a.yaml"]);
+    }
+
+    #[test]
+    fn a_log_record_is_one_line_whatever_a_users_string_in_it_holds() {
+        let image = "busybox\n2026-01-01T00:00:00.000Z [ERROR] forged\r\u{1b}[2J";
+        let mut out = Vec::new();
+        write_log_line(&mut out, "T ", log::Level::Info, &format_args!("images: pulling {image}")).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text, "T [INFO ] images: pulling busybox\\n2026-01-01T00:00:00.000Z [ERROR] forged\\r\\u{1b}[2J\n");
+        assert_eq!(text.lines().count(), 1);
     }
 
     #[test]

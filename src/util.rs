@@ -432,6 +432,17 @@ pub fn fd_file(fd: impl Into<std::os::fd::OwnedFd>) -> File {
     File::from(fd.into())
 }
 
+/// A new close-on-exec pipe: (read end, write end).
+pub fn pipe() -> io::Result<(File, File)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 writes two fds into the array we pass.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+}
+
 /// Marks every fd from 3 up close-on-exec, so a child started next inherits only its stdio
 /// (and what is cleared again afterwards), never an fd the agent itself inherited without
 /// `O_CLOEXEC` (a supervisor's pipe or socket). Meant for `pre_exec`: one syscall, which is

@@ -120,6 +120,28 @@ fn a_host_network_pod_runs_a_container_that_execs_and_stop_and_remove_leave_noth
     assert_eq!(rt.stops_in_flight(), 0);
 }
 
+/// More stops than threads: the rest wait for a thread, none is refused or forgotten (40
+/// containers that ignore SIGTERM, each stop taking its whole 1 s grace period).
+#[test]
+fn forty_container_stops_at_once_are_all_carried_out_32_at_a_time() {
+    let Some(endpoint) = endpoint() else { return };
+    let rt = runtime(&endpoint);
+    let pod = TestPod::run(&rt, "many");
+    let ids: Vec<String> = (0..40).map(|i| pod.container(&format!("c{i}"), &["sleep", "1000"])).collect();
+    for id in &ids {
+        pod.wait_state(id, ContainerState::Running);
+    }
+    for id in &ids {
+        rt.stop_container(id, Duration::from_secs(1)).unwrap();
+    }
+    assert_eq!(rt.stops_in_flight(), 40, "every stop is in flight or waiting");
+    common::wait_for("all 40 exited", Duration::from_secs(60), || {
+        let list = rt.list_containers().unwrap();
+        ids.iter().all(|id| list.iter().any(|c| &c.id == id && c.state == ContainerState::Exited)).then_some(())
+    });
+    common::wait_for("no stop left", Duration::from_secs(20), || (rt.stops_in_flight() == 0).then_some(()));
+}
+
 #[test]
 fn a_container_that_exits_3_is_reported_with_exit_code_3() {
     let Some(endpoint) = endpoint() else { return };

@@ -33,6 +33,10 @@ fn capabilities(pid: i32, key: &str) -> u64 {
     u64::from_str_radix(&status_line(pid, key), 16).unwrap()
 }
 
+/// containerd's default capabilities: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID,
+/// SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, MKNOD, AUDIT_WRITE, SETFCAP.
+const CONTAINERD_DEFAULTS: u64 = 0xa80425fb;
+
 fn waiting(p: &Pod, name: &str) -> Option<(String, String)> {
     let w = container(p, name)?.state.waiting.as_ref()?;
     Some((w.reason.clone(), w.message.clone()))
@@ -88,13 +92,14 @@ fn a_pod_running_as_65534_has_that_identity_no_capabilities_and_no_new_privs() {
     assert_eq!(capabilities(app, "CapBnd"), 0, "drop: [ALL] empties the bounding set");
     assert_eq!(status_line(app, "NoNewPrivs"), "1");
 
-    // Root with one capability dropped: everything else stays, and that one is gone for good.
+    // Root with one capability dropped from containerd's default set: the rest of that set
+    // stays, and that one is gone for good.
     let raw = pid("raw");
     assert_eq!(status_line(raw, "Uid"), "0 0 0 0");
     let net_raw = 1u64 << 13;
     assert_eq!(capabilities(raw, "CapEff") & net_raw, 0);
     assert_eq!(capabilities(raw, "CapBnd") & net_raw, 0);
-    assert_ne!(capabilities(raw, "CapEff") & (1 << 12), 0, "NET_ADMIN stays");
+    assert_eq!(capabilities(raw, "CapBnd"), CONTAINERD_DEFAULTS & !net_raw);
     assert_eq!(status_line(raw, "NoNewPrivs"), "0");
 
     // A command exec'd into the container runs as it does.
@@ -246,4 +251,100 @@ fn a_read_only_root_filesystem_cannot_be_written_by_the_workload_and_the_host_st
     assert!(!target.exists());
     // Only the workload's view is read-only: the host writes there as before.
     std::fs::write(&target, "host").unwrap();
+}
+
+/// What a root workload with the default security context could once do to the node: remount
+/// its read-only `/` read-write, write through `/proc/1/root` or `/proc/$PPID/root`, see the
+/// node's processes. Now it has containerd's capabilities and a PID namespace of its own.
+#[test]
+fn a_root_workload_cannot_undo_its_read_only_root_nor_see_the_nodes_processes() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let target = sb.work().join("written-by-the-workload");
+    let t = target.display();
+    let same_fs = |p: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().dev() == std::fs::metadata("/").unwrap().dev()
+    };
+    if !same_fs(&sb.work()) {
+        common::skip("the test directory is not on the root filesystem");
+        return;
+    }
+    let script = format!(
+        "mount -o remount,rw / 2>/dev/null && echo REMOUNTED; \
+         touch {t} 2>/dev/null && echo WROTE; \
+         touch /proc/1/root{t} 2>/dev/null && echo WROTE-PID1; \
+         touch /proc/$PPID/root{t} 2>/dev/null && echo WROTE-PPID; \
+         echo pid=$$$$ procs=$(ls /proc | grep -c ^[0-9]); exec sleep 3600"
+    );
+    sb.write_manifest(
+        "ro.yaml",
+        &manifest(
+            "ro",
+            &format!(
+                "  containers:\n  - name: app\n    image: x\n    command: [sh, -c, '{script}']\n    securityContext: {{readOnlyRootFilesystem: true}}\n  - name: host\n    image: x\n    command: [sh, -c, 'echo procs=$(ls /proc | grep -c ^[0-9]); exec sleep 3600']\n"
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("ro running", T, || {
+        agent
+            .pod("ro")
+            .filter(|p| ["app", "host"].iter().all(|c| container(p, c).is_some_and(|s| s.state.running.is_some())))
+    });
+    let log = |c: &str| {
+        sb.state().join("logs").join(format!("default_ro-testnode_{}", pod.metadata.uid)).join(format!("{c}/0.log"))
+    };
+    let text = wait_for("the workload's verdict", T, || {
+        std::fs::read_to_string(log("app")).ok().filter(|t| t.contains("pid="))
+    });
+    assert!(!text.contains("WROTE") && !text.contains("REMOUNTED"), "{text}");
+    assert!(!target.exists());
+    // PID 1 is its reaper, the workload PID 2; with its command substitution, ls and grep
+    // that is all it sees.
+    assert!(text.contains(" stdout F pid=2 procs="), "{text}");
+    let procs: usize = text.split("procs=").nth(1).unwrap().trim().parse().unwrap();
+    assert!(procs <= 6, "{procs} processes visible: {text}");
+    let pid = workload_pid(&sb.state(), &container(&pod, "app").unwrap().container_id).unwrap();
+    assert_eq!(capabilities(pid, "CapBnd"), CONTAINERD_DEFAULTS, "containerd's set, without SYS_ADMIN");
+    // Its SIGTERM ends it at once (the workload is not PID 1, which would ignore it).
+    let started = std::time::Instant::now();
+    std::fs::remove_file(sb.manifests().join("ro.yaml")).unwrap();
+    wait_for("ro gone", T, || agent.pod("ro").is_none().then_some(()));
+    assert!(started.elapsed() < Duration::from_secs(15), "stopped within its grace period: {:?}", started.elapsed());
+}
+
+#[test]
+fn a_host_pid_pod_sees_the_nodes_processes_and_a_shared_process_namespace_is_refused() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "hostpid.yaml",
+        &manifest(
+            "hostpid",
+            "  hostPID: true\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo procs=$(ls /proc | grep -c ^[0-9]); exec sleep 3600']\n",
+        ),
+    );
+    sb.write_manifest(
+        "shared.yaml",
+        &manifest(
+            "shared",
+            "  shareProcessNamespace: true\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n",
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = wait_for("hostpid running", T, || {
+        agent.pod("hostpid").filter(|p| container(p, "app").is_some_and(|c| c.state.running.is_some()))
+    });
+    let log = sb.state().join("logs").join(format!("default_hostpid-testnode_{}", pod.metadata.uid)).join("app/0.log");
+    let text = wait_for("its count", T, || std::fs::read_to_string(&log).ok().filter(|t| t.contains("procs=")));
+    let procs: usize = text.split("procs=").nth(1).unwrap().trim().parse().unwrap();
+    assert!(procs > 10, "the node's processes: {text}");
+    let (reason, message) = wait_for("shared refused", T, || agent.pod("shared").and_then(|p| waiting(&p, "app")));
+    assert_eq!(reason, "CreateContainerConfigError");
+    assert!(message.contains("spec.shareProcessNamespace"), "{message}");
 }

@@ -127,9 +127,15 @@ impl ApiError {
     }
 
     /// Whether the apiserver is away: no answer at all, or a gateway or availability error
-    /// (502, 503, 504) in front of it. Other 5xx and 429 are a busy apiserver, still there.
+    /// (502, 503, 504) in front of it. Other 5xx and 429 are a busy apiserver, still there;
+    /// an answer over `MAX_BODY_BYTES` came from an apiserver that is there.
     pub fn is_away(&self) -> bool {
-        matches!(self, ApiError::Transport { .. }) || matches!(self.code(), Some(502..=504))
+        (matches!(self, ApiError::Transport { .. }) && !self.is_too_large()) || matches!(self.code(), Some(502..=504))
+    }
+
+    /// Whether the answer was larger than `MAX_BODY_BYTES`.
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, ApiError::Transport { source: ureq::Error::BodyExceedsLimit(_), .. })
     }
 }
 

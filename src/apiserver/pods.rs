@@ -11,17 +11,31 @@ use std::collections::BTreeMap;
 /// list beyond this is cut, and said).
 pub const MAX_PODS: usize = 1024;
 
-/// The path of the pods bound to `node`, for a list (`watch` false) or a watch from `rv`.
-pub fn pods_path(node: &str, watch: Option<&str>) -> String {
-    let selector = format!("spec.nodeName%3D{}", percent(node));
-    match watch {
-        // One page: a node's pods are few (the answer is bounded by `MAX_BODY_BYTES`).
-        None => format!("/api/v1/pods?fieldSelector={selector}"),
-        Some(rv) => format!(
-            "/api/v1/pods?fieldSelector={selector}&watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds=300",
-            percent(rv)
-        ),
+/// Pods asked for in one page of a list. client-go's reflector asks for 500; a pod may
+/// carry up to 256 KiB of annotations here, so a page of 100 stays below the client's
+/// `MAX_BODY_BYTES`, and a page that does not is asked again in halves.
+pub const LIST_PAGE: u32 = 100;
+
+/// The most pages one list may take (a server that pages forever is cut off).
+pub const MAX_LIST_PAGES: usize = 2 * MAX_PODS;
+
+/// The path of one page (at most `limit` pods, from `cont`, a continue token; empty: the
+/// first page) of the list of the pods bound to `node`.
+pub fn list_path(node: &str, limit: u32, cont: &str) -> String {
+    let mut path = format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{}&limit={limit}", percent(node));
+    if !cont.is_empty() {
+        path.push_str(&format!("&continue={}", percent(cont)));
     }
+    path
+}
+
+/// The path of the watch of the pods bound to `node`, from resourceVersion `rv`.
+pub fn watch_path(node: &str, rv: &str) -> String {
+    format!(
+        "/api/v1/pods?fieldSelector=spec.nodeName%3D{}&watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds=300",
+        percent(node),
+        percent(rv)
+    )
 }
 
 /// Percent-encodes what is not unreserved in a query value.
@@ -50,6 +64,9 @@ pub struct PodListAnswer {
 pub struct ListMeta {
     /// Where a watch starts from.
     pub resource_version: String,
+    /// Where the next page starts; empty on the last.
+    #[serde(rename = "continue")]
+    pub continue_: String,
 }
 
 /// One line of a watch stream.
@@ -76,6 +93,9 @@ pub enum Step {
 /// The pods bound to this node and where the watch stands.
 #[derive(Clone, Debug, Default)]
 pub struct Reflector {
+    /// This node: a pod bound to another (a proxy's or a broken apiserver's answer, since
+    /// the field selector asks for this node's) is never taken.
+    node: String,
     /// By uid.
     pods: BTreeMap<String, Pod>,
     /// Where the next watch starts; empty until a list.
@@ -85,6 +105,11 @@ pub struct Reflector {
 }
 
 impl Reflector {
+    /// A reflector of the pods bound to `node`.
+    pub fn new(node: &str) -> Reflector {
+        Reflector { node: node.into(), ..Reflector::default() }
+    }
+
     /// The pods, by uid.
     pub fn pods(&self) -> &BTreeMap<String, Pod> {
         &self.pods
@@ -111,6 +136,11 @@ impl Reflector {
     fn upsert(&mut self, object: serde_json::Value) -> bool {
         let key = object_key(&object);
         match crate::api::decode::<Pod>(&object) {
+            Ok(pod) if pod.spec.node_name != self.node => {
+                let why = format!("the pod is bound to node {:?}, not to this one", pod.spec.node_name);
+                self.unreadable.insert(key, why);
+                false
+            }
             Ok(pod) if !pod.metadata.uid.is_empty() => {
                 self.unreadable.remove(&key);
                 let changed = self.pods.get(&pod.metadata.uid) != Some(&pod);
@@ -277,7 +307,7 @@ mod tests {
 
     #[test]
     fn a_list_then_watch_events_keep_the_pods_and_where_to_watch_from() {
-        let mut r = Reflector::default();
+        let mut r = Reflector::new("edge1");
         assert_eq!(r.resource_version(), None);
         let list: PodListAnswer =
             serde_json::from_value(json!({"metadata": {"resourceVersion": "10"}, "items": [pod("a", "5", "x:1")]}))
@@ -296,7 +326,7 @@ mod tests {
 
     #[test]
     fn a_gone_watch_asks_for_a_list_and_garbage_breaks_the_watch() {
-        let mut r = Reflector::default();
+        let mut r = Reflector::new("edge1");
         let gone = json!({"kind": "Status", "status": "Failure", "reason": "Expired", "code": 410, "message": "too old resource version: 5 (20)"});
         assert_eq!(r.watched(&line("ERROR", gone)), Step::Relist);
         let other = json!({"kind": "Status", "code": 500, "message": "etcd is sad"});
@@ -306,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_pod_that_cannot_be_read_is_named_and_others_are_kept() {
-        let mut r = Reflector::default();
+        let mut r = Reflector::new("edge1");
         let mut bad = pod("c", "3", "z:1");
         bad["spec"]["containers"] = json!("not a list");
         assert_eq!(r.watched(&line("ADDED", bad)), Step::Unchanged);
@@ -314,6 +344,29 @@ mod tests {
         assert!(why.starts_with("spec.containers: invalid type"), "{why}");
         assert_eq!(r.watched(&line("ADDED", pod("c", "4", "z:1"))), Step::Changed);
         assert!(r.unreadable.is_empty(), "fixed");
+    }
+
+    #[test]
+    fn a_pod_bound_to_another_node_is_never_taken() {
+        let mut r = Reflector::new("edge1");
+        let mut elsewhere = pod("d", "5", "z:1");
+        elsewhere["spec"]["nodeName"] = json!("edge2");
+        assert_eq!(r.watched(&line("ADDED", elsewhere.clone())), Step::Unchanged);
+        let mut unbound = pod("e", "6", "z:1");
+        unbound["spec"].as_object_mut().unwrap().remove("nodeName");
+        let list: PodListAnswer = serde_json::from_value(
+            json!({"metadata": {"resourceVersion": "7"}, "items": [elsewhere, unbound, pod("f", "7", "z:1")]}),
+        )
+        .unwrap();
+        r.listed(list);
+        assert_eq!(r.pods().keys().collect::<Vec<_>>(), ["f"]);
+        assert_eq!(r.unreadable["default/p-d"], "the pod is bound to node \"edge2\", not to this one");
+        assert_eq!(r.unreadable["default/p-e"], "the pod is bound to node \"\", not to this one");
+        // A pod that runs here is not taken away by a forged event moving it elsewhere.
+        let mut moved = pod("f", "8", "z:2");
+        moved["spec"]["nodeName"] = json!("edge2");
+        assert_eq!(r.watched(&line("MODIFIED", moved)), Step::Unchanged);
+        assert_eq!(r.pods()["f"].spec.containers[0].image, "z:1");
     }
 
     #[test]
@@ -338,9 +391,13 @@ mod tests {
 
     #[test]
     fn paths_select_this_nodes_pods() {
-        assert_eq!(pods_path("edge-1", None), "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1");
+        assert_eq!(list_path("edge-1", 100, ""), "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&limit=100");
         assert_eq!(
-            pods_path("edge-1", Some("42")),
+            list_path("edge-1", 50, "eyJ2Ijo+/="),
+            "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&limit=50&continue=eyJ2Ijo%2B%2F%3D"
+        );
+        assert_eq!(
+            watch_path("edge-1", "42"),
             "/api/v1/pods?fieldSelector=spec.nodeName%3Dedge-1&watch=true&allowWatchBookmarks=true&resourceVersion=42&timeoutSeconds=300"
         );
     }

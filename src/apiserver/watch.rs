@@ -3,14 +3,21 @@
 //! source and kept in the state directory (`podstore`). The apiserver's mirror pods are not
 //! pods to run: they go to the shared view only, where `fl-apisync` reads them.
 //!
-//! A failed list or watch is tried again after 1 s, 2 s, … at most 30 s. If the first list
-//! fails, the pods kept by the previous run are handed over instead, so an agent restarted
-//! while the apiserver is away keeps running what the cluster placed here.
+//! The list is asked in pages (`limit`, `continue`, as client-go's reflector asks), so no
+//! answer grows with the node's pods; a page too large for the client is asked again in
+//! halves. A failed list or watch is tried again after 1 s, 2 s, … at most 30 s. If the
+//! first list fails, the pods kept by the previous run are handed over instead, so an agent
+//! restarted while the apiserver is away keeps running what the cluster placed here; if
+//! those cannot be read either, nothing is handed over, and the pod manager leaves running
+//! what runs (a source that has not reported removes nothing).
 
 use super::client::ApiClient;
+use super::client::ApiError;
 use super::link::Link;
 use super::mirror::MIRROR_ANNOTATION;
-use super::pods::{pods_path, PodListAnswer, Reflector, Step};
+use super::pods::{
+    list_path, watch_path, ListMeta, PodListAnswer, Reflector, Step, LIST_PAGE, MAX_LIST_PAGES, MAX_PODS,
+};
 use super::podstore::PodStore;
 use crate::api::manifest::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use crate::api::Pod;
@@ -24,7 +31,7 @@ use std::time::Duration;
 pub use crate::api::manifest::API_SOURCE as SOURCE;
 /// The longest pause between attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How long the server keeps a watch open (`timeoutSeconds` in `pods_path`), and the
+/// How long the server keeps a watch open (`timeoutSeconds` in `watch_path`), and the
 /// margin after which the client gives up on a silent one.
 const WATCH_TIMEOUT: Duration = Duration::from_secs(300 + 30);
 
@@ -92,7 +99,7 @@ pub struct PodWatch {
 impl PodWatch {
     /// The thread's body.
     pub fn run(self, stop: StopSignal) -> Exit {
-        let mut reflector = Reflector::default();
+        let mut reflector = Reflector::new(&self.node);
         let mut published: Option<Vec<Arc<Pod>>> = None;
         let mut backoff = Duration::ZERO;
         loop {
@@ -103,20 +110,14 @@ impl PodWatch {
                 return Exit::Done;
             }
             backoff = longer(backoff);
-            let list = match self.client.get::<PodListAnswer>(&pods_path(&self.node, None)) {
+            let list = match self.list() {
                 Ok(list) => list,
                 Err(e) => {
                     if !self.link.failed(&e) {
                         log::warn!("apiserver: listing this node's pods failed: {}", crate::util::Chain(&e));
                     }
                     if published.is_none() {
-                        let kept = self.store.load();
-                        log::warn!(
-                            "apiserver: running the {} pod(s) it gave this node before, until it can be listed",
-                            pods_to_run(&kept).len()
-                        );
-                        *self.view.write() = kept.clone();
-                        self.publish(&kept, &mut published);
+                        self.publish_kept(&mut published);
                     }
                     continue;
                 }
@@ -143,6 +144,54 @@ impl PodWatch {
         }
     }
 
+    /// Every pod bound to this node, page by page; the list's resourceVersion is the last
+    /// page's (every page of one list answers the same).
+    fn list(&self) -> Result<PodListAnswer, ApiError> {
+        let mut all = PodListAnswer { metadata: ListMeta::default(), items: Vec::new() };
+        let (mut limit, mut cont) = (LIST_PAGE, String::new());
+        for _ in 0..MAX_LIST_PAGES {
+            let page: PodListAnswer = match self.client.get(&list_path(&self.node, limit, &cont)) {
+                Ok(p) => p,
+                Err(e) if e.is_too_large() && limit > 1 => {
+                    limit /= 2;
+                    log::info!("apiserver: a page of this node's pods was too large; asking {limit} at a time");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            all.metadata.resource_version = page.metadata.resource_version;
+            all.items.extend(page.items);
+            // One more than taken tells `Reflector::listed` that the list was cut.
+            if page.metadata.continue_.is_empty() || all.items.len() > MAX_PODS {
+                return Ok(all);
+            }
+            cont = page.metadata.continue_;
+        }
+        Err(ApiError::Decode {
+            method: "GET",
+            url: list_path(&self.node, limit, ""),
+            what: "list",
+            message: format!("the list did not end within {MAX_LIST_PAGES} pages"),
+        })
+    }
+
+    /// Before the first list: the pods kept by the previous run, when they can be read.
+    fn publish_kept(&self, published: &mut Option<Vec<Arc<Pod>>>) {
+        match self.store.load() {
+            Ok(kept) => {
+                log::warn!(
+                    "apiserver: running the {} pod(s) it gave this node before, until it can be listed",
+                    pods_to_run(&kept).len()
+                );
+                *self.view.write() = kept.clone();
+                self.publish(&kept, published);
+            }
+            Err(e) => log::warn!(
+                "apiserver: the pods it gave this node before cannot be read ({e}); what runs is left running until it can be listed"
+            ),
+        }
+    }
+
     /// One watch stream, followed to its end.
     fn watch_once(
         &self,
@@ -151,7 +200,7 @@ impl PodWatch {
         stop: &StopSignal,
         published: &mut Option<Vec<Arc<Pod>>>,
     ) -> WatchEnd {
-        let mut lines = match self.client.watch(&pods_path(&self.node, Some(rv)), WATCH_TIMEOUT) {
+        let mut lines = match self.client.watch(&watch_path(&self.node, rv), WATCH_TIMEOUT) {
             Ok(l) => l,
             Err(e) if e.code() == Some(410) => return WatchEnd::Relist,
             Err(e) => {

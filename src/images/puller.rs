@@ -126,10 +126,10 @@ fn run(
 /// One pull, then the image's size (best effort, as kubelet's); `None` when cancelled.
 fn pull(runtime: &dyn ContainerRuntime, req: &PullRequest, timeout: Duration, cancel: &mut Cancel) -> Option<PullDone> {
     let started = Instant::now();
-    log::info!("images: pulling {} (deadline {timeout:?})", req.image);
+    log::info!("images: pulling {} (deadline {timeout:?})", crate::logsafe::short(&req.image));
     let result = match runtime.pull_image(&req.image, req.auth.as_ref(), timeout, cancel) {
         Err(RuntimeError::Cancelled { .. }) => {
-            log::info!("images: pull of {} cancelled (agent stopping)", req.image);
+            log::info!("images: pull of {} cancelled (agent stopping)", crate::logsafe::short(&req.image));
             return None;
         }
         Err(e) => Err(e),

@@ -23,6 +23,9 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+/// The directory in a pod's directory where each `subPath` is mounted for the runtime.
+const SUB_PATHS: &str = "volume-subpaths";
+
 /// At most this many pod directories are looked at by one `sweep`.
 const MAX_SWEPT: usize = 4096;
 
@@ -144,7 +147,7 @@ impl PodDir {
     /// order. Downward API volumes are always read-only, as kubelet mounts them.
     pub fn mounts(&self, pod: &Pod, c: &Container, env: &[(String, String)]) -> Result<Vec<Mount>, String> {
         let mut out = Vec::with_capacity(c.volume_mounts.len());
-        for m in &c.volume_mounts {
+        for (i, m) in c.volume_mounts.iter().enumerate() {
             // Validation makes every mount name one of the pod's volumes.
             let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else {
                 return Err(format!("volumeMounts: volume {:?} is not in the pod", m.name));
@@ -161,7 +164,13 @@ impl PodDir {
                     (None, Some(_)) => Some(MakeDir { mode: 0o755, gid: None }),
                     _ => None,
                 };
-                resolve_sub_path(&base, &sub, make).map_err(|e| format!("volume {:?} subPath {sub:?}: {e}", m.name))?
+                let fail = |e: String| format!("volume {:?} subPath {sub:?}: {e}", m.name);
+                let fd = open_sub_path(&base, &sub, make).map_err(fail)?;
+                // The runtime is given a mount of what was opened, in a directory of
+                // ferrolet's that no container can write (kubelet's `volume-subpaths`).
+                let pinned = self.sub_path_pin(&m.name, &c.name, i);
+                pin(&fd, &pinned).map_err(|e| fail(format!("cannot mount it at {}: {e}", pinned.display())))?;
+                pinned
             };
             out.push(Mount {
                 container_path: m.mount_path.clone(),
@@ -177,10 +186,20 @@ impl PodDir {
         Ok(out)
     }
 
-    /// Removes the pod's directory: its tmpfs volumes unmounted, then everything, unless
+    /// Where mount `index` of container `container`, a `subPath` of volume `volume`, is
+    /// mounted for the runtime to take.
+    fn sub_path_pin(&self, volume: &str, container: &str, index: usize) -> PathBuf {
+        self.0.join(SUB_PATHS).join(volume).join(container).join(index.to_string())
+    }
+
+    /// Removes the pod's directory: its `subPath` mounts and tmpfs volumes unmounted, then everything, unless
     /// something is still mounted below it (then nothing is removed, and the error says
     /// what). A directory already gone is fine.
     pub fn remove(&self) -> io::Result<()> {
+        // Latest first, so a mount made over another goes before it.
+        for m in mounts_below(&self.0.join(SUB_PATHS))?.iter().rev() {
+            unmount(Path::new(m))?;
+        }
         let empty_dirs = self.0.join("volumes").join("kubernetes.io~empty-dir");
         match fs::read_dir(&empty_dirs) {
             Ok(entries) => {
@@ -329,45 +348,147 @@ fn own(root: &Path, gid: u32, read_only: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// `base` joined with `sub`, walked one element at a time: a symbolic link on the way is
-/// refused (a container could plant one to reach the node's files), a missing directory is
-/// made as `make` says, else refused.
-fn resolve_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<PathBuf, String> {
+/// An open descriptor (closed when dropped).
+struct Fd(libc::c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is ours and closed once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+impl Fd {
+    /// `openat(dir, name, flags | O_CLOEXEC)`.
+    fn open_at(dir: libc::c_int, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<Fd> {
+        // SAFETY: a valid NUL-terminated name; the result is checked.
+        let fd = unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Fd(fd))
+    }
+
+    fn stat(&self) -> io::Result<libc::stat> {
+        // SAFETY: a zeroed stat is a valid out-parameter; the descriptor is open.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(self.0, &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    }
+}
+
+/// `sub` below the volume at `base`, opened one element at a time under the descriptor of
+/// the one before (`O_PATH | O_NOFOLLOW`): a symbolic link on the way is refused, and what
+/// the returned descriptor holds is what was checked, whatever is renamed meanwhile (a
+/// container could swap a directory for a link to the node's files between a check by path
+/// and a mount by path: CVE-2021-25741). A missing directory is made as `make` says, else
+/// refused.
+fn open_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<Fd, String> {
+    let mut dir =
+        Fd::open_at(libc::AT_FDCWD, &cstring(base).map_err(|e| e.to_string())?, libc::O_PATH | libc::O_DIRECTORY)
+            .map_err(|e| format!("{}: {e}", base.display()))?;
     let mut path = base.to_path_buf();
-    for part in Path::new(sub).components() {
+    let parts: Vec<Component> = Path::new(sub).components().filter(|c| *c != Component::CurDir).collect();
+    for (i, part) in parts.iter().enumerate() {
         let Component::Normal(name) = part else {
-            if part == Component::CurDir {
-                continue;
-            }
             return Err("must be a relative path without '..'".into());
         };
         path.push(name);
-        match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(format!("{} is a symbolic link, which is not followed", path.display()))
-            }
-            Ok(_) => {}
+        let shown = path.display();
+        let cname = cstring(Path::new(name)).map_err(|e| e.to_string())?;
+        let fd = match Fd::open_at(dir.0, &cname, libc::O_PATH | libc::O_NOFOLLOW) {
+            Ok(fd) => fd,
             Err(e) if e.kind() == io::ErrorKind::NotFound && make.is_some() => {
                 let how = make.unwrap_or(MakeDir { mode: 0o755, gid: None });
-                make_sub_dir(&path, how).map_err(|e| format!("cannot make {}: {e}", path.display()))?
+                make_sub_dir(&dir, &cname, how).map_err(|e| format!("cannot make {shown}: {e}"))?
             }
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(e) => return Err(format!("{shown}: {e}")),
+        };
+        let mode = fd.stat().map_err(|e| format!("{shown}: {e}"))?.st_mode & libc::S_IFMT;
+        if mode == libc::S_IFLNK {
+            return Err(format!("{shown} is a symbolic link, which is not followed"));
         }
+        if mode != libc::S_IFDIR && i + 1 < parts.len() {
+            return Err(format!("{shown} is not a directory"));
+        }
+        dir = fd;
     }
-    Ok(path)
+    Ok(dir)
 }
 
-/// Makes one `subPath` directory: its mode (not narrowed by the umask), its group.
-fn make_sub_dir(path: &Path, how: MakeDir) -> io::Result<()> {
-    fs::DirBuilder::new().mode(how.mode).create(path)?;
+/// Makes `name` in `dir` (its mode not narrowed by the umask, its group) and opens it. The
+/// mode and group are set through the new directory's own descriptor, never by name.
+fn make_sub_dir(dir: &Fd, name: &std::ffi::CStr, how: MakeDir) -> io::Result<Fd> {
+    // SAFETY: a valid NUL-terminated name under an open directory.
+    if unsafe { libc::mkdirat(dir.0, name.as_ptr(), how.mode) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let made = Fd::open_at(dir.0, name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
     let mode = match how.gid {
         Some(gid) => {
-            std::os::unix::fs::lchown(path, None, Some(gid))?;
+            // SAFETY: an open descriptor; -1 leaves the owner.
+            if unsafe { libc::fchown(made.0, u32::MAX, gid) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
             volumes::fs_group_mode(how.mode, true, false)
         }
         None => how.mode,
     };
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+    // SAFETY: an open descriptor.
+    if unsafe { libc::fchmod(made.0, mode) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(made)
+}
+
+/// Bind-mounts what `fd` holds onto `target` (made as a directory or an empty file, as
+/// the source is; a mount left there by the container's last instance is replaced), and
+/// checks that the mount is that very file.
+fn pin(fd: &Fd, target: &Path) -> io::Result<()> {
+    let want = fd.stat()?;
+    let is_dir = want.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    if let Some(parent) = target.parent() {
+        fs::DirBuilder::new().recursive(true).mode(0o750).create(parent)?;
+    }
+    // A bind mount on the same filesystem keeps its device number: the mount table says
+    // what is mounted there.
+    let shown = target.display().to_string();
+    while mounts_below(target)?.contains(&shown) {
+        unmount(target)?;
+    }
+    if let Ok(m) = fs::symlink_metadata(target) {
+        if m.is_dir() != is_dir {
+            if m.is_dir() {
+                fs::remove_dir(target)?
+            } else {
+                fs::remove_file(target)?
+            }
+        }
+    }
+    let made = if is_dir {
+        fs::DirBuilder::new().mode(0o750).create(target)
+    } else {
+        fs::OpenOptions::new().write(true).create_new(true).mode(0o640).open(target).map(drop)
+    };
+    match made {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let source = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.0))?;
+    let dest = cstring(target)?;
+    // SAFETY: valid NUL-terminated strings that outlive the call.
+    let r = unsafe { libc::mount(source.as_ptr(), dest.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let got = fs::metadata(target)?;
+    if (got.dev(), got.ino()) != (want.st_dev, want.st_ino) {
+        unmount(target)?;
+        return Err(io::Error::other("the mounted file is not the one opened"));
+    }
+    Ok(())
 }
 
 /// Whether `path` is the root of a mount (its device differs from its parent's).
@@ -444,18 +565,156 @@ mod tests {
         );
     }
 
+    /// Removes the pod's directory (and the mounts in it) however the test ends.
+    struct Removed<'a>(&'a PodDir);
+
+    impl Drop for Removed<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.remove();
+        }
+    }
+
+    fn is_root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root {
+            eprintln!("skipped: mounting a subPath needs root");
+        }
+        root
+    }
+
     #[test]
     fn a_sub_path_is_made_inside_the_volume_and_never_through_a_symlink() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("vol");
         fs::create_dir(&base).unwrap();
         let make = Some(MakeDir { mode: 0o777, gid: None });
-        assert_eq!(resolve_sub_path(&base, "a/./b", make).unwrap(), base.join("a/b"));
-        assert_eq!(fs::metadata(base.join("a/b")).unwrap().mode() & 0o7777, 0o777);
-        assert!(resolve_sub_path(&base, "c", None).unwrap_err().contains("No such file"));
+        let fd = open_sub_path(&base, "a/./b", make).unwrap();
+        let made = fs::metadata(base.join("a/b")).unwrap();
+        assert_eq!((fd.stat().unwrap().st_ino, made.mode() & 0o7777), (made.ino(), 0o777));
+        assert!(open_sub_path(&base, "c", None).err().unwrap().contains("No such file"));
         std::os::unix::fs::symlink("/etc", base.join("escape")).unwrap();
-        let e = resolve_sub_path(&base, "escape/x", make).unwrap_err();
+        let e = open_sub_path(&base, "escape/x", make).err().unwrap();
         assert!(e.ends_with("escape is a symbolic link, which is not followed"), "{e}");
         assert!(!Path::new("/etc/x").exists());
+        fs::write(base.join("file"), "").unwrap();
+        assert!(open_sub_path(&base, "file/x", make).err().unwrap().ends_with("file is not a directory"));
+        assert!(open_sub_path(&base, "../x", make).err().unwrap().contains("without '..'"));
+    }
+
+    /// The CVE-2021-25741 race: a container swaps `sub` (a directory in its volume) and
+    /// `alt` (a link to a directory of the node's) as fast as it can while its sidecar
+    /// starts. Each start that succeeds must mount the volume's directory, never the node's:
+    /// the mount the runtime makes of the path it is given (as the shim and runc do, by
+    /// path, a moment later) is checked.
+    #[test]
+    fn a_sub_path_swapped_for_a_symlink_while_it_is_mounted_never_reaches_the_node() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let node_dir = dir.path().join("root-only");
+        fs::create_dir(&node_dir).unwrap();
+        let pd = PodDir::new(&dir.path().join("pods"), "uid1");
+        let _removed = Removed(&pd);
+        let pod = crate::api::manifest::decode_pods(
+            "race.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: race}\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - {name: app, image: x, volumeMounts: [{name: data, mountPath: /data, subPath: sub}]}\n",
+        )
+        .remove(0)
+        .unwrap();
+        let vol = pd.volume_path(&pod.spec.volumes[0]);
+        fs::create_dir_all(vol.join("sub")).unwrap();
+        let real = fs::metadata(vol.join("sub")).unwrap().ino();
+        std::os::unix::fs::symlink(&node_dir, vol.join("alt")).unwrap();
+        let probe = dir.path().join("runtime-view");
+        fs::create_dir(&probe).unwrap();
+
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, vol) = (stop.clone(), cstring(&vol).unwrap());
+            std::thread::spawn(move || {
+                let fd = Fd::open_at(libc::AT_FDCWD, &vol, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+                let mut swaps = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // SAFETY: valid names under an open directory.
+                    let r = unsafe {
+                        libc::syscall(
+                            libc::SYS_renameat2,
+                            fd.0,
+                            c"sub".as_ptr(),
+                            fd.0,
+                            c"alt".as_ptr(),
+                            libc::RENAME_EXCHANGE,
+                        )
+                    };
+                    assert_eq!(r, 0, "renameat2: {}", io::Error::last_os_error());
+                    swaps += 1;
+                }
+                swaps
+            })
+        };
+        // On the code before the fix, about 7 in 10 starts escaped: 300 of them leave no
+        // chance of a miss.
+        let (mut started, mut refused, mut escaped) = (0, 0, 0);
+        while started < 300 && refused < 100_000 {
+            let Ok(mounts) = pd.mounts(&pod, &pod.spec.containers[0], &[]) else {
+                refused += 1;
+                continue;
+            };
+            started += 1;
+            let source = cstring(&mounts[0].host_path).unwrap();
+            let target = cstring(&probe).unwrap();
+            // SAFETY: valid NUL-terminated strings.
+            let r = unsafe {
+                libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+            };
+            if r != 0 {
+                refused += 1;
+                continue;
+            }
+            if fs::metadata(&probe).unwrap().ino() != real {
+                escaped += 1;
+            }
+            unmount(&probe).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let swaps = swapper.join().unwrap();
+        pd.remove().unwrap();
+        eprintln!("{started} started, {refused} refused, {escaped} escaped, {swaps} swaps");
+        assert_eq!(escaped, 0, "{escaped} of {started} starts mounted the node's directory");
+        assert!(started == 300 && swaps > 300, "the race ran: {started} started, {swaps} swaps");
+        assert!(!pd.path().exists(), "the pinned mounts went with the pod's directory");
+    }
+
+    #[test]
+    fn a_sub_path_is_pinned_in_the_pods_directory_and_unmounted_with_it() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pd = PodDir::new(&dir.path().join("pods"), "uid1");
+        let _removed = Removed(&pd);
+        let pod = crate::api::manifest::decode_pods(
+            "pin.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: pin}\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - {name: app, image: x, volumeMounts: [{name: data, mountPath: /data, subPath: a/b}, {name: data, mountPath: /f, subPath: file}]}\n",
+        )
+        .remove(0)
+        .unwrap();
+        pd.prepare(&pod, &Facts::default(), 1 << 30).unwrap();
+        let vol = pd.volume_path(&pod.spec.volumes[0]);
+        fs::write(vol.join("file"), "content").unwrap();
+        for _ in 0..2 {
+            // A restarted container gets the same places, mounted anew.
+            let mounts = pd.mounts(&pod, &pod.spec.containers[0], &[]).unwrap();
+            assert_eq!(mounts[0].host_path, pd.path().join("volume-subpaths/data/app/0"));
+            assert_eq!(mounts[1].host_path, pd.path().join("volume-subpaths/data/app/1"));
+            assert_eq!(fs::read_to_string(&mounts[1].host_path).unwrap(), "content");
+            fs::write(mounts[0].host_path.join("x"), "through the pin").unwrap();
+            assert_eq!(fs::read_to_string(vol.join("a/b/x")).unwrap(), "through the pin");
+        }
+        assert_eq!(mounts_below(&pd.path().join(SUB_PATHS)).unwrap().len(), 2, "one mount each, not stacked");
+        pd.remove().unwrap();
+        assert!(!pd.path().exists());
     }
 }

@@ -95,10 +95,11 @@ impl PodManager {
 
     /// Asks a container to stop: kubelet's `Killing` event; its `preStop` hook first when it
     /// has one (once per instance), else the stop at once (`FailedKillPod` when refused).
-    pub(super) fn kill(&mut self, pod: &Pod, k: &KillContainer) {
+    /// Returns whether the stop (or its hook) is under way: a refused one is asked again.
+    pub(super) fn kill(&mut self, pod: &Pod, k: &KillContainer) -> bool {
         if self.pre_stop.contains_key(&k.id) {
             // Its hook runs; the stop follows the answer.
-            return;
+            return true;
         }
         self.event(pod, Some(&k.name), false, "Killing", &k.message);
         let spec = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == k.name);
@@ -125,7 +126,7 @@ impl PodManager {
                             grace: k.grace,
                         };
                         self.pre_stop.insert(k.id.clone(), hook);
-                        return;
+                        return true;
                     }
                     Err(e) => {
                         log::warn!("pods: pod {} container {}: preStop hook not run: {}", pod.key(), k.name, Chain(&e));
@@ -134,14 +135,18 @@ impl PodManager {
                 }
             }
         }
-        self.stop(pod, &k.name, &k.id, k.grace);
+        self.stop(pod, &k.name, &k.id, k.grace)
     }
 
-    /// The stop itself (SIGTERM now, SIGKILL after `grace`).
-    fn stop(&self, pod: &Pod, name: &str, id: &str, grace: Duration) {
-        if let Err(e) = self.mutate().stop_container(id, grace) {
-            let message = format!("error killing container {name}: {}", Chain(&e));
-            self.event(pod, Some(name), true, "FailedKillPod", &message);
+    /// The stop itself (SIGTERM now, SIGKILL after `grace`); whether the runtime took it.
+    fn stop(&self, pod: &Pod, name: &str, id: &str, grace: Duration) -> bool {
+        match self.mutate().stop_container(id, grace) {
+            Ok(()) => true,
+            Err(e) => {
+                let message = format!("error killing container {name}: {}", Chain(&e));
+                self.event(pod, Some(name), true, "FailedKillPod", &message);
+                false
+            }
         }
     }
 
@@ -176,6 +181,7 @@ impl PodManager {
         let took = now.duration_since(hook.started).unwrap_or_default();
         let grace = hook.grace.saturating_sub(took).max(MIN_GRACE);
         self.pre_stop_done.insert(id.into());
+        // A refused stop is asked again by the pod's termination, whose deadline holds.
         self.stop(pod, &hook.name, id, grace);
     }
 

@@ -85,9 +85,8 @@ impl PodManager {
         let Some(t) = entry.termination.as_ref().or(entry.failure.as_ref().map(|f| &f.stopping)) else { return };
         let pod = entry.pod.clone();
         let actions = compute_kill_actions(t, snap.pod(uid), now);
-        for k in &actions.stop {
-            self.kill(&pod, k);
-        }
+        // A stop the runtime refused is not recorded as asked: the next sync asks again.
+        let refused: Vec<&str> = actions.stop.iter().filter(|k| !self.kill(&pod, k)).map(|k| k.id.as_str()).collect();
         if let Some(names) = &actions.exceeded_grace {
             let message = format!(
                 "Container runtime did not kill the pod within specified grace period; still running: {}",
@@ -100,7 +99,7 @@ impl PodManager {
             termination.as_mut().or(failure.as_mut().map(|f| &mut f.stopping))
         });
         if let Some(t) = stopping {
-            t.requested.extend(actions.requested);
+            t.requested.extend(actions.requested.iter().filter(|id| !refused.contains(&id.as_str())).cloned());
             t.warned |= actions.exceeded_grace.is_some();
         }
         if let Some(remove) = actions.remove.filter(|_| removing) {

@@ -14,6 +14,7 @@ A second, plain-HTTP port on 127.0.0.1 is for the tests: the same API as `system
 """
 
 import argparse
+import base64
 import copy
 import datetime
 import json
@@ -454,11 +455,42 @@ class Api:
         items, rv = self.store.list(a.resource, a.namespace, fields, labels)
         if self._table_wanted(headers):
             return Response(200, k8s.table(a.resource, items, rv, query.get("includeObject")))
+        meta = {"resourceVersion": rv}
+        if query.get("limit") or query.get("continue"):
+            items, meta = self._page(items, rv, query)
         for o in items:  # the real apiserver's list items carry no kind and apiVersion
             o.pop("kind", None)
             o.pop("apiVersion", None)
         return Response(200, {"kind": a.res().kind + "List", "apiVersion": a.res().api_version,
-                              "metadata": {"resourceVersion": rv}, "items": items})
+                              "metadata": meta, "items": items})
+
+    def _page(self, items, rv, query):
+        """One page of a list (`limit`, `continue`), as the real apiserver pages: the
+        continue token (opaque, base64 JSON here as there) names where the next page starts
+        and the list's resourceVersion, which every page answers; a token older than the
+        store's window is 410 Expired."""
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise ApiError(400, "BadRequest", f'invalid limit "{query["limit"]}"')
+        start = ""
+        if query.get("continue"):
+            try:
+                token = json.loads(base64.b64decode(query["continue"]))
+                rv, start = str(token["rv"]), token["start"]
+            except (ValueError, KeyError, TypeError):
+                raise ApiError(400, "BadRequest", "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+            if int(rv) < self.store.oldest:
+                raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+        key = lambda o: o["metadata"].get("namespace", "") + "/" + o["metadata"]["name"]
+        rest = [o for o in items if key(o) > start]
+        meta = {"resourceVersion": rv}
+        if limit > 0 and len(rest) > limit:
+            rest = rest[:limit]
+            token = json.dumps({"v": "meta.k8s.io/v1", "rv": int(rv), "start": key(rest[-1])})
+            meta["continue"] = base64.b64encode(token.encode()).decode()
+            meta["remainingItemCount"] = len([o for o in items if key(o) > key(rest[-1])])
+        return rest, meta
 
     def do_watch(self, a, query, headers, body, user):
         fields = k8s.parse_field_selector(a.resource, query.get("fieldSelector"))

@@ -4,8 +4,11 @@
 //! `labels::MANAGED_BY`, so other pods in the same containerd are never seen.
 //!
 //! `StopContainer` blocks for up to the grace period, but the trait promises that
-//! `stop_container` returns at once: each stop runs on an owned `manager::Worker`
-//! (`fl-cri-stop`, at most `MAX_STOPS` at a time), reaped when it ends and joined by `stop`.
+//! `stop_container` returns at once: stops run on owned `manager::Worker`s (`fl-cri-stop`,
+//! at most `MAX_STOPS` at a time); past that they wait in a queue (of at most
+//! `MAX_QUEUED_STOPS`), which each thread takes from when its stop is done, so a pod of 100
+//! containers, or 100 pods removed at once, are all stopped, 32 at a time. `stop` joins
+//! the threads.
 
 use super::client::{CriClient, CriError};
 use super::translate;
@@ -27,14 +30,37 @@ use std::time::{Duration, Instant};
 /// The most container stops in flight at once (each holds a thread for up to its grace
 /// period).
 pub const MAX_STOPS: usize = 32;
+/// The most container stops waiting for a thread.
+pub const MAX_QUEUED_STOPS: usize = 4096;
 /// The name of the stop threads.
 const STOP_THREAD: &str = "fl-cri-stop";
 
-/// One container stop in flight.
+/// One container stop.
 struct Stop {
     id: String,
     grace: Duration,
-    worker: Worker,
+    /// `container <name> (<id>)`, for its log line.
+    object: String,
+}
+
+/// The container stops: those in flight, those waiting for a thread, the threads.
+#[derive(Default)]
+struct Stops {
+    /// No more stops are taken (the runtime is stopping).
+    closed: bool,
+    running: Vec<(String, Duration)>,
+    waiting: std::collections::VecDeque<Stop>,
+    /// Threads taking stops (each ends when it finds the queue empty).
+    threads: usize,
+    workers: Vec<Worker>,
+}
+
+impl Stops {
+    /// Whether a stop of `id` with a grace period no longer than `grace` is already asked.
+    fn covers(&self, id: &str, grace: Duration) -> bool {
+        self.running.iter().any(|(i, g)| i == id && *g <= grace)
+            || self.waiting.iter().any(|s| s.id == id && s.grace <= grace)
+    }
 }
 
 /// What the runtime keeps of a container between relists.
@@ -85,7 +111,7 @@ pub struct CriRuntime {
     health: Health,
     sandboxes: Mutex<HashMap<String, KnownSandbox>>,
     containers: Mutex<HashMap<String, Known>>,
-    stops: Mutex<(bool, Vec<Stop>)>,
+    stops: Arc<Mutex<Stops>>,
     /// Log rotation, if on, and when logs were last looked at.
     logs: Option<LogRotation>,
     logs_checked: Mutex<Option<Instant>>,
@@ -109,7 +135,7 @@ impl CriRuntime {
             health: health.clone(),
             sandboxes: Mutex::new(HashMap::new()),
             containers: Mutex::new(HashMap::new()),
-            stops: Mutex::new((false, Vec::new())),
+            stops: Arc::new(Mutex::new(Stops::default())),
             logs: None,
             logs_checked: Mutex::new(None),
             version: String::new(),
@@ -182,20 +208,24 @@ impl CriRuntime {
 
     /// Stops taking container stops and waits up to `timeout` for those in flight (each is
     /// bounded by its grace period plus the call timeout); returns the ones still running.
+    /// Stops waiting for a thread are dropped (the pod manager asks again after a restart).
     pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
         let workers: Vec<Worker> = {
             let mut s = self.stops.lock();
-            s.0 = true;
-            s.1.drain(..).map(|s| s.worker).collect()
+            s.closed = true;
+            if !s.waiting.is_empty() {
+                log::info!("cri: {} container stop(s) not sent (the agent is stopping)", s.waiting.len());
+                s.waiting.clear();
+            }
+            s.workers.drain(..).collect()
         };
         stop_all(workers, timeout)
     }
 
-    /// Container stops in flight.
+    /// Container stops in flight or waiting for a thread.
     pub fn stops_in_flight(&self) -> usize {
-        let mut s = self.stops.lock();
-        s.1.retain(|s| !s.worker.is_finished());
-        s.1.len()
+        let s = self.stops.lock();
+        s.running.len() + s.waiting.len()
     }
 
     /// Maps a failed call about `object`; the runtime's NOT_FOUND becomes `NotFound`.
@@ -254,43 +284,65 @@ impl CriRuntime {
         }
     }
 
-    /// Reaps finished stops and starts one for `id` unless one with no longer a grace
-    /// period is in flight.
+    /// Asks for a stop of `id` unless one with no longer a grace period is asked already:
+    /// on a thread of its own while fewer than `MAX_STOPS` run, else in the queue.
     fn spawn_stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
         let mut s = self.stops.lock();
-        if s.0 {
+        if s.closed {
             return Err(RuntimeError::Unsupported {
                 runtime: "cri",
                 what: "stopping containers while shutting down".into(),
             });
         }
-        s.1.retain(|s| !s.worker.is_finished());
-        if s.1.iter().any(|s| s.id == id && s.grace <= grace) {
+        if s.covers(id, grace) {
             return Ok(());
         }
-        if s.1.len() >= MAX_STOPS {
-            return Err(RuntimeError::Busy { what: "container stops", max: MAX_STOPS });
+        let stop = Stop { id: id.into(), grace, object: self.container_object(id) };
+        s.workers.retain(|w| !w.is_finished());
+        if s.threads >= MAX_STOPS {
+            if s.waiting.len() >= MAX_QUEUED_STOPS {
+                return Err(RuntimeError::Busy { what: "container stops", max: MAX_QUEUED_STOPS });
+            }
+            s.waiting.push_back(stop);
+            return Ok(());
         }
-        let client = self.client.clone();
-        let seconds = translate::stop_timeout_seconds(grace);
-        let object = self.container_object(id);
-        let cid = id.to_string();
+        let (client, stops) = (self.client.clone(), self.stops.clone());
+        s.running.push((stop.id.clone(), grace));
         let worker = Worker::spawn(STOP_THREAD, &self.health, move |_stop| {
-            // The call is bounded by the grace period plus the call timeout, so the stop
-            // signal is not watched: `stop` waits for it at most that long.
-            match client.stop_container(&cid, seconds) {
-                Ok(()) => log::debug!("cri: {object} stopped"),
-                Err(e) if e.is_not_found() => log::debug!("cri: {object} was already gone"),
-                Err(e) => log::warn!("cri: stopping {object}: {}", Chain(&e)),
+            // Each call is bounded by its grace period plus the call timeout, so the stop
+            // signal is not watched: `stop` waits for the thread at most that long (the
+            // queue is emptied first).
+            let mut next = Some(stop);
+            while let Some(stop) = next {
+                let seconds = translate::stop_timeout_seconds(stop.grace);
+                match client.stop_container(&stop.id, seconds) {
+                    Ok(()) => log::debug!("cri: {} stopped", stop.object),
+                    Err(e) if e.is_not_found() => log::debug!("cri: {} was already gone", stop.object),
+                    Err(e) => log::warn!("cri: stopping {}: {}", stop.object, Chain(&e)),
+                }
+                let mut s = stops.lock();
+                if let Some(i) = s.running.iter().position(|(i, g)| *i == stop.id && *g == stop.grace) {
+                    s.running.swap_remove(i);
+                }
+                next = s.waiting.pop_front();
+                match &next {
+                    Some(n) => s.running.push((n.id.clone(), n.grace)),
+                    None => s.threads -= 1,
+                }
             }
             Exit::Done
-        })
-        .map_err(|source| RuntimeError::Process {
-            action: format!("starting a {STOP_THREAD} thread for {id}"),
-            source,
-        })?;
-        s.1.push(Stop { id: id.into(), grace, worker });
-        Ok(())
+        });
+        match worker {
+            Ok(w) => {
+                s.threads += 1;
+                s.workers.push(w);
+                Ok(())
+            }
+            Err(source) => {
+                s.running.pop();
+                Err(RuntimeError::Process { action: format!("starting a {STOP_THREAD} thread for {id}"), source })
+            }
+        }
     }
 }
 

@@ -101,8 +101,9 @@ pub fn exec_start(cfg: &ContainerConfig, procs: &[PathBuf], cmd: &[String]) -> R
         .stderr(Stdio::piped())
         .process_group(0);
     let fds: Vec<i32> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
-    // The command runs as the container does: its identity, capabilities, no_new_privs.
-    let plan = super::security::host_plan(cfg);
+    // The command runs as the container does: its identity, capabilities, no_new_privs. It
+    // does not join the container's PID namespace (it stays in the node's, as the agent).
+    let plan = super::security::host_plan(cfg, true);
     let all_caps = super::security::all_capabilities();
     // SAFETY: the closure only calls close_range(2), write(2) and the system calls of
     // `security::apply`, which are async-signal-safe.

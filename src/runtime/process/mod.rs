@@ -442,6 +442,7 @@ impl ContainerRuntime for ProcessRuntime {
             log_max_size: self.log_max_size,
             log_max_files: self.log_max_files,
             cgroup: None,
+            host_pid: sandbox.security.host_pid,
         };
         // Refused before anything is made, so an oversized container never leaks a record.
         let size = serde_json::to_vec_pretty(&record).map(|v| v.len() as u64).unwrap_or(u64::MAX);

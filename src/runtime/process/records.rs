@@ -59,6 +59,10 @@ pub struct ContainerRecord {
     /// The container's own cgroup, when cgroups are enforced.
     #[serde(default)]
     pub cgroup: Option<ContainerCgroup>,
+    /// The pod's `hostPID`: the workload stays in the node's PID namespace (without it,
+    /// and as root, it gets one of its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_pid: bool,
 }
 
 /// The container cgroup the runtime created (in each hierarchy on cgroup v1).
@@ -133,6 +137,7 @@ impl ShimIdentity {
             log_max_size: 0,
             log_max_files: 0,
             cgroup: self.cgroup.clone(),
+            host_pid: false,
         }
     }
 }
@@ -514,6 +519,7 @@ mod tests {
             log_max_size: 1,
             log_max_files: 1,
             cgroup: None,
+            host_pid: false,
         }
     }
 

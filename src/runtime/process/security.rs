@@ -9,11 +9,21 @@
 //! at its `mountPath`, which must exist on the node (the container shares the node's
 //! filesystem, and ferrolet makes nothing in it); `mount_refusal` says why not otherwise.
 //!
-//! Capabilities: the process runtime's default set is everything the shim has (it runs as
-//! the agent, normally root). `drop` removes from it (`ALL`: everything), `add` puts back;
+//! Capabilities: as root, the process runtime's default set is containerd's
+//! (`DEFAULT_CAPABILITIES`: no `SYS_ADMIN`, so a root workload cannot remount its read-only
+//! `/`, nor `SYS_PTRACE`). `drop` removes from it (`ALL`: everything), `add` puts back;
 //! `privileged` keeps everything. The set becomes the bounding set, so a root workload's
 //! effective set is exactly it; a non-root workload starts with no effective capability, as
-//! under containerd (added capabilities are not made ambient).
+//! under containerd (added capabilities are not made ambient). A shim that is not root
+//! cannot narrow the bounding set, and leaves it unless the pod asks.
+//!
+//! Processes: as root, unless the pod has `hostPID`, each container has a PID namespace of
+//! its own with its own `/proc` (in its own mount namespace), so no process of the node is
+//! visible or reachable through `/proc/<pid>/root`. Its PID 1 is a copy of the shim that
+//! only reaps (`reap_as_init`): the workload runs as PID 2, so it gets SIGTERM as any
+//! process does (a PID 1 without a handler ignores it, which made many a kubelet pod wait
+//! out its grace period), orphans are reaped, and when the workload exits its namespace
+//! goes with it. A shared PID namespace for the pod (`shareProcessNamespace`) is refused.
 
 use crate::api::security::{capability_number, ContainerSecurity, Profile, SandboxSecurity, ALL_CAPABILITIES};
 use crate::runtime::{ContainerConfig, Mount, Propagation};
@@ -34,6 +44,9 @@ pub struct Plan {
     pub no_new_privs: bool,
     /// `readOnlyRootFilesystem`: a mount namespace of its own in which `/` is read-only.
     pub readonly_root: bool,
+    /// A PID namespace of its own, with its own `/proc` (in a mount namespace of its own)
+    /// and a reaping PID 1 (`reap_as_init`). The shim makes the namespace before the fork.
+    pub pid_namespace: bool,
     /// Volumes bind-mounted in a mount namespace of its own, in order.
     pub mounts: Vec<BindMount>,
     /// The working directory, entered again after the mounts (one may be below it).
@@ -156,6 +169,12 @@ pub fn refusal(sandbox: &SandboxSecurity, c: &ContainerSecurity) -> Option<Strin
     if let Some(p) = c.apparmor.as_ref().filter(|p| **p != Profile::Unconfined) {
         why.push(format!("securityContext.appArmorProfile {} (it applies no AppArmor profile)", p.describe()));
     }
+    if sandbox.share_process_namespace && !sandbox.host_pid {
+        why.push(
+            "spec.shareProcessNamespace (each container has a PID namespace of its own; a shared one is not supported)"
+                .into(),
+        );
+    }
     if !sandbox.sysctls.is_empty() {
         let names: Vec<&str> = sandbox.sysctls.keys().map(String::as_str).collect();
         why.push(format!(
@@ -169,10 +188,29 @@ pub fn refusal(sandbox: &SandboxSecurity, c: &ContainerSecurity) -> Option<Strin
     Some(format!("the process runtime cannot honour {}", why.join("; ")))
 }
 
-/// The capability set `c` asks for over `all` (every capability the kernel has); `None`:
-/// keep everything.
+/// containerd's default capabilities (`oci.defaultUnixCaps`), which a CRI container gets
+/// unless it adds or drops.
+pub const DEFAULT_CAPABILITIES: [&str; 14] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// The capability set `c` asks for over `all` (every capability the kernel has), starting
+/// from `DEFAULT_CAPABILITIES`; `None` (`privileged`): keep everything.
 pub fn capability_set(c: &ContainerSecurity, all: u64) -> Option<u64> {
-    if c.privileged || (c.add_capabilities.is_empty() && c.drop_capabilities.is_empty()) {
+    if c.privileged {
         return None;
     }
     let mask = |names: &[String]| {
@@ -183,7 +221,8 @@ pub fn capability_set(c: &ContainerSecurity, all: u64) -> Option<u64> {
             None => m,
         })
     };
-    Some((all & !mask(&c.drop_capabilities)) | (mask(&c.add_capabilities) & all))
+    let defaults = DEFAULT_CAPABILITIES.iter().filter_map(|n| capability_number(n)).fold(0u64, |m, bit| m | (1 << bit));
+    Some((defaults & all & !mask(&c.drop_capabilities)) | (mask(&c.add_capabilities) & all))
 }
 
 /// The primary gid of `uid` in an `/etc/passwd` text.
@@ -196,9 +235,13 @@ pub fn passwd_gid(passwd: &str, uid: u32) -> Option<u32> {
 }
 
 /// The plan for `c`, with `all` the kernel's capabilities, `current_uid` who the shim runs
-/// as and `passwd` the host's `/etc/passwd` (a uid without `runAsGroup` gets its primary
-/// group there, else 0, as containerd does with an image's).
-pub fn plan(c: &ContainerSecurity, all: u64, current_uid: u32, passwd: &str) -> Plan {
+/// as, `passwd` the host's `/etc/passwd` (a uid without `runAsGroup` gets its primary
+/// group there, else 0, as containerd does with an image's) and `host_pid` the pod's
+/// `hostPID`. What needs root (the default capability set, a PID namespace) is planned only
+/// for a root shim.
+pub fn plan(c: &ContainerSecurity, all: u64, current_uid: u32, passwd: &str, host_pid: bool) -> Plan {
+    let root = current_uid == 0;
+    let asks_capabilities = !c.add_capabilities.is_empty() || !c.drop_capabilities.is_empty();
     let wants_ids = c.run_as_user.is_some() || c.run_as_group.is_some() || !c.supplemental_groups.is_empty();
     let ids = wants_ids.then(|| {
         // Validation keeps ids within 0..=i32::MAX.
@@ -214,9 +257,10 @@ pub fn plan(c: &ContainerSecurity, all: u64, current_uid: u32, passwd: &str) -> 
     });
     Plan {
         ids,
-        capabilities: capability_set(c, all),
+        capabilities: if root || asks_capabilities { capability_set(c, all) } else { None },
         no_new_privs: c.no_new_privs,
         readonly_root: c.readonly_rootfs,
+        pid_namespace: root && !host_pid,
         ..Plan::default()
     }
 }
@@ -231,24 +275,20 @@ pub fn all_capabilities() -> u64 {
     (((1u128 << (last + 1)) - 1) & u64::MAX as u128) as u64
 }
 
-/// The plan for container `cfg` on this host: its security context (reading
-/// `cap_last_cap` and `/etc/passwd` when they matter) and its volumes. Called before the fork.
-pub fn host_plan(cfg: &ContainerConfig) -> Plan {
+/// The plan for container `cfg` on this host (`host_pid`: the pod's `hostPID`): its
+/// security context (reading `cap_last_cap` and `/etc/passwd` when they matter) and its
+/// volumes. Called before the fork.
+pub fn host_plan(cfg: &ContainerConfig, host_pid: bool) -> Plan {
     let c = &cfg.security;
-    let mut p = if c.is_default() {
-        Plan::default()
-    } else {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        let passwd = if c.run_as_user.is_some() && c.run_as_group.is_none() {
-            std::fs::read_to_string("/etc/passwd").unwrap_or_default()
-        } else {
-            String::new()
-        };
-        plan(c, all_capabilities(), euid, &passwd)
-    };
     // SAFETY: geteuid has no preconditions and cannot fail.
-    p.mounts = bind_mounts(cfg, unsafe { libc::geteuid() } == 0, path_kind);
+    let euid = unsafe { libc::geteuid() };
+    let passwd = if c.run_as_user.is_some() && c.run_as_group.is_none() {
+        std::fs::read_to_string("/etc/passwd").unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let mut p = plan(c, all_capabilities(), euid, &passwd, host_pid);
+    p.mounts = bind_mounts(cfg, euid == 0, path_kind);
     if !p.mounts.is_empty() {
         let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
         p.workdir = CString::new(wd).ok();
@@ -295,7 +335,7 @@ fn check(r: libc::c_long) -> io::Result<()> {
 /// `all` is every capability the kernel has (`all_capabilities`, read before the fork).
 pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
     let none = std::ptr::null();
-    if plan.readonly_root || !plan.mounts.is_empty() {
+    if plan.readonly_root || !plan.mounts.is_empty() || plan.pid_namespace {
         // A mount namespace of its own (needs the shim's root), where the host's later
         // mounts still arrive (slave) but nothing goes back.
         // SAFETY: plain system calls; the paths are static C strings.
@@ -303,6 +343,19 @@ pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
         // SAFETY: as above.
         check(unsafe { libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_SLAVE, none.cast()) }
             as libc::c_long)?;
+    }
+    if plan.pid_namespace {
+        // This process is the new PID namespace's first: a `/proc` of that namespace.
+        // SAFETY: as above.
+        check(unsafe {
+            libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                none.cast(),
+            )
+        } as libc::c_long)?;
     }
     for m in &plan.mounts {
         // Each volume bound at its path, read-only if asked, with its propagation.
@@ -396,10 +449,15 @@ mod tests {
 
     #[test]
     fn drop_all_then_add_keeps_only_the_added_and_privileged_keeps_everything() {
-        assert_eq!(capability_set(&caps(&[], &[]), ALL), None, "nothing asked: everything stays");
+        // containerd's 14: CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6,
+        // SETUID 7, SETPCAP 8, NET_BIND_SERVICE 10, NET_RAW 13, SYS_CHROOT 18, MKNOD 27,
+        // AUDIT_WRITE 29, SETFCAP 31.
+        let defaults: u64 = [0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31].iter().map(|b| 1u64 << b).sum();
+        assert_eq!(capability_set(&caps(&[], &[]), ALL), Some(defaults), "nothing asked: containerd's set");
         assert_eq!(capability_set(&caps(&[], &["ALL"]), ALL), Some(0));
         assert_eq!(capability_set(&caps(&["NET_BIND_SERVICE"], &["ALL"]), ALL), Some(1 << 10));
-        assert_eq!(capability_set(&caps(&[], &["CAP_NET_RAW", "SYS_ADMIN"]), ALL), Some(ALL & !(1 << 13) & !(1 << 21)));
+        assert_eq!(capability_set(&caps(&[], &["CAP_NET_RAW", "SYS_ADMIN"]), ALL), Some(defaults & !(1 << 13)));
+        assert_eq!(capability_set(&caps(&["NET_ADMIN"], &[]), ALL), Some(defaults | (1 << 12)));
         assert_eq!(
             capability_set(&caps(&["CHECKPOINT_RESTORE"], &["ALL"]), (1 << 40) - 1),
             Some(0),
@@ -419,17 +477,22 @@ mod tests {
             no_new_privs: true,
             ..caps(&[], &["ALL"])
         };
-        let p = plan(&sec, ALL, 0, "");
+        let p = plan(&sec, ALL, 0, "", false);
         assert_eq!(p.ids, Some(Ids { uid: 65534, gid: 65534, groups: vec![65534, 2000, 3000] }));
-        assert_eq!((p.capabilities, p.no_new_privs), (Some(0), true));
+        assert_eq!((p.capabilities, p.no_new_privs, p.pid_namespace), (Some(0), true, true));
         // A uid alone gets its passwd group, else 0; a group alone keeps the shim's uid.
         let passwd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65533:nobody:/:/usr/sbin/nologin\n";
         let uid_only = ContainerSecurity { run_as_user: Some(65534), ..Default::default() };
-        assert_eq!(plan(&uid_only, ALL, 0, passwd).ids.unwrap().gid, 65533);
-        assert_eq!(plan(&uid_only, ALL, 0, "").ids.unwrap().gid, 0);
+        assert_eq!(plan(&uid_only, ALL, 0, passwd, false).ids.unwrap().gid, 65533);
+        assert_eq!(plan(&uid_only, ALL, 0, "", false).ids.unwrap().gid, 0);
         let gid_only = ContainerSecurity { run_as_group: Some(5), ..Default::default() };
-        assert_eq!(plan(&gid_only, ALL, 1000, "").ids, Some(Ids { uid: 1000, gid: 5, groups: vec![5] }));
-        assert_eq!(plan(&ContainerSecurity::default(), ALL, 0, passwd), Plan::default());
+        assert_eq!(plan(&gid_only, ALL, 1000, "", false).ids, Some(Ids { uid: 1000, gid: 5, groups: vec![5] }));
+        // Nothing asked: as root, containerd's capabilities and a PID namespace (none with
+        // hostPID); a shim that is not root can do neither.
+        let default = plan(&ContainerSecurity::default(), ALL, 0, passwd, false);
+        assert_eq!((default.ids, default.capabilities.is_some(), default.pid_namespace), (None, true, true));
+        assert!(!plan(&ContainerSecurity::default(), ALL, 0, passwd, true).pid_namespace);
+        assert_eq!(plan(&ContainerSecurity::default(), ALL, 1000, passwd, false), Plan::default());
     }
 
     #[test]
@@ -447,6 +510,8 @@ mod tests {
         let host =
             SandboxSecurity { host_pid: true, host_ipc: true, share_process_namespace: true, ..Default::default() };
         assert_eq!(refusal(&host, &ok), None, "what the shim does, and what a host process already is");
+        let shared = SandboxSecurity { share_process_namespace: true, ..Default::default() };
+        assert!(refusal(&shared, &ContainerSecurity::default()).unwrap().contains("spec.shareProcessNamespace"));
         let seccomp =
             ContainerSecurity { seccomp: Some(Profile::Localhost("audit.json".into())), ..Default::default() };
         assert_eq!(

@@ -172,19 +172,19 @@ fn run(dir: &Path) -> io::Result<()> {
         };
         return write_exit(dir, &exit);
     }
-    let mut log = LogFile::open(&cfg.log_path, record.log_max_size, record.log_max_files)?;
+    let mut log = LogFile::open(&cfg.log_path, record.log_max_size, record.log_max_files);
     let cgroup = record.cgroup.clone().unwrap_or_default();
     let oom_before = cgroup.memory.as_deref().and_then(oom_kills);
 
-    let mut child = match spawn_workload(cfg, &cgroup.procs) {
+    let (mut child, mut init_status) = match spawn_workload(cfg, &cgroup.procs, record.host_pid) {
         Ok(c) => c,
         Err(e) => {
             let msg = format!(
                 "failed to start container process {:?}: {e}",
                 cfg.argv.first().map(String::as_str).unwrap_or("")
             );
-            let _ = log.write_chunk(Stream::Stderr, format!("{msg}\n").as_bytes());
-            let _ = log.finish();
+            log.write_chunk(Stream::Stderr, format!("{msg}\n").as_bytes());
+            log.finish();
             remove_cgroup(&cgroup);
             let exit = ExitRecord {
                 exit_code: 128,
@@ -204,7 +204,20 @@ fn run(dir: &Path) -> io::Result<()> {
         start_ticks: util::process_start_ticks(pid),
         started_at: SystemTime::now(),
     };
-    write_json(&dir.join(files::STATE), &state)?;
+    if let Err(e) = write_json(&dir.join(files::STATE), &state) {
+        // Unrecorded, it could not be stopped: it goes, and that is recorded.
+        let _ = util::kill_group(pid, libc::SIGKILL);
+        let _ = child.wait();
+        remove_cgroup(&cgroup);
+        let exit = ExitRecord {
+            exit_code: 128,
+            signal: None,
+            reason: "StartError".into(),
+            message: format!("cannot record the started process: {e}"),
+            finished_at: SystemTime::now(),
+        };
+        return write_exit(dir, &exit);
+    }
     // The agent writes `stop` and then looks for state.json; we write state.json and then
     // look for `stop`: one of us sees the other, so a stop racing the start is never lost.
     let mut stop_pending = dir.join(files::STOP).exists();
@@ -299,7 +312,7 @@ fn run(dir: &Path) -> io::Result<()> {
                         *slot = None;
                         break;
                     }
-                    Ok(n) => log.write_chunk(stream, &buf[..n])?,
+                    Ok(n) => log.write_chunk(stream, &buf[..n]),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => {
@@ -310,10 +323,13 @@ fn run(dir: &Path) -> io::Result<()> {
             }
         }
     }
-    log.finish()?;
+    log.finish();
     let Some((status, _)) = exited else {
         return Err(io::Error::other("the workload's exit was not observed"));
     };
+    // With a PID namespace, `child` is its reaping PID 1, which passed on how the workload
+    // ended; without that word (PID 1 itself was killed), PID 1's own end is the workload's.
+    let status = init_status.as_mut().and_then(read_init_status).unwrap_or(status);
     let signal = status.signal();
     let exit_code = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
     let oom_after = cgroup.memory.as_deref().and_then(oom_kills);
@@ -384,10 +400,30 @@ fn stop_grace(path: &Path) -> Duration {
 
 /// Records the exit twice, so one damaged file cannot turn a container that succeeded into
 /// one whose exit is unknown. The backup goes first: `exit.json` is the shim's last write,
-/// so once it is there nothing more is written in the directory.
+/// so once it is there nothing more is written in the directory. A record that cannot be
+/// written (a full disk) is kept and tried again, after 1 s, 2 s, … at most every 10 s,
+/// until it is: the shim lives on (holding its lock, so the container is seen running)
+/// rather than lose how the workload ended.
 fn write_exit(dir: &Path, exit: &ExitRecord) -> io::Result<()> {
-    write_json(&dir.join(files::EXIT_BACKUP), exit)?;
-    write_json(&dir.join(files::EXIT), exit)
+    let mut pause = Duration::from_secs(1);
+    let mut said = false;
+    loop {
+        let written =
+            write_json(&dir.join(files::EXIT_BACKUP), exit).and_then(|()| write_json(&dir.join(files::EXIT), exit));
+        match written {
+            Ok(()) => return Ok(()),
+            // A directory that is gone has no one to read it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+            Err(e) => {
+                if !said {
+                    eprintln!("shim: cannot record the exit ({e}); trying again until it can be written");
+                    said = true;
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
 }
 
 /// Kills what is left in a container cgroup and removes it (best effort: the orphan
@@ -400,7 +436,9 @@ pub fn remove_cgroup(cg: &super::ContainerCgroup) {
     }
 }
 
-fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child> {
+/// Starts the workload; with a PID namespace (`security::Plan::pid_namespace`) the child is
+/// the namespace's reaping PID 1, and the returned pipe brings the workload's wait status.
+fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf], host_pid: bool) -> io::Result<(Child, Option<File>)> {
     let (prog, args) = cfg.argv.split_first().ok_or_else(|| io::Error::other("empty command"))?;
     let cgroups = open_cgroup_procs(procs)?;
     let fds: Vec<RawFd> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
@@ -408,8 +446,19 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
     if !Path::new(wd).is_dir() {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("working directory {wd:?} does not exist")));
     }
-    let plan = security::host_plan(cfg);
+    let plan = security::host_plan(cfg, host_pid);
     let all_caps = security::all_capabilities();
+    let status_pipe = if plan.pid_namespace {
+        // The shim's next child (the only one it makes) is the new namespace's PID 1.
+        // SAFETY: a plain system call; this process stays where it is.
+        if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+            return Err(io::Error::other(format!("a PID namespace: {}", io::Error::last_os_error())));
+        }
+        Some(util::pipe()?)
+    } else {
+        None
+    };
+    let status_fd = status_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
     let mut cmd = Command::new(prog);
     cmd.args(args)
         .env_clear()
@@ -418,8 +467,8 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (setsid, close_range, write, and the system calls
-    // of `security::apply`) run between fork and exec.
+    // SAFETY: only async-signal-safe calls (setsid, close_range, write, fork, waitpid and the
+    // system calls of `security::apply`) run between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
@@ -428,10 +477,68 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf]) -> io::Result<Child>
             util::cloexec_above_stdio()?;
             // The cgroups first: joining them needs the shim's own identity.
             join_cgroups(&fds)?;
-            security::apply(&plan, all_caps)
+            security::apply(&plan, all_caps)?;
+            match status_fd {
+                Some(fd) => split_init(fd),
+                None => Ok(()),
+            }
         });
     }
-    cmd.spawn()
+    let child = cmd.spawn()?;
+    Ok((child, status_pipe.map(|(r, _)| r)))
+}
+
+/// In a new PID namespace's first process, between fork and exec: forks again; the new
+/// process (PID 2) returns to exec the workload, and this one stays as the namespace's
+/// PID 1 (`reap_as_init`), never returning.
+fn split_init(status_fd: RawFd) -> io::Result<()> {
+    // SAFETY: fork in the single-threaded child of a fork; the child only returns to exec.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(()),
+        workload => reap_as_init(workload, status_fd),
+    }
+}
+
+/// PID 1 of a container's PID namespace: reaps every process that ends in it, and when the
+/// workload ends writes its wait status (4 bytes, native order) to `status_fd` and exits,
+/// which ends whatever is left in the namespace. It holds no other descriptor, so the
+/// workload's output pipes close with the workload, and has no signal handler: a SIGTERM
+/// from the shim (to the whole process group) stops the workload, not it. Only
+/// async-signal-safe system calls.
+fn reap_as_init(workload: libc::pid_t, status_fd: RawFd) -> ! {
+    // SAFETY: plain system calls on integers and a local out-parameter.
+    unsafe {
+        for sig in [libc::SIGTERM, libc::SIGUSR1, libc::SIGCHLD, libc::SIGINT, libc::SIGHUP] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        libc::close(libc::STDOUT_FILENO);
+        libc::close(libc::STDERR_FILENO);
+        if status_fd > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, (status_fd - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (status_fd + 1) as u32, u32::MAX, 0u32);
+        loop {
+            let mut status: libc::c_int = 0;
+            let pid = libc::waitpid(-1, &mut status, 0);
+            if pid == workload {
+                let bytes = status.to_ne_bytes();
+                libc::write(status_fd, bytes.as_ptr().cast(), bytes.len());
+                libc::_exit(0);
+            }
+            if pid < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+    }
+}
+
+/// The workload's wait status as its PID 1 wrote it, if it did.
+fn read_init_status(pipe: &mut File) -> Option<std::process::ExitStatus> {
+    util::set_nonblocking(pipe).ok()?;
+    let mut word = [0u8; 4];
+    pipe.read_exact(&mut word).ok()?;
+    Some(std::process::ExitStatus::from_raw(libc::c_int::from_ne_bytes(word)))
 }
 
 #[cfg(test)]
