@@ -60,6 +60,15 @@ pub enum AgentError {
         #[source]
         source: RuntimeError,
     },
+    /// A step of `drain` failed.
+    #[error("drain: {what}")]
+    Drain {
+        /// What it was doing.
+        what: String,
+        /// Cause.
+        #[source]
+        source: RuntimeError,
+    },
     /// The runtime's records could not be opened to read (`open_runtime_read_only`).
     #[error("cannot read the {runtime} runtime")]
     ReadRuntime {
@@ -508,8 +517,11 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
     let cri = cri_if_selected(cfg, &Health::default())?;
     let SelectedRuntime { runtime, .. } = open_runtime(cfg, shim_exe, None, cri)?;
-    let rt_err = |source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source };
-    let sandboxes = runtime.list_pod_sandboxes().map_err(rt_err)?;
+    let step = |what: &str| {
+        let what = what.to_string();
+        move |source| AgentError::Drain { what, source }
+    };
+    let sandboxes = runtime.list_pod_sandboxes().map_err(step("listing the sandboxes"))?;
     let grace_of = |sandbox_id: &str| {
         let secs = sandboxes
             .iter()
@@ -525,7 +537,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     };
     for sidecars in [false, true] {
         let mut longest = std::time::Duration::ZERO;
-        for c in runtime.list_containers().map_err(rt_err)? {
+        for c in runtime.list_containers().map_err(step("listing the containers"))? {
             if c.state == Running && is_sidecar(&c) == sidecars {
                 let grace = grace_of(&c.sandbox_id);
                 longest = longest.max(grace);
@@ -534,7 +546,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
                     c.config.name,
                     c.config.labels.get(crate::runtime::labels::POD_NAME).map_or("?", |s| s)
                 );
-                runtime.stop_container(&c.id, grace).map_err(rt_err)?;
+                runtime.stop_container(&c.id, grace).map_err(step(&format!("stopping container {}", c.config.name)))?;
             }
         }
         // The shims kill at the end of each grace period; allow a little beyond the longest.
@@ -542,7 +554,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         loop {
             let running: Vec<String> = runtime
                 .list_containers()
-                .map_err(rt_err)?
+                .map_err(step("listing the containers"))?
                 .into_iter()
                 .filter(|c| c.state == Running && is_sidecar(c) == sidecars)
                 .map(|c| c.config.name.clone())
@@ -558,8 +570,11 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         }
     }
     for s in &sandboxes {
-        runtime.stop_pod_sandbox(&s.id).map_err(rt_err)?;
-        runtime.remove_pod_sandbox(&s.id).map_err(rt_err)?;
+        // Marking it stopped is a write (impossible on a full disk); removing it frees space.
+        if let Err(e) = runtime.stop_pod_sandbox(&s.id) {
+            log::warn!("drain: stopping sandbox {}: {}; removing it all the same", s.id, crate::util::Chain(&e));
+        }
+        runtime.remove_pod_sandbox(&s.id).map_err(step(&format!("removing sandbox {}", s.id)))?;
     }
     // Pod cgroups go too, when ferrolet manages them here.
     if cfg.cgroups.enforcement != Enforcement::Off {
@@ -574,8 +589,8 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
             }
         }
     }
-    for c in runtime.list_containers().map_err(rt_err)? {
-        runtime.remove_container(&c.id).map_err(rt_err)?;
+    for c in runtime.list_containers().map_err(step("listing the containers"))? {
+        runtime.remove_container(&c.id).map_err(step(&format!("removing container {}", c.config.name)))?;
     }
     // The pods' own directories: their volumes (tmpfs unmounted), hosts and termination files.
     crate::poddir::sweep(&cfg.state_dir.join(PODS_DIR), |_| false);

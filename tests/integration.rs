@@ -30,6 +30,7 @@ mod cri_security;
 mod cri_volumes;
 mod devices;
 mod events;
+mod full_disk;
 mod hooks;
 mod install;
 mod logs_exec;

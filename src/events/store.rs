@@ -26,6 +26,9 @@ struct Inner {
     file: Option<File>,
     lines: usize,
     version: u64,
+    /// Events not written since appending last failed (a full disk): the failure is said
+    /// once, and the count when writing works again.
+    unwritten: u64,
 }
 
 /// A bounded, persistent event store; clones share it.
@@ -68,7 +71,7 @@ impl EventStore {
             version = version.max(e.metadata.resource_version.parse().unwrap_or(0));
             events.put(e.metadata.name.clone(), e);
         }
-        let inner = Inner { events, max: max.max(1), path, file: None, lines: 0, version };
+        let inner = Inner { events, max: max.max(1), path, file: None, lines: 0, version, unwritten: 0 };
         EventStore { inner: Arc::new(Mutex::new(inner)) }
     }
 
@@ -184,8 +187,24 @@ impl Inner {
         let Some(f) = self.file.as_mut() else { return };
         let mut line = serde_json::to_vec(e).unwrap_or_default();
         line.push(b'\n');
-        if let Err(err) = f.write_all(&line) {
-            log::warn!("events: appending to the event store failed: {}", crate::util::Chain(&err));
+        match f.write_all(&line) {
+            Err(err) => {
+                if self.unwritten == 0 {
+                    log::warn!(
+                        "events: appending to the event store failed: {}; events are kept in memory until it works again",
+                        crate::util::Chain(&err)
+                    );
+                }
+                self.unwritten += 1;
+            }
+            Ok(()) if self.unwritten > 0 => {
+                log::info!(
+                    "events: the event store is written again ({} event(s) were kept in memory only)",
+                    self.unwritten
+                );
+                self.unwritten = 0;
+            }
+            Ok(()) => {}
         }
         self.lines += 1;
     }

@@ -96,10 +96,10 @@ impl LogFile {
     /// Writing failed: said in the shim's log when it starts failing.
     fn failed(&mut self, e: &io::Error) {
         if self.dropped == 0 {
-            eprintln!(
+            super::shim::say(format_args!(
                 "shim: cannot write {}: {e}; the container's output is dropped until it can",
                 self.path.display()
-            );
+            ));
         }
         self.dropped += 1;
     }
@@ -138,7 +138,10 @@ impl LogFile {
             }
         }
         if self.dropped > 0 {
-            eprintln!("shim: {} record(s) of the container's output could not be written", self.dropped);
+            super::shim::say(format_args!(
+                "shim: {} record(s) of the container's output could not be written",
+                self.dropped
+            ));
         }
     }
 
@@ -157,11 +160,11 @@ impl LogFile {
         }
         match self.try_record(stream, tag, content) {
             Ok(()) if self.dropped > 0 => {
-                eprintln!(
+                super::shim::say(format_args!(
                     "shim: writing {} again; {} record(s) of the container's output were dropped",
                     self.path.display(),
                     self.dropped
-                );
+                ));
                 self.dropped = 0;
             }
             Ok(()) => {}

@@ -109,6 +109,21 @@ fn lock_budget() -> usize {
     usize::try_from(util::open_files_limit() / 4).unwrap_or(usize::MAX)
 }
 
+/// Writes the stop request for a container (its grace period in ms). On a full disk,
+/// where no data block can be had, an empty `stop` is made instead (an inode only): the
+/// shim then stops the workload with its default grace period, rather than not at all.
+fn write_stop(path: &Path, grace: Duration) -> std::io::Result<()> {
+    match util::write_atomic(path, grace.as_millis().to_string().as_bytes()) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) => {
+            log::warn!(
+                "runtime: {}: {e}; asking for the stop without its grace period ({grace:?})",
+                crate::logsafe::path(path)
+            );
+            fs::OpenOptions::new().write(true).create(true).truncate(false).open(path).map(drop)
+        }
+        other => other,
+    }
+}
 /// The process runtime; cheap to share (`Arc`) between the pod manager and probe threads.
 pub struct ProcessRuntime {
     root: PathBuf,
@@ -527,7 +542,7 @@ impl ContainerRuntime for ProcessRuntime {
         }
         let dir = self.container_dir(id);
         let stop = dir.join(files::STOP);
-        util::write_atomic(&stop, grace.as_millis().to_string().as_bytes()).map_err(state_err(&stop))?;
+        write_stop(&stop, grace).map_err(state_err(&stop))?;
         // Read after `stop` is written: a shim that had not written its state yet will see
         // the stop file when it does (see shim::run).
         let identity = read_json::<ShimState>(&dir.join(files::STATE))

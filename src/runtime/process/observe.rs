@@ -77,7 +77,10 @@ impl ProcessRuntime {
         let exit = read(dir, files::EXIT, &mut print);
         let exit_backup = match &exit {
             Read::Ok(_) => Read::Missing,
-            _ => read(dir, files::EXIT_BACKUP, &mut print),
+            _ => match read(dir, files::EXIT_BACKUP, &mut print) {
+                Read::Missing => exit_link(dir),
+                other => other,
+            },
         };
         // Keyed by the error text (which starts with the path): a file damaged differently
         // later is reported again. A damaged config.json is reported where it is dealt with
@@ -274,6 +277,18 @@ impl ProcessRuntime {
                 let _ = util::kill_group_verified(s.pid, t, libc::SIGKILL);
             }
         }
+    }
+}
+
+/// The exit a shim kept in `files::EXIT_LINK` on a full disk (the directory's own
+/// fingerprint tells when it appears).
+fn exit_link(dir: &Path) -> Read<ExitRecord> {
+    let path = dir.join(files::EXIT_LINK);
+    let Ok(target) = fs::read_link(&path) else { return Read::Missing };
+    let made = fs::symlink_metadata(&path).and_then(|m| m.modified()).unwrap_or_else(|_| std::time::SystemTime::now());
+    match ExitRecord::from_link(&target.to_string_lossy(), made) {
+        Some(exit) => Read::Ok(exit),
+        None => Read::Unreadable(format!("{}: not an exit: {}", path.display(), target.display())),
     }
 }
 

@@ -30,6 +30,10 @@ pub mod files {
     pub const EXIT: &str = "exit.json";
     /// A second copy of `exit.json`.
     pub const EXIT_BACKUP: &str = "exit.backup.json";
+    /// The exit on a full disk, where `exit.json` cannot be written: a symbolic link (an
+    /// inode, no data block) whose target is `<exit code> <signal or 0> <reason>`, made
+    /// when the link was (`ExitRecord::to_link`, `from_link`).
+    pub const EXIT_LINK: &str = "exit.link";
     /// Grace period in ms, written by the agent before it signals the shim.
     pub const STOP: &str = "stop";
     /// `<unix ms> <grace ms>`: a stop the shim makes by itself at that time unless stopped
@@ -172,6 +176,30 @@ pub struct ExitRecord {
     pub message: String,
     /// Exit time.
     pub finished_at: SystemTime,
+}
+
+impl ExitRecord {
+    /// The target of `files::EXIT_LINK` for this exit (its message is left out: a full
+    /// disk's record keeps what a status needs).
+    pub fn to_link(&self) -> String {
+        format!("{} {} {}", self.exit_code, self.signal.unwrap_or(0), self.reason)
+    }
+
+    /// The exit a `files::EXIT_LINK` target says, made at `finished_at`.
+    pub fn from_link(target: &str, finished_at: SystemTime) -> Option<ExitRecord> {
+        let mut f = target.splitn(3, ' ');
+        let exit_code = f.next()?.parse().ok()?;
+        let signal = f.next()?.parse::<i32>().ok()?;
+        let reason = f.next()?;
+        let known = ["Completed", "Error", "OOMKilled", "StartError", "Unknown"];
+        known.contains(&reason).then(|| ExitRecord {
+            exit_code,
+            signal: (signal != 0).then_some(signal),
+            reason: reason.into(),
+            message: String::new(),
+            finished_at,
+        })
+    }
 }
 
 /// One file as read: missing, parsed, or present but unreadable (with why).
@@ -711,5 +739,26 @@ mod tests {
         assert!(matches!(decide(&l, "c1", SystemTime::now()), Verdict::Quarantine(why) if why.contains("EOF")));
         let empty = Look { record: Read::Missing, ..look() };
         assert!(matches!(decide(&empty, "c1", SystemTime::now()), Verdict::Quarantine(_)));
+    }
+
+    #[test]
+    fn an_exit_kept_in_a_link_reads_back_as_it_was() {
+        let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(5);
+        let exit = ExitRecord {
+            exit_code: 137,
+            signal: Some(9),
+            reason: "OOMKilled".into(),
+            message: "x".into(),
+            finished_at: at,
+        };
+        let back = ExitRecord::from_link(&exit.to_link(), at).unwrap();
+        assert_eq!(
+            (back.exit_code, back.signal, back.reason.as_str(), back.finished_at),
+            (137, Some(9), "OOMKilled", at)
+        );
+        let three = ExitRecord::from_link("3 0 Error", at).unwrap();
+        assert_eq!((three.exit_code, three.signal), (3, None));
+        assert!(ExitRecord::from_link("3 0 Made up", at).is_none());
+        assert!(ExitRecord::from_link("x 0 Error", at).is_none());
     }
 }

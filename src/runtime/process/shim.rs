@@ -79,6 +79,13 @@ pub fn oom_kills(memory_cgroup: &Path) -> Option<u64> {
     None
 }
 
+/// Writes a line to the shim's own log (its stderr, `shim.log`). A line that cannot be
+/// written (a full disk) is lost, never fatal: `eprintln!` would panic.
+pub(super) fn say(args: std::fmt::Arguments) {
+    use std::io::Write as _;
+    let _ = writeln!(io::stderr(), "{args}");
+}
+
 /// Entry point of `ferrolet shim <dir>`; returns the shim's exit code.
 pub fn main(dir: &Path) -> i32 {
     // Detach: the first process exits at once (the agent reaps it), the second becomes a
@@ -86,7 +93,7 @@ pub fn main(dir: &Path) -> i32 {
     // SAFETY: called first thing in a fresh, single-threaded process.
     match unsafe { libc::fork() } {
         -1 => {
-            eprintln!("shim: fork: {}", io::Error::last_os_error());
+            say(format_args!("shim: fork: {}", io::Error::last_os_error()));
             return 1;
         }
         0 => {}
@@ -102,14 +109,14 @@ pub fn main(dir: &Path) -> i32 {
     let _lock = match hold_lock(dir) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("shim: {}: {e}", dir.display());
+            say(format_args!("shim: {}: {e}", dir.display()));
             return 1;
         }
     };
     match run(dir) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("shim: {}: {e}", dir.display());
+            say(format_args!("shim: {}: {e}", dir.display()));
             1
         }
     }
@@ -365,13 +372,13 @@ fn read_stop_at(path: &Path) -> Option<(Instant, Duration)> {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
         Err(e) => {
-            eprintln!("shim: {}: {e}", path.display());
+            say(format_args!("shim: {}: {e}", path.display()));
             return None;
         }
     };
     let mut parts = text.split_whitespace().map(str::parse::<u64>);
     let (Some(Ok(at_ms)), Some(Ok(grace_ms))) = (parts.next(), parts.next()) else {
-        eprintln!("shim: {}: not `<unix ms> <grace ms>`: {text:?}", path.display());
+        say(format_args!("shim: {}: not `<unix ms> <grace ms>`: {text:?}", path.display()));
         return None;
     };
     let at = SystemTime::UNIX_EPOCH + Duration::from_millis(at_ms);
@@ -383,16 +390,18 @@ fn read_stop_at(path: &Path) -> Option<(Instant, Duration)> {
 /// the host shutting down) `DEFAULT_GRACE`. A damaged file is said in shim.log, not ignored.
 fn stop_grace(path: &Path) -> Duration {
     match std::fs::read_to_string(path) {
+        // Made empty on a full disk: no grace period was given.
+        Ok(text) if text.trim().is_empty() => DEFAULT_GRACE,
         Ok(text) => match text.trim().parse::<u64>() {
             Ok(ms) => Duration::from_millis(ms),
             Err(e) => {
-                eprintln!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display());
+                say(format_args!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display()));
                 DEFAULT_GRACE
             }
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => DEFAULT_GRACE,
         Err(e) => {
-            eprintln!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display());
+            say(format_args!("shim: {}: {e}; using the default grace period {DEFAULT_GRACE:?}", path.display()));
             DEFAULT_GRACE
         }
     }
@@ -414,9 +423,17 @@ fn write_exit(dir: &Path, exit: &ExitRecord) -> io::Result<()> {
             Ok(()) => return Ok(()),
             // A directory that is gone has no one to read it.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+            // No data block to be had: the exit goes into a link's target (an inode only).
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+                    && std::os::unix::fs::symlink(exit.to_link(), dir.join(files::EXIT_LINK)).is_ok() =>
+            {
+                say(format_args!("shim: cannot write the exit record ({e}); kept in {}", files::EXIT_LINK));
+                return Ok(());
+            }
             Err(e) => {
                 if !said {
-                    eprintln!("shim: cannot record the exit ({e}); trying again until it can be written");
+                    say(format_args!("shim: cannot record the exit ({e}); trying again until it can be written"));
                     said = true;
                 }
                 std::thread::sleep(pause);
