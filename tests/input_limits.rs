@@ -231,6 +231,11 @@ fn validate_refuses_what_run_refuses_state_dir_and_listen_address() {
             format!("state_dir: {} exists and is not a directory", file.display()),
         ),
         (format!("state_dir = {:?}\n", file), format!("state_dir: {} exists and is not a directory", file.display())),
+        // Root may write /proc as access(2) sees it; run cannot make a directory there.
+        (
+            "state_dir = \"/proc/ferrolet-state\"\n".to_string(),
+            "state_dir: /proc is on the kernel's proc filesystem, where no state can be kept".to_string(),
+        ),
         (
             format!("[devices]\nplugin_dir = {:?}\n", file.join("plugins")),
             format!("devices.plugin_dir: {} exists and is not a directory", file.display()),

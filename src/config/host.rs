@@ -20,6 +20,15 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// The directory is (or would be made) on a kernel filesystem that holds no files of
+    /// anyone's (`/proc`, `/sys`, a cgroup tree).
+    #[error("{} is on the kernel's {fs} filesystem, where no state can be kept", path.display())]
+    KernelFilesystem {
+        /// The directory that exists.
+        path: PathBuf,
+        /// The filesystem's name.
+        fs: &'static str,
+    },
     /// Stat failed for another reason.
     #[error("cannot use {}", path.display())]
     Stat {
@@ -90,6 +99,14 @@ pub fn check_state_dir(dir: &Path) -> Result<(), HostError> {
                 if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
                     return Err(not_writable(std::io::Error::last_os_error()));
                 }
+                // Root may "write" /proc and /sys as access(2) sees it; nothing is made there.
+                // SAFETY: a zeroed statfs is a valid out-parameter; the path is NUL-terminated.
+                let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+                if unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0 {
+                    if let Some(fs) = kernel_filesystem(st.f_type as i64) {
+                        return Err(HostError::KernelFilesystem { path: p.into(), fs });
+                    }
+                }
                 return Ok(());
             }
             Ok(_) => return Err(HostError::NotADirectory(p.into())),
@@ -103,6 +120,23 @@ pub fn check_state_dir(dir: &Path) -> Result<(), HostError> {
             Err(source) => return Err(HostError::Stat { path: p.into(), source }),
         }
     }
+}
+
+/// The name of a kernel filesystem of `statfs`'s `f_type` that holds no files of anyone's.
+fn kernel_filesystem(f_type: i64) -> Option<&'static str> {
+    Some(match f_type {
+        0x9fa0 => "proc",
+        0x6265_6572 => "sysfs",
+        0x0027_e0eb => "cgroup",
+        0x6367_7270 => "cgroup2",
+        0x1cd1 => "devpts",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0xcafe_4a11 => "bpf",
+        0x6265_6570 => "configfs",
+        _ => return None,
+    })
 }
 
 impl ApiConfig {
