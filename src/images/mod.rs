@@ -13,6 +13,7 @@
 //! (`Failed`, with its cause) and backs off as kubelet's does.
 
 pub mod puller;
+pub mod reference;
 
 pub use puller::{ImagePuller, PullDone, PullRequest, Pulled, PullerSettings};
 
@@ -126,11 +127,18 @@ pub mod reason {
     pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
     /// Waiting reason: the image cannot be inspected.
     pub const IMAGE_INSPECT_ERROR: &str = "ImageInspectError";
+    /// Waiting reason: the image reference does not parse (no runtime call is made).
+    pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
 }
 
 /// kubelet's event messages.
 pub mod message {
     use super::*;
+
+    /// `InspectFailed` and the waiting message of an image reference that does not parse.
+    pub fn invalid_name(image: &str, why: &str) -> String {
+        format!("Failed to apply default image tag {image:?}: couldn't parse image name {image:?}: {why}")
+    }
 
     /// `Pulled`, when no pull is needed.
     pub fn already_present(image: &str) -> String {

@@ -78,6 +78,13 @@ impl PodManager {
         };
         let name = c.map_or(SANDBOX, |c| c.name.as_str());
         let key: Key = (pod.metadata.uid.clone(), name.to_string());
+        if let Err(why) = crate::images::reference::check(&image) {
+            // kubelet's `applyDefaultImageTag`: refused before any runtime call.
+            let text = message::invalid_name(&image, &why);
+            let why = Some((true, reason::INSPECT_FAILED, text.as_str()));
+            self.wait_for_image(pod, c, &key, WaitingReason::InvalidImageName, &text, why, now);
+            return false;
+        }
         let mut state = ImageState {
             policy,
             pulled: images.pulled.contains(&key),

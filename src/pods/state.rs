@@ -61,6 +61,8 @@ pub enum WaitingReason {
     ImagePullBackOff,
     /// The runtime cannot tell whether its image is present.
     ImageInspectError,
+    /// Its image reference does not parse; nothing is asked of the runtime.
+    InvalidImageName,
 }
 
 impl WaitingReason {
@@ -74,6 +76,7 @@ impl WaitingReason {
             WaitingReason::ErrImagePull => crate::images::reason::ERR_IMAGE_PULL,
             WaitingReason::ImagePullBackOff => crate::images::reason::IMAGE_PULL_BACK_OFF,
             WaitingReason::ImageInspectError => crate::images::reason::IMAGE_INSPECT_ERROR,
+            WaitingReason::InvalidImageName => crate::images::reason::INVALID_IMAGE_NAME,
         }
     }
 }

@@ -73,6 +73,35 @@ fn never_with_the_image_absent_waits_as_err_image_never_pull_until_it_is_importe
 }
 
 #[test]
+fn an_image_name_that_does_not_parse_is_invalid_image_name_without_a_runtime_call() {
+    let (mut node, pulls) = Node::new().with_images();
+    let forged = "busybox\n2026-01-01T00:00:00.000Z [ERROR] forged";
+    let huge = "a".repeat(4096);
+    let web = pod(
+        "web",
+        RestartPolicy::Always,
+        &[],
+        &[
+            with_image("app", "Local/Busy Box::x@@", "IfNotPresent"),
+            with_image("log", forged, ""),
+            with_image("big", &huge, ""),
+        ],
+    );
+    node.apply(&[&web]);
+    let text = "Failed to apply default image tag \"Local/Busy Box::x@@\": couldn't parse image name \"Local/Busy Box::x@@\": invalid reference format";
+    assert_eq!(node.waiting(&web, "app"), Some(("InvalidImageName".into(), text.into())));
+    assert_eq!(node.waiting(&web, "log").unwrap().0, "InvalidImageName");
+    let big = node.waiting(&web, "big").unwrap();
+    assert!(big.1.ends_with("repository name must not be more than 255 characters"), "{}", big.1);
+    assert_eq!(node.events()[..2], [ev("InspectFailed", text), ev("Failed", "Error: InvalidImageName")]);
+    assert_eq!(requested(&pulls), Vec::<String>::new(), "nothing pulled");
+    assert_eq!(node.calls(), [Call::RunPodSandbox("web".into())], "nothing asked of the runtime for them");
+    node.advance(5);
+    node.tick();
+    assert_eq!((node.events(), node.calls()), (vec![], vec![]), "reported once, not at every sync");
+}
+
+#[test]
 fn an_absent_image_is_pulled_off_the_sync_and_the_container_starts_on_the_answer() {
     let (mut node, pulls) = Node::new().with_images();
     let web = pod("web", RestartPolicy::Always, &[], &[with_image("app", "app:1", "IfNotPresent")]);
