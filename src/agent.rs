@@ -209,7 +209,36 @@ struct SelectedRuntime {
 fn cri_if_selected(cfg: &Config, health: &Health) -> Result<Option<Arc<CriRuntime>>, AgentError> {
     match cfg.runtime {
         RuntimeBackend::Process => Ok(None),
-        RuntimeBackend::Cri => Ok(Some(Arc::new(cri_runtime(cfg, health)?))),
+        RuntimeBackend::Cri => Ok(Some(Arc::new(cri_runtime_when_up(cfg, health)?))),
+    }
+}
+
+/// `cri_runtime`, waiting (1 s, 2 s, … at most 5 s apart, `runtime_start_wait` in all)
+/// while the runtime is still starting, as at boot when both start together; said once.
+fn cri_runtime_when_up(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> {
+    let wait = cfg.runtime_start_wait.0;
+    let deadline = std::time::Instant::now() + wait;
+    let mut pause = std::time::Duration::from_secs(1);
+    let mut said = false;
+    loop {
+        match cri_runtime(cfg, health) {
+            Err(AgentError::Cri { source }) if source.is_starting() && std::time::Instant::now() + pause < deadline => {
+                if !said {
+                    log::warn!(
+                        "cri: {}; waiting for the runtime to start (at most {wait:?})",
+                        crate::util::Chain(&source)
+                    );
+                    said = true;
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+            Ok(rt) if said => {
+                log::info!("cri: the runtime is up");
+                return Ok(rt);
+            }
+            other => return other,
+        }
     }
 }
 
@@ -514,8 +543,8 @@ enum LockPurpose {
 /// after `make run`.
 pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     use crate::runtime::ContainerState::Running;
-    let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
     let cri = cri_if_selected(cfg, &Health::default())?;
+    let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
     let SelectedRuntime { runtime, .. } = open_runtime(cfg, shim_exe, None, cri)?;
     let step = |what: &str| {
         let what = what.to_string();
@@ -616,10 +645,10 @@ impl Agent {
     /// Starts every manager: runtime, pod manager, static pod source, then the local API.
     /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.
     pub fn start(cfg: &Config, shim_exe: &Path) -> Result<Agent, AgentError> {
-        let lock = lock_state_dir(cfg, LockPurpose::Run)?;
         let health = Health::default();
-        // The runtime is checked before anything is made.
+        // The runtime is checked before anything is made, the state directory included.
         let cri = cri_if_selected(cfg, &health)?;
+        let lock = lock_state_dir(cfg, LockPurpose::Run)?;
         let cluster = crate::cluster::connect(cfg).map_err(|e| AgentError::Cluster { source: Box::new(e) })?;
         let statuses = StatusCache::default();
         let spawn_err = |name: &str| {

@@ -111,6 +111,9 @@ pub struct Config {
     /// Deadline of each CRI call (kubelet's `runtimeRequestTimeout`); calls that wait by
     /// design (a stop's grace period, an exec's timeout, a pull) add their wait to it.
     pub runtime_request_timeout: Dur,
+    /// How long a CRI runtime that is still starting (no socket yet, "not initialized
+    /// yet") is waited for at the agent's start; zero: not at all.
+    pub runtime_start_wait: Dur,
     /// The sandbox (pause) image the CRI runtime uses; empty: the one the runtime reports
     /// (containerd's `sandbox_image`).
     pub pod_sandbox_image: String,
@@ -399,6 +402,7 @@ impl Default for Config {
             runtime: RuntimeBackend::Process,
             container_runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
             runtime_request_timeout: Dur(Duration::from_secs(120)),
+            runtime_start_wait: Dur(Duration::from_secs(60)),
             pod_sandbox_image: String::new(),
             allowed_unsafe_sysctls: Vec::new(),
             resolv_conf: PathBuf::from(crate::dns::DEFAULT_RESOLV_CONF),

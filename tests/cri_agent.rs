@@ -410,11 +410,11 @@ fn a_running_containers_log_is_rotated_past_max_size_and_containerd_writes_the_n
 }
 
 #[test]
-fn a_missing_runtime_socket_stops_the_start_with_an_error_naming_the_endpoint() {
+fn a_missing_runtime_socket_stops_the_start_with_an_error_naming_the_endpoint_and_leaves_nothing() {
     let sb = common::Sandbox::new();
     let endpoint = format!("unix://{}/nothing.sock", sb.dir.path().display());
     let config = sb.dir.path().join("ferrolet.toml");
-    std::fs::write(&config, sb.config_text(common::free_port())).unwrap();
+    std::fs::write(&config, format!("runtime_start_wait = \"0s\"\n{}", sb.config_text(common::free_port()))).unwrap();
     let out = std::process::Command::new(common::ferrolet_bin())
         .args(["run", "--runtime", "cri", "--container-runtime-endpoint", &endpoint, "--config"])
         .arg(&config)
@@ -428,6 +428,39 @@ fn a_missing_runtime_socket_stops_the_start_with_an_error_naming_the_endpoint() 
         stderr.contains(&format!("cannot use the CRI runtime (runtime = \"cri\"): container runtime endpoint {endpoint}: No such file or directory")),
         "{stderr}"
     );
+    assert!(!sb.state().exists(), "no state directory, no lock file");
+}
+
+/// As at boot, when containerd and the agent start together: the runtime's socket appears
+/// two seconds after the agent started. The agent waits for it, says so once, and runs.
+#[test]
+fn a_runtime_that_is_still_starting_is_waited_for() {
+    let Some(node) = CriNode::new() else { return };
+    let late = node.sb.dir.path().join("late.sock");
+    let real = common::cri::endpoint().unwrap();
+    let real = real.strip_prefix("unix://").unwrap().to_string();
+    let appear = {
+        let late = late.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(2));
+            std::os::unix::fs::symlink(real, late).unwrap();
+        })
+    };
+    let endpoint = format!("unix://{}", late.display());
+    let agent = node.start_with(
+        |t| {
+            t.replace(
+                &format!("container_runtime_endpoint = {:?}", node.endpoint),
+                &format!("container_runtime_endpoint = {endpoint:?}"),
+            )
+        },
+        "info",
+    );
+    appear.join().unwrap();
+    let log = agent.log_text();
+    assert_eq!(log.matches("waiting for the runtime to start").count(), 1, "{log}");
+    assert!(log.contains("cri: the runtime is up"), "{log}");
+    assert!(agent.get("/healthz").is_ok());
 }
 
 #[test]

@@ -80,6 +80,7 @@ impl Config {
             ("sync_frequency", self.sync_frequency.0, MAX_INTERVAL),
             ("shutdown_timeout", self.shutdown_timeout.0, MAX_SHUTDOWN_TIMEOUT),
             ("runtime_request_timeout", self.runtime_request_timeout.0, MAX_SHUTDOWN_TIMEOUT),
+            ("runtime_start_wait", self.runtime_start_wait.0, MAX_SHUTDOWN_TIMEOUT),
             ("image_pull_timeout", self.image_pull_timeout.0, MAX_LONG_PERIOD),
             ("events.aggregate_interval", ev.aggregate_interval.0, MAX_LONG_PERIOD),
             ("events.spam_refill", ev.spam_refill.0, MAX_LONG_PERIOD),

@@ -35,6 +35,8 @@ pub enum CriError {
         endpoint: String,
         /// What is there instead.
         why: String,
+        /// Nothing at all is there (the runtime may not have started yet).
+        missing: bool,
     },
     /// The runtime did not answer within the deadline.
     #[error("container runtime endpoint {endpoint}: no connection within {timeout:?}")]
@@ -88,6 +90,23 @@ impl CriError {
         self.code() == Some(grpcio::RpcStatusCode::UNIMPLEMENTED)
     }
 
+    /// Whether the runtime may be there soon, as at boot when both start together: no
+    /// socket yet, no connection yet, a runtime that is not ready or not initialized yet
+    /// (containerd answers "server is not initialized yet" for its first moments).
+    pub fn is_starting(&self) -> bool {
+        match self {
+            CriError::NoSocket { missing, .. } => *missing,
+            CriError::Connect { .. } | CriError::NotReady { .. } => true,
+            CriError::Call { source, .. } => match &**source {
+                grpcio::Error::RpcFailure(s) => {
+                    s.code() == grpcio::RpcStatusCode::UNAVAILABLE || s.message().contains("not initialized")
+                }
+                _ => false,
+            },
+            CriError::BadEndpoint { .. } => false,
+        }
+    }
+
     /// Whether the call ran past its deadline (an `ExecSync` past its timeout).
     pub fn is_deadline_exceeded(&self) -> bool {
         self.code() == Some(grpcio::RpcStatusCode::DEADLINE_EXCEEDED)
@@ -137,8 +156,11 @@ impl CriClient {
         let path = socket_path(endpoint).ok_or_else(|| CriError::BadEndpoint { endpoint: e() })?;
         match std::fs::metadata(&path) {
             Ok(m) if m.file_type().is_socket() => {}
-            Ok(_) => return Err(CriError::NoSocket { endpoint: e(), why: "not a socket".into() }),
-            Err(err) => return Err(CriError::NoSocket { endpoint: e(), why: crate::util::Chain(&err).to_string() }),
+            Ok(_) => return Err(CriError::NoSocket { endpoint: e(), why: "not a socket".into(), missing: false }),
+            Err(err) => {
+                let missing = err.kind() == std::io::ErrorKind::NotFound;
+                return Err(CriError::NoSocket { endpoint: e(), why: crate::util::Chain(&err).to_string(), missing });
+            }
         }
         // A restarted runtime is reconnected to within seconds (gRPC's default back-off
         // grows to two minutes).
