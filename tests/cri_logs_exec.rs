@@ -149,6 +149,26 @@ fn logs_and_exec_reach_a_pods_containers_through_cri() {
     assert_eq!((text(&out.stdout), text(&out.stderr), out.status.code()), ("out\n".into(), "err\n".into(), Some(7)));
     let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "helper", "--", "sh", "-c", "echo $GREETING"]);
     assert_eq!((text(&out.stdout), out.status.code()), ("hello from helper\n".into(), Some(0)));
+    // 50 MB of output: more than containerd sends in one ExecSync answer (16 MiB), said
+    // plainly instead of gRPC's RESOURCE_EXHAUSTED.
+    let out = run(&[
+        "exec",
+        "logs-web",
+        "-n",
+        "ferrolet-test",
+        "-c",
+        "helper",
+        "--",
+        "sh",
+        "-c",
+        "head -c 50000000 /dev/zero; head -c 20000000 /dev/zero >&2; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("the cri runtime does not support returning more than 16 MiB of output through ExecSync (sh wrote more; its output and exit code are lost): redirect its output to a file in the container"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "helper", "--timeout", "1s", "--", "sleep", "30"]);
     assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
     let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "app", "--", "true"]);

@@ -107,6 +107,12 @@ impl CriError {
         }
     }
 
+    /// Whether an answer was larger than a gRPC message may be (containerd sends at most
+    /// 16 MiB).
+    pub fn is_too_large(&self) -> bool {
+        self.code() == Some(grpcio::RpcStatusCode::RESOURCE_EXHAUSTED)
+    }
+
     /// Whether the call ran past its deadline (an `ExecSync` past its timeout).
     pub fn is_deadline_exceeded(&self) -> bool {
         self.code() == Some(grpcio::RpcStatusCode::DEADLINE_EXCEEDED)

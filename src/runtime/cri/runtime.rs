@@ -625,6 +625,16 @@ impl ContainerRuntime for CriRuntime {
         match self.client.exec_sync(&req) {
             Ok(resp) => Ok(translate::exec_result(resp)),
             Err(e) if e.is_deadline_exceeded() => Ok(translate::exec_timed_out()),
+            // containerd keeps up to 16 MiB of each stream but sends no message over 16 MiB:
+            // the whole answer, exit code included, is lost.
+            Err(e) if e.is_too_large() => Err(RuntimeError::Unsupported {
+                runtime: "cri",
+                what: format!(
+                    "returning more than 16 MiB of output through ExecSync ({} wrote more; its output and exit code are lost): \
+                     redirect its output to a file in the container, or cut it (| head -c 1M)",
+                    cmd.first().map_or("the command", String::as_str)
+                ),
+            }),
             Err(e) => Err(Self::failed("container", id, format!("exec in {}", self.container_object(id)))(e)),
         }
     }
