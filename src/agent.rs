@@ -704,6 +704,8 @@ impl Agent {
             recorder.clone(),
             cm,
         );
+        let runtime_health = crate::status::RuntimeHealth::default();
+        let pm = pm.with_runtime_health(runtime_health.clone());
         let pm = if cluster.is_some() { pm.with_source(crate::api::manifest::API_SOURCE) } else { pm };
         let pods_channel = crossbeam_channel::unbounded();
         let (pm, images) = if cri.is_some() {
@@ -792,6 +794,7 @@ impl Agent {
             images: images_view.clone(),
             health: health.clone(),
             runtime_version,
+            runtime: runtime_health.clone(),
         };
         let apiserver_metrics = cluster.as_ref().map(|c| (c.link.clone(), c.client.clone()));
         let cluster = match cluster {
@@ -816,6 +819,7 @@ impl Agent {
                 devices: device_state,
                 node,
                 images: images_view,
+                runtime: runtime_health,
                 apiserver: apiserver_metrics,
             };
             Some(ApiServer::start(&cfg.api.listen, state)?)

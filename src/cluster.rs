@@ -153,6 +153,8 @@ pub struct ReportInputs {
     pub health: Health,
     /// `containerd://1.6.20`, `process://0.1.0`.
     pub runtime_version: String,
+    /// Whether the runtime answers.
+    pub runtime: crate::status::RuntimeHealth,
 }
 
 /// The closure `fl-apisync` calls for the node's facts and conditions.
@@ -182,14 +184,15 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
             }
             checks.push(crate::server::routes::device_plugin_check(d));
         }
-        let problems = crate::server::routes::problems(&inputs.health.dead(), &checks);
+        let now = SystemTime::now();
+        let mut problems = crate::server::routes::problems(&inputs.health.dead(), &checks);
+        problems.extend(inputs.runtime.problem(now));
         facts.capacity = capacity;
         facts.allocatable = allocatable;
         facts.images = inputs
             .images
             .as_ref()
             .map_or_else(Vec::new, |v| v.images().into_iter().map(|i| (i.tags, i.size)).collect());
-        let now = SystemTime::now();
         if ready.0 != problems.is_empty() {
             ready = (problems.is_empty(), now);
         }

@@ -357,6 +357,36 @@ pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemT
     }
 }
 
+/// Whether the container runtime answers the pod manager's relists: written by `fl-pods`,
+/// read for the Node's `Ready` condition (kubelet's `runtimeState`): a runtime away for
+/// `RuntimeHealth::DOWN_AFTER` makes the node NotReady, "container runtime is down", so no
+/// more pods are scheduled onto a node that cannot run them.
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeHealth(Arc<parking_lot::Mutex<Option<(SystemTime, String)>>>);
+
+impl RuntimeHealth {
+    /// kubelet's `maxWaitForContainerRuntime`.
+    pub const DOWN_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+    /// The runtime has not answered since `since`, because of `why`.
+    pub fn away(&self, since: SystemTime, why: String) {
+        *self.0.lock() = Some((since, why));
+    }
+
+    /// The runtime answers.
+    pub fn back(&self) {
+        *self.0.lock() = None;
+    }
+
+    /// The node's problem at `now`, when the runtime has been away too long.
+    pub fn problem(&self, now: SystemTime) -> Option<String> {
+        let (since, why) = self.0.lock().clone()?;
+        let away = now.duration_since(since).unwrap_or_default();
+        (away >= Self::DOWN_AFTER)
+            .then(|| format!("container runtime is down: no answer for {}s: {why}", away.as_secs()))
+    }
+}
+
 /// The latest status of every pod, keyed by uid; written by the pod manager, read by the API.
 #[derive(Clone, Default)]
 pub struct StatusCache {

@@ -201,6 +201,8 @@ pub struct PodManager {
     /// Set while the runtime cannot be listed (a restarting containerd): pods are left as
     /// they are, and the relist is retried with back-off.
     runtime_away: std::cell::Cell<Option<RuntimeAway>>,
+    /// The same, for the Node's `Ready` condition.
+    runtime_health: crate::status::RuntimeHealth,
     /// The node's `MissingClusterDNS` event was recorded (once per agent run).
     missing_cluster_dns_said: bool,
 }
@@ -273,8 +275,15 @@ impl PodManager {
             termination_messages: Default::default(),
             published: HashMap::new(),
             runtime_away: std::cell::Cell::new(None),
+            runtime_health: Default::default(),
             missing_cluster_dns_said: false,
         }
+    }
+
+    /// Reports whether the runtime answers into `health` (read for the Node's `Ready`).
+    pub fn with_runtime_health(mut self, health: crate::status::RuntimeHealth) -> Self {
+        self.runtime_health = health;
+        self
     }
 
     /// Pods also come from `source` (the apiserver's, in cluster mode): orphans are told
@@ -352,6 +361,7 @@ impl PodManager {
             (Err(e), _) | (_, Err(e)) => {
                 let next = RuntimeAway::after_failure(away, now);
                 self.runtime_away.set(Some(next));
+                self.runtime_health.away(next.since, Chain(&e).to_string());
                 if away.is_none() {
                     log::error!(
                         "pods: cannot list the runtime's pods: {}; pods are left as they are, retrying with back-off (at most every {:?})",
@@ -368,6 +378,7 @@ impl PodManager {
                 return None;
             }
         };
+        self.runtime_health.back();
         if let Some(a) = self.runtime_away.take() {
             let away_for = now.duration_since(a.since).unwrap_or_default();
             log::info!("pods: the runtime answers again after {away_for:.1?}; syncing pods");

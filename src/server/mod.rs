@@ -60,6 +60,8 @@ pub struct ApiState {
     pub node: Node,
     /// The images and the image GC's numbers (CRI runtime).
     pub images: Option<crate::imagegc::ImagesView>,
+    /// Whether the container runtime answers (the Node's `Ready`).
+    pub runtime: crate::status::RuntimeHealth,
     /// Cluster mode's link and client (their series in `/metrics`).
     pub apiserver: Option<(Arc<crate::apiserver::link::Link>, Arc<crate::apiserver::ApiClient>)>,
 }

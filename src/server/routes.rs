@@ -72,8 +72,9 @@ impl Routes {
                 node.status.allocatable.insert(r.name, Quantity::from_value(r.allocatable as i64, false));
             }
         }
-        let problems = self.problems();
         let now = SystemTime::now();
+        let mut problems = self.problems();
+        problems.extend(self.state.runtime.problem(now));
         let since = {
             let mut ready = self.ready.lock();
             if ready.0 != problems.is_empty() {

@@ -206,6 +206,7 @@ fn a_runtime_that_stays_away_is_said_once_and_retried_with_back_off() {
         node.advance(1);
     }
     assert_eq!(tried_at, [0, 1, 3, 7], "then the fifth try, at 15 s, succeeds");
+    assert_eq!(node.rt.fail_list_left(), 0);
     assert_eq!(node.reasons(), ["FailedSync"], "said once, not at every try");
     assert_eq!(node.calls(), [], "nothing is restarted while the runtime is away");
     assert_eq!(node.phase(&web), PodPhase::Running);
@@ -316,4 +317,30 @@ fn a_pod_with_a_sysctl_not_allowed_here_fails_at_admission_as_sysctl_forbidden()
     let calls = node.calls();
     assert!(calls.contains(&Call::RunPodSandbox("fine".into())), "{calls:?}");
     assert!(!calls.contains(&Call::RunPodSandbox("bad".into())), "{calls:?}");
+}
+
+#[test]
+fn a_runtime_away_for_30_s_makes_the_node_not_ready_until_it_answers_again() {
+    use crate::clock::Clock;
+    let health = crate::status::RuntimeHealth::default();
+    let mut node = Node::new();
+    node.pm = node.pm.with_runtime_health(health.clone());
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.apply(&[&web]);
+    node.rt.fail_list(100);
+    let mut down_at = None;
+    for second in 0..40 {
+        node.tick();
+        if down_at.is_none() && health.problem(node.clock.now()).is_some() {
+            down_at = Some(second);
+        }
+        node.advance(1);
+    }
+    assert_eq!(down_at, Some(30), "kubelet's 30 s");
+    let problem = health.problem(node.clock.now()).unwrap();
+    assert!(problem.starts_with("container runtime is down: no answer for 40s: "), "{problem}");
+    node.rt.fail_list(0);
+    node.advance(30);
+    node.tick();
+    assert_eq!(health.problem(node.clock.now()), None, "back at the next try");
 }
