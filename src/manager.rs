@@ -63,12 +63,30 @@ impl<U: 'static> Publisher<U> {
 /// for its reply.
 type Ping = Sender<()>;
 
-/// A registered thread: its name, whether it is alive, and for a manager where to ping it.
+/// What a manager's loop shows of itself: where to ping it, and since when it has been
+/// inside one command (or tick, or deadline), if it is.
+#[derive(Clone)]
+struct LoopWatch {
+    ping: Sender<Ping>,
+    busy: Arc<Mutex<Option<Instant>>>,
+}
+
+impl LoopWatch {
+    /// Runs `work` as one piece of the loop's work.
+    fn busy<T>(&self, work: impl FnOnce() -> T) -> T {
+        *self.busy.lock() = Some(Instant::now());
+        let out = work();
+        *self.busy.lock() = None;
+        out
+    }
+}
+
+/// A registered thread: its name, whether it is alive, and for a manager its loop.
 struct ThreadEntry {
     id: u64,
     name: String,
     alive: Arc<AtomicBool>,
-    ping: Option<Sender<Ping>>,
+    watch: Option<LoopWatch>,
 }
 
 /// Every long-lived thread of the agent and whether it is alive, for `/healthz`.
@@ -78,13 +96,13 @@ pub struct Health {
 }
 
 impl Health {
-    /// Registers a thread (a manager with where to ping it); returns its id and liveness flag.
-    fn register(&self, name: &str, ping: Option<Sender<Ping>>) -> (u64, Arc<AtomicBool>) {
+    /// Registers a thread (a manager with its loop); returns its id and liveness flag.
+    fn register(&self, name: &str, watch: Option<LoopWatch>) -> (u64, Arc<AtomicBool>) {
         let alive = Arc::new(AtomicBool::new(true));
         let mut t = self.threads.lock();
         t.0 += 1;
         let id = t.0;
-        t.1.push(ThreadEntry { id, name: name.into(), alive: alive.clone(), ping });
+        t.1.push(ThreadEntry { id, name: name.into(), alive: alive.clone(), watch });
         (id, alive)
     }
 
@@ -99,9 +117,9 @@ impl Health {
                 bad.push(e.name.clone());
                 continue;
             }
-            let Some(ping) = &e.ping else { continue };
+            let Some(watch) = &e.watch else { continue };
             let (tx, rx) = bounded(1);
-            match ping.try_send(tx) {
+            match watch.ping.try_send(tx) {
                 Ok(()) => waiting.push((e.name.clone(), rx)),
                 // The last ping is still there: the loop has not come round since.
                 Err(crossbeam_channel::TrySendError::Full(_)) => bad.push(e.name.clone()),
@@ -117,6 +135,25 @@ impl Health {
         }
         bad.sort();
         bad
+    }
+
+    /// The managers that have been inside one piece of work (a command, a tick) for `after`
+    /// or longer, with for how long, by name: a manager stuck in one input (`/healthz`).
+    pub fn busy_for(&self, after: Duration) -> Vec<(String, Duration)> {
+        let now = Instant::now();
+        let mut out: Vec<(String, Duration)> = self
+            .threads
+            .lock()
+            .1
+            .iter()
+            .filter_map(|e| {
+                let since = (*e.watch.as_ref()?.busy.lock())?;
+                let busy = now.saturating_duration_since(since);
+                (busy >= after).then(|| (e.name.clone(), busy))
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// Forgets a thread that ended in order (a short-lived one, or one that was stopped).
@@ -148,8 +185,8 @@ struct AliveGuard {
 }
 
 impl AliveGuard {
-    fn new(health: &Health, name: &str, ping: Option<Sender<Ping>>) -> Self {
-        let (id, alive) = health.register(name, ping);
+    fn new(health: &Health, name: &str, watch: Option<LoopWatch>) -> Self {
+        let (id, alive) = health.register(name, watch);
         AliveGuard { health: health.clone(), id, alive, orderly: false }
     }
 }
@@ -228,17 +265,18 @@ impl Worker {
         Worker::spawn_pinged(name, health, None, body)
     }
 
-    /// `spawn`, for a loop that answers pings sent on `ping` (`Health::unresponsive`).
+    /// `spawn`, for a manager's loop that answers pings (`Health::unresponsive`) and says
+    /// when it is busy (`Health::busy_for`).
     fn spawn_pinged(
         name: &str,
         health: &Health,
-        ping: Option<Sender<Ping>>,
+        watch: Option<LoopWatch>,
         body: impl FnOnce(StopSignal) -> Exit + Send + 'static,
     ) -> std::io::Result<Worker> {
         debug_assert!(name.len() <= 15, "thread name {name} is longer than 15 bytes");
         let (stop_tx, stop_rx) = bounded::<()>(0);
         let (done_tx, done_rx) = bounded::<()>(1);
-        let mut guard = AliveGuard::new(health, name, ping);
+        let mut guard = AliveGuard::new(health, name, watch);
         let join = std::thread::Builder::new().name(name.into()).spawn(move || {
             guard.orderly = body(StopSignal(stop_rx)) == Exit::Done;
             drop(guard);
@@ -317,7 +355,8 @@ impl<C: Send + 'static> ManagerHandle<C> {
         health: &Health,
     ) -> std::io::Result<Self> {
         let (ping_tx, ping_rx) = bounded::<Ping>(1);
-        let worker = Worker::spawn_pinged(name, health, Some(ping_tx), move |stop| {
+        let watch = LoopWatch { ping: ping_tx, busy: Arc::default() };
+        let worker = Worker::spawn_pinged(name, health, Some(watch.clone()), move |stop| {
             let ticker = tick(manager.tick_interval());
             loop {
                 let wait = manager.next_deadline().map(|d| d.saturating_duration_since(Instant::now()));
@@ -326,16 +365,16 @@ impl<C: Send + 'static> ManagerHandle<C> {
                     // Running --stop sender dropped--> Stopped
                     recv(stop.receiver()) -> _ => break,
                     recv(cmd_rx) -> cmd => match cmd {
-                        Ok(cmd) => manager.handle(cmd),
+                        Ok(cmd) => watch.busy(|| manager.handle(cmd)),
                         // Every command sender is gone: nothing more can arrive.
                         Err(_) => break,
                     },
-                    recv(ticker) -> _ => manager.on_tick(),
+                    recv(ticker) -> _ => watch.busy(|| manager.on_tick()),
                     // Between two commands: not stuck in one.
                     recv(ping_rx) -> reply => if let Ok(reply) = reply {
                         let _ = reply.try_send(());
                     },
-                    default(wait) => manager.on_deadline(),
+                    default(wait) => watch.busy(|| manager.on_deadline()),
                 }
             }
             Exit::Done
@@ -446,6 +485,28 @@ mod tests {
         assert!(answered, "it answers again once the command is done");
         h.stop(Duration::from_secs(2)).unwrap();
         quiet.stop(Duration::from_secs(2)).unwrap();
+    }
+
+    #[test]
+    fn a_manager_inside_one_command_shows_how_long_it_has_been_busy() {
+        let health = Health::default();
+        let (release_tx, release) = unbounded();
+        let h = ManagerHandle::spawn("fl-wedge", testing::Wedged { release }, &health).unwrap();
+        assert_eq!(health.busy_for(Duration::ZERO), Vec::new(), "idle");
+        h.sender().send(()).unwrap();
+        let busy = loop {
+            let busy = health.busy_for(Duration::from_millis(50));
+            if !busy.is_empty() {
+                break busy;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(busy[0].0, "fl-wedge");
+        release_tx.send(()).unwrap();
+        // Its reply to a ping comes after the command: then it is idle again.
+        assert!(health.unresponsive(Duration::from_secs(10)).is_empty());
+        assert_eq!(health.busy_for(Duration::ZERO), Vec::new());
+        h.stop(Duration::from_secs(2)).unwrap();
     }
 
     #[test]

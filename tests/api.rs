@@ -72,7 +72,7 @@ fn verbose_healthz_names_every_long_lived_thread_and_they_all_stop_in_time() {
     ] {
         assert!(body.lines().any(|l| l == format!("[+]{thread} ok")), "{thread} missing:\n{body}");
     }
-    assert!(body.ends_with("healthz check passed\n"), "{body}");
+    assert!(body.ends_with("[+]manager-loops ok\nhealthz check passed\n"), "{body}");
     assert!(!body.contains("[-]"), "{body}");
     assert_eq!(agent.get("/healthz").unwrap(), "ok", "the plain answer is unchanged");
     let log = agent.log.clone();

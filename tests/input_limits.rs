@@ -118,6 +118,23 @@ fn validate_refuses_fifos_sockets_devices_and_directories_without_blocking() {
     assert!(out.stdout.contains("link-to-good.yaml: ok (linked-"), "{}", out.stdout);
 }
 
+/// 50,000 nested `[` (97 KB): libyaml looks at every open level at every token, so this
+/// once held `validate` (and the agent's manifest thread) for 76 s. Refused before parsing.
+#[test]
+fn deeply_nested_yaml_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(&deep, format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: deep}}\nspec: {}", "[".repeat(50_000)))
+        .unwrap();
+    let out = validate(&[&deep]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Too deep: flow collections ([ or {) nested more than 1000 levels; a pod needs a handful"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn manifest_files_over_10_mib_are_refused_without_being_read() {
     let sb = Sandbox::new();

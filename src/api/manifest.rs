@@ -3,7 +3,9 @@
 //! error names the file and the field path.
 
 use super::defaults::set_pod_defaults;
-use super::strict::{oversized_yaml_document, Findings, Strict, MAX_YAML_EVENTS_PER_DOCUMENT};
+use super::strict::{
+    oversized_yaml_document, yaml_flow_too_deep, Findings, Strict, MAX_YAML_EVENTS_PER_DOCUMENT, MAX_YAML_FLOW_DEPTH,
+};
 use super::validation::validate_pod;
 use super::Pod;
 use crate::logsafe::Escaped;
@@ -121,6 +123,13 @@ fn documents(text: &str, mut f: impl FnMut(Document) -> bool) {
             de.end().map(|_| v).map_err(|e| DocumentError { problems: Vec::new(), syntax: Some(e.to_string()) })
         });
         f(Document { many: false, index: 1, value: v.map_err(|e| flatten(e, "JSON")) });
+        return;
+    }
+    if yaml_flow_too_deep(text, MAX_YAML_FLOW_DEPTH) {
+        let problem = format!(
+            "Too deep: flow collections ([ or {{) nested more than {MAX_YAML_FLOW_DEPTH} levels; a pod needs a handful"
+        );
+        f(Document { many: false, index: 1, value: Err(vec![problem]) });
         return;
     }
     if let Some(doc) = oversized_yaml_document(text, MAX_YAML_EVENTS_PER_DOCUMENT) {

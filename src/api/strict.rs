@@ -190,6 +190,55 @@ impl<'de> Visitor<'de> for Strict<'_> {
 /// fewer (an env entry is 6 events).
 pub const MAX_YAML_EVENTS_PER_DOCUMENT: usize = 250_000;
 
+/// The deepest nesting of YAML flow collections (`[`, `{`) a manifest may have. Kubernetes'
+/// own decoders stop at 10,000 levels or less; a pod needs a handful.
+pub const MAX_YAML_FLOW_DEPTH: usize = 1000;
+
+/// Whether `text` nests flow collections (`[`, `{`) more than `max` deep, found by a scan
+/// that takes time linear in the text. It runs before libyaml sees the text: libyaml looks
+/// at its whole stack of open flow collections at every token, so 50,000 nested `[` (97
+/// KB) take it over a minute. Quoted scalars and comments are skipped; a bracket inside a
+/// plain scalar may be counted, which only errs towards a deeper count.
+pub fn yaml_flow_too_deep(text: &str, max: usize) -> bool {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    // Whether a scalar may start here: after a line start, blank or flow indicator.
+    let starts =
+        |i: usize| i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b'\r' | b'[' | b'{' | b',' | b':' | b'-');
+    while i < b.len() {
+        match b[i] {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'#' if starts(i) => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'\'' if starts(i) => {
+                i += 1;
+                // '' is a quote inside the scalar.
+                while i < b.len() && !(b[i] == b'\'' && b.get(i + 1) != Some(&b'\'')) {
+                    i += if b[i] == b'\'' { 2 } else { 1 };
+                }
+            }
+            b'"' if starts(i) => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
 /// The 1-based number of the first document of `text` with more than `max` events,
 /// counted with libyaml's streaming parser, which holds one event at a time. Syntax
 /// errors end the count quietly: the real decode reports them.
@@ -277,5 +326,19 @@ mod tests {
             vec!["b[8][0]: Too long: the document expands to more than 10000 bytes (YAML aliases repeating content?)"]
         );
         assert!(yaml(&text, 100_000).0.is_ok());
+    }
+
+    #[test]
+    fn deep_flow_nesting_is_found_and_quoted_brackets_do_not_count() {
+        let deep = "[".repeat(50_000);
+        assert!(yaml_flow_too_deep(&deep, MAX_YAML_FLOW_DEPTH));
+        let doc = format!("a: {}1{}", "[".repeat(1000), "]".repeat(1000));
+        assert!(!yaml_flow_too_deep(&doc, MAX_YAML_FLOW_DEPTH), "1000 levels are allowed");
+        assert!(yaml_flow_too_deep(&format!("a: {}1", "{".repeat(1001)), MAX_YAML_FLOW_DEPTH));
+        // Brackets in quoted scalars and comments are text; an apostrophe inside a plain
+        // scalar opens no quote that could hide brackets after it.
+        let quoted = format!("a: '{0}'\nb: \"{0}\\\"{0}\"\n# {0}\nc: it's", "[".repeat(2000));
+        assert!(!yaml_flow_too_deep(&quoted, MAX_YAML_FLOW_DEPTH));
+        assert!(yaml_flow_too_deep(&format!("c: it's {}", "[".repeat(2000)), MAX_YAML_FLOW_DEPTH));
     }
 }

@@ -41,6 +41,7 @@ impl Routes {
             out.push(device_plugin_check(d));
         }
         out.push(("api-listener", self.stats.listener_problem(Instant::now())));
+        out.push(("manager-loops", busy_problem(&self.state.health.busy_for(STUCK_AFTER))));
         out
     }
 
@@ -160,6 +161,20 @@ pub fn device_plugin_check(d: &crate::devicemanager::Devices) -> (&'static str, 
         .server_error()
         .map(|e| format!("device plugin registration gRPC server failed and no device plugins can register: {e}"));
     ("device-plugin", failed)
+}
+
+/// How long a manager may be inside one piece of work (a command, a tick) before
+/// `/healthz` says it is stuck (a runtime call is bounded by `runtime_request_timeout`, 2
+/// minutes by default; a manifest is read in well under a second).
+pub const STUCK_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The problem of managers busy past `STUCK_AFTER` (`Health::busy_for`), if any.
+pub fn busy_problem(busy: &[(String, std::time::Duration)]) -> Option<String> {
+    if busy.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = busy.iter().map(|(name, d)| format!("{name} for {}s", d.as_secs())).collect();
+    Some(format!("manager(s) stuck inside one piece of work: {}", each.join(", ")))
 }
 
 /// The problems `/healthz` and the node's Ready condition report: the dead threads in one
