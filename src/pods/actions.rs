@@ -126,6 +126,13 @@ pub struct PodActions {
     /// The pod has no ready sandbox: create one before any container (kubelet's
     /// `podSandboxChanged`; a sandbox that died is replaced once nothing runs in it).
     pub create_sandbox: bool,
+    /// A sandbox is needed but waits out the back-off of the last that failed (one that
+    /// could not be made, or died): a missing CNI plugin makes one try every 10 s, 20 s, …
+    /// 5 min, not one a second.
+    pub sandbox_back_off: bool,
+    /// The pod's older sandboxes that are not ready and hold no container instance
+    /// (kubelet's sandbox garbage collection keeps the newest sandbox only).
+    pub remove_sandboxes: Vec<String>,
     /// Containers to start, in order.
     pub start: Vec<StartContainer>,
     /// Containers to stop (sidecars once the app containers are done).
@@ -148,12 +155,29 @@ struct Candidate<'a> {
     current: Option<&'a ContainerInfo>,
 }
 
+/// The back-off key of a pod's sandbox (no container has an empty name).
+pub fn sandbox_key(uid: &str) -> crate::pods::backoff::Key {
+    (uid.to_string(), String::new())
+}
+
 /// kubelet's `computePodActions` for a pod that is not terminating.
 pub fn compute_pod_actions(input: &PodInput) -> PodActions {
     let pod = input.pod;
     let view = input.view;
     let policy = pod.spec.restart();
     let mut actions = PodActions { create_sandbox: view.sandbox.is_none(), ..Default::default() };
+    actions.remove_sandboxes = view
+        .older_sandboxes
+        .iter()
+        .filter(|s| !s.ready && view.containers.iter().all(|c| c.sandbox_id != s.id))
+        .map(|s| s.id.clone())
+        .collect();
+    let sandbox_held = input.backoff.in_backoff_since_update(&sandbox_key(&pod.metadata.uid), input.now);
+    if actions.create_sandbox && sandbox_held {
+        actions.create_sandbox = false;
+        actions.sandbox_back_off = true;
+        return actions;
+    }
     if view.sandbox.is_some_and(|s| !s.ready) {
         // The sandbox died (its pause process, or its network never came up): what still
         // runs in it is stopped first, then the pod gets a new sandbox. Container instances
@@ -168,7 +192,8 @@ pub fn compute_pod_actions(input: &PodInput) -> PodActions {
                 message: format!("Stopping container {}", i.config.name),
             })
             .collect();
-        actions.create_sandbox = actions.kill.is_empty();
+        actions.create_sandbox = actions.kill.is_empty() && !sandbox_held;
+        actions.sandbox_back_off = actions.kill.is_empty() && sandbox_held;
         if !actions.create_sandbox {
             return actions;
         }

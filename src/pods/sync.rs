@@ -58,6 +58,15 @@ impl PodManager {
             post_start_running: self.post_start_running(uid),
             now,
         });
+        for id in &actions.remove_sandboxes {
+            let removed = self.mutate().stop_pod_sandbox(id).and_then(|_| self.mutate().remove_pod_sandbox(id));
+            if let Err(e) = removed {
+                log::warn!("pods: pod {}: cannot remove dead sandbox {id}: {}", pod.key(), Chain(&e));
+            }
+        }
+        if actions.sandbox_back_off {
+            return;
+        }
         let sandbox_id = match view.sandbox {
             Some(s) if !actions.create_sandbox => s.id.clone(),
             dead => {
@@ -65,12 +74,20 @@ impl PodManager {
                 if !self.image_ready(&pod, None, now) {
                     return;
                 }
+                let key = super::actions::sandbox_key(uid);
                 if let Some(s) = dead {
+                    // A sandbox that died: the next one waits longer each time.
+                    self.backoff.next(&key, now, now);
                     self.replace_dead_sandbox(&pod, s, view.containers);
                 }
                 match self.run_sandbox(&pod, view.next_sandbox_attempt()) {
                     Some(id) => id,
-                    None => return,
+                    None => {
+                        if dead.is_none() {
+                            self.backoff.next(&key, now, now);
+                        }
+                        return;
+                    }
                 }
             }
         };

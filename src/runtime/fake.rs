@@ -59,6 +59,8 @@ struct Scripts {
     pod_ips: Vec<String>,
     /// Images whose removal fails.
     fail_remove: HashSet<String>,
+    /// Sandboxes to fail, each leaving a NOT_READY sandbox behind (a missing CNI plugin).
+    fail_sandbox: u32,
 }
 
 #[derive(Default)]
@@ -166,6 +168,12 @@ impl FakeRuntime {
         self.state.lock().scripts.fail_list
     }
 
+    /// The next `times` sandboxes fail, each leaving a NOT_READY sandbox, as containerd
+    /// does without its CNI plugin.
+    pub fn fail_sandboxes(&self, times: u32) {
+        self.state.lock().scripts.fail_sandbox = times;
+    }
+
     /// The next `times` relists fail.
     pub fn fail_list(&self, times: u32) {
         self.state.lock().scripts.fail_list = times;
@@ -246,8 +254,15 @@ impl ContainerRuntime for FakeRuntime {
         st.calls.push(Call::RunPodSandbox(config.pod_name.clone()));
         let id = st.id("sandbox-");
         let ips = if config.host_network { Vec::new() } else { st.scripts.pod_ips.clone() };
-        let info = SandboxInfo { id: id.clone(), config: Arc::new(config.clone()), created_at: now, ready: true, ips };
+        let failing = st.scripts.fail_sandbox > 0;
+        st.scripts.fail_sandbox = st.scripts.fail_sandbox.saturating_sub(1);
+        let info =
+            SandboxInfo { id: id.clone(), config: Arc::new(config.clone()), created_at: now, ready: !failing, ips };
         st.sandboxes.insert(id.clone(), info);
+        if failing {
+            let source = std::io::Error::other("failed to setup network for sandbox: cni plugin not initialized");
+            return Err(RuntimeError::Process { action: format!("running sandbox {id}"), source });
+        }
         Ok(id)
     }
 

@@ -121,6 +121,39 @@ fn a_new_pod_creates_its_sandbox_and_starts_every_app_container() {
 }
 
 #[test]
+fn a_sandbox_waits_out_the_back_off_of_the_last_that_failed_and_old_dead_ones_go() {
+    let p = pod("web", RestartPolicy::Always, &[], &[app("a")]);
+    let mut world = World { sandbox_dead: true, ..Default::default() };
+    // The last sandbox failed 5 s ago: its replacement waits 10 s.
+    let key = crate::pods::actions::sandbox_key(&p.metadata.uid);
+    world.backoff.next(&key, now() - Duration::from_secs(5), now() - Duration::from_secs(5));
+    let a = world.decide(&p, &[]);
+    assert_eq!((a.create_sandbox, a.sandbox_back_off, a.start.len()), (false, true, 0));
+    let none = World { no_sandbox: true, backoff: world.backoff, ..Default::default() };
+    assert!(none.decide(&p, &[]).sandbox_back_off, "also when the failed one left nothing behind");
+    // Older sandboxes: a dead one without instances goes; one an instance still counts on
+    // stays, and so does the newest.
+    let older = [
+        SandboxInfo { id: "s1".into(), ready: false, ..sandbox() },
+        SandboxInfo { id: "s2".into(), ready: false, ..sandbox() },
+    ];
+    let mut exited = instance("a", 0, Exited, 1);
+    exited.sandbox_id = "s2".into();
+    let a = compute_pod_actions(&PodInput {
+        pod: &p,
+        view: PodView { sandbox: Some(&sandbox()), older_sandboxes: &older, containers: &[exited] },
+        backoff: &Backoff::default(),
+        waiting: &HashMap::new(),
+        startup_succeeded: &HashSet::new(),
+        device_prep: None,
+        max_dead_per_container: 1,
+        post_start_running: false,
+        now: now(),
+    });
+    assert_eq!(a.remove_sandboxes, ["s1"]);
+}
+
+#[test]
 fn a_dead_sandbox_is_replaced_once_nothing_runs_in_it() {
     let p = pod("web", RestartPolicy::Always, &[], &[app("a"), app("b")]);
     let dead = World { sandbox_dead: true, ..Default::default() };

@@ -344,3 +344,27 @@ fn a_runtime_away_for_30_s_makes_the_node_not_ready_until_it_answers_again() {
     node.tick();
     assert_eq!(health.problem(node.clock.now()), None, "back at the next try");
 }
+
+#[test]
+fn a_sandbox_that_cannot_be_made_is_tried_under_back_off_and_leaves_at_most_one_behind() {
+    let mut node = Node::new();
+    node.rt.fail_sandboxes(100);
+    let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
+    node.apply(&[&web]);
+    let mut tried_at = vec![0];
+    node.calls();
+    for second in 1..=80 {
+        node.advance(1);
+        node.tick();
+        if node.calls().contains(&Call::RunPodSandbox("web".into())) {
+            tried_at.push(second);
+        }
+        assert!(node.rt.sandboxes().len() <= 1, "the dead one goes before the next is made ({second} s)");
+    }
+    assert_eq!(tried_at, [0, 10, 30, 70], "10 s, 20 s, 40 s apart, not every second");
+    node.rt.fail_sandboxes(0);
+    node.advance(80);
+    node.tick();
+    assert_eq!(node.rt.sandboxes().iter().filter(|s| s.ready).count(), 1);
+    assert_eq!(node.rt.running(), ["app"]);
+}
