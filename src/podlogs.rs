@@ -584,6 +584,9 @@ fn follow_live<W: Write>(
                 if let Some(i) = next_file(&ids, open_id) {
                     let path = &files[i].0;
                     match File::open(path) {
+                        // Opened by path: if another file is there now (the live one was
+                        // rotated since it was listed), the one listed would be skipped.
+                        Ok(f) if f.metadata().is_ok_and(|m| FileAt::of(&m, 0).id != ids[i]) => continue,
                         Ok(f) => {
                             finish_file(lines, printer).map_err(read_err(live))?;
                             open = Some(BufReader::new(f));
@@ -833,5 +836,49 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let e = print_logs(&dir.path().join("0.log"), LogOptions::default(), Vec::new(), None).unwrap_err();
         assert_eq!(e.to_string(), format!("no log file at {}", dir.path().join("0.log").display()));
+    }
+
+    /// A writer numbering its lines, rotating every 8 KiB and keeping 3 files (the process
+    /// runtime's own writer), and a follower beside it: every line, in order, once.
+    #[test]
+    fn a_follower_beside_a_fast_rotating_writer_misses_no_line() {
+        use crate::runtime::process::logfile::{LogFile, Stream as Out};
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("0.log");
+        let total = 3_000;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (live, done) = (live.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut log = LogFile::open(&live, 8 << 10, 3);
+                for i in 0..total {
+                    log.write_chunk(Out::Stdout, format!("line {i}\n").as_bytes());
+                    if i % 10 == 0 {
+                        // A rotation about every 200 ms, twice the follower's poll: 18 in all.
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                log.finish();
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        while !live.exists() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut follow = || {
+            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                Follow::Finish
+            } else {
+                Follow::Go
+            }
+        };
+        let mut out = Vec::new();
+        print_logs(&live, LogOptions::default(), &mut out, Some(&mut follow)).unwrap();
+        writer.join().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let got: Vec<usize> = text.lines().map(|l| l.strip_prefix("line ").unwrap().parse().unwrap()).collect();
+        let first_gap = got.windows(2).find(|w| w[1] != w[0] + 1);
+        assert_eq!(first_gap, None, "{} lines read, first {:?}, last {:?}", got.len(), got.first(), got.last());
+        assert_eq!((got.first(), got.len()), (Some(&0), total));
     }
 }

@@ -390,8 +390,28 @@ fn a_running_containers_log_is_rotated_past_max_size_and_containerd_writes_the_n
         names.sort();
         names
     };
+    // A follower from the start: every numbered line, in order, across the rotations.
+    let followed = node.sb.dir.path().join("followed.txt");
+    let mut follower = std::process::Command::new(common::ferrolet_bin())
+        .args(["logs", &format!("chatty-{}", node.node), "-c", "app", "-f", "--config"])
+        .arg(node.sb.dir.path().join("ferrolet.toml"))
+        .stdout(std::fs::File::create(&followed).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     // Checked every 10 s: by then the log is past 4 KiB, and again 10 s later.
     wait_for("two rotations", Duration::from_secs(40), || (rotated().len() >= 2).then_some(()));
+    std::thread::sleep(Duration::from_secs(1));
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let numbers: Vec<u64> = std::fs::read_to_string(&followed)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').next().and_then(|n| n.parse().ok()))
+        .collect();
+    let gap = numbers.windows(2).find(|w| w[1] != w[0] + 1);
+    assert_eq!(gap, None, "{} lines followed, from {:?} to {:?}", numbers.len(), numbers.first(), numbers.last());
+    assert!(numbers.len() > 1000, "{} lines followed", numbers.len());
     // containerd reopened the live file and writes on in it, numbering on.
     let first_number = |path: &std::path::Path| -> u64 {
         let text = std::fs::read_to_string(path).unwrap();
@@ -407,6 +427,37 @@ fn a_running_containers_log_is_rotated_past_max_size_and_containerd_writes_the_n
     let newest_rotation = first_number(&dir.join(names.last().unwrap()));
     assert!(first_number(&dir.join("0.log")) > newest_rotation, "the live file goes on where the rotation ended");
     assert!(std::fs::metadata(dir.join(names.last().unwrap())).unwrap().len() > 4096);
+}
+
+/// kubelet's log manager reopens a live log that was deleted: the output goes on in a file
+/// that can be read, not into one nobody can.
+#[test]
+fn a_deleted_live_log_is_reopened_by_the_runtime() {
+    let Some(node) = CriNode::new() else { return };
+    node.sb.write_manifest(
+        "talker.yaml",
+        &manifest(
+            "talker",
+            &format!(
+                "  hostNetwork: true\n  containers:\n  - name: app\n    image: {}\n    command: [sh, -c, 'i=0; while true; do echo $i; i=$((i+1)); sleep 0.05; done']\n",
+                busybox()
+            ),
+        ),
+    );
+    let agent = node.start();
+    let p = wait_pod(&node, &agent, "talker", "container app running", |p| running(p, "app"));
+    node.own(&uid(&p));
+    let live = node.pod_logs().join(format!("default_talker-{}_{}", node.node, uid(&p))).join("app/0.log");
+    wait_for("a first line", WAIT, || live.exists().then_some(()));
+    std::fs::remove_file(&live).unwrap();
+    // Looked at every 10 s.
+    let text = wait_for("the log back", Duration::from_secs(30), || {
+        std::fs::read_to_string(&live).ok().filter(|t| t.lines().count() > 2)
+    });
+    assert!(text.lines().all(|l| l.contains(" stdout F ")), "{text}");
+    assert!(agent.log_text().contains("was gone; the runtime reopened it"));
+    let p = node.pod(&agent, "talker").unwrap();
+    assert_eq!(container(&p, "app").unwrap().restart_count, 0);
 }
 
 #[test]

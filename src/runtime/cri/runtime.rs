@@ -163,9 +163,10 @@ impl CriRuntime {
         self
     }
 
-    /// Rotates the logs of running containers that grew past the limit, at most every
-    /// `LOG_CHECK_INTERVAL` (one `stat` per running container). Failures are logged: a log
-    /// that cannot be rotated keeps growing, and is tried again.
+    /// Rotates the logs of running containers that grew past the limit, and has the runtime
+    /// reopen one that was deleted, at most every `LOG_CHECK_INTERVAL` (one `stat` per
+    /// running container). Failures are logged: a log that cannot be rotated keeps growing,
+    /// and is tried again.
     fn rotate_logs(&self, listed: &[ContainerInfo]) {
         let Some(rotation) = self.logs else { return };
         {
@@ -177,9 +178,27 @@ impl CriRuntime {
         }
         for c in listed.iter().filter(|c| c.state == ContainerState::Running) {
             let path = &c.config.log_path;
-            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            if size > rotation.max_size {
-                self.rotate_log(c, rotation.max_files);
+            match std::fs::metadata(path) {
+                Ok(m) if m.len() > rotation.max_size => self.rotate_log(c, rotation.max_files),
+                Ok(_) => {}
+                // Deleted under a running container (by hand, by a cleaner): the runtime
+                // writes into a file nobody can read until it reopens, as kubelet has it do.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => match self.client.reopen_container_log(&c.id) {
+                    Ok(()) => log::info!(
+                        "cri: container {} ({}): its log {} was gone; the runtime reopened it",
+                        c.config.name,
+                        c.id,
+                        path.display()
+                    ),
+                    Err(e) => log::warn!(
+                        "cri: container {} ({}): its log {} is gone and the runtime did not reopen it: {}",
+                        c.config.name,
+                        c.id,
+                        path.display(),
+                        Chain(&e)
+                    ),
+                },
+                Err(_) => {}
             }
         }
     }
