@@ -372,3 +372,77 @@ fn cut_watches_a_compacted_history_and_500s_lose_no_pod_and_no_status() {
     }
     api.assert_no_validation_failures();
 }
+
+/// 140 pods bound to the node, each with 240 KiB of annotations: 34 MB in all, over the
+/// client's 32 MiB answer limit. The list after a restart comes in pages; no pod is stopped
+/// or restarted, and a pod bound afterwards starts.
+#[test]
+fn a_node_list_over_32_mib_is_read_in_pages_after_a_restart_and_every_pod_keeps_running() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let sb = Sandbox::new();
+    let kubeconfig = api.node_kubeconfig();
+    let config = |text: String| format!("max_pods = 200\n{text}[apiserver]\nkubeconfig = {kubeconfig:?}\n");
+    let agent = AgentProcess::start_with(&sb, config);
+    let blob = "x".repeat(240 << 10);
+    let n = 140;
+    for i in 0..n {
+        let mut pod = sleeper(&format!("big{i:03}"), 1);
+        pod["metadata"]["annotations"] = json!({"example.com/blob": blob});
+        api.create_pod("default", &pod);
+    }
+    // As the apiserver has them (the agent's own /pods is over the test client's limit).
+    let running = |_: &AgentProcess| {
+        (0..n)
+            .filter_map(|i| {
+                let pod = api.pod("default", &format!("big{i:03}"))?;
+                let c = &pod["status"]["containerStatuses"][0];
+                c["state"]["running"].is_object().then(|| (c["containerID"].to_string(), c["restartCount"].to_string()))
+            })
+            .collect::<Vec<(String, String)>>()
+    };
+    let before = wait_long(&agent, &api, "every pod running", Duration::from_secs(180), || {
+        let r = running(&agent);
+        (r.len() == n).then_some(r)
+    });
+    agent.kill9();
+    let agent = AgentProcess::start_with(&sb, config);
+    wait_long(&agent, &api, "every pod adopted", Duration::from_secs(60), || {
+        (running(&agent).len() == n).then_some(())
+    });
+    let log = agent.log_text();
+    assert!(!log.contains("working offline"), "the apiserver was there all along:\n{log}");
+    assert!(!log.contains("larger than"), "{log}");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = running(&agent);
+    assert_eq!(after, before, "every pod runs on, none restarted");
+    api.create_pod("default", &sleeper("late", 1));
+    wait(&agent, &api, "a pod bound afterwards runs", || {
+        (phase(&api, "late").as_deref() == Some("Running")).then_some(())
+    });
+}
+
+fn wait_long<T>(
+    agent: &AgentProcess,
+    api: &FakeApiserver,
+    what: &str,
+    within: Duration,
+    f: impl FnMut() -> Option<T>,
+) -> T {
+    let mut f = f;
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if std::time::Instant::now() > deadline {
+            let log = agent.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
+            panic!(
+                "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
+                tail.join("\n"),
+                api.log_tail()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

@@ -5,7 +5,8 @@
 
 use crate::api::{Pod, PodStatus};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The most pods a node takes from the apiserver (kubelet's `maxPods` bounds what runs; a
 /// list beyond this is cut, and said).
@@ -96,8 +97,10 @@ pub struct Reflector {
     /// This node: a pod bound to another (a proxy's or a broken apiserver's answer, since
     /// the field selector asks for this node's) is never taken.
     node: String,
-    /// By uid.
-    pods: BTreeMap<String, Pod>,
+    /// By uid; each pod shared with the view and the pod manager, never copied.
+    pods: BTreeMap<String, Arc<Pod>>,
+    /// The uids whose pod was added, changed or removed since `take_changed`.
+    changed: BTreeSet<String>,
     /// Where the next watch starts; empty until a list.
     resource_version: String,
     /// Pods the apiserver sent that could not be read, by `namespace/name`, with why.
@@ -111,8 +114,13 @@ impl Reflector {
     }
 
     /// The pods, by uid.
-    pub fn pods(&self) -> &BTreeMap<String, Pod> {
+    pub fn pods(&self) -> &BTreeMap<String, Arc<Pod>> {
         &self.pods
+    }
+
+    /// The uids whose pod was added, changed or removed since the last call.
+    pub fn take_changed(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.changed)
     }
 
     /// Where the next watch starts; `None` before the first list.
@@ -120,9 +128,10 @@ impl Reflector {
         (!self.resource_version.is_empty()).then_some(self.resource_version.as_str())
     }
 
-    /// A list replaces everything.
+    /// A list replaces everything; a pod it holds as it was keeps its shared copy (and is
+    /// not a change).
     pub fn listed(&mut self, list: PodListAnswer) {
-        self.pods.clear();
+        let old = std::mem::take(&mut self.pods);
         self.unreadable.clear();
         if list.items.len() > MAX_PODS {
             log::warn!("apiserver: {} pods are bound to this node; taking the first {MAX_PODS}", list.items.len());
@@ -130,6 +139,13 @@ impl Reflector {
         for item in list.items.into_iter().take(MAX_PODS) {
             self.upsert(item);
         }
+        for (uid, pod) in self.pods.iter_mut() {
+            if let Some(was) = old.get(uid).filter(|was| ***was == **pod) {
+                *pod = was.clone();
+                self.changed.remove(uid);
+            }
+        }
+        self.changed.extend(old.into_keys().filter(|uid| !self.pods.contains_key(uid)));
         self.resource_version = list.metadata.resource_version;
     }
 
@@ -143,9 +159,10 @@ impl Reflector {
             }
             Ok(pod) if !pod.metadata.uid.is_empty() => {
                 self.unreadable.remove(&key);
-                let changed = self.pods.get(&pod.metadata.uid) != Some(&pod);
+                let changed = self.pods.get(&pod.metadata.uid).map_or(true, |p| **p != pod);
                 if changed && (self.pods.contains_key(&pod.metadata.uid) || self.pods.len() < MAX_PODS) {
-                    self.pods.insert(pod.metadata.uid.clone(), pod);
+                    self.changed.insert(pod.metadata.uid.clone());
+                    self.pods.insert(pod.metadata.uid.clone(), Arc::new(pod));
                     return true;
                 }
                 false
@@ -184,7 +201,8 @@ impl Reflector {
             }
             "DELETED" => {
                 let uid = event.object.get("metadata").and_then(|m| m.get("uid")).and_then(serde_json::Value::as_str);
-                if uid.and_then(|u| self.pods.remove(u)).is_some() {
+                if let Some(p) = uid.and_then(|u| self.pods.remove(u)) {
+                    self.changed.insert(p.metadata.uid.clone());
                     Step::Changed
                 } else {
                     Step::Unchanged

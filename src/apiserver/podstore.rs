@@ -14,7 +14,8 @@
 use super::pods::MAX_PODS;
 use crate::api::Pod;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -110,16 +111,38 @@ impl PodStore {
         }
     }
 
+    /// `save` for the pods of `changed` only (a watch event's): the others are as kept.
+    pub fn save_changed<P: Borrow<Pod>>(
+        &self,
+        pods: &BTreeMap<String, P>,
+        changed: &BTreeSet<String>,
+    ) -> io::Result<usize> {
+        let some = changed.iter().filter_map(|uid| pods.get(uid).map(|p| (uid, p.borrow())));
+        let gone = changed.iter().filter(|uid| !pods.contains_key(*uid));
+        self.write(some, gone)
+    }
+
     /// Keeps `pods` (without status and resourceVersion): each pod's file written
     /// atomically when it differs from what was kept, the files of pods no longer there
     /// removed; returns how many files were written. A pod too large to be read back is
     /// not kept, and said.
-    pub fn save(&self, pods: &BTreeMap<String, Pod>) -> io::Result<usize> {
+    pub fn save<P: Borrow<Pod>>(&self, pods: &BTreeMap<String, P>) -> io::Result<usize> {
+        let gone: Vec<String> = self.written.lock().keys().filter(|u| !pods.contains_key(*u)).cloned().collect();
+        self.write(pods.iter().map(|(uid, p)| (uid, p.borrow())), gone.iter())
+    }
+
+    /// Writes `pods` (each when it differs from what was kept) and removes the files of
+    /// `gone`.
+    fn write<'a>(
+        &self,
+        pods: impl Iterator<Item = (&'a String, &'a Pod)>,
+        gone: impl Iterator<Item = &'a String>,
+    ) -> io::Result<usize> {
         let dir = self.dir();
         std::fs::create_dir_all(&dir)?;
         let mut written = self.written.lock();
         let mut count = 0;
-        for (uid, p) in pods.iter().take(MAX_PODS) {
+        for (uid, p) in pods.take(MAX_PODS) {
             if !crate::api::validation::is_uid(uid) {
                 continue;
             }
@@ -142,10 +165,9 @@ impl PodStore {
             written.insert(uid.clone(), h);
             count += 1;
         }
-        let gone: Vec<String> = written.keys().filter(|u| !pods.contains_key(*u)).cloned().collect();
-        for uid in gone {
+        for uid in gone.filter(|u| crate::api::validation::is_uid(u)) {
             remove_if_there(&dir.join(format!("{uid}.json")))?;
-            written.remove(&uid);
+            written.remove(uid);
         }
         remove_if_there(&self.state_dir.join(LEGACY_FILE))?;
         Ok(count)

@@ -479,7 +479,7 @@ impl ApiSync {
     fn mirror_pods(&mut self) {
         let Some(node_uid) = self.node_uid.clone() else { return };
         let Some(statics) = self.statics.take() else { return };
-        let mirrors: Vec<Pod> = self.view.read().values().filter(|p| is_mirror(p)).cloned().collect();
+        let mirrors: Vec<Pod> = self.view.read().values().filter(|p| is_mirror(p)).map(|p| (**p).clone()).collect();
         let plan = mirror_plan(&statics, &mirrors);
         for m in plan.delete {
             log::info!("apiserver: deleting mirror pod {} (its static pod changed or is gone)", m.key());
@@ -545,7 +545,7 @@ fn source(pod: &Pod) -> Option<&str> {
 
 /// The apiserver uid a pod's status goes to: a pod from the apiserver's own, a static pod's
 /// current mirror's (none until the mirror exists), nothing for other pods (orphans).
-fn status_target(pod: &Pod, view: &BTreeMap<String, Pod>) -> Option<String> {
+fn status_target(pod: &Pod, view: &BTreeMap<String, Arc<Pod>>) -> Option<String> {
     match source(pod)? {
         SOURCE => Some(pod.metadata.uid.clone()),
         _ => view
@@ -601,7 +601,7 @@ mod tests {
         let mut view = BTreeMap::new();
         assert_eq!(status_target(&api, &view).as_deref(), Some("u-api"));
         assert_eq!(status_target(&web, &view), None, "no mirror yet");
-        view.insert("u-mirror".to_string(), mirror.clone());
+        view.insert("u-mirror".to_string(), Arc::new(mirror.clone()));
         assert_eq!(status_target(&web, &view).as_deref(), Some("u-mirror"));
         web.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), "hash2".into());
         assert_eq!(status_target(&web, &view), None, "the mirror of an old version gets nothing");

@@ -44,29 +44,60 @@ fn longer(backoff: Duration) -> Duration {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiPods(pub Vec<Arc<Pod>>);
 
-/// Every pod the apiserver has bound to this node, mirror pods included, by uid.
-pub type PodsView = Arc<RwLock<BTreeMap<String, Pod>>>;
+/// Every pod the apiserver has bound to this node, mirror pods included, by uid (each pod
+/// shared with the reflector, not copied).
+pub type PodsView = Arc<RwLock<BTreeMap<String, Arc<Pod>>>>;
 
 /// Whether `pod` is a mirror pod (the apiserver's copy of a static pod).
 pub fn is_mirror(pod: &Pod) -> bool {
     pod.metadata.annotations.contains_key(MIRROR_ANNOTATION)
 }
 
-/// The pods to run: the set without mirror pods, marked as the `api` source's, with a
-/// hash (`kubernetes.io/config.hash`) of what the apiserver lets change in a running pod's
-/// spec and a node acts on: its containers' images and `activeDeadlineSeconds`. A change
-/// stops the pod and starts it again with the new spec (kubelet restarts only a container
-/// whose image changed); tolerations may change too, and mean nothing on the node.
-pub fn pods_to_run(all: &BTreeMap<String, Pod>) -> Vec<Arc<Pod>> {
-    all.values()
-        .filter(|p| !is_mirror(p))
-        .map(|p| {
-            let mut p = p.clone();
-            p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
-            p.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), mutable_spec_hash(&p));
-            Arc::new(p)
-        })
-        .collect()
+/// A pod to run: marked as the `api` source's, with a hash (`kubernetes.io/config.hash`)
+/// of what the apiserver lets change in a running pod's spec and a node acts on: its
+/// containers' images and `activeDeadlineSeconds`. A change stops the pod and starts it
+/// again with the new spec (kubelet restarts only a container whose image changed);
+/// tolerations may change too, and mean nothing on the node.
+fn to_run(p: &Pod) -> Pod {
+    let mut p = p.clone();
+    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
+    p.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), mutable_spec_hash(&p));
+    p
+}
+
+/// The pods to run (every pod of the set but mirror pods, `to_run`), kept between changes:
+/// a pod's marked copy is made again only when the pod changed, so a watch event costs one
+/// copy of one pod, not two of the whole set.
+#[derive(Default)]
+pub struct RunSet(BTreeMap<String, (Arc<Pod>, Arc<Pod>)>);
+
+impl RunSet {
+    /// Follows `all`; returns whether the pods to run changed.
+    pub fn update(&mut self, all: &BTreeMap<String, Arc<Pod>>) -> bool {
+        let before = self.0.len();
+        self.0.retain(|uid, _| all.get(uid).is_some_and(|p| !is_mirror(p)));
+        let mut changed = self.0.len() != before;
+        for (uid, p) in all.iter().filter(|(_, p)| !is_mirror(p)) {
+            if !self.0.get(uid).is_some_and(|(seen, _)| Arc::ptr_eq(seen, p)) {
+                self.0.insert(uid.clone(), (p.clone(), Arc::new(to_run(p))));
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// The pods to run, by uid.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        self.0.values().map(|(_, run)| run.clone()).collect()
+    }
+}
+
+/// What was handed to the pod manager.
+#[derive(Default)]
+struct Published {
+    run: RunSet,
+    /// Whether anything was handed yet.
+    sent: bool,
 }
 
 /// The hash of a pod's images and `activeDeadlineSeconds`.
@@ -100,7 +131,7 @@ impl PodWatch {
     /// The thread's body.
     pub fn run(self, stop: StopSignal) -> Exit {
         let mut reflector = Reflector::new(&self.node);
-        let mut published: Option<Vec<Arc<Pod>>> = None;
+        let mut published = Published::default();
         let mut backoff = Duration::ZERO;
         loop {
             if !backoff.is_zero() && stop.sleep(backoff) {
@@ -116,7 +147,7 @@ impl PodWatch {
                     if !self.link.failed(&e) {
                         log::warn!("apiserver: listing this node's pods failed: {}", crate::util::Chain(&e));
                     }
-                    if published.is_none() {
+                    if !published.sent {
                         self.publish_kept(&mut published);
                     }
                     continue;
@@ -124,7 +155,7 @@ impl PodWatch {
             };
             self.link.reached();
             reflector.listed(list);
-            self.changed(&reflector, &mut published);
+            self.changed(&mut reflector, &mut published);
             backoff = Duration::ZERO;
             // Watch from the list's resourceVersion until it is too old.
             while let Some(rv) = reflector.resource_version().map(str::to_string) {
@@ -176,15 +207,16 @@ impl PodWatch {
     }
 
     /// Before the first list: the pods kept by the previous run, when they can be read.
-    fn publish_kept(&self, published: &mut Option<Vec<Arc<Pod>>>) {
+    fn publish_kept(&self, published: &mut Published) {
         match self.store.load() {
             Ok(kept) => {
-                log::warn!(
-                    "apiserver: running the {} pod(s) it gave this node before, until it can be listed",
-                    pods_to_run(&kept).len()
-                );
+                let kept: BTreeMap<String, Arc<Pod>> = kept.into_iter().map(|(uid, p)| (uid, Arc::new(p))).collect();
                 *self.view.write() = kept.clone();
                 self.publish(&kept, published);
+                log::warn!(
+                    "apiserver: running the {} pod(s) it gave this node before, until it can be listed",
+                    published.run.0.len()
+                );
             }
             Err(e) => log::warn!(
                 "apiserver: the pods it gave this node before cannot be read ({e}); what runs is left running until it can be listed"
@@ -198,7 +230,7 @@ impl PodWatch {
         reflector: &mut Reflector,
         rv: &str,
         stop: &StopSignal,
-        published: &mut Option<Vec<Arc<Pod>>>,
+        published: &mut Published,
     ) -> WatchEnd {
         let mut lines = match self.client.watch(&watch_path(&self.node, rv), WATCH_TIMEOUT) {
             Ok(l) => l,
@@ -240,24 +272,24 @@ impl PodWatch {
         }
     }
 
-    /// The reflector's set changed: view, store, pod manager.
-    fn changed(&self, reflector: &Reflector, published: &mut Option<Vec<Arc<Pod>>>) {
+    /// The reflector's set changed: view, store (the pods that changed), pod manager.
+    fn changed(&self, reflector: &mut Reflector, published: &mut Published) {
         for (pod, why) in &reflector.unreadable {
             log::warn!("apiserver: pod {pod} cannot be read: {why}; it is not run");
         }
         *self.view.write() = reflector.pods().clone();
-        if let Err(e) = self.store.save(reflector.pods()) {
+        let changed = reflector.take_changed();
+        if let Err(e) = self.store.save_changed(reflector.pods(), &changed) {
             log::warn!("apiserver: cannot keep the pod set in the state directory: {e}");
         }
         self.publish(reflector.pods(), published);
     }
 
     /// Hands the pods to run to the pod manager when they differ from the last handed.
-    fn publish(&self, all: &BTreeMap<String, Pod>, published: &mut Option<Vec<Arc<Pod>>>) {
-        let pods = pods_to_run(all);
-        if published.as_ref() != Some(&pods) {
-            self.publish.publish(ApiPods(pods.clone()));
-            *published = Some(pods);
+    fn publish(&self, all: &BTreeMap<String, Arc<Pod>>, published: &mut Published) {
+        if published.run.update(all) || !published.sent {
+            self.publish.publish(ApiPods(published.run.pods()));
+            published.sent = true;
         }
     }
 }
@@ -274,6 +306,12 @@ enum WatchEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pods_to_run(all: &BTreeMap<String, Pod>) -> Vec<Arc<Pod>> {
+        let mut run = RunSet::default();
+        run.update(&all.iter().map(|(k, p)| (k.clone(), Arc::new(p.clone()))).collect());
+        run.pods()
+    }
 
     #[test]
     fn mirror_pods_are_not_run_and_the_rest_are_marked_as_the_api_source() {
@@ -296,5 +334,27 @@ mod tests {
         let mut labelled = all.clone();
         labelled.get_mut("u1").unwrap().metadata.labels.insert("a".into(), "b".into());
         assert_eq!(hash(&all), hash(&labelled), "labels do not restart a pod");
+    }
+
+    #[test]
+    fn a_change_of_one_pod_makes_one_new_copy_and_the_others_are_shared() {
+        let pod = |uid: &str| {
+            let mut p = Pod::default();
+            p.metadata.uid = uid.into();
+            Arc::new(p)
+        };
+        let mut all: BTreeMap<String, Arc<Pod>> = (0..300).map(|i| (format!("u{i}"), pod(&format!("u{i}")))).collect();
+        let mut run = RunSet::default();
+        assert!(run.update(&all));
+        let first = run.pods();
+        assert!(!run.update(&all), "nothing changed");
+        all.insert("u7".into(), pod("u7"));
+        assert!(run.update(&all));
+        let second = run.pods();
+        let shared = first.iter().zip(&second).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert_eq!(shared, 299, "only the changed pod was copied again");
+        all.remove("u8");
+        assert!(run.update(&all));
+        assert_eq!(run.pods().len(), 299);
     }
 }
