@@ -137,9 +137,11 @@ fn peak_with(n: usize, start: impl FnOnce() -> Agent) -> (u64, u64) {
 /// pod set twice: 785 MiB), against the same 300 as static manifests.
 fn memory_of_300_pods(api: &FakeApiserver) {
     let n = 300;
-    let pod = |i: usize| json!({"metadata": {"name": format!("m{i:03}")},
+    let pod = |i: usize| {
+        json!({"metadata": {"name": format!("m{i:03}")},
         "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 1,
-                 "containers": [{"name": "c", "image": "none", "command": ["sleep", "3600"]}]}});
+                 "containers": [{"name": "c", "image": "none", "command": ["sleep", "3600"]}]}})
+    };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("manifests")).unwrap();
     for i in 0..n {

@@ -385,6 +385,9 @@ impl FileSource {
             if self.out.send(PodsCommand::Update { source: SOURCE.into(), pods }).is_ok() {
                 self.sent_once = true;
             }
+            // What was read and decoded is dropped by now: a large manifest (or a refused
+            // one of thousands of containers) leaves no memory behind.
+            crate::util::release_freed_memory();
         }
     }
 }

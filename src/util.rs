@@ -432,6 +432,17 @@ pub fn fd_file(fd: impl Into<std::os::fd::OwnedFd>) -> File {
     File::from(fd.into())
 }
 
+/// Returns the allocator's free pages to the kernel (glibc keeps them in its arenas; musl's
+/// allocator gives them back by itself): after the memory of a large input that was read
+/// and dropped.
+pub fn release_freed_memory() {
+    // SAFETY: malloc_trim only returns free pages of the allocator's arenas to the kernel.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// A new close-on-exec pipe: (read end, write end).
 pub fn pipe() -> io::Result<(File, File)> {
     let mut fds = [0 as RawFd; 2];

@@ -464,3 +464,34 @@ fn pods_past_max_pods_are_refused_in_file_order() {
     assert!(agent.pod("c").is_none());
     assert_eq!(agent.log_text().matches(&want).count(), 1);
 }
+
+/// A manifest of 10,000 containers is refused before any of them is built, and the memory
+/// its reading took is given back (it once kept the agent at 64 MB from 11).
+#[test]
+fn a_refused_manifest_of_10000_containers_leaves_no_memory_behind() {
+    let sb = Sandbox::new();
+    sb.write_manifest("small.yaml", &manifest("small", POD));
+    let agent = AgentProcess::start(&sb);
+    common::wait_for("small to run", Duration::from_secs(20), || agent.pod("small"));
+    let rss = |pid: u32| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let before = rss(agent.child.id());
+    let mut text = String::from("  containers:\n");
+    for i in 0..10_000 {
+        text.push_str(&format!("  - name: c{i}\n    image: busybox\n    command: [sleep, '3600']\n"));
+    }
+    sb.write_manifest("many.yaml", &manifest("many", &text));
+    let events = common::wait_for("the refusal", Duration::from_secs(30), || {
+        let events = agent.get("/events").unwrap();
+        events.contains("Too many: 10000").then_some(events)
+    });
+    assert!(events.contains("must have at most 256 items"), "{events}");
+    std::thread::sleep(Duration::from_secs(1));
+    let after = rss(agent.child.id());
+    eprintln!("RSS {before} KiB before, {after} KiB after the refusal");
+    assert!(after < before + 8 * 1024, "RSS {before} KiB before, {after} KiB after the refusal");
+    assert!(agent.pod("small").is_some() && agent.pod("many").is_none());
+}

@@ -268,6 +268,18 @@ fn decode_one(mut value: serde_json::Value) -> Result<Pod, Vec<String>> {
         }
         None => return Err(vec!["kind: Required value: a manifest must say `kind: Pod`".into()]),
     }
+    // Counted in the document before any container is decoded: a pod of 10,000 containers
+    // is refused without building 10,000 of them (validation says the same of fewer).
+    let count: usize = ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| value.get("spec")?.get(*k)?.as_array().map(Vec::len))
+        .sum();
+    if count > super::limits::MAX_CONTAINERS_PER_POD {
+        return Err(vec![format!(
+            "spec.containers: Too many: {count}: must have at most {} items (init and app containers together)",
+            super::limits::MAX_CONTAINERS_PER_POD
+        )]);
+    }
     let mut problems = Vec::new();
     let mut stripped: Vec<String> = Vec::new();
     // Every decode error is reported, not only the first: the field it names is taken

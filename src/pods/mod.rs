@@ -522,11 +522,7 @@ impl crate::manager::Manager for PodManager {
 /// so a large pod (up to the 1.5 MiB object limit, expanded env, thousands of statuses)
 /// would otherwise leave its RSS behind after it is gone.
 fn release_freed_memory() {
-    // SAFETY: malloc_trim only returns free pages of the allocator's arenas to the kernel.
-    #[cfg(target_env = "gnu")]
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::util::release_freed_memory();
 }
 
 /// The content hash of a static pod (`kubernetes.io/config.hash`), none for other pods.
