@@ -23,6 +23,17 @@ fn is_root() -> bool {
 }
 
 /// The `Key:` line of `/proc/<pid>/status`, its value with whitespace collapsed.
+/// Whether the test's own directory is on the root filesystem (a write there shows whether
+/// a workload's `/` is read-only); skips otherwise.
+fn work_on_root_fs(sb: &Sandbox) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let same = std::fs::metadata(sb.work()).unwrap().dev() == std::fs::metadata("/").unwrap().dev();
+    if !same {
+        common::skip("the test directory is not on the root filesystem");
+    }
+    same
+}
+
 fn status_line(pid: i32, key: &str) -> String {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap_or_else(|| panic!("no {key} in {text}"));
@@ -220,12 +231,7 @@ fn a_read_only_root_filesystem_cannot_be_written_by_the_workload_and_the_host_st
     // The test's own directory is on the root filesystem here (checked below): a write there
     // shows whether the workload's `/` is read-only.
     let target = sb.work().join("written-by-the-workload");
-    let same_fs = |p: &std::path::Path| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).unwrap().dev() == std::fs::metadata("/").unwrap().dev()
-    };
-    if !same_fs(&sb.work()) {
-        common::skip("the test directory is not on the root filesystem");
+    if !work_on_root_fs(&sb) {
         return;
     }
     let script = format!(
@@ -264,12 +270,7 @@ fn a_root_workload_cannot_undo_its_read_only_root_nor_see_the_nodes_processes() 
     let sb = Sandbox::new();
     let target = sb.work().join("written-by-the-workload");
     let t = target.display();
-    let same_fs = |p: &std::path::Path| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).unwrap().dev() == std::fs::metadata("/").unwrap().dev()
-    };
-    if !same_fs(&sb.work()) {
-        common::skip("the test directory is not on the root filesystem");
+    if !work_on_root_fs(&sb) {
         return;
     }
     let script = format!(

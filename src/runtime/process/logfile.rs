@@ -19,6 +19,13 @@ use std::time::{Duration, Instant, SystemTime};
 /// Longest content written in one record; longer lines are split into `P` records.
 pub const MAX_LINE: usize = 16 * 1024;
 
+/// Writes a line to the shim's own log (its stderr, `shim.log`). A line that cannot be
+/// written (a full disk) is lost, never fatal: `eprintln!` would panic.
+pub fn say(args: std::fmt::Arguments) {
+    use std::io::Write as _;
+    let _ = writeln!(io::stderr(), "{args}");
+}
+
 /// How long after a failed open the file is tried again.
 const REOPEN_PAUSE: Duration = Duration::from_secs(1);
 
@@ -96,7 +103,7 @@ impl LogFile {
     /// Writing failed: said in the shim's log when it starts failing.
     fn failed(&mut self, e: &io::Error) {
         if self.dropped == 0 {
-            super::shim::say(format_args!(
+            say(format_args!(
                 "shim: cannot write {}: {e}; the container's output is dropped until it can",
                 self.path.display()
             ));
@@ -138,10 +145,7 @@ impl LogFile {
             }
         }
         if self.dropped > 0 {
-            super::shim::say(format_args!(
-                "shim: {} record(s) of the container's output could not be written",
-                self.dropped
-            ));
+            say(format_args!("shim: {} record(s) of the container's output could not be written", self.dropped));
         }
     }
 
@@ -160,7 +164,7 @@ impl LogFile {
         }
         match self.try_record(stream, tag, content) {
             Ok(()) if self.dropped > 0 => {
-                super::shim::say(format_args!(
+                say(format_args!(
                     "shim: writing {} again; {} record(s) of the container's output were dropped",
                     self.path.display(),
                     self.dropped

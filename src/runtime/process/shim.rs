@@ -7,7 +7,7 @@
 //! and records how it exited. It is single-threaded: one `poll` loop over the output pipes
 //! and three signal pipes, waking only when something happens.
 
-use super::logfile::{LogFile, Stream};
+use super::logfile::{say, LogFile, Stream};
 use super::security;
 use super::{files, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
 use crate::runtime::ContainerConfig;
@@ -77,13 +77,6 @@ pub fn oom_kills(memory_cgroup: &Path) -> Option<u64> {
         }
     }
     None
-}
-
-/// Writes a line to the shim's own log (its stderr, `shim.log`). A line that cannot be
-/// written (a full disk) is lost, never fatal: `eprintln!` would panic.
-pub(super) fn say(args: std::fmt::Arguments) {
-    use std::io::Write as _;
-    let _ = writeln!(io::stderr(), "{args}");
 }
 
 /// Entry point of `ferrolet shim <dir>`; returns the shim's exit code.
