@@ -137,6 +137,13 @@ pub fn parse(
     read: &dyn Fn(&Path) -> Result<Vec<u8>, String>,
 ) -> Result<Connection, KubeconfigError> {
     let err = |field: &str, message: String| KubeconfigError { file: path.into(), field: field.into(), message };
+    use crate::api::strict::{yaml_flow_too_deep, MAX_YAML_FLOW_DEPTH};
+    if yaml_flow_too_deep(text, MAX_YAML_FLOW_DEPTH) {
+        return Err(err(
+            "-",
+            format!("not a kubeconfig: flow collections nested more than {MAX_YAML_FLOW_DEPTH} levels"),
+        ));
+    }
     let file: File = serde_norway::from_str(text).map_err(|e| err("-", format!("not a kubeconfig: {e}")))?;
     let base = path.parent().unwrap_or(Path::new("."));
     let resolve = |p: &str| if Path::new(p).is_absolute() { PathBuf::from(p) } else { base.join(p) };
@@ -334,5 +341,12 @@ mod tests {
         assert_eq!(base64_decode("aGVsbG8"), Some(b"hello".to_vec()));
         assert_eq!(base64_decode("aGVs\nbG8="), Some(b"hello".to_vec()));
         assert_eq!(base64_decode("a*b"), None);
+    }
+
+    #[test]
+    fn a_deeply_nested_kubeconfig_is_refused_before_it_is_parsed() {
+        let text = format!("apiVersion: v1\nclusters: {}", "[".repeat(50_000));
+        let e = parse_text(&text).unwrap_err();
+        assert!(e.contains("nested more than 1000 levels"), "{e}");
     }
 }
