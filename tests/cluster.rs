@@ -29,8 +29,19 @@ fn sleeper(name: &str, grace: i64) -> Value {
 
 /// `wait_for`, but a timeout shows the agent's log and the fake's.
 fn wait<T>(agent: &AgentProcess, api: &FakeApiserver, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    wait_long(agent, api, what, WAIT, f)
+}
+
+/// `wait` for up to `within`.
+fn wait_long<T>(
+    agent: &AgentProcess,
+    api: &FakeApiserver,
+    what: &str,
+    within: Duration,
+    f: impl FnMut() -> Option<T>,
+) -> T {
     let mut f = f;
-    let deadline = std::time::Instant::now() + WAIT;
+    let deadline = std::time::Instant::now() + within;
     loop {
         if let Some(v) = f() {
             return v;
@@ -419,30 +430,4 @@ fn a_node_list_over_32_mib_is_read_in_pages_after_a_restart_and_every_pod_keeps_
     wait(&agent, &api, "a pod bound afterwards runs", || {
         (phase(&api, "late").as_deref() == Some("Running")).then_some(())
     });
-}
-
-fn wait_long<T>(
-    agent: &AgentProcess,
-    api: &FakeApiserver,
-    what: &str,
-    within: Duration,
-    f: impl FnMut() -> Option<T>,
-) -> T {
-    let mut f = f;
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if std::time::Instant::now() > deadline {
-            let log = agent.log_text();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
-            panic!(
-                "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
-                tail.join("\n"),
-                api.log_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }

@@ -19,13 +19,19 @@ fn hup(agent: &AgentProcess) {
     unsafe { libc::kill(agent.child.id() as i32, libc::SIGHUP) };
 }
 
-#[test]
-fn sighup_applies_the_run_time_keys_and_refuses_a_file_that_needs_a_restart_or_is_broken() {
+/// A sandbox whose manifest directory has pod `a`, and another directory with pod `b`.
+fn two_manifest_dirs() -> (Sandbox, std::path::PathBuf) {
     let sb = Sandbox::new();
     sb.write_manifest("a.yaml", &sleeper("a"));
     let other = sb.dir.path().join("other-manifests");
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(other.join("b.yaml"), sleeper("b")).unwrap();
+    (sb, other)
+}
+
+#[test]
+fn sighup_applies_the_run_time_keys_and_refuses_a_file_that_needs_a_restart_or_is_broken() {
+    let (sb, other) = two_manifest_dirs();
     let cfg = sb.dir.path().join("ferrolet.toml");
     let agent = AgentProcess::start_with(&sb, |t| format!("log_level = \"info\"\n{t}"));
     wait_for("pod a", T, || agent.pod("a").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
@@ -88,11 +94,7 @@ fn sighup_applies_the_run_time_keys_and_refuses_a_file_that_needs_a_restart_or_i
 
 #[test]
 fn a_storm_of_sighups_is_one_reload_a_second_of_the_file_as_it_is_then() {
-    let sb = Sandbox::new();
-    sb.write_manifest("a.yaml", &sleeper("a"));
-    let other = sb.dir.path().join("other-manifests");
-    std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(other.join("b.yaml"), sleeper("b")).unwrap();
+    let (sb, other) = two_manifest_dirs();
     let cfg = sb.dir.path().join("ferrolet.toml");
     let agent = AgentProcess::start(&sb);
     wait_for("pod a", T, || agent.pod("a").filter(|p| p.status.as_ref().unwrap().phase == "Running"));

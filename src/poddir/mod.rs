@@ -574,6 +574,12 @@ mod tests {
         }
     }
 
+    /// A pod with an `emptyDir` `data` that container `app` mounts as `mounts` says.
+    fn pod_mounting(mounts: &str) -> Pod {
+        let text = format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  volumes: [{{name: data, emptyDir: {{}}}}]\n  containers:\n  - {{name: app, image: x, volumeMounts: {mounts}}}\n");
+        crate::api::manifest::decode_pods("p.yaml", &text).remove(0).unwrap()
+    }
+
     fn is_root() -> bool {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
@@ -617,12 +623,7 @@ mod tests {
         fs::create_dir(&node_dir).unwrap();
         let pd = PodDir::new(&dir.path().join("pods"), "uid1");
         let _removed = Removed(&pd);
-        let pod = crate::api::manifest::decode_pods(
-            "race.yaml",
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: race}\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - {name: app, image: x, volumeMounts: [{name: data, mountPath: /data, subPath: sub}]}\n",
-        )
-        .remove(0)
-        .unwrap();
+        let pod = pod_mounting("[{name: data, mountPath: /data, subPath: sub}]");
         let vol = pd.volume_path(&pod.spec.volumes[0]);
         fs::create_dir_all(vol.join("sub")).unwrap();
         let real = fs::metadata(vol.join("sub")).unwrap().ino();
@@ -695,12 +696,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pd = PodDir::new(&dir.path().join("pods"), "uid1");
         let _removed = Removed(&pd);
-        let pod = crate::api::manifest::decode_pods(
-            "pin.yaml",
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: pin}\nspec:\n  volumes: [{name: data, emptyDir: {}}]\n  containers:\n  - {name: app, image: x, volumeMounts: [{name: data, mountPath: /data, subPath: a/b}, {name: data, mountPath: /f, subPath: file}]}\n",
-        )
-        .remove(0)
-        .unwrap();
+        let pod =
+            pod_mounting("[{name: data, mountPath: /data, subPath: a/b}, {name: data, mountPath: /f, subPath: file}]");
         pd.prepare(&pod, &Facts::default(), 1 << 30).unwrap();
         let vol = pd.volume_path(&pod.spec.volumes[0]);
         fs::write(vol.join("file"), "content").unwrap();
