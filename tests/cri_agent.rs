@@ -324,6 +324,34 @@ fn removing_a_pod_leaves_no_sandbox_container_cgroup_or_log_directory() {
     assert!(!logs.exists(), "{} left", logs.display());
 }
 
+/// kubelet turns NotReady with "container runtime is down" 30 s after the runtime stopped
+/// answering, so no more pods are scheduled onto the node; and Ready again once it answers.
+#[test]
+fn the_node_is_not_ready_while_containerd_is_down_for_30_s() {
+    if common::cri::endpoint().is_none() {
+        return;
+    }
+    let containerd = common::cri::OwnContainerd::start();
+    let Some(node) = CriNode::on(containerd.endpoint()) else { return };
+    let agent = node.start();
+    let ready = |agent: &AgentProcess| -> (String, String) {
+        let n: ferrolet::api::Node = serde_json::from_str(&agent.get("/node").unwrap()).unwrap();
+        let c = n.status.conditions.into_iter().find(|c| c.type_ == "Ready").unwrap();
+        (c.status, c.message)
+    };
+    assert_eq!(ready(&agent).0, "True");
+    let down = std::time::Instant::now();
+    containerd.stop();
+    let (status, message) =
+        wait_for("Ready False", Duration::from_secs(60), || Some(ready(&agent)).filter(|(s, _)| s == "False"));
+    assert!(down.elapsed() >= Duration::from_secs(29), "not before 30 s: {:?}", down.elapsed());
+    assert_eq!(status, "False");
+    assert!(message.starts_with("container runtime is down: no answer for "), "{message}");
+    assert_eq!(agent.get("/healthz").unwrap(), "ok", "the agent itself is healthy");
+    containerd.script("up.sh");
+    wait_for("Ready again", Duration::from_secs(60), || (ready(&agent).0 == "True").then_some(()));
+}
+
 #[test]
 fn a_containerd_restart_restarts_no_pod_and_the_agent_says_so_once_each_way() {
     if common::cri::endpoint().is_none() {
