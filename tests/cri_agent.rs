@@ -352,6 +352,41 @@ fn the_node_is_not_ready_while_containerd_is_down_for_30_s() {
     wait_for("Ready again", Duration::from_secs(60), || (ready(&agent).0 == "True").then_some(()));
 }
 
+/// Without its CNI plugin containerd cannot make a pod-network sandbox, leaves a NOT_READY
+/// one behind, and cannot tear that one down either. As kubelet's pod sync, no new sandbox
+/// is made while the dead one cannot be removed, and the removal is tried under back-off
+/// (at 10 s, then 20 s later), not at every sync: one dead sandbox, not one a second.
+#[test]
+fn a_missing_cni_plugin_leaves_one_dead_sandbox_tried_under_back_off() {
+    if common::cri::endpoint().is_none() {
+        return;
+    }
+    let containerd = common::cri::OwnContainerd::start();
+    containerd.break_cni();
+    let Some(node) = CriNode::on(containerd.endpoint()) else { return };
+    node.sb.write_manifest(
+        "netless.yaml",
+        &manifest(
+            "netless",
+            &format!("  containers:\n  - name: app\n    image: {}\n    command: [sleep, '3600']\n", busybox()),
+        ),
+    );
+    let agent = node.start();
+    let p = wait_for("the pod", WAIT, || node.pod(&agent, "netless"));
+    node.own(&uid(&p));
+    let mut most = 0;
+    for _ in 0..35 {
+        most = most.max(node.sandboxes().len());
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let list: ferrolet::api::EventList = serde_json::from_str(&agent.get("/events").unwrap()).unwrap();
+    let made: i32 = list.items.iter().filter(|e| e.reason == "FailedCreatePodSandBox").map(|e| e.count).sum();
+    let removals = agent.log_text().matches("cannot remove dead sandbox").count();
+    eprintln!("{made} sandbox(es) made, {removals} removal(s) tried, at most {most} sandbox(es) at once in 35 s");
+    assert_eq!((made, most), (1, 1), "{:?}", list.items);
+    assert!((1..=3).contains(&removals), "{removals} removals tried in 35 s (at 10 and 30 s)");
+}
+
 #[test]
 fn a_containerd_restart_restarts_no_pod_and_the_agent_says_so_once_each_way() {
     if common::cri::endpoint().is_none() {

@@ -58,10 +58,15 @@ impl PodManager {
             post_start_running: self.post_start_running(uid),
             now,
         });
-        for id in &actions.remove_sandboxes {
-            let removed = self.mutate().stop_pod_sandbox(id).and_then(|_| self.mutate().remove_pod_sandbox(id));
-            if let Err(e) = removed {
-                log::warn!("pods: pod {}: cannot remove dead sandbox {id}: {}", pod.key(), Chain(&e));
+        let key = super::actions::sandbox_key(uid);
+        // Under the sandbox back-off too: a runtime that cannot tear a sandbox down (its
+        // CNI plugin gone) is asked again in 10 s, 20 s, … not at every sync.
+        if !actions.remove_sandboxes.is_empty() && !self.backoff.in_backoff_since_update(&key, now) {
+            for id in &actions.remove_sandboxes {
+                if !self.remove_sandbox(&pod, id) {
+                    self.backoff.next(&key, now, now);
+                    break;
+                }
             }
         }
         if actions.sandbox_back_off {
@@ -74,11 +79,15 @@ impl PodManager {
                 if !self.image_ready(&pod, None, now) {
                     return;
                 }
-                let key = super::actions::sandbox_key(uid);
                 if let Some(s) = dead {
-                    // A sandbox that died: the next one waits longer each time.
+                    // A sandbox that died: the next one waits longer each time, and is not
+                    // made while the dead one cannot be removed (as kubelet's pod sync stops
+                    // at a sandbox it cannot kill): one dead sandbox at most, not one more
+                    // at every try.
                     self.backoff.next(&key, now, now);
-                    self.replace_dead_sandbox(&pod, s, view.containers);
+                    if !self.replace_dead_sandbox(&pod, s, view.containers) {
+                        return;
+                    }
                 }
                 match self.run_sandbox(&pod, view.next_sandbox_attempt()) {
                     Some(id) => id,
@@ -138,15 +147,19 @@ impl PodManager {
     /// kubelet's `SandboxChanged` event; the dead sandbox is removed at once when it holds
     /// no container instance (a sandbox whose network never came up), else with the pod, so
     /// the instances in it still count restarts.
-    fn replace_dead_sandbox(&mut self, pod: &Pod, dead: &SandboxInfo, containers: &[ContainerInfo]) {
+    /// Returns false when the dead sandbox had to go and could not.
+    fn replace_dead_sandbox(&mut self, pod: &Pod, dead: &SandboxInfo, containers: &[ContainerInfo]) -> bool {
         self.event(pod, None, false, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
-        if containers.iter().all(|c| c.sandbox_id != dead.id) {
-            let removed =
-                self.mutate().stop_pod_sandbox(&dead.id).and_then(|_| self.mutate().remove_pod_sandbox(&dead.id));
-            if let Err(e) = removed {
-                log::warn!("pods: pod {}: cannot remove dead sandbox {}: {}", pod.key(), dead.id, Chain(&e));
-            }
+        containers.iter().any(|c| c.sandbox_id == dead.id) || self.remove_sandbox(pod, &dead.id)
+    }
+
+    /// Stops and removes sandbox `id` of `pod`; false (said) when the runtime cannot.
+    fn remove_sandbox(&self, pod: &Pod, id: &str) -> bool {
+        let removed = self.mutate().stop_pod_sandbox(id).and_then(|_| self.mutate().remove_pod_sandbox(id));
+        if let Err(e) = &removed {
+            log::warn!("pods: pod {}: cannot remove dead sandbox {id}: {}", pod.key(), Chain(e));
         }
+        removed.is_ok()
     }
 
     /// Creates the pod's sandbox; `None` (with `FailedCreatePodSandBox`) when it fails.

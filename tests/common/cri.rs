@@ -283,6 +283,17 @@ impl OwnContainerd {
         own
     }
 
+    /// Breaks its pod network as a missing CNI plugin does: the network's plugin type is
+    /// one that does not exist (containerd reads its CNI directory again by itself).
+    pub fn break_cni(&self) {
+        let dir = format!("{}/cni/net.d", self.base);
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            std::fs::write(e.path(), text.replace("\"type\": \"bridge\"", "\"type\": \"ferrolet-missing-plugin\""))
+                .unwrap();
+        }
+    }
+
     /// A value of its `env` file (`FERROLET_CRI_SNAPSHOTTER`, …).
     pub fn env(&self, key: &str) -> String {
         let text = std::fs::read_to_string(format!("{}/env", self.base)).unwrap();
