@@ -1,21 +1,38 @@
 //! The hook threads (`fl-hook`): one per running hook, at most `MAX_RUNNING_HOOKS`, in a
 //! `ThreadSet` that reaps those that ended. Each runs one handler (bounded by its timeout)
-//! and publishes a `HookDone`. At stop a `sleep` ends at once; an `exec` or HTTP call in
-//! flight (bounded by its timeout) is waited for `IN_CALL_STOP_TIMEOUT`, then left to end.
+//! and publishes a `HookDone`. Past `MAX_RUNNING_HOOKS` a hook waits in a queue (at most
+//! `MAX_QUEUED_HOOKS`) that each thread takes from when its hook is done: a bound on
+//! concurrency queues, it does not fail a `postStart` (and so kill its container). At stop
+//! the queue is dropped, a `sleep` ends at once; an `exec` or HTTP call in flight (bounded
+//! by its timeout) is waited for `IN_CALL_STOP_TIMEOUT`, then left to end.
 
 use super::{handlers, HookDone, HookError, HookRequest, HookSink, MAX_RUNNING_HOOKS, THREAD};
 use crate::manager::{Exit, Health, Publisher, StopTimeout};
 use crate::prober::probes::Lookups;
 use crate::prober::threads::{ThreadSet, ThreadSetError};
 use crate::runtime::ContainerRuntime;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Hooks waiting for a thread.
+pub const MAX_QUEUED_HOOKS: usize = 1024;
+
+/// The hooks waiting for a thread, and how many threads take from them.
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<HookRequest>,
+    running: usize,
+    closed: bool,
+}
 
 /// The hook threads, shared by the pod manager (which starts hooks) and the agent (which
 /// stops them).
 #[derive(Clone)]
 pub struct HookRunner {
     threads: Arc<ThreadSet>,
+    queue: Arc<Mutex<Queue>>,
     /// Host name lookups of `httpGet` hooks to a name.
     lookups: Lookups,
     runtime: Arc<dyn ContainerRuntime>,
@@ -26,7 +43,9 @@ impl HookRunner {
     /// No hook runs yet; threads are registered in `health`, answers go to `done`.
     pub fn new(runtime: Arc<dyn ContainerRuntime>, done: Publisher<HookDone>, health: &Health) -> HookRunner {
         HookRunner {
-            threads: Arc::new(ThreadSet::new(MAX_RUNNING_HOOKS, health)),
+            // Room for a thread that gave its place up and has not ended yet.
+            threads: Arc::new(ThreadSet::new(2 * MAX_RUNNING_HOOKS, health)),
+            queue: Arc::default(),
             lookups: Lookups::new(health),
             runtime,
             done,
@@ -36,6 +55,11 @@ impl HookRunner {
     /// Stops every hook thread and waits up to `timeout`; returns those still inside an
     /// exec or HTTP call (each ends by its own timeout).
     pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+        {
+            let mut q = self.queue.lock();
+            q.closed = true;
+            q.waiting.clear();
+        }
         self.lookups.signal_stop();
         let mut late = self.threads.stop(timeout);
         late.extend(self.lookups.stop(timeout));
@@ -45,17 +69,48 @@ impl HookRunner {
 
 impl HookSink for HookRunner {
     fn submit(&self, req: HookRequest) -> Result<(), HookError> {
-        let (runtime, lookups, done) = (self.runtime.clone(), self.lookups.clone(), self.done.clone());
+        {
+            let mut q = self.queue.lock();
+            if q.closed {
+                return Err(HookError::Stopping);
+            }
+            if q.running >= MAX_RUNNING_HOOKS {
+                if q.waiting.len() >= MAX_QUEUED_HOOKS {
+                    return Err(HookError::Busy { max: MAX_RUNNING_HOOKS + MAX_QUEUED_HOOKS });
+                }
+                q.waiting.push_back(req);
+                return Ok(());
+            }
+            q.running += 1;
+        }
+        let (runtime, lookups, done, queue) =
+            (self.runtime.clone(), self.lookups.clone(), self.done.clone(), self.queue.clone());
         let started = self.threads.spawn(THREAD, move |stop| {
-            if let Some(result) = handlers::run(&req, &runtime, &lookups, &stop) {
-                done.publish(HookDone { kind: req.kind, pod_uid: req.pod_uid, container_id: req.container_id, result });
+            let mut next = Some(req);
+            while let Some(req) = next {
+                if let Some(result) = handlers::run(&req, &runtime, &lookups, &stop) {
+                    done.publish(HookDone {
+                        kind: req.kind,
+                        pod_uid: req.pod_uid,
+                        container_id: req.container_id,
+                        result,
+                    });
+                }
+                let mut q = queue.lock();
+                next = if stop.is_stopped() { None } else { q.waiting.pop_front() };
+                if next.is_none() {
+                    q.running -= 1;
+                }
             }
             Exit::Done
         });
-        started.map_err(|e| match e {
-            ThreadSetError::Full { max, .. } => HookError::Busy { max },
-            ThreadSetError::Stopping => HookError::Stopping,
-            ThreadSetError::SpawnThread { source, .. } => HookError::SpawnThread { source },
+        started.map_err(|e| {
+            self.queue.lock().running -= 1;
+            match e {
+                ThreadSetError::Full { max, .. } => HookError::Busy { max },
+                ThreadSetError::Stopping => HookError::Stopping,
+                ThreadSetError::SpawnThread { source, .. } => HookError::SpawnThread { source },
+            }
         })
     }
 }
@@ -121,6 +176,27 @@ mod tests {
             done.result.unwrap_err(),
             "Exec lifecycle hook ([\"true\"]) for Container \"app\" in Pod \"p_default(u1)\" failed - error: container c1 not found, message: \"\""
         );
+        assert!(runner.stop(Duration::from_secs(2)).is_empty());
+    }
+
+    #[test]
+    fn hooks_past_the_thread_bound_wait_their_turn_and_all_answer() {
+        let health = Health::default();
+        let rt = Arc::new(FakeRuntime::new(FakeClock::new(std::time::SystemTime::UNIX_EPOCH)));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let runner = HookRunner::new(rt, Publisher::new(move |d| drop(tx.send(d))), &health);
+        let n = MAX_RUNNING_HOOKS + 10;
+        for i in 0..n {
+            let mut req = sleep_hook(1);
+            req.container_id = format!("c{i}");
+            runner.submit(req).unwrap();
+        }
+        let mut answered = std::collections::HashSet::new();
+        while answered.len() < n {
+            let done = rx.recv_timeout(Duration::from_secs(10)).expect("every hook answers");
+            assert_eq!(done.result, Ok(()));
+            answered.insert(done.container_id);
+        }
         assert!(runner.stop(Duration::from_secs(2)).is_empty());
     }
 }
