@@ -333,6 +333,108 @@ pub fn stop_all(workers: impl IntoIterator<Item = Worker>, timeout: Duration) ->
     workers.into_iter().filter_map(|w| w.join(deadline).err()).map(|e| StopTimeout { timeout, ..e }).collect()
 }
 
+/// One piece of work for a `JobQueue`'s threads; it may look at their stop signal.
+pub type Job = Box<dyn FnOnce(&StopSignal) + Send>;
+
+/// Why a `JobQueue` did not take a job.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// Its threads are busy and its queue is full.
+    #[error("at most {max} at once, and as many are already asked")]
+    Full {
+        /// Threads and queue together.
+        max: usize,
+    },
+    /// It is stopping.
+    #[error("it is stopping")]
+    Closed,
+    /// A thread could not be started.
+    #[error("cannot start a thread")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// Threads named `name`, at most `max` at once, taking jobs from one queue of at most
+/// `max_queued`: a bound on concurrency that queues instead of refusing. A thread is
+/// started for a job while fewer than `max` run; past that the job waits, and each thread
+/// takes the next one when its job is done, ending when none is left. Finished threads are
+/// reaped as jobs come; `stop` drops what waits and joins the threads.
+pub struct JobQueue {
+    name: &'static str,
+    max: usize,
+    max_queued: usize,
+    health: Health,
+    inner: Arc<Mutex<Jobs>>,
+}
+
+#[derive(Default)]
+struct Jobs {
+    waiting: std::collections::VecDeque<Job>,
+    /// Threads taking jobs (each gives its place up when it finds the queue empty).
+    running: usize,
+    closed: bool,
+    workers: Vec<Worker>,
+}
+
+impl JobQueue {
+    /// No thread runs yet; threads are registered in `health`.
+    pub fn new(name: &'static str, max: usize, max_queued: usize, health: &Health) -> JobQueue {
+        JobQueue { name, max, max_queued, health: health.clone(), inner: Arc::default() }
+    }
+
+    /// Runs `job` on a thread of its own, or queues it.
+    pub fn submit(&self, job: Job) -> Result<(), JobError> {
+        let mut q = self.inner.lock();
+        if q.closed {
+            return Err(JobError::Closed);
+        }
+        q.workers.retain(|w| !w.is_finished());
+        if q.running >= self.max {
+            if q.waiting.len() >= self.max_queued {
+                return Err(JobError::Full { max: self.max + self.max_queued });
+            }
+            q.waiting.push_back(job);
+            return Ok(());
+        }
+        let inner = self.inner.clone();
+        let worker = Worker::spawn(self.name, &self.health, move |stop| {
+            let mut next = Some(job);
+            while let Some(job) = next {
+                job(&stop);
+                let mut q = inner.lock();
+                next = if stop.is_stopped() { None } else { q.waiting.pop_front() };
+                if next.is_none() {
+                    q.running -= 1;
+                }
+            }
+            Exit::Done
+        })
+        .map_err(JobError::Spawn)?;
+        q.running += 1;
+        q.workers.push(worker);
+        Ok(())
+    }
+
+    /// Jobs waiting for a thread.
+    pub fn waiting(&self) -> usize {
+        self.inner.lock().waiting.len()
+    }
+
+    /// Takes no more jobs and drops those waiting; returns how many were dropped.
+    pub fn close(&self) -> usize {
+        let mut q = self.inner.lock();
+        q.closed = true;
+        std::mem::take(&mut q.waiting).len()
+    }
+
+    /// `close`, then signals every thread and joins them within `timeout`; returns the
+    /// ones that did not end in time.
+    pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+        self.close();
+        let workers = std::mem::take(&mut self.inner.lock().workers);
+        stop_all(workers, timeout)
+    }
+}
+
 /// A running manager: its command sender and the worker that runs it.
 pub struct ManagerHandle<C> {
     commands: Sender<C>,
@@ -507,6 +609,40 @@ mod tests {
         assert!(health.unresponsive(Duration::from_secs(10)).is_empty());
         assert_eq!(health.busy_for(Duration::ZERO), Vec::new());
         h.stop(Duration::from_secs(2)).unwrap();
+    }
+
+    #[test]
+    fn a_job_queue_runs_at_most_its_bound_at_once_and_queues_the_rest() {
+        use std::sync::atomic::AtomicUsize;
+        let health = Health::default();
+        let jobs = JobQueue::new("fl-test-job", 3, 5, &health);
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (started, done, (release_tx, release)) = (unbounded(), unbounded(), unbounded::<()>());
+        for _ in 0..8 {
+            let (now, most, started, done, release) =
+                (now.clone(), most.clone(), started.0.clone(), done.0.clone(), release.clone());
+            jobs.submit(Box::new(move |_| {
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                let _ = started.send(());
+                let _ = release.recv();
+                now.fetch_sub(1, Ordering::SeqCst);
+                let _ = done.send(());
+            }))
+            .unwrap();
+        }
+        for _ in 0..3 {
+            started.1.recv_timeout(Duration::from_secs(5)).unwrap();
+        }
+        // Three run, five wait in the queue, and a ninth is refused.
+        assert_eq!((now.load(Ordering::SeqCst), jobs.waiting()), (3, 5));
+        assert!(matches!(jobs.submit(Box::new(|_| {})), Err(JobError::Full { max: 8 })));
+        for _ in 0..8 {
+            release_tx.send(()).unwrap();
+            done.1.recv_timeout(Duration::from_secs(5)).unwrap();
+        }
+        assert_eq!((most.load(Ordering::SeqCst), jobs.waiting()), (3, 0), "never more than three at once");
+        assert!(jobs.stop(Duration::from_secs(2)).is_empty());
+        assert!(matches!(jobs.submit(Box::new(|_| {})), Err(JobError::Closed)));
     }
 
     #[test]

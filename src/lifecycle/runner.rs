@@ -1,38 +1,25 @@
-//! The hook threads (`fl-hook`): one per running hook, at most `MAX_RUNNING_HOOKS`, in a
-//! `ThreadSet` that reaps those that ended. Each runs one handler (bounded by its timeout)
-//! and publishes a `HookDone`. Past `MAX_RUNNING_HOOKS` a hook waits in a queue (at most
-//! `MAX_QUEUED_HOOKS`) that each thread takes from when its hook is done: a bound on
-//! concurrency queues, it does not fail a `postStart` (and so kill its container). At stop
-//! the queue is dropped, a `sleep` ends at once; an `exec` or HTTP call in flight (bounded
-//! by its timeout) is waited for `IN_CALL_STOP_TIMEOUT`, then left to end.
+//! The hook threads (`fl-hook`): a `manager::JobQueue` of at most `MAX_RUNNING_HOOKS`
+//! threads, with up to `MAX_QUEUED_HOOKS` hooks waiting their turn (a bound on concurrency
+//! queues: it does not fail a `postStart`, and so kill its container). Each hook runs one
+//! handler (bounded by its timeout) and publishes a `HookDone`. At stop what waits is
+//! dropped, a `sleep` ends at once; an `exec` or HTTP call in flight (bounded by its
+//! timeout) is waited for `IN_CALL_STOP_TIMEOUT`, then left to end.
 
 use super::{handlers, HookDone, HookError, HookRequest, HookSink, MAX_RUNNING_HOOKS, THREAD};
-use crate::manager::{Exit, Health, Publisher, StopTimeout};
+use crate::manager::{Health, JobError, JobQueue, Publisher, StopTimeout};
 use crate::prober::probes::Lookups;
-use crate::prober::threads::{ThreadSet, ThreadSetError};
 use crate::runtime::ContainerRuntime;
-use parking_lot::Mutex;
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Hooks waiting for a thread.
 pub const MAX_QUEUED_HOOKS: usize = 1024;
 
-/// The hooks waiting for a thread, and how many threads take from them.
-#[derive(Default)]
-struct Queue {
-    waiting: VecDeque<HookRequest>,
-    running: usize,
-    closed: bool,
-}
-
 /// The hook threads, shared by the pod manager (which starts hooks) and the agent (which
 /// stops them).
 #[derive(Clone)]
 pub struct HookRunner {
-    threads: Arc<ThreadSet>,
-    queue: Arc<Mutex<Queue>>,
+    jobs: Arc<JobQueue>,
     /// Host name lookups of `httpGet` hooks to a name.
     lookups: Lookups,
     runtime: Arc<dyn ContainerRuntime>,
@@ -43,9 +30,7 @@ impl HookRunner {
     /// No hook runs yet; threads are registered in `health`, answers go to `done`.
     pub fn new(runtime: Arc<dyn ContainerRuntime>, done: Publisher<HookDone>, health: &Health) -> HookRunner {
         HookRunner {
-            // Room for a thread that gave its place up and has not ended yet.
-            threads: Arc::new(ThreadSet::new(2 * MAX_RUNNING_HOOKS, health)),
-            queue: Arc::default(),
+            jobs: Arc::new(JobQueue::new(THREAD, MAX_RUNNING_HOOKS, MAX_QUEUED_HOOKS, health)),
             lookups: Lookups::new(health),
             runtime,
             done,
@@ -55,13 +40,9 @@ impl HookRunner {
     /// Stops every hook thread and waits up to `timeout`; returns those still inside an
     /// exec or HTTP call (each ends by its own timeout).
     pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
-        {
-            let mut q = self.queue.lock();
-            q.closed = true;
-            q.waiting.clear();
-        }
+        self.jobs.close();
         self.lookups.signal_stop();
-        let mut late = self.threads.stop(timeout);
+        let mut late = self.jobs.stop(timeout);
         late.extend(self.lookups.stop(timeout));
         late
     }
@@ -69,48 +50,16 @@ impl HookRunner {
 
 impl HookSink for HookRunner {
     fn submit(&self, req: HookRequest) -> Result<(), HookError> {
-        {
-            let mut q = self.queue.lock();
-            if q.closed {
-                return Err(HookError::Stopping);
+        let (runtime, lookups, done) = (self.runtime.clone(), self.lookups.clone(), self.done.clone());
+        let submitted = self.jobs.submit(Box::new(move |stop| {
+            if let Some(result) = handlers::run(&req, &runtime, &lookups, stop) {
+                done.publish(HookDone { kind: req.kind, pod_uid: req.pod_uid, container_id: req.container_id, result });
             }
-            if q.running >= MAX_RUNNING_HOOKS {
-                if q.waiting.len() >= MAX_QUEUED_HOOKS {
-                    return Err(HookError::Busy { max: MAX_RUNNING_HOOKS + MAX_QUEUED_HOOKS });
-                }
-                q.waiting.push_back(req);
-                return Ok(());
-            }
-            q.running += 1;
-        }
-        let (runtime, lookups, done, queue) =
-            (self.runtime.clone(), self.lookups.clone(), self.done.clone(), self.queue.clone());
-        let started = self.threads.spawn(THREAD, move |stop| {
-            let mut next = Some(req);
-            while let Some(req) = next {
-                if let Some(result) = handlers::run(&req, &runtime, &lookups, &stop) {
-                    done.publish(HookDone {
-                        kind: req.kind,
-                        pod_uid: req.pod_uid,
-                        container_id: req.container_id,
-                        result,
-                    });
-                }
-                let mut q = queue.lock();
-                next = if stop.is_stopped() { None } else { q.waiting.pop_front() };
-                if next.is_none() {
-                    q.running -= 1;
-                }
-            }
-            Exit::Done
-        });
-        started.map_err(|e| {
-            self.queue.lock().running -= 1;
-            match e {
-                ThreadSetError::Full { max, .. } => HookError::Busy { max },
-                ThreadSetError::Stopping => HookError::Stopping,
-                ThreadSetError::SpawnThread { source, .. } => HookError::SpawnThread { source },
-            }
+        }));
+        submitted.map_err(|e| match e {
+            JobError::Full { max } => HookError::Busy { max },
+            JobError::Closed => HookError::Stopping,
+            JobError::Spawn(source) => HookError::SpawnThread { source },
         })
     }
 }

@@ -4,15 +4,14 @@
 //! `labels::MANAGED_BY`, so other pods in the same containerd are never seen.
 //!
 //! `StopContainer` blocks for up to the grace period, but the trait promises that
-//! `stop_container` returns at once: stops run on owned `manager::Worker`s (`fl-cri-stop`,
-//! at most `MAX_STOPS` at a time); past that they wait in a queue (of at most
-//! `MAX_QUEUED_STOPS`), which each thread takes from when its stop is done, so a pod of 100
+//! `stop_container` returns at once: stops run on a `manager::JobQueue` (`fl-cri-stop`, at
+//! most `MAX_STOPS` at a time, up to `MAX_QUEUED_STOPS` waiting), so a pod of 100
 //! containers, or 100 pods removed at once, are all stopped, 32 at a time. `stop` joins
 //! the threads.
 
 use super::client::{CriClient, CriError};
 use super::translate;
-use crate::manager::{stop_all, Exit, Health, StopTimeout, Worker};
+use crate::manager::{Health, JobError, JobQueue, StopTimeout};
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
 use crate::runtime::exec::ExecStart;
 use crate::runtime::logrotate;
@@ -34,34 +33,6 @@ pub const MAX_STOPS: usize = 32;
 pub const MAX_QUEUED_STOPS: usize = 4096;
 /// The name of the stop threads.
 const STOP_THREAD: &str = "fl-cri-stop";
-
-/// One container stop.
-struct Stop {
-    id: String,
-    grace: Duration,
-    /// `container <name> (<id>)`, for its log line.
-    object: String,
-}
-
-/// The container stops: those in flight, those waiting for a thread, the threads.
-#[derive(Default)]
-struct Stops {
-    /// No more stops are taken (the runtime is stopping).
-    closed: bool,
-    running: Vec<(String, Duration)>,
-    waiting: std::collections::VecDeque<Stop>,
-    /// Threads taking stops (each ends when it finds the queue empty).
-    threads: usize,
-    workers: Vec<Worker>,
-}
-
-impl Stops {
-    /// Whether a stop of `id` with a grace period no longer than `grace` is already asked.
-    fn covers(&self, id: &str, grace: Duration) -> bool {
-        self.running.iter().any(|(i, g)| i == id && *g <= grace)
-            || self.waiting.iter().any(|s| s.id == id && s.grace <= grace)
-    }
-}
 
 /// What the runtime keeps of a container between relists.
 struct Known {
@@ -108,10 +79,11 @@ pub struct CriRuntime {
     pause_seen: AtomicBool,
     /// The labels of this node's objects (`translate::owner_labels`).
     owner: HashMap<String, String>,
-    health: Health,
     sandboxes: Mutex<HashMap<String, KnownSandbox>>,
     containers: Mutex<HashMap<String, Known>>,
-    stops: Arc<Mutex<Stops>>,
+    stops: JobQueue,
+    /// The stops asked and not done yet (in flight or waiting), by container id and grace.
+    asked: Arc<Mutex<Vec<(String, Duration)>>>,
     /// Log rotation, if on, and when logs were last looked at.
     logs: Option<LogRotation>,
     logs_checked: Mutex<Option<Instant>>,
@@ -132,10 +104,10 @@ impl CriRuntime {
             pause_image: pause_image.into(),
             pause_seen: AtomicBool::new(false),
             owner: translate::owner_labels(node),
-            health: health.clone(),
             sandboxes: Mutex::new(HashMap::new()),
             containers: Mutex::new(HashMap::new()),
-            stops: Arc::new(Mutex::new(Stops::default())),
+            stops: JobQueue::new(STOP_THREAD, MAX_STOPS, MAX_QUEUED_STOPS, health),
+            asked: Arc::default(),
             logs: None,
             logs_checked: Mutex::new(None),
             version: String::new(),
@@ -229,22 +201,17 @@ impl CriRuntime {
     /// bounded by its grace period plus the call timeout); returns the ones still running.
     /// Stops waiting for a thread are dropped (the pod manager asks again after a restart).
     pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
-        let workers: Vec<Worker> = {
-            let mut s = self.stops.lock();
-            s.closed = true;
-            if !s.waiting.is_empty() {
-                log::info!("cri: {} container stop(s) not sent (the agent is stopping)", s.waiting.len());
-                s.waiting.clear();
-            }
-            s.workers.drain(..).collect()
-        };
-        stop_all(workers, timeout)
+        let dropped = self.stops.close();
+        if dropped > 0 {
+            log::info!("cri: {dropped} container stop(s) not sent (the agent is stopping)");
+        }
+        // The stops in flight are bounded by their calls (the stop signal is not watched).
+        self.stops.stop(timeout)
     }
 
     /// Container stops in flight or waiting for a thread.
     pub fn stops_in_flight(&self) -> usize {
-        let s = self.stops.lock();
-        s.running.len() + s.waiting.len()
+        self.asked.lock().len()
     }
 
     /// Maps a failed call about `object`; the runtime's NOT_FOUND becomes `NotFound`.
@@ -303,62 +270,38 @@ impl CriRuntime {
         }
     }
 
-    /// Asks for a stop of `id` unless one with no longer a grace period is asked already:
-    /// on a thread of its own while fewer than `MAX_STOPS` run, else in the queue.
+    /// Asks for a stop of `id` unless one with no longer a grace period is asked already.
     fn spawn_stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
-        let mut s = self.stops.lock();
-        if s.closed {
-            return Err(RuntimeError::Unsupported {
-                runtime: "cri",
-                what: "stopping containers while shutting down".into(),
-            });
-        }
-        if s.covers(id, grace) {
+        let mut asked = self.asked.lock();
+        if asked.iter().any(|(i, g)| i == id && *g <= grace) {
             return Ok(());
         }
-        let stop = Stop { id: id.into(), grace, object: self.container_object(id) };
-        s.workers.retain(|w| !w.is_finished());
-        if s.threads >= MAX_STOPS {
-            if s.waiting.len() >= MAX_QUEUED_STOPS {
-                return Err(RuntimeError::Busy { what: "container stops", max: MAX_QUEUED_STOPS });
+        let (client, done) = (self.client.clone(), self.asked.clone());
+        let (cid, object, seconds) =
+            (id.to_string(), self.container_object(id), translate::stop_timeout_seconds(grace));
+        let submitted = self.stops.submit(Box::new(move |_stop| {
+            // Bounded by its grace period plus the call timeout.
+            match client.stop_container(&cid, seconds) {
+                Ok(()) => log::debug!("cri: {object} stopped"),
+                Err(e) if e.is_not_found() => log::debug!("cri: {object} was already gone"),
+                Err(e) => log::warn!("cri: stopping {object}: {}", Chain(&e)),
             }
-            s.waiting.push_back(stop);
-            return Ok(());
-        }
-        let (client, stops) = (self.client.clone(), self.stops.clone());
-        s.running.push((stop.id.clone(), grace));
-        let worker = Worker::spawn(STOP_THREAD, &self.health, move |_stop| {
-            // Each call is bounded by its grace period plus the call timeout, so the stop
-            // signal is not watched: `stop` waits for the thread at most that long (the
-            // queue is emptied first).
-            let mut next = Some(stop);
-            while let Some(stop) = next {
-                let seconds = translate::stop_timeout_seconds(stop.grace);
-                match client.stop_container(&stop.id, seconds) {
-                    Ok(()) => log::debug!("cri: {} stopped", stop.object),
-                    Err(e) if e.is_not_found() => log::debug!("cri: {} was already gone", stop.object),
-                    Err(e) => log::warn!("cri: stopping {}: {}", stop.object, Chain(&e)),
-                }
-                let mut s = stops.lock();
-                if let Some(i) = s.running.iter().position(|(i, g)| *i == stop.id && *g == stop.grace) {
-                    s.running.swap_remove(i);
-                }
-                next = s.waiting.pop_front();
-                match &next {
-                    Some(n) => s.running.push((n.id.clone(), n.grace)),
-                    None => s.threads -= 1,
-                }
+            let mut asked = done.lock();
+            if let Some(i) = asked.iter().position(|(i, g)| *i == cid && *g == grace) {
+                asked.swap_remove(i);
             }
-            Exit::Done
-        });
-        match worker {
-            Ok(w) => {
-                s.threads += 1;
-                s.workers.push(w);
+        }));
+        match submitted {
+            Ok(()) => {
+                asked.push((id.to_string(), grace));
                 Ok(())
             }
-            Err(source) => {
-                s.running.pop();
+            Err(JobError::Full { max }) => Err(RuntimeError::Busy { what: "container stops", max }),
+            Err(JobError::Closed) => Err(RuntimeError::Unsupported {
+                runtime: "cri",
+                what: "stopping containers while shutting down".into(),
+            }),
+            Err(JobError::Spawn(source)) => {
                 Err(RuntimeError::Process { action: format!("starting a {STOP_THREAD} thread for {id}"), source })
             }
         }
