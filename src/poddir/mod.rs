@@ -20,6 +20,7 @@ use crate::api::{Container, Pod};
 use crate::runtime::{Mount, Propagation};
 use std::fs;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -348,35 +349,16 @@ fn own(root: &Path, gid: u32, read_only: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// An open descriptor (closed when dropped).
-struct Fd(libc::c_int);
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: the descriptor is ours and closed once.
-        unsafe { libc::close(self.0) };
+/// `openat(dir, name, flags | O_CLOEXEC)`, owned as a `File` (an `O_PATH` descriptor
+/// answers `metadata`, and `/proc/self/fd/N` names what it holds).
+fn open_at(dir: RawFd, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<fs::File> {
+    // SAFETY: a valid NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
     }
-}
-
-impl Fd {
-    /// `openat(dir, name, flags | O_CLOEXEC)`.
-    fn open_at(dir: libc::c_int, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<Fd> {
-        // SAFETY: a valid NUL-terminated name; the result is checked.
-        let fd = unsafe { libc::openat(dir, name.as_ptr(), flags | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Fd(fd))
-    }
-
-    fn stat(&self) -> io::Result<libc::stat> {
-        // SAFETY: a zeroed stat is a valid out-parameter; the descriptor is open.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(self.0, &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(st)
-    }
+    // SAFETY: a descriptor just opened, owned by nobody else.
+    Ok(unsafe { fs::File::from_raw_fd(fd) })
 }
 
 /// `sub` below the volume at `base`, opened one element at a time under the descriptor of
@@ -385,10 +367,9 @@ impl Fd {
 /// container could swap a directory for a link to the node's files between a check by path
 /// and a mount by path: CVE-2021-25741). A missing directory is made as `make` says, else
 /// refused.
-fn open_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<Fd, String> {
-    let mut dir =
-        Fd::open_at(libc::AT_FDCWD, &cstring(base).map_err(|e| e.to_string())?, libc::O_PATH | libc::O_DIRECTORY)
-            .map_err(|e| format!("{}: {e}", base.display()))?;
+fn open_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<fs::File, String> {
+    let mut dir = open_at(libc::AT_FDCWD, &cstring(base).map_err(|e| e.to_string())?, libc::O_PATH | libc::O_DIRECTORY)
+        .map_err(|e| format!("{}: {e}", base.display()))?;
     let mut path = base.to_path_buf();
     let parts: Vec<Component> = Path::new(sub).components().filter(|c| *c != Component::CurDir).collect();
     for (i, part) in parts.iter().enumerate() {
@@ -398,7 +379,7 @@ fn open_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<Fd, St
         path.push(name);
         let shown = path.display();
         let cname = cstring(Path::new(name)).map_err(|e| e.to_string())?;
-        let fd = match Fd::open_at(dir.0, &cname, libc::O_PATH | libc::O_NOFOLLOW) {
+        let fd = match open_at(dir.as_raw_fd(), &cname, libc::O_PATH | libc::O_NOFOLLOW) {
             Ok(fd) => fd,
             Err(e) if e.kind() == io::ErrorKind::NotFound && make.is_some() => {
                 let how = make.unwrap_or(MakeDir { mode: 0o755, gid: None });
@@ -406,11 +387,11 @@ fn open_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<Fd, St
             }
             Err(e) => return Err(format!("{shown}: {e}")),
         };
-        let mode = fd.stat().map_err(|e| format!("{shown}: {e}"))?.st_mode & libc::S_IFMT;
-        if mode == libc::S_IFLNK {
+        let kind = fd.metadata().map_err(|e| format!("{shown}: {e}"))?.file_type();
+        if kind.is_symlink() {
             return Err(format!("{shown} is a symbolic link, which is not followed"));
         }
-        if mode != libc::S_IFDIR && i + 1 < parts.len() {
+        if !kind.is_dir() && i + 1 < parts.len() {
             return Err(format!("{shown} is not a directory"));
         }
         dir = fd;
@@ -420,35 +401,29 @@ fn open_sub_path(base: &Path, sub: &str, make: Option<MakeDir>) -> Result<Fd, St
 
 /// Makes `name` in `dir` (its mode not narrowed by the umask, its group) and opens it. The
 /// mode and group are set through the new directory's own descriptor, never by name.
-fn make_sub_dir(dir: &Fd, name: &std::ffi::CStr, how: MakeDir) -> io::Result<Fd> {
+fn make_sub_dir(dir: &fs::File, name: &std::ffi::CStr, how: MakeDir) -> io::Result<fs::File> {
     // SAFETY: a valid NUL-terminated name under an open directory.
-    if unsafe { libc::mkdirat(dir.0, name.as_ptr(), how.mode) } != 0 {
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), how.mode) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let made = Fd::open_at(dir.0, name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
+    let made = open_at(dir.as_raw_fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
     let mode = match how.gid {
         Some(gid) => {
-            // SAFETY: an open descriptor; -1 leaves the owner.
-            if unsafe { libc::fchown(made.0, u32::MAX, gid) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            std::os::unix::fs::fchown(&made, None, Some(gid))?;
             volumes::fs_group_mode(how.mode, true, false)
         }
         None => how.mode,
     };
-    // SAFETY: an open descriptor.
-    if unsafe { libc::fchmod(made.0, mode) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    made.set_permissions(fs::Permissions::from_mode(mode))?;
     Ok(made)
 }
 
 /// Bind-mounts what `fd` holds onto `target` (made as a directory or an empty file, as
 /// the source is; a mount left there by the container's last instance is replaced), and
 /// checks that the mount is that very file.
-fn pin(fd: &Fd, target: &Path) -> io::Result<()> {
-    let want = fd.stat()?;
-    let is_dir = want.st_mode & libc::S_IFMT == libc::S_IFDIR;
+fn pin(fd: &fs::File, target: &Path) -> io::Result<()> {
+    let want = fd.metadata()?;
+    let is_dir = want.is_dir();
     if let Some(parent) = target.parent() {
         fs::DirBuilder::new().recursive(true).mode(0o750).create(parent)?;
     }
@@ -476,7 +451,7 @@ fn pin(fd: &Fd, target: &Path) -> io::Result<()> {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
         _ => {}
     }
-    let source = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.0))?;
+    let source = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
     let dest = cstring(target)?;
     // SAFETY: valid NUL-terminated strings that outlive the call.
     let r = unsafe { libc::mount(source.as_ptr(), dest.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
@@ -484,7 +459,7 @@ fn pin(fd: &Fd, target: &Path) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     let got = fs::metadata(target)?;
-    if (got.dev(), got.ino()) != (want.st_dev, want.st_ino) {
+    if (got.dev(), got.ino()) != (want.dev(), want.ino()) {
         unmount(target)?;
         return Err(io::Error::other("the mounted file is not the one opened"));
     }
@@ -597,7 +572,7 @@ mod tests {
         let make = Some(MakeDir { mode: 0o777, gid: None });
         let fd = open_sub_path(&base, "a/./b", make).unwrap();
         let made = fs::metadata(base.join("a/b")).unwrap();
-        assert_eq!((fd.stat().unwrap().st_ino, made.mode() & 0o7777), (made.ino(), 0o777));
+        assert_eq!((fd.metadata().unwrap().ino(), made.mode() & 0o7777), (made.ino(), 0o777));
         assert!(open_sub_path(&base, "c", None).err().unwrap().contains("No such file"));
         std::os::unix::fs::symlink("/etc", base.join("escape")).unwrap();
         let e = open_sub_path(&base, "escape/x", make).err().unwrap();
@@ -635,16 +610,17 @@ mod tests {
         let swapper = {
             let (stop, vol) = (stop.clone(), cstring(&vol).unwrap());
             std::thread::spawn(move || {
-                let fd = Fd::open_at(libc::AT_FDCWD, &vol, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+                let dir = open_at(libc::AT_FDCWD, &vol, libc::O_PATH | libc::O_DIRECTORY).unwrap();
+                let fd = dir.as_raw_fd();
                 let mut swaps = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     // SAFETY: valid names under an open directory.
                     let r = unsafe {
                         libc::syscall(
                             libc::SYS_renameat2,
-                            fd.0,
+                            fd,
                             c"sub".as_ptr(),
-                            fd.0,
+                            fd,
                             c"alt".as_ptr(),
                             libc::RENAME_EXCHANGE,
                         )
