@@ -122,12 +122,19 @@ impl PodStore {
         self.write(some, gone)
     }
 
-    /// Keeps `pods` (without status and resourceVersion): each pod's file written
-    /// atomically when it differs from what was kept, the files of pods no longer there
-    /// removed; returns how many files were written. A pod too large to be read back is
-    /// not kept, and said.
+    /// Keeps `pods` as the whole set (after a list): each pod's file written atomically
+    /// when it differs from what was kept, every other pod's file in the directory removed
+    /// (also one a previous run left); returns how many files were written. A pod too
+    /// large to be read back is not kept, and said.
     pub fn save<P: Borrow<Pod>>(&self, pods: &BTreeMap<String, P>) -> io::Result<usize> {
-        let gone: Vec<String> = self.written.lock().keys().filter(|u| !pods.contains_key(*u)).cloned().collect();
+        let mut gone: BTreeSet<String> =
+            self.written.lock().keys().filter(|u| !pods.contains_key(*u)).cloned().collect();
+        if let Ok(entries) = std::fs::read_dir(self.dir()) {
+            let names = entries.take(2 * MAX_PODS).flatten().map(|e| e.file_name().to_string_lossy().into_owned());
+            gone.extend(
+                names.filter_map(|n| n.strip_suffix(".json").map(String::from)).filter(|u| !pods.contains_key(u)),
+            );
+        }
         self.write(pods.iter().map(|(uid, p)| (uid, p.borrow())), gone.iter())
     }
 
@@ -295,5 +302,16 @@ mod tests {
         let again = PodStore::new(dir.path());
         again.load().unwrap();
         assert_eq!(again.save(&pods).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_whole_set_removes_what_a_previous_run_kept_of_pods_gone_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = BTreeMap::from([("u1".to_string(), pod("u1", "web")), ("u2".to_string(), pod("u2", "db"))]);
+        PodStore::new(dir.path()).save(&old).unwrap();
+        // A new run lists only u2: u1's file goes too, though this run never wrote it.
+        let store = PodStore::new(dir.path());
+        store.save(&BTreeMap::from([("u2".to_string(), pod("u2", "db"))])).unwrap();
+        assert_eq!(PodStore::new(dir.path()).load().unwrap().keys().collect::<Vec<_>>(), ["u2"]);
     }
 }

@@ -155,7 +155,7 @@ impl PodWatch {
             };
             self.link.reached();
             reflector.listed(list);
-            self.changed(&mut reflector, &mut published);
+            self.changed(&mut reflector, &mut published, true);
             backoff = Duration::ZERO;
             // Watch from the list's resourceVersion until it is too old.
             while let Some(rv) = reflector.resource_version().map(str::to_string) {
@@ -261,7 +261,7 @@ impl PodWatch {
                 continue;
             }
             match reflector.watched(&line) {
-                Step::Changed => self.changed(reflector, published),
+                Step::Changed => self.changed(reflector, published, false),
                 Step::Unchanged => {}
                 Step::Relist => return WatchEnd::Relist,
                 Step::Broken(why) => {
@@ -272,14 +272,20 @@ impl PodWatch {
         }
     }
 
-    /// The reflector's set changed: view, store (the pods that changed), pod manager.
-    fn changed(&self, reflector: &mut Reflector, published: &mut Published) {
+    /// The reflector's set changed: view, store (after a list the whole set, else the pods
+    /// that changed), pod manager.
+    fn changed(&self, reflector: &mut Reflector, published: &mut Published, listed: bool) {
         for (pod, why) in &reflector.unreadable {
             log::warn!("apiserver: pod {pod} cannot be read: {why}; it is not run");
         }
         *self.view.write() = reflector.pods().clone();
         let changed = reflector.take_changed();
-        if let Err(e) = self.store.save_changed(reflector.pods(), &changed) {
+        let saved = if listed {
+            self.store.save(reflector.pods())
+        } else {
+            self.store.save_changed(reflector.pods(), &changed)
+        };
+        if let Err(e) = saved {
             log::warn!("apiserver: cannot keep the pod set in the state directory: {e}");
         }
         self.publish(reflector.pods(), published);
