@@ -131,7 +131,8 @@ pub struct PodActions {
     /// 5 min, not one a second.
     pub sandbox_back_off: bool,
     /// The pod's older sandboxes that are not ready and hold no container instance
-    /// (kubelet's sandbox garbage collection keeps the newest sandbox only).
+    /// (kubelet's sandbox garbage collection keeps the newest sandbox only); none while the
+    /// sandbox back-off holds.
     pub remove_sandboxes: Vec<String>,
     /// Containers to start, in order.
     pub start: Vec<StartContainer>,
@@ -166,13 +167,17 @@ pub fn compute_pod_actions(input: &PodInput) -> PodActions {
     let view = input.view;
     let policy = pod.spec.restart();
     let mut actions = PodActions { create_sandbox: view.sandbox.is_none(), ..Default::default() };
-    actions.remove_sandboxes = view
-        .older_sandboxes
-        .iter()
-        .filter(|s| !s.ready && view.containers.iter().all(|c| c.sandbox_id != s.id))
-        .map(|s| s.id.clone())
-        .collect();
     let sandbox_held = input.backoff.in_backoff_since_update(&sandbox_key(&pod.metadata.uid), input.now);
+    // Under the same back-off: a runtime that cannot tear a sandbox down (its CNI plugin
+    // gone) is asked again in 10 s, 20 s, … not at every sync.
+    if !sandbox_held {
+        actions.remove_sandboxes = view
+            .older_sandboxes
+            .iter()
+            .filter(|s| !s.ready && view.containers.iter().all(|c| c.sandbox_id != s.id))
+            .map(|s| s.id.clone())
+            .collect();
+    }
     if actions.create_sandbox && sandbox_held {
         actions.create_sandbox = false;
         actions.sandbox_back_off = true;

@@ -59,14 +59,10 @@ impl PodManager {
             now,
         });
         let key = super::actions::sandbox_key(uid);
-        // Under the sandbox back-off too: a runtime that cannot tear a sandbox down (its
-        // CNI plugin gone) is asked again in 10 s, 20 s, … not at every sync.
-        if !actions.remove_sandboxes.is_empty() && !self.backoff.in_backoff_since_update(&key, now) {
-            for id in &actions.remove_sandboxes {
-                if !self.remove_sandbox(&pod, id) {
-                    self.backoff.next(&key, now, now);
-                    break;
-                }
+        for id in &actions.remove_sandboxes {
+            if !self.remove_sandbox(&pod, id) {
+                self.backoff.next(&key, now, now);
+                break;
             }
         }
         if actions.sandbox_back_off {

@@ -139,18 +139,26 @@ fn a_sandbox_waits_out_the_back_off_of_the_last_that_failed_and_old_dead_ones_go
     ];
     let mut exited = instance("a", 0, Exited, 1);
     exited.sandbox_id = "s2".into();
-    let a = compute_pod_actions(&PodInput {
-        pod: &p,
-        view: PodView { sandbox: Some(&sandbox()), older_sandboxes: &older, containers: &[exited] },
-        backoff: &Backoff::default(),
-        waiting: &HashMap::new(),
-        startup_succeeded: &HashSet::new(),
-        device_prep: None,
-        max_dead_per_container: 1,
-        post_start_running: false,
-        now: now(),
-    });
-    assert_eq!(a.remove_sandboxes, ["s1"]);
+    let gc = |backoff: &Backoff| {
+        compute_pod_actions(&PodInput {
+            pod: &p,
+            view: PodView {
+                sandbox: Some(&sandbox()),
+                older_sandboxes: &older,
+                containers: std::slice::from_ref(&exited),
+            },
+            backoff,
+            waiting: &HashMap::new(),
+            startup_succeeded: &HashSet::new(),
+            device_prep: None,
+            max_dead_per_container: 1,
+            post_start_running: false,
+            now: now(),
+        })
+        .remove_sandboxes
+    };
+    assert_eq!(gc(&Backoff::default()), ["s1"]);
+    assert!(gc(&none.backoff).is_empty(), "not while the sandbox back-off holds");
 }
 
 #[test]
