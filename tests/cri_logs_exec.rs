@@ -134,35 +134,15 @@ fn logs_and_exec_reach_a_pods_containers_through_cri() {
     assert!(text(&out.stderr).contains(r#"pod "logs-web" not found in namespace "default""#), "{}", text(&out.stderr));
 
     // exec through ExecSync: both streams, the exit code, the container's environment.
-    let out = run(&[
-        "exec",
-        "logs-web",
-        "-n",
-        "ferrolet-test",
-        "-c",
-        "helper",
-        "--",
-        "sh",
-        "-c",
-        "echo out; echo err >&2; exit 7",
-    ]);
+    let helper_sh =
+        |script: &str| run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "helper", "--", "sh", "-c", script]);
+    let out = helper_sh("echo out; echo err >&2; exit 7");
     assert_eq!((text(&out.stdout), text(&out.stderr), out.status.code()), ("out\n".into(), "err\n".into(), Some(7)));
-    let out = run(&["exec", "logs-web", "-n", "ferrolet-test", "-c", "helper", "--", "sh", "-c", "echo $GREETING"]);
+    let out = helper_sh("echo $GREETING");
     assert_eq!((text(&out.stdout), out.status.code()), ("hello from helper\n".into(), Some(0)));
     // 50 MB of output: more than containerd sends in one ExecSync answer (16 MiB), said
     // plainly instead of gRPC's RESOURCE_EXHAUSTED.
-    let out = run(&[
-        "exec",
-        "logs-web",
-        "-n",
-        "ferrolet-test",
-        "-c",
-        "helper",
-        "--",
-        "sh",
-        "-c",
-        "head -c 50000000 /dev/zero; head -c 20000000 /dev/zero >&2; exit 3",
-    ]);
+    let out = helper_sh("head -c 50000000 /dev/zero; head -c 20000000 /dev/zero >&2; exit 3");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("the cri runtime does not support returning more than 16 MiB of output through ExecSync (sh wrote more; its output and exit code are lost): redirect its output to a file in the container"),
