@@ -7,7 +7,7 @@
 
 use crate::podlogs::{self, Follow, LogError, LogOptions};
 use crate::pods::{ContainerKind, CONTAINER_INDEX_LABEL, CONTAINER_KIND_LABEL};
-use crate::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
+use crate::runtime::exec::EXEC_OUTPUT_CAP;
 use crate::runtime::{labels, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -395,10 +395,9 @@ pub fn logs(
 }
 
 /// `ferrolet exec`: runs `command` in the newest instance of the chosen container, which
-/// must be running, for at most `timeout`; prints its stdout and stderr (each capped at
-/// `EXEC_OUTPUT_CAP`) and returns its exit code (`exec_exit_code`). A command the process
-/// runtime started is killed on SIGINT or SIGTERM (`EXIT_INTERRUPTED`); a CRI `ExecSync` is
-/// cancelled with this process, and the runtime kills the command.
+/// must be running, for at most `timeout` (`ContainerRuntime::exec_interactive`); prints its
+/// stdout and stderr (each capped at `EXEC_OUTPUT_CAP`) and returns its exit code
+/// (`exec_exit_code`), or `EXIT_INTERRUPTED` after SIGINT or SIGTERM.
 pub fn exec(
     runtime: &dyn ContainerRuntime,
     target: &Target,
@@ -412,18 +411,11 @@ pub fn exec(
         return Err(PodCmdError::NotRunning { container: c.name.clone(), pod: pod.clone(), state: state_of(instance) });
     }
     let exec_err = |source| PodCmdError::Exec { subject: subject(&c, pod), source };
-    let result = match runtime.exec_start(&instance.id, command, timeout).map_err(exec_err)? {
-        ExecStart::Finished(r) => r,
-        // The handlers go in only now: a CRI `ExecSync` (above) must stay cancellable by a
-        // signal that ends this process. A signal in the instant before they are in leaves
-        // the command to run to its timeout, in its own process group, with nobody waiting.
-        ExecStart::Running(p) => match p.wait_unless(timeout, &*interrupt_flag()?).map_err(exec_err)? {
-            Some(r) => r,
-            None => {
-                eprintln!("interrupted: the command was killed");
-                return Ok(EXIT_INTERRUPTED);
-            }
-        },
+    let interrupt = interrupt_flag()?;
+    let ended = exec_ended(runtime.kind());
+    let Some(result) = runtime.exec_interactive(&instance.id, command, timeout, &interrupt).map_err(exec_err)? else {
+        eprintln!("interrupted: {ended}");
+        return Ok(EXIT_INTERRUPTED);
     };
     std::io::stdout().write_all(&result.stdout).and_then(|()| std::io::stdout().flush()).map_err(PodCmdError::Write)?;
     std::io::stderr().write_all(&result.stderr).map_err(PodCmdError::Write)?;
@@ -434,11 +426,20 @@ pub fn exec(
     }
     if result.timed_out {
         eprintln!(
-            "error: the command ran past its timeout of {} and was killed (exit code {EXIT_TIMED_OUT})",
+            "error: the command ran past its timeout of {} (exit code {EXIT_TIMED_OUT}): {ended}",
             crate::timefmt::go_duration(timeout)
         );
     }
     Ok(exec_exit_code(&result))
+}
+
+/// What happened to a command `ferrolet exec` stopped waiting for, on the runtime `kind`.
+fn exec_ended(kind: &str) -> &'static str {
+    if kind == "cri" {
+        "its stream was closed (containerd 2 kills the command then; containerd 1.x lets it run to its end)"
+    } else {
+        "the command was killed"
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod process;
 use crate::api::security::{ContainerSecurity, SandboxSecurity};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -77,6 +78,15 @@ pub enum RuntimeError {
         what: &'static str,
         /// The bound.
         max: usize,
+    },
+    /// A command streamed through the CRI runtime's streaming server failed.
+    #[error("{object}")]
+    Stream {
+        /// The container: `container <name> (<id>)`.
+        object: String,
+        /// What went wrong.
+        #[source]
+        source: cri::stream::StreamError,
     },
     /// The runtime cannot do this (yet).
     #[error("the {runtime} runtime does not support {what}")]
@@ -511,6 +521,22 @@ pub trait ContainerRuntime: Send + Sync {
         match self.exec_start(id, cmd, timeout)? {
             exec::ExecStart::Running(p) => p.wait(timeout),
             exec::ExecStart::Finished(r) => Ok(r),
+        }
+    }
+    /// `ferrolet exec`: runs a command for at most `timeout`, each stream capped at
+    /// `exec::EXEC_OUTPUT_CAP` however much it writes; `None` when `interrupt` was set
+    /// first. The command is killed at the timeout or interrupt (the CRI runtime closes
+    /// its stream instead: see `CriRuntime::exec_interactive`).
+    fn exec_interactive(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+        interrupt: &AtomicBool,
+    ) -> Result<Option<ExecResult>, RuntimeError> {
+        match self.exec_start(id, cmd, timeout)? {
+            exec::ExecStart::Running(p) => p.wait_unless(timeout, interrupt),
+            exec::ExecStart::Finished(r) => Ok(Some(r)),
         }
     }
     /// Every image the runtime holds (none for a runtime without images).

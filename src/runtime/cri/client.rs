@@ -3,7 +3,7 @@
 
 use crate::proto::cri::{
     CgroupDriver, Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest,
-    ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest, ImageFsInfoResponse, ImageServiceClient,
+    ExecRequest, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest, ImageFsInfoResponse, ImageServiceClient,
     ImageStatusRequest, ListContainersRequest, ListImagesRequest, ListPodSandboxRequest, PodSandbox, PodSandboxFilter,
     PodSandboxStatus, PodSandboxStatusRequest, PullImageRequest, PullImageResponse, RemoveContainerRequest,
     RemoveImageRequest, RemovePodSandboxRequest, ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest,
@@ -342,6 +342,18 @@ impl CriClient {
     pub fn exec_sync(&self, req: &ExecSyncRequest) -> Result<ExecSyncResponse, CriError> {
         let opt = CallOption::default().timeout(Duration::from_secs(req.timeout.max(0) as u64) + self.timeout);
         self.runtime.exec_sync_opt(req, opt).map_err(self.failed("ExecSync"))
+    }
+
+    /// `Exec`: the URL of the runtime's streaming server where `cmd` runs in container `id`
+    /// once a client connects, with stdout and stderr and no stdin or terminal.
+    pub fn exec(&self, id: &str, cmd: &[String]) -> Result<String, CriError> {
+        let mut req = ExecRequest::new();
+        req.set_container_id(id.into());
+        req.set_cmd(cmd.to_vec().into());
+        req.set_stdout(true);
+        req.set_stderr(true);
+        let mut resp = self.runtime.exec_opt(&req, self.opt()).map_err(self.failed("Exec"))?;
+        Ok(resp.take_url())
     }
 
     /// `ImageStatus`: the image if the runtime has it.

@@ -10,10 +10,10 @@
 //! the threads.
 
 use super::client::{CriClient, CriError};
-use super::translate;
+use super::{stream, translate};
 use crate::manager::{Health, JobError, JobQueue, StopTimeout};
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
-use crate::runtime::exec::ExecStart;
+use crate::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
 use crate::runtime::logrotate;
 use crate::runtime::{
     Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo,
@@ -503,6 +503,27 @@ impl ContainerRuntime for CriRuntime {
     /// `timeout` and returns the finished result.
     fn exec_start(&self, id: &str, cmd: &[String], timeout: Duration) -> Result<ExecStart, RuntimeError> {
         self.exec_sync(id, cmd, timeout).map(ExecStart::Finished)
+    }
+
+    /// `Exec`, then the command's output streamed from the runtime's streaming server
+    /// (`stream::exec`), so output past `ExecSync`'s 16 MiB answer is cut to the cap
+    /// instead of losing the whole answer. At the timeout or interrupt the stream is closed:
+    /// containerd 2 kills the command then, containerd 1.x lets it run to its end.
+    fn exec_interactive(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+        interrupt: &AtomicBool,
+    ) -> Result<Option<ExecResult>, RuntimeError> {
+        let deadline = Instant::now() + timeout;
+        let object = || self.container_object(id);
+        let url = self.client.exec(id, cmd).map_err(|source| RuntimeError::Cri { object: object(), source })?;
+        match stream::exec(&url, EXEC_OUTPUT_CAP, deadline, interrupt) {
+            Ok(stream::Streamed::Done(r)) => Ok(Some(r)),
+            Ok(stream::Streamed::Interrupted) => Ok(None),
+            Err(source) => Err(RuntimeError::Stream { object: object(), source }),
+        }
     }
 
     fn list_images(&self) -> Result<Vec<ImageInfo>, RuntimeError> {
