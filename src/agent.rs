@@ -33,6 +33,9 @@ use std::sync::Arc;
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
+    /// SIGTERM or SIGINT came while the agent waited for its CRI runtime to start.
+    #[error("stopped while waiting for the container runtime to start")]
+    StoppedWaiting,
     /// The state directory cannot be created or locked.
     #[error("cannot use state directory {path}: {message}")]
     StateDir {
@@ -206,16 +209,26 @@ struct SelectedRuntime {
 /// The CRI backend when the config selects it, connected and checked (`Version`, then
 /// `Status` with `RuntimeReady`): a missing socket or a runtime that is not ready stops the
 /// start with an error naming the endpoint, before anything (a cgroup) is made.
-fn cri_if_selected(cfg: &Config, health: &Health) -> Result<Option<Arc<CriRuntime>>, AgentError> {
+fn cri_if_selected(cfg: &Config, health: &Health, wait: &mut StartWait) -> Result<Option<Arc<CriRuntime>>, AgentError> {
     match cfg.runtime {
         RuntimeBackend::Process => Ok(None),
-        RuntimeBackend::Cri => Ok(Some(Arc::new(cri_runtime_when_up(cfg, health)?))),
+        RuntimeBackend::Cri => Ok(Some(Arc::new(cri_runtime_when_up(cfg, health, wait)?))),
     }
 }
 
+/// Asked every `WAIT_SLICE` while the agent waits for a CRI runtime that is still starting,
+/// with why it waits and for how long at most: whether to go on waiting (`false` when a
+/// signal asks the agent to stop). `main` also tells the service manager from here.
+pub type StartWait<'a> = dyn FnMut(&str, std::time::Duration) -> bool + 'a;
+
+/// How often a wait for the CRI runtime asks whether to go on.
+const WAIT_SLICE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// `cri_runtime`, waiting (1 s, 2 s, … at most 5 s apart, `runtime_start_wait` in all)
 /// while the runtime is still starting, as at boot when both start together; said once.
-fn cri_runtime_when_up(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> {
+/// Nothing else starts meanwhile: a start that fails must leave nothing behind (no state
+/// directory, cgroup or bound port), and every manager works through the runtime.
+fn cri_runtime_when_up(cfg: &Config, health: &Health, go_on: &mut StartWait) -> Result<CriRuntime, AgentError> {
     let wait = cfg.runtime_start_wait.0;
     let deadline = std::time::Instant::now() + wait;
     let mut pause = std::time::Duration::from_secs(1);
@@ -223,14 +236,18 @@ fn cri_runtime_when_up(cfg: &Config, health: &Health) -> Result<CriRuntime, Agen
     loop {
         match cri_runtime(cfg, health) {
             Err(AgentError::Cri { source }) if source.is_starting() && std::time::Instant::now() + pause < deadline => {
+                let why = crate::util::Chain(&source).to_string();
                 if !said {
-                    log::warn!(
-                        "cri: {}; waiting for the runtime to start (at most {wait:?})",
-                        crate::util::Chain(&source)
-                    );
+                    log::warn!("cri: {why}; waiting for the runtime to start (at most {wait:?})");
                     said = true;
                 }
-                std::thread::sleep(pause);
+                let until = std::time::Instant::now() + pause;
+                while std::time::Instant::now() < until {
+                    if !go_on(&why, wait) {
+                        return Err(AgentError::StoppedWaiting);
+                    }
+                    std::thread::sleep(WAIT_SLICE);
+                }
                 pause = (pause * 2).min(std::time::Duration::from_secs(5));
             }
             Ok(rt) if said => {
@@ -543,7 +560,7 @@ enum LockPurpose {
 /// after `make run`.
 pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     use crate::runtime::ContainerState::Running;
-    let cri = cri_if_selected(cfg, &Health::default())?;
+    let cri = cri_if_selected(cfg, &Health::default(), &mut |_, _| true)?;
     let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
     let SelectedRuntime { runtime, .. } = open_runtime(cfg, shim_exe, None, cri)?;
     let step = |what: &str| {
@@ -645,9 +662,14 @@ impl Agent {
     /// Starts every manager: runtime, pod manager, static pod source, then the local API.
     /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.
     pub fn start(cfg: &Config, shim_exe: &Path) -> Result<Agent, AgentError> {
+        Agent::start_waiting(cfg, shim_exe, &mut |_, _| true)
+    }
+
+    /// `start`, asking `go_on` while it waits for a CRI runtime that is still starting.
+    pub fn start_waiting(cfg: &Config, shim_exe: &Path, go_on: &mut StartWait) -> Result<Agent, AgentError> {
         let health = Health::default();
         // The runtime is checked before anything is made, the state directory included.
-        let cri = cri_if_selected(cfg, &health)?;
+        let cri = cri_if_selected(cfg, &health, go_on)?;
         let lock = lock_state_dir(cfg, LockPurpose::Run)?;
         let cluster = crate::cluster::connect(cfg).map_err(|e| AgentError::Cluster { source: Box::new(e) })?;
         let statuses = StatusCache::default();

@@ -277,9 +277,27 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
     // Read (and taken out of the environment) before any thread starts.
     let notify = ferrolet::notify::Notify::from_env().context("cannot use the service manager's NOTIFY_SOCKET")?;
-    let signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
         .context("cannot install signal handlers")?;
-    let mut agent = Agent::start(&cfg, &exe)?;
+    // While a CRI runtime is still starting: SIGTERM or SIGINT end the wait at once (a
+    // SIGHUP is dropped: the file is read at start), and the service manager hears why the
+    // start takes long and lets it take the whole wait.
+    let mut told = false;
+    let waiting = &mut |why: &str, wait: std::time::Duration| {
+        if let (Some(n), false) = (&notify.notifier, told) {
+            let usec = (wait + std::time::Duration::from_secs(30)).as_micros();
+            n.say(&format!("STATUS=waiting for the container runtime: {why}\nEXTEND_TIMEOUT_USEC={usec}"));
+            told = true;
+        }
+        !signals.pending().any(|s| s == libc::SIGTERM || s == libc::SIGINT)
+    };
+    let mut agent = match Agent::start_waiting(&cfg, &exe, waiting) {
+        Err(ferrolet::agent::AgentError::StoppedWaiting) => {
+            log::info!("agent: stopped by a signal while waiting for the container runtime to start");
+            return Ok(());
+        }
+        started => started?,
+    };
     let mut log_level = cfg.log_level.clone();
     let watchdog = match (&notify.notifier, notify.watchdog) {
         (Some(n), Some(interval)) => Some(
@@ -291,7 +309,6 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     if let Some(n) = &notify.notifier {
         n.say("READY=1\nSTATUS=running");
     }
-    let mut signals = signals;
     let mut last_reload: Option<std::time::Instant> = None;
     // Blocking here is the point: the main thread has nothing to do until a signal arrives.
     while let Some(mut sig) = signals.forever().next() {

@@ -84,3 +84,42 @@ fn the_agent_says_ready_pings_its_watchdog_and_says_stopping() {
     let status = wait_for("the agent's exit", Duration::from_secs(20), || child.try_wait().unwrap());
     assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
 }
+
+/// At boot the agent may start before its CRI runtime: while it waits, the service manager
+/// hears why and for how long at most, and SIGTERM ends the wait at once, leaving nothing.
+#[test]
+fn while_the_cri_runtime_is_still_starting_systemd_hears_why_and_sigterm_ends_the_wait() {
+    let sb = Sandbox::new();
+    let sock_path = sb.dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let cfg = sb.dir.path().join("ferrolet.toml");
+    std::fs::write(&cfg, format!("runtime_start_wait = \"5m\"\n{}", sb.config_text(common::free_port()))).unwrap();
+    let endpoint = format!("unix://{}/later.sock", sb.dir.path().display());
+    let log = sb.dir.path().join("agent.log");
+    let mut child = Command::new(common::ferrolet_bin())
+        .args(["run", "--runtime", "cri", "--container-runtime-endpoint", &endpoint, "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "info")
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let status = wait_for("STATUS=waiting", Duration::from_secs(15), || {
+        datagrams(&sock, Duration::from_millis(100)).into_iter().find(|d| d.starts_with("STATUS="))
+    });
+    let expected = format!(
+        "STATUS=waiting for the container runtime: container runtime endpoint {endpoint}: No such file or directory (os error 2)\nEXTEND_TIMEOUT_USEC=330000000"
+    );
+    assert_eq!(status, expected);
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // Well within the 5 minutes the wait would take.
+    let exit = wait_for("the agent's exit", Duration::from_secs(10), || child.try_wait().unwrap());
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(exit.success(), "{log}");
+    assert!(log.contains("stopped by a signal while waiting for the container runtime to start"), "{log}");
+    assert!(!sb.state().exists(), "nothing made: {log}");
+    assert!(datagrams(&sock, Duration::from_millis(200)).iter().all(|d| !d.starts_with("READY=1")));
+}
