@@ -629,7 +629,7 @@ impl Config {
     fn check(&self, file: &str) -> Result<(), ConfigError> {
         let bad =
             |key: &str, message: String| Err(ConfigError::Invalid { file: file.into(), key: key.into(), message });
-        if !self.node_name.is_empty() && !crate::api::validation::is_dns1123_subdomain(&self.node_name) {
+        if !self.node_name.is_empty() && !crate::api::field::is_dns1123_subdomain(&self.node_name) {
             return bad("node_name", format!("invalid value {:?}: must be a lowercase RFC 1123 subdomain (lower case letters, digits, '-' and '.')", self.node_name));
         }
         if let Err(e) = reload::check_log_level(&self.log_level) {
@@ -701,7 +701,7 @@ impl Config {
         if let Some(ip) = self.cluster_dns.iter().find(|ip| ip.parse::<std::net::IpAddr>().is_err()) {
             return bad("cluster_dns", format!("invalid value {ip:?}: must be an IP address like \"10.96.0.10\""));
         }
-        if !self.cluster_domain.is_empty() && !crate::api::validation::is_dns1123_subdomain(&self.cluster_domain) {
+        if !self.cluster_domain.is_empty() && !crate::api::field::is_dns1123_subdomain(&self.cluster_domain) {
             return bad(
                 "cluster_domain",
                 format!("invalid value {:?}: must be a lowercase RFC 1123 subdomain like \"cluster.local\", without a trailing dot (empty: none)", self.cluster_domain),

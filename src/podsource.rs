@@ -3,8 +3,8 @@
 //! fails to decode or validate is reported with its field path; the pods it held before
 //! keep running (kubelet drops them, so one typo in an edit would stop a running pod).
 
+use crate::api::field::is_dns1123_subdomain;
 use crate::api::manifest::{as_static_pod, for_each_pod, ManifestError, MAX_MANIFEST_BYTES};
-use crate::api::validation::is_dns1123_subdomain;
 use crate::api::Pod;
 use crate::events::{EventRecorder, Reference, WARNING};
 use crate::inputfile::{self, InputFileError};

@@ -528,6 +528,23 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// Sets `SO_LINGER` on `sock` to `seconds`: 0 makes a close discard unsent data and send a
+/// reset; kubelet's probe dialer uses 1.
+pub fn set_linger(sock: &impl std::os::fd::AsRawFd, seconds: i32) {
+    let linger = libc::linger { l_onoff: 1, l_linger: seconds };
+    // SAFETY: setsockopt on a socket the caller owns, with a pointer to a linger struct of
+    // that size.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

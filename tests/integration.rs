@@ -14,6 +14,7 @@ mod common;
 mod api;
 mod api_hardening;
 mod apiserver_fake;
+mod architecture;
 mod bad_input;
 mod cgroups;
 mod cluster;

@@ -5,7 +5,8 @@ use crate::common;
 
 use common::{ferrolet_bin, wait_for, Sandbox};
 use ferrolet::api::{Container, ContainerPort, HttpGetAction, HttpHeader, IntOrString};
-use ferrolet::prober::probes::{self, GrpcEnv, Outcome, Target, MAX_OUTPUT};
+use ferrolet::prober::probes::{self, GrpcEnv, Outcome, Target};
+use ferrolet::prober::MAX_OUTPUT;
 use ferrolet::runtime::process::ProcessRuntime;
 use ferrolet::runtime::{ContainerConfig, ContainerRuntime, SandboxConfig};
 use std::io::{BufRead, BufReader, Write};

@@ -4,6 +4,7 @@
 
 use super::Quantity;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -183,7 +184,7 @@ pub struct PodSpec {
     pub security_context: Option<PodSecurityContext>,
     /// The pod's volumes (`api::volumes`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<super::volumes::Volume>,
+    pub volumes: Vec<Volume>,
     /// Entries added to the pod's hosts file (`/etc/hosts` in its containers).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub host_aliases: Vec<HostAlias>,
@@ -456,7 +457,7 @@ pub struct Container {
     pub security_context: Option<SecurityContext>,
     /// Where the pod's volumes appear in it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub volume_mounts: Vec<super::volumes::VolumeMount>,
+    pub volume_mounts: Vec<VolumeMount>,
     /// Every other field as written (see `PodSpec::other`).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
@@ -1252,6 +1253,163 @@ pub struct NodeCondition {
     /// Human-readable message.
     #[serde(default)]
     pub message: String,
+}
+
+/// `v1.Volume`: a name and exactly one source.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Volume {
+    /// The name mounts refer to (a DNS label, unique in the pod).
+    pub name: String,
+    /// A directory that lives as long as the pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_dir: Option<EmptyDirVolumeSource>,
+    /// A file or directory of the node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<HostPathVolumeSource>,
+    /// Files holding the pod's own fields.
+    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
+    pub downward_api: Option<DownwardApiVolumeSource>,
+    /// Several sources in one directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub projected: Option<ProjectedVolumeSource>,
+    /// Every other source as written (`configMap`, `secret`, `persistentVolumeClaim`, …):
+    /// refused by `api::fields`, never silently dropped.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// A file mode as manifests write it: a number, or octal as YAML 1.1 reads `0644` (the YAML
+/// parser here reads it as text) or `0o644`.
+fn file_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Mode {
+        Number(i32),
+        Text(String),
+    }
+    Ok(match Option::<Mode>::deserialize(d)? {
+        None => None,
+        Some(Mode::Number(n)) => Some(n),
+        Some(Mode::Text(t)) => {
+            let digits = t.strip_prefix("0o").or_else(|| t.strip_prefix('0')).unwrap_or(&t);
+            let octal = i32::from_str_radix(digits, 8).ok().filter(|_| t.starts_with('0'));
+            Some(octal.ok_or_else(|| {
+                serde::de::Error::custom(format!("{t:?} is not a file mode (a number, or octal like 0644)"))
+            })?)
+        }
+    })
+}
+
+/// `v1.EmptyDirVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EmptyDirVolumeSource {
+    /// `""` (the node's disk) or `Memory` (a tmpfs).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub medium: String,
+    /// The most it may hold: a tmpfs's size; on disk, ferrolet does not measure it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size_limit: Option<Quantity>,
+}
+
+/// `v1.HostPathVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HostPathVolumeSource {
+    /// The path on the node.
+    pub path: String,
+    /// What must be there (`HostPathType`); unset or `""`: nothing is checked.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+}
+
+/// `v1.DownwardAPIVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiVolumeSource {
+    /// The files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+    /// The files' mode unless an item sets its own (default 0644).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub default_mode: Option<i32>,
+}
+
+/// `v1.DownwardAPIVolumeFile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiVolumeFile {
+    /// The file's path in the volume (relative, no `..`).
+    pub path: String,
+    /// A field of the pod (`metadata.name`, `metadata.labels`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<Value>,
+    /// A container's resource request or limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_field_ref: Option<Value>,
+    /// The file's mode.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub mode: Option<i32>,
+}
+
+/// `v1.ProjectedVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProjectedVolumeSource {
+    /// The sources, each exactly one kind.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<VolumeProjection>,
+    /// The files' mode unless an item sets its own (default 0644).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub default_mode: Option<i32>,
+}
+
+/// `v1.VolumeProjection`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeProjection {
+    /// Downward API files.
+    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
+    pub downward_api: Option<DownwardApiProjection>,
+    /// Every other source as written (`configMap`, `secret`, `serviceAccountToken`, …),
+    /// refused by `api::fields`.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// `v1.DownwardAPIProjection`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DownwardApiProjection {
+    /// The files.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DownwardApiVolumeFile>,
+}
+
+/// `v1.VolumeMount`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeMount {
+    /// The volume's name.
+    pub name: String,
+    /// Where it appears in the container (absolute).
+    pub mount_path: String,
+    /// Mounted read-only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+    /// A path inside the volume to mount instead of its root.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sub_path: String,
+    /// As `subPath`, with `$(VAR)` expanded from the container's environment.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sub_path_expr: String,
+    /// `None` (the default), `HostToContainer` or `Bidirectional`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mount_propagation: Option<String>,
+    /// Every other field as written (`recursiveReadOnly`), judged by `api::fields`.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! `FieldError` with the field path and a message shaped like the apiserver's, so
 //! `ferrolet validate` and `kubectl apply` say the same thing about the same manifest.
 
-use super::field::{quote, Errs};
+use super::field::{is_dns1123_label, is_dns1123_subdomain, quote, Errs, DNS1123_LABEL_FMT, DNS1123_SUBDOMAIN_FMT};
 pub use super::field::{FieldError, FieldErrorKind};
 use super::limits::{
     allowed_max, validate_expanded_sizes, validate_pod_totals, within_max, GRACE_TOO_LONG, MAX_CONTAINERS_PER_POD,
@@ -14,9 +14,6 @@ use super::{
 };
 use std::collections::{BTreeMap, HashSet};
 
-pub(super) const DNS1123_LABEL_FMT: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS1123_SUBDOMAIN_FMT: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
 /// What a `metadata.uid` set in a manifest may hold.
 const UID_FMT: &str = "a uid must consist of at most 64 alphanumeric characters or '-' (e.g. a UUID such as '0b5c6d2e-1f3a-4b5c-8d9e-0a1b2c3d4e5f')";
 
@@ -24,21 +21,6 @@ const UID_FMT: &str = "a uid must consist of at most 64 alphanumeric characters 
 /// so it is safe in a path and a cgroup name.
 pub fn is_uid(s: &str) -> bool {
     (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
-/// RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
-
-/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
 /// IANA service name as Kubernetes accepts it for port names.

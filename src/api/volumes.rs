@@ -1,4 +1,4 @@
-//! Pod volumes and containers' volume mounts: the API types, their validation (the
+//! Pod volumes and containers' volume mounts (the types are in `types.rs`): their validation (the
 //! apiserver's rules and messages), and the pure decisions the node makes over them: the
 //! downward API files, the `hostPath` type checks, `subPathExpr` expansion, `fsGroup` modes
 //! and the size of a memory-backed `emptyDir`. The node side (directories, tmpfs, files,
@@ -8,11 +8,9 @@
 //! `downwardAPI` sources. Every other source is kept in `other` and refused by
 //! `api::fields` (ConfigMaps, Secrets and service account tokens: not supported yet).
 
-use super::field::{quote, Errs};
+use super::field::{is_dns1123_label, quote, Errs, DNS1123_LABEL_FMT};
 use super::quantity::Quantity;
-use super::types::{Container, Pod};
-use super::validation::is_dns1123_label;
-use serde::{Deserialize, Serialize};
+use super::types::{Container, DownwardApiVolumeFile, EmptyDirVolumeSource, Pod, Volume, VolumeMount};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 
@@ -22,163 +20,6 @@ pub const MAX_VOLUMES: usize = 256;
 pub const MAX_ITEMS: usize = 256;
 /// At most this many mounts in one container.
 pub const MAX_MOUNTS: usize = 256;
-
-/// `v1.Volume`: a name and exactly one source.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Volume {
-    /// The name mounts refer to (a DNS label, unique in the pod).
-    pub name: String,
-    /// A directory that lives as long as the pod.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub empty_dir: Option<EmptyDirVolumeSource>,
-    /// A file or directory of the node.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host_path: Option<HostPathVolumeSource>,
-    /// Files holding the pod's own fields.
-    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
-    pub downward_api: Option<DownwardApiVolumeSource>,
-    /// Several sources in one directory.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub projected: Option<ProjectedVolumeSource>,
-    /// Every other source as written (`configMap`, `secret`, `persistentVolumeClaim`, …):
-    /// refused by `api::fields`, never silently dropped.
-    #[serde(flatten)]
-    pub other: BTreeMap<String, Value>,
-}
-
-/// A file mode as manifests write it: a number, or octal as YAML 1.1 reads `0644` (the YAML
-/// parser here reads it as text) or `0o644`.
-fn file_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Mode {
-        Number(i32),
-        Text(String),
-    }
-    Ok(match Option::<Mode>::deserialize(d)? {
-        None => None,
-        Some(Mode::Number(n)) => Some(n),
-        Some(Mode::Text(t)) => {
-            let digits = t.strip_prefix("0o").or_else(|| t.strip_prefix('0')).unwrap_or(&t);
-            let octal = i32::from_str_radix(digits, 8).ok().filter(|_| t.starts_with('0'));
-            Some(octal.ok_or_else(|| {
-                serde::de::Error::custom(format!("{t:?} is not a file mode (a number, or octal like 0644)"))
-            })?)
-        }
-    })
-}
-
-/// `v1.EmptyDirVolumeSource`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct EmptyDirVolumeSource {
-    /// `""` (the node's disk) or `Memory` (a tmpfs).
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub medium: String,
-    /// The most it may hold: a tmpfs's size; on disk, ferrolet does not measure it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub size_limit: Option<Quantity>,
-}
-
-/// `v1.HostPathVolumeSource`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct HostPathVolumeSource {
-    /// The path on the node.
-    pub path: String,
-    /// What must be there (`HostPathType`); unset or `""`: nothing is checked.
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
-}
-
-/// `v1.DownwardAPIVolumeSource`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct DownwardApiVolumeSource {
-    /// The files.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub items: Vec<DownwardApiVolumeFile>,
-    /// The files' mode unless an item sets its own (default 0644).
-    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
-    pub default_mode: Option<i32>,
-}
-
-/// `v1.DownwardAPIVolumeFile`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct DownwardApiVolumeFile {
-    /// The file's path in the volume (relative, no `..`).
-    pub path: String,
-    /// A field of the pod (`metadata.name`, `metadata.labels`, …).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field_ref: Option<Value>,
-    /// A container's resource request or limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource_field_ref: Option<Value>,
-    /// The file's mode.
-    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
-    pub mode: Option<i32>,
-}
-
-/// `v1.ProjectedVolumeSource`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ProjectedVolumeSource {
-    /// The sources, each exactly one kind.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub sources: Vec<VolumeProjection>,
-    /// The files' mode unless an item sets its own (default 0644).
-    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
-    pub default_mode: Option<i32>,
-}
-
-/// `v1.VolumeProjection`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct VolumeProjection {
-    /// Downward API files.
-    #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
-    pub downward_api: Option<DownwardApiProjection>,
-    /// Every other source as written (`configMap`, `secret`, `serviceAccountToken`, …),
-    /// refused by `api::fields`.
-    #[serde(flatten)]
-    pub other: BTreeMap<String, Value>,
-}
-
-/// `v1.DownwardAPIProjection`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct DownwardApiProjection {
-    /// The files.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub items: Vec<DownwardApiVolumeFile>,
-}
-
-/// `v1.VolumeMount`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct VolumeMount {
-    /// The volume's name.
-    pub name: String,
-    /// Where it appears in the container (absolute).
-    pub mount_path: String,
-    /// Mounted read-only.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub read_only: bool,
-    /// A path inside the volume to mount instead of its root.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub sub_path: String,
-    /// As `subPath`, with `$(VAR)` expanded from the container's environment.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub sub_path_expr: String,
-    /// `None` (the default), `HostToContainer` or `Bidirectional`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mount_propagation: Option<String>,
-    /// Every other field as written (`recursiveReadOnly`), judged by `api::fields`.
-    #[serde(flatten)]
-    pub other: BTreeMap<String, Value>,
-}
 
 /// A `hostPath` volume's `type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,7 +241,7 @@ pub(super) fn validate_volumes(e: &mut Errs, pod: &Pod) {
         if v.name.is_empty() {
             e.required(&format!("{base}.name"), "");
         } else if !is_dns1123_label(&v.name) {
-            e.invalid(&format!("{base}.name"), quote(&v.name), super::validation::DNS1123_LABEL_FMT);
+            e.invalid(&format!("{base}.name"), quote(&v.name), DNS1123_LABEL_FMT);
         } else if !names.insert(v.name.as_str()) {
             e.duplicate(&format!("{base}.name"), &v.name);
         }

@@ -33,7 +33,7 @@ pub fn run(
             Ok(r) if r.exit_code != 0 => {
                 let mut out = r.stdout;
                 out.extend_from_slice(&r.stderr);
-                out.truncate(probes::MAX_OUTPUT);
+                out.truncate(crate::prober::MAX_OUTPUT);
                 let out = String::from_utf8_lossy(&out);
                 failed(format!("command '{joined}' exited with {}", r.exit_code), &out)
             }

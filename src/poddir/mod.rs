@@ -15,7 +15,8 @@
 //! (a tmpfs that would not unmount, a mount a container propagated back) is left and said.
 
 use crate::api::downward::Facts;
-use crate::api::volumes::{self, FileKind, HostPathAction, HostPathType, Volume};
+use crate::api::volumes::{self, FileKind, HostPathAction, HostPathType};
+use crate::api::Volume;
 use crate::api::{Container, Pod};
 use crate::runtime::{Mount, Propagation};
 use std::fs;

@@ -3,8 +3,8 @@
 //! connector) was a visible part of the CPU a probe costs, for a request that is always the
 //! same shape and a response of which a probe reads at most 10 KiB. HTTPS stays on ureq.
 
-use super::probes::{set_linger, MAX_OUTPUT, USER_AGENT};
 use super::resolve::{resolve, Lookups, ResolveError};
+use super::{MAX_OUTPUT, USER_AGENT};
 use crate::api::HttpHeader;
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -119,7 +119,7 @@ pub(super) fn get(
             Err(source) => return Err(HttpGetError::Connect { addr, source }),
         };
         // As kubelet's dialer: a short TIME_WAIT at high probe rates.
-        set_linger(&stream);
+        crate::util::set_linger(&stream, 1);
         stream.set_write_timeout(Some(left(deadline)?)).map_err(|source| HttpGetError::WriteRequest { source })?;
         (&stream).write_all(req).map_err(|e| io_error(e, |source| HttpGetError::WriteRequest { source }))?;
         let mut conn = Conn { stream: &stream, buf, pos: 0, end: 0, deadline };

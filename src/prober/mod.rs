@@ -21,6 +21,11 @@ pub mod results;
 pub mod threads;
 pub mod worker;
 
+/// The `User-Agent` of probes, as kubelet sends it (`kube-probe/<major>.<minor>`).
+pub const USER_AGENT: &str = "kube-probe/1.35";
+/// At most this much of a response body or command output is read.
+pub const MAX_OUTPUT: usize = 10 * 1024;
+
 pub use metrics::{series_labels, ProberMetrics, SeriesLabels};
 pub use results::{ProbeResults, ProberError};
 

@@ -5,6 +5,7 @@
 use super::httpget;
 use super::resolve::{resolve, resolve_port};
 pub use super::resolve::{Lookups, ResolveError, MAX_LOOKUP_THREADS};
+use super::{MAX_OUTPUT, USER_AGENT};
 use crate::api::expand::expand;
 use crate::api::{Container, HttpGetAction, Probe};
 use crate::runtime::exec::{ExecProcess, ExecStart};
@@ -14,10 +15,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The `User-Agent` of probes, as kubelet sends it (`kube-probe/<major>.<minor>`).
-pub const USER_AGENT: &str = "kube-probe/1.35";
-/// At most this much of a response body or command output is read.
-pub const MAX_OUTPUT: usize = 10 * 1024;
 /// Same-host redirects followed at most.
 const MAX_REDIRECTS: usize = 10;
 
@@ -90,29 +87,13 @@ pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outco
     let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
     match TcpStream::connect_timeout(&addr, left) {
         Ok(s) => {
-            set_linger(&s);
+            crate::util::set_linger(&s, 1);
             Outcome::Success(String::new())
         }
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {
             Outcome::Failure(format!("dial tcp {addr}: i/o timeout"))
         }
         Err(e) => Outcome::Failure(format!("dial tcp {addr}: connect: {e}")),
-    }
-}
-
-/// SO_LINGER 1 s, as kubelet's dialer sets it.
-pub(super) fn set_linger(s: &TcpStream) {
-    use std::os::fd::AsRawFd;
-    let l = libc::linger { l_onoff: 1, l_linger: 1 };
-    // SAFETY: setsockopt on a socket we own with a properly sized linger struct.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
     }
 }
 

@@ -508,7 +508,7 @@ impl<H: Handler> Reactor<H> {
                 self.pending_out -= out.len();
                 // Reset instead of a FIN: the kernel would otherwise keep sending what is
                 // buffered to a client that does not read, long after we gave up on it.
-                abort_on_close(&c.stream);
+                crate::util::set_linger(&c.stream, 0);
             }
         }
         self.stats.open.store(self.conns.len() as u64, Ordering::Relaxed);
@@ -585,21 +585,6 @@ pub fn answer<H: Handler>(handler: &H, req: &Request) -> Response {
     });
     let close = resp.close || req.close;
     Response { close, keep_alive: !close && req.http_1_0, head: req.method == "HEAD", ..resp }
-}
-
-/// Sets `SO_LINGER` to zero, so closing discards unsent data and sends a reset.
-fn abort_on_close(stream: &TcpStream) {
-    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
-    // SAFETY: setsockopt on a socket we own, with a pointer to a linger struct of that size.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            &linger as *const libc::linger as *const libc::c_void,
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
 }
 
 /// `poll`'s timeout for waking at `at`, rounded up to a whole millisecond: rounding down
