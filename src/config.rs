@@ -872,6 +872,31 @@ mod tests {
         assert_eq!(format!("{c:?}"), format!("{d:?}"));
     }
 
+    /// docs/configuration.md names every key of the sample file (which is the defaults), by
+    /// its bare name in backticks, each section under a `## `[section]`` heading, so a new
+    /// key cannot go undocumented.
+    #[test]
+    fn the_configuration_reference_names_every_key() {
+        let sample: toml::Table = include_str!("../etc/ferrolet.toml").parse().unwrap();
+        let doc = include_str!("../docs/configuration.md");
+        let mut missing = Vec::new();
+        for (key, value) in &sample {
+            match value.as_table() {
+                Some(section) => {
+                    if !doc.contains(&format!("## `[{key}]`")) {
+                        missing.push(format!("[{key}]"));
+                    }
+                    missing.extend(
+                        section.keys().filter(|k| !doc.contains(&format!("`{k}`"))).map(|k| format!("{key}.{k}")),
+                    );
+                }
+                None if !doc.contains(&format!("`{key}`")) => missing.push(key.clone()),
+                None => {}
+            }
+        }
+        assert!(missing.is_empty(), "docs/configuration.md does not name {missing:?}");
+    }
+
     #[test]
     fn image_gc_keys_are_checked_as_kubelet_checks_them() {
         assert_eq!(
