@@ -436,7 +436,7 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                 for p in &pods {
                     // What this runtime will refuse (the pod's containers would not start)
                     // or accept without effect.
-                    for u in ferrolet::api::fields::check(p, cfg.runtime.as_str()) {
+                    for u in ferrolet::api::fields::check(p, cfg.runtime.kind()) {
                         let what = if u.is_refused() { "error" } else { "note" };
                         let line = format!("{shown}: {what}: pod {}: {}", p.metadata.name, u.describe());
                         if u.is_refused() {

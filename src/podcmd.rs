@@ -5,6 +5,7 @@
 //! which instance (`choose_instance`), and the exit code of an exec (`exec_exit_code`). The
 //! two executors at the end only call the runtime and print.
 
+use crate::api::fields::RuntimeKind;
 use crate::podlogs::{self, Follow, LogError, LogOptions};
 use crate::pods::{ContainerKind, CONTAINER_INDEX_LABEL, CONTAINER_KIND_LABEL};
 use crate::runtime::exec::EXEC_OUTPUT_CAP;
@@ -434,8 +435,8 @@ pub fn exec(
 }
 
 /// What happened to a command `ferrolet exec` stopped waiting for, on the runtime `kind`.
-fn exec_ended(kind: &str) -> &'static str {
-    if kind == "cri" {
+fn exec_ended(kind: RuntimeKind) -> &'static str {
+    if kind == RuntimeKind::Cri {
         "its stream was closed (containerd 2 kills the command then; containerd 1.x lets it run to its end)"
     } else {
         "the command was killed"

@@ -117,7 +117,7 @@ fn volume_source(name: &str) -> Verdict {
 }
 
 /// The verdicts on what the pod's volumes set beyond what ferrolet mounts.
-fn volume_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
+fn volume_uses(pod: &Pod, runtime: RuntimeKind, out: &mut Vec<FieldUse>) {
     for (i, v) in pod.spec.volumes.iter().enumerate() {
         let base = format!("spec.volumes[{i}]");
         for name in v.other.iter().filter(|(_, x)| !x.is_null()).map(|(n, _)| n) {
@@ -148,7 +148,7 @@ fn volume_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
             containers.iter().enumerate().flat_map(|(i, c)| c.volume_mounts.iter().enumerate().map(move |m| (i, m)))
         {
             let base = format!("spec.{list}[{index}].volumeMounts[{j}]");
-            if runtime == "process" && m.mount_propagation.as_deref() == Some("Bidirectional") {
+            if runtime == RuntimeKind::Process && m.mount_propagation.as_deref() == Some("Bidirectional") {
                 let why = "the process runtime cannot propagate a container's mounts back to the host";
                 out.push(FieldUse { path: format!("{base}.mountPropagation"), verdict: Verdict::Refused(why.into()) });
             }
@@ -235,9 +235,9 @@ fn is_zero(v: &Value) -> bool {
     }
 }
 
-fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, out: &mut Vec<FieldUse>) {
+fn container_uses(c: &Container, path: &str, runtime: RuntimeKind, host_network: bool, out: &mut Vec<FieldUse>) {
     // On the host network a port is the node's: it cannot be published elsewhere.
-    if host_network || runtime == "process" {
+    if host_network || runtime == RuntimeKind::Process {
         for (i, p) in c.ports.iter().enumerate() {
             if p.host_port.is_some_and(|h| h != 0 && h != p.container_port) {
                 let why = "on the host network hostPort must equal containerPort";
@@ -263,7 +263,7 @@ fn container_uses(c: &Container, path: &str, runtime: &str, host_network: bool, 
         out.push(FieldUse { path: format!("{path}.{name}"), verdict: container_field(name) });
     }
     security_uses(c.security_context.as_ref().map(|s| &s.other), path, out);
-    if runtime == "process" && !c.image.is_empty() {
+    if runtime == RuntimeKind::Process && !c.image.is_empty() {
         let why = "the process runtime runs `command` on the host and uses no image";
         out.push(FieldUse { path: format!("{path}.image"), verdict: Verdict::Accepted(why.into()) });
     }
@@ -278,7 +278,7 @@ const PROCESS_RESOLV: &str = "the process runtime runs every pod with the node's
 /// hostname fields of a host-network pod, which has the node's hostname (as with kubelet);
 /// the process runtime, which shares the node's filesystem, UTS namespace and resolver,
 /// refuses what it cannot honour.
-fn dns_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
+fn dns_uses(pod: &Pod, runtime: RuntimeKind, out: &mut Vec<FieldUse>) {
     let spec = &pod.spec;
     let mut add = |field: &str, verdict: Verdict| out.push(FieldUse { path: format!("spec.{field}"), verdict });
     let hostname_fields = [
@@ -286,7 +286,7 @@ fn dns_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
         ("subdomain", !spec.subdomain.is_empty()),
         ("setHostnameAsFQDN", spec.hostname_as_fqdn()),
     ];
-    if runtime != "process" {
+    if runtime != RuntimeKind::Process {
         if spec.host_network {
             let why = "a host-network pod has the node's hostname, as with kubelet";
             for (field, _) in hostname_fields.iter().filter(|(_, set)| *set) {
@@ -312,9 +312,19 @@ fn dns_uses(pod: &Pod, runtime: &str, out: &mut Vec<FieldUse>) {
     }
 }
 
-/// Every field `pod` sets that ferrolet does not model, or that `runtime` (`process` or
-/// `cri`) does not honour, with its verdict: pod fields first, then each container's.
-pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
+/// Which runtime a pod runs on: what some Pod fields mean depends on it (the process
+/// runtime runs every pod on the host network, from no image).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// ferrolet's own: every container a host process under a shim.
+    Process,
+    /// A CRI v1 runtime (containerd).
+    Cri,
+}
+
+/// Every field `pod` sets that ferrolet does not model, or that `runtime` does not
+/// honour, with its verdict: pod fields first, then each container's.
+pub fn check(pod: &Pod, runtime: RuntimeKind) -> Vec<FieldUse> {
     let mut out = Vec::new();
     for (name, value) in pod.spec.other.iter().filter(|(_, v)| !is_zero(v)) {
         out.push(FieldUse { path: format!("spec.{name}"), verdict: pod_field(name, value) });
@@ -322,7 +332,7 @@ pub fn check(pod: &Pod, runtime: &str) -> Vec<FieldUse> {
     security_uses(pod.spec.security_context.as_ref().map(|s| &s.other), "spec", &mut out);
     volume_uses(pod, runtime, &mut out);
     dns_uses(pod, runtime, &mut out);
-    if runtime == "process" && !pod.spec.host_network {
+    if runtime == RuntimeKind::Process && !pod.spec.host_network {
         let why = "the process runtime runs every pod on the host network (podIP is the node's)";
         out.push(FieldUse { path: "spec.hostNetwork".into(), verdict: Verdict::Accepted(why.into()) });
     }
@@ -371,7 +381,7 @@ mod tests {
     #[test]
     fn fields_ferrolet_does_not_model_are_kept_and_judged_never_dropped() {
         let p = pod("  tolerations: [{operator: Exists}]\n  volumes: [{name: data, emptyDir: {}}, {name: cfg, configMap: {name: app}}]\n  securityContext: {}\n  dnsPolicy: ClusterFirst\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n    volumeMounts: [{name: data, mountPath: /data}]\n    tty: false\n    stdin: true\n    terminationMessagePolicy: File\n");
-        let uses = check(&p, "cri");
+        let uses = check(&p, RuntimeKind::Cri);
         let described: Vec<String> = uses.iter().map(FieldUse::describe).collect();
         assert_eq!(
             described,
@@ -394,7 +404,7 @@ mod tests {
     #[test]
     fn volume_sources_and_mount_fields_beyond_the_model_are_judged() {
         let p = pod("  volumes:\n  - {name: scratch, emptyDir: {sizeLimit: 1Gi}}\n  - {name: huge, emptyDir: {medium: HugePages}}\n  - {name: claim, persistentVolumeClaim: {claimName: c}}\n  - name: both\n    projected:\n      sources:\n      - downwardAPI: {items: [{path: name, fieldRef: {fieldPath: metadata.name}}]}\n      - serviceAccountToken: {path: token}\n  containers:\n  - name: app\n    image: busybox\n    securityContext: {privileged: true}\n    volumeMounts:\n    - {name: scratch, mountPath: /a, recursiveReadOnly: Disabled}\n    - {name: both, mountPath: /b, recursiveReadOnly: IfPossible, mountPropagation: Bidirectional}\n    - {name: huge, mountPath: /c, recursiveReadOnly: Enabled}\n");
-        let described: Vec<String> = check(&p, "process").iter().map(FieldUse::describe).collect();
+        let described: Vec<String> = check(&p, RuntimeKind::Process).iter().map(FieldUse::describe).collect();
         assert_eq!(
             described[..7],
             [
@@ -407,14 +417,17 @@ mod tests {
                 "spec.containers[0].volumeMounts[2].recursiveReadOnly: refused: recursive read-only mounts are not supported by ferrolet",
             ]
         );
-        assert!(!check(&p, "cri").iter().any(|u| u.path.ends_with("mountPropagation")), "CRI propagates them");
+        assert!(
+            !check(&p, RuntimeKind::Cri).iter().any(|u| u.path.ends_with("mountPropagation")),
+            "CRI propagates them"
+        );
     }
 
     #[test]
     fn security_context_fields_beyond_the_model_are_judged_too() {
         let p = pod("  securityContext:\n    runAsUser: 1000\n    seLinuxOptions: {level: 's0:c1'}\n    seLinuxChangePolicy: Recursive\n  containers:\n  - name: app\n    image: busybox\n    securityContext:\n      windowsOptions: {runAsUserName: x}\n      runAsGroup: 5\n      seccompProfle: {type: RuntimeDefault}\n");
         assert_eq!(p.spec.security_context.as_ref().unwrap().run_as_user, Some(1000), "modelled fields are read");
-        let described: Vec<String> = check(&p, "cri").iter().map(FieldUse::describe).collect();
+        let described: Vec<String> = check(&p, RuntimeKind::Cri).iter().map(FieldUse::describe).collect();
         assert_eq!(
             described,
             [
@@ -442,7 +455,7 @@ mod tests {
     #[test]
     fn a_typo_is_refused_as_unknown_and_a_pod_that_sets_nothing_unusual_runs() {
         let p = pod("  containers:\n  - name: app\n    image: busybox\n    comand: [sleep, '1']\n");
-        let uses = check(&p, "cri");
+        let uses = check(&p, RuntimeKind::Cri);
         assert_eq!(
             uses,
             [FieldUse {
@@ -451,7 +464,7 @@ mod tests {
             }]
         );
         let p = pod("  hostNetwork: true\n  containers:\n  - name: app\n    image: busybox\n");
-        assert_eq!(check(&p, "cri"), []);
+        assert_eq!(check(&p, RuntimeKind::Cri), []);
         assert_eq!(refusal(&[], &p, "app"), None);
     }
 
@@ -459,7 +472,7 @@ mod tests {
     fn the_process_runtime_says_it_uses_no_image_and_no_pod_network() {
         let p = pod("  initContainers:\n  - name: init\n    image: busybox\n    command: ['true']\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n");
         let paths: Vec<(String, bool)> =
-            check(&p, "process").into_iter().map(|u| (u.path.clone(), u.is_refused())).collect();
+            check(&p, RuntimeKind::Process).into_iter().map(|u| (u.path.clone(), u.is_refused())).collect();
         assert_eq!(
             paths,
             [
@@ -468,7 +481,7 @@ mod tests {
                 ("spec.containers[0].image".to_string(), false)
             ]
         );
-        assert_eq!(check(&p, "cri"), []);
+        assert_eq!(check(&p, RuntimeKind::Cri), []);
     }
 
     #[test]
@@ -476,12 +489,12 @@ mod tests {
         let spec = |host_network: bool| {
             format!("  hostNetwork: {host_network}\n  containers:\n  - name: app\n    image: busybox\n    ports: [{{containerPort: 80, hostPort: 8080}}, {{containerPort: 53, hostPort: 53}}]\n")
         };
-        let refused = |p: &Pod, runtime: &str| -> Vec<String> {
+        let refused = |p: &Pod, runtime: RuntimeKind| -> Vec<String> {
             check(p, runtime).into_iter().filter(FieldUse::is_refused).map(|u| u.path).collect()
         };
-        assert_eq!(refused(&pod(&spec(true)), "cri"), ["spec.containers[0].ports[0].hostPort"]);
-        assert_eq!(refused(&pod(&spec(false)), "process"), ["spec.containers[0].ports[0].hostPort"]);
-        assert!(refused(&pod(&spec(false)), "cri").is_empty(), "mapped by the runtime on the pod network");
+        assert_eq!(refused(&pod(&spec(true)), RuntimeKind::Cri), ["spec.containers[0].ports[0].hostPort"]);
+        assert_eq!(refused(&pod(&spec(false)), RuntimeKind::Process), ["spec.containers[0].ports[0].hostPort"]);
+        assert!(refused(&pod(&spec(false)), RuntimeKind::Cri).is_empty(), "mapped by the runtime on the pod network");
     }
 
     #[test]
@@ -489,7 +502,7 @@ mod tests {
         let spec = "  hostAliases: [{ip: 10.1.2.3, hostnames: [db]}]\n  hostname: web\n  subdomain: sub\n  setHostnameAsFQDN: true\n  dnsPolicy: None\n  dnsConfig: {nameservers: [10.0.0.10]}\n  containers:\n  - name: app\n    image: busybox\n";
         let p = pod(spec);
         let described: Vec<String> =
-            check(&p, "process").iter().filter(|u| u.is_refused()).map(FieldUse::describe).collect();
+            check(&p, RuntimeKind::Process).iter().filter(|u| u.is_refused()).map(FieldUse::describe).collect();
         assert_eq!(
             described,
             [
@@ -501,13 +514,13 @@ mod tests {
                 format!("spec.dnsConfig: refused: {PROCESS_RESOLV}"),
             ]
         );
-        assert!(refusal(&check(&p, "process"), &p, "app").unwrap().contains("node's UTS namespace"));
-        assert_eq!(check(&p, "cri"), [], "the CRI runtime honours every one of them");
+        assert!(refusal(&check(&p, RuntimeKind::Process), &p, "app").unwrap().contains("node's UTS namespace"));
+        assert_eq!(check(&p, RuntimeKind::Cri), [], "the CRI runtime honours every one of them");
         // The node's resolver is what the process runtime gives: ClusterFirst and Default ask
         // for nothing more; ClusterFirstWithHostNet is said once.
         for (policy, said) in [("ClusterFirst", false), ("Default", false), ("ClusterFirstWithHostNet", true)] {
             let p = pod(&format!("  dnsPolicy: {policy}\n  containers:\n  - name: app\n    image: busybox\n"));
-            let uses = check(&p, "process");
+            let uses = check(&p, RuntimeKind::Process);
             assert!(uses.iter().all(|u| !u.is_refused()), "{policy}");
             assert_eq!(uses.iter().any(|u| u.path == "spec.dnsPolicy"), said, "{policy}");
         }
@@ -517,7 +530,7 @@ mod tests {
     fn a_host_network_pod_on_cri_keeps_the_nodes_hostname_and_says_so() {
         let p = pod("  hostNetwork: true\n  hostname: web\n  hostAliases: [{ip: 10.1.2.3, hostnames: [db]}]\n  containers:\n  - name: app\n    image: busybox\n");
         assert_eq!(
-            check(&p, "cri"),
+            check(&p, RuntimeKind::Cri),
             [FieldUse {
                 path: "spec.hostname".into(),
                 verdict: Verdict::Accepted("a host-network pod has the node's hostname, as with kubelet".into())

@@ -68,6 +68,16 @@ choice! {
     }
 }
 
+impl RuntimeBackend {
+    /// The runtime's kind, as Pod fields are judged by it.
+    pub fn kind(self) -> crate::api::fields::RuntimeKind {
+        match self {
+            RuntimeBackend::Process => crate::api::fields::RuntimeKind::Process,
+            RuntimeBackend::Cri => crate::api::fields::RuntimeKind::Cri,
+        }
+    }
+}
+
 choice! {
     /// `cgroups.enforcement`: whether pods get cgroups.
     Enforcement {

@@ -11,6 +11,7 @@ use super::{
     Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, PullAuth,
     RuntimeError, SandboxConfig, SandboxInfo,
 };
+use crate::api::fields::RuntimeKind;
 use crate::clock::{Clock, FakeClock};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -244,7 +245,12 @@ impl FakeRuntime {
 }
 
 impl ContainerRuntime for FakeRuntime {
-    fn kind(&self) -> &'static str {
+    /// Pod fields are judged as on CRI (the fake has no host-network rule).
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Cri
+    }
+
+    fn id_scheme(&self) -> &str {
         "fake"
     }
 

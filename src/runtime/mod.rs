@@ -10,6 +10,7 @@ pub mod fake;
 pub mod logrotate;
 pub mod process;
 
+use crate::api::fields::RuntimeKind;
 use crate::api::security::{ContainerSecurity, SandboxSecurity};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -475,13 +476,11 @@ impl Cancel {
 
 /// The runtime backend: sandboxes (one per pod), containers in them, exec, and images.
 pub trait ContainerRuntime: Send + Sync {
-    /// `process` or `cri`: which backend (what a Pod field means depends on it).
-    fn kind(&self) -> &'static str;
+    /// Which backend (what a Pod field means depends on it).
+    fn kind(&self) -> RuntimeKind;
     /// The scheme of container ids in statuses (`process://<id>`; kubelet's is the CRI
     /// runtime's name, `containerd://<id>`).
-    fn id_scheme(&self) -> &str {
-        self.kind()
-    }
+    fn id_scheme(&self) -> &str;
     /// Creates the pod's sandbox and returns its id.
     fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError>;
     /// Marks the sandbox stopped (its containers must already be stopped).

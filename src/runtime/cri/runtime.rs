@@ -11,6 +11,7 @@
 
 use super::client::{CriClient, CriError};
 use super::{stream, translate};
+use crate::api::fields::RuntimeKind;
 use crate::manager::{Health, JobError, JobQueue, StopTimeout};
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
 use crate::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
@@ -322,8 +323,8 @@ impl ContainerRuntime for CriRuntime {
         &self.name
     }
 
-    fn kind(&self) -> &'static str {
-        "cri"
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Cri
     }
 
     fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {

@@ -33,6 +33,7 @@ pub mod shim;
 pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
 
 use super::exec::ExecStart;
+use crate::api::fields::RuntimeKind;
 
 use super::{
     Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, ImageUser,
@@ -372,7 +373,11 @@ fn read_head(path: &Path, limit: u64) -> String {
 }
 
 impl ContainerRuntime for ProcessRuntime {
-    fn kind(&self) -> &'static str {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Process
+    }
+
+    fn id_scheme(&self) -> &str {
         "process"
     }
 
