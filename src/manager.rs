@@ -333,6 +333,242 @@ pub fn stop_all(workers: impl IntoIterator<Item = Worker>, timeout: Duration) ->
     workers.into_iter().filter_map(|w| w.join(deadline).err()).map(|e| StopTimeout { timeout, ..e }).collect()
 }
 
+/// The way to end a blocking gRPC call early: the owner drops the `Canceller`, and a call
+/// waiting in `run` returns at once (the caller then cancels the RPC). A crossbeam stop
+/// channel cannot wake a future, so threads that wait in gRPC calls (image pulls, device
+/// plugin streams and `PreStartContainer`) wait on this as well.
+pub struct Cancel(futures::channel::oneshot::Receiver<()>);
+
+/// The owner's end of a `Cancel`: dropping it cancels.
+pub struct Canceller {
+    _tx: futures::channel::oneshot::Sender<()>,
+}
+
+impl Cancel {
+    /// A new pair.
+    pub fn pair() -> (Canceller, Cancel) {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        (Canceller { _tx: tx }, Cancel(rx))
+    }
+
+    /// Whether the owner cancelled.
+    pub fn is_cancelled(&mut self) -> bool {
+        !matches!(self.0.try_recv(), Ok(None))
+    }
+
+    /// Waits for `f`; `None` when cancelled first.
+    pub fn run<F: std::future::Future + Unpin>(&mut self, f: F) -> Option<F::Output> {
+        if self.is_cancelled() {
+            return None;
+        }
+        match futures::executor::block_on(futures::future::select(f, &mut self.0)) {
+            futures::future::Either::Left((out, _)) => Some(out),
+            futures::future::Either::Right(_) => None,
+        }
+    }
+}
+
+/// What a thread that waits in gRPC calls stops by: its stop signal, for `select!`-style
+/// waits and sleeps, and a `Cancel` for the calls. Both fire in one act of its owner.
+pub struct CallStop {
+    /// The thread's stop signal.
+    pub signal: StopSignal,
+    /// Cancels the call the thread waits in.
+    pub cancel: Cancel,
+}
+
+impl CallStop {
+    /// Sleeps up to `d`; true (at once) when the thread is to stop.
+    pub fn sleep(&self, d: Duration) -> bool {
+        self.signal.sleep(d)
+    }
+
+    /// Whether the thread is to stop.
+    pub fn is_stopped(&self) -> bool {
+        self.signal.is_stopped()
+    }
+
+    /// Waits for `f`; `None` when the thread is to stop first (the caller then cancels the
+    /// call `f` belongs to).
+    pub fn run<F: std::future::Future + Unpin>(&mut self, f: F) -> Option<F::Output> {
+        if self.is_stopped() {
+            return None;
+        }
+        self.cancel.run(f)
+    }
+}
+
+/// A thread could not be added to a `WorkerSet`.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerSetError {
+    /// The set already runs its most threads.
+    #[error("too many {name} threads running (at most {max})")]
+    Full {
+        /// The threads' name.
+        name: String,
+        /// The bound.
+        max: usize,
+    },
+    /// The set is stopping: no new thread starts.
+    #[error("the {owner} is stopping")]
+    Stopping {
+        /// Who owns the set (`prober`, `device manager`).
+        owner: &'static str,
+    },
+    /// The OS refused a thread.
+    #[error("cannot start a {name} thread")]
+    Spawn {
+        /// The thread's name.
+        name: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One thread of a `WorkerSet`, to stop it alone or to tell it has ended.
+pub type WorkerId = u64;
+
+/// What stopping a thread does besides its stop signal: wake a `poll`, cancel a gRPC call.
+type OnStop = Box<dyn FnOnce() + Send>;
+
+struct Member {
+    id: WorkerId,
+    worker: Worker,
+    on_stop: Option<OnStop>,
+}
+
+impl Member {
+    fn signal_stop(&mut self) {
+        self.worker.signal_stop();
+        if let Some(f) = self.on_stop.take() {
+            f();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Members {
+    stopping: bool,
+    next_id: WorkerId,
+    running: Vec<Member>,
+}
+
+/// The one way the agent owns a changing group of threads (probe threads, host lookups,
+/// the exec reaper, CRI stops, hooks, image pulls, device plugin streams, PreStart calls):
+/// at most `max` at once, each a `Worker` registered with `Health`; threads that ended by
+/// themselves are reaped (joined) as new ones start; one can be stopped alone; `stop`
+/// signals all of them at once and joins them within one deadline, naming the late ones.
+pub struct WorkerSet {
+    owner: &'static str,
+    max: usize,
+    health: Health,
+    members: Mutex<Members>,
+}
+
+impl WorkerSet {
+    /// An empty set of at most `max` threads, registered in `health`; `owner` names it in
+    /// errors.
+    pub fn new(owner: &'static str, max: usize, health: &Health) -> WorkerSet {
+        WorkerSet { owner, max, health: health.clone(), members: Mutex::default() }
+    }
+
+    /// Starts `body` on a thread called `name`, unless the set is full or stopping.
+    pub fn spawn(
+        &self,
+        name: &str,
+        body: impl FnOnce(StopSignal) -> Exit + Send + 'static,
+    ) -> Result<WorkerId, WorkerSetError> {
+        self.spawn_with(name, None, body)
+    }
+
+    /// `spawn` for a thread that waits in gRPC calls: its `Cancel` fires when it is told to
+    /// stop, in the same act as its stop signal.
+    pub fn spawn_cancellable(
+        &self,
+        name: &str,
+        body: impl FnOnce(CallStop) -> Exit + Send + 'static,
+    ) -> Result<WorkerId, WorkerSetError> {
+        let (canceller, cancel) = Cancel::pair();
+        self.spawn_with(name, Some(Box::new(move || drop(canceller))), move |signal| body(CallStop { signal, cancel }))
+    }
+
+    /// Like `spawn`, with `on_stop` called right after the thread's stop signal (to wake a
+    /// `poll`: signalled first, the woken thread sees the stop).
+    pub fn spawn_with(
+        &self,
+        name: &str,
+        on_stop: Option<OnStop>,
+        body: impl FnOnce(StopSignal) -> Exit + Send + 'static,
+    ) -> Result<WorkerId, WorkerSetError> {
+        let mut m = self.members.lock();
+        if m.stopping {
+            return Err(WorkerSetError::Stopping { owner: self.owner });
+        }
+        reap(&mut m.running);
+        if m.running.len() >= self.max {
+            return Err(WorkerSetError::Full { name: name.into(), max: self.max });
+        }
+        let worker = Worker::spawn(name, &self.health, body)
+            .map_err(|source| WorkerSetError::Spawn { name: name.into(), source })?;
+        m.next_id += 1;
+        let id = m.next_id;
+        m.running.push(Member { id, worker, on_stop });
+        Ok(id)
+    }
+
+    /// Threads running now (those that ended are reaped first).
+    pub fn len(&self) -> usize {
+        let mut m = self.members.lock();
+        reap(&mut m.running);
+        m.running.len()
+    }
+
+    /// Whether no thread runs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether thread `id` still runs (the threads that ended are reaped first).
+    pub fn is_running(&self, id: WorkerId) -> bool {
+        let mut m = self.members.lock();
+        reap(&mut m.running);
+        m.running.iter().any(|member| member.id == id)
+    }
+
+    /// Asks thread `id` to stop, without waiting (it is reaped once it has ended).
+    pub fn signal_stop_one(&self, id: WorkerId) {
+        if let Some(member) = self.members.lock().running.iter_mut().find(|m| m.id == id) {
+            member.signal_stop();
+        }
+    }
+
+    /// Asks every thread to stop, without waiting; no new thread starts from now on.
+    pub fn signal_stop(&self) {
+        let mut m = self.members.lock();
+        m.stopping = true;
+        m.running.iter_mut().for_each(Member::signal_stop);
+    }
+
+    /// Stops every thread and waits up to `timeout` for all of them; returns the ones that
+    /// did not end in time (they keep running detached, still listed by `Health`).
+    pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
+        self.signal_stop();
+        let running = std::mem::take(&mut self.members.lock().running);
+        stop_all(running.into_iter().map(|m| m.worker), timeout)
+    }
+}
+
+/// Joins the threads that have ended (at once: they have).
+fn reap(running: &mut Vec<Member>) {
+    let (ended, still): (Vec<Member>, Vec<Member>) = running.drain(..).partition(|m| m.worker.is_finished());
+    *running = still;
+    for m in ended {
+        // A finished thread has sent its last word, so the join returns at once.
+        let _ = m.worker.join(Instant::now());
+    }
+}
+
 /// One piece of work for a `JobQueue`'s threads; it may look at their stop signal.
 pub type Job = Box<dyn FnOnce(&StopSignal) + Send>;
 
@@ -355,15 +591,15 @@ pub enum JobError {
 
 /// Threads named `name`, at most `max` at once, taking jobs from one queue of at most
 /// `max_queued`: a bound on concurrency that queues instead of refusing. A thread is
-/// started for a job while fewer than `max` run; past that the job waits, and each thread
-/// takes the next one when its job is done, ending when none is left. Finished threads are
-/// reaped as jobs come; `stop` drops what waits and joins the threads.
+/// started (in a `WorkerSet`) for a job while fewer than `max` run; past that the job
+/// waits, and each thread takes the next one when its job is done, ending when none is
+/// left. `stop` drops what waits and joins the threads.
 pub struct JobQueue {
     name: &'static str,
     max: usize,
     max_queued: usize,
-    health: Health,
-    inner: Arc<Mutex<Jobs>>,
+    threads: WorkerSet,
+    jobs: Arc<Mutex<Jobs>>,
 }
 
 #[derive(Default)]
@@ -372,22 +608,23 @@ struct Jobs {
     /// Threads taking jobs (each gives its place up when it finds the queue empty).
     running: usize,
     closed: bool,
-    workers: Vec<Worker>,
 }
 
 impl JobQueue {
     /// No thread runs yet; threads are registered in `health`.
     pub fn new(name: &'static str, max: usize, max_queued: usize, health: &Health) -> JobQueue {
-        JobQueue { name, max, max_queued, health: health.clone(), inner: Arc::default() }
+        // `running` bounds the threads that take jobs; the set only owns them (one that gave
+        // its place up may not have ended yet when the next starts).
+        let threads = WorkerSet::new(name, usize::MAX, health);
+        JobQueue { name, max, max_queued, threads, jobs: Arc::default() }
     }
 
     /// Runs `job` on a thread of its own, or queues it.
     pub fn submit(&self, job: Job) -> Result<(), JobError> {
-        let mut q = self.inner.lock();
+        let mut q = self.jobs.lock();
         if q.closed {
             return Err(JobError::Closed);
         }
-        q.workers.retain(|w| !w.is_finished());
         if q.running >= self.max {
             if q.waiting.len() >= self.max_queued {
                 return Err(JobError::Full { max: self.max + self.max_queued });
@@ -395,33 +632,38 @@ impl JobQueue {
             q.waiting.push_back(job);
             return Ok(());
         }
-        let inner = self.inner.clone();
-        let worker = Worker::spawn(self.name, &self.health, move |stop| {
+        let jobs = self.jobs.clone();
+        let started = self.threads.spawn(self.name, move |stop| {
             let mut next = Some(job);
             while let Some(job) = next {
                 job(&stop);
-                let mut q = inner.lock();
+                let mut q = jobs.lock();
                 next = if stop.is_stopped() { None } else { q.waiting.pop_front() };
                 if next.is_none() {
                     q.running -= 1;
                 }
             }
             Exit::Done
-        })
-        .map_err(JobError::Spawn)?;
-        q.running += 1;
-        q.workers.push(worker);
-        Ok(())
+        });
+        match started {
+            Ok(_) => {
+                q.running += 1;
+                Ok(())
+            }
+            // The set has no bound of its own and is stopped only after `close`.
+            Err(WorkerSetError::Spawn { source, .. }) => Err(JobError::Spawn(source)),
+            Err(WorkerSetError::Full { .. } | WorkerSetError::Stopping { .. }) => Err(JobError::Closed),
+        }
     }
 
     /// Jobs waiting for a thread.
     pub fn waiting(&self) -> usize {
-        self.inner.lock().waiting.len()
+        self.jobs.lock().waiting.len()
     }
 
     /// Takes no more jobs and drops those waiting; returns how many were dropped.
     pub fn close(&self) -> usize {
-        let mut q = self.inner.lock();
+        let mut q = self.jobs.lock();
         q.closed = true;
         std::mem::take(&mut q.waiting).len()
     }
@@ -430,8 +672,7 @@ impl JobQueue {
     /// ones that did not end in time.
     pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
         self.close();
-        let workers = std::mem::take(&mut self.inner.lock().workers);
-        stop_all(workers, timeout)
+        self.threads.stop(timeout)
     }
 }
 
@@ -527,6 +768,99 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn until_stopped(stop: StopSignal) -> Exit {
+        let _ = stop.receiver().recv_timeout(Duration::from_secs(10));
+        Exit::Done
+    }
+
+    #[test]
+    fn a_full_worker_set_refuses_until_a_thread_has_ended_and_is_reaped() {
+        let health = Health::default();
+        let set = WorkerSet::new("prober", 2, &health);
+        let (release, released) = bounded::<()>(0);
+        let short = set
+            .spawn("fl-t-short", move |_| {
+                let _ = released.recv_timeout(Duration::from_secs(10));
+                Exit::Done
+            })
+            .unwrap();
+        set.spawn("fl-t-long", until_stopped).unwrap();
+        let e = set.spawn("fl-t-more", until_stopped).unwrap_err();
+        assert_eq!(e.to_string(), "too many fl-t-more threads running (at most 2)");
+        drop(release);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while set.is_running(short) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(set.len(), 1, "the ended thread was reaped");
+        set.spawn("fl-t-more", until_stopped).unwrap();
+        assert!(set.stop(Duration::from_secs(2)).is_empty());
+        assert!(health.alive().is_empty() && health.dead().is_empty());
+    }
+
+    #[test]
+    fn stop_wakes_each_thread_and_names_the_one_that_ignores_it() {
+        let health = Health::default();
+        let set = WorkerSet::new("prober", 4, &health);
+        let (woken_tx, woken) = bounded::<()>(1);
+        let wake: OnStop = Box::new(move || {
+            let _ = woken_tx.try_send(());
+        });
+        set.spawn_with("fl-t-poll", Some(wake), until_stopped).unwrap();
+        set.spawn("fl-t-ok", until_stopped).unwrap();
+        let (_hold, never) = bounded::<()>(0);
+        set.spawn("fl-t-stuck", move |_| {
+            let _ = never.recv_timeout(Duration::from_millis(800));
+            Exit::Done
+        })
+        .unwrap();
+        let late = set.stop(Duration::from_millis(200));
+        assert_eq!(woken.try_recv(), Ok(()), "the on-stop wake-up ran");
+        let names: Vec<&str> = late.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["fl-t-stuck"]);
+        assert_eq!(late[0].to_string(), "fl-t-stuck did not stop within 200ms");
+        let e = set.spawn("fl-t-new", until_stopped).unwrap_err();
+        assert_eq!(e.to_string(), "the prober is stopping");
+    }
+
+    #[test]
+    fn one_thread_of_a_set_stops_alone_and_its_grpc_wait_is_cancelled() {
+        let health = Health::default();
+        let set = WorkerSet::new("device manager", 4, &health);
+        // A future that never completes, as a gRPC call to a plugin that never answers.
+        let waits = set
+            .spawn_cancellable("fl-t-call", |mut stop| {
+                assert!(stop.run(futures::future::pending::<()>()).is_none());
+                Exit::Done
+            })
+            .unwrap();
+        let sleeps = set
+            .spawn_cancellable("fl-t-sleep", |stop| {
+                assert!(stop.sleep(Duration::from_secs(60)));
+                Exit::Done
+            })
+            .unwrap();
+        set.signal_stop_one(waits);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while set.is_running(waits) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!set.is_running(waits) && set.is_running(sleeps), "only the one asked stopped");
+        assert_eq!(health.alive(), ["fl-t-sleep"]);
+        assert!(set.stop(Duration::from_secs(5)).is_empty());
+        assert!(health.alive().is_empty() && health.dead().is_empty());
+    }
+
+    #[test]
+    fn a_finished_call_is_returned_when_not_cancelled() {
+        let (_canceller, mut cancel) = Cancel::pair();
+        assert_eq!(cancel.run(futures::future::ready(7)), Some(7));
+        let (canceller, mut cancel) = Cancel::pair();
+        drop(canceller);
+        assert!(cancel.is_cancelled());
+        assert_eq!(cancel.run(futures::future::ready(7)), None, "a cancelled wait runs nothing");
+    }
 
     struct Counter {
         ticks: Sender<u32>,

@@ -8,9 +8,10 @@ use crate::common;
 use common::cri::{client, endpoint, var, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};
 use ferrolet::api::{Event, EventList, Pod};
+use ferrolet::manager::Cancel;
 use ferrolet::manager::Health;
 use ferrolet::runtime::cri::CriRuntime;
-use ferrolet::runtime::{Cancel, ContainerRuntime, RuntimeError};
+use ferrolet::runtime::{ContainerRuntime, RuntimeError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

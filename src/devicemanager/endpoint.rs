@@ -8,10 +8,10 @@
 //! dialled, and when it is stopped (replaced, or the agent stops): a plugin that went away
 //! is not an agent failure. Only a panic shows it dead in `/healthz`.
 
-use super::child::{Child, ChildStop};
 use super::registration::{check_socket, PluginRegistration, RegistrationError};
 use super::state::Endpoint;
-use crate::manager::{Exit, Health, Publisher};
+use crate::manager::{CallStop, WorkerId, WorkerSet, WorkerSetError};
+use crate::manager::{Exit, Publisher};
 use crate::proto::deviceplugin as pb;
 use crate::util::Chain;
 use futures::StreamExt;
@@ -139,7 +139,7 @@ struct Conn {
 }
 
 /// Dials the plugin; `None` when stopped meanwhile.
-fn connect(cfg: &EndpointConfig, socket: &Path, stop: &mut ChildStop) -> Option<Result<Conn, EndpointError>> {
+fn connect(cfg: &EndpointConfig, socket: &Path, stop: &mut CallStop) -> Option<Result<Conn, EndpointError>> {
     // Checked before every dial, reconnects included: the socket may have been replaced.
     if let Err(e) = check_socket(socket) {
         return Some(Err(e.into()));
@@ -170,13 +170,13 @@ fn connect(cfg: &EndpointConfig, socket: &Path, stop: &mut ChildStop) -> Option<
 
 /// Starts the endpoint thread for registration `generation`.
 pub fn spawn(
-    health: &Health,
+    threads: &WorkerSet,
     generation: u64,
     registration: PluginRegistration,
     cfg: EndpointConfig,
     events: Publisher<EndpointEvent>,
-) -> std::io::Result<Child> {
-    Child::spawn("fl-plugin", health, move |stop| {
+) -> Result<WorkerId, WorkerSetError> {
+    threads.spawn_cancellable("fl-plugin", move |stop| {
         let farewell = Farewell { events: events.clone(), resource: registration.resource.clone(), generation };
         run(&cfg, generation, registration, &events, stop);
         drop(farewell);
@@ -203,7 +203,7 @@ fn run(
     generation: u64,
     registration: PluginRegistration,
     events: &Publisher<EndpointEvent>,
-    mut stop: ChildStop,
+    mut stop: CallStop,
 ) {
     let PluginRegistration { resource, socket, sink, permit } = registration;
     let dialled = connect(cfg, &socket, &mut stop);
@@ -280,7 +280,7 @@ fn watch(
     generation: u64,
     client: &pb::DevicePluginClient,
     events: &Publisher<EndpointEvent>,
-    stop: &mut ChildStop,
+    stop: &mut CallStop,
 ) -> Option<StreamError> {
     let mut stream = match client.list_and_watch_opt(&pb::Empty::new(), CallOption::default()) {
         Ok(s) => s,
@@ -305,7 +305,7 @@ fn watch(
 
 /// Reconnects while the plugin's socket exists, up to the configured attempts; `None` when
 /// giving up or stopped.
-fn reconnect(cfg: &EndpointConfig, resource: &str, socket: &Path, stop: &mut ChildStop) -> Option<Conn> {
+fn reconnect(cfg: &EndpointConfig, resource: &str, socket: &Path, stop: &mut CallStop) -> Option<Conn> {
     let mut delay = RECONNECT_DELAY;
     for attempt in 1..=cfg.reconnect_attempts {
         if stop.sleep(delay) {
@@ -327,8 +327,8 @@ fn reconnect(cfg: &EndpointConfig, resource: &str, socket: &Path, stop: &mut Chi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manager::Health;
     use crossbeam_channel::unbounded;
-    use std::time::Instant;
 
     fn config(dial_timeout: Duration) -> EndpointConfig {
         EndpointConfig {
@@ -346,7 +346,8 @@ mod tests {
         let events = Publisher::new(move |e: EndpointEvent| {
             let _ = tx.send(e);
         });
-        let child = Child::spawn("fl-plugin", &health, move |_stop| {
+        let set = WorkerSet::new("device manager", 1, &health);
+        set.spawn_cancellable("fl-plugin", move |_stop| {
             let _farewell = Farewell { events, resource: "example.com/dev".into(), generation: 7 };
             panic!("a bug in the endpoint thread");
         })
@@ -355,7 +356,7 @@ mod tests {
         assert!(
             matches!(e, EndpointEvent::EndpointEnded { generation: 7, ref resource } if resource == "example.com/dev")
         );
-        child.into_worker().join(Instant::now() + Duration::from_secs(5)).unwrap();
+        assert!(set.stop(Duration::from_secs(5)).is_empty());
         assert_eq!(health.dead(), ["fl-plugin"]);
     }
 
@@ -370,7 +371,8 @@ mod tests {
         let (tx, rx) = unbounded();
         let cfg = config(Duration::from_secs(30));
         let file = dir.path().join("file.sock");
-        let child = Child::spawn("fl-plugin", &health, move |mut stop| {
+        let set = WorkerSet::new("device manager", 1, &health);
+        set.spawn_cancellable("fl-plugin", move |mut stop| {
             let not_a_socket = connect(&cfg, &file, &mut stop).map(|r| r.err().map(|e| e.to_string()));
             let _ = tx.send(not_a_socket);
             let _ = tx.send(connect(&cfg, &socket, &mut stop).map(|r| r.err().map(|e| e.to_string())));
@@ -380,9 +382,8 @@ mod tests {
         let first = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert!(first.unwrap().unwrap().ends_with("file.sock is not a socket"));
         std::thread::sleep(Duration::from_millis(200));
-        let started = Instant::now();
-        child.into_worker().join(Instant::now() + Duration::from_secs(5)).unwrap();
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        // The dial would wait 30 s: the stop ends it within the 5 s join.
+        assert!(set.stop(Duration::from_secs(5)).is_empty());
         assert_eq!(rx.recv_timeout(Duration::from_secs(1)).unwrap(), None, "stopped, not failed");
         assert!(health.alive().is_empty() && health.dead().is_empty());
     }

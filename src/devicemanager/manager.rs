@@ -16,7 +16,6 @@
 
 use super::allocate::{self, Need, Plugin};
 use super::checkpoint::{self, CheckpointData};
-use super::child::Child;
 use super::endpoint::{self, EndpointConfig, EndpointEvent};
 use super::error::{DeviceError, MAX_PRESTART_THREADS};
 use super::messages::{DeviceUpdate, DevicesCommand};
@@ -27,7 +26,7 @@ use super::view::Devices;
 use crate::api::validation::is_extended_resource;
 use crate::api::{Container, Pod};
 use crate::events::{EventRecorder, Reference, NORMAL};
-use crate::manager::{Health, Publisher};
+use crate::manager::{Health, Publisher, WorkerId, WorkerSet, WorkerSetError};
 use crate::runtime::devices::DeviceOptions;
 use crate::timefmt::go_duration;
 use crate::util::Chain;
@@ -84,7 +83,7 @@ struct WaitingPod {
 /// An endpoint thread and the resource it registered.
 struct EndpointWorker {
     resource: String,
-    child: Child,
+    thread: WorkerId,
 }
 
 /// The `fl-devices` manager.
@@ -97,7 +96,6 @@ pub struct DeviceManager {
     recorder: EventRecorder,
     waiting: Vec<WaitingPod>,
     server: Option<grpcio::Server>,
-    health: Health,
     endpoint_config: EndpointConfig,
     /// This manager's own command channel, handed to its children.
     commands: Sender<DevicesCommand>,
@@ -105,8 +103,11 @@ pub struct DeviceManager {
     generation: u64,
     /// Endpoint threads by registration: dialling, connected, or stopping.
     endpoints: BTreeMap<u64, EndpointWorker>,
+    /// The endpoint threads (bounded by the registration server's dial slots and one
+    /// connected registration per resource, not by the set).
+    endpoint_threads: WorkerSet,
     /// PreStartContainer threads (at most `MAX_PRESTART_THREADS` running).
-    prestarts: Vec<Child>,
+    prestarts: WorkerSet,
     stop_timeout: Duration,
 }
 
@@ -170,12 +171,12 @@ impl DeviceManager {
             recorder,
             waiting: Vec::new(),
             server,
-            health: health.clone(),
             endpoint_config,
             commands,
             generation: 0,
             endpoints: BTreeMap::new(),
-            prestarts: Vec::new(),
+            endpoint_threads: WorkerSet::new("device manager", usize::MAX, health),
+            prestarts: WorkerSet::new("device manager", MAX_PRESTART_THREADS, health),
             stop_timeout: DEFAULT_STOP_TIMEOUT,
         };
         (dm, devices)
@@ -335,15 +336,18 @@ impl DeviceManager {
         if calls.is_empty() {
             return self.reply_prepared(pod_uid, container, Ok(options));
         }
-        self.reap();
-        if self.prestarts.len() >= MAX_PRESTART_THREADS {
-            return self.reply_prepared(pod_uid, container, Err(DeviceError::TooManyPreStarts));
-        }
         let done = Publisher::to(self.commands.clone());
-        match prestart::spawn(&self.health, (pod_uid.clone(), container.clone()), calls, options, done) {
-            Ok(child) => self.prestarts.push(child),
+        match prestart::spawn(&self.prestarts, (pod_uid.clone(), container.clone()), calls, options, done) {
+            Ok(_) => {}
+            Err(WorkerSetError::Full { .. }) => {
+                self.reply_prepared(pod_uid, container, Err(DeviceError::TooManyPreStarts))
+            }
             Err(e) => {
-                let e = DeviceError::SpawnPreStart(Arc::new(e));
+                let source = match e {
+                    WorkerSetError::Spawn { source, .. } => source,
+                    stopping => std::io::Error::other(stopping),
+                };
+                let e = DeviceError::SpawnPreStart(Arc::new(source));
                 log::error!("devices: {}", Chain(&e));
                 self.reply_prepared(pod_uid, container, Err(e));
             }
@@ -360,9 +364,10 @@ impl DeviceManager {
         self.generation += 1;
         let resource = registration.resource.clone();
         let events = Publisher::to(self.commands.clone());
-        match endpoint::spawn(&self.health, self.generation, registration, self.endpoint_config.clone(), events) {
-            Ok(child) => {
-                self.endpoints.insert(self.generation, EndpointWorker { resource, child });
+        let cfg = self.endpoint_config.clone();
+        match endpoint::spawn(&self.endpoint_threads, self.generation, registration, cfg, events) {
+            Ok(thread) => {
+                self.endpoints.insert(self.generation, EndpointWorker { resource, thread });
             }
             // The registration (its call and dial slot) went with the closure: the plugin
             // sees its call fail and registers again.
@@ -426,30 +431,21 @@ impl DeviceManager {
     /// News from a registration that is no longer its resource's (replaced, or the
     /// resource expired while it was reconnecting): its thread has nothing left to do.
     fn stop_stale_endpoint(&mut self, generation: u64) {
-        if let Some(w) = self.endpoints.get_mut(&generation) {
-            w.child.signal_stop();
+        if let Some(w) = self.endpoints.get(&generation) {
+            self.endpoint_threads.signal_stop_one(w.thread);
         }
     }
 
-    /// Joins the child threads that have ended.
+    /// Forgets the registrations whose endpoint threads have ended (and are reaped).
     fn reap(&mut self) {
-        let ended: Vec<u64> = self.endpoints.iter().filter(|(_, w)| w.child.is_finished()).map(|(g, _)| *g).collect();
-        let mut finished = Vec::new();
-        for g in ended {
-            if let Some(w) = self.endpoints.remove(&g) {
+        let threads = &self.endpoint_threads;
+        self.endpoints.retain(|g, w| {
+            let running = threads.is_running(w.thread);
+            if !running {
                 log::debug!("devices: the endpoint thread of {} (registration {g}) ended", w.resource);
-                finished.push(w.child);
             }
-        }
-        let (done, running) = std::mem::take(&mut self.prestarts).into_iter().partition(Child::is_finished);
-        self.prestarts = running;
-        finished.extend::<Vec<Child>>(done);
-        for child in finished {
-            // Finished: the join returns at once.
-            if let Err(e) = child.into_worker().join(Instant::now()) {
-                log::warn!("devices: {e}");
-            }
-        }
+            running
+        });
     }
 }
 
@@ -517,9 +513,13 @@ impl Drop for DeviceManager {
             s.cancel_all_calls();
             let _ = futures::executor::block_on(done);
         }
-        let endpoints = std::mem::take(&mut self.endpoints).into_values().map(|w| w.child);
-        let children = endpoints.chain(std::mem::take(&mut self.prestarts)).map(Child::into_worker);
-        for late in crate::manager::stop_all(children, self.stop_timeout) {
+        // Every child is told at once (streams and calls cancelled); one deadline for all.
+        self.endpoint_threads.signal_stop();
+        self.prestarts.signal_stop();
+        let deadline = Instant::now() + self.stop_timeout;
+        let late = self.endpoint_threads.stop(self.stop_timeout);
+        let late = late.into_iter().chain(self.prestarts.stop(deadline.saturating_duration_since(Instant::now())));
+        for late in late {
             log::warn!("devices: {late}");
         }
     }

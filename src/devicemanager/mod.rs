@@ -13,14 +13,13 @@
 //!
 //! This file only names the parts; none of them imports it. Within the module the imports
 //! run one way: `state` ← `checkpoint` ← `view` ← `registration` ← `endpoint` ←
-//! `messages` ← `manager` (with `error`, `child`, `prestart` and `allocate` in between), so
+//! `messages` ← `manager` (with `error`, `prestart` and `allocate` in between), so
 //! no part imports one that imports it back. The children (registration server, endpoint
 //! and PreStartContainer threads) each publish their own message type; `messages` wraps
 //! them into the manager's command.
 
 mod allocate;
 pub mod checkpoint;
-mod child;
 pub mod endpoint;
 pub mod error;
 pub mod manager;

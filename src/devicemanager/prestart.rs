@@ -2,9 +2,9 @@
 //! admissions go on meanwhile. The thread tells the device manager how they went
 //! (`PreStartDone`); stopped, it cancels its call and says nothing.
 
-use super::child::{Child, ChildStop};
 use super::error::DeviceError;
-use crate::manager::{Exit, Health, Publisher};
+use crate::manager::{CallStop, WorkerId, WorkerSet, WorkerSetError};
+use crate::manager::{Exit, Publisher};
 use crate::proto::deviceplugin as pb;
 use crate::runtime::devices::DeviceOptions;
 use std::collections::BTreeSet;
@@ -38,13 +38,13 @@ pub struct PreStartDone {
 /// Starts the calls for a container on an `fl-prestart` thread; `options` are handed back
 /// in the `PreStartDone` when every call succeeded.
 pub fn spawn(
-    health: &Health,
+    threads: &WorkerSet,
     (pod_uid, container): (String, String),
     calls: Vec<PreStartCall>,
     options: DeviceOptions,
     done: Publisher<PreStartDone>,
-) -> std::io::Result<Child> {
-    Child::spawn("fl-prestart", health, move |mut stop| {
+) -> Result<WorkerId, WorkerSetError> {
+    threads.spawn_cancellable("fl-prestart", move |mut stop| {
         if let Some(result) = call_all(calls, &mut stop) {
             done.publish(PreStartDone { pod_uid, container, result: result.map(|()| options) });
         }
@@ -53,7 +53,7 @@ pub fn spawn(
 }
 
 /// The calls in order, stopping at the first failure; `None` when stopped.
-fn call_all(calls: Vec<PreStartCall>, stop: &mut ChildStop) -> Option<Result<(), DeviceError>> {
+fn call_all(calls: Vec<PreStartCall>, stop: &mut CallStop) -> Option<Result<(), DeviceError>> {
     for PreStartCall { resource, client, device_ids } in calls {
         let failed = |source| DeviceError::PreStartContainer { resource: resource.clone(), source: Arc::new(source) };
         let mut req = pb::PreStartContainerRequest::new();

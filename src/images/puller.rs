@@ -4,8 +4,8 @@
 //! default) pulls are serialized, as kubelet's `serializeImagePulls`. At stop every thread
 //! is signalled and its pull cancelled at once (the runtime stops the pull), then joined.
 
-use crate::manager::{stop_all, Exit, Health, Publisher, StopSignal, StopTimeout, Worker};
-use crate::runtime::{Cancel, Canceller, ContainerRuntime, PullAuth, RuntimeError};
+use crate::manager::{Cancel, Exit, Health, Publisher, StopSignal, StopTimeout, WorkerSet, WorkerSetError};
+use crate::runtime::{ContainerRuntime, PullAuth, RuntimeError};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,7 +56,7 @@ pub struct PullDone {
 
 /// The pull threads.
 pub struct ImagePuller {
-    workers: Vec<(Worker, Canceller)>,
+    threads: WorkerSet,
 }
 
 impl ImagePuller {
@@ -69,21 +69,22 @@ impl ImagePuller {
         health: &Health,
     ) -> std::io::Result<(ImagePuller, Sender<PullRequest>)> {
         let (tx, rx) = crossbeam_channel::bounded(MAX_QUEUED);
-        let mut puller = ImagePuller { workers: Vec::new() };
-        for _ in 0..settings.max_parallel.max(1) {
-            let (canceller, cancel) = Cancel::pair();
+        let n = settings.max_parallel.max(1);
+        let puller = ImagePuller { threads: WorkerSet::new("image puller", n, health) };
+        for _ in 0..n {
             let (runtime, rx, done) = (runtime.clone(), rx.clone(), done.clone());
-            let worker =
-                Worker::spawn(THREAD, health, move |stop| run(&*runtime, settings.timeout, &rx, &stop, cancel, &done));
-            match worker {
-                Ok(w) => puller.workers.push((w, canceller)),
-                Err(e) => {
-                    // The ones started are stopped, not left behind.
-                    for late in puller.stop(Duration::from_secs(1)) {
-                        log::warn!("images: {late}");
-                    }
-                    return Err(e);
+            let started = puller.threads.spawn_cancellable(THREAD, move |stop| {
+                run(&*runtime, settings.timeout, &rx, &stop.signal, stop.cancel, &done)
+            });
+            if let Err(e) = started {
+                // The ones started are stopped, not left behind.
+                for late in puller.stop(Duration::from_secs(1)) {
+                    log::warn!("images: {late}");
                 }
+                return Err(match e {
+                    WorkerSetError::Spawn { source, .. } => source,
+                    other => std::io::Error::other(other),
+                });
             }
         }
         Ok((puller, tx))
@@ -92,8 +93,7 @@ impl ImagePuller {
     /// Cancels the pulls in flight, stops every thread and joins them within `timeout`;
     /// returns the ones that did not end in time.
     pub fn stop(self, timeout: Duration) -> Vec<StopTimeout> {
-        let workers: Vec<Worker> = self.workers.into_iter().map(|(w, _cancel_dropped_here)| w).collect();
-        stop_all(workers, timeout)
+        self.threads.stop(timeout)
     }
 }
 

@@ -18,7 +18,6 @@ pub mod probes;
 pub mod reaper;
 pub mod resolve;
 pub mod results;
-pub mod threads;
 pub mod worker;
 
 /// The `User-Agent` of probes, as kubelet sends it (`kube-probe/<major>.<minor>`).

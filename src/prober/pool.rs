@@ -10,7 +10,7 @@
 use super::job::{Done, Job, Report};
 use super::probes::{self, GrpcEnv, Lookups, Outcome};
 use super::reaper::{ExecReaper, Watch};
-use super::threads::ThreadSet;
+use crate::manager::WorkerSet;
 use crate::manager::{Exit, Health, StopTimeout};
 use crate::runtime::ContainerRuntime;
 use crossbeam_channel::{select, unbounded, Receiver, Sender};
@@ -41,8 +41,8 @@ pub const IN_CALL_STOP_TIMEOUT: Duration = Duration::from_millis(500);
 /// after the prober (whose end already signals them).
 #[derive(Clone)]
 pub struct ProberThreads {
-    probes: Arc<ThreadSet>,
-    reaper: Arc<ThreadSet>,
+    probes: Arc<WorkerSet>,
+    reaper: Arc<WorkerSet>,
     lookups: Lookups,
 }
 
@@ -70,8 +70,8 @@ impl ProberThreads {
     /// Empty sets, registering their threads in `health`.
     pub fn new(health: &Health) -> ProberThreads {
         ProberThreads {
-            probes: Arc::new(ThreadSet::new(MAX_THREADS + MAX_SLOW_THREADS, health)),
-            reaper: Arc::new(ThreadSet::new(1, health)),
+            probes: Arc::new(WorkerSet::new("prober", MAX_THREADS + MAX_SLOW_THREADS, health)),
+            reaper: Arc::new(WorkerSet::new("prober", 1, health)),
             lookups: Lookups::new(health),
         }
     }
@@ -302,7 +302,7 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
             Exit::Done
         });
         match spawned {
-            Ok(()) => true,
+            Ok(_) => true,
             Err(e) => {
                 s.busy.lock().pop();
                 s.idle.fetch_sub(1, Ordering::AcqRel);

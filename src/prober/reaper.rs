@@ -5,8 +5,8 @@
 
 use super::job::{Done, Report};
 use super::probes::{exec_outcome, Outcome};
-use super::threads::{ThreadSet, ThreadSetError};
 use crate::manager::{Exit, StopSignal};
+use crate::manager::{WorkerSet, WorkerSetError};
 use crate::runtime::exec::{ExecProcess, EXIT_CHECK};
 use crate::wake::{self, Drained, WakeReceiver, Waker};
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
@@ -26,7 +26,7 @@ pub enum ReaperError {
     },
     /// Its thread could not be started.
     #[error(transparent)]
-    StartThread(#[from] ThreadSetError),
+    StartThread(#[from] WorkerSetError),
 }
 
 /// A running exec probe command and what its report needs.
@@ -78,7 +78,7 @@ fn poll_timeout(now: Instant, deadlines: impl Iterator<Item = Instant>, awaiting
     }
 }
 
-/// The handle: hands commands to the thread. Its thread lives in the prober's `ThreadSet`,
+/// The handle: hands commands to the thread. Its thread lives in the prober's `WorkerSet`,
 /// which stops and joins it; `close` (or dropping the handle) ends it too, killing what it
 /// still watches.
 pub struct ExecReaper<K> {
@@ -93,7 +93,7 @@ type Running<K> = (Sender<Watch<K>>, Waker);
 impl<K: Send + 'static> ExecReaper<K> {
     /// Starts the thread (`fl-probe-exec`) in `threads`; outcomes go to `done`, as from a
     /// probe thread.
-    pub fn start(done: Report<K>, threads: &ThreadSet) -> Result<ExecReaper<K>, ReaperError> {
+    pub fn start(done: Report<K>, threads: &WorkerSet) -> Result<ExecReaper<K>, ReaperError> {
         let (wake_rx, wake) = wake::pair().map_err(|source| ReaperError::MakeWakePipe { source })?;
         let (tx, rx) = unbounded();
         let report = done.clone();
@@ -120,7 +120,7 @@ impl<K: Send + 'static> ExecReaper<K> {
 }
 
 impl<K> ExecReaper<K> {
-    /// Ends the thread without waiting for it (its `ThreadSet` joins it): the closed
+    /// Ends the thread without waiting for it (its `WorkerSet` joins it): the closed
     /// channel and the wake-up make it kill what it still watches and return.
     pub fn close(&self) {
         let Some((tx, wake)) = self.inner.lock().take() else { return };
@@ -296,7 +296,7 @@ mod tests {
         use crate::manager::Health;
         let (got, done) = collector();
         let health = Health::default();
-        let threads = ThreadSet::new(1, &health);
+        let threads = WorkerSet::new("prober", 1, &health);
         let reaper = ExecReaper::start(done, &threads).unwrap();
         assert_eq!(health.alive(), vec!["fl-probe-exec"]);
         let pid = watch_sleep(&reaper, 3);

@@ -1,9 +1,9 @@
 //! Where a probe goes: its port (by number or by the container's port name) and its host
 //! (an IP literal, or a name looked up on an owned, bounded thread).
 
-use super::threads::{ThreadSet, ThreadSetError};
 use crate::api::{Container, IntOrString};
 use crate::manager::{Exit, Health, StopTimeout};
+use crate::manager::{WorkerSet, WorkerSetError};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,12 +74,12 @@ pub const MAX_LOOKUP_THREADS: usize = 16;
 /// resolver that hangs cannot pile them up; reaped as they end, stopped with the prober. A
 /// lookup cannot be interrupted inside the resolver, so a stop only waits a short while.
 #[derive(Clone)]
-pub struct Lookups(Arc<ThreadSet>);
+pub struct Lookups(Arc<WorkerSet>);
 
 impl Lookups {
     /// No lookups yet; threads are registered in `health`.
     pub fn new(health: &Health) -> Lookups {
-        Lookups(Arc::new(ThreadSet::new(MAX_LOOKUP_THREADS, health)))
+        Lookups(Arc::new(WorkerSet::new("prober", MAX_LOOKUP_THREADS, health)))
     }
 
     /// Asks every lookup to stop (they end when the resolver answers), without waiting.
@@ -118,9 +118,9 @@ pub(super) fn resolve(host: &str, port: u16, timeout: Duration, lookups: &Lookup
         Exit::Done
     });
     started.map_err(|e| match e {
-        ThreadSetError::Full { max, .. } => ResolveError::StartLookupBusy { max },
-        ThreadSetError::Stopping => ResolveError::StartLookupStopping,
-        ThreadSetError::SpawnThread { source, .. } => ResolveError::StartLookup { source },
+        WorkerSetError::Full { max, .. } => ResolveError::StartLookupBusy { max },
+        WorkerSetError::Stopping { .. } => ResolveError::StartLookupStopping,
+        WorkerSetError::Spawn { source, .. } => ResolveError::StartLookup { source },
     })?;
     match rx.recv_timeout(timeout) {
         Ok(Ok(Some(addr))) => Ok(addr),

@@ -8,11 +8,12 @@
 
 use super::exec::ExecStart;
 use super::{
-    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, PullAuth,
-    RuntimeError, SandboxConfig, SandboxInfo,
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, PullAuth, RuntimeError,
+    SandboxConfig, SandboxInfo,
 };
 use crate::api::fields::RuntimeKind;
 use crate::clock::{Clock, FakeClock};
+use crate::manager::Cancel;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;

@@ -12,6 +12,7 @@ pub mod process;
 
 use crate::api::fields::RuntimeKind;
 use crate::api::security::{ContainerSecurity, SandboxSecurity};
+use crate::manager::Cancel;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -437,40 +438,6 @@ impl std::fmt::Debug for PullAuth {
             .field("username", &self.username)
             .field("server_address", &self.server_address)
             .finish_non_exhaustive()
-    }
-}
-
-/// A long runtime call's way to be ended early: the owner drops the `Canceller`, and a call
-/// waiting in `run` returns at once (the caller then cancels the RPC). A crossbeam stop
-/// channel cannot wake a future, so image pulls wait on this instead.
-pub struct Cancel(futures::channel::oneshot::Receiver<()>);
-
-/// The owner's end of a `Cancel`: dropping it cancels.
-pub struct Canceller {
-    _tx: futures::channel::oneshot::Sender<()>,
-}
-
-impl Cancel {
-    /// A new pair.
-    pub fn pair() -> (Canceller, Cancel) {
-        let (tx, rx) = futures::channel::oneshot::channel();
-        (Canceller { _tx: tx }, Cancel(rx))
-    }
-
-    /// Whether the owner cancelled.
-    pub fn is_cancelled(&mut self) -> bool {
-        !matches!(self.0.try_recv(), Ok(None))
-    }
-
-    /// Waits for `f`; `None` when cancelled first.
-    pub fn run<F: std::future::Future + Unpin>(&mut self, f: F) -> Option<F::Output> {
-        if self.is_cancelled() {
-            return None;
-        }
-        match futures::executor::block_on(futures::future::select(f, &mut self.0)) {
-            futures::future::Either::Left((out, _)) => Some(out),
-            futures::future::Either::Right(_) => None,
-        }
     }
 }
 

@@ -78,10 +78,10 @@ fn shown(devices: &Devices) -> Option<(u64, u64, String)> {
     devices.resources().into_iter().find(|r| r.name == RES).map(|r| (r.capacity, r.allocatable, r.plugin))
 }
 
-/// A child that does nothing until it is stopped, as an endpoint thread following a quiet
-/// stream.
-fn idle_child(name: &str, health: &Health) -> Child {
-    Child::spawn(name, health, |mut stop| {
+/// A thread in `set` that does nothing until it is stopped, as an endpoint thread following
+/// a quiet stream.
+fn idle(set: &WorkerSet, name: &str) -> WorkerId {
+    set.spawn_cancellable(name, |mut stop| {
         let _ = stop.run(futures::future::pending::<()>());
         Exit::Done
     })
@@ -114,8 +114,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn endpoint_news_reach_the_published_view_and_a_replaced_registrations_news_change_nothing() {
     let mut f = fixture();
-    let old = idle_child("fl-plugin", &f.health);
-    f.dm.endpoints.insert(1, EndpointWorker { resource: RES.into(), child: old });
+    let old = idle(&f.dm.endpoint_threads, "fl-plugin");
+    f.dm.endpoints.insert(1, EndpointWorker { resource: RES.into(), thread: old });
     f.dm.handle(event(EndpointEvent::Registered { resource: RES.into(), generation: 1, endpoint: endpoint(false) }));
     assert_eq!(shown(&f.devices), Some((0, 0, "Connected".into())));
     let devices = listed(&[("a", true), ("b", true)]);
@@ -126,7 +126,8 @@ fn endpoint_news_reach_the_published_view_and_a_replaced_registrations_news_chan
 
     // Registration 2 replaces 1: its thread is told to stop, and is reaped once ended.
     f.dm.handle(event(EndpointEvent::Registered { resource: RES.into(), generation: 2, endpoint: endpoint(false) }));
-    wait_until("the replaced endpoint thread to end", || f.dm.endpoints[&1].child.is_finished());
+    let old_thread = f.dm.endpoints[&1].thread;
+    wait_until("the replaced endpoint thread to end", || !f.dm.endpoint_threads.is_running(old_thread));
     f.dm.on_tick();
     assert!(f.dm.endpoints.is_empty());
     assert!(f.health.alive().is_empty() && f.health.dead().is_empty());
@@ -225,8 +226,7 @@ fn prestart_answers_reach_the_pod_manager_and_their_threads_are_bounded() {
     assert!(matches!(next_update(&f), DeviceUpdate::Prepared { result: Ok(_), .. }));
 
     for _ in 0..MAX_PRESTART_THREADS {
-        let child = idle_child("fl-prestart", &f.health);
-        f.dm.prestarts.push(child);
+        idle(&f.dm.prestarts, "fl-prestart");
     }
     f.dm.handle(DevicesCommand::Prepare { pod_uid: "u1".into(), container: "app".into() });
     let DeviceUpdate::Prepared { result, .. } = next_update(&f) else { panic!("not a preparation") };
@@ -239,21 +239,22 @@ fn dropping_the_manager_stops_and_joins_every_child_thread() {
     let f = fixture();
     let mut dm = f.dm.with_stop_timeout(Duration::from_secs(3));
     for g in 1..=3 {
-        let child = idle_child("fl-plugin", &f.health);
-        dm.endpoints.insert(g, EndpointWorker { resource: format!("example.com/r{g}"), child });
+        let thread = idle(&dm.endpoint_threads, "fl-plugin");
+        dm.endpoints.insert(g, EndpointWorker { resource: format!("example.com/r{g}"), thread });
     }
-    dm.prestarts.push(idle_child("fl-prestart", &f.health));
+    idle(&dm.prestarts, "fl-prestart");
     // One that sleeps instead of waiting on a call (an endpoint between reconnects).
-    let sleeper = Child::spawn("fl-plugin", &f.health, |stop| {
-        while !stop.sleep(Duration::from_secs(60)) {}
-        Exit::Done
-    })
-    .unwrap();
-    dm.endpoints.insert(4, EndpointWorker { resource: "example.com/r4".into(), child: sleeper });
+    let sleeper = dm
+        .endpoint_threads
+        .spawn_cancellable("fl-plugin", |stop| {
+            while !stop.sleep(Duration::from_secs(60)) {}
+            Exit::Done
+        })
+        .unwrap();
+    dm.endpoints.insert(4, EndpointWorker { resource: "example.com/r4".into(), thread: sleeper });
     assert_eq!(f.health.alive().len(), 5);
-    let started = Instant::now();
+    // Each would wait 60 s or for ever: within the 3 s stop timeout, every one ended.
     drop(dm);
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert!(f.health.alive().is_empty(), "{:?}", f.health.alive());
     assert!(f.health.dead().is_empty(), "{:?}", f.health.dead());
 }
@@ -262,20 +263,22 @@ fn dropping_the_manager_stops_and_joins_every_child_thread() {
 fn news_from_an_expired_resources_endpoint_stop_its_thread() {
     let mut f = fixture();
     f.dm.state.grace = Duration::ZERO;
-    f.dm.endpoints.insert(1, EndpointWorker { resource: RES.into(), child: idle_child("fl-plugin", &f.health) });
+    let thread = idle(&f.dm.endpoint_threads, "fl-plugin");
+    f.dm.endpoints.insert(1, EndpointWorker { resource: RES.into(), thread });
     f.dm.handle(event(EndpointEvent::Registered { resource: RES.into(), generation: 1, endpoint: endpoint(false) }));
     let reason = "the plugin closed the stream".to_string();
     f.dm.handle(event(EndpointEvent::StreamEnded { resource: RES.into(), generation: 1, reason }));
     // Still reconnecting when the grace period is over: the resource goes.
     f.dm.on_tick();
     assert_eq!(shown(&f.devices), None);
-    assert!(!f.dm.endpoints[&1].child.is_finished());
+    assert_eq!(f.dm.endpoint_threads.len(), 1, "its thread still runs");
     f.dm.handle(event(EndpointEvent::Reconnected {
         resource: RES.into(),
         generation: 1,
         pre_start_required: false,
         preferred_allocation: false,
     }));
-    wait_until("the stale endpoint thread to end", || f.dm.endpoints[&1].child.is_finished());
+    let stale = f.dm.endpoints[&1].thread;
+    wait_until("the stale endpoint thread to end", || !f.dm.endpoint_threads.is_running(stale));
     assert_eq!(shown(&f.devices), None, "a stale reconnect brings nothing back");
 }

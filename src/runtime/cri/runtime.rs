@@ -12,13 +12,14 @@
 use super::client::{CriClient, CriError};
 use super::{stream, translate};
 use crate::api::fields::RuntimeKind;
+use crate::manager::Cancel;
 use crate::manager::{Health, JobError, JobQueue, StopTimeout};
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
 use crate::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
 use crate::runtime::logrotate;
 use crate::runtime::{
-    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo,
-    PullAuth, RuntimeError, SandboxConfig, SandboxInfo,
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo, PullAuth,
+    RuntimeError, SandboxConfig, SandboxInfo,
 };
 use crate::util::Chain;
 use parking_lot::Mutex;

@@ -34,10 +34,11 @@ pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdent
 
 use super::exec::ExecStart;
 use crate::api::fields::RuntimeKind;
+use crate::manager::Cancel;
 
 use super::{
-    Cancel, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, ImageUser,
-    PullAuth, Quarantined, RuntimeError, SandboxConfig, SandboxInfo,
+    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, ImageUser, PullAuth,
+    Quarantined, RuntimeError, SandboxConfig, SandboxInfo,
 };
 use crate::api::security::{ContainerSecurity, SandboxSecurity};
 use crate::clock::{Clock, RealClock};
