@@ -97,10 +97,9 @@ mod tests {
         })
         .unwrap();
         assert_eq!(health.alive(), ["fl-test-fut", "fl-test-sleep"]);
-        let started = Instant::now();
+        // Within 5 s, where the sleep is 60 s and the future never ends: only the stop ends them.
         let late = crate::manager::stop_all([waits.into_worker(), sleeps.into_worker()], Duration::from_secs(5));
         assert!(late.is_empty(), "{late:?}");
-        assert!(started.elapsed() < Duration::from_secs(2));
         assert!(health.alive().is_empty() && health.dead().is_empty());
     }
 

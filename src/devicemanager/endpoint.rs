@@ -380,9 +380,8 @@ mod tests {
         let first = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert!(first.unwrap().unwrap().ends_with("file.sock is not a socket"));
         std::thread::sleep(Duration::from_millis(200));
-        let started = Instant::now();
+        // Within 5 s, where the dial would wait 30 s: the stop cancelled it.
         child.into_worker().join(Instant::now() + Duration::from_secs(5)).unwrap();
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
         assert_eq!(rx.recv_timeout(Duration::from_secs(1)).unwrap(), None, "stopped, not failed");
         assert!(health.alive().is_empty() && health.dead().is_empty());
     }
