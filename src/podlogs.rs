@@ -881,4 +881,49 @@ mod tests {
         assert_eq!(first_gap, None, "{} lines read, first {:?}, last {:?}", got.len(), got.first(), got.last());
         assert_eq!((got.first(), got.len()), (Some(&0), total));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// An RFC 3339 timestamp as containerd writes them.
+        fn timestamp() -> impl Strategy<Value = String> {
+            (1970u32..2100, 1u32..13, 1u32..29, 0u32..24, 0u32..60, 0u32..60, 0u32..1_000_000_000)
+                .prop_map(|(y, mo, d, h, mi, s, ns)| format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ns:09}Z"))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn any_line_is_a_record_or_malformed_without_a_panic(line in prop::collection::vec(any::<u8>(), 0..512)) {
+                if let Ok(r) = parse_record(&line) {
+                    prop_assert!(r.timestamp.len() + r.content.len() < line.len());
+                }
+            }
+
+            #[test]
+            fn a_record_as_containerd_writes_it_parses_to_its_fields(
+                ts in timestamp(),
+                stdout in any::<bool>(),
+                partial in any::<bool>(),
+                subtag in proptest::option::of("[a-z0-9]{1,6}"),
+                content in prop::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..256),
+            ) {
+                let stream = if stdout { "stdout" } else { "stderr" };
+                let tag = if partial { "P" } else { "F" };
+                let tag = match subtag {
+                    Some(s) => format!("{tag}:{s}"),
+                    None => tag.to_string(),
+                };
+                let mut line = format!("{ts} {stream} {tag} ").into_bytes();
+                line.extend_from_slice(&content);
+                let r = parse_record(&line).map_err(|e| TestCaseError::fail(format!("{e}")))?;
+                prop_assert_eq!(r.timestamp, ts.as_bytes());
+                prop_assert_eq!(r.stream, if stdout { Stream::Stdout } else { Stream::Stderr });
+                prop_assert_eq!(r.partial, partial);
+                prop_assert_eq!(r.content, &content[..]);
+            }
+        }
+    }
 }

@@ -152,9 +152,9 @@ fn a_process_in_a_pod_cgroup_this_agent_did_not_create_survives_and_is_reported(
         body.contains("ForeignPodCgroup").then_some(body)
     });
     assert!(evs.contains(&format!("Pod cgroup {foreign} was not created by this agent")), "{evs}");
-    // Several orphan-cleanup rounds (every sync, 200 ms here) later, it is all still there.
+    // Several orphan-cleanup rounds (every sync) later, it is all still there.
     wait_for("web running", T, || agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
-    std::thread::sleep(Duration::from_millis(1500));
+    agent.wait_syncs(7);
     assert!(child.try_wait().unwrap().is_none(), "the foreign workload was killed");
     assert!(d.exists(&foreign));
     let log = agent.log_text();

@@ -238,7 +238,7 @@ fn with_the_apiserver_away_pods_run_on_and_what_waited_arrives_once_it_is_back()
     let agent = start_agent(&sb, &api); // the same state directory
     wait(&agent, &api, "steady adopted", || instance(&agent, "steady").filter(|i| *i == steady));
     assert!(agent.log_text().contains("running the 2 pod(s) it gave this node before"), "{}", agent.log_text());
-    std::thread::sleep(Duration::from_secs(3));
+    agent.wait_syncs(15);
     assert_eq!(instance(&agent, "steady"), Some(steady.clone()), "steady still runs, never restarted");
     api.up();
     wait(&agent, &api, "the node's Lease renewed again", || agent.log_text().contains("reached again").then_some(()));
@@ -423,7 +423,7 @@ fn a_node_list_over_32_mib_is_read_in_pages_after_a_restart_and_every_pod_keeps_
     let log = agent.log_text();
     assert!(!log.contains("working offline"), "the apiserver was there all along:\n{log}");
     assert!(!log.contains("larger than"), "{log}");
-    std::thread::sleep(Duration::from_secs(3));
+    agent.wait_syncs(15);
     let after = running(&agent);
     assert_eq!(after, before, "every pod runs on, none restarted");
     api.create_pod("default", &sleeper("late", 1));

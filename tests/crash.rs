@@ -109,8 +109,8 @@ fn damaged_records_are_quarantined_once_with_an_event_and_drain_clears_them() {
         let events = agent.get("/events").unwrap_or_default();
         (events.matches("QuarantinedRecord").count() >= 3).then_some(())
     });
-    // Several sync periods (200 ms): still said only once each.
-    std::thread::sleep(Duration::from_secs(1));
+    // Several syncs later: still said only once each.
+    agent.wait_syncs(5);
     let log = agent.log_text();
     assert_eq!(log.matches("is damaged").count(), 3, "{log}");
     assert!(log.contains("badsandbox") && log.contains("EOF while parsing"), "with the parse error: {log}");

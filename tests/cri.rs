@@ -12,7 +12,7 @@ use ferrolet::runtime::cri::{CriClient, CriRuntime};
 use ferrolet::runtime::{labels, ContainerConfig, ContainerRuntime, ContainerState, SandboxConfig};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The harness's containerd, or `None` (and the test skips).
 fn endpoint() -> Option<String> {
@@ -100,9 +100,8 @@ fn a_host_network_pod_runs_a_container_that_execs_and_stop_and_remove_leave_noth
 
     // `sleep` is PID 1 of its own PID namespace and ignores SIGTERM: the stop takes the
     // whole grace period, and stop_container must not wait for it.
-    let asked = Instant::now();
     rt.stop_container(&id, Duration::from_secs(2)).unwrap();
-    assert!(asked.elapsed() < Duration::from_millis(500), "stop_container waited {:?}", asked.elapsed());
+    assert_eq!(rt.stops_in_flight(), 1, "stop_container returned with its stop still in flight");
     // Asked again with no shorter grace period: the stop in flight stands.
     rt.stop_container(&id, Duration::from_secs(2)).unwrap();
     assert_eq!(rt.stops_in_flight(), 1);

@@ -408,13 +408,13 @@ fn a_containerd_restart_restarts_no_pod_and_the_agent_says_so_once_each_way() {
     let before = wait_pod(&node, &agent, "steady", "container app running", |p| running(p, "app"));
     node.own(&uid(&before));
     containerd.stop();
-    // Several relists (every 200 ms) and probes (every second) find it away.
-    std::thread::sleep(Duration::from_secs(3));
+    // Several relists (one a sync) and probes (every second) find it away.
+    agent.wait_syncs(15);
     containerd.script("up.sh");
     wait_for("the agent to see the runtime back", WAIT, || {
         agent.log_text().contains("the runtime answers again").then_some(())
     });
-    std::thread::sleep(Duration::from_secs(2));
+    agent.wait_syncs(10);
     let after = wait_pod(&node, &agent, "steady", "container app running", |p| running(p, "app"));
     let (b, a) = (container(&before, "app").unwrap(), container(&after, "app").unwrap());
     assert_eq!(a.container_id, b.container_id, "the same container");

@@ -160,8 +160,8 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
     assert!(metrics.contains("kubelet_image_garbage_collected_total{reason=\"space\"} 1"), "{metrics}");
     assert!(metrics.contains("ferrolet_imagefs_capacity_bytes "), "{metrics}");
     // Once the unused image is gone nothing is eligible: said once more, then not at every
-    // pass while that stays so.
-    std::thread::sleep(Duration::from_secs(6));
+    // pass while that stays so (a pass every tick, 2 s).
+    agent.wait_metric_growth("ferrolet_manager_ticks_total{manager=\"fl-imagegc\"}", 3);
     let events: EventList = serde_json::from_str(&agent.get("/events").unwrap()).unwrap();
     let shortfalls: Vec<(String, i32)> = events
         .items

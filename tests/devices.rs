@@ -10,6 +10,8 @@ use std::time::Duration;
 
 const RES: &str = "example.com/dev";
 const T: Duration = Duration::from_secs(15);
+/// The device manager's completed ticks (one a second) on `/metrics`.
+const DEVICE_TICKS: &str = "ferrolet_manager_ticks_total{manager=\"fl-devices\"}";
 
 /// The agent with extra `[devices]` settings.
 fn agent(sb: &Sandbox, devices: &str) -> AgentProcess {
@@ -273,7 +275,7 @@ fn a_restarted_plugin_is_reconnected_and_a_reregistration_replaces_cleanly() {
     q.register().unwrap();
     wait_resource(&a, (3, 3, "Connected"));
     p.stop(false);
-    std::thread::sleep(Duration::from_millis(500));
+    a.wait_metric_growth(DEVICE_TICKS, 2);
     assert_eq!(resource(&a), Some((3, 3, "Connected".into())));
     q.set_devices(&[("a", true), ("b", false), ("c", true)]);
     wait_resource(&a, (3, 2, "Connected"));
@@ -395,7 +397,7 @@ fn a_running_pod_whose_checkpoint_was_lost_keeps_running() {
     wait_for("the admission decision", T, || {
         a.log_text().contains("already runs; admitting it without its device allocation").then_some(())
     });
-    std::thread::sleep(Duration::from_millis(500));
+    a.wait_syncs(3);
     assert_eq!(phase(&a, "keep").unwrap().0, "Running");
     assert_eq!(container(&a.pod("keep").unwrap(), "app").unwrap().restart_count, 0);
 }

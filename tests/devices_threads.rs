@@ -130,9 +130,8 @@ fn stopping_the_device_manager_joins_its_endpoint_and_prestart_threads() {
     assert_eq!(m.health.alive(), ["fl-devices", "fl-plugin", "fl-prestart"]);
     assert_eq!((threads("fl-plugin"), threads("fl-prestart")), (1, 1));
 
-    let started = Instant::now();
+    // Within 5 s, where the call would wait 30 s: the stop cancelled it.
     m.handle.stop(Duration::from_secs(5)).unwrap();
-    assert!(started.elapsed() < Duration::from_secs(3), "stopped in {:?}", started.elapsed());
     assert!(m.health.alive().is_empty(), "{:?}", m.health.alive());
     assert!(m.health.dead().is_empty(), "{:?}", m.health.dead());
     // Joined threads have ended; the kernel drops their /proc/self/task entries an instant

@@ -92,13 +92,11 @@ fn logs_and_exec_reach_a_pods_containers_through_the_process_runtime() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(work.join("go"), "").unwrap();
-    let started = Instant::now();
     let mut follower = follower;
     let status =
-        wait_for("logs -f to end with the container", Duration::from_secs(20), || follower.try_wait().unwrap());
+        wait_for("logs -f to end with the container", Duration::from_secs(10), || follower.try_wait().unwrap());
     let followed = follower.wait_with_output().unwrap();
     assert!(status.success(), "{status}: {}", text(&followed.stderr));
-    assert!(started.elapsed() < Duration::from_secs(10), "ended {:?} after the go", started.elapsed());
     let expected: Vec<String> = ["run 2 start".to_string(), "run 2 to stderr".to_string()]
         .into_iter()
         .chain((1..=150).map(|i| format!("run 2 line {i} with some padding to fill the log")))
@@ -154,11 +152,9 @@ fn logs_and_exec_reach_a_pods_containers_through_the_process_runtime() {
     assert_eq!((text(&out.stdout), text(&out.stderr), out.status.code()), ("out\n".into(), "err\n".into(), Some(7)));
     let out = exec(&config, &["exec", "web-testnode", "-c", "helper", "--", "sh", "-c", "echo $GREETING"]);
     assert_eq!((text(&out.stdout), out.status.code()), ("hello from helper\n".into(), Some(0)));
-    let t = Instant::now();
     let out = exec(&config, &["exec", "web-testnode", "-c", "helper", "--timeout", "1s", "--", "sleep", "30"]);
     assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("ran past its timeout of 1s"), "{}", text(&out.stderr));
-    assert!(t.elapsed() < Duration::from_secs(10));
     let out = exec(&config, &["exec", "web-testnode", "-c", "app", "--", "true"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -36,8 +36,8 @@ fn a_crashing_container_is_restarted_with_backoff_and_shows_crashloopbackoff() {
     let last = c.last_state.terminated.as_ref().unwrap();
     assert_eq!((last.exit_code, last.reason.as_str()), (1, "Error"));
     assert_eq!(pod.status.as_ref().unwrap().phase, "Running");
-    // Still held back a few seconds later: the back-off is honoured, not a hot loop.
-    std::thread::sleep(Duration::from_secs(4));
+    // Still held back twenty syncs (4 s) later: the back-off is honoured, not a hot loop.
+    agent.wait_syncs(20);
     let c = container(&agent.pod("crash").unwrap(), "app").unwrap().clone();
     assert_eq!(c.restart_count, 1, "no restart during the 10 s back-off");
     // Then restarted once the back-off passed, and the next wait doubles.
@@ -224,7 +224,7 @@ fn a_broken_manifest_is_reported_with_its_field_path_and_others_keep_running() {
     // A broken edit of a running pod's manifest keeps the last valid version running.
     sb.write_manifest("good.yaml", &manifest("good", &good.replace("image: x", "image: [")));
     wait_for("the YAML error in the log", T, || agent.log_text().contains("good.yaml: invalid YAML").then_some(()));
-    std::thread::sleep(Duration::from_secs(1));
+    agent.wait_syncs(5);
     let after = agent.pod("good").unwrap();
     assert_eq!(after.metadata.uid, before.metadata.uid);
     assert_eq!(after.status.unwrap().phase, "Running");

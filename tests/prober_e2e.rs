@@ -10,6 +10,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(30);
+/// Liveness probes of every result on `/metrics`.
+const LIVENESS: &str = "prober_probe_total{probe_type=\"Liveness\"";
 
 fn ready(p: &Pod) -> bool {
     p.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
@@ -39,7 +41,9 @@ fn a_failing_liveness_probe_restarts_the_container_once_per_threshold_crossing()
     let agent = AgentProcess::start(&sb);
     let pod = wait_for("running", T, || agent.pod("live").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
     let first_id = container(&pod, "app").unwrap().container_id.clone();
-    std::thread::sleep(Duration::from_secs(2));
+    // Two liveness probes (the failure threshold) and the syncs after them.
+    agent.wait_metric_growth(LIVENESS, 2);
+    agent.wait_syncs(5);
     assert_eq!(container(&agent.pod("live").unwrap(), "app").unwrap().restart_count, 0, "healthy: no restart");
 
     std::fs::remove_file(&healthy).unwrap();
@@ -51,7 +55,8 @@ fn a_failing_liveness_probe_restarts_the_container_once_per_threshold_crossing()
     // Healthy again at once: the new instance keeps running, no second kill.
     std::fs::write(&healthy, "").unwrap();
     assert_ne!(container(&pod, "app").unwrap().container_id, first_id);
-    std::thread::sleep(Duration::from_secs(4));
+    agent.wait_metric_growth(LIVENESS, 4);
+    agent.wait_syncs(5);
     let c = container(&agent.pod("live").unwrap(), "app").unwrap().clone();
     assert_eq!(c.restart_count, 1, "exactly one restart for one threshold crossing");
     let evs = events(&agent);
@@ -112,7 +117,9 @@ fn a_startup_probe_holds_back_liveness_until_it_passes() {
     sb.write_manifest("slow.yaml", &manifest("slow", &spec));
     let agent = AgentProcess::start(&sb);
     wait_for("running", T, || agent.pod("slow").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
-    std::thread::sleep(Duration::from_secs(3));
+    // Three startup probes fail meanwhile, and the pod manager syncs after them.
+    agent.wait_metric_growth("prober_probe_total{probe_type=\"Startup\"", 3);
+    agent.wait_syncs(5);
     let c = container(&agent.pod("slow").unwrap(), "app").unwrap().clone();
     assert_eq!((c.restart_count, c.started), (0, Some(false)), "liveness waits for startup");
     std::fs::write(&started, "").unwrap();

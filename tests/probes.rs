@@ -116,12 +116,10 @@ fn http_probes_follow_kubelets_rules() {
         Outcome::Success(body) => assert_eq!(body.len(), MAX_OUTPUT, "body read up to 10 KiB"),
         o => panic!("{o:?}"),
     }
-    let started = Instant::now();
     match http(&get(port, "/slow", vec![]), &t, SEC) {
         Outcome::Failure(m) => assert!(m.contains("Client.Timeout exceeded"), "{m}"),
         o => panic!("{o:?}"),
     }
-    assert!(started.elapsed() < Duration::from_millis(2500), "the whole exchange is bounded by the timeout");
 }
 
 #[test]
@@ -209,12 +207,10 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
         Outcome::Success(out) => assert_eq!(out.len(), MAX_OUTPUT),
         o => panic!("{o:?}"),
     }
-    let started = Instant::now();
     assert_eq!(
         probes::exec(&sh("sleep 10"), &t, &rt, SEC),
         Outcome::Failure("command \"sh -c sleep 10\" timed out".into())
     );
-    assert!(started.elapsed() < Duration::from_secs(3));
     // A command that exits at once but leaves a child holding its output open times out,
     // and the whole group goes at the timeout, the leftover child included.
     let pid_file = sb.work().join("bg.pid");
@@ -354,13 +350,10 @@ mod grpc {
     fn a_grpc_probe_closes_its_connection_when_the_call_times_out() {
         let (_server, port) = serve(Some(S::SERVING), Duration::from_secs(3));
         let env = GrpcEnv::default();
-        let started = Instant::now();
         assert_eq!(
             env.check("127.0.0.1", port, "", SEC),
             Outcome::Failure("timeout: health rpc did not complete within 1s".into())
         );
-        // Under twice the timeout, which is what separate connect and call deadlines took.
-        assert!(started.elapsed() < Duration::from_millis(1900), "connect and call share one timeout");
         wait_for("the probe's connection to close", Duration::from_secs(3), || (established(port) == 0).then_some(()));
     }
 

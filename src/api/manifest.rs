@@ -525,4 +525,45 @@ mod tests {
         assert!(got[0].starts_with("x\\nINFO forged.yaml: metadata.name: Invalid value: \"we\\nb\""), "{}", got[0]);
         assert!(!got[0].contains('\n'));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn any_text_is_decoded_or_refused_without_a_panic(text in "\\PC{0,300}") {
+                let _ = decode_pods("any.yaml", &text);
+            }
+
+            #[test]
+            fn any_value_in_a_pod_is_decoded_or_refused_without_a_panic(
+                key in prop::sample::select(vec!["metadata", "spec", "containers", "resources", "limits", "ports"]),
+                value in "[a-z0-9:{}\\[\\], '-]{0,40}",
+            ) {
+                let text = format!("{WEB}    {key}: {value}\n");
+                let _ = decode_pods("any.yaml", &text);
+                let text = WEB.replace("image: busybox", &format!("image: busybox\n    {key}: {value}"));
+                let _ = decode_pods("any.yaml", &text);
+            }
+
+            #[test]
+            fn a_pod_name_is_taken_when_it_is_a_dns_subdomain_and_refused_otherwise(name in "[a-zA-Z0-9.-]{1,20}") {
+                let pods = decode_pods("n.yaml", &WEB.replace("name: web", &format!("name: '{name}'")));
+                let valid = crate::api::field::is_dns1123_subdomain(&name);
+                match &pods[0] {
+                    Ok(pod) => {
+                        prop_assert!(valid, "{} taken", name);
+                        prop_assert_eq!(&pod.metadata.name, &name);
+                    }
+                    Err(e) => {
+                        prop_assert!(!valid, "{} refused: {:?}", name, e);
+                        prop_assert!(e[0].to_string().contains("metadata.name"), "{}", e[0]);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1004,4 +1004,16 @@ mod tests {
             prop_assert_eq!(qa.add(&qb).milli_value(), a + b);
         }
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn any_text_parses_or_is_refused_without_a_panic(text in "[-+0-9.eEkKMGTPinum ]{0,24}|\\PC{0,24}") {
+            if let Ok(q) = Quantity::parse(&text) {
+                let shown = q.to_string();
+                prop_assert_eq!(Quantity::parse(&shown).ok(), Some(q), "{} -> {}", text, shown);
+            }
+        }
+    }
 }

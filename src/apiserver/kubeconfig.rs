@@ -349,4 +349,36 @@ mod tests {
         let e = parse_text(&text).unwrap_err();
         assert!(e.contains("nested more than 1000 levels"), "{e}");
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn any_text_is_a_connection_or_an_error_without_a_panic(text in "\\PC{0,300}") {
+                let _ = parse_text(&text);
+            }
+
+            #[test]
+            fn any_field_value_is_taken_or_refused_without_a_panic(
+                field in prop::sample::select(vec![
+                    "server", "certificate-authority", "certificate-authority-data", "client-key",
+                    "client-certificate-data", "cluster", "user", "current-context",
+                ]),
+                value in "[a-zA-Z0-9:/.=+{}\\[\\], '-]{0,40}",
+            ) {
+                let text = NODE.replace(&format!("{field}: "), &format!("{field}: {value} #"));
+                let _ = parse_text(&text);
+            }
+
+            #[test]
+            fn the_server_is_taken_without_its_trailing_slash(host in "[a-z][a-z0-9-]{0,10}", port in 1u16..) {
+                let text = NODE.replace("https://10.0.0.1:6443/", &format!("https://{host}:{port}/"));
+                prop_assert_eq!(parse_text(&text).map(|c| c.server), Ok(format!("https://{host}:{port}")));
+            }
+        }
+    }
 }

@@ -309,3 +309,40 @@ fn the_hosts_file_is_written_readable_by_all_and_left_alone_when_unchanged() {
         dir.path().join("missing").display()
     )));
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn any_text_is_read_without_a_panic(text in "\\PC{0,400}") {
+            let _ = ResolvConf::parse(&text);
+        }
+
+        #[test]
+        fn nameservers_add_up_and_the_last_search_and_options_lines_win(
+            lines in prop::collection::vec(
+                (0..5u8, prop::collection::vec("[a-z0-9.:]{1,12}", 0..4), "[ \t]{1,3}"),
+                0..12,
+            ),
+        ) {
+            let (mut nameservers, mut searches, mut options) = (Vec::new(), Vec::new(), Vec::new());
+            let mut text = String::new();
+            for (kind, words, space) in lines {
+                let keyword = ["nameserver", "search", "options", "# nameserver", "domain"][kind as usize];
+                text.push_str(&format!("{keyword}{space}{}\n", words.join(&space)));
+                match kind {
+                    0 => nameservers.extend(words.first().cloned()),
+                    1 => searches = words.iter().map(|w| w.strip_suffix('.').unwrap_or(w).to_string()).collect(),
+                    2 => options = words.clone(),
+                    _ => {}
+                }
+            }
+            let rc = ResolvConf::parse(&text);
+            prop_assert_eq!((rc.nameservers, rc.searches, rc.options), (nameservers, searches, options), "{}", text);
+        }
+    }
+}

@@ -131,6 +131,7 @@ fn distribute(watchers: &Mutex<Vec<(String, Sender<Event>)>>, capacity: usize, m
 mod tests {
     use super::*;
     use crate::events::{Reference, NORMAL};
+    use crate::manager::testing::wait_until;
     use crossbeam_channel::bounded;
 
     #[test]
@@ -146,21 +147,26 @@ mod tests {
         })
         .unwrap();
         let r = b.recorder("ferrolet", "node1");
-        let started = Instant::now();
-        for i in 0..1000 {
-            r.event(&Reference::node("node1"), NORMAL, "Test", &format!("event {i}"));
-        }
-        assert!(started.elapsed() < Duration::from_secs(1), "recording never waits");
-        std::thread::sleep(Duration::from_millis(200));
-        let queue_full = metrics.dropped_queue_full.get();
-        let sink_full = metrics.dropped_sink_failed.get();
-        let delivered = 1000 - queue_full;
-        // Every delivered event was either accepted or counted, once per watcher: the
-        // stuck one holds 5; the blocked one took 1 or 0 (timing) and holds 5.
-        let held = stuck.len() as u64;
-        assert_eq!(held, 5);
-        let blocked_took = 2 * delivered - held - 5 - sink_full;
-        assert!(blocked_took <= 1, "queue_full={queue_full} sink_full={sink_full}");
+        // On a thread of its own, so that a recorder that waited fails here instead of hanging.
+        let (recorded_tx, recorded) = bounded::<()>(1);
+        std::thread::spawn(move || {
+            for i in 0..1000 {
+                r.event(&Reference::node("node1"), NORMAL, "Test", &format!("event {i}"));
+            }
+            let _ = recorded_tx.send(());
+        });
+        recorded.recv_timeout(Duration::from_secs(10)).expect("recording never waits for a watcher");
+        let delivered = 1000 - metrics.dropped_queue_full.get();
+        // Every delivered event is either accepted or counted, once per watcher: the stuck
+        // one holds 5; the blocked one took 1 or 0 (timing) and holds 5. Waited for:
+        // `fl-events` offers each event in turn, and neither watcher holds it up.
+        let counted = || stuck.len() as u64 + 5 + metrics.dropped_sink_failed.get();
+        wait_until("every delivered event offered to both watchers", Duration::from_secs(10), || {
+            counted() + 1 >= 2 * delivered
+        });
+        assert_eq!(stuck.len(), 5);
+        let blocked_took = 2 * delivered - counted();
+        assert!(blocked_took <= 1, "delivered={delivered} counted={}", counted());
         assert_eq!(metrics.total(NORMAL, "Test"), 1000);
         drop(block_tx);
         assert!(b.shutdown(Duration::from_secs(5)).is_empty());

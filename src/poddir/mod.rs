@@ -691,4 +691,37 @@ mod tests {
         pd.remove().unwrap();
         assert!(!pd.path().exists());
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn any_table_is_read_without_a_panic(table in "\\PC{0,400}", prefix in "\\PC{0,20}") {
+                let below = format!("{prefix}/");
+                for p in mount_points_under(&table, &prefix) {
+                    prop_assert!(p == prefix || p.starts_with(&below), "{}", p);
+                }
+            }
+
+            #[test]
+            fn the_mounts_found_are_those_at_or_below_the_directory(
+                points in prop::collection::vec("(/[a-z]{1,3}){1,4}", 0..20),
+                prefix in "(/[a-z]{1,3}){1,2}",
+            ) {
+                let table: String = points
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| format!("{} 1 0:{i} / {p} rw,relatime shared:1 - tmpfs tmpfs rw\n", 20 + i))
+                    .collect();
+                let want: Vec<&String> =
+                    points.iter().filter(|p| **p == prefix || p.starts_with(&format!("{prefix}/"))).collect();
+                let got = mount_points_under(&table, &prefix);
+                prop_assert_eq!(got.iter().collect::<Vec<_>>(), want);
+            }
+        }
+    }
 }

@@ -235,3 +235,80 @@ fn cpu_per_probe_ureq_against_httpget() {
     let own = ((thread_cpu() - cpu) / N, wall.elapsed() / N);
     println!("per probe (cpu, wall): ureq {ureq:?}, httpget {own:?}");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Reads `reply`, the whole of a server's answer, as a probe reads a response.
+    fn read_reply(reply: &[u8]) -> Result<Response, HttpGetError> {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        server.write_all(reply).unwrap();
+        drop(server);
+        let mut buf = vec![0; MAX_HEAD];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        Conn { stream: &client, buf: &mut buf, pos: 0, end: 0, deadline }.response()
+    }
+
+    /// `body` in chunks of the given sizes (the rest in one), each size line with or without
+    /// an extension, then the last chunk.
+    fn chunked(body: &[u8], sizes: &[usize], extension: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        let mut sizes = sizes.iter().copied().chain(std::iter::once(usize::MAX));
+        while !rest.is_empty() {
+            let n = sizes.next().unwrap_or(usize::MAX).clamp(1, rest.len());
+            let ext = if extension { ";name=value" } else { "" };
+            out.extend_from_slice(format!("{n:x}{ext}\r\n").as_bytes());
+            out.extend_from_slice(&rest[..n]);
+            out.extend_from_slice(b"\r\n");
+            rest = &rest[n..];
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_answer_is_a_response_or_an_error_without_a_panic(
+            head in prop::sample::select(vec!["", "HTTP/1.1 200 OK\r\n", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"]),
+            bytes in prop::collection::vec(any::<u8>(), 0..1024),
+        ) {
+            let mut reply = head.as_bytes().to_vec();
+            reply.extend_from_slice(&bytes);
+            if let Ok(r) = read_reply(&reply) {
+                prop_assert!(r.body.len() <= MAX_OUTPUT * 3, "lossy UTF-8 at most triples the bytes read");
+            }
+        }
+
+        #[test]
+        fn a_status_line_gives_its_code_and_a_length_its_body(
+            status in 200u16..600,
+            reason in "[A-Za-z ]{0,12}",
+            body in "[ -~]{0,64}",
+            trailing in "[ -~]{0,16}",
+        ) {
+            prop_assume!(status != 204 && status != 304);
+            let reply = format!("HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\n\r\n{body}{trailing}", body.len());
+            let r = read_reply(reply.as_bytes()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!((r.status, r.body), (status, body));
+        }
+
+        #[test]
+        fn a_chunked_body_decodes_to_its_bytes_cut_at_the_bound(
+            body in prop::collection::vec(b'a'..=b'z', 0..(MAX_OUTPUT + 512)),
+            sizes in prop::collection::vec(1usize..3000, 0..8),
+            extension in any::<bool>(),
+        ) {
+            let mut reply = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+            reply.extend_from_slice(&chunked(&body, &sizes, extension));
+            let r = read_reply(&reply).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let want = &body[..body.len().min(MAX_OUTPUT)];
+            prop_assert_eq!(r.body.as_bytes(), want);
+        }
+    }
+}

@@ -386,10 +386,9 @@ mod tests {
         assert_eq!(d.outcome, Outcome::Success(String::new()));
         assert_eq!(pool.threads(), 1, "one idle thread stays");
         drop(pool);
-        let started = Instant::now();
+        // Within 2 s, where the idle timeout is 30 s.
         let left = threads.stop(Duration::from_secs(2));
         assert!(left.stuck.is_empty() && left.in_calls.is_empty(), "{left:?}");
-        assert!(started.elapsed() < Duration::from_millis(100), "stopped in {:?}", started.elapsed());
     }
 
     #[test]
@@ -400,9 +399,8 @@ mod tests {
         pool.submit(job(&target));
         std::thread::sleep(Duration::from_millis(200));
         drop(pool);
-        let started = Instant::now();
+        // Named while still inside its probe: the stop did not wait for the probe's 2 s.
         let left = threads.stop(Duration::from_secs(10));
-        assert!(started.elapsed() < IN_CALL_STOP_TIMEOUT + Duration::from_millis(300), "{:?}", started.elapsed());
         let names: Vec<&str> = left.in_calls.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["fl-probe-0"]);
         assert!(left.stuck.is_empty());

@@ -303,9 +303,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         // The reaper waits in poll on the command's pipes (deadline 60 s): only the stop's
         // wake-up ends that wait.
-        let started = Instant::now();
         assert!(threads.stop(Duration::from_secs(2)).is_empty());
-        assert!(started.elapsed() < Duration::from_millis(500), "stopped in {:?}", started.elapsed());
         let got = got.lock();
         assert_eq!(got.len(), 1, "its worker gets a result");
         assert_eq!(got[0].outcome, Outcome::Error("the exec probe reaper has stopped".into()));

@@ -113,6 +113,8 @@ pub struct ServerStats {
     pub evicted: AtomicU64,
     /// Connections closed because a request or a response missed its deadline.
     pub timeouts: AtomicU64,
+    /// Request heads read in full (answered inline or queued for a worker).
+    pub requests: AtomicU64,
     /// `accept` failures (EMFILE and the like).
     pub accept_errors: AtomicU64,
     /// Open connections.
@@ -439,6 +441,7 @@ impl<H: Handler> Reactor<H> {
                     return self.respond(id, Response::refused(&e));
                 }
                 Parsed::Complete(mut req, used) => {
+                    self.stats.requests.fetch_add(1, Ordering::Relaxed);
                     c.buf.drain(..used);
                     if c.buf.is_empty() && c.buf.capacity() > KEEP_BUF {
                         // An idle connection does not keep the room its largest head took.

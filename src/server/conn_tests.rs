@@ -2,10 +2,16 @@
 //! on `/big` (from a worker) and `ok` on `/healthz` (inline).
 
 use super::*;
+use crate::manager::testing::wait_until;
 use crate::manager::Health;
 use crate::server::pool::{spawn, Running};
+use std::sync::atomic::AtomicUsize;
 
-struct Fake;
+#[derive(Default)]
+struct Fake {
+    /// `/slow` requests a worker has begun to answer.
+    slow_started: AtomicUsize,
+}
 
 impl Handler for Fake {
     fn handle(&self, req: &Request) -> Response {
@@ -14,6 +20,7 @@ impl Handler for Fake {
             "/big" => Response::text(200, "x".repeat(1 << 20)),
             "/panic" | "/healthz/panic" => panic!("a route bug"),
             "/slow" => {
+                self.slow_started.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_secs(2));
                 Response::text(200, "slow")
             }
@@ -37,12 +44,21 @@ fn limits() -> Limits {
 }
 
 fn start(limits: Limits) -> (Running, std::net::SocketAddr, Arc<ServerStats>, Health) {
+    start_with(Arc::default(), limits)
+}
+
+fn start_with(fake: Arc<Fake>, limits: Limits) -> (Running, std::net::SocketAddr, Arc<ServerStats>, Health) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let stats = Arc::new(ServerStats::default());
     let health = Health::default();
-    let running = spawn(listener, Arc::new(Fake), limits, stats.clone(), &health).unwrap();
+    let running = spawn(listener, fake, limits, stats.clone(), &health).unwrap();
     (running, addr, stats, health)
+}
+
+/// Waits (at most 10 s) for `counter` to reach `n`.
+fn wait_count(what: &str, counter: &AtomicU64, n: u64) {
+    wait_until(what, Duration::from_secs(10), || counter.load(Ordering::Relaxed) == n);
 }
 
 /// Stops the server; every thread must end within `timeout`.
@@ -114,14 +130,15 @@ fn a_client_that_never_reads_blocks_nobody_and_is_closed_at_its_write_deadline()
     set_rcvbuf(&hostile, 1024);
     let pipelined = "GET /big HTTP/1.1\r\nHost: t\r\n\r\n".repeat(60);
     hostile.write_all(pipelined.as_bytes()).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    hostile.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // Its answers have started: the server is busy with it before the other client comes.
+    assert_eq!(hostile.peek(&mut [0u8; 1]).unwrap(), 1);
     let mut other = connect(addr);
     assert_eq!(get(&mut other, "/healthz").1, b"ok");
     assert_eq!(get(&mut other, "/big").1.len(), 1 << 20, "workers are free for other clients");
-    hostile.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    std::thread::sleep(Duration::from_secs(1));
+    // Reading now would let the answers through: first the server gives up on the client.
+    wait_count("the hostile client's write deadline", &stats.timeouts, 1);
     assert!(closed_by_server(&mut hostile));
-    assert!(stats.timeouts.load(Ordering::Relaxed) >= 1);
     stop(running, Duration::from_secs(2));
 }
 
@@ -197,12 +214,13 @@ fn over_the_cap_idle_connections_make_room_and_busy_ones_get_503() {
     // Queued requests wait for a worker longer than this test runs.
     let (running, addr, stats, _health) = start(Limits { write_timeout: Duration::from_secs(10), ..limits() });
     let idle: Vec<TcpStream> = (0..8).map(|_| connect(addr)).collect();
-    std::thread::sleep(Duration::from_millis(200));
+    wait_count("8 connections open", &stats.open, 8);
     let mut fresh = connect(addr);
     assert_eq!(get(&mut fresh, "/healthz").1, b"ok", "the oldest idle connection made room");
     assert!(stats.evicted.load(Ordering::Relaxed) >= 1);
     drop((idle, fresh));
-    std::thread::sleep(Duration::from_millis(200));
+    wait_count("every connection closed", &stats.open, 0);
+    let read = stats.requests.load(Ordering::Relaxed);
     // Eight slow requests (two at the workers, six queued) fill every slot with busy connections.
     let busy: Vec<TcpStream> = (0..8)
         .map(|_| {
@@ -211,7 +229,7 @@ fn over_the_cap_idle_connections_make_room_and_busy_ones_get_503() {
             s
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    wait_count("8 more requests read", &stats.requests, read + 8);
     let mut refused = connect(addr);
     let (head, body) = read_response(&mut refused);
     assert!(head.starts_with("HTTP/1.1 503"), "{head}");
@@ -261,7 +279,7 @@ fn thousands_of_pipelined_inline_requests_are_answered_in_a_loop() {
 #[test]
 fn an_accept_pause_that_has_passed_no_longer_shortens_the_poll() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake::default()), limits(), Arc::default()).unwrap();
     let now = Instant::now();
     r.accept_paused_until = Some(now + Duration::from_millis(50));
     assert!(!r.listening(now));
@@ -329,7 +347,7 @@ fn http_1_0_keep_alive_is_confirmed_and_head_answers_carry_no_body() {
 fn workers_get_one_request_each_so_unsent_output_stays_near_its_budget() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let (mut r, ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let (mut r, ends, _wake) = Reactor::new(listener, Arc::new(Fake::default()), limits(), Arc::default()).unwrap();
     // Ten connections with a request each, waiting for a worker.
     let clients: Vec<TcpStream> = (0..10).map(|_| connect(addr)).collect();
     for id in 0..10 {
@@ -354,7 +372,7 @@ fn workers_get_one_request_each_so_unsent_output_stays_near_its_budget() {
     // A worker answers: its reply is collected (and counted as unsent output) before the
     // next request is handed over.
     let (id, req) = ends.jobs.try_recv().unwrap();
-    ends.replies.send((id, answer(&Fake, &req))).unwrap();
+    ends.replies.send((id, answer(&Fake::default(), &req))).unwrap();
     r.collect_replies();
     r.dispatch();
     assert_eq!((r.in_flight, r.ready.len()), (2, 7));
@@ -365,7 +383,7 @@ fn workers_get_one_request_each_so_unsent_output_stays_near_its_budget() {
 fn an_idle_connection_gives_back_the_buffer_of_a_large_request_head() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake::default()), limits(), Arc::default()).unwrap();
     let _client = connect(addr);
     let (stream, _) = r.listener.accept().unwrap();
     let now = Instant::now();
@@ -405,24 +423,24 @@ fn a_request_that_no_worker_takes_in_time_gets_503_and_frees_its_slot() {
 
 #[test]
 fn stop_wakes_the_reactor_and_the_workers_at_once() {
-    let (running, addr, _stats, health) = start(limits());
+    let (running, addr, _stats, health) = start(Limits { idle_timeout: Duration::from_secs(3600), ..limits() });
     let mut idle = connect(addr);
     assert_eq!(get(&mut idle, "/big").1.len(), 1 << 20);
     assert_eq!(health.alive(), vec!["fl-api", "fl-api-work", "fl-api-work"]);
-    // Nothing has a deadline soon (the idle timeout is 5 s): only the stop can wake it.
-    let started = Instant::now();
+    // Nothing has a deadline within the stop's 2 s (the idle timeout is an hour): only the
+    // stop can wake it.
     stop(running, Duration::from_secs(2));
-    assert!(started.elapsed() < Duration::from_millis(100), "stopped in {:?}", started.elapsed());
     assert!(health.alive().is_empty() && health.dead().is_empty());
     assert!(closed_by_server(&mut idle), "open connections are closed");
 }
 
 #[test]
 fn a_worker_still_answering_past_the_stop_timeout_is_named() {
-    let (running, addr, _stats, _health) = start(limits());
+    let fake = Arc::new(Fake::default());
+    let (running, addr, _stats, _health) = start_with(fake.clone(), limits());
     let mut s = connect(addr);
     s.write_all(b"GET /slow HTTP/1.1\r\n\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until("a worker answering /slow", Duration::from_secs(10), || fake.slow_started.load(Ordering::Relaxed) == 1);
     let late = running.stop(Duration::from_millis(300));
     let names: Vec<&str> = late.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["fl-api-work"], "the reactor and the idle worker stopped");
@@ -433,7 +451,7 @@ fn a_worker_still_answering_past_the_stop_timeout_is_named() {
 fn the_poll_waits_without_a_timeout_when_nothing_has_a_deadline() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake), limits(), Arc::default()).unwrap();
+    let (mut r, _ends, _wake) = Reactor::new(listener, Arc::new(Fake::default()), limits(), Arc::default()).unwrap();
     assert_eq!(r.next_wakeup(), None, "no connections, no pause: poll until woken");
     let _client = connect(addr);
     let (stream, _) = r.listener.accept().unwrap();

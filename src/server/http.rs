@@ -356,4 +356,64 @@ mod tests {
         assert!(text.contains("Content-Length: 2\r\n") && text.contains("Connection: keep-alive\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\n"), "no body after the head of a HEAD answer: {text}");
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A request head the parser must take: (text, method, path, query, HTTP/1.0).
+        fn well_formed() -> impl Strategy<Value = (String, String, String, String, bool)> {
+            (
+                "[A-Z]{1,8}",
+                "(/[a-zA-Z0-9._~%-]{0,12}){1,4}",
+                proptest::option::of("[a-zA-Z0-9=&%._-]{0,20}"),
+                any::<bool>(),
+                prop::collection::vec(("X-[A-Za-z0-9-]{1,12}", "[ -~]{0,30}"), 0..8),
+                any::<bool>(),
+            )
+                .prop_map(|(method, path, query, http_1_0, headers, crlf)| {
+                    let eol = if crlf { "\r\n" } else { "\n" };
+                    let version = if http_1_0 { "HTTP/1.0" } else { "HTTP/1.1" };
+                    let target = match &query {
+                        Some(q) => format!("{path}?{q}"),
+                        None => path.clone(),
+                    };
+                    let mut text = format!("{method} {target} {version}{eol}");
+                    for (name, value) in headers {
+                        text.push_str(&format!("{name}: {value}{eol}"));
+                    }
+                    text.push_str(eol);
+                    (text, method, path, query.unwrap_or_default(), http_1_0)
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn any_bytes_are_parsed_refused_or_awaited_without_a_panic(buf in prop::collection::vec(any::<u8>(), 0..2048)) {
+                if let Parsed::Complete(_, used) = parse_head(&buf) {
+                    prop_assert!(used <= buf.len());
+                }
+            }
+
+            #[test]
+            fn a_well_formed_head_parses_to_its_parts_and_every_prefix_waits_for_more(
+                (text, method, path, query, http_1_0) in well_formed(),
+                extra in prop::collection::vec(any::<u8>(), 0..64),
+            ) {
+                let mut buf = text.clone().into_bytes();
+                buf.extend_from_slice(&extra);
+                let (req, used) = match parse_head(&buf) {
+                    Parsed::Complete(req, used) => (req, used),
+                    other => return Err(TestCaseError::fail(format!("{text:?}: {other:?}"))),
+                };
+                prop_assert_eq!(used, text.len(), "the head ends where its blank line does");
+                prop_assert_eq!((req.method, req.path, req.query, req.http_1_0), (method, path, query, http_1_0));
+                for cut in 0..text.len() {
+                    prop_assert_eq!(parse_head(&text.as_bytes()[..cut]), Parsed::Incomplete, "cut at {}", cut);
+                }
+            }
+        }
+    }
 }

@@ -424,6 +424,11 @@ impl Routes {
             "Manager threads that died.",
             dead.len(),
         );
+        let mut enc = Encoder::new(&mut out);
+        enc.family("ferrolet_manager_ticks_total", Kind::Counter, "Periodic passes each manager thread completed.");
+        for (manager, ticks) in state.health.ticks() {
+            enc.sample("ferrolet_manager_ticks_total", &[("manager", &manager)], ticks);
+        }
         self.api_metrics(&mut out);
         out
     }
@@ -439,6 +444,7 @@ impl Routes {
             ("rejected", "Connections refused with 503 because every connection slot was busy.", &st.rejected),
             ("evicted", "Idle connections closed to make room for new ones.", &st.evicted),
             ("timeouts", "Connections closed because a request or response missed its deadline.", &st.timeouts),
+            ("requests", "Request heads read in full.", &st.requests),
             ("accept_errors", "Failed accept calls (out of file descriptors and the like).", &st.accept_errors),
         ] {
             let v = counter.load(Ordering::Relaxed);

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The pod manager's completed syncs on `/metrics`.
+pub const POD_SYNCS: &str = "ferrolet_manager_ticks_total{manager=\"fl-pods\"}";
+
 /// The environment variable naming another ferrolet binary to run instead of the one cargo
 /// built (the benchmarks measure `make static`'s with it; the static smoke test sets it).
 pub const BIN_ENV: &str = "FERROLET_BIN";
@@ -281,6 +284,32 @@ impl AgentProcess {
     pub fn get(&self, path: &str) -> Result<String, String> {
         let mut resp = ureq::get(&format!("http://127.0.0.1:{}{path}", self.port)).call().map_err(|e| e.to_string())?;
         resp.body_mut().read_to_string().map_err(|e| e.to_string())
+    }
+
+    /// The sum of the `/metrics` samples whose name and labels start with `series`
+    /// (`prober_probe_total{probe_type="Liveness"` sums every result of that probe type).
+    pub fn metric(&self, series: &str) -> u64 {
+        let page = self.get("/metrics").unwrap_or_else(|e| panic!("/metrics: {e}"));
+        page.lines()
+            .filter(|l| l.starts_with(series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
+    /// Waits until `series` on `/metrics` has grown by `by`: what a test that watches for
+    /// something not to happen waits on, so that it proves the agent was working meanwhile
+    /// (a stalled agent fails here instead of passing).
+    pub fn wait_metric_growth(&self, series: &str, by: u64) {
+        let from = self.metric(series);
+        wait_for(&format!("{series} to grow by {by} from {from}"), Duration::from_secs(60), || {
+            (self.metric(series) >= from + by).then_some(())
+        });
+    }
+
+    /// Waits for `n` more syncs of the pod manager (one every `sync_frequency`, 200 ms in the
+    /// test configuration).
+    pub fn wait_syncs(&self, n: u64) {
+        self.wait_metric_growth(POD_SYNCS, n);
     }
 
     pub fn pods(&self) -> Vec<Pod> {
