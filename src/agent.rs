@@ -336,9 +336,7 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
         cfg.pod_sandbox_image.clone()
     };
     log::info!("cri: pod sandboxes use {pause}");
-    let rotation = LogRotation { max_size: cfg.logs.max_size.0, max_files: cfg.logs.max_files };
     Ok(CriRuntime::new(client, &pause, &cfg.node_name, health)
-        .with_log_rotation(rotation)
         .with_version(version.get_runtime_name(), version.get_runtime_version()))
 }
 
@@ -670,6 +668,11 @@ impl Agent {
         let health = Health::default();
         // The runtime is checked before anything is made, the state directory included.
         let cri = cri_if_selected(cfg, &health, go_on)?;
+        if let Some(c) = &cri {
+            let rotation = LogRotation { max_size: cfg.logs.max_size.0, max_files: cfg.logs.max_files };
+            c.start_log_rotation(rotation, &health)
+                .map_err(|source| AgentError::Spawn { name: "fl-cri-logs".into(), source })?;
+        }
         let lock = lock_state_dir(cfg, LockPurpose::Run)?;
         let cluster = crate::cluster::connect(cfg).map_err(|e| AgentError::Cluster { source: Box::new(e) })?;
         let statuses = StatusCache::default();

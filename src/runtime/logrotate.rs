@@ -17,6 +17,26 @@ pub fn rotation_path(path: &Path, now: SystemTime) -> PathBuf {
     PathBuf::from(format!("{}.{stamp}", path.display()))
 }
 
+/// What a running container's log needs, from its size on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogAction {
+    /// Past `max_size`: rename it away and have the runtime reopen it.
+    Rotate,
+    /// Gone (deleted by hand, by a cleaner): the runtime writes into a file nobody can
+    /// read until it reopens, as kubelet has it do.
+    Reopen,
+}
+
+/// The action for a running container's log of `size` bytes (`None`: no such file), with
+/// logs rotated past `max_size`; `None` when it needs nothing.
+pub fn log_action(size: Option<u64>, max_size: u64) -> Option<LogAction> {
+    match size {
+        None => Some(LogAction::Reopen),
+        Some(n) if n > max_size => Some(LogAction::Rotate),
+        Some(_) => None,
+    }
+}
+
 /// Deletes the oldest rotated files of log file `path` beyond `max_files` (the live file
 /// counts as one).
 pub fn prune_rotated(path: &Path, max_files: u32) {
@@ -44,4 +64,18 @@ pub fn rotated_files(path: &Path) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_is_rotated_past_its_size_and_reopened_when_gone() {
+        for (size, want) in
+            [(Some(0), None), (Some(10), None), (Some(11), Some(LogAction::Rotate)), (None, Some(LogAction::Reopen))]
+        {
+            assert_eq!(log_action(size, 10), want, "{size:?}");
+        }
+    }
 }

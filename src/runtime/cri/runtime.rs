@@ -13,10 +13,10 @@ use super::client::{CriClient, CriError};
 use super::{stream, translate};
 use crate::api::fields::RuntimeKind;
 use crate::manager::Cancel;
-use crate::manager::{Health, JobError, JobQueue, StopTimeout};
+use crate::manager::{Exit, Health, JobError, JobQueue, StopTimeout, Worker};
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
 use crate::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
-use crate::runtime::logrotate;
+use crate::runtime::logrotate::{self, LogAction};
 use crate::runtime::{
     ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo, PullAuth,
     RuntimeError, SandboxConfig, SandboxInfo,
@@ -35,6 +35,8 @@ pub const MAX_STOPS: usize = 32;
 pub const MAX_QUEUED_STOPS: usize = 4096;
 /// The name of the stop threads.
 const STOP_THREAD: &str = "fl-cri-stop";
+/// The name of the log rotation thread.
+const LOG_THREAD: &str = "fl-cri-logs";
 
 /// What the runtime keeps of a container between relists.
 struct Known {
@@ -82,13 +84,12 @@ pub struct CriRuntime {
     /// The labels of this node's objects (`translate::owner_labels`).
     owner: HashMap<String, String>,
     sandboxes: Mutex<HashMap<String, KnownSandbox>>,
-    containers: Mutex<HashMap<String, Known>>,
+    containers: Arc<Mutex<HashMap<String, Known>>>,
     stops: JobQueue,
     /// The stops asked and not done yet (in flight or waiting), by container id and grace.
     asked: Arc<Mutex<Vec<(String, Duration)>>>,
-    /// Log rotation, if on, and when logs were last looked at.
-    logs: Option<LogRotation>,
-    logs_checked: Mutex<Option<Instant>>,
+    /// The log rotation thread (`fl-cri-logs`), when rotation is on.
+    logs: Mutex<Option<Worker>>,
     /// `name://version` of the runtime (a Node's `containerRuntimeVersion`).
     version: String,
     /// The runtime's name (`containerd`): the scheme of container ids, as kubelet's.
@@ -107,11 +108,10 @@ impl CriRuntime {
             pause_seen: AtomicBool::new(false),
             owner: translate::owner_labels(node),
             sandboxes: Mutex::new(HashMap::new()),
-            containers: Mutex::new(HashMap::new()),
+            containers: Arc::default(),
             stops: JobQueue::new(STOP_THREAD, MAX_STOPS, MAX_QUEUED_STOPS, health),
             asked: Arc::default(),
-            logs: None,
-            logs_checked: Mutex::new(None),
+            logs: Mutex::new(None),
             version: String::new(),
             name: "cri".into(),
         }
@@ -131,84 +131,43 @@ impl CriRuntime {
         &self.version
     }
 
-    /// The same runtime, rotating running containers' logs past `rotation.max_size`.
-    pub fn with_log_rotation(mut self, rotation: LogRotation) -> CriRuntime {
-        self.logs = Some(rotation);
-        self
-    }
-
-    /// Rotates the logs of running containers that grew past the limit, and has the runtime
-    /// reopen one that was deleted, at most every `LOG_CHECK_INTERVAL` (one `stat` per
-    /// running container). Failures are logged: a log that cannot be rotated keeps growing,
-    /// and is tried again.
-    fn rotate_logs(&self, listed: &[ContainerInfo]) {
-        let Some(rotation) = self.logs else { return };
-        {
-            let mut checked = self.logs_checked.lock();
-            if checked.is_some_and(|t| t.elapsed() < LOG_CHECK_INTERVAL) {
-                return;
+    /// Starts the thread (`fl-cri-logs`, registered in `health`) that every
+    /// `LOG_CHECK_INTERVAL` rotates the logs of running containers past
+    /// `rotation.max_size` and has the runtime reopen one that was deleted (kubelet's
+    /// container log manager). It works from the last relist (no call but the reopens);
+    /// `stop` ends it.
+    pub fn start_log_rotation(&self, rotation: LogRotation, health: &Health) -> std::io::Result<()> {
+        let (client, containers) = (self.client.clone(), self.containers.clone());
+        let worker = Worker::spawn(LOG_THREAD, health, move |stop| {
+            while !stop.sleep(LOG_CHECK_INTERVAL) {
+                let running: Vec<ContainerInfo> = containers
+                    .lock()
+                    .values()
+                    .filter_map(|k| k.settled.clone())
+                    .filter(|c| c.state == ContainerState::Running)
+                    .collect();
+                rotate_logs(&client, &running, rotation);
             }
-            *checked = Some(Instant::now());
-        }
-        for c in listed.iter().filter(|c| c.state == ContainerState::Running) {
-            let path = &c.config.log_path;
-            match std::fs::metadata(path) {
-                Ok(m) if m.len() > rotation.max_size => self.rotate_log(c, rotation.max_files),
-                Ok(_) => {}
-                // Deleted under a running container (by hand, by a cleaner): the runtime
-                // writes into a file nobody can read until it reopens, as kubelet has it do.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => match self.client.reopen_container_log(&c.id) {
-                    Ok(()) => log::info!(
-                        "cri: container {} ({}): its log {} was gone; the runtime reopened it",
-                        c.config.name,
-                        c.id,
-                        path.display()
-                    ),
-                    Err(e) => log::warn!(
-                        "cri: container {} ({}): its log {} is gone and the runtime did not reopen it: {}",
-                        c.config.name,
-                        c.id,
-                        path.display(),
-                        Chain(&e)
-                    ),
-                },
-                Err(_) => {}
-            }
-        }
+            Exit::Done
+        })?;
+        *self.logs.lock() = Some(worker);
+        Ok(())
     }
 
-    /// Renames a container's log away and has the runtime reopen it; when the runtime
-    /// cannot, the file is put back (it still writes to it), as kubelet does.
-    fn rotate_log(&self, c: &ContainerInfo, max_files: u32) {
-        let path = &c.config.log_path;
-        let rotated = logrotate::rotation_path(path, std::time::SystemTime::now());
-        if let Err(e) = std::fs::rename(path, &rotated) {
-            log::warn!("cri: container {} ({}): cannot rotate its log {}: {e}", c.config.name, c.id, path.display());
-            return;
-        }
-        if let Err(e) = self.client.reopen_container_log(&c.id) {
-            let _ = std::fs::rename(&rotated, path);
-            log::warn!(
-                "cri: container {} ({}): the runtime did not reopen its log: {}",
-                c.config.name,
-                c.id,
-                Chain(&e)
-            );
-            return;
-        }
-        logrotate::prune_rotated(path, max_files);
-    }
-
-    /// Stops taking container stops and waits up to `timeout` for those in flight (each is
-    /// bounded by its grace period plus the call timeout); returns the ones still running.
+    /// Ends the log rotation thread, stops taking container stops and waits up to `timeout`
+    /// for those in flight (each is bounded by its grace period plus the call timeout);
+    /// returns the ones still running.
     /// Stops waiting for a thread are dropped (the pod manager asks again after a restart).
     pub fn stop(&self, timeout: Duration) -> Vec<StopTimeout> {
         let dropped = self.stops.close();
         if dropped > 0 {
             log::info!("cri: {dropped} container stop(s) not sent (the agent is stopping)");
         }
+        let mut late: Vec<StopTimeout> =
+            self.logs.lock().take().and_then(|w| w.stop(timeout).err()).into_iter().collect();
         // The stops in flight are bounded by their calls (the stop signal is not watched).
-        self.stops.stop(timeout)
+        late.extend(self.stops.stop(timeout));
+        late
     }
 
     /// Container stops in flight or waiting for a thread.
@@ -317,6 +276,62 @@ impl Drop for CriRuntime {
             log::warn!("cri: {} did not end within {:?}", t.name, t.timeout);
         }
     }
+}
+
+/// Rotates or reopens the logs of `running` containers as `logrotate::log_action` decides
+/// (one `stat` each). Failures are logged: a log that cannot be rotated keeps growing, and
+/// is tried again.
+fn rotate_logs(client: &CriClient, running: &[ContainerInfo], rotation: LogRotation) {
+    for c in running {
+        let path = &c.config.log_path;
+        let size = match std::fs::metadata(path) {
+            Ok(m) => Some(m.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(_) => continue,
+        };
+        match logrotate::log_action(size, rotation.max_size) {
+            Some(LogAction::Rotate) => rotate_log(client, c, rotation.max_files),
+            Some(LogAction::Reopen) => match client.reopen_container_log(&c.id) {
+                Ok(()) => log::info!(
+                    "cri: container {} ({}): its log {} was gone; the runtime reopened it",
+                    c.config.name,
+                    c.id,
+                    path.display()
+                ),
+                Err(e) => log::warn!(
+                    "cri: container {} ({}): its log {} is gone and the runtime did not reopen it: {}",
+                    c.config.name,
+                    c.id,
+                    path.display(),
+                    Chain(&e)
+                ),
+            },
+            None => {}
+        }
+    }
+}
+
+/// Renames a container's log away and has the runtime reopen it; when the runtime
+/// cannot, the file is put back (it still writes to it), as kubelet does.
+fn rotate_log(client: &CriClient, c: &ContainerInfo, max_files: u32) {
+    let path = &c.config.log_path;
+    let rotated = logrotate::rotation_path(path, std::time::SystemTime::now());
+    if let Err(e) = std::fs::rename(path, &rotated) {
+        log::warn!(
+            "cri: container {} ({}): cannot rotate its log {}: {}",
+            c.config.name,
+            c.id,
+            path.display(),
+            Chain(&e)
+        );
+        return;
+    }
+    if let Err(e) = client.reopen_container_log(&c.id) {
+        let _ = std::fs::rename(&rotated, path);
+        log::warn!("cri: container {} ({}): the runtime did not reopen its log: {}", c.config.name, c.id, Chain(&e));
+        return;
+    }
+    logrotate::prune_rotated(path, max_files);
 }
 
 impl ContainerRuntime for CriRuntime {
@@ -477,7 +492,6 @@ impl ContainerRuntime for CriRuntime {
             out.push(info);
         }
         self.containers.lock().retain(|id, _| listed.iter().any(|c| c.get_id() == id));
-        self.rotate_logs(&out);
         Ok(out)
     }
 
