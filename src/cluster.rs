@@ -36,7 +36,7 @@ pub enum ClusterError {
     #[error(transparent)]
     Kubeconfig(#[from] kubeconfig::KubeconfigError),
     /// Its credentials cannot be used.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Client {
         /// The kubeconfig.
         path: std::path::PathBuf,

@@ -236,7 +236,7 @@ fn run(
         },
     });
     if let Err(e) = futures::executor::block_on(sink.success(pb::Empty::new())) {
-        log::warn!("devices: could not answer the registration of {resource}: {e}");
+        log::warn!("devices: could not answer the registration of {resource}: {}", Chain(&e));
     }
     loop {
         // Connected --stream broke--> Reconnecting --dialled--> Connected; any --stop--> end.
@@ -322,6 +322,12 @@ fn reconnect(cfg: &EndpointConfig, resource: &str, socket: &Path, stop: &mut Chi
         delay *= 2;
     }
     None
+}
+
+/// One value of `StreamError` (`crate::error_tests`).
+#[cfg(test)]
+pub(crate) fn error_samples() -> Vec<crate::error_tests::Sample> {
+    vec![crate::error_tests::sample(StreamError::Closed)]
 }
 
 #[cfg(test)]
