@@ -372,7 +372,6 @@ fn check_resolv_conf(dns: &crate::dns::DnsSettings, recorder: &EventRecorder, no
         }
     };
     if let Some(message) = problem {
-        log::warn!("dns: {message}");
         recorder.event(&Reference::node(node), WARNING, "CheckLimitsForResolvConf", &message);
     }
 }
