@@ -6,7 +6,7 @@
 //! reconnects with back-off (kubelet gives up at the first break and waits for a new
 //! registration). It ends with `Exit::Done` when it gives up, when its plugin could not be
 //! dialled, and when it is stopped (replaced, or the agent stops): a plugin that went away
-//! is not an agent failure. Only a panic shows it dead in `/healthz`.
+//! is not an agent failure.
 
 use super::child::{Child, ChildStop};
 use super::registration::{check_socket, PluginRegistration, RegistrationError};
@@ -79,7 +79,7 @@ pub enum EndpointEvent {
         /// `GetDevicePluginOptions` again.
         preferred_allocation: bool,
     },
-    /// The thread is ending (sent from its last drop, even when it panics).
+    /// The thread is ending.
     EndpointEnded {
         /// Resource name.
         resource: String,
@@ -177,25 +177,11 @@ pub fn spawn(
     events: Publisher<EndpointEvent>,
 ) -> std::io::Result<Child> {
     Child::spawn("fl-plugin", health, move |stop| {
-        let farewell = Farewell { events: events.clone(), resource: registration.resource.clone(), generation };
+        let resource = registration.resource.clone();
         run(&cfg, generation, registration, &events, stop);
-        drop(farewell);
+        events.publish(EndpointEvent::EndpointEnded { resource, generation });
         Exit::Done
     })
-}
-
-/// Tells the manager the thread ended, however it ends (a panic unwinds through it).
-struct Farewell {
-    events: Publisher<EndpointEvent>,
-    resource: String,
-    generation: u64,
-}
-
-impl Drop for Farewell {
-    fn drop(&mut self) {
-        let resource = std::mem::take(&mut self.resource);
-        self.events.publish(EndpointEvent::EndpointEnded { resource, generation: self.generation });
-    }
 }
 
 fn run(
@@ -343,26 +329,6 @@ mod tests {
             reconnect_attempts: 1,
             grace_period: Duration::from_secs(300),
         }
-    }
-
-    #[test]
-    fn a_panicking_endpoint_thread_still_says_goodbye_and_shows_dead() {
-        let health = Health::default();
-        let (tx, rx) = unbounded();
-        let events = Publisher::new(move |e: EndpointEvent| {
-            let _ = tx.send(e);
-        });
-        let child = Child::spawn("fl-plugin", &health, move |_stop| {
-            let _farewell = Farewell { events, resource: "example.com/dev".into(), generation: 7 };
-            panic!("a bug in the endpoint thread");
-        })
-        .unwrap();
-        let e = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        assert!(
-            matches!(e, EndpointEvent::EndpointEnded { generation: 7, ref resource } if resource == "example.com/dev")
-        );
-        child.into_worker().join(Instant::now() + Duration::from_secs(5)).unwrap();
-        assert_eq!(health.dead(), ["fl-plugin"]);
     }
 
     #[test]
