@@ -29,6 +29,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -370,7 +371,6 @@ fn check_resolv_conf(dns: &crate::dns::DnsSettings, recorder: &EventRecorder, no
         }
     };
     if let Some(message) = problem {
-        log::warn!("dns: {message}");
         recorder.event(&Reference::node(node), WARNING, "CheckLimitsForResolvConf", &message);
     }
 }
@@ -944,73 +944,137 @@ impl Agent {
     /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the
     /// pod manager, the image pulls (cancelled), the prober and its threads, the device
     /// manager, image GC, the events still queued
-    /// (delivered), and the API last, so `/healthz` answers until the end. Each step waits up
-    /// to `shutdown_timeout`. Containers keep running; the next start adopts them. Returns
-    /// every thread that did not stop in time; threads still inside a probe or a host name
-    /// lookup after a short wait are logged instead (they cannot be interrupted, and end by
-    /// themselves or with the process).
+    /// (delivered), and the API last, so `/healthz` answers until the end. All of it within
+    /// one deadline, `shutdown_timeout` from now: each step waits for what time is left, and
+    /// once it is spent the rest are signalled and not waited for. Containers keep running;
+    /// the next start adopts them. Returns every thread that did not stop in time; threads
+    /// still inside a probe or a host name lookup after a short wait are logged instead (they
+    /// cannot be interrupted, and end by themselves or with the process).
     pub fn stop(mut self) -> Vec<String> {
-        let timeout = self.cfg.shutdown_timeout.0;
-        let mut stuck = Vec::new();
-        let mut late = |r: Result<(), StopTimeout>| stuck.extend(r.err().map(|e| e.to_string()));
-        if let Some(w) = self.watcher.take() {
-            late(w.stop(timeout));
-        }
-        if let Some(s) = self.source.take() {
-            late(s.stop(timeout));
-        }
-        if let Some(p) = self.pods.take() {
-            late(p.stop(timeout));
-        }
-        if let Some(c) = self.cluster.take() {
-            c.stop(timeout).into_iter().for_each(|e| late(Err(e)));
-        }
-        if let Some(i) = self.images.take() {
+        let started = Instant::now();
+        let in_call = crate::prober::pool::IN_CALL_STOP_TIMEOUT;
+        let late = |r: Result<(), StopTimeout>| r.err().map(|e| e.to_string()).into_iter().collect::<Vec<_>>();
+        let named = |v: Vec<StopTimeout>| v.into_iter().map(|e| e.to_string()).collect::<Vec<_>>();
+        let (watcher, source, pods, cluster) =
+            (self.watcher.take(), self.source.take(), self.pods.take(), self.cluster.take());
+        let (images, hooks, prober, prober_threads) =
+            (self.images.take(), self.hooks.take(), self.prober.take(), self.prober_threads);
+        let (devices, image_gc, cri, events, api) =
+            (self.devices.take(), self.image_gc.take(), self.cri.take(), self.events.take(), self.api.take());
+        let steps: Vec<StopStep> = vec![
+            Box::new(move |t| watcher.map_or_else(Vec::new, |w| late(w.stop(t)))),
+            Box::new(move |t| source.map_or_else(Vec::new, |s| late(s.stop(t)))),
+            Box::new(move |t| pods.map_or_else(Vec::new, |p| late(p.stop(t)))),
+            Box::new(move |t| cluster.map_or_else(Vec::new, |c| named(c.stop(t)))),
             // Pulls in flight are cancelled (the runtime stops them); nobody waits for them.
-            i.stop(timeout).into_iter().for_each(|e| late(Err(e)));
-        }
-        if let Some(h) = self.hooks.take() {
-            // A sleep ends at once; an exec or HTTP hook in flight ends by its own timeout
-            // (a preStop's stop is then the shim's, at the deadline it was given).
-            for e in h.stop(crate::prober::pool::IN_CALL_STOP_TIMEOUT) {
-                log::warn!("agent: left to end by itself (in a lifecycle hook): {e}");
-            }
-        }
-        if let Some(p) = self.prober.take() {
-            late(p.stop(timeout));
-        }
-        // The prober's end has signalled them. A thread still inside a probe or a host name
-        // lookup (neither can be interrupted) ends by itself, or with the process.
-        let left = self.prober_threads.stop(timeout);
-        left.stuck.into_iter().for_each(|e| late(Err(e)));
-        for e in left.in_calls {
-            log::warn!("agent: left to end by itself (in a probe or a host name lookup): {e}");
-        }
-        if let Some(d) = self.devices.take() {
-            late(d.stop(timeout));
-        }
-        if let Some(g) = self.image_gc.take() {
-            late(g.stop(timeout));
-        }
-        if let Some(cri) = self.cri.take() {
-            // Container stops the pod manager asked for finish (each is bounded by its
-            // grace period); the containers themselves keep running otherwise.
-            cri.stop(timeout).into_iter().for_each(|e| late(Err(e)));
-        }
-        if let Some(e) = self.events.take() {
-            stuck.extend(e.broadcaster.shutdown(timeout));
-            e.store.sync();
-        }
-        if let Some(a) = self.api.take() {
-            stuck.extend(a.stop(timeout).into_iter().map(|e| e.to_string()));
-        }
+            Box::new(move |t| images.map_or_else(Vec::new, |i| named(i.stop(t)))),
+            Box::new(move |t| {
+                // A sleep ends at once; an exec or HTTP hook in flight ends by its own timeout
+                // (a preStop's stop is then the shim's, at the deadline it was given).
+                for e in hooks.map(|h| h.stop(in_call.min(t))).unwrap_or_default() {
+                    log::warn!("agent: left to end by itself (in a lifecycle hook): {e}");
+                }
+                Vec::new()
+            }),
+            Box::new(move |t| prober.map_or_else(Vec::new, |p| late(p.stop(t)))),
+            Box::new(move |t| {
+                // The prober's end has signalled them. A thread still inside a probe or a host
+                // name lookup (neither can be interrupted) ends by itself, or with the process.
+                let left = prober_threads.stop(t);
+                for e in left.in_calls {
+                    log::warn!("agent: left to end by itself (in a probe or a host name lookup): {e}");
+                }
+                named(left.stuck)
+            }),
+            Box::new(move |t| devices.map_or_else(Vec::new, |d| late(d.stop(t)))),
+            Box::new(move |t| image_gc.map_or_else(Vec::new, |g| late(g.stop(t)))),
+            // Container stops the pod manager asked for finish (each is bounded by its grace
+            // period); the containers themselves keep running otherwise.
+            Box::new(move |t| cri.map_or_else(Vec::new, |c| named(c.stop(t)))),
+            Box::new(move |t| {
+                events.map_or_else(Vec::new, |e| {
+                    let stuck = e.broadcaster.shutdown(t);
+                    e.store.sync();
+                    stuck
+                })
+            }),
+            Box::new(move |t| api.map_or_else(Vec::new, |a| named(a.stop(t)))),
+        ];
+        let stuck = stop_in_order(steps, self.cfg.shutdown_timeout.0, || started.elapsed());
         log::info!("agent: stopped; containers keep running and are adopted by the next start");
         stuck
     }
 }
 
+/// One step of `Agent::stop`: it stops its part, waiting at most the time it is given, and
+/// returns the threads that did not end in that time.
+type StopStep = Box<dyn FnOnce(Duration) -> Vec<String>>;
+
+/// Runs `steps` in order under one deadline, `budget` after the start (`elapsed` is the time
+/// since then): each step gets the time left, nothing once it is spent (it then signals its
+/// threads and names those not already ended). Returns every name the steps gave.
+fn stop_in_order(steps: Vec<StopStep>, budget: Duration, elapsed: impl Fn() -> Duration) -> Vec<String> {
+    let mut stuck = Vec::new();
+    for step in steps {
+        stuck.extend(step(budget.saturating_sub(elapsed())));
+    }
+    stuck
+}
+
 #[cfg(test)]
 mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    /// Runs `stop_in_order` over steps that each take `took` seconds of a fake clock and
+    /// name themselves stuck when they needed more than they were given; returns the time
+    /// each was given and the names reported.
+    fn run_steps(budget: u64, took: &[u64]) -> (Vec<u64>, Vec<String>) {
+        let now = Rc::new(Cell::new(0));
+        let given = Rc::new(RefCell::new(Vec::new()));
+        let steps: Vec<super::StopStep> = took
+            .iter()
+            .enumerate()
+            .map(|(i, &took)| {
+                let (now, given) = (now.clone(), given.clone());
+                Box::new(move |t: Duration| {
+                    given.borrow_mut().push(t.as_secs());
+                    now.set(now.get() + took.min(t.as_secs()));
+                    if took > t.as_secs() {
+                        vec![format!("fl-step{i}")]
+                    } else {
+                        Vec::new()
+                    }
+                }) as super::StopStep
+            })
+            .collect();
+        let stuck = super::stop_in_order(steps, Duration::from_secs(budget), || Duration::from_secs(now.get()));
+        let given = given.borrow().clone();
+        (given, stuck)
+    }
+
+    #[test]
+    fn a_stop_shares_one_deadline_among_its_steps_and_names_what_was_still_running() {
+        // (budget, what each step takes, the time each is given, what is named stuck)
+        type Case = (u64, &'static [u64], &'static [u64], &'static [&'static str]);
+        let cases: [Case; 4] = [
+            // Every step quick: each is given what is left of the whole budget.
+            (10, &[0, 1, 2], &[10, 10, 9], &[]),
+            // A stuck step spends the rest: the later ones are given nothing, and say so.
+            (10, &[3, 60, 1, 0], &[10, 7, 0, 0], &["fl-step1", "fl-step2"]),
+            // Steps that each fit in the budget alone, but not all together.
+            (10, &[6, 6, 6], &[10, 4, 0], &["fl-step1", "fl-step2"]),
+            (10, &[], &[], &[]),
+        ];
+        for (budget, took, want_given, want_stuck) in cases {
+            let (given, stuck) = run_steps(budget, took);
+            assert_eq!(given, want_given, "time given, steps taking {took:?}");
+            assert_eq!(stuck, want_stuck, "stuck, steps taking {took:?}");
+            assert!(took.iter().zip(&given).map(|(t, g)| t.min(g)).sum::<u64>() <= budget);
+        }
+    }
+
     #[test]
     fn a_held_state_lock_names_the_lock_file() {
         let dir = tempfile::tempdir().unwrap();

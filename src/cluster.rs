@@ -36,7 +36,7 @@ pub enum ClusterError {
     #[error(transparent)]
     Kubeconfig(#[from] kubeconfig::KubeconfigError),
     /// Its credentials cannot be used.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Client {
         /// The kubeconfig.
         path: std::path::PathBuf,
@@ -129,15 +129,16 @@ impl Cluster {
 }
 
 impl ClusterThreads {
-    /// Stops both. `fl-apiwatch` waits in a watch read that cannot be interrupted (it ends
-    /// within the watch's timeout, and sends nothing once stopped): after 500 ms it is left
-    /// to end by itself, or with the process. `fl-apisync` finishes its request in flight
-    /// (bounded by `request_timeout`).
+    /// Stops both within `timeout`. `fl-apiwatch` waits in a watch read that cannot be
+    /// interrupted (it ends within the watch's timeout, and sends nothing once stopped):
+    /// after 500 ms it is left to end by itself, or with the process. `fl-apisync` finishes
+    /// its request in flight (bounded by `request_timeout`) in the time left.
     pub fn stop(self, timeout: Duration) -> Vec<StopTimeout> {
-        if let Err(e) = self.watch.stop(crate::prober::pool::IN_CALL_STOP_TIMEOUT) {
+        let deadline = std::time::Instant::now() + timeout;
+        if let Err(e) = self.watch.stop(crate::prober::pool::IN_CALL_STOP_TIMEOUT.min(timeout)) {
             log::info!("apiserver: the pod watch is left to end by itself ({e})");
         }
-        self.sync.stop(timeout).err().into_iter().collect()
+        self.sync.stop(deadline.saturating_duration_since(std::time::Instant::now())).err().into_iter().collect()
     }
 }
 

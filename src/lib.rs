@@ -35,3 +35,6 @@ pub mod status;
 pub mod timefmt;
 pub mod util;
 pub mod wake;
+
+#[cfg(test)]
+mod error_tests;

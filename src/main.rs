@@ -807,9 +807,8 @@ fn set_log_level(spec: &str) {
     }
 }
 
-/// A panic goes to the log with the thread it happened on, before the process dies (the
-/// release build aborts on panic: the service manager restarts the agent, and its pods run
-/// on under their shims) or, in a debug build, the thread unwinds and `/healthz` reports it.
+/// A panic goes to the log with the thread it happened on (and its backtrace, when
+/// `RUST_BACKTRACE` asks for one).
 fn log_panics() {
     std::panic::set_hook(Box::new(|info| {
         let thread = std::thread::current();
@@ -821,6 +820,18 @@ fn log_panics() {
                 log::error!("  {line}");
             }
         }
+    }));
+}
+
+/// A panic ends the process at once, in every build (the release profile aborts on panic
+/// anyway; the others would unwind one thread and carry on without it): the hook in place
+/// says it first, then the process aborts. The service manager restarts the agent, and its
+/// pods run on under their shims.
+fn abort_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
     }));
 }
 
@@ -842,6 +853,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     if cmd == "shim" {
+        // Said on stderr (the shim's log) by Rust's own hook.
+        abort_on_panic();
         // The shim must fork before anything else creates threads or state.
         let Some(dir) = args.next() else {
             return ExitCode::from(2);
@@ -851,6 +864,7 @@ fn main() -> ExitCode {
     let cmd = cmd.to_string_lossy().into_owned();
     init_logging();
     log_panics();
+    abort_on_panic();
     if matches!(
         cmd.as_str(),
         "get" | "describe" | "logs" | "exec" | "validate" | "plan" | "version" | "--version" | "help" | "-h" | "--help"

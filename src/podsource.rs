@@ -51,7 +51,7 @@ struct FileState {
 
 /// Most problems reported for one file (all documents); the rest are counted in one line.
 pub const MAX_PROBLEMS_PER_FILE: usize = 200;
-/// Most `FailedValidation` events for one rejected file (every problem is still logged).
+/// Most `FailedValidation` events for one rejected file (the rest of its problems are logged).
 const MAX_EVENTS_PER_FILE: usize = 10;
 
 /// Reports about manifests that were rejected (for events once they exist).
@@ -342,11 +342,13 @@ impl FileSource {
                     };
                     let node = Reference::node(&self.node_name);
                     for (i, e) in errors.iter().enumerate() {
-                        log::error!("podsource: {e}");
-                        // Every problem is logged; events stop after a few per file.
+                        // Every problem is logged once: the first few as events (the event
+                        // log says them), the rest here.
                         if i < MAX_EVENTS_PER_FILE {
                             let message = format!("Error validating pod manifest {e}; {what}");
                             self.recorder.event(&node, WARNING, "FailedValidation", &message);
+                        } else {
+                            log::error!("podsource: {e}");
                         }
                     }
                     self.files.insert(path, FileState { signature: sig, pods: kept });
@@ -360,7 +362,6 @@ impl FileSource {
                 if !self.duplicates.contains(d) {
                     // kubelet: "Error validating pod … due to duplicate pod name …, ignoring".
                     let message = format!("{}; ignoring it, the first one runs", d.message());
-                    log::error!("podsource: {message}");
                     self.recorder.event(
                         &node,
                         WARNING,
@@ -376,7 +377,6 @@ impl FileSource {
                 let key = p.key();
                 if !self.over_limit.contains(&key) {
                     let message = over_max_pods_message(p, self.max_pods);
-                    log::error!("podsource: {message}; ignoring it");
                     self.recorder.event(&node, WARNING, "OutOfpods", &message);
                 }
                 over_limit.push(key);

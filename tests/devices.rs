@@ -298,7 +298,9 @@ fn after_an_agent_restart_allocations_come_back_and_new_pods_wait_for_the_plugin
     assert_eq!(resource(&a), Some((0, 0, "Stopped".into())), "known from the checkpoint, waiting for its plugin");
     // A new pod asking for the resource waits instead of failing (kubelet fails it).
     sb.write_manifest("second.yaml", &device_pod("second", "        example.com/dev: 1\n", "sleep 3600"));
-    wait_for("second to wait", T, || a.log_text().contains("waits up to 120s for its device plugins").then_some(()));
+    wait_for("second to wait", T, || {
+        a.log_text().contains("message=\"Waiting up to 2m0s for the device plugins").then_some(())
+    });
     assert_eq!(phase(&a, "second").unwrap().0, "Pending");
     assert_eq!(phase(&a, "first").unwrap().0, "Running");
 

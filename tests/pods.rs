@@ -220,7 +220,9 @@ fn a_broken_manifest_is_reported_with_its_field_path_and_others_keep_running() {
     sb.write_manifest("bad.yaml", &manifest("bad", bad));
     let path = sb.manifests().join("bad.yaml");
     let expected = format!("{}: spec.containers[0].resources.limits.cpu: invalid quantity \"1.5.0\"", path.display());
-    wait_for("the error in the log", T, || agent.log_text().contains(&expected).then_some(()));
+    // The FailedValidation event's line, which quotes the message.
+    let quoted = format!("{expected:?}");
+    wait_for("the error in the log", T, || agent.log_text().contains(&quoted[1..quoted.len() - 1]).then_some(()));
     // A broken edit of a running pod's manifest keeps the last valid version running.
     sb.write_manifest("good.yaml", &manifest("good", &good.replace("image: x", "image: [")));
     wait_for("the YAML error in the log", T, || agent.log_text().contains("good.yaml: invalid YAML").then_some(()));

@@ -40,7 +40,7 @@ impl Default for ClientSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// The kubeconfig's certificates or key cannot be used.
-    #[error("the kubeconfig's {what} cannot be used: {source}")]
+    #[error("the kubeconfig's {what} cannot be used")]
     Credentials {
         /// `CA`, `client certificate`, `client key`.
         what: &'static str,
@@ -58,7 +58,7 @@ pub enum ApiError {
         source: crate::inputfile::InputFileError,
     },
     /// The token file cannot be read.
-    #[error("token file {}: {source}", path.display())]
+    #[error("token file {}", path.display())]
     TokenFile {
         /// The file.
         path: std::path::PathBuf,
@@ -67,7 +67,7 @@ pub enum ApiError {
         source: crate::inputfile::InputFileError,
     },
     /// No answer: the apiserver cannot be reached, or did not answer in time.
-    #[error("{method} {url}: {source}")]
+    #[error("{method} {url}")]
     Transport {
         /// The method.
         method: &'static str,

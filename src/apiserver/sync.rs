@@ -438,7 +438,10 @@ impl ApiSync {
                 Next::Keep(Duration::ZERO)
             }
             Pending::PodStatus { namespace, name, .. } if matches!(e.code(), Some(404 | 409)) => {
-                log::debug!("apiserver: status of pod {namespace}/{name} not sent, the pod is gone or replaced: {e}");
+                log::debug!(
+                    "apiserver: status of pod {namespace}/{name} not sent, the pod is gone or replaced: {}",
+                    crate::util::Chain(e)
+                );
                 Next::Drop
             }
             Pending::Event(event) => match super::events::sink_error(e) {

@@ -504,7 +504,7 @@ impl ContainerManager {
         match self.driver.create(&path).and_then(|_| self.driver.apply(&path, &files)) {
             Ok(()) => {
                 if !self.allocatable_enforced {
-                    log::info!("cm: node allocatable enforced on {path}: {files:?}");
+                    log::debug!("cm: node allocatable enforced on {path}: {files:?}");
                     self.recorder.event(
                         &self.node,
                         NORMAL,
@@ -668,7 +668,6 @@ impl ContainerManager {
         let message = format!(
             "Pod cgroup {path} was not created by this agent (no record in its state directory); it and its processes are left alone"
         );
-        log::warn!("cm: {message}");
         self.recorder.event(&self.node, WARNING, "ForeignPodCgroup", &message);
     }
 }

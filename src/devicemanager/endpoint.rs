@@ -6,12 +6,11 @@
 //! reconnects with back-off (kubelet gives up at the first break and waits for a new
 //! registration). It ends with `Exit::Done` when it gives up, when its plugin could not be
 //! dialled, and when it is stopped (replaced, or the agent stops): a plugin that went away
-//! is not an agent failure. Only a panic shows it dead in `/healthz`.
+//! is not an agent failure.
 
 use super::registration::{check_socket, PluginRegistration, RegistrationError};
 use super::state::Endpoint;
-use crate::manager::{CallStop, WorkerId, WorkerSet, WorkerSetError};
-use crate::manager::{Exit, Publisher};
+use crate::manager::{CallStop, Exit, Publisher, WorkerId, WorkerSet, WorkerSetError};
 use crate::proto::deviceplugin as pb;
 use crate::util::Chain;
 use futures::StreamExt;
@@ -79,7 +78,7 @@ pub enum EndpointEvent {
         /// `GetDevicePluginOptions` again.
         preferred_allocation: bool,
     },
-    /// The thread is ending (sent from its last drop, even when it panics).
+    /// The thread is ending.
     EndpointEnded {
         /// Resource name.
         resource: String,
@@ -177,25 +176,11 @@ pub fn spawn(
     events: Publisher<EndpointEvent>,
 ) -> Result<WorkerId, WorkerSetError> {
     threads.spawn_cancellable("fl-plugin", move |stop| {
-        let farewell = Farewell { events: events.clone(), resource: registration.resource.clone(), generation };
+        let resource = registration.resource.clone();
         run(&cfg, generation, registration, &events, stop);
-        drop(farewell);
+        events.publish(EndpointEvent::EndpointEnded { resource, generation });
         Exit::Done
     })
-}
-
-/// Tells the manager the thread ended, however it ends (a panic unwinds through it).
-struct Farewell {
-    events: Publisher<EndpointEvent>,
-    resource: String,
-    generation: u64,
-}
-
-impl Drop for Farewell {
-    fn drop(&mut self) {
-        let resource = std::mem::take(&mut self.resource);
-        self.events.publish(EndpointEvent::EndpointEnded { resource, generation: self.generation });
-    }
 }
 
 fn run(
@@ -236,7 +221,7 @@ fn run(
         },
     });
     if let Err(e) = futures::executor::block_on(sink.success(pb::Empty::new())) {
-        log::warn!("devices: could not answer the registration of {resource}: {e}");
+        log::warn!("devices: could not answer the registration of {resource}: {}", Chain(&e));
     }
     loop {
         // Connected --stream broke--> Reconnecting --dialled--> Connected; any --stop--> end.
@@ -324,6 +309,12 @@ fn reconnect(cfg: &EndpointConfig, resource: &str, socket: &Path, stop: &mut Cal
     None
 }
 
+/// One value of `StreamError` (`crate::error_tests`).
+#[cfg(test)]
+pub(crate) fn error_samples() -> Vec<crate::error_tests::Sample> {
+    vec![crate::error_tests::sample(StreamError::Closed)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,27 +328,6 @@ mod tests {
             reconnect_attempts: 1,
             grace_period: Duration::from_secs(300),
         }
-    }
-
-    #[test]
-    fn a_panicking_endpoint_thread_still_says_goodbye_and_shows_dead() {
-        let health = Health::default();
-        let (tx, rx) = unbounded();
-        let events = Publisher::new(move |e: EndpointEvent| {
-            let _ = tx.send(e);
-        });
-        let set = WorkerSet::new("device manager", 1, &health);
-        set.spawn_cancellable("fl-plugin", move |_stop| {
-            let _farewell = Farewell { events, resource: "example.com/dev".into(), generation: 7 };
-            panic!("a bug in the endpoint thread");
-        })
-        .unwrap();
-        let e = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        assert!(
-            matches!(e, EndpointEvent::EndpointEnded { generation: 7, ref resource } if resource == "example.com/dev")
-        );
-        assert!(set.stop(Duration::from_secs(5)).is_empty());
-        assert_eq!(health.dead(), ["fl-plugin"]);
     }
 
     #[test]

@@ -289,7 +289,6 @@ impl DeviceManager {
             Some(result) => self.reply_admission(&pod, result),
             None => {
                 let wait = self.settings.admission_wait;
-                log::info!("devices: pod {} waits up to {wait:?} for its device plugins", pod.key());
                 self.recorder.event(
                     &Reference::pod(&pod),
                     NORMAL,

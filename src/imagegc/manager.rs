@@ -379,7 +379,6 @@ impl ImageGc {
             Err(e) => {
                 self.failures += 1;
                 if self.failures >= 2 {
-                    log::warn!("imagegc: image garbage collection failed again: {e}");
                     self.event("ImageGCFailed", &e);
                 } else {
                     log::info!("imagegc: image garbage collection failed once: {e}");

@@ -126,7 +126,7 @@ fn run(
 /// One pull, then the image's size (best effort, as kubelet's); `None` when cancelled.
 fn pull(runtime: &dyn ContainerRuntime, req: &PullRequest, timeout: Duration, cancel: &mut Cancel) -> Option<PullDone> {
     let started = Instant::now();
-    log::info!("images: pulling {} (deadline {timeout:?})", crate::logsafe::short(&req.image));
+    log::debug!("images: pulling {} (deadline {timeout:?})", crate::logsafe::short(&req.image));
     let result = match runtime.pull_image(&req.image, req.auth.as_ref(), timeout, cancel) {
         Err(RuntimeError::Cancelled { .. }) => {
             log::info!("images: pull of {} cancelled (agent stopping)", crate::logsafe::short(&req.image));
@@ -145,9 +145,10 @@ fn pull(runtime: &dyn ContainerRuntime, req: &PullRequest, timeout: Duration, ca
         }
     };
     let pull_time = started.elapsed();
+    // The pod manager records the pull as its pods' events (Pulled, Failed): debug only here.
     match &result {
-        Ok(p) => log::info!("images: pulled {} ({}, {} bytes) in {pull_time:?}", req.image, p.image_ref, p.size),
-        Err(e) => log::warn!("images: pull of {} failed after {pull_time:?}: {}", req.image, crate::util::Chain(e)),
+        Ok(p) => log::debug!("images: pulled {} ({}, {} bytes) in {pull_time:?}", req.image, p.image_ref, p.size),
+        Err(e) => log::debug!("images: pull of {} failed after {pull_time:?}: {}", req.image, crate::util::Chain(e)),
     }
     Some(PullDone { image: req.image.clone(), result, pull_time })
 }

@@ -107,13 +107,11 @@ impl PodManager {
             if let Some(name) = crate::api::security::forbidden_sysctl(pod, &self.cfg.allowed_unsafe_sysctls) {
                 // kubelet's sysctl admission: the pod fails and never runs.
                 let message = format!("forbidden sysctl: {name:?} not allowlisted");
-                log::warn!("pods: pod {} rejected: {message}", pod.key());
                 self.event(pod, None, true, SYSCTL_FORBIDDEN, &message);
                 admission = Admission::Rejected { reason: SYSCTL_FORBIDDEN.into(), message };
             } else if let Some(short) = self.misfit(pod, snap, &mut usage) {
                 // kubelet's resource fit (GeneralPredicates): the pod fails and never runs.
                 let (reason, message) = (short.reason(), short.message());
-                log::warn!("pods: pod {} rejected: {message}", pod.key());
                 self.event(pod, None, true, &reason, &message);
                 admission = Admission::Rejected { reason: reason.into(), message };
             } else if let Some(link) = self.devices.as_ref().filter(|_| pod_needs(pod)) {
@@ -216,7 +214,6 @@ impl PodManager {
             Some(e) => {
                 // kubelet's wording for a device allocation failure at admission.
                 let message = format!("Allocate failed due to {e}, which is unexpected");
-                log::warn!("pods: pod {} rejected: {message}", entry.pod.key());
                 entry.admission =
                     Admission::Rejected { reason: UNEXPECTED_ADMISSION_ERROR.into(), message: message.clone() };
                 let pod = entry.pod.clone();

@@ -82,7 +82,6 @@ impl PodManager {
 
     /// kubelet's answer to a failed `postStart`: the event, then the kill.
     fn post_start_failed(&mut self, pod: &Pod, name: &str, id: &str, message: &str) {
-        log::warn!("pods: pod {} container {name}: {message}", pod.key());
         self.event(pod, Some(name), true, "FailedPostStartHook", message);
         let kill = KillContainer {
             name: name.into(),
@@ -231,7 +230,6 @@ impl PodManager {
             return false;
         }
         let pod = entry.pod.clone();
-        log::info!("pods: pod {} was active longer than its activeDeadlineSeconds; stopping it", pod.key());
         // kubelet records this as a Normal event.
         self.event(&pod, None, false, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE);
         if let Some(e) = self.pods.get_mut(uid) {

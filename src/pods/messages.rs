@@ -67,7 +67,11 @@ fn log_tail(cfg: &ContainerConfig) -> Vec<u8> {
     let mut out = Vec::new();
     let opts = LogOptions { tail: Some(FALLBACK_LOG_LINES), timestamps: false };
     if let Err(e) = print_logs(&cfg.log_path, opts, &mut out, None) {
-        log::debug!("pods: cannot read the log {} for a termination message: {e}", cfg.log_path.display());
+        log::debug!(
+            "pods: cannot read the log {} for a termination message: {}",
+            cfg.log_path.display(),
+            crate::util::Chain(&e)
+        );
     }
     out.truncate(out.len().min(FALLBACK_LOG_LINES as usize * 16 * 1024));
     out

@@ -409,6 +409,21 @@ fn parse_status(line: &[u8]) -> Result<u16, HttpGetError> {
     }
 }
 
+/// One value of each variant of `HttpGetError` that has a source (`crate::error_tests`).
+#[cfg(test)]
+pub(crate) fn error_samples() -> Vec<crate::error_tests::Sample> {
+    use crate::error_tests::{io_cause, sample};
+    vec![
+        sample(HttpGetError::Resolve {
+            addr: "web:80".into(),
+            source: ResolveError::StartLookup { source: io_cause() },
+        }),
+        sample(HttpGetError::Connect { addr: ([10, 0, 0, 1], 80).into(), source: io_cause() }),
+        sample(HttpGetError::WriteRequest { source: io_cause() }),
+        sample(HttpGetError::ReadResponse { source: io_cause() }),
+    ]
+}
+
 #[cfg(test)]
 #[path = "httpget_tests.rs"]
 mod tests;

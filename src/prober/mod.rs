@@ -25,6 +25,8 @@ pub const USER_AGENT: &str = "kube-probe/1.35";
 /// At most this much of a response body or command output is read.
 pub const MAX_OUTPUT: usize = 10 * 1024;
 
+#[cfg(test)]
+pub(crate) use httpget::error_samples as httpget_error_samples;
 pub use metrics::{series_labels, ProberMetrics, SeriesLabels};
 pub use results::{ProbeResults, ProberError};
 

@@ -76,16 +76,19 @@ impl ProberThreads {
         }
     }
 
-    /// Stops every thread: the reaper kills the commands it watches and must end within
-    /// `timeout`; probe threads and lookups are waited for `IN_CALL_STOP_TIMEOUT` at most.
+    /// Stops every thread within `timeout`: the reaper kills the commands it watches and must
+    /// end in it; probe threads and lookups are then waited for `IN_CALL_STOP_TIMEOUT` at
+    /// most, in what is left.
     pub fn stop(&self, timeout: Duration) -> Leftover {
         self.probes.signal_stop();
         self.reaper.signal_stop();
         self.lookups.signal_stop();
-        let in_call = IN_CALL_STOP_TIMEOUT.min(timeout);
+        let deadline = Instant::now() + timeout;
         let stuck = self.reaper.stop(timeout);
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let in_call = IN_CALL_STOP_TIMEOUT.min(left());
         let mut in_calls = self.probes.stop(in_call);
-        in_calls.extend(self.lookups.stop(in_call));
+        in_calls.extend(self.lookups.stop(in_call.min(left())));
         Leftover { stuck, in_calls }
     }
 }

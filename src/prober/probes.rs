@@ -386,7 +386,7 @@ impl GrpcEnv {
             Err(grpcio::Error::RpcFailure(s)) if s.code() == grpcio::RpcStatusCode::DEADLINE_EXCEEDED => {
                 Outcome::Failure(format!("timeout: health rpc did not complete within {}s", timeout.as_secs()))
             }
-            Err(e) => Outcome::Failure(format!("rpc error: {e}")),
+            Err(e) => Outcome::Failure(format!("rpc error: {}", crate::util::Chain(&e))),
         }
     }
 }

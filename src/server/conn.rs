@@ -576,16 +576,12 @@ impl<H: Handler> Reactor<H> {
     }
 }
 
-/// The handler's answer; a bug in a route answers 500 instead of ending the reactor or
-/// shrinking the worker pool.
+/// The handler's answer.
 /// A request that ends its connection (HTTP/1.0, `Connection: close`, the last one allowed)
 /// gets a response that says so, from a worker as from the reactor; an HTTP/1.0 one that
 /// keeps it is told so, and a HEAD request gets no body.
 pub fn answer<H: Handler>(handler: &H, req: &Request) -> Response {
-    let resp = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(req))).unwrap_or_else(|_| {
-        log::error!("api: the handler for {} panicked", req.path);
-        Response::text(500, "internal error\n")
-    });
+    let resp = handler.handle(req);
     let close = resp.close || req.close;
     Response { close, keep_alive: !close && req.http_1_0, head: req.method == "HEAD", ..resp }
 }

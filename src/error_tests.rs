@@ -1,0 +1,328 @@
+//! Every error type of the crate says its source once: `util::Chain` prints a message and
+//! then each source after `: `, so a message that also prints its `#[source]` says the
+//! cause twice. One value of each type (each variant that has a source, with a source that
+//! has its own text) is run through `Chain`, which must not show any segment twice.
+
+use std::error::Error;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::util::Chain;
+
+/// One error value and the full name of its type.
+pub(crate) type Sample = (&'static str, Box<dyn Error>);
+
+/// `e` as a sample, named by its type.
+pub(crate) fn sample<E: Error + 'static>(e: E) -> Sample {
+    (std::any::type_name::<E>(), Box::new(e))
+}
+
+/// An OS error with its own text and no source of its own.
+pub(crate) fn io_cause() -> io::Error {
+    io::Error::other("the disk is on fire")
+}
+
+fn grpc_cause() -> grpcio::Error {
+    grpcio::Error::RpcFailure(grpcio::RpcStatus::with_message(
+        grpcio::RpcStatusCode::UNAVAILABLE,
+        "the plugin went away".into(),
+    ))
+}
+
+fn json_cause() -> serde_json::Error {
+    serde_json::from_str::<u8>("not json").unwrap_err()
+}
+
+fn input_cause() -> crate::inputfile::InputFileError {
+    crate::inputfile::InputFileError::Read(io_cause())
+}
+
+fn cgroup_cause() -> crate::cm::cgroupfs::CgroupError {
+    crate::cm::cgroupfs::CgroupError::CreateCgroup { path: "/sys/fs/cgroup/kubepods".into(), source: io_cause() }
+}
+
+fn cri_cause() -> crate::runtime::cri::CriError {
+    crate::runtime::cri::CriError::Call {
+        endpoint: "unix:///run/containerd/containerd.sock".into(),
+        call: "RunPodSandbox",
+        source: Box::new(grpc_cause()),
+    }
+}
+
+fn runtime_cause() -> crate::runtime::RuntimeError {
+    crate::runtime::RuntimeError::Cri { object: "sandbox sb1".into(), source: cri_cause() }
+}
+
+fn api_cause() -> crate::apiserver::ApiError {
+    crate::apiserver::ApiError::Transport {
+        method: "GET",
+        url: "https://10.0.0.1:6443/api/v1/pods".into(),
+        source: ureq::Error::Io(io_cause()),
+    }
+}
+
+fn ownership_cause() -> crate::cm::ownership::OwnershipError {
+    crate::cm::ownership::OwnershipError::CreateLock { path: "/run/ferrolet/kubepods.lock".into(), source: io_cause() }
+}
+
+fn thread_set_cause() -> crate::manager::WorkerSetError {
+    crate::manager::WorkerSetError::Spawn { name: "fl-probe-dns".into(), source: io_cause() }
+}
+
+fn samples() -> Vec<Sample> {
+    use crate::runtime::RuntimeError;
+    let path = || PathBuf::from("/var/lib/ferrolet/x.json");
+    let mut all = vec![
+        sample(crate::server::pool::PoolError::SetUpReactor { source: io_cause() }),
+        sample(crate::server::pool::PoolError::SpawnThread { name: "fl-api", source: io_cause() }),
+        sample(crate::server::routes::EventFilterError::CheckField { field: "reason".into() }),
+        sample(crate::server::ServerError::Bind { addr: "127.0.0.1:10250".into(), source: io_cause() }),
+        sample(crate::server::ServerError::Spawn {
+            addr: "127.0.0.1:10250".into(),
+            source: crate::server::pool::PoolError::SetUpReactor { source: io_cause() },
+        }),
+        sample(crate::server::http::HeadError::LineTooLong),
+        sample(crate::runtime::process::ExecLimitsError::CheckArgument { index: 1, len: 200_000 }),
+        sample(cri_cause()),
+        sample(crate::runtime::cri::translate::TranslateError::Encode { what: "container", source: json_cause() }),
+        sample(crate::runtime::cri::stream::StreamError::Io {
+            url: "http://127.0.0.1:1234/exec/x".into(),
+            source: io_cause(),
+        }),
+        sample(RuntimeError::State { path: path(), source: io_cause() }),
+        sample(runtime_cause()),
+        sample(RuntimeError::Translate {
+            object: "container app".into(),
+            source: crate::runtime::cri::translate::TranslateError::Encode { what: "container", source: json_cause() },
+        }),
+        sample(RuntimeError::Stream {
+            object: "container app".into(),
+            source: crate::runtime::cri::stream::StreamError::Io {
+                url: "http://127.0.0.1:1234/exec/x".into(),
+                source: io_cause(),
+            },
+        }),
+        sample(RuntimeError::Process { action: "spawn the shim".into(), source: io_cause() }),
+        sample(crate::config::ReservationError {
+            key: "kube_reserved".into(),
+            problem: crate::config::ReservationProblem::ParseQuantity(crate::api::quantity::QuantityError {
+                input: "1.5.0".into(),
+            }),
+        }),
+        sample(crate::config::ReservationProblem::SplitEntry { entry: "cpu".into() }),
+        sample(crate::config::HostError::NotWritable { path: path(), source: io_cause() }),
+        sample(crate::config::HostError::Stat { path: path(), source: io_cause() }),
+        sample(crate::config::HostError::NotLocal {
+            listen: "10.9.9.9:10250".into(),
+            ip: [10, 9, 9, 9].into(),
+            source: io_cause(),
+        }),
+        sample(crate::config::HostError::Cgroups(cgroup_cause())),
+        sample(crate::config::ParseChoiceError { value: "v3".into(), allowed: vec!["v1", "v2"] }),
+        sample(crate::cluster::ClusterError::Client {
+            path: "/etc/ferrolet/kubeconfig".into(),
+            source: Box::new(api_cause()),
+        }),
+        sample(crate::manager::StopTimeout { name: "fl-pods".into(), timeout: Duration::from_secs(5) }),
+        sample(crate::manager::JobError::Spawn(io_cause())),
+        sample(ownership_cause()),
+        sample(crate::cm::ownership::OwnershipError::Record {
+            cgroup: "kubepods/pod1".into(),
+            path: path(),
+            source: io_cause(),
+        }),
+        sample(crate::cm::CmError::Ownership(ownership_cause())),
+        sample(crate::cm::cgroupfs::CgroupError::ReadMountinfo {
+            path: "/proc/self/mountinfo".into(),
+            source: io_cause(),
+        }),
+        sample(cgroup_cause()),
+        sample(crate::cm::cgroupfs::CgroupError::WriteControlFile {
+            path: "/sys/fs/cgroup/kubepods/cpu.weight".into(),
+            value: "100".into(),
+            source: io_cause(),
+        }),
+        sample(crate::cm::cgroupfs::CgroupError::RemoveCgroup {
+            path: "/sys/fs/cgroup/kubepods".into(),
+            source: io_cause(),
+        }),
+        sample(crate::api::quantity::QuantityError { input: "1.5.0".into() }),
+        sample(crate::api::manifest::ManifestError { file: "web.yaml".into(), doc: Some(2), problem: "bad".into() }),
+        sample(crate::devicemanager::registration::RegistrationError::StatSocket {
+            path: "/var/lib/kubelet/device-plugins/gpu.sock".into(),
+            source: io_cause(),
+        }),
+        sample(crate::devicemanager::registration::RegistrationError::PrepareDir {
+            dir: "/var/lib/kubelet/device-plugins".into(),
+            source: io_cause(),
+        }),
+        sample(crate::devicemanager::registration::RegistrationError::BuildServer(grpc_cause())),
+        sample(crate::devicemanager::registration::RegistrationError::Listen {
+            socket: "/var/lib/kubelet/device-plugins/kubelet.sock".into(),
+            source: grpc_cause(),
+        }),
+        sample(crate::devicemanager::state::StateError::ReuseUnhealthy),
+        sample(crate::devicemanager::endpoint::EndpointError::GetOptions(grpc_cause())),
+        sample(crate::devicemanager::DeviceError::GetPreferredAllocation {
+            resource: "example.com/gpu".into(),
+            source: Arc::new(grpc_cause()),
+        }),
+        sample(crate::devicemanager::DeviceError::Allocate {
+            resource: "example.com/gpu".into(),
+            source: Arc::new(grpc_cause()),
+        }),
+        sample(crate::devicemanager::DeviceError::SpawnPreStart(Arc::new(io_cause()))),
+        sample(crate::devicemanager::DeviceError::PreStartContainer {
+            resource: "example.com/gpu".into(),
+            source: Arc::new(grpc_cause()),
+        }),
+        sample(crate::devicemanager::checkpoint::CheckpointError::Encode(json_cause())),
+        sample(crate::devicemanager::checkpoint::CheckpointError::Write { path: path(), source: io_cause() }),
+        sample(crate::devicemanager::checkpoint::CheckpointError::Read { path: path(), source: io_cause() }),
+        sample(crate::devicemanager::checkpoint::CheckpointError::Decode { path: path(), source: json_cause() }),
+        sample(crate::devicemanager::checkpoint::CheckpointError::DecodeData { path: path(), source: json_cause() }),
+        sample(crate::agent::AgentError::Runtime { runtime: "cri".into(), source: runtime_cause() }),
+        sample(crate::agent::AgentError::Drain { what: "stopping the sandboxes".into(), source: runtime_cause() }),
+        sample(crate::agent::AgentError::ReadRuntime { runtime: "process".into(), source: runtime_cause() }),
+        sample(crate::agent::AgentError::Spawn { name: "fl-pods".into(), source: io_cause() }),
+        sample(crate::agent::AgentError::Cri { source: cri_cause() }),
+        sample(crate::agent::AgentError::Cluster {
+            source: Box::new(crate::cluster::ClusterError::Client {
+                path: "/etc/ferrolet/kubeconfig".into(),
+                source: Box::new(api_cause()),
+            }),
+        }),
+        sample(crate::agent::AgentError::Shared { source: ownership_cause() }),
+        sample(crate::events::sink::SinkError::Transient("the apiserver is away".into())),
+        sample(crate::dns::DnsError::ReadResolvConf { path: "/etc/resolv.conf".into(), source: input_cause() }),
+        sample(crate::dns::DnsError::ReadNodeHosts { path: "/etc/hosts".into(), source: input_cause() }),
+        sample(crate::dns::DnsError::CreatePodDir { path: path(), source: io_cause() }),
+        sample(crate::dns::DnsError::WriteHostsFile { path: path(), source: io_cause() }),
+        sample(crate::prober::resolve::ResolveError::StartLookup { source: io_cause() }),
+        sample(crate::prober::resolve::ResolveError::Lookup(io_cause())),
+        sample(crate::prober::reaper::ReaperError::MakeWakePipe { source: io_cause() }),
+        sample(crate::prober::reaper::ReaperError::StartThread(thread_set_cause())),
+        sample(crate::prober::ProberError::ReadResults { path: path(), source: io_cause() }),
+        sample(crate::prober::ProberError::SetAside { path: path(), source: io_cause() }),
+        sample(crate::prober::ProberError::SaveResults { path: path(), source: io_cause() }),
+        sample(thread_set_cause()),
+        sample(crate::apiserver::kubeconfig::KubeconfigError {
+            file: "/etc/ferrolet/kubeconfig".into(),
+            field: "users[0].user.token".into(),
+            message: "is empty".into(),
+        }),
+        sample(crate::apiserver::ApiError::Credentials { what: "client key", source: ureq::Error::Io(io_cause()) }),
+        sample(crate::apiserver::ApiError::SystemCa {
+            path: "/etc/ssl/certs/ca-certificates.crt".into(),
+            source: input_cause(),
+        }),
+        sample(crate::apiserver::ApiError::TokenFile { path: "/etc/ferrolet/token".into(), source: input_cause() }),
+        sample(api_cause()),
+        sample(crate::timefmt::DurationError::ParseDuration { text: "ten".into() }),
+        sample(crate::config::ConfigError::Read { path: "/etc/ferrolet/ferrolet.toml".into(), source: input_cause() }),
+        sample(crate::config::ConfigError::Host {
+            file: "ferrolet.toml".into(),
+            key: "state_dir".into(),
+            source: crate::config::HostError::Stat { path: path(), source: io_cause() },
+        }),
+        sample(crate::config::StateGroupError::LookUpGroup { group: "ferrolet".into(), source: io_cause() }),
+        sample(crate::cli::ParseOutputError { value: "xml".into() }),
+        sample(crate::podcmd::PodCmdError::List { what: "containers", source: runtime_cause() }),
+        sample(crate::podcmd::PodCmdError::Logs {
+            subject: "default/web app".into(),
+            source: crate::podlogs::LogError::Read { path: path(), source: io_cause() },
+        }),
+        sample(crate::podcmd::PodCmdError::Follow { subject: "default/web app".into(), source: runtime_cause() }),
+        sample(crate::podcmd::PodCmdError::Exec { subject: "default/web app".into(), source: runtime_cause() }),
+        sample(crate::podcmd::PodCmdError::Signals(io_cause())),
+        sample(crate::podcmd::PodCmdError::Write(io_cause())),
+        sample(crate::poddir::VolumeError { volume: "data".into(), message: "cannot make /x".into() }),
+        sample(crate::lifecycle::HookError::SpawnThread { source: io_cause() }),
+        sample(crate::pods::ContainerStartError::CreateContainer { source: runtime_cause() }),
+        sample(crate::pods::ContainerStartError::StartContainer { source: runtime_cause() }),
+        sample(input_cause()),
+        sample(crate::inputfile::InputFileError::NotUtf8(String::from_utf8(vec![0xff]).unwrap_err())),
+        sample(crate::podlogs::Malformed::Timestamp),
+        sample(crate::podlogs::LogError::Read { path: path(), source: io_cause() }),
+        sample(crate::podlogs::LogError::Write(io_cause())),
+    ];
+    all.extend(crate::prober::httpget_error_samples());
+    all.extend(crate::devicemanager::endpoint::error_samples());
+    all
+}
+
+/// The first segment (text between `: `) that `text` has twice.
+fn repeated_segment(text: &str) -> Option<&str> {
+    let segments: Vec<&str> = text.split(": ").collect();
+    segments.iter().enumerate().find(|(i, s)| segments[..*i].contains(s)).map(|(_, s)| *s)
+}
+
+/// The names of the error types `src/` defines outside test code: each type deriving
+/// `thiserror::Error`, read from the source text.
+fn defined_error_types() -> Vec<String> {
+    let mut names = Vec::new();
+    let mut dirs = vec![PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "tests" {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if !name.ends_with(".rs") || name.ends_with("tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+            let mut derived = false;
+            for line in code.lines().map(str::trim) {
+                if line.starts_with("#[derive(") && line.contains("thiserror::Error") {
+                    derived = true;
+                } else if derived && !line.starts_with("#[") && !line.starts_with("///") {
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    let at = words.iter().position(|w| *w == "enum" || *w == "struct").unwrap();
+                    names.push(words[at + 1].trim_end_matches(['{', ';', '(']).to_string());
+                    derived = false;
+                }
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+#[test]
+fn no_error_message_repeats_its_source() {
+    for (name, e) in samples() {
+        let text = Chain(e.as_ref()).to_string();
+        assert!(repeated_segment(&text).is_none(), "{name} says {:?} twice: {text}", repeated_segment(&text));
+    }
+}
+
+#[test]
+fn every_error_type_of_the_crate_has_a_sample() {
+    let mut sampled: Vec<String> = samples().iter().map(|(name, _)| name.to_string()).collect();
+    sampled.sort();
+    sampled.dedup();
+    let mut sampled: Vec<String> = sampled.iter().map(|n| n.rsplit("::").next().unwrap().to_string()).collect();
+    sampled.sort();
+    assert_eq!(sampled, defined_error_types());
+}
+
+#[test]
+fn a_repeated_segment_is_found() {
+    let cases = [
+        ("GET https://a/: io: refused (os error 111): io: refused (os error 111)", Some("io")),
+        ("cannot read x: the disk is on fire", None),
+        ("token file /t: cannot read: the disk is on fire: the disk is on fire", Some("the disk is on fire")),
+        ("no segments", None),
+    ];
+    for (text, want) in cases {
+        assert_eq!(repeated_segment(text), want, "{text}");
+    }
+}
