@@ -5,6 +5,7 @@
 use super::actor::Actor;
 use super::devices::{pod_needs, DeviceLink};
 use super::fit;
+use super::termination::recorded_grace;
 use super::view::Snapshot;
 use super::{config_hash, Admission, PodEntry, Termination, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR};
 use crate::api::manifest::{API_SOURCE, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE};
@@ -242,12 +243,12 @@ fn adopt_orphans(pods: &mut Pods, snap: &Snapshot, now: SystemTime) {
             continue;
         }
         let mut pod = Pod::default();
-        let mut grace = Duration::from_secs(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD as u64);
-        if let Some(s) = snap.sandboxes.get(uid) {
+        let sandbox = snap.sandboxes.get(uid);
+        if let Some(s) = sandbox {
             pod.metadata.name = s.config.pod_name.clone();
             pod.metadata.namespace = s.config.namespace.clone();
-            grace = Duration::from_secs(s.config.termination_grace_period_seconds.max(0) as u64);
         }
+        let grace = recorded_grace(sandbox);
         pod.metadata.uid = uid.clone();
         pod.metadata.deletion_timestamp = Some(Time(now));
         log::info!("pods: found pod {} (uid {uid}) that no source wants; terminating it", pod.key());

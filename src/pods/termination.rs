@@ -3,14 +3,15 @@
 //! below the minimum); a pod outliving its grace period is reported once; once nothing runs,
 //! its sandbox and containers are removed and the pod is forgotten. A pod past its
 //! `activeDeadlineSeconds` fails, and its containers stop the same way. `compute_kill_actions`
-//! decides; `sync_termination` applies.
+//! decides (for `ferrolet drain` too); `sync_termination` applies.
 
 use super::actions::{active_deadline_exceeded, KillContainer, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE};
 use super::view::{is_sidecar, PodView, Snapshot};
 use super::{PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
 use crate::api::Pod;
-use crate::runtime::ContainerInfo;
+use crate::runtime::{ContainerInfo, SandboxInfo};
 use crate::util::Chain;
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 /// How long past its grace period a container may take before we say so.
@@ -75,6 +76,21 @@ pub fn compute_kill_actions(t: &Termination, view: PodView, now: SystemTime) -> 
         exceeded_grace: overdue.then(|| running.iter().map(|c| c.config.name.clone()).collect()),
         remove,
     }
+}
+
+/// The termination, from `now`, of every pod the runtime holds (found by its sandbox, or
+/// only by its containers' pod uid label), each with the grace period its sandbox recorded
+/// (the default without one): what `ferrolet drain` stops.
+pub fn terminate_all(snap: &Snapshot, now: SystemTime) -> BTreeMap<String, Termination> {
+    let uids = snap.sandboxes.keys().chain(snap.containers.keys());
+    uids.map(|uid| (uid.clone(), Termination::new(now, recorded_grace(snap.pod(uid).sandbox)))).collect()
+}
+
+/// The grace period a pod's sandbox recorded; the default for a pod without one.
+pub fn recorded_grace(sandbox: Option<&SandboxInfo>) -> Duration {
+    let secs = sandbox
+        .map_or(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD, |s| s.config.termination_grace_period_seconds);
+    Duration::from_secs(secs.max(0) as u64)
 }
 
 impl PodManager {
