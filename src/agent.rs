@@ -477,8 +477,8 @@ const LOCK_FILE: &str = "ferrolet.lock";
 /// still hold it (through a child forked but not yet exec'd when it died), as after a
 /// crash and an immediate restart by the init system.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-/// How long `drain` waits past the longest grace period before it reports what still runs.
-const DRAIN_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often `drain` relists the runtime while containers stop.
+const DRAIN_RELIST: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Tries to take an exclusive flock on `f` until `wait` has passed.
 fn flock_within(f: &File, wait: std::time::Duration) -> bool {
@@ -557,7 +557,9 @@ enum LockPurpose {
 /// probe results and damaged records set aside. For decommissioning a node, or cleaning up
 /// after `make run`.
 pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
-    use crate::runtime::ContainerState::Running;
+    use crate::pods::termination::{compute_kill_actions, terminate_all};
+    use crate::pods::view::Snapshot;
+    use std::time::SystemTime;
     let cri = cri_if_selected(cfg, &Health::default(), &mut |_, _| true)?;
     let _lock = lock_state_dir(cfg, LockPurpose::Drain)?;
     let SelectedRuntime { runtime, .. } = open_runtime(cfg, shim_exe, None, cri)?;
@@ -566,52 +568,40 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         move |source| AgentError::Drain { what, source }
     };
     let sandboxes = runtime.list_pod_sandboxes().map_err(step("listing the sandboxes"))?;
-    let grace_of = |sandbox_id: &str| {
-        let secs = sandboxes
-            .iter()
-            .find(|s| s.id == sandbox_id)
-            .map_or(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD, |s| {
-                s.config.termination_grace_period_seconds
-            });
-        std::time::Duration::from_secs(secs.max(0) as u64)
+    let relist = || -> Result<Snapshot, AgentError> {
+        let containers = runtime.list_containers().map_err(step("listing the containers"))?;
+        Ok(Snapshot::new(runtime.list_pod_sandboxes().map_err(step("listing the sandboxes"))?, containers))
     };
-    let is_sidecar = |c: &crate::runtime::ContainerInfo| {
-        c.config.labels.get(crate::pods::CONTAINER_KIND_LABEL).map(String::as_str)
-            == Some(crate::pods::ContainerKind::Sidecar.as_str())
-    };
-    for sidecars in [false, true] {
-        let mut longest = std::time::Duration::ZERO;
-        for c in runtime.list_containers().map_err(step("listing the containers"))? {
-            if c.state == Running && is_sidecar(&c) == sidecars {
-                let grace = grace_of(&c.sandbox_id);
-                longest = longest.max(grace);
-                log::info!(
-                    "drain: stopping {} of pod {} (grace {grace:?})",
-                    c.config.name,
-                    c.config.labels.get(crate::runtime::labels::POD_NAME).map_or("?", |s| s)
-                );
-                runtime.stop_container(&c.id, grace).map_err(step(&format!("stopping container {}", c.config.name)))?;
+    // Every pod stops as the pod manager stops one (`compute_kill_actions`): app containers
+    // first, sidecars once those have exited, with what is left of its grace period. The
+    // shims kill at its end; a pod still running past it (and the margin) is said and left
+    // to the removal below.
+    let mut snap = relist()?;
+    let mut stops = terminate_all(&snap, SystemTime::now());
+    loop {
+        let now = SystemTime::now();
+        let mut stopping = false;
+        for (uid, t) in stops.iter_mut().filter(|(_, t)| !t.warned) {
+            let actions = compute_kill_actions(t, snap.pod(uid), now);
+            for k in &actions.stop {
+                let container = snap.pod(uid).containers.iter().find(|c| c.id == k.id);
+                let pod = container.and_then(|c| c.config.labels.get(crate::runtime::labels::POD_NAME));
+                let pod = pod.map_or("?", String::as_str);
+                log::info!("drain: stopping {} of pod {pod} (grace {:?})", k.name, k.grace);
+                runtime.stop_container(&k.id, k.grace).map_err(step(&format!("stopping container {}", k.name)))?;
             }
+            t.requested.extend(actions.requested);
+            if let Some(names) = actions.exceeded_grace {
+                log::warn!("drain: still running past their grace period: {}", names.join(", "));
+                t.warned = true;
+            }
+            stopping |= actions.remove.is_none() && !t.warned;
         }
-        // The shims kill at the end of each grace period; allow a little beyond the longest.
-        let deadline = std::time::Instant::now() + longest + DRAIN_MARGIN;
-        loop {
-            let running: Vec<String> = runtime
-                .list_containers()
-                .map_err(step("listing the containers"))?
-                .into_iter()
-                .filter(|c| c.state == Running && is_sidecar(c) == sidecars)
-                .map(|c| c.config.name.clone())
-                .collect();
-            if running.is_empty() {
-                break;
-            }
-            if std::time::Instant::now() > deadline {
-                log::warn!("drain: still running past their grace period: {}", running.join(", "));
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        if !stopping {
+            break;
         }
+        std::thread::sleep(DRAIN_RELIST);
+        snap = relist()?;
     }
     for s in &sandboxes {
         // Marking it stopped is a write (impossible on a full disk); removing it frees space.

@@ -373,3 +373,42 @@ fn dead_instances(pod: &Pod, view: PodView, max_dead: u32) -> Vec<DeadInstance> 
         .map(|i| DeadInstance { name: i.config.name.clone(), id: i.id.clone() })
         .collect()
 }
+
+/// What stands between a container the pod's actions start and its create.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gate {
+    /// A field it (or its pod) sets cannot be honoured: it waits as
+    /// `CreateContainerConfigError`, with this message, and its image is not looked at.
+    ConfigError(String),
+    /// Its image is to be looked at (which may queue a pull and record events); decide again
+    /// with the answer.
+    CheckImage,
+    /// Its image is not there yet (pulled, backing off, or refused): nothing else is used up.
+    WaitForImage,
+    /// Its devices are being prepared; the device manager's answer triggers a sync.
+    WaitForDevices,
+    /// Its devices cannot be prepared: its create fails with this reason, under back-off.
+    DevicesFailed(String),
+    /// Create it (with its prepared devices, if it asks for any).
+    Create,
+}
+
+/// The checks before a container is created, in kubelet's order (its config, then its
+/// image, then, ferrolet's, its devices): `refusal` is why its config cannot be made, if it
+/// cannot (`api::fields::refusal`); `image_ready` the image gate's answer (`None`: not asked
+/// yet); `devices` how far its devices are prepared (`None`: it asks for none).
+pub fn start_gate(refusal: Option<&str>, image_ready: Option<bool>, devices: Option<&DevicePrep>) -> Gate {
+    if let Some(why) = refusal {
+        return Gate::ConfigError(why.to_string());
+    }
+    match image_ready {
+        None => return Gate::CheckImage,
+        Some(false) => return Gate::WaitForImage,
+        Some(true) => {}
+    }
+    match devices {
+        Some(DevicePrep::Requested) => Gate::WaitForDevices,
+        Some(DevicePrep::Failed(reason)) => Gate::DevicesFailed(reason.clone()),
+        Some(DevicePrep::Ready(_)) | None => Gate::Create,
+    }
+}

@@ -2,17 +2,66 @@
 //! devices), old versions of changed pods and removed pods (terminated), and pods found in
 //! the runtime that no source wants (adopted to be terminated, once every source reported).
 
-use super::devices::pod_needs;
+use super::actor::Actor;
+use super::devices::{pod_needs, DeviceLink};
 use super::fit;
+use super::termination::recorded_grace;
 use super::view::Snapshot;
-use super::{config_hash, Admission, PodEntry, PodManager, Termination, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR};
-use crate::api::manifest::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
+use super::{config_hash, Admission, PodEntry, Termination, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR};
+use crate::api::manifest::{API_SOURCE, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE};
 use crate::api::{Pod, PodPhase, Time};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-impl PodManager {
+/// The pods owned, by uid.
+type Pods = BTreeMap<String, PodEntry>;
+
+/// What the sources want, and what admission remembers of them.
+pub(super) struct Sources {
+    /// The pods the sources want, by uid.
+    pub(super) desired: BTreeMap<String, Arc<Pod>>,
+    /// The desired pods changed since owned pods were last checked against them (`retire`).
+    desired_changed: bool,
+    /// The sources that must report before pods no source wants are told apart (`file`,
+    /// and `api` in cluster mode).
+    pub(super) expected: Vec<String>,
+    /// Sources that have reported at least once.
+    seen: HashSet<String>,
+    /// Pods the apiserver is deleting whose termination is done: not taken on again while
+    /// their source still lists them (until the apiserver has them deleted).
+    deleted: HashSet<String>,
+    /// Pod directories left by pods that no longer exist were removed (once per run).
+    dirs_swept: bool,
+}
+
+impl Default for Sources {
+    fn default() -> Self {
+        Sources {
+            desired: BTreeMap::new(),
+            desired_changed: false,
+            expected: vec![FILE_SOURCE.to_string()],
+            seen: HashSet::new(),
+            deleted: HashSet::new(),
+            dirs_swept: false,
+        }
+    }
+}
+
+impl Sources {
+    /// Whether every source has reported its pods at least once.
+    pub(super) fn all_seen(&self) -> bool {
+        self.expected.iter().all(|s| self.seen.contains(s))
+    }
+
+    /// A pod was terminated and removed: one the apiserver is deleting is not taken on
+    /// again while it still lists it.
+    pub(super) fn removed(&mut self, uid: &str) {
+        if self.desired.get(uid).is_some_and(|d| d.metadata.deletion_timestamp.is_some()) {
+            self.deleted.insert(uid.to_string());
+        }
+    }
+
     /// Takes the complete set of pods a source wants.
     pub(super) fn set_desired(&mut self, source: String, pods: Vec<Arc<Pod>>) {
         self.desired.retain(|_, p| {
@@ -21,35 +70,42 @@ impl PodManager {
         for p in pods {
             self.desired.insert(p.metadata.uid.clone(), p);
         }
-        self.sources_seen.insert(source);
+        self.seen.insert(source);
         self.deleted.retain(|uid| self.desired.contains_key(uid));
         self.desired_changed = true;
     }
 
     /// Adds newly desired pods, starts terminating pods no longer desired, and adopts
     /// orphans found in the runtime once every source has reported.
-    pub(super) fn admit_and_retire(&mut self, snap: &Snapshot, now: SystemTime) {
+    pub(super) fn admit_and_retire(
+        &mut self,
+        pods: &mut Pods,
+        act: &Actor,
+        devices: Option<&DeviceLink>,
+        snap: &Snapshot,
+        now: SystemTime,
+    ) {
         // Whether a pod is retired depends on the desired pods alone (a pod taken on since
         // is desired as it is, or adopted and already terminating).
         if std::mem::take(&mut self.desired_changed) {
-            self.retire(now);
+            self.retire(pods, now);
         }
-        self.admit(snap, now);
-        if self.all_sources_seen() {
-            self.adopt_orphans(snap, now);
+        self.admit(pods, act, devices, snap, now);
+        if self.all_seen() {
+            adopt_orphans(pods, snap, now);
             if !std::mem::replace(&mut self.dirs_swept, true) {
                 // Every pod the runtime holds is now owned: a directory of any other is left
                 // from a crash between the pod's removal and its directory's.
-                crate::poddir::sweep(&self.cfg.pods_root, |uid| {
-                    self.pods.contains_key(uid) || self.desired.contains_key(uid)
+                crate::poddir::sweep(&act.cfg.pods_root, |uid| {
+                    pods.contains_key(uid) || self.desired.contains_key(uid)
                 });
             }
         }
     }
 
     /// Starts terminating pods that were removed from their source or changed in it.
-    fn retire(&mut self, now: SystemTime) {
-        for (uid, entry) in self.pods.iter_mut() {
+    fn retire(&self, pods: &mut Pods, now: SystemTime) {
+        for (uid, entry) in pods.iter_mut() {
             // A pod whose manifest sets its uid keeps it when the manifest changes: the old
             // version is terminated, and the new one starts once it is gone, as for a new uid.
             let changed = self.desired.get(uid).is_some_and(|d| config_hash(d) != config_hash(&entry.pod));
@@ -72,9 +128,8 @@ impl PodManager {
     /// Takes on newly desired pods, oldest first as kubelet does (each pod from the
     /// apiserver is checked against those admitted before it); those asking for plugin
     /// devices wait for the device manager's admission.
-    fn admit(&mut self, snap: &Snapshot, now: SystemTime) {
-        let mut new: Vec<&Arc<Pod>> =
-            self.desired.values().filter(|p| !self.pods.contains_key(&p.metadata.uid)).collect();
+    fn admit(&self, pods: &mut Pods, act: &Actor, devices: Option<&DeviceLink>, snap: &Snapshot, now: SystemTime) {
+        let mut new: Vec<&Arc<Pod>> = self.desired.values().filter(|p| !pods.contains_key(&p.metadata.uid)).collect();
         // Stable: pods created in the same second keep their uid order; static pods, which
         // have no creation time, come first.
         new.sort_by_key(|p| p.metadata.creation_timestamp);
@@ -84,7 +139,7 @@ impl PodManager {
             let uid = &pod.metadata.uid;
             // A changed static pod gets a new uid: the new version waits for the old one to
             // be gone, so two copies never run at once.
-            if self.pods.values().any(|e| e.pod.key() == pod.key()) {
+            if pods.values().any(|e| e.pod.key() == pod.key()) {
                 continue;
             }
             if self.deleted.contains(uid) {
@@ -99,22 +154,22 @@ impl PodManager {
                     pod.key()
                 );
                 let entry = PodEntry::new(pod.clone(), Admission::Admitted, Some(Termination::new(now, grace)));
-                self.pods.insert(uid.clone(), entry);
+                pods.insert(uid.clone(), entry);
                 continue;
             }
             log::info!("pods: pod {} added (uid {uid})", pod.key());
             let mut admission = Admission::Admitted;
-            if let Some(name) = crate::api::security::forbidden_sysctl(pod, &self.cfg.allowed_unsafe_sysctls) {
+            if let Some(name) = crate::api::security::forbidden_sysctl(pod, &act.cfg.allowed_unsafe_sysctls) {
                 // kubelet's sysctl admission: the pod fails and never runs.
                 let message = format!("forbidden sysctl: {name:?} not allowlisted");
-                self.event(pod, None, true, SYSCTL_FORBIDDEN, &message);
+                act.event(pod, None, true, SYSCTL_FORBIDDEN, &message);
                 admission = Admission::Rejected { reason: SYSCTL_FORBIDDEN.into(), message };
-            } else if let Some(short) = self.misfit(pod, snap, &mut usage) {
+            } else if let Some(short) = self.misfit(pods, act, devices, pod, snap, &mut usage) {
                 // kubelet's resource fit (GeneralPredicates): the pod fails and never runs.
                 let (reason, message) = (short.reason(), short.message());
-                self.event(pod, None, true, &reason, &message);
+                act.event(pod, None, true, &reason, &message);
                 admission = Admission::Rejected { reason: reason.into(), message };
-            } else if let Some(link) = self.devices.as_ref().filter(|_| pod_needs(pod)) {
+            } else if let Some(link) = devices.filter(|_| pod_needs(pod)) {
                 admission = Admission::Pending;
                 link.admit(pod);
             }
@@ -124,14 +179,14 @@ impl PodManager {
             let mut entry = PodEntry::new(pod.clone(), admission, None);
             // Every field it sets is honoured, refused (its containers wait as
             // CreateContainerConfigError), or accepted with this one line.
-            for u in crate::api::fields::check(pod, self.runtime.kind()) {
+            for u in crate::api::fields::check(pod, act.runtime.kind()) {
                 if u.is_refused() {
                     entry.refused.push(u);
                 } else {
                     log::info!("pods: pod {}: {}", pod.key(), crate::logsafe::Escaped(&u.describe()));
                 }
             }
-            self.pods.insert(uid.clone(), entry);
+            pods.insert(uid.clone(), entry);
         }
     }
 
@@ -139,13 +194,21 @@ impl PodManager {
     /// resource fit). Static pods are the node owner's choice and are not checked. Nor is a
     /// pod whose containers already run (found after an agent restart, with less allocatable
     /// now): refusing it would leave them running under a Failed pod.
-    fn misfit(&self, pod: &Pod, snap: &Snapshot, usage: &mut Option<fit::Usage>) -> Option<fit::Insufficient> {
+    fn misfit(
+        &self,
+        pods: &Pods,
+        act: &Actor,
+        devices: Option<&DeviceLink>,
+        pod: &Pod,
+        snap: &Snapshot,
+        usage: &mut Option<fit::Usage>,
+    ) -> Option<fit::Insufficient> {
         if pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) != Some(API_SOURCE) {
             return None;
         }
-        let usage = usage.get_or_insert_with(|| self.usage());
-        let mut node = self.cfg.allocatable.clone();
-        if let Some(link) = &self.devices {
+        let usage = usage.get_or_insert_with(|| self.usage(pods, act));
+        let mut node = act.cfg.allocatable.clone();
+        if let Some(link) = devices {
             node.scalar.extend(link.allocatable());
         }
         let short = fit::fits(pod, usage, &node).err()?;
@@ -158,70 +221,67 @@ impl PodManager {
 
     /// What the pods kubelet calls active hold: pods a source still wants, not refused at
     /// admission, whose phase is not Succeeded or Failed.
-    fn usage(&self) -> fit::Usage {
-        let active = self.pods.iter().filter(|(uid, e)| {
+    fn usage(&self, pods: &Pods, act: &Actor) -> fit::Usage {
+        let active = pods.iter().filter(|(uid, e)| {
             self.desired.contains_key(*uid)
                 && !matches!(e.admission, Admission::Rejected { .. })
-                && !self.statuses.phase(uid).is_some_and(PodPhase::is_terminal)
+                && !act.statuses.phase(uid).is_some_and(PodPhase::is_terminal)
         });
         fit::Usage::of(active.map(|(_, e)| &*e.pod))
     }
+}
 
-    /// Pods the runtime holds that no source wants (left from before an agent restart):
-    /// terminated with the grace period their sandbox recorded.
-    fn adopt_orphans(&mut self, snap: &Snapshot, now: SystemTime) {
-        let mut orphans: HashSet<&String> = snap.sandboxes.keys().collect();
-        orphans.extend(snap.containers.keys());
-        for uid in orphans {
-            if self.pods.contains_key(uid) {
-                continue;
-            }
-            let mut pod = Pod::default();
-            let mut grace = Duration::from_secs(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD as u64);
-            if let Some(s) = snap.sandboxes.get(uid) {
-                pod.metadata.name = s.config.pod_name.clone();
-                pod.metadata.namespace = s.config.namespace.clone();
-                grace = Duration::from_secs(s.config.termination_grace_period_seconds.max(0) as u64);
-            }
-            pod.metadata.uid = uid.clone();
-            pod.metadata.deletion_timestamp = Some(Time(now));
-            log::info!("pods: found pod {} (uid {uid}) that no source wants; terminating it", pod.key());
-            let entry = PodEntry::new(Arc::new(pod), Admission::Admitted, Some(Termination::new(now, grace)));
-            self.pods.insert(uid.clone(), entry);
+/// Pods the runtime holds that no source wants (left from before an agent restart):
+/// terminated with the grace period their sandbox recorded.
+fn adopt_orphans(pods: &mut Pods, snap: &Snapshot, now: SystemTime) {
+    let mut orphans: HashSet<&String> = snap.sandboxes.keys().collect();
+    orphans.extend(snap.containers.keys());
+    for uid in orphans {
+        if pods.contains_key(uid) {
+            continue;
+        }
+        let mut pod = Pod::default();
+        let sandbox = snap.sandboxes.get(uid);
+        if let Some(s) = sandbox {
+            pod.metadata.name = s.config.pod_name.clone();
+            pod.metadata.namespace = s.config.namespace.clone();
+        }
+        let grace = recorded_grace(sandbox);
+        pod.metadata.uid = uid.clone();
+        pod.metadata.deletion_timestamp = Some(Time(now));
+        log::info!("pods: found pod {} (uid {uid}) that no source wants; terminating it", pod.key());
+        let entry = PodEntry::new(Arc::new(pod), Admission::Admitted, Some(Termination::new(now, grace)));
+        pods.insert(uid.clone(), entry);
+    }
+}
+
+/// The device manager admitted a pending pod, or could not (`refusal`); whether it was
+/// pending (a sync then starts or fails it).
+pub(super) fn on_admitted(pods: &mut Pods, act: &Actor, uid: &str, refusal: Option<String>) -> bool {
+    let Some(entry) = pods.get_mut(uid).filter(|e| e.admission == Admission::Pending) else {
+        return false;
+    };
+    // A pod whose containers already run (adopted after an agent restart with the
+    // checkpoint lost) keeps running, as with kubelet's running-container rule:
+    // rejecting it would leave its processes running under a Failed pod.
+    let running = act.statuses.status(uid).is_some_and(|s| {
+        s.init_container_statuses.iter().chain(&s.container_statuses).any(|c| c.state.running.is_some())
+    });
+    match refusal {
+        None => entry.admission = Admission::Admitted,
+        Some(e) if running => {
+            log::warn!("pods: pod {} already runs; admitting it without its device allocation: {e}", entry.pod.key());
+            entry.admission = Admission::Admitted;
+        }
+        Some(e) => {
+            // kubelet's wording for a device allocation failure at admission.
+            let message = format!("Allocate failed due to {e}, which is unexpected");
+            entry.admission =
+                Admission::Rejected { reason: UNEXPECTED_ADMISSION_ERROR.into(), message: message.clone() };
+            act.event(&entry.pod, None, true, UNEXPECTED_ADMISSION_ERROR, &message);
         }
     }
-
-    /// The device manager admitted a pending pod, or could not (`refusal`).
-    pub(super) fn on_admitted(&mut self, uid: &str, refusal: Option<String>) {
-        let Some(entry) = self.pods.get_mut(uid).filter(|e| e.admission == Admission::Pending) else {
-            return;
-        };
-        // A pod whose containers already run (adopted after an agent restart with the
-        // checkpoint lost) keeps running, as with kubelet's running-container rule:
-        // rejecting it would leave its processes running under a Failed pod.
-        let running = self.statuses.status(uid).is_some_and(|s| {
-            s.init_container_statuses.iter().chain(&s.container_statuses).any(|c| c.state.running.is_some())
-        });
-        match refusal {
-            None => entry.admission = Admission::Admitted,
-            Some(e) if running => {
-                log::warn!(
-                    "pods: pod {} already runs; admitting it without its device allocation: {e}",
-                    entry.pod.key()
-                );
-                entry.admission = Admission::Admitted;
-            }
-            Some(e) => {
-                // kubelet's wording for a device allocation failure at admission.
-                let message = format!("Allocate failed due to {e}, which is unexpected");
-                entry.admission =
-                    Admission::Rejected { reason: UNEXPECTED_ADMISSION_ERROR.into(), message: message.clone() };
-                let pod = entry.pod.clone();
-                self.event(&pod, None, true, UNEXPECTED_ADMISSION_ERROR, &message);
-            }
-        }
-        self.resync = true;
-    }
+    true
 }
 
 /// The grace period of a pod being deleted: the deletion's, else its spec's.

@@ -1,22 +1,29 @@
 //! The one place the pod manager touches the device manager's types: its command channel,
-//! its shared view (allocations and device health) and the updates it publishes.
+//! its shared view (allocations and device health) and the updates it publishes; and how far
+//! each container's devices are prepared.
 
-use super::{DevicePrep, PodManager};
+use super::backoff::Key;
+use super::{Admission, DevicePrep, PodEntry};
 use crate::api::{Container, Pod, ResourceHealth, ResourceStatus};
-use crate::devicemanager::{device_requests, pod_needs_devices, DeviceUpdate, Devices, DevicesCommand};
+use crate::devicemanager::{device_requests, pod_needs_devices, Devices, DevicesCommand};
+use crate::runtime::devices::DeviceOptions;
 use crossbeam_channel::Sender;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The device manager as the pod manager sees it.
 pub(super) struct DeviceLink {
     tx: Sender<DevicesCommand>,
     devices: Devices,
+    /// Containers whose devices are being prepared, or are ready to start.
+    pub(super) prep: HashMap<Key, DevicePrep>,
+    /// The pod uids last told to the device manager.
+    active: HashSet<String>,
 }
 
 impl DeviceLink {
     /// A link over the device manager's command channel and shared view.
     pub(super) fn new(tx: Sender<DevicesCommand>, devices: Devices) -> Self {
-        DeviceLink { tx, devices }
+        DeviceLink { tx, devices, prep: HashMap::new(), active: HashSet::new() }
     }
 
     /// Asks for a pod's devices; answered with `DeviceUpdate::Admitted`.
@@ -26,13 +33,42 @@ impl DeviceLink {
     }
 
     /// Asks for a container's devices to be prepared; answered with `DeviceUpdate::Prepared`.
-    pub(super) fn prepare(&self, pod_uid: &str, container: &str) {
+    pub(super) fn prepare(&mut self, pod_uid: &str, container: &str) {
         let _ = self.tx.send(DevicesCommand::Prepare { pod_uid: pod_uid.into(), container: container.into() });
+        self.prep.insert((pod_uid.into(), container.into()), DevicePrep::Requested);
     }
 
-    /// Tells which pods may hold devices; the others' are freed.
-    pub(super) fn active_pods(&self, uids: HashSet<String>) {
-        let _ = self.tx.send(DevicesCommand::ActivePods(uids));
+    /// The device manager's answer to `prepare`; whether it was asked for (a sync then
+    /// starts the container).
+    pub(super) fn prepared(&mut self, key: Key, result: Result<DeviceOptions, String>) -> bool {
+        let Some(slot) = self.prep.get_mut(&key) else { return false };
+        *slot = match result {
+            Ok(options) => DevicePrep::Ready(options),
+            Err(reason) => DevicePrep::Failed(reason),
+        };
+        true
+    }
+
+    /// Takes a container's finished preparation: each serves one start.
+    pub(super) fn take_prepared(&mut self, key: &Key) -> Option<DevicePrep> {
+        match self.prep.get(key) {
+            Some(DevicePrep::Ready(_) | DevicePrep::Failed(_)) => self.prep.remove(key),
+            _ => None,
+        }
+    }
+
+    /// Tells the device manager which pods may hold devices (every pod not refused at
+    /// admission), when that changed; the others' devices are freed.
+    pub(super) fn tell_active_pods(&mut self, pods: &BTreeMap<String, PodEntry>) {
+        let active = || pods.iter().filter(|(_, e)| !matches!(e.admission, Admission::Rejected { .. }));
+        let unchanged = active().count() == self.active.len() && active().all(|(uid, _)| self.active.contains(uid));
+        if unchanged {
+            return;
+        }
+        let active: HashSet<String> = active().map(|(uid, _)| uid.clone()).collect();
+        let _ = self.tx.send(DevicesCommand::ActivePods(active.clone()));
+        self.prep.retain(|(uid, _), _| active.contains(uid));
+        self.active = active;
     }
 
     /// The devices the node has for pods, by resource: the healthy ones, or as many as are
@@ -70,43 +106,4 @@ pub(super) fn needs_devices(c: &Container) -> bool {
 /// Whether any container of a pod asks for plugin devices.
 pub(super) fn pod_needs(pod: &Pod) -> bool {
     pod_needs_devices(pod)
-}
-
-impl PodManager {
-    /// Applies an answer of the device manager.
-    pub(super) fn on_device_update(&mut self, update: DeviceUpdate) {
-        match update {
-            DeviceUpdate::Admitted { pod_uid, result } => {
-                self.on_admitted(&pod_uid, result.err().map(|e| crate::util::Chain(&e).to_string()));
-            }
-            DeviceUpdate::Prepared { pod_uid, container, result } => {
-                if let Some(slot) = self.device_prep.get_mut(&(pod_uid, container)) {
-                    *slot = match result {
-                        Ok(options) => DevicePrep::Ready(options),
-                        Err(reason) => DevicePrep::Failed(crate::util::Chain(&reason).to_string()),
-                    };
-                    self.resync = true;
-                }
-            }
-        }
-    }
-
-    /// Tells the device manager which pods may hold devices, when that changed (and only
-    /// once every source has reported, so nothing is freed from a pod not yet re-added).
-    pub(super) fn send_active_pods(&mut self) {
-        let Some(link) = &self.devices else { return };
-        if !self.all_sources_seen() {
-            return;
-        }
-        let active = || self.pods.iter().filter(|(_, e)| !matches!(e.admission, super::Admission::Rejected { .. }));
-        let unchanged =
-            active().count() == self.devices_active.len() && active().all(|(uid, _)| self.devices_active.contains(uid));
-        if unchanged {
-            return;
-        }
-        let active: HashSet<String> = active().map(|(uid, _)| uid.clone()).collect();
-        link.active_pods(active.clone());
-        self.device_prep.retain(|(uid, _), _| active.contains(uid));
-        self.devices_active = active;
-    }
 }

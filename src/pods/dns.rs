@@ -3,19 +3,26 @@
 //! its directory and records kubelet's DNS events. With the process runtime (`cfg.dns` is
 //! `None`) every pod shares the node's, and nothing here acts.
 
-use super::{ContainerStartError, PodManager};
+use super::actor::Actor;
+use super::ContainerStartError;
 use crate::api::Pod;
 use crate::dns::{self, hosts};
-use crate::events::{Reference, WARNING};
 use crate::runtime::{DnsConfig, Mount};
 use crate::util::Chain;
 
-impl PodManager {
+/// What the DNS side remembers.
+#[derive(Default)]
+pub(super) struct PodDns {
+    /// The node's `MissingClusterDNS` event was recorded (once per agent run).
+    missing_cluster_dns_said: bool,
+}
+
+impl PodDns {
     /// The sandbox's hostname (none on the host network) and resolver configuration, made
     /// as kubelet's `generatePodSandboxConfig` makes them, with its events; `Err` with the
     /// reason the sandbox cannot be made (a FQDN too long, an unreadable resolv.conf).
-    pub(super) fn sandbox_names(&mut self, pod: &Pod) -> Result<(String, Option<DnsConfig>), String> {
-        let Some(settings) = &self.cfg.dns else { return Ok((String::new(), None)) };
+    pub(super) fn sandbox_names(&mut self, act: &Actor, pod: &Pod) -> Result<(String, Option<DnsConfig>), String> {
+        let Some(settings) = &act.cfg.dns else { return Ok((String::new(), None)) };
         let hostname = if pod.spec.host_network {
             String::new()
         } else {
@@ -28,12 +35,11 @@ impl PodManager {
         };
         let made = dns::pod_dns(pod, node.as_ref(), settings);
         for event in &made.events {
-            self.event(pod, None, true, event.reason(), &event.message(pod));
+            act.event(pod, None, true, event.reason(), &event.message(pod));
             // kubelet says it on the node at every sandbox too; once per agent run is enough.
             if *event == dns::DnsEvent::MissingClusterDns && !self.missing_cluster_dns_said {
                 self.missing_cluster_dns_said = true;
-                let node = Reference::node(&self.cfg.node_name);
-                self.recorder.event(&node, WARNING, event.reason(), dns::MISSING_CLUSTER_DNS);
+                act.node_warning(event.reason(), dns::MISSING_CLUSTER_DNS);
             }
         }
         Ok((hostname, Some(made.config)))
@@ -45,12 +51,12 @@ impl PodManager {
     /// the sandbox's IPs (or, on the host network, the node's hosts file) and the pod's host
     /// aliases. `None` when the container keeps its own, or the runtime shares the node's.
     pub(super) fn hosts_mount(
-        &self,
+        act: &Actor,
         pod: &Pod,
         sandbox_id: &str,
         existing: &[Mount],
     ) -> Result<Option<Mount>, ContainerStartError> {
-        let Some(settings) = &self.cfg.dns else { return Ok(None) };
+        let Some(settings) = &act.cfg.dns else { return Ok(None) };
         if !hosts::wants_hosts_mount(existing) {
             return Ok(None);
         }
@@ -60,9 +66,9 @@ impl PodManager {
             hosts::host_network(&dns::read_node_hosts(&settings.node_hosts).map_err(config_error)?, aliases)
         } else {
             let names = dns::pod_names(pod, &settings.cluster_domain);
-            hosts::managed(&self.runtime.pod_sandbox_ips(sandbox_id), &names, aliases)
+            hosts::managed(&act.runtime.pod_sandbox_ips(sandbox_id), &names, aliases)
         };
-        let path = self.pod_dir(pod).etc_hosts();
+        let path = act.pod_dir(pod).etc_hosts();
         dns::ensure_hosts_file(&path, &content).map_err(config_error)?;
         Ok(Some(hosts::mount(path)))
     }

@@ -4,13 +4,15 @@
 //! answers (`PodsCommand::Images`). The sync thread never waits for a pull: a container
 //! whose image is being pulled is simply not started yet, and the answer triggers a sync.
 
+use super::actor::Actor;
 use super::backoff::{Backoff, Key};
-use super::{PodManager, Waiting, WaitingReason};
+use super::restarts::Restarts;
+use super::{PodEntry, Waiting, WaitingReason};
 use crate::api::{Container, Pod};
 use crate::images::{decide, message, reason, ImageAction, ImageState, PullDone, PullPolicy, PullRequest};
 use crate::util::Chain;
 use crossbeam_channel::{Sender, TrySendError};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
 
 /// The container name under which a pod's sandbox image is tracked (no container is named
@@ -63,15 +65,21 @@ impl Images {
     }
 }
 
-impl PodManager {
+impl Images {
     /// Whether container `c` (or, for `None`, the pod's sandbox) may be created now as far
     /// as its image goes. When not, what happens meanwhile is done here: a pull is queued
     /// or joined, or the container waits with kubelet's reason (events once per change).
-    pub(super) fn image_ready(&mut self, pod: &Pod, c: Option<&Container>, now: SystemTime) -> bool {
-        let Some(images) = self.images.as_ref() else { return true };
+    pub(super) fn gate(
+        &mut self,
+        act: &Actor,
+        restarts: &mut Restarts,
+        pod: &Pod,
+        c: Option<&Container>,
+        now: SystemTime,
+    ) -> bool {
         let (image, policy) = match c {
             Some(c) => (c.image.clone(), PullPolicy::of(&c.image_pull_policy, &c.image)),
-            None => match self.runtime.sandbox_image() {
+            None => match act.runtime.sandbox_image() {
                 Some(i) => (i.to_string(), PullPolicy::IfNotPresent),
                 None => return true,
             },
@@ -82,27 +90,27 @@ impl PodManager {
             // kubelet's `applyDefaultImageTag`: refused before any runtime call.
             let text = message::invalid_name(&image, &why);
             let why = Some((true, reason::INSPECT_FAILED, text.as_str()));
-            self.wait_for_image(pod, c, &key, WaitingReason::InvalidImageName, &text, why, now);
+            wait_for_image(act, restarts, pod, c, &key, WaitingReason::InvalidImageName, &text, why, now);
             return false;
         }
         let mut state = ImageState {
             policy,
-            pulled: images.pulled.contains(&key),
-            waiting_for_pull: images.pulls.get(&image).is_some_and(|w| w.iter().any(|r| r.key == key)),
-            pull_in_flight: images.pulls.contains_key(&image),
-            in_backoff: images.backoff.in_backoff_since_update(&(key.0.clone(), image.clone()), now),
+            pulled: self.pulled.contains(&key),
+            waiting_for_pull: self.pulls.get(&image).is_some_and(|w| w.iter().any(|r| r.key == key)),
+            pull_in_flight: self.pulls.contains_key(&image),
+            in_backoff: self.backoff.in_backoff_since_update(&(key.0.clone(), image.clone()), now),
             // Static pods carry no pull credentials (they cannot refer to Secrets); cluster
             // mode will pass a pod's imagePullSecrets here and with the pull.
             credentials: false,
             present: false,
         };
         if !state.pulled && !state.waiting_for_pull {
-            match self.runtime.image_status(&image) {
+            match act.runtime.image_status(&image) {
                 Ok(found) => state.present = found.is_some(),
                 Err(e) => {
                     let text = message::inspect_failed(&image, &Chain(&e).to_string());
                     let why = Some((true, reason::INSPECT_FAILED, text.as_str()));
-                    self.wait_for_image(pod, c, &key, WaitingReason::ImageInspectError, &text, why, now);
+                    wait_for_image(act, restarts, pod, c, &key, WaitingReason::ImageInspectError, &text, why, now);
                     return false;
                 }
             }
@@ -110,37 +118,35 @@ impl PodManager {
         let container = c.map(|c| c.name.as_str());
         let ready = match decide(&state) {
             ImageAction::UsePulled => {
-                if let Some(i) = self.images.as_mut() {
-                    i.pulled.remove(&key);
-                }
+                self.pulled.remove(&key);
                 true
             }
             ImageAction::UsePresent => {
                 // Not for the sandbox image: kubelet never reports it unless it is pulled.
                 if container.is_some() {
-                    self.event(pod, container, false, reason::PULLED, &message::already_present(&image));
+                    act.event(pod, container, false, reason::PULLED, &message::already_present(&image));
                 }
                 true
             }
             ImageAction::UsePresentInBackOff => {
-                self.event(pod, container, false, reason::PULLED, &message::present_in_backoff(&image));
+                act.event(pod, container, false, reason::PULLED, &message::present_in_backoff(&image));
                 true
             }
             ImageAction::NeverPull => {
                 let text = message::never_pull(&image);
                 let why = Some((true, reason::ERR_IMAGE_NEVER_PULL, text.as_str()));
-                self.wait_for_image(pod, c, &key, WaitingReason::ErrImageNeverPull, &text, why, now);
+                wait_for_image(act, restarts, pod, c, &key, WaitingReason::ErrImageNeverPull, &text, why, now);
                 false
             }
             ImageAction::BackOff => {
-                let last = self.waiting.get(&key).filter(|w| w.reason == WaitingReason::ErrImagePull);
+                let last = restarts.waiting.get(&key).filter(|w| w.reason == WaitingReason::ErrImagePull);
                 let last_failure = last.map(|w| w.message.clone());
-                let already = self.waiting.get(&key).is_some_and(|w| w.reason == WaitingReason::ImagePullBackOff);
+                let already = restarts.waiting.get(&key).is_some_and(|w| w.reason == WaitingReason::ImagePullBackOff);
                 if !already {
                     let text = message::back_off_status(&image, last_failure.as_deref());
                     let back_off = message::back_off(&image);
                     let why = Some((false, reason::BACK_OFF, back_off.as_str()));
-                    self.wait_for_image(pod, c, &key, WaitingReason::ImagePullBackOff, &text, why, now);
+                    wait_for_image(act, restarts, pod, c, &key, WaitingReason::ImagePullBackOff, &text, why, now);
                 }
                 false
             }
@@ -149,14 +155,14 @@ impl PodManager {
                 let requester =
                     Requester { key: key.clone(), since: now, fallback: state.present && !state.credentials };
                 if self.request_pull(&image, requester) {
-                    self.event(pod, container, false, reason::PULLING, &message::pulling(&image));
+                    act.event(pod, container, false, reason::PULLING, &message::pulling(&image));
                 }
                 false
             }
         };
         if ready && c.is_none() {
             // A container's reason goes when it starts; a sandbox's when its image is there.
-            self.waiting.remove(&key);
+            restarts.waiting.remove(&key);
         }
         ready
     }
@@ -164,14 +170,13 @@ impl PodManager {
     /// Queues a pull of `image` for `requester`, or adds it to the pull in flight; false when
     /// the queue is full (asked again at the next sync).
     fn request_pull(&mut self, image: &str, requester: Requester) -> bool {
-        let Some(images) = self.images.as_mut() else { return false };
-        if let Some(waiting) = images.pulls.get_mut(image) {
+        if let Some(waiting) = self.pulls.get_mut(image) {
             waiting.push(requester);
             return true;
         }
-        match images.tx.try_send(PullRequest { image: image.into(), auth: None }) {
+        match self.tx.try_send(PullRequest { image: image.into(), auth: None }) {
             Ok(()) => {
-                images.pulls.insert(image.into(), vec![requester]);
+                self.pulls.insert(image.into(), vec![requester]);
                 true
             }
             Err(TrySendError::Full(_)) => {
@@ -183,77 +188,80 @@ impl PodManager {
         }
     }
 
-    /// Sets a container's image waiting reason (`text` is its message). When it changed, the
-    /// event `why` (warning, reason, message), if any, is recorded, then for a container kubelet's
-    /// `Error: <reason>`: once per change, where kubelet repeats them at every sync. A
-    /// sandbox's reason shows in the pod's events only.
-    #[allow(clippy::too_many_arguments)]
-    fn wait_for_image(
-        &mut self,
-        pod: &Pod,
-        c: Option<&Container>,
-        key: &Key,
-        waiting: WaitingReason,
-        text: &str,
-        why: Option<(bool, &str, &str)>,
-        now: SystemTime,
-    ) {
-        if self.waiting.get(key).is_some_and(|w| w.reason == waiting && w.message == text) {
-            return;
-        }
-        let container = c.map(|c| c.name.as_str());
-        if let Some((warning, why, why_text)) = why {
-            self.event(pod, container, warning, why, why_text);
-        }
-        if container.is_some() {
-            self.event(pod, container, true, reason::FAILED, &message::error(waiting.as_str()));
-        }
-        self.waiting.insert(key.clone(), Waiting { reason: waiting, message: text.into(), since: now });
-    }
-
     /// A pull answered: every container (and sandbox) that waits for it gets kubelet's
     /// events, and starts at the next sync or waits as `ErrImagePull` under back-off.
     /// Containers of pods removed or terminating meanwhile are skipped.
-    pub(super) fn on_pull_done(&mut self, done: PullDone) {
-        let now = self.clock.now();
-        let Some(images) = self.images.as_mut() else { return };
-        let waiting = images.pulls.remove(&done.image).unwrap_or_default();
+    pub(super) fn on_pull_done(
+        &mut self,
+        act: &Actor,
+        restarts: &mut Restarts,
+        pods: &BTreeMap<String, PodEntry>,
+        done: PullDone,
+    ) {
+        let now = act.clock.now();
+        let waiting = self.pulls.remove(&done.image).unwrap_or_default();
         let mut backed_off: HashSet<String> = HashSet::new();
         for r in waiting {
-            let Some(pod) = self.pods.get(&r.key.0).filter(|e| e.termination.is_none()).map(|e| e.pod.clone()) else {
+            let Some(pod) = pods.get(&r.key.0).filter(|e| e.termination.is_none()).map(|e| e.pod.clone()) else {
                 continue;
             };
             let c = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == r.key.1);
             let container = c.map(|c| c.name.as_str());
-            if let Some(images) = self.images.as_mut() {
-                // One failure advances the pod's back-off once, however many of its
-                // containers waited for the image.
-                if done.result.is_err() && backed_off.insert(r.key.0.clone()) {
-                    images.backoff.next(&(r.key.0.clone(), done.image.clone()), now, now);
-                }
-                if done.result.is_ok() || r.fallback {
-                    images.pulled.insert(r.key.clone());
-                }
+            // One failure advances the pod's back-off once, however many of its containers
+            // waited for the image.
+            if done.result.is_err() && backed_off.insert(r.key.0.clone()) {
+                self.backoff.next(&(r.key.0.clone(), done.image.clone()), now, now);
+            }
+            if done.result.is_ok() || r.fallback {
+                self.pulled.insert(r.key.clone());
             }
             match &done.result {
                 Ok(p) => {
                     let total = now.duration_since(r.since).unwrap_or_default().max(done.pull_time);
                     let text = message::pulled(&done.image, done.pull_time, total, p.size);
-                    self.event(&pod, container, false, reason::PULLED, &text);
+                    act.event(&pod, container, false, reason::PULLED, &text);
                 }
                 Err(e) => {
                     let cause = Chain(e).to_string();
                     // Every failed pull is reported, as kubelet's.
-                    self.event(&pod, container, true, reason::FAILED, &message::pull_failed(&done.image, &cause));
+                    act.event(&pod, container, true, reason::FAILED, &message::pull_failed(&done.image, &cause));
                     if r.fallback {
                         let present = message::present_after_failure(&done.image);
-                        self.event(&pod, container, false, reason::PULLED, &present);
+                        act.event(&pod, container, false, reason::PULLED, &present);
                     } else {
-                        self.wait_for_image(&pod, c, &r.key, WaitingReason::ErrImagePull, &cause, None, now);
+                        wait_for_image(act, restarts, &pod, c, &r.key, WaitingReason::ErrImagePull, &cause, None, now);
                     }
                 }
             }
         }
-        self.resync = true;
     }
+}
+
+/// Sets a container's image waiting reason (`text` is its message). When it changed, the
+/// event `why` (warning, reason, message), if any, is recorded, then for a container kubelet's
+/// `Error: <reason>`: once per change, where kubelet repeats them at every sync. A
+/// sandbox's reason shows in the pod's events only.
+#[allow(clippy::too_many_arguments)]
+fn wait_for_image(
+    act: &Actor,
+    restarts: &mut Restarts,
+    pod: &Pod,
+    c: Option<&Container>,
+    key: &Key,
+    waiting: WaitingReason,
+    text: &str,
+    why: Option<(bool, &str, &str)>,
+    now: SystemTime,
+) {
+    if restarts.waiting.get(key).is_some_and(|w| w.reason == waiting && w.message == text) {
+        return;
+    }
+    let container = c.map(|c| c.name.as_str());
+    if let Some((warning, why, why_text)) = why {
+        act.event(pod, container, warning, why, why_text);
+    }
+    if container.is_some() {
+        act.event(pod, container, true, reason::FAILED, &message::error(waiting.as_str()));
+    }
+    restarts.waiting.insert(key.clone(), Waiting { reason: waiting, message: text.into(), since: now });
 }

@@ -4,15 +4,19 @@
 //! or replaced pods gracefully (app containers first, sidecars after). It never blocks for a
 //! grace period: stop requests return at once and the shim enforces the deadline.
 //!
-//! It decides, then acts, as kubelet's `computePodActions` and `SyncPod`:
-//! `actions` decides what a running pod needs (pure) and `sync` applies it;
-//! `termination` decides and applies a pod's graceful stop; `admission` keeps the set of
-//! pods (desired, retired, adopted); `publish` writes statuses and probe targets; `devices`
-//! is the one place that speaks to the device manager; `images` makes sure a container's
-//! image is there before it is created (pulls run on the pull threads, never here); `fit`
-//! decides whether a pod from the apiserver fits in the node's allocatable (pure).
+//! It decides, then acts, as kubelet's `computePodActions` and `SyncPod`: `actions` decides
+//! what a running pod needs and whether a container may be created (`start_gate`), and
+//! `termination` how a pod stops (pure); `sync` and `termination` apply them. `PodManager`
+//! holds one part per concern, each owning its state in its own file: `actor` (what every
+//! part acts through: settings, runtime, events, clock, statuses), `relist`, `admission`
+//! (the sources' pods), `setup` (cgroups, volumes), `restarts` (back-off, waiting reasons),
+//! `hooks` (and every kill), `images` (the image gate; pulls run on the pull threads, never
+//! here), `devices` (the one place that speaks to the device manager), `dns` and `publish`
+//! (statuses, probe targets). `fit` decides whether a pod from the apiserver fits in the
+//! node's allocatable (pure).
 
 pub mod actions;
+mod actor;
 mod admission;
 pub mod backoff;
 mod devices;
@@ -22,6 +26,9 @@ mod hooks;
 mod images;
 pub mod messages;
 mod publish;
+mod relist;
+mod restarts;
+mod setup;
 mod state;
 mod sync;
 pub mod termination;
@@ -38,20 +45,27 @@ use crate::api::Pod;
 use crate::clock::{Clock, RealClock};
 use crate::cm::ContainerManager;
 use crate::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
-use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
+use crate::events::EventRecorder;
 use crate::images::{PullDone, PullRequest};
 use crate::lifecycle::{HookDone, HookSink};
-use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProbeUpdate, ProberCommand};
-use crate::runtime::{ContainerInfo, ContainerRuntime};
+use crate::prober::{ProbeResult, ProbeResults, ProbeType, ProbeUpdate, ProberCommand};
+use crate::runtime::ContainerRuntime;
 use crate::status::StatusCache;
 use crate::util::Chain;
-use backoff::Backoff;
+use actor::Actor;
+use admission::Sources;
 use crossbeam_channel::Sender;
 use devices::DeviceLink;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use dns::PodDns;
+use hooks::Hooks;
+use publish::{Published, Seen};
+use relist::{NoRelist, Relist};
+use restarts::Restarts;
+use setup::PodSetup;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use view::Snapshot;
 
 /// Label telling init, sidecar and app containers apart (needed to stop orphans in order);
@@ -135,100 +149,37 @@ pub struct PodManagerConfig {
     pub allocatable: fit::NodeAllocatable,
 }
 
-/// The sync loop's state; `handle` and `on_tick` hold all the logic.
+/// The sync loop's state, in parts that each own one concern; `handle` and `on_tick` hold
+/// all the logic.
 pub struct PodManager {
-    cfg: PodManagerConfig,
-    runtime: Arc<dyn ContainerRuntime>,
-    statuses: StatusCache,
-    recorder: EventRecorder,
-    /// Where the time comes from (a fake in tests).
-    clock: Arc<dyn Clock>,
-    /// Pod cgroups; `None` when resource enforcement is off.
-    cm: Option<ContainerManager>,
-    /// Pods whose cgroup this agent run has ensured.
-    cgroups_ready: HashSet<String>,
-    /// Pods whose volumes this agent run has made ready.
-    volumes_ready: HashSet<String>,
-    /// Pod directories left by pods that no longer exist were removed (once per run).
-    dirs_swept: bool,
-    /// The prober's command channel, and the results it writes.
-    prober: Option<Sender<ProberCommand>>,
-    probe_results: ProbeResults,
-    last_targets: Vec<ProbeTarget>,
-    /// The device manager, when connected.
+    /// Settings, runtime, events, clock and statuses: what every part acts through.
+    act: Actor,
+    /// The relist and the runtime's health.
+    relist: Relist,
+    /// What the sources want (admission).
+    sources: Sources,
+    /// The pods this manager owns (desired, or being terminated), by uid.
+    pods: BTreeMap<String, PodEntry>,
+    /// Pod cgroups and volumes.
+    setup: PodSetup,
+    /// Restart back-off and waiting reasons.
+    restarts: Restarts,
+    /// Lifecycle hooks, and every kill.
+    hooks: Hooks,
+    /// Images and their pulls; `None` with a runtime without images (the process runtime).
+    images: Option<images::Images>,
+    /// The device manager and device preparation, when connected.
     devices: Option<DeviceLink>,
-    /// Containers whose devices are being prepared, or are ready to start.
-    device_prep: HashMap<backoff::Key, DevicePrep>,
-    /// The pod uids last told to the device manager.
-    devices_active: HashSet<String>,
-    /// Probe results changed since the last sync.
+    /// Pods' names and resolvers.
+    dns: PodDns,
+    /// Statuses and probe targets as last told.
+    published: Published,
+    /// Something (a probe result, a hook's or a device manager's answer) wants a sync as
+    /// soon as the command queue is empty.
     resync: bool,
     /// Pods were removed: return freed heap to the OS at the next tick, once the other
     /// threads (prober, status readers) have dropped their copies too.
     trim_heap: bool,
-    /// The pods the sources want, by uid.
-    desired: BTreeMap<String, Arc<Pod>>,
-    /// The desired pods changed since owned pods were last checked against them (`retire`).
-    desired_changed: bool,
-    /// Sources that have reported at least once.
-    sources_seen: HashSet<String>,
-    /// Pods the apiserver is deleting whose termination is done: not taken on again while
-    /// their source still lists them (until the apiserver has them deleted).
-    deleted: HashSet<String>,
-    /// The sources that must report before pods no source wants are told apart (`file`,
-    /// and `api` in cluster mode).
-    sources: Vec<String>,
-    /// The pods this manager owns (desired, or being terminated), by uid.
-    pods: BTreeMap<String, PodEntry>,
-    backoff: Backoff,
-    waiting: HashMap<backoff::Key, Waiting>,
-    /// Images and their pulls; `None` with a runtime without images (the process runtime).
-    images: Option<images::Images>,
-    /// Where lifecycle hooks run; `None`: hooks are not run (unit tests that do not ask).
-    hooks: Option<Arc<dyn HookSink>>,
-    /// `postStart` hooks running, by container id.
-    post_start: HashMap<String, RunningHook>,
-    /// `preStop` hooks running, by container id (each container's stop waits for its hook).
-    pre_stop: HashMap<String, RunningHook>,
-    /// Running containers whose `preStop` hook has run (a later kill only stops them).
-    pre_stop_done: HashSet<String>,
-    /// Set when this pass changed something in the runtime, so statuses need a relist.
-    acted: std::cell::Cell<bool>,
-    /// What each pod's stored status was computed from (removed with the pod).
-    published: HashMap<String, publish::StatusInputs>,
-    /// Exited containers' termination messages, by container id.
-    termination_messages: std::cell::RefCell<HashMap<String, String>>,
-    /// Set while the runtime cannot be listed (a restarting containerd): pods are left as
-    /// they are, and the relist is retried with back-off.
-    runtime_away: std::cell::Cell<Option<RuntimeAway>>,
-    /// The same, for the Node's `Ready` condition.
-    runtime_health: crate::status::RuntimeHealth,
-    /// The node's `MissingClusterDNS` event was recorded (once per agent run).
-    missing_cluster_dns_said: bool,
-}
-
-/// The runtime stopped answering: since when, and when to try it next.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct RuntimeAway {
-    since: SystemTime,
-    retry_at: SystemTime,
-    delay: Duration,
-}
-
-/// The first wait before the runtime is tried again, and the longest.
-const RUNTIME_RETRY_FIRST: Duration = Duration::from_secs(1);
-const RUNTIME_RETRY_MAX: Duration = Duration::from_secs(30);
-
-impl RuntimeAway {
-    /// After a failed relist at `now`: the first failure starts the back-off, a later one
-    /// doubles it (at most `RUNTIME_RETRY_MAX`).
-    fn after_failure(previous: Option<RuntimeAway>, now: SystemTime) -> RuntimeAway {
-        let (since, delay) = match previous {
-            None => (now, RUNTIME_RETRY_FIRST),
-            Some(p) => (p.since, (p.delay * 2).min(RUNTIME_RETRY_MAX)),
-        };
-        RuntimeAway { since, retry_at: now + delay, delay }
-    }
 }
 
 impl PodManager {
@@ -241,61 +192,33 @@ impl PodManager {
         cm: Option<ContainerManager>,
     ) -> Self {
         PodManager {
-            cfg,
-            runtime,
-            statuses,
-            recorder,
-            clock: Arc::new(RealClock),
-            cm,
-            cgroups_ready: HashSet::new(),
-            volumes_ready: HashSet::new(),
-            dirs_swept: false,
-            prober: None,
-            probe_results: ProbeResults::default(),
-            last_targets: Vec::new(),
+            act: Actor::new(cfg, runtime, statuses, recorder, Arc::new(RealClock)),
+            relist: Relist::default(),
+            sources: Sources::default(),
+            pods: BTreeMap::new(),
+            setup: PodSetup::new(cm),
+            restarts: Restarts::default(),
+            hooks: Hooks::default(),
+            images: None,
             devices: None,
-            device_prep: HashMap::new(),
-            devices_active: HashSet::new(),
+            dns: PodDns::default(),
+            published: Published::default(),
             resync: false,
             trim_heap: false,
-            desired: BTreeMap::new(),
-            desired_changed: false,
-            sources_seen: HashSet::new(),
-            deleted: HashSet::new(),
-            sources: vec![crate::api::manifest::FILE_SOURCE.to_string()],
-            pods: BTreeMap::new(),
-            backoff: Backoff::default(),
-            waiting: HashMap::new(),
-            images: None,
-            hooks: None,
-            post_start: HashMap::new(),
-            pre_stop: HashMap::new(),
-            pre_stop_done: HashSet::new(),
-            acted: std::cell::Cell::new(false),
-            termination_messages: Default::default(),
-            published: HashMap::new(),
-            runtime_away: std::cell::Cell::new(None),
-            runtime_health: Default::default(),
-            missing_cluster_dns_said: false,
         }
     }
 
     /// Reports whether the runtime answers into `health` (read for the Node's `Ready`).
     pub fn with_runtime_health(mut self, health: crate::status::RuntimeHealth) -> Self {
-        self.runtime_health = health;
+        self.relist.health = health;
         self
     }
 
     /// Pods also come from `source` (the apiserver's, in cluster mode): orphans are told
     /// apart only once it has reported too.
     pub fn with_source(mut self, source: &str) -> Self {
-        self.sources.push(source.to_string());
+        self.sources.expected.push(source.to_string());
         self
-    }
-
-    /// Whether every source has reported its pods at least once.
-    fn all_sources_seen(&self) -> bool {
-        self.sources.iter().all(|s| self.sources_seen.contains(s))
     }
 
     /// Connects the device manager: pods asking for plugin devices are admitted through it.
@@ -315,100 +238,37 @@ impl PodManager {
     /// Connects the hook threads (`lifecycle::HookRunner`): `postStart` and `preStop` hooks
     /// run there, and their answers come back as `PodsCommand::Hook`.
     pub fn with_hooks(mut self, hooks: Arc<dyn HookSink>) -> Self {
-        self.hooks = Some(hooks);
+        self.hooks.sink = Some(hooks);
         self
     }
 
     /// Connects the prober: targets go to `tx`, readiness and startup come from `results`.
     pub fn with_prober(mut self, tx: Sender<ProberCommand>, results: ProbeResults) -> Self {
-        self.prober = Some(tx);
-        self.probe_results = results;
+        self.published.prober = Some(tx);
+        self.published.probe_results = results;
         self
     }
 
     /// Reads the time from `clock` instead of the system clock (tests drive time).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.act.clock = clock;
         self
     }
 
-    /// The runtime, for a call that changes it.
-    fn mutate(&self) -> &dyn ContainerRuntime {
-        self.acted.set(true);
-        &*self.runtime
-    }
-
-    /// Records an event on the pod, or on one of its containers.
-    fn event(&self, pod: &Pod, container: Option<&str>, warning: bool, reason: &str, message: &str) {
-        let obj = match container {
-            Some(c) => Reference::container(pod, c),
-            None => Reference::pod(pod),
-        };
-        self.recorder.event(&obj, if warning { WARNING } else { NORMAL }, reason, message);
-    }
-
-    /// Relists the runtime; `None` when it cannot. A runtime that stops answering is said
-    /// once (a log line, `FailedSync` on every pod) and then tried with back-off, its return
-    /// once too; pods are left as they are meanwhile (their containers keep running).
-    fn snapshot(&self) -> Option<Snapshot> {
-        let now = self.clock.now();
-        let away = self.runtime_away.get();
-        if away.is_some_and(|a| now < a.retry_at) {
-            return None;
-        }
-        let (sandboxes, containers) = match (self.runtime.list_pod_sandboxes(), self.runtime.list_containers()) {
-            (Ok(s), Ok(c)) => (s, c),
-            (Err(e), _) | (_, Err(e)) => {
-                let next = RuntimeAway::after_failure(away, now);
-                self.runtime_away.set(Some(next));
-                self.runtime_health.away(next.since, Chain(&e).to_string());
-                if away.is_none() {
-                    log::error!(
-                        "pods: cannot list the runtime's pods: {}; pods are left as they are, retrying with back-off (at most every {:?})",
-                        Chain(&e),
-                        RUNTIME_RETRY_MAX
-                    );
-                    let message = format!("error determining status: {}", Chain(&e));
-                    for entry in self.pods.values() {
-                        self.event(&entry.pod, None, true, "FailedSync", &message);
-                    }
-                } else {
-                    log::debug!("pods: the runtime is still away (next try in {:?}): {}", next.delay, Chain(&e));
+    /// Relists the runtime; `None` when it cannot (`relist.rs`): a runtime that just
+    /// stopped answering is said on every pod (`FailedSync`), and pods are left as they are
+    /// meanwhile (their containers keep running).
+    fn snapshot(&mut self) -> Option<Snapshot> {
+        let now = self.act.clock.now();
+        match self.relist.list(&self.act, now) {
+            Ok(snap) => Some(snap),
+            Err(NoRelist::Away) => None,
+            Err(NoRelist::Lost(message)) => {
+                for entry in self.pods.values() {
+                    self.act.event(&entry.pod, None, true, "FailedSync", &message);
                 }
-                return None;
+                None
             }
-        };
-        self.runtime_health.back();
-        if let Some(a) = self.runtime_away.take() {
-            let away_for = now.duration_since(a.since).unwrap_or_default();
-            log::info!("pods: the runtime answers again after {away_for:.1?}; syncing pods");
-        }
-        for q in self.runtime.take_quarantined() {
-            self.recorder.event(
-                &Reference::node(&self.cfg.node_name),
-                WARNING,
-                "QuarantinedRecord",
-                &format!(
-                    "damaged {} record {} ({}) moved to {}; `ferrolet drain` removes it",
-                    q.kind,
-                    q.id,
-                    q.reason,
-                    q.moved_to.display()
-                ),
-            );
-        }
-        let mut containers = containers;
-        self.add_termination_messages(&mut containers);
-        Some(Snapshot::new(sandboxes, containers))
-    }
-
-    /// Exited containers' termination messages, read once each (kept while the container is).
-    fn add_termination_messages(&self, containers: &mut [ContainerInfo]) {
-        let mut read = self.termination_messages.borrow_mut();
-        read.retain(|id, _| containers.iter().any(|c| &c.id == id));
-        for c in containers.iter_mut().filter(|c| messages::wants_message(c)) {
-            let message = read.entry(c.id.clone()).or_insert_with(|| messages::read(c));
-            c.message = messages::joined(&c.message, message);
         }
     }
 
@@ -416,9 +276,9 @@ impl PodManager {
     pub fn sync(&mut self) {
         self.resync = false;
         let Some(snap) = self.snapshot() else { return };
-        let now = self.clock.now();
-        self.admit_and_retire(&snap, now);
-        self.sweep_hooks(&snap, now);
+        let now = self.act.clock.now();
+        self.sources.admit_and_retire(&mut self.pods, &self.act, self.devices.as_ref(), &snap, now);
+        self.hooks.sweep(&mut self.act, &self.pods, &snap, now);
         let uids: Vec<String> = self.pods.keys().cloned().collect();
         for uid in &uids {
             let Some(entry) = self.pods.get(uid) else { continue };
@@ -432,31 +292,27 @@ impl PodManager {
                 }
             }
         }
-        self.send_active_pods();
+        // Which pods may hold devices, once every source has reported (so nothing is freed
+        // from a pod not yet re-added).
+        if let Some(link) = self.devices.as_mut().filter(|_| self.sources.all_seen()) {
+            link.tell_active_pods(&self.pods);
+        }
         // Publish what the actions above led to: one more relist for all pods, only when
         // something was changed.
-        let after = if self.acted.replace(false) { self.snapshot() } else { Some(snap) };
+        let after = if self.act.take_acted() { self.snapshot() } else { Some(snap) };
         let Some(after) = after else { return };
+        let seen = Seen {
+            act: &self.act,
+            pods: &self.pods,
+            hooks: &self.hooks,
+            restarts: &self.restarts,
+            devices: self.devices.as_ref(),
+        };
         for uid in &uids {
-            self.publish(uid, &after, now);
+            self.published.publish(&seen, uid, &after, now);
         }
-        self.send_probe_targets(&after);
+        self.published.send_probe_targets(&seen, &after);
     }
-
-    /// The pod's own directory (`poddir::PodDir`).
-    fn pod_dir(&self, pod: &Pod) -> crate::poddir::PodDir {
-        crate::poddir::PodDir::new(&self.cfg.pods_root, &pod.metadata.uid)
-    }
-
-    /// The directory of a pod's container logs.
-    fn log_dir(&self, pod: &Pod) -> PathBuf {
-        self.cfg.log_root.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
-    }
-}
-
-/// The pods the manager owns, for the container manager (borrowed apart from it).
-fn active_pods(pods: &BTreeMap<String, PodEntry>) -> Vec<&Pod> {
-    pods.values().map(|e| &*e.pod).collect()
 }
 
 impl crate::manager::Manager for PodManager {
@@ -473,15 +329,31 @@ impl crate::manager::Manager for PodManager {
                 // once), run when the command queue is empty.
                 self.resync = true;
             }
-            PodsCommand::Devices(update) => self.on_device_update(update),
-            PodsCommand::Images(done) => self.on_pull_done(done),
+            PodsCommand::Devices(DeviceUpdate::Admitted { pod_uid, result }) => {
+                let refusal = result.err().map(|e| Chain(&e).to_string());
+                self.resync |= admission::on_admitted(&mut self.pods, &self.act, &pod_uid, refusal);
+            }
+            PodsCommand::Devices(DeviceUpdate::Prepared { pod_uid, container, result }) => {
+                if let Some(link) = self.devices.as_mut() {
+                    let result = result.map_err(|reason| Chain(&reason).to_string());
+                    self.resync |= link.prepared((pod_uid, container), result);
+                }
+            }
+            PodsCommand::Images(done) => {
+                if let Some(images) = self.images.as_mut() {
+                    images.on_pull_done(&self.act, &mut self.restarts, &self.pods, done);
+                    self.resync = true;
+                }
+            }
             PodsCommand::Hook(done) => {
-                self.on_hook_done(done);
+                if let Some(pod) = self.pods.get(&done.pod_uid).map(|e| Arc::clone(&e.pod)) {
+                    self.hooks.on_done(&mut self.act, &pod, done);
+                }
                 // What the hook held back (a stop, the next start) goes on at once.
                 self.resync = true;
             }
             PodsCommand::Update { source, pods } => {
-                self.set_desired(source, pods);
+                self.sources.set_desired(source, pods);
                 self.sync();
             }
         }
@@ -493,18 +365,13 @@ impl crate::manager::Manager for PodManager {
         }
         self.sync();
         // Orphaned cgroups can only be told apart once every source has reported.
-        if self.cm.is_some() && self.all_sources_seen() {
-            let active = active_pods(&self.pods);
-            let (pods, desired) = (&self.pods, &self.desired);
-            let known = |uid: &str| pods.contains_key(uid) || desired.contains_key(uid);
-            if let Some(cm) = self.cm.as_mut() {
-                cm.on_tick(&active, &known);
-            }
+        if self.sources.all_seen() {
+            self.setup.on_tick(&self.pods, &self.sources.desired);
         }
     }
 
     fn tick_interval(&self) -> Duration {
-        self.cfg.sync_frequency
+        self.act.cfg.sync_frequency
     }
 
     fn next_deadline(&self) -> Option<std::time::Instant> {

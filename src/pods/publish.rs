@@ -1,17 +1,49 @@
 //! What the pod manager tells others after a sync: each pod's status into the
 //! `StatusCache` (with its devices' health), and the probe targets for the prober.
 
+use super::actor::Actor;
+use super::devices::{pod_needs, DeviceLink};
+use super::hooks::Hooks;
+use super::restarts::Restarts;
 use super::view::Snapshot;
-use super::{Admission, PodEntry, PodManager, WaitingReason};
+use super::{Admission, PodEntry, WaitingReason};
 use crate::api::{Container, Pod, PodPhase};
 use crate::events::Reference;
-use crate::prober::{ProbeResult, ProbeTarget, ProbeType, ProberCommand};
+use crate::prober::{ProbeResult, ProbeResults, ProbeTarget, ProbeType, ProberCommand};
 use crate::runtime::{ContainerInfo, ContainerState};
 use crate::status::{self, ContainerObservation, PodObservation};
+use crossbeam_channel::Sender;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
+
+/// What the pod manager last told others, and the prober's link.
+#[derive(Default)]
+pub(super) struct Published {
+    /// The prober's command channel.
+    pub(super) prober: Option<Sender<ProberCommand>>,
+    /// The results the prober writes (readiness and startup).
+    pub(super) probe_results: ProbeResults,
+    /// The probe targets last sent.
+    last_targets: Vec<ProbeTarget>,
+    /// What each pod's stored status was computed from (removed with the pod).
+    pub(super) inputs: HashMap<String, StatusInputs>,
+}
+
+/// The other parts a status and a probe target read.
+pub(super) struct Seen<'a> {
+    /// The settings and the status cache.
+    pub(super) act: &'a Actor,
+    /// The pods owned.
+    pub(super) pods: &'a BTreeMap<String, PodEntry>,
+    /// `postStart` hooks running (their containers are neither started nor ready).
+    pub(super) hooks: &'a Hooks,
+    /// Why containers wait.
+    pub(super) restarts: &'a Restarts,
+    /// The device manager, for the health of pods' devices.
+    pub(super) devices: Option<&'a DeviceLink>,
+}
 
 /// What kubelet's `rejectPod` puts before the admission message in a refused pod's status.
 const REJECTED: &str = "Pod was rejected: ";
@@ -74,7 +106,7 @@ impl StatusInputs {
     }
 }
 
-impl PodManager {
+impl Published {
     /// Whether a container passes its probe of this kind (or has none).
     fn probe_passes(&self, c: &Container, current: Option<&ContainerInfo>, kind: ProbeType) -> bool {
         let declared = match kind {
@@ -86,17 +118,12 @@ impl PodManager {
     }
 
     /// Every probed container with what its target shows now, in target order.
-    /// Where probes reach the pod: its sandbox's IP on the pod network, else the node's.
-    fn pod_ip<'a>(&'a self, uid: &str, snap: &'a Snapshot) -> &'a str {
-        snap.sandboxes.get(uid).and_then(|s| s.ips.first()).unwrap_or(&self.cfg.node_ip)
-    }
-
     fn probe_states<'a>(
-        &'a self,
+        seen: &'a Seen<'a>,
         snap: &'a Snapshot,
     ) -> impl Iterator<Item = (&'a String, &'a PodEntry, &'a Arc<Container>, TargetState<'a>)> + 'a {
-        self.pods.iter().flat_map(move |(uid, entry)| {
-            let pod_terminal = self.statuses.phase(uid).unwrap_or_default().is_terminal();
+        seen.pods.iter().flat_map(move |(uid, entry)| {
+            let pod_terminal = seen.act.statuses.phase(uid).unwrap_or_default().is_terminal();
             let policy = entry.pod.spec.restart();
             let view = snap.pod(uid);
             entry.probed.iter().map(move |c| {
@@ -104,7 +131,8 @@ impl PodManager {
                 let state = TargetState {
                     container_id: cur.map(|i| i.id.as_str()),
                     // Probes wait for the postStart hook, as kubelet's do.
-                    running: cur.is_some_and(|i| i.state == ContainerState::Running && !self.in_post_start(&i.id)),
+                    running: cur
+                        .is_some_and(|i| i.state == ContainerState::Running && !seen.hooks.in_post_start(&i.id)),
                     started_at: cur.and_then(|i| i.started_at),
                     will_restart: c.is_sidecar() || cur.map_or(true, |i| policy.restarts(i.exit_code)),
                     terminating: entry.termination.is_some(),
@@ -116,30 +144,29 @@ impl PodManager {
     }
 
     /// Every container with probes as the prober needs to see it; sent when it changed.
-    pub(super) fn send_probe_targets(&mut self, snap: &Snapshot) {
+    pub(super) fn send_probe_targets(&mut self, seen: &Seen, snap: &Snapshot) {
         let Some(tx) = &self.prober else { return };
         // Compared in place first, so a sync that changed nothing builds nothing. The same
         // shared spec means the same entry (the last targets keep it alive), and with it the
         // same pod, reference and address: only the state can differ.
         let mut last = self.last_targets.iter();
-        let unchanged = self.probe_states(snap).all(|(uid, _, c, state)| {
+        let unchanged = Self::probe_states(seen, snap).all(|(uid, _, c, state)| {
             last.next().is_some_and(|t| {
                 t.pod_uid == *uid
                     && Arc::ptr_eq(&t.container, c)
                     && state.is_shown_by(t)
-                    && t.pod_ip == self.pod_ip(uid, snap)
+                    && t.pod_ip == pod_ip(seen.act, uid, snap)
             })
         }) && last.next().is_none();
         if unchanged {
             return;
         }
-        let targets: Vec<ProbeTarget> = self
-            .probe_states(snap)
+        let targets: Vec<ProbeTarget> = Self::probe_states(seen, snap)
             .map(|(uid, entry, c, s)| ProbeTarget {
                 pod_uid: uid.clone(),
                 reference: Reference::container(&entry.pod, &c.name),
                 container: Arc::clone(c),
-                pod_ip: self.pod_ip(uid, snap).to_string(),
+                pod_ip: pod_ip(seen.act, uid, snap).to_string(),
                 container_id: s.container_id.map(String::from),
                 running: s.running,
                 started_at: s.started_at,
@@ -156,11 +183,12 @@ impl PodManager {
     }
 
     /// What the status shows of one container.
-    fn observe(&self, uid: &str, c: &Container, snap: &Snapshot) -> ContainerObservation {
+    fn observe(&self, seen: &Seen, uid: &str, c: &Container, snap: &Snapshot) -> ContainerObservation {
         let inst = snap.pod(uid).instances(&c.name);
         let current = inst.first().map(|i| (*i).clone());
         let running = current.as_ref().is_some_and(|i| i.state == ContainerState::Running);
-        let waiting = self
+        let waiting = seen
+            .restarts
             .waiting
             .get(&(uid.to_string(), c.name.clone()))
             // A crash loop shows only while the exited instance is the newest.
@@ -172,7 +200,7 @@ impl PodManager {
         // A container with a readiness (startup) probe is ready (started) once the prober
         // says so; without the probe, once it runs.
         // Nor while its postStart hook runs.
-        let running = running && current.as_ref().is_some_and(|i| !self.in_post_start(&i.id));
+        let running = running && current.as_ref().is_some_and(|i| !seen.hooks.in_post_start(&i.id));
         let ready = running && self.probe_passes(c, current.as_ref(), ProbeType::Readiness);
         let started = running && self.probe_passes(c, current.as_ref(), ProbeType::Startup);
         ContainerObservation { previous: inst.get(1).map(|i| (*i).clone()), current, waiting, ready, started }
@@ -180,14 +208,14 @@ impl PodManager {
 
     /// Computes a pod's status from a relist and stores it for the API, unless what it is
     /// computed from did not change since it was last stored (`StatusInputs`).
-    pub(super) fn publish(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
-        let Some(entry) = self.pods.get(uid) else { return };
+    pub(super) fn publish(&mut self, seen: &Seen, uid: &str, snap: &Snapshot, now: SystemTime) {
+        let Some(entry) = seen.pods.get(uid) else { return };
         let pod = &entry.pod;
         let sandbox = snap.sandboxes.get(uid);
         let inputs = StatusInputs {
             pod: Arc::clone(pod),
-            init: pod.spec.init_containers.iter().map(|c| self.observe(uid, c, snap)).collect(),
-            app: pod.spec.containers.iter().map(|c| self.observe(uid, c, snap)).collect(),
+            init: pod.spec.init_containers.iter().map(|c| self.observe(seen, uid, c, snap)).collect(),
+            app: pod.spec.containers.iter().map(|c| self.observe(seen, uid, c, snap)).collect(),
             sandbox_created: sandbox.map(|s| s.created_at),
             sandbox_ready: sandbox.is_some_and(|s| s.ready),
             sandbox_ips: sandbox.map(|s| s.ips.clone()).unwrap_or_default(),
@@ -196,8 +224,8 @@ impl PodManager {
                 _ => entry.failure.as_ref().map(|f| (f.reason.into(), f.message.clone())),
             },
         };
-        let devices = self.devices.as_ref().filter(|_| super::devices::pod_needs(pod));
-        if devices.is_none() && self.published.get(uid).is_some_and(|last| last.same_as(&inputs)) {
+        let devices = seen.devices.filter(|_| pod_needs(pod));
+        if devices.is_none() && self.inputs.get(uid).is_some_and(|last| last.same_as(&inputs)) {
             return;
         }
         let o = PodObservation {
@@ -206,11 +234,12 @@ impl PodManager {
             app: &by_name(&pod.spec.containers, &inputs.app),
             sandbox_created: inputs.sandbox_created,
             sandbox_ready: inputs.sandbox_ready,
-            host_ip: &self.cfg.node_ip,
+            host_ip: &seen.act.cfg.node_ip,
             sandbox_ips: &inputs.sandbox_ips,
-            runtime: self.runtime.id_scheme(),
+            runtime: seen.act.runtime.id_scheme(),
         };
-        let (mut new, before) = self
+        let (mut new, before) = seen
+            .act
             .statuses
             .with_status(uid, |previous| (status::pod_status(&o, previous, now), previous.map(|p| p.phase)));
         if let Some((reason, message)) = &inputs.failed {
@@ -227,13 +256,18 @@ impl PodManager {
             log::info!("pods: pod {} is {}", pod.key(), new.phase);
         }
         // Stored only when it differs from what the API shows now.
-        self.statuses.publish(pod, new);
+        seen.act.statuses.publish(pod, new);
         if devices.is_none() {
-            self.published.insert(uid.to_string(), inputs);
+            self.inputs.insert(uid.to_string(), inputs);
         } else {
-            self.published.remove(uid);
+            self.inputs.remove(uid);
         }
     }
+}
+
+/// Where probes reach the pod: its sandbox's IP on the pod network, else the node's.
+fn pod_ip<'a>(act: &'a Actor, uid: &str, snap: &'a Snapshot) -> &'a str {
+    snap.sandboxes.get(uid).and_then(|s| s.ips.first()).unwrap_or(&act.cfg.node_ip)
 }
 
 /// Observations in spec order, by container name.

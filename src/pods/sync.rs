@@ -1,15 +1,16 @@
 //! The executor: applies a pod's `PodActions` through `ContainerRuntime` and the cgroup
-//! manager (kubelet's `SyncPod`), recording kubelet's events and keeping the back-off and
-//! waiting state.
+//! manager (kubelet's `SyncPod`), recording kubelet's events; each container start passes
+//! `actions::start_gate` first.
 
 use super::actions::{
-    compute_pod_actions, CrashLoop, DeadInstance, KillContainer, PodActions, PodInput, StartContainer,
+    compute_pod_actions, sandbox_key, start_gate, DeadInstance, Gate, KillContainer, PodActions, PodInput,
+    StartContainer,
 };
 use super::backoff::Key;
+use super::dns::PodDns;
 use super::view::Snapshot;
 use super::{
-    ContainerKind, ContainerStartError, DevicePrep, PodManager, Waiting, WaitingReason, CONTAINER_INDEX_LABEL,
-    CONTAINER_KIND_LABEL, MIN_GRACE,
+    ContainerKind, ContainerStartError, DevicePrep, PodManager, CONTAINER_INDEX_LABEL, CONTAINER_KIND_LABEL, MIN_GRACE,
 };
 use crate::api::expand::{expand, resolve_env};
 use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
@@ -26,23 +27,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// A container's devices, as far as its start is concerned.
-enum PreparedDevices {
-    /// It asks for none (or no device manager is connected).
-    None,
-    /// Prepared with these options.
-    Ready(DeviceOptions),
-    /// Cannot be prepared.
-    Failed(String),
-    /// Still being prepared.
-    Pending,
-}
-
 impl PodManager {
     /// Decides and applies what a running pod needs next.
     pub(super) fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
         let pod = Arc::clone(&self.pods[uid].pod);
-        if !self.ensure_pod_cgroup(&pod) || !self.ensure_volumes(&pod) {
+        if !self.setup.ensure_cgroup(&self.act, &pod, &self.pods) || !self.setup.ensure_volumes(&self.act, &pod) {
             return;
         }
         let view = snap.pod(uid);
@@ -50,18 +39,18 @@ impl PodManager {
         let actions = compute_pod_actions(&PodInput {
             pod: &pod,
             view,
-            backoff: &self.backoff,
-            waiting: &self.waiting,
+            backoff: &self.restarts.backoff,
+            waiting: &self.restarts.waiting,
             startup_succeeded: &startup_succeeded,
-            device_prep: self.devices.as_ref().map(|_| &self.device_prep),
-            max_dead_per_container: self.cfg.max_dead_per_container,
-            post_start_running: self.post_start_running(uid),
+            device_prep: self.devices.as_ref().map(|d| &d.prep),
+            max_dead_per_container: self.act.cfg.max_dead_per_container,
+            post_start_running: self.hooks.post_start_running(uid),
             now,
         });
-        let key = super::actions::sandbox_key(uid);
+        let key = sandbox_key(uid);
         for id in &actions.remove_sandboxes {
             if !self.remove_sandbox(&pod, id) {
-                self.backoff.next(&key, now, now);
+                self.restarts.backoff.next(&key, now, now);
                 break;
             }
         }
@@ -80,7 +69,7 @@ impl PodManager {
                     // made while the dead one cannot be removed (as kubelet's pod sync stops
                     // at a sandbox it cannot kill): one dead sandbox at most, not one more
                     // at every try.
-                    self.backoff.next(&key, now, now);
+                    self.restarts.backoff.next(&key, now, now);
                     if !self.replace_dead_sandbox(&pod, s, view.containers) {
                         return;
                     }
@@ -89,7 +78,7 @@ impl PodManager {
                     Some(id) => id,
                     None => {
                         if dead.is_none() {
-                            self.backoff.next(&key, now, now);
+                            self.restarts.backoff.next(&key, now, now);
                         }
                         return;
                     }
@@ -103,21 +92,20 @@ impl PodManager {
     fn execute(&mut self, pod: &Pod, sandbox_id: &str, actions: PodActions, now: SystemTime) {
         let PodActions { kill, back_off, prepare_devices, start, remove_dead, .. } = actions;
         for k in &kill {
-            self.kill(pod, k);
+            self.hooks.kill(&mut self.act, pod, k);
         }
         for b in back_off {
-            self.hold_in_back_off(pod, b, now);
+            self.restarts.hold_in_back_off(&self.act, pod, b, now);
         }
         for name in prepare_devices {
-            if let Some(link) = &self.devices {
+            if let Some(link) = self.devices.as_mut() {
                 link.prepare(&pod.metadata.uid, &name);
-                self.device_prep.insert((pod.metadata.uid.clone(), name), DevicePrep::Requested);
             }
         }
         for s in &start {
             self.start(pod, sandbox_id, s, now);
             // The next one waits for this one's postStart hook.
-            if self.post_start_running(&pod.metadata.uid) {
+            if self.hooks.post_start_running(&pod.metadata.uid) {
                 break;
             }
         }
@@ -134,7 +122,7 @@ impl PodManager {
             .iter()
             .filter(|c| c.is_sidecar() && c.startup_probe.is_some())
             .filter_map(|c| view.latest(&c.name))
-            .filter(|i| self.probe_results.get(ProbeType::Startup, &i.id) == Some(ProbeResult::Success))
+            .filter(|i| self.published.probe_results.get(ProbeType::Startup, &i.id) == Some(ProbeResult::Success))
             .map(|i| i.id.clone())
             .collect()
     }
@@ -145,13 +133,13 @@ impl PodManager {
     /// the instances in it still count restarts.
     /// Returns false when the dead sandbox had to go and could not.
     fn replace_dead_sandbox(&mut self, pod: &Pod, dead: &SandboxInfo, containers: &[ContainerInfo]) -> bool {
-        self.event(pod, None, false, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
+        self.act.event(pod, None, false, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
         containers.iter().any(|c| c.sandbox_id == dead.id) || self.remove_sandbox(pod, &dead.id)
     }
 
     /// Stops and removes sandbox `id` of `pod`; false (said) when the runtime cannot.
-    fn remove_sandbox(&self, pod: &Pod, id: &str) -> bool {
-        let removed = self.mutate().stop_pod_sandbox(id).and_then(|_| self.mutate().remove_pod_sandbox(id));
+    fn remove_sandbox(&mut self, pod: &Pod, id: &str) -> bool {
+        let removed = self.act.mutate().stop_pod_sandbox(id).and_then(|_| self.act.mutate().remove_pod_sandbox(id));
         if let Err(e) = &removed {
             log::warn!("pods: pod {}: cannot remove dead sandbox {id}: {}", pod.key(), Chain(e));
         }
@@ -160,10 +148,16 @@ impl PodManager {
 
     /// Creates the pod's sandbox; `None` (with `FailedCreatePodSandBox`) when it fails.
     fn run_sandbox(&mut self, pod: &Pod, attempt: u32) -> Option<String> {
-        let (hostname, dns) = match self.sandbox_names(pod) {
+        let (hostname, dns) = match self.dns.sandbox_names(&self.act, pod) {
             Ok(names) => names,
             Err(why) => {
-                self.event(pod, None, true, "FailedCreatePodSandBox", &format!("Failed to create pod sandbox: {why}"));
+                self.act.event(
+                    pod,
+                    None,
+                    true,
+                    "FailedCreatePodSandBox",
+                    &format!("Failed to create pod sandbox: {why}"),
+                );
                 return None;
             }
         };
@@ -172,10 +166,10 @@ impl PodManager {
             pod_name: pod.metadata.name.clone(),
             namespace: pod.metadata.namespace.clone(),
             attempt,
-            log_directory: self.log_dir(pod),
+            log_directory: self.act.log_dir(pod),
             termination_grace_period_seconds: pod.spec.grace_period_seconds(),
             host_network: pod.spec.host_network,
-            cgroup_parent: self.cm.as_ref().map(|cm| cm.pod_cgroup(pod)).unwrap_or_default(),
+            cgroup_parent: self.setup.cm.as_ref().map(|cm| cm.pod_cgroup(pod)).unwrap_or_default(),
             annotations: pod.metadata.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             security: security::sandbox(&pod.spec),
             port_mappings: pod
@@ -193,26 +187,14 @@ impl PodManager {
             hostname,
             dns,
         };
-        match self.mutate().run_pod_sandbox(&cfg) {
+        match self.act.mutate().run_pod_sandbox(&cfg) {
             Ok(id) => Some(id),
             Err(e) => {
                 let message = format!("Failed to create pod sandbox: {}", Chain(&e));
-                self.event(pod, None, true, "FailedCreatePodSandBox", &message);
+                self.act.event(pod, None, true, "FailedCreatePodSandBox", &message);
                 None
             }
         }
-    }
-
-    /// A container waits out its back-off: kubelet's `BackOff` event and `CrashLoopBackOff`
-    /// reason, once per message.
-    fn hold_in_back_off(&mut self, pod: &Pod, b: CrashLoop, now: SystemTime) {
-        if !b.report {
-            return;
-        }
-        let message = format!("Back-off restarting failed container {} in pod {}", b.name, pod.desc());
-        self.event(pod, Some(&b.name), true, "BackOff", &message);
-        let waiting = Waiting { reason: WaitingReason::CrashLoopBackOff, message: b.message, since: now };
-        self.waiting.insert((pod.metadata.uid.clone(), b.name), waiting);
     }
 
     /// Creates and starts one container, advancing its back-off; a failed create waits as
@@ -221,25 +203,29 @@ impl PodManager {
         let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name) else {
             return;
         };
-        // A field that cannot be honoured stops it (kubelet's CreateContainerConfigError).
-        if let Some(why) = self.pods.get(&pod.metadata.uid).and_then(|e| fields::refusal(&e.refused, pod, &c.name)) {
-            self.hold_config_error(pod, c, why, now);
-            return;
-        }
-        // Its image first: nothing (devices, back-off) is used up while it is pulled.
-        if !self.image_ready(pod, Some(c), now) {
-            return;
-        }
         let key: Key = (pod.metadata.uid.clone(), c.name.clone());
-        let devices = match self.take_prepared_devices(&key) {
-            PreparedDevices::Pending => return,
-            PreparedDevices::None => Ok(None),
-            PreparedDevices::Ready(options) => Ok(Some(options)),
+        // A field that cannot be honoured stops it (kubelet's CreateContainerConfigError).
+        let refusal = self.pods.get(&pod.metadata.uid).and_then(|e| fields::refusal(&e.refused, pod, &c.name));
+        let mut gate = start_gate(refusal.as_deref(), None, self.device_prep(&key));
+        if gate == Gate::CheckImage {
+            let ready = self.image_ready(pod, Some(c), now);
+            gate = start_gate(refusal.as_deref(), Some(ready), self.device_prep(&key));
+        }
+        let devices = match gate {
+            Gate::ConfigError(why) => {
+                self.restarts.hold_config_error(&self.act, pod, &c.name, why, now);
+                return;
+            }
+            Gate::CheckImage | Gate::WaitForImage | Gate::WaitForDevices => return,
             // Devices that cannot be prepared fail the create, under the same back-off.
-            PreparedDevices::Failed(reason) => Err(ContainerStartError::PrepareDevices { reason }),
+            Gate::DevicesFailed(reason) => {
+                self.take_prepared_devices(&key);
+                Err(ContainerStartError::PrepareDevices { reason })
+            }
+            Gate::Create => Ok(self.take_prepared_devices(&key)),
         };
         if let Some(t) = s.backoff_from {
-            self.backoff.next(&key, t, now);
+            self.restarts.backoff.next(&key, t, now);
         }
         if let Some(stale) = &s.replace {
             // The runtime reports Created only when nothing runs it: it is removed and
@@ -249,7 +235,7 @@ impl PodManager {
                 pod.key(),
                 c.name
             );
-            if let Err(e) = self.mutate().remove_container(stale) {
+            if let Err(e) = self.act.mutate().remove_container(stale) {
                 // Not created beside it: the two would share the container's cgroup, and
                 // removing the stale one later would kill the new one. Retried under back-off.
                 log::warn!("pods: pod {} container {}: cannot remove it: {}", pod.key(), c.name, Chain(&e));
@@ -259,56 +245,51 @@ impl PodManager {
         let started = devices.and_then(|d| self.create_and_start(pod, sandbox_id, c, s, d.as_ref()));
         match started {
             Ok(id) => {
-                self.waiting.remove(&key);
-                self.start_post_start(pod, c, &id, now);
+                self.restarts.waiting.remove(&key);
+                self.hooks.start_post_start(&mut self.act, pod, c, &id, now);
             }
             // Asked again at every sync (no back-off: nothing ran), said once per message.
-            Err(ContainerStartError::Config { message }) => self.hold_config_error(pod, c, message, now),
+            Err(ContainerStartError::Config { message }) => {
+                self.restarts.hold_config_error(&self.act, pod, &c.name, message, now)
+            }
             Err(e) => {
                 let message = Chain(&e).to_string();
-                self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
+                self.act.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
                 if e.is_create_failure() {
-                    if s.backoff_from.is_none() {
-                        self.backoff.next(&key, now, now);
-                    }
-                    let waiting = Waiting { reason: WaitingReason::CreateContainerError, message, since: now };
-                    self.waiting.insert(key, waiting);
+                    self.restarts.create_failed(key, message, s.backoff_from.is_some(), now);
                 } else {
                     // The runtime recorded the failed start as an exit (StartError); the next
                     // sync restarts it under back-off like any other exit.
-                    self.waiting.remove(&key);
+                    self.restarts.waiting.remove(&key);
                 }
             }
         }
     }
 
-    /// A container that sets (or whose pod sets) a field the runtime does not honour waits
-    /// as `CreateContainerConfigError`, with a Warning `Failed` event naming the field once.
-    fn hold_config_error(&mut self, pod: &Pod, c: &Container, why: String, now: SystemTime) {
-        let key: Key = (pod.metadata.uid.clone(), c.name.clone());
-        let reason = WaitingReason::CreateContainerConfigError;
-        if self.waiting.get(&key).is_some_and(|w| w.reason == reason && w.message == why) {
-            return;
-        }
-        self.event(pod, Some(&c.name), true, "Failed", &format!("Error: {why}"));
-        self.waiting.insert(key, Waiting { reason, message: why, since: now });
+    /// The image gate (`images.rs`) for container `c`, or for the pod's sandbox (`None`);
+    /// a runtime without images has nothing to wait for.
+    fn image_ready(&mut self, pod: &Pod, c: Option<&Container>, now: SystemTime) -> bool {
+        let Some(images) = self.images.as_mut() else { return true };
+        images.gate(&self.act, &mut self.restarts, pod, c, now)
     }
 
-    /// Takes a container's prepared devices (each preparation serves one start).
-    fn take_prepared_devices(&mut self, key: &Key) -> PreparedDevices {
-        match self.device_prep.remove(key) {
-            None => PreparedDevices::None,
-            Some(DevicePrep::Ready(options)) => PreparedDevices::Ready(options),
-            Some(DevicePrep::Failed(reason)) => PreparedDevices::Failed(reason),
-            Some(DevicePrep::Requested) => {
-                self.device_prep.insert(key.clone(), DevicePrep::Requested);
-                PreparedDevices::Pending
-            }
+    /// How far a container's devices are prepared (`None`: it asks for none, or no device
+    /// manager is connected).
+    fn device_prep(&self, key: &Key) -> Option<&DevicePrep> {
+        self.devices.as_ref().and_then(|d| d.prep.get(key))
+    }
+
+    /// The options of a container's prepared devices, taken (each preparation serves one
+    /// start); none when it asks for none.
+    fn take_prepared_devices(&mut self, key: &Key) -> Option<DeviceOptions> {
+        match self.devices.as_mut().and_then(|d| d.take_prepared(key)) {
+            Some(DevicePrep::Ready(options)) => Some(options),
+            _ => None,
         }
     }
 
     fn create_and_start(
-        &self,
+        &mut self,
         pod: &Pod,
         sandbox_id: &str,
         c: &Container,
@@ -316,54 +297,18 @@ impl PodManager {
         devices: Option<&DeviceOptions>,
     ) -> Result<String, ContainerStartError> {
         let cfg = self.container_config(pod, sandbox_id, c, s, devices)?;
-        if let Some(message) = self.runtime.mount_refusal(&cfg) {
+        if let Some(message) = self.act.runtime.mount_refusal(&cfg) {
             return Err(ContainerStartError::Config { message });
         }
         let id = self
+            .act
             .mutate()
             .create_container(sandbox_id, &cfg)
             .map_err(|source| ContainerStartError::CreateContainer { source })?;
-        self.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
-        self.mutate().start_container(&id).map_err(|source| ContainerStartError::StartContainer { source })?;
-        self.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
+        self.act.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
+        self.act.mutate().start_container(&id).map_err(|source| ContainerStartError::StartContainer { source })?;
+        self.act.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
         Ok(id)
-    }
-
-    /// What the downward API reads besides the pod: the node, the pod's IPs (the node's on
-    /// the host network; none before its sandbox), the node's allocatable for unset limits.
-    fn downward_facts(&self, pod: &Pod, sandbox_id: Option<&str>) -> downward::Facts {
-        let pod_ips = match sandbox_id.filter(|_| !pod.spec.host_network) {
-            Some(id) => self.runtime.pod_sandbox_ips(id),
-            None => Vec::new(),
-        };
-        let alloc =
-            self.cm.as_ref().map(|cm| cm.node_allocatable()).unwrap_or_else(crate::cm::NodeResources::from_proc);
-        downward::Facts {
-            node_name: self.cfg.node_name.clone(),
-            pod_ips,
-            host_ip: self.cfg.node_ip.clone(),
-            allocatable: (alloc.cpu_millis, alloc.memory),
-        }
-    }
-
-    /// Makes the pod's volumes ready once per agent run, before its sandbox; false (with
-    /// kubelet's `FailedMount` event) while they cannot be, so the pod waits.
-    fn ensure_volumes(&mut self, pod: &Pod) -> bool {
-        let uid = &pod.metadata.uid;
-        if pod.spec.volumes.is_empty() || self.volumes_ready.contains(uid) {
-            return true;
-        }
-        let facts = self.downward_facts(pod, None);
-        match self.pod_dir(pod).prepare(pod, &facts, facts.allocatable.1) {
-            Ok(()) => {
-                self.volumes_ready.insert(uid.clone());
-                true
-            }
-            Err(e) => {
-                self.event(pod, None, true, "FailedMount", &e.to_string());
-                false
-            }
-        }
     }
 
     /// What the runtime creates the container with.
@@ -377,7 +322,7 @@ impl PodManager {
     ) -> Result<ContainerConfig, ContainerStartError> {
         let security = security::effective(&pod.spec, c);
         self.check_security(pod, c, &security)?;
-        let facts = self.downward_facts(pod, Some(sandbox_id));
+        let facts = self.setup.downward_facts(&self.act, pod, Some(sandbox_id));
         let mut env = resolve_env(&c.env, &[], |source| {
             // A source `fields` refuses (ConfigMaps, Secrets) never gets here; a checked one
             // only fails on a container the pod lacks, which validation also refuses.
@@ -402,8 +347,8 @@ impl PodManager {
         // As kubelet: the volume mounts, the pod's hosts file (unless a volume is mounted at
         // /etc/hosts), then the termination message file.
         let mut mounts =
-            self.pod_dir(pod).mounts(pod, c, &env).map_err(|message| ContainerStartError::Config { message })?;
-        if let Some(hosts) = self.hosts_mount(pod, sandbox_id, &mounts)? {
+            self.act.pod_dir(pod).mounts(pod, c, &env).map_err(|message| ContainerStartError::Config { message })?;
+        if let Some(hosts) = PodDns::hosts_mount(&self.act, pod, sandbox_id, &mounts)? {
             mounts.push(hosts);
         }
         let termination_log = self.termination_log(pod, c, s.attempt, &mut mounts)?;
@@ -424,9 +369,9 @@ impl PodManager {
             argv,
             env,
             working_dir: c.working_dir.clone(),
-            log_path: self.log_dir(pod).join(&c.name).join(format!("{}.log", s.attempt)),
+            log_path: self.act.log_dir(pod).join(&c.name).join(format!("{}.log", s.attempt)),
             labels: lbl,
-            linux: self.cm.as_ref().map(|cm| cm.container(pod, c)),
+            linux: self.setup.cm.as_ref().map(|cm| cm.container(pod, c)),
             devices: devices.cloned(),
             security,
             mounts,
@@ -447,7 +392,7 @@ impl PodManager {
         if path.is_empty() || mounts.iter().any(|m| &m.container_path == path) {
             return Ok(None);
         }
-        let host_path = self.pod_dir(pod).termination_log(&c.name, attempt).map_err(|e| {
+        let host_path = self.act.pod_dir(pod).termination_log(&c.name, attempt).map_err(|e| {
             ContainerStartError::Config { message: format!("cannot make the termination message file: {}", Chain(&e)) }
         })?;
         mounts.push(Mount { container_path: path.clone(), host_path: host_path.clone(), ..Default::default() });
@@ -461,7 +406,7 @@ impl PodManager {
     fn check_security(&self, pod: &Pod, c: &Container, sec: &ContainerSecurity) -> Result<(), ContainerStartError> {
         // The image's user matters only when no uid is asked for (kubelet's getImageUser).
         let image_user = if sec.run_as_non_root && sec.run_as_user.is_none() {
-            self.runtime.image_user(&c.image).map_err(|e| ContainerStartError::Config {
+            self.act.runtime.image_user(&c.image).map_err(|e| ContainerStartError::Config {
                 message: format!("failed to inspect the user of image {}: {}", c.image, Chain(&e)),
             })?
         } else {
@@ -469,15 +414,15 @@ impl PodManager {
         };
         verify_run_as_non_root(pod, c, sec, image_user.uid, &image_user.username)
             .map_err(|message| ContainerStartError::Config { message })?;
-        match self.runtime.security_refusal(&security::sandbox(&pod.spec), sec) {
+        match self.act.runtime.security_refusal(&security::sandbox(&pod.spec), sec) {
             Some(message) => Err(ContainerStartError::Config { message }),
             None => Ok(()),
         }
     }
 
     /// Removes an exited instance beyond the retention limit (with its log).
-    fn remove_dead(&self, pod: &Pod, dead: &DeadInstance) {
-        if let Err(e) = self.mutate().remove_container(&dead.id) {
+    fn remove_dead(&mut self, pod: &Pod, dead: &DeadInstance) {
+        if let Err(e) = self.act.mutate().remove_container(&dead.id) {
             log::warn!(
                 "pods: pod {} container {}: cannot remove exited instance {}: {}",
                 pod.key(),
@@ -485,30 +430,6 @@ impl PodManager {
                 dead.id,
                 Chain(&e)
             );
-        }
-    }
-
-    /// Creates the pod's cgroup once per agent run (first refreshing the QoS cgroups);
-    /// false when it cannot be created, so the pod must not start.
-    fn ensure_pod_cgroup(&mut self, pod: &Pod) -> bool {
-        if self.cm.is_none() || self.cgroups_ready.contains(&pod.metadata.uid) {
-            return true;
-        }
-        let active = super::active_pods(&self.pods);
-        let result = match self.cm.as_mut() {
-            Some(cm) => cm.ensure_pod(pod, &active),
-            None => return true,
-        };
-        match result {
-            Ok(()) => {
-                self.cgroups_ready.insert(pod.metadata.uid.clone());
-                true
-            }
-            Err(e) => {
-                let message = format!("unable to ensure pod container exists: {}", Chain(&e));
-                self.event(pod, None, true, "FailedCreatePodContainer", &message);
-                false
-            }
         }
     }
 
@@ -523,12 +444,12 @@ impl PodManager {
         let Some(spec) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == name) else {
             return;
         };
-        let Ok(containers) = self.runtime.list_containers() else { return };
+        let Ok(containers) = self.act.runtime.list_containers() else { return };
         let Some(info) = containers.into_iter().find(|c| c.id == container_id && c.state == ContainerState::Running)
         else {
             return;
         };
-        self.kill(&pod, &probe_kill(&pod, spec, &info.id, kind));
+        self.hooks.kill(&mut self.act, &pod, &probe_kill(&pod, spec, &info.id, kind));
     }
 }
 

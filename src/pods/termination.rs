@@ -1,15 +1,17 @@
 //! Stopping a pod gracefully (kubelet's `killPodWithSyncResult`): app and init containers
 //! first, sidecars once those have exited, each with what is left of the grace period (never
 //! below the minimum); a pod outliving its grace period is reported once; once nothing runs,
-//! its sandbox and containers are removed and the pod is forgotten. `compute_kill_actions`
-//! decides; `sync_termination` applies.
+//! its sandbox and containers are removed and the pod is forgotten. A pod past its
+//! `activeDeadlineSeconds` fails, and its containers stop the same way. `compute_kill_actions`
+//! decides (for `ferrolet drain` too); `sync_termination` applies.
 
-use super::actions::KillContainer;
+use super::actions::{active_deadline_exceeded, KillContainer, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE};
 use super::view::{is_sidecar, PodView, Snapshot};
-use super::{PodEntry, PodManager, Termination, MIN_GRACE};
+use super::{PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
 use crate::api::Pod;
-use crate::runtime::ContainerInfo;
+use crate::runtime::{ContainerInfo, SandboxInfo};
 use crate::util::Chain;
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 /// How long past its grace period a container may take before we say so.
@@ -76,6 +78,21 @@ pub fn compute_kill_actions(t: &Termination, view: PodView, now: SystemTime) -> 
     }
 }
 
+/// The termination, from `now`, of every pod the runtime holds (found by its sandbox, or
+/// only by its containers' pod uid label), each with the grace period its sandbox recorded
+/// (the default without one): what `ferrolet drain` stops.
+pub fn terminate_all(snap: &Snapshot, now: SystemTime) -> BTreeMap<String, Termination> {
+    let uids = snap.sandboxes.keys().chain(snap.containers.keys());
+    uids.map(|uid| (uid.clone(), Termination::new(now, recorded_grace(snap.pod(uid).sandbox)))).collect()
+}
+
+/// The grace period a pod's sandbox recorded; the default for a pod without one.
+pub fn recorded_grace(sandbox: Option<&SandboxInfo>) -> Duration {
+    let secs = sandbox
+        .map_or(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD, |s| s.config.termination_grace_period_seconds);
+    Duration::from_secs(secs.max(0) as u64)
+}
+
 impl PodManager {
     /// Applies the next step of a terminating pod, or of the stop of a pod that failed on
     /// the node (which is never removed for it).
@@ -86,13 +103,14 @@ impl PodManager {
         let pod = entry.pod.clone();
         let actions = compute_kill_actions(t, snap.pod(uid), now);
         // A stop the runtime refused is not recorded as asked: the next sync asks again.
-        let refused: Vec<&str> = actions.stop.iter().filter(|k| !self.kill(&pod, k)).map(|k| k.id.as_str()).collect();
+        let refused: Vec<&str> =
+            actions.stop.iter().filter(|k| !self.hooks.kill(&mut self.act, &pod, k)).map(|k| k.id.as_str()).collect();
         if let Some(names) = &actions.exceeded_grace {
             let message = format!(
                 "Container runtime did not kill the pod within specified grace period; still running: {}",
                 names.join(", ")
             );
-            self.event(&pod, None, true, "ExceededGracePeriod", &message);
+            self.act.event(&pod, None, true, "ExceededGracePeriod", &message);
         }
         let stopping = self.pods.get_mut(uid).and_then(|e| {
             let PodEntry { termination, failure, .. } = e;
@@ -112,7 +130,7 @@ impl PodManager {
     fn remove_pod(&mut self, pod: &Pod, remove: RemovePod) {
         let uid = pod.metadata.uid.as_str();
         for id in &remove.sandboxes {
-            let removed = self.mutate().stop_pod_sandbox(id).and_then(|_| self.mutate().remove_pod_sandbox(id));
+            let removed = self.act.mutate().stop_pod_sandbox(id).and_then(|_| self.act.mutate().remove_pod_sandbox(id));
             if let Err(e) = removed {
                 log::warn!("pods: pod {}: cannot remove sandbox {id}: {}", pod.key(), Chain(&e));
                 return;
@@ -120,32 +138,42 @@ impl PodManager {
         }
         for id in &remove.containers {
             // Already gone with the sandbox, as a rule; what is left goes now.
-            let _ = self.mutate().remove_container(id);
+            let _ = self.act.mutate().remove_container(id);
         }
         // Its volumes and files go with it; what cannot go now goes at the next agent start.
-        if let Err(e) = self.pod_dir(pod).remove() {
+        if let Err(e) = self.act.pod_dir(pod).remove() {
             log::warn!("pods: pod {}: cannot remove its directory: {}", pod.key(), Chain(&e));
         }
         log::info!("pods: pod {} terminated and removed", pod.key());
-        if self.desired.get(uid).is_some_and(|d| d.metadata.deletion_timestamp.is_some()) {
-            self.deleted.insert(uid.to_string());
-        }
+        self.sources.removed(uid);
         self.pods.remove(uid);
-        self.statuses.remove(uid);
-        self.published.remove(uid);
-        self.cgroups_ready.remove(uid);
-        self.volumes_ready.remove(uid);
-        if self.cm.is_some() {
-            let active = super::active_pods(&self.pods);
-            if let Some(cm) = self.cm.as_mut() {
-                cm.remove_pod(uid, &active);
-            }
-        }
-        self.backoff.forget_pod(uid);
-        self.waiting.retain(|(u, _), _| u != uid);
+        self.act.statuses.remove(uid);
+        self.published.inputs.remove(uid);
+        self.setup.forget_pod(uid, &self.pods);
+        self.restarts.forget_pod(uid);
         if let Some(images) = self.images.as_mut() {
             images.forget_pod(uid);
         }
         self.trim_heap = true;
+    }
+
+    /// Fails the pod when it has been active longer than its `activeDeadlineSeconds`
+    /// (kubelet's `DeadlineExceeded`): its containers are stopped from now on, and it is
+    /// never started again. True when it did.
+    pub(super) fn check_active_deadline(&mut self, uid: &str, now: SystemTime) -> bool {
+        let Some(entry) = self.pods.get_mut(uid) else { return false };
+        let start = self.act.statuses.with_status(uid, |s| s.and_then(|s| s.start_time)).map(|t| t.0);
+        if !active_deadline_exceeded(&entry.pod.spec, start, now) {
+            return false;
+        }
+        log::info!("pods: pod {} was active longer than its activeDeadlineSeconds; stopping it", entry.pod.key());
+        // kubelet records this as a Normal event.
+        self.act.event(&entry.pod, None, false, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE);
+        entry.failure = Some(PodFailure {
+            reason: DEADLINE_EXCEEDED,
+            message: DEADLINE_EXCEEDED_MESSAGE.into(),
+            stopping: Termination::new(now, entry.pod.spec.termination_grace()),
+        });
+        true
     }
 }

@@ -430,3 +430,20 @@ fn nothing_starts_while_a_post_start_hook_of_the_pod_runs() {
     assert_eq!(world.decide(&p, &[]).start, []);
     assert_eq!(World::default().decide(&p, &[]).start.len(), 2);
 }
+
+#[test]
+fn drain_stops_every_pod_the_runtime_holds_with_the_grace_its_sandbox_recorded() {
+    use crate::pods::termination::terminate_all;
+    use crate::pods::view::Snapshot;
+    use crate::runtime::{labels, SandboxConfig};
+    let recorded =
+        SandboxConfig { pod_uid: "with-sandbox".into(), termination_grace_period_seconds: 7, ..Default::default() };
+    let with_sandbox = SandboxInfo { config: Arc::new(recorded), ..sandbox() };
+    let mut orphan = instance("app", 0, Running, 0);
+    Arc::make_mut(&mut orphan.config).labels.insert(labels::POD_UID.into(), "containers-only".into());
+    let stops = terminate_all(&Snapshot::new(vec![with_sandbox], vec![orphan]), now());
+    let graces: Vec<(&str, Duration)> = stops.iter().map(|(uid, t)| (uid.as_str(), t.grace)).collect();
+    let default = Duration::from_secs(crate::api::defaults::DEFAULT_TERMINATION_GRACE_PERIOD as u64);
+    assert_eq!(graces, [("containers-only", default), ("with-sandbox", Duration::from_secs(7))]);
+    assert!(stops.values().all(|t| t.started == now() && t.requested.is_empty() && !t.warned));
+}

@@ -39,7 +39,7 @@ fn a_pod_deleted_in_the_apiserver_stops_with_the_deletions_grace_and_is_not_take
     assert_eq!(node.calls(), [stop("web", 7)], "the deletion's grace, not the spec's 30 s");
     node.tick();
     assert_eq!(node.calls(), [Call::StopPodSandbox("web".into()), Call::RemovePodSandbox("web".into())]);
-    assert_eq!(node.pm.statuses.take_removed(), ["uid-web"], "done: the node may delete it in the apiserver");
+    assert_eq!(node.pm.act.statuses.take_removed(), ["uid-web"], "done: the node may delete it in the apiserver");
     node.advance(5);
     node.tick();
     node.tick();
@@ -57,7 +57,7 @@ fn a_pod_already_being_deleted_when_first_seen_is_only_terminated() {
     node.tick();
     let calls = node.calls();
     assert!(!calls.contains(&Call::RunPodSandbox("web".into())), "{calls:?}");
-    assert_eq!(node.pm.statuses.take_removed(), ["uid-web"]);
+    assert_eq!(node.pm.act.statuses.take_removed(), ["uid-web"]);
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn with_an_apiserver_source_orphans_wait_for_it_too() {
     before.calls();
 
     let mut after = before.restart();
-    after.pm.sources.push(API_SOURCE.into());
+    after.pm.sources.expected.push(API_SOURCE.into());
     after.apply(&[]);
     after.tick();
     assert_eq!(after.calls(), [], "the static pods alone do not make web an orphan");

@@ -27,8 +27,8 @@ impl DnsNode {
         };
         edit(&mut settings);
         let mut n = Node::new();
-        n.pm.cfg.dns = Some(settings);
-        n.pm.cfg.pods_root = dir.path().join("pods");
+        n.pm.act.cfg.dns = Some(settings);
+        n.pm.act.cfg.pods_root = dir.path().join("pods");
         n.rt.give_pod_ips(&["10.85.0.7"]);
         DnsNode { n, dir }
     }

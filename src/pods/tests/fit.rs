@@ -10,7 +10,7 @@ use crate::pods::fit::NodeAllocatable;
 /// A node that allocates 1 cpu, 1 GiB and `pods` pods.
 fn small_node(pods: i64) -> Node {
     let mut node = Node::new();
-    node.pm.cfg.allocatable = NodeAllocatable { cpu_millis: 1000, memory: 1 << 30, pods, ..Default::default() };
+    node.pm.act.cfg.allocatable = NodeAllocatable { cpu_millis: 1000, memory: 1 << 30, pods, ..Default::default() };
     node
 }
 
@@ -178,7 +178,7 @@ fn a_running_api_pod_is_kept_after_a_restart_with_less_allocatable() {
     // The agent restarts with more reserved for the system: refusing the pod now would
     // leave its container running under a Failed pod.
     let mut after = before.restart();
-    after.pm.cfg.allocatable.cpu_millis = 500;
+    after.pm.act.cfg.allocatable.cpu_millis = 500;
     bind(&mut after, &[&web]);
     assert_eq!(after.phase(&web), PodPhase::Running);
     assert_eq!(after.calls(), [], "nothing is stopped or started again");

@@ -268,7 +268,7 @@ fn a_pod_removed_while_its_image_is_pulled_leaves_nothing_behind() {
     node.pm.on_deadline();
     assert_eq!((node.events(), node.rt.containers().len()), (vec![], 0));
     assert_eq!(node.pm.images.as_ref().map(|i| i.tracked()), Some((0, 0, 0)));
-    assert!(node.pm.waiting.is_empty());
+    assert!(node.pm.restarts.waiting.is_empty());
     // A failed pull of a removed pod leaves no back-off either.
     node.apply(&[&web]);
     assert_eq!(requested(&pulls), ["app:1"]);

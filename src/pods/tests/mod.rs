@@ -8,6 +8,7 @@ mod actions;
 mod apiserver;
 mod dns;
 mod fit;
+mod gate;
 mod hooks;
 mod images;
 mod init;

@@ -102,11 +102,11 @@ fn a_removed_pod_leaves_nothing_of_its_status_behind() {
     let web = pod("web", RestartPolicy::Always, &[], &[app("web")]);
     n.apply(&[&web]);
     n.tick();
-    assert!(n.pm.published.contains_key(&web.metadata.uid));
+    assert!(n.pm.published.inputs.contains_key(&web.metadata.uid));
 
     n.apply(&[]);
     n.tick();
     n.tick();
     assert!(n.statuses.status(&web.metadata.uid).is_none(), "the pod is gone");
-    assert!(n.pm.published.is_empty());
+    assert!(n.pm.published.inputs.is_empty());
 }
