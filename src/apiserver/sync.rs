@@ -22,7 +22,7 @@ use super::spool::Pending;
 use super::watch::{is_mirror, PodsView, SOURCE};
 use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
 use crate::api::{Node, NodeCondition, NodeStatus, Pod, PodStatus};
-use crate::events::sink::{RetryPolicy, SinkError};
+use crate::events::sink::RetryPolicy;
 use crate::events::EventMetrics;
 use crate::status::StatusCache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -428,51 +428,36 @@ impl ApiSync {
         }
     }
 
-    /// What to do with a write the apiserver answered with an error.
+    /// Acts on `refused`'s decision for a write the apiserver answered with an error.
     fn after_refusal(&mut self, p: &Pending, e: &ApiError) -> Next {
-        match p {
-            Pending::NodeStatus(_) if e.code() == Some(404) => {
+        let chain = crate::util::Chain(e);
+        match refused(p, e.code(), e.is_unreachable(), self.event_tries, &self.policy, self.jitter) {
+            Refused::NodeGone => {
                 log::warn!("apiserver: node {} is gone; registering it again", self.node);
                 self.node_uid = None;
                 self.lease = None;
                 Next::Keep(Duration::ZERO)
             }
-            Pending::PodStatus { namespace, name, .. } if matches!(e.code(), Some(404 | 409)) => {
+            Refused::PodGone { namespace, name } => {
                 log::debug!(
-                    "apiserver: status of pod {namespace}/{name} not sent, the pod is gone or replaced: {}",
-                    crate::util::Chain(e)
+                    "apiserver: status of pod {namespace}/{name} not sent, the pod is gone or replaced: {chain}"
                 );
                 Next::Drop
             }
-            Pending::Event(event) => match super::events::sink_error(e) {
-                SinkError::Transient(why) => {
-                    self.event_tries += 1;
-                    if self.event_tries >= self.policy.max_tries {
-                        log::warn!(
-                            "events: dropping event {} ({}): retry limit exceeded: {why}",
-                            event.metadata.name,
-                            event.reason
-                        );
-                        self.event_metrics.dropped_sink_failed.inc();
-                        return Next::Drop;
-                    }
-                    let fraction = if self.event_tries == 1 { self.jitter } else { 1.0 };
-                    Next::Keep(self.policy.sleep.mul_f64(fraction))
-                }
-                SinkError::NotFound | SinkError::Rejected(_) => {
-                    log::warn!(
-                        "events: dropping event {} ({}): the server rejected it ({})",
-                        event.metadata.name,
-                        event.reason,
-                        crate::util::Chain(e)
-                    );
-                    self.event_metrics.dropped_sink_failed.inc();
-                    Next::Drop
-                }
-            },
-            _ if e.is_unreachable() => Next::Keep(Duration::from_secs(1)),
-            _ => {
-                log::warn!("apiserver: a write was refused and is dropped: {}", crate::util::Chain(e));
+            Refused::EventRetry { tries, pause } => {
+                self.event_tries = tries;
+                Next::Keep(pause)
+            }
+            Refused::EventDropped { gave_up } => {
+                let Pending::Event(event) = p else { return Next::Drop };
+                let why = if gave_up { "retry limit exceeded" } else { "the server rejected it" };
+                log::warn!("events: dropping event {} ({}): {why}: {chain}", event.metadata.name, event.reason);
+                self.event_metrics.dropped_sink_failed.inc();
+                Next::Drop
+            }
+            Refused::Unreachable => Next::Keep(Duration::from_secs(1)),
+            Refused::Dropped => {
+                log::warn!("apiserver: a write was refused and is dropped: {chain}");
                 Next::Drop
             }
         }
@@ -558,6 +543,68 @@ fn status_target(pod: &Pod, view: &BTreeMap<String, Arc<Pod>>) -> Option<String>
     }
 }
 
+/// What a write the apiserver refused leads to (`refused`).
+#[derive(Clone, Debug, PartialEq)]
+enum Refused {
+    /// The Node is gone (404 on its status): forget it and register it again at once.
+    NodeGone,
+    /// A pod's status whose pod is gone or replaced (404, 409): dropped.
+    PodGone {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        name: String,
+    },
+    /// An event that failed for a passing reason, `tries` times now: tried again after
+    /// `pause` (the first pause jittered, as client-go's sink).
+    EventRetry {
+        /// Passing failures in a row.
+        tries: u32,
+        /// Until the next try.
+        pause: Duration,
+    },
+    /// An event dropped: after `max_tries` passing failures (`gave_up`), or rejected.
+    EventDropped {
+        /// Whether it was the retry limit.
+        gave_up: bool,
+    },
+    /// The apiserver did not answer: kept first in line, tried again in 1 s.
+    Unreachable,
+    /// Any other refusal: dropped.
+    Dropped,
+}
+
+/// The decision for write `p` refused with HTTP `code` (`None`: no answer), `unreachable`
+/// when the apiserver could not be reached, after `event_tries` passing event failures.
+fn refused(
+    p: &Pending,
+    code: Option<u16>,
+    unreachable: bool,
+    event_tries: u32,
+    policy: &RetryPolicy,
+    jitter: f64,
+) -> Refused {
+    match p {
+        Pending::NodeStatus(_) if code == Some(404) => Refused::NodeGone,
+        Pending::PodStatus { namespace, name, .. } if matches!(code, Some(404 | 409)) => {
+            Refused::PodGone { namespace: namespace.clone(), name: name.clone() }
+        }
+        // A 404 (the event to patch is gone) is the sink's NotFound: dropped as rejected.
+        Pending::Event(_) if unreachable && code != Some(404) => {
+            let tries = event_tries + 1;
+            if tries >= policy.max_tries {
+                Refused::EventDropped { gave_up: true }
+            } else {
+                let fraction = if tries == 1 { jitter } else { 1.0 };
+                Refused::EventRetry { tries, pause: policy.sleep.mul_f64(fraction) }
+            }
+        }
+        Pending::Event(_) => Refused::EventDropped { gave_up: false },
+        _ if unreachable => Refused::Unreachable,
+        _ => Refused::Dropped,
+    }
+}
+
 /// What happens to a refused write.
 enum Next {
     Drop,
@@ -588,6 +635,36 @@ impl crate::manager::Manager for ApiSync {
 mod tests {
     use super::*;
     use crate::api::manifest::CONFIG_HASH_ANNOTATION;
+
+    #[test]
+    fn a_refused_write_is_kept_retried_or_dropped_as_kubelet_does() {
+        let policy = RetryPolicy { max_tries: 3, sleep: Duration::from_secs(10) };
+        let node = Pending::NodeStatus(serde_json::json!({}));
+        let pod =
+            Pending::PodStatus { namespace: "ns".into(), name: "web".into(), uid: "u".into(), status: Box::default() };
+        let event = Pending::Event(Box::default());
+        let gone = Refused::PodGone { namespace: "ns".into(), name: "web".into() };
+        let retry = |tries, secs| Refused::EventRetry { tries, pause: Duration::from_secs(secs) };
+        // (write, HTTP code, unreachable, event failures so far) → decision
+        let cases = [
+            (&node, Some(404), false, 0, Refused::NodeGone),
+            (&node, Some(422), false, 0, Refused::Dropped),
+            (&node, None, true, 0, Refused::Unreachable),
+            (&pod, Some(404), false, 0, gone.clone()),
+            (&pod, Some(409), false, 0, gone),
+            (&pod, Some(403), false, 0, Refused::Dropped),
+            (&pod, None, true, 0, Refused::Unreachable),
+            // The first pause is jittered (half, here), the next ones whole.
+            (&event, None, true, 0, retry(1, 5)),
+            (&event, None, true, 1, retry(2, 10)),
+            (&event, None, true, 2, Refused::EventDropped { gave_up: true }),
+            (&event, Some(404), false, 0, Refused::EventDropped { gave_up: false }),
+            (&event, Some(422), false, 1, Refused::EventDropped { gave_up: false }),
+        ];
+        for (p, code, unreachable, tries, want) in cases {
+            assert_eq!(refused(p, code, unreachable, tries, &policy, 0.5), want, "{code:?} {unreachable} {tries}");
+        }
+    }
 
     #[test]
     fn a_status_goes_to_the_pod_itself_or_to_the_current_mirror_of_a_static_pod() {

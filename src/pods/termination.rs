@@ -166,7 +166,6 @@ impl PodManager {
         if !active_deadline_exceeded(&entry.pod.spec, start, now) {
             return false;
         }
-        log::info!("pods: pod {} was active longer than its activeDeadlineSeconds; stopping it", entry.pod.key());
         // kubelet records this as a Normal event.
         self.act.event(&entry.pod, None, false, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE);
         entry.failure = Some(PodFailure {
