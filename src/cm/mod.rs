@@ -339,39 +339,52 @@ pub fn container_config(s: &CmSettings, c: &Container) -> ResourceConfig {
     }
 }
 
-/// Computes the whole tree for `pods` on a node with `capacity`.
+impl PlannedCgroup {
+    fn new(path: String, level: Level, r: ResourceConfig, version: CgroupVersion, w: WeightFormula) -> PlannedCgroup {
+        PlannedCgroup { path, level, pod: None, container: None, files: r.files(version, w), resources: r }
+    }
+}
+
+/// `kubepods`, limited to the node's allocatable `alloc`.
+pub fn plan_node(s: &CmSettings, version: CgroupVersion, alloc: &NodeResources) -> PlannedCgroup {
+    PlannedCgroup::new(kubepods_path(s), Level::Node, node_config(alloc), version, WeightFormula::Linear)
+}
+
+/// The burstable and besteffort cgroups for the active `pods`.
+pub fn plan_qos(s: &CmSettings, version: CgroupVersion, alloc: &NodeResources, pods: &[&Pod]) -> [PlannedCgroup; 2] {
+    let (burstable, besteffort) = qos_configs(s, alloc, pods);
+    let qos = |class, r| PlannedCgroup::new(qos_path(s, class), Level::Qos, r, version, WeightFormula::Linear);
+    [qos(QosClass::Burstable, burstable), qos(QosClass::BestEffort, besteffort)]
+}
+
+/// The pod's cgroup.
+pub fn plan_pod(s: &CmSettings, version: CgroupVersion, pod: &Pod) -> PlannedCgroup {
+    let r = pod_config(s, pod);
+    PlannedCgroup {
+        pod: Some(pod.key()),
+        ..PlannedCgroup::new(pod_path(s, pod), Level::Pod, r, version, WeightFormula::Linear)
+    }
+}
+
+/// Container `c`'s cgroup, under its pod's.
+pub fn plan_container(s: &CmSettings, version: CgroupVersion, pod: &Pod, c: &Container) -> PlannedCgroup {
+    let path = join(&pod_path(s, pod), &c.name);
+    let planned = PlannedCgroup::new(path, Level::Container, container_config(s, c), version, s.container_weight);
+    PlannedCgroup { pod: Some(pod.key()), container: Some(c.name.clone()), ..planned }
+}
+
+/// Computes the whole tree for `pods` on a node with `capacity`: what `ContainerManager`
+/// writes, part by part (`plan_node`, `plan_qos`, `plan_pod`, `plan_container`).
 pub fn plan(s: &CmSettings, version: CgroupVersion, capacity: &NodeResources, pods: &[&Pod], containers: bool) -> Plan {
     let alloc = allocatable(s, capacity);
-    let lin = WeightFormula::Linear;
-    let mut cgroups = Vec::new();
-    let mut push = |path: String, level, pod: Option<&Pod>, container: Option<&str>, r: ResourceConfig, w| {
-        cgroups.push(PlannedCgroup {
-            path,
-            level,
-            pod: pod.map(|p| p.key()),
-            container: container.map(String::from),
-            files: r.files(version, w),
-            resources: r,
-        })
-    };
-    push(kubepods_path(s), Level::Node, None, None, node_config(&alloc), lin);
-    let (burstable, besteffort) = qos_configs(s, &alloc, pods);
-    push(qos_path(s, QosClass::Burstable), Level::Qos, None, None, burstable, lin);
-    push(qos_path(s, QosClass::BestEffort), Level::Qos, None, None, besteffort, lin);
+    let mut cgroups = vec![plan_node(s, version, &alloc)];
+    cgroups.extend(plan_qos(s, version, &alloc, pods));
     for p in pods {
-        let path = pod_path(s, p);
-        push(path.clone(), Level::Pod, Some(p), None, pod_config(s, p), lin);
+        cgroups.push(plan_pod(s, version, p));
         if containers {
-            for c in p.spec.init_containers.iter().chain(&p.spec.containers) {
-                push(
-                    join(&path, &c.name),
-                    Level::Container,
-                    Some(p),
-                    Some(&c.name),
-                    container_config(s, c),
-                    s.container_weight,
-                );
-            }
+            cgroups.extend(
+                p.spec.init_containers.iter().chain(&p.spec.containers).map(|c| plan_container(s, version, p, c)),
+            );
         }
     }
     let version_number = if version == CgroupVersion::V1 { 1 } else { 2 };
@@ -440,7 +453,9 @@ pub const QOS_UPDATE_PERIOD: Duration = Duration::from_secs(60);
 /// creating it, or by a cgroup removed by hand.
 const RECORD_SWEEP_PERIOD: Duration = Duration::from_secs(60);
 
-/// Applies the plan to the host, one pod at a time, from the pod manager's thread.
+/// Writes the plan's parts to the host (`plan_node`, `plan_qos`, `plan_pod`; and
+/// `plan_container`'s files for the runtime), one pod at a time, from the pod manager's
+/// thread: what `ferrolet plan cgroups` prints is what it writes, by construction.
 pub struct ContainerManager {
     driver: std::sync::Arc<dyn CgroupDriver>,
     settings: CmSettings,
@@ -497,14 +512,19 @@ impl ContainerManager {
         self.driver.clone()
     }
 
+    /// Creates a planned cgroup (if missing) and writes its control files.
+    fn write(&self, cg: &PlannedCgroup) -> Result<(), CmError> {
+        self.driver.create(&cg.path)?;
+        Ok(self.driver.apply(&cg.path, &cg.files)?)
+    }
+
     fn enforce_allocatable(&mut self) {
-        let alloc = allocatable(&self.settings, &self.capacity);
-        let path = kubepods_path(&self.settings);
-        let files = node_config(&alloc).files(self.driver.version(), WeightFormula::Linear);
-        match self.driver.create(&path).and_then(|_| self.driver.apply(&path, &files)) {
+        let node = plan_node(&self.settings, self.driver.version(), &self.node_allocatable());
+        let path = &node.path;
+        match self.write(&node) {
             Ok(()) => {
                 if !self.allocatable_enforced {
-                    log::debug!("cm: node allocatable enforced on {path}: {files:?}");
+                    log::debug!("cm: node allocatable enforced on {path}: {:?}", node.files);
                     self.recorder.event(
                         &self.node,
                         NORMAL,
@@ -528,12 +548,8 @@ impl ContainerManager {
 
     /// Refreshes the burstable and besteffort cgroups for the active pods.
     pub fn update_qos(&mut self, pods: &[&Pod]) -> Result<(), CmError> {
-        let alloc = allocatable(&self.settings, &self.capacity);
-        let (burstable, besteffort) = qos_configs(&self.settings, &alloc, pods);
-        for (class, r) in [(QosClass::Burstable, burstable), (QosClass::BestEffort, besteffort)] {
-            let path = qos_path(&self.settings, class);
-            self.driver.create(&path)?;
-            self.driver.apply(&path, &r.files(self.driver.version(), WeightFormula::Linear))?;
+        for cg in plan_qos(&self.settings, self.driver.version(), &self.node_allocatable(), pods) {
+            self.write(&cg)?;
         }
         self.last_qos_update = Some(Instant::now());
         Ok(())
@@ -542,14 +558,11 @@ impl ContainerManager {
     /// Creates (or updates) the pod's cgroup after refreshing the QoS cgroups for `active`.
     pub fn ensure_pod(&mut self, pod: &Pod, active: &[&Pod]) -> Result<(), CmError> {
         self.update_qos(active)?;
-        let path = pod_path(&self.settings, pod);
+        let cg = plan_pod(&self.settings, self.driver.version(), pod);
         // Recorded first: a crash right after `create` must not leave a cgroup that the
         // orphan cleanup takes for someone else's.
-        self.records.record(&path)?;
-        self.driver.create(&path)?;
-        self.driver
-            .apply(&path, &pod_config(&self.settings, pod).files(self.driver.version(), WeightFormula::Linear))?;
-        Ok(())
+        self.records.record(&cg.path)?;
+        self.write(&cg)
     }
 
     /// The node's allocatable resources (capacity less the reservations).
@@ -566,7 +579,7 @@ impl ContainerManager {
     pub fn container(&self, pod: &Pod, c: &Container) -> LinuxContainerConfig {
         LinuxContainerConfig {
             cgroup_parent: pod_path(&self.settings, pod),
-            files: container_config(&self.settings, c).files(self.driver.version(), self.settings.container_weight),
+            files: plan_container(&self.settings, self.driver.version(), pod, c).files,
             oom_score_adj: qos::oom_score_adj(pod, c, self.capacity.memory),
         }
     }
