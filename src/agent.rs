@@ -721,7 +721,7 @@ impl Agent {
         );
         let runtime_health = crate::status::RuntimeHealth::default();
         let pm = pm.with_runtime_health(runtime_health.clone());
-        let pm = if cluster.is_some() { pm.with_source(crate::api::manifest::API_SOURCE) } else { pm };
+        let pm = if cluster.is_some() { pm.with_source(crate::api::manifest::PodSource::Api) } else { pm };
         let pods_channel = crossbeam_channel::unbounded();
         let (pm, images) = if cri.is_some() {
             let settings =

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime};
 
 impl From<ApiPods> for PodsCommand {
     fn from(p: ApiPods) -> Self {
-        PodsCommand::Update { source: SOURCE.into(), pods: p.0 }
+        PodsCommand::Update { source: SOURCE, pods: p.0 }
     }
 }
 

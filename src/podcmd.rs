@@ -7,7 +7,7 @@
 
 use crate::api::fields::RuntimeKind;
 use crate::podlogs::{self, Follow, LogError, LogOptions};
-use crate::pods::{ContainerKind, CONTAINER_INDEX_LABEL, CONTAINER_KIND_LABEL};
+use crate::pods::ContainerKind;
 use crate::runtime::exec::EXEC_OUTPUT_CAP;
 use crate::runtime::{labels, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError};
 use std::io::Write;
@@ -158,7 +158,7 @@ impl PodContainer {
 }
 
 fn label<'a>(c: &'a ContainerInfo, key: &str) -> &'a str {
-    c.config.labels.get(key).map_or("", String::as_str)
+    labels::get(&c.config.labels, key).unwrap_or("")
 }
 
 /// The containers of pod `pod` among `all`, app containers first, each list in spec order.
@@ -180,11 +180,11 @@ pub fn pod_containers(all: Vec<ContainerInfo>, pod: &PodRef) -> Vec<PodContainer
         match out.iter_mut().find(|p| p.name == name) {
             Some(p) => p.instances.push(c),
             None => {
-                let kind = label(&c, CONTAINER_KIND_LABEL);
+                let kind = label(&c, labels::CONTAINER_KIND);
                 out.push(PodContainer {
                     name,
                     init: kind == ContainerKind::Init.as_str() || kind == ContainerKind::Sidecar.as_str(),
-                    index: label(&c, CONTAINER_INDEX_LABEL).parse().ok(),
+                    index: label(&c, labels::CONTAINER_INDEX).parse().ok(),
                     instances: vec![c],
                 })
             }
@@ -458,10 +458,10 @@ mod tests {
             (labels::CONTAINER_NAME.to_string(), name.to_string()),
         ]);
         if !kind.is_empty() {
-            labels.insert(CONTAINER_KIND_LABEL.into(), kind.into());
+            labels.insert(crate::runtime::labels::CONTAINER_KIND.into(), kind.into());
         }
         if let Some(i) = index {
-            labels.insert(CONTAINER_INDEX_LABEL.into(), i.to_string());
+            labels.insert(crate::runtime::labels::CONTAINER_INDEX.into(), i.to_string());
         }
         ContainerInfo {
             image_ref: String::new(),

@@ -22,7 +22,7 @@ mod watch;
 pub use watch::DirWatcher;
 
 /// Source name in pod updates and the `kubernetes.io/config.source` annotation.
-pub const SOURCE: &str = crate::api::manifest::FILE_SOURCE;
+pub const SOURCE: crate::api::manifest::PodSource = crate::api::manifest::PodSource::File;
 
 /// What the file source is asked to do.
 #[derive(Debug)]
@@ -382,7 +382,7 @@ impl FileSource {
                 over_limit.push(key);
             }
             self.over_limit = over_limit;
-            if self.out.send(PodsCommand::Update { source: SOURCE.into(), pods }).is_ok() {
+            if self.out.send(PodsCommand::Update { source: SOURCE, pods }).is_ok() {
                 self.sent_once = true;
             }
             // What was read and decoded is dropped by now: a large manifest (or a refused

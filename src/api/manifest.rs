@@ -48,10 +48,33 @@ pub struct ManifestError {
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
 /// Annotation kubelet puts on static pods: where the pod came from.
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
-/// `CONFIG_SOURCE_ANNOTATION` of pods from the apiserver (kubelet's `ApiserverSource`).
-pub const API_SOURCE: &str = "api";
-/// The source name of static pods from the manifest directory.
-pub const FILE_SOURCE: &str = "file";
+/// Where a pod came from, as kubelet's `kubernetes.io/config.source` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PodSource {
+    /// A static pod from the manifest directory (`file`).
+    File,
+    /// A pod the apiserver bound to the node (`api`, kubelet's `ApiserverSource`).
+    Api,
+}
+
+impl PodSource {
+    /// The `CONFIG_SOURCE_ANNOTATION` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodSource::File => "file",
+            PodSource::Api => "api",
+        }
+    }
+
+    /// The source `pod`'s annotation names, if it names one of these.
+    pub fn of(pod: &Pod) -> Option<PodSource> {
+        match pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) {
+            Some("file") => Some(PodSource::File),
+            Some("api") => Some(PodSource::Api),
+            _ => None,
+        }
+    }
+}
 /// Annotation ferrolet puts on static pods: the manifest file.
 pub const CONFIG_FILE_ANNOTATION: &str = "ferrolet.io/manifest";
 
@@ -355,7 +378,7 @@ pub fn as_static_pod(mut pod: Pod, node_name: &str, file: &Path) -> Pod {
     }
     pod.metadata.name = format!("{}-{}", pod.metadata.name, node_name);
     pod.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), hash);
-    pod.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
+    pod.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), PodSource::File.as_str().into());
     pod.metadata.annotations.insert(CONFIG_FILE_ANNOTATION.into(), file.display().to_string());
     pod.spec.node_name = node_name.into();
     pod

@@ -19,8 +19,8 @@ use super::mirror::{is_mirror_of, mirror_plan, mirror_pod};
 use super::node::{self, Lease, NodeFacts, LEASE_NAMESPACE, LEASE_RENEW_PERIOD, STATUS_UPDATE_PERIOD};
 use super::pods::{status_patch, status_path, with_others_conditions};
 use super::spool::Pending;
-use super::watch::{is_mirror, PodsView, SOURCE};
-use crate::api::manifest::CONFIG_SOURCE_ANNOTATION;
+use super::watch::{is_mirror, PodsView};
+use crate::api::manifest::PodSource;
 use crate::api::{Node, NodeCondition, NodeStatus, Pod, PodStatus};
 use crate::events::sink::RetryPolicy;
 use crate::events::EventMetrics;
@@ -343,7 +343,7 @@ impl ApiSync {
         }
         self.sent.retain(|uid, _| live.contains(uid));
         drop(view);
-        self.statics = Some(pods.into_iter().filter(|p| source(p).is_some_and(|s| s != SOURCE)).collect());
+        self.statics = Some(pods.into_iter().filter(|p| PodSource::of(p) == Some(PodSource::File)).collect());
     }
 
     /// Delivers the spool in order; false when the apiserver went away.
@@ -527,16 +527,12 @@ impl ApiSync {
 }
 
 /// A pod's source (`kubernetes.io/config.source`), if it has one.
-fn source(pod: &Pod) -> Option<&str> {
-    pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str)
-}
-
 /// The apiserver uid a pod's status goes to: a pod from the apiserver's own, a static pod's
 /// current mirror's (none until the mirror exists), nothing for other pods (orphans).
 fn status_target(pod: &Pod, view: &BTreeMap<String, Arc<Pod>>) -> Option<String> {
-    match source(pod)? {
-        SOURCE => Some(pod.metadata.uid.clone()),
-        _ => view
+    match PodSource::of(pod)? {
+        PodSource::Api => Some(pod.metadata.uid.clone()),
+        PodSource::File => view
             .values()
             .find(|m| is_mirror(m) && m.key() == pod.key() && is_mirror_of(m, pod))
             .map(|m| m.metadata.uid.clone()),
@@ -670,11 +666,15 @@ mod tests {
     fn a_status_goes_to_the_pod_itself_or_to_the_current_mirror_of_a_static_pod() {
         let mut api = Pod::default();
         api.metadata.uid = "u-api".into();
-        api.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
+        api.metadata
+            .annotations
+            .insert(crate::api::manifest::CONFIG_SOURCE_ANNOTATION.into(), PodSource::Api.as_str().into());
         let mut web = Pod::default();
         web.metadata.name = "web-edge1".into();
         web.metadata.uid = "hash1".into();
-        web.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), "file".into());
+        web.metadata
+            .annotations
+            .insert(crate::api::manifest::CONFIG_SOURCE_ANNOTATION.into(), PodSource::File.as_str().into());
         web.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), "hash1".into());
         let mut mirror: Pod = serde_json::from_value(super::mirror_pod(&web, "edge1", "n")).unwrap();
         mirror.metadata.uid = "u-mirror".into();

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The source name of the apiserver's pods (`kubernetes.io/config.source`).
-pub use crate::api::manifest::API_SOURCE as SOURCE;
+pub const SOURCE: crate::api::manifest::PodSource = crate::api::manifest::PodSource::Api;
 /// The longest pause between attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long the server keeps a watch open (`timeoutSeconds` in `watch_path`), and the
@@ -60,7 +60,7 @@ pub fn is_mirror(pod: &Pod) -> bool {
 /// tolerations may change too, and mean nothing on the node.
 fn to_run(p: &Pod) -> Pod {
     let mut p = p.clone();
-    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
+    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.as_str().into());
     p.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), mutable_spec_hash(&p));
     p
 }
@@ -330,7 +330,7 @@ mod tests {
         let run = pods_to_run(&all);
         assert_eq!(run.len(), 1);
         assert_eq!(run[0].metadata.uid, "u1");
-        assert_eq!(run[0].metadata.annotations[CONFIG_SOURCE_ANNOTATION], SOURCE);
+        assert_eq!(run[0].metadata.annotations[CONFIG_SOURCE_ANNOTATION], SOURCE.as_str());
         // What the apiserver lets change and the node acts on changes the hash.
         let hash =
             |all: &BTreeMap<String, Pod>| pods_to_run(all)[0].metadata.annotations[CONFIG_HASH_ANNOTATION].clone();

@@ -8,7 +8,7 @@ use super::fit;
 use super::termination::recorded_grace;
 use super::view::Snapshot;
 use super::{config_hash, Admission, PodEntry, Termination, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR};
-use crate::api::manifest::{API_SOURCE, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE};
+use crate::api::manifest::PodSource;
 use crate::api::{Pod, PodPhase, Time};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -25,9 +25,9 @@ pub(super) struct Sources {
     desired_changed: bool,
     /// The sources that must report before pods no source wants are told apart (`file`,
     /// and `api` in cluster mode).
-    pub(super) expected: Vec<String>,
+    pub(super) expected: Vec<PodSource>,
     /// Sources that have reported at least once.
-    seen: HashSet<String>,
+    seen: HashSet<PodSource>,
     /// Pods the apiserver is deleting whose termination is done: not taken on again while
     /// their source still lists them (until the apiserver has them deleted).
     deleted: HashSet<String>,
@@ -40,7 +40,7 @@ impl Default for Sources {
         Sources {
             desired: BTreeMap::new(),
             desired_changed: false,
-            expected: vec![FILE_SOURCE.to_string()],
+            expected: vec![PodSource::File],
             seen: HashSet::new(),
             deleted: HashSet::new(),
             dirs_swept: false,
@@ -63,10 +63,8 @@ impl Sources {
     }
 
     /// Takes the complete set of pods a source wants.
-    pub(super) fn set_desired(&mut self, source: String, pods: Vec<Arc<Pod>>) {
-        self.desired.retain(|_, p| {
-            p.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) != Some(source.as_str())
-        });
+    pub(super) fn set_desired(&mut self, source: PodSource, pods: Vec<Arc<Pod>>) {
+        self.desired.retain(|_, p| PodSource::of(p) != Some(source));
         for p in pods {
             self.desired.insert(p.metadata.uid.clone(), p);
         }
@@ -203,7 +201,7 @@ impl Sources {
         snap: &Snapshot,
         usage: &mut Option<fit::Usage>,
     ) -> Option<fit::Insufficient> {
-        if pod.metadata.annotations.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str) != Some(API_SOURCE) {
+        if PodSource::of(pod) != Some(PodSource::Api) {
             return None;
         }
         let usage = usage.get_or_insert_with(|| self.usage(pods, act));

@@ -41,6 +41,7 @@ pub use state::{
     WaitingReason, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR,
 };
 
+use crate::api::manifest::PodSource;
 use crate::api::Pod;
 use crate::clock::{Clock, RealClock};
 use crate::cm::ContainerManager;
@@ -68,13 +69,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use view::Snapshot;
 
-/// Label telling init, sidecar and app containers apart (needed to stop orphans in order);
-/// its values are `ContainerKind::as_str`.
-pub const CONTAINER_KIND_LABEL: &str = "ferrolet.io/container-kind";
-/// Label holding a container's index in its list of the pod spec (`containers`, or
-/// `initContainers` for init and sidecar containers), so tools that see only the runtime
-/// (`ferrolet logs`, `ferrolet exec`) list and default containers in spec order.
-pub const CONTAINER_INDEX_LABEL: &str = "ferrolet.io/container-index";
 /// kubelet's `minimumGracePeriodInSeconds`.
 pub const MIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -92,7 +86,7 @@ pub enum PodsCommand {
     /// The complete set of pods a source wants on this node.
     Update {
         /// Source name, e.g. `file`.
-        source: String,
+        source: PodSource,
         /// The pods (static pods already named and uid'd), shared with the source: one
         /// copy of each spec, whoever holds it.
         pods: Vec<Arc<Pod>>,
@@ -216,8 +210,8 @@ impl PodManager {
 
     /// Pods also come from `source` (the apiserver's, in cluster mode): orphans are told
     /// apart only once it has reported too.
-    pub fn with_source(mut self, source: &str) -> Self {
-        self.sources.expected.push(source.to_string());
+    pub fn with_source(mut self, source: PodSource) -> Self {
+        self.sources.expected.push(source);
         self
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 /// Whether a container is an init container, a sidecar (a restartable init container) or an
-/// app container. Recorded as the `CONTAINER_KIND_LABEL` label, so containers found after an
+/// app container. Recorded as the `labels::CONTAINER_KIND` label, so containers found after an
 /// agent restart are still stopped in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContainerKind {

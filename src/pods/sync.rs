@@ -9,9 +9,7 @@ use super::actions::{
 use super::backoff::Key;
 use super::dns::PodDns;
 use super::view::Snapshot;
-use super::{
-    ContainerKind, ContainerStartError, DevicePrep, PodManager, CONTAINER_INDEX_LABEL, CONTAINER_KIND_LABEL, MIN_GRACE,
-};
+use super::{ContainerKind, ContainerStartError, DevicePrep, PodManager, MIN_GRACE};
 use crate::api::expand::{expand, resolve_env};
 use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
 use crate::api::{downward, fields};
@@ -357,10 +355,10 @@ impl PodManager {
         lbl.insert(labels::POD_NAME.to_string(), pod.metadata.name.clone());
         lbl.insert(labels::POD_NAMESPACE.to_string(), pod.metadata.namespace.clone());
         lbl.insert(labels::CONTAINER_NAME.to_string(), c.name.clone());
-        lbl.insert(CONTAINER_KIND_LABEL.to_string(), s.kind.as_str().to_string());
+        lbl.insert(labels::CONTAINER_KIND.to_string(), s.kind.as_str().to_string());
         let list = if s.kind == ContainerKind::App { &pod.spec.containers } else { &pod.spec.init_containers };
         if let Some(index) = list.iter().position(|x| x.name == c.name) {
-            lbl.insert(CONTAINER_INDEX_LABEL.to_string(), index.to_string());
+            lbl.insert(labels::CONTAINER_INDEX.to_string(), index.to_string());
         }
         Ok(ContainerConfig {
             name: c.name.clone(),

@@ -1,6 +1,6 @@
 //! The runtime's view of the pods: one relist, grouped by pod uid.
 
-use super::{ContainerKind, CONTAINER_KIND_LABEL};
+use super::ContainerKind;
 use crate::runtime::{labels, ContainerInfo, ContainerState, SandboxInfo};
 use std::collections::HashMap;
 
@@ -92,7 +92,7 @@ impl<'a> PodView<'a> {
 /// Whether a runtime container was started as a sidecar (from its label, so it holds for
 /// containers found after an agent restart).
 pub fn is_sidecar(c: &ContainerInfo) -> bool {
-    c.config.labels.get(CONTAINER_KIND_LABEL).map(String::as_str) == Some(ContainerKind::Sidecar.as_str())
+    labels::get(&c.config.labels, labels::CONTAINER_KIND) == Some(ContainerKind::Sidecar.as_str())
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! The container runtime interface the pod manager drives. Shaped after CRI v1 (sandboxes,
-//! create/start/stop/remove, list, exec) so the CRI backend can slot in beside the built-in
-//! process backend.
+//! The container runtime interface the pod manager drives, shaped after CRI v1 (sandboxes,
+//! create/start/stop/remove, list, exec, images), with two backends: the built-in process
+//! runtime and the CRI client.
 
 pub mod cri;
 pub mod devices;
@@ -315,6 +315,23 @@ pub mod labels {
     pub const MANAGED_BY_FERROLET: &str = "ferrolet";
     /// The node name of the agent that made a CRI object (it lists only its node's).
     pub const NODE: &str = "io.ferrolet.node";
+    /// Tells init, sidecar and app containers apart (needed to stop orphans in order); its
+    /// values are `pods::ContainerKind::as_str`.
+    pub const CONTAINER_KIND: &str = "io.ferrolet.container.kind";
+    /// A container's index in its list of the pod spec (`containers`, or `initContainers`
+    /// for init and sidecar containers), so tools that see only the runtime (`ferrolet
+    /// logs`, `ferrolet exec`) list and default containers in spec order.
+    pub const CONTAINER_INDEX: &str = "io.ferrolet.container.index";
+    /// The names earlier versions gave these labels, read on the containers they made so an
+    /// upgraded agent adopts what runs.
+    const EARLIER_NAMES: [(&str, &str); 2] =
+        [(CONTAINER_KIND, "ferrolet.io/container-kind"), (CONTAINER_INDEX, "ferrolet.io/container-index")];
+
+    /// The value of label `key` in `labels`, under its name or an earlier one.
+    pub fn get<'a>(labels: &'a std::collections::BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+        let earlier = EARLIER_NAMES.iter().find(|(now, _)| *now == key).map(|(_, old)| *old);
+        labels.get(key).or_else(|| earlier.and_then(|old| labels.get(old))).map(String::as_str)
+    }
 }
 
 /// A container's lifecycle state, as CRI reports it.
@@ -562,5 +579,21 @@ pub trait ContainerRuntime: Send + Sync {
     /// Damaged records moved aside since the last call (each reported once, as an event).
     fn take_quarantined(&self) -> Vec<Quarantined> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::labels;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_label_is_read_under_its_name_or_the_one_earlier_versions_wrote() {
+        let now = BTreeMap::from([(labels::CONTAINER_KIND.to_string(), "sidecar".to_string())]);
+        let earlier = BTreeMap::from([("ferrolet.io/container-index".to_string(), "2".to_string())]);
+        assert_eq!(labels::get(&now, labels::CONTAINER_KIND), Some("sidecar"));
+        assert_eq!(labels::get(&earlier, labels::CONTAINER_INDEX), Some("2"));
+        assert_eq!(labels::get(&earlier, labels::CONTAINER_KIND), None);
+        assert_eq!(labels::get(&earlier, labels::POD_UID), None);
     }
 }

@@ -9,7 +9,8 @@ use crate::pods::actions::{
 use crate::pods::backoff::{Backoff, Key};
 use crate::pods::termination::{compute_kill_actions, KillActions, RemovePod};
 use crate::pods::view::PodView;
-use crate::pods::{ContainerKind, DevicePrep, Termination, Waiting, WaitingReason, CONTAINER_KIND_LABEL};
+use crate::pods::{ContainerKind, DevicePrep, Termination, Waiting, WaitingReason};
+use crate::runtime::labels::CONTAINER_KIND as CONTAINER_KIND_LABEL;
 use crate::runtime::{ContainerConfig, ContainerState, SandboxInfo};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

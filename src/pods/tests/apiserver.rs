@@ -3,13 +3,13 @@
 //! again while the apiserver still lists it (until the node deletes it there).
 
 use super::*;
-use crate::api::manifest::API_SOURCE;
+use crate::api::manifest::PodSource;
 use crate::api::Time;
 
 /// A pod from the apiserver (no config hash; its uid is the apiserver's).
 fn api_pod(name: &str) -> Pod {
     let mut p = pod(name, RestartPolicy::Always, &[], &[app(name)]);
-    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), API_SOURCE.into());
+    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), PodSource::Api.as_str().into());
     p.metadata.annotations.remove(CONFIG_HASH_ANNOTATION);
     p
 }
@@ -25,7 +25,7 @@ fn deleting(p: &Pod, grace: i64) -> Pod {
 /// The apiserver now binds exactly these pods to the node.
 fn bind(node: &mut Node, pods: &[&Pod]) {
     let pods = pods.iter().map(|p| Arc::new((*p).clone())).collect();
-    node.pm.handle(PodsCommand::Update { source: API_SOURCE.into(), pods });
+    node.pm.handle(PodsCommand::Update { source: PodSource::Api, pods });
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn with_an_apiserver_source_orphans_wait_for_it_too() {
     before.calls();
 
     let mut after = before.restart();
-    after.pm.sources.expected.push(API_SOURCE.into());
+    after.pm.sources.expected.push(PodSource::Api);
     after.apply(&[]);
     after.tick();
     assert_eq!(after.calls(), [], "the static pods alone do not make web an orphan");

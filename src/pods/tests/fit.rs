@@ -3,7 +3,7 @@
 //! never refused by it, but count in what is used.
 
 use super::*;
-use crate::api::manifest::API_SOURCE;
+use crate::api::manifest::PodSource;
 use crate::api::{Quantity, Time};
 use crate::pods::fit::NodeAllocatable;
 
@@ -25,7 +25,7 @@ fn asking(name: &str, requests: &[(&str, &str)]) -> Container {
 /// (named after the pod) requests `requests`.
 fn api_pod(name: &str, created: u64, requests: &[(&str, &str)]) -> Pod {
     let mut p = pod(name, RestartPolicy::Always, &[], &[asking(name, requests)]);
-    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), API_SOURCE.into());
+    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), PodSource::Api.as_str().into());
     p.metadata.annotations.remove(CONFIG_HASH_ANNOTATION);
     p.metadata.creation_timestamp = Some(Time(t0() + Duration::from_secs(created)));
     p
@@ -34,7 +34,7 @@ fn api_pod(name: &str, created: u64, requests: &[(&str, &str)]) -> Pod {
 /// The apiserver now binds exactly these pods to the node.
 fn bind(node: &mut Node, pods: &[&Pod]) {
     let pods = pods.iter().map(|p| Arc::new((*p).clone())).collect();
-    node.pm.handle(PodsCommand::Update { source: API_SOURCE.into(), pods });
+    node.pm.handle(PodsCommand::Update { source: PodSource::Api, pods });
 }
 
 /// Whether the pod's sandbox was asked for in `calls`.

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The source every test pod comes from.
-const SOURCE: &str = "file";
+const SOURCE: crate::api::manifest::PodSource = crate::api::manifest::PodSource::File;
 /// The pods' grace period.
 const GRACE: Duration = Duration::from_secs(30);
 
@@ -101,7 +101,7 @@ impl Node {
     /// The source now wants exactly these pods.
     fn apply(&mut self, pods: &[&Pod]) {
         let pods = pods.iter().map(|p| Arc::new((*p).clone())).collect();
-        self.pm.handle(PodsCommand::Update { source: SOURCE.into(), pods });
+        self.pm.handle(PodsCommand::Update { source: SOURCE, pods });
     }
 
     /// One periodic sync.
@@ -188,7 +188,7 @@ fn pod(name: &str, policy: RestartPolicy, init: &[Container], apps: &[Container]
     p.metadata.name = name.into();
     p.metadata.namespace = "default".into();
     p.metadata.uid = format!("uid-{name}");
-    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.into());
+    p.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), SOURCE.as_str().into());
     p.metadata.annotations.insert(CONFIG_HASH_ANNOTATION.into(), "v1".into());
     p.spec.restart_policy = policy.as_str().into();
     p.spec.termination_grace_period_seconds = Some(GRACE.as_secs() as i64);
