@@ -55,6 +55,11 @@ pub struct Cluster {
     view: PodsView,
 }
 
+/// The apiserver client's limits from `[apiserver]`.
+fn client_settings(c: &crate::config::ApiserverConfig) -> crate::apiserver::ClientSettings {
+    crate::apiserver::ClientSettings { timeout: c.request_timeout.0, qps: c.qps, burst: c.burst }
+}
+
 /// Reads the configured kubeconfig; `None` without one (static pods only). Nothing is
 /// asked of the apiserver yet: one that cannot be reached is not a start-up error.
 pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
@@ -63,7 +68,7 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
         return Ok(None);
     }
     let conn = kubeconfig::load(path)?;
-    let client = ApiClient::new(&conn, cfg.apiserver.client_settings())
+    let client = ApiClient::new(&conn, client_settings(&cfg.apiserver))
         .map_err(|e| ClusterError::Client { path: path.clone(), source: Box::new(e) })?;
     log::info!("apiserver: cluster mode: node {} of {} ({})", cfg.node_name, conn.server, path.display());
     let link = Arc::new(Link::new(&conn.server, Bounds::default()));
@@ -183,10 +188,10 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
                 capacity.insert(r.name.clone(), Quantity::from_value(r.capacity as i64, false));
                 allocatable.insert(r.name, Quantity::from_value(r.allocatable as i64, false));
             }
-            checks.push(crate::server::routes::device_plugin_check(d));
+            checks.push(crate::status::health::device_plugin_check(d));
         }
         let now = SystemTime::now();
-        let mut problems = crate::server::routes::problems(&inputs.health.dead(), &checks);
+        let mut problems = crate::status::health::problems(&inputs.health.dead(), &checks);
         problems.extend(inputs.runtime.problem(now));
         facts.capacity = capacity;
         facts.allocatable = allocatable;
@@ -197,8 +202,8 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
         if ready.0 != problems.is_empty() {
             ready = (problems.is_empty(), now);
         }
-        let mut conditions = crate::server::routes::node_conditions(&problems, started, ready.1, now);
-        crate::server::routes::set_disk_pressure(
+        let mut conditions = crate::status::health::node_conditions(&problems, started, ready.1, now);
+        crate::status::health::set_disk_pressure(
             &mut conditions,
             inputs.images.as_ref().and_then(|v| v.disk_pressure()),
         );

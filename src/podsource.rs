@@ -261,7 +261,7 @@ impl FileSource {
             missing_dir_reported: false,
             skipped: BTreeMap::new(),
             duplicates: Vec::new(),
-            max_pods: crate::config::DEFAULT_MAX_PODS,
+            max_pods: crate::api::limits::DEFAULT_MAX_PODS,
             over_limit: Vec::new(),
         }
     }

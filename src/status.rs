@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Pod condition types, as the API spells them.
+pub mod health;
+
 pub mod condition {
     /// The sandbox is ready.
     pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";

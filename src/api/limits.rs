@@ -21,6 +21,8 @@ pub const MAX_OBJECT_BYTES: usize = 3 << 19;
 pub const MAX_EXPANDED_BYTES: usize = 2 << 20;
 /// The largest CFS quota the kernel accepts, in µs (`max_cfs_runtime`: 2^44 - 1).
 pub const MAX_CFS_QUOTA_US: i64 = (1 << 44) - 1;
+/// Pods one node runs at most unless `max_pods` says otherwise: kubelet's `maxPods` default.
+pub const DEFAULT_MAX_PODS: usize = 110;
 /// Most pods one node may run: the upper bound of the `max_pods` setting (kubelet's
 /// default is 110), and so also of the pods one manifest file may hold.
 pub const MAX_PODS_PER_NODE: usize = 5000;

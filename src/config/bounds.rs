@@ -5,8 +5,7 @@
 use super::{Config, ConfigError};
 use std::time::Duration;
 
-/// Default of `max_pods`: kubelet's `maxPods` default.
-pub const DEFAULT_MAX_PODS: usize = 110;
+pub use crate::api::limits::DEFAULT_MAX_PODS;
 /// Upper bound of `max_pods`.
 pub const MAX_MAX_PODS: usize = crate::api::limits::MAX_PODS_PER_NODE;
 /// Largest configuration file read (the sample is a few KiB).

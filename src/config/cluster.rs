@@ -147,11 +147,6 @@ impl ApiserverConfig {
     pub fn taints(&self) -> Vec<Taint> {
         self.register_with_taints.iter().filter_map(|t| parse_taint(t).ok()).collect()
     }
-
-    /// The client's limits.
-    pub fn client_settings(&self) -> crate::apiserver::ClientSettings {
-        crate::apiserver::ClientSettings { timeout: self.request_timeout.0, qps: self.qps, burst: self.burst }
-    }
 }
 
 #[cfg(test)]

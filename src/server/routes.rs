@@ -3,9 +3,10 @@
 use super::conn::{Handler, ServerStats};
 use super::http::{Request, Response};
 use super::ApiState;
-use crate::api::{EventList, ListMeta, Node, NodeCondition, PodPhase, Quantity, Time};
+use crate::api::{EventList, ListMeta, Node, PodPhase, Quantity};
 use crate::events::store::EventFilter;
 use crate::metrics::{Encoder, Kind};
+use crate::status::health::{device_plugin_check, node_conditions, problems, set_disk_pressure};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -155,14 +156,6 @@ impl Handler for Routes {
     }
 }
 
-/// kubelet's `device-plugin` health check: the registration server's failure, if any.
-pub fn device_plugin_check(d: &crate::devicemanager::Devices) -> (&'static str, Option<String>) {
-    let failed = d
-        .server_error()
-        .map(|e| format!("device plugin registration gRPC server failed and no device plugins can register: {e}"));
-    ("device-plugin", failed)
-}
-
 /// How long a manager may be inside one piece of work (a command, a tick) before
 /// `/healthz` says it is stuck (a runtime call is bounded by `runtime_request_timeout`, 2
 /// minutes by default; a manifest is read in well under a second).
@@ -175,17 +168,6 @@ pub fn busy_problem(busy: &[(String, std::time::Duration)]) -> Option<String> {
     }
     let each: Vec<String> = busy.iter().map(|(name, d)| format!("{name} for {}s", d.as_secs())).collect();
     Some(format!("manager(s) stuck inside one piece of work: {}", each.join(", ")))
-}
-
-/// The problems `/healthz` and the node's Ready condition report: the dead threads in one
-/// sentence, then each failed check's.
-pub fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<String> {
-    let mut out = Vec::new();
-    if !dead.is_empty() {
-        out.push(format!("manager thread(s) died: {}", dead.join(", ")));
-    }
-    out.extend(checks.iter().filter_map(|(_, problem)| problem.clone()));
-    out
 }
 
 /// The body of `/healthz?verbose`: `[+]fl-pods ok` for a running thread and `[-]fl-prober
@@ -213,57 +195,6 @@ pub fn verbose_healthz(alive: &[String], dead: &[String], checks: &[(&str, Optio
 fn to_json<T: serde::Serialize>(v: &T) -> String {
     // Serializing our own plain types into a String cannot fail (no maps with non-string keys).
     serde_json::to_string(v).unwrap_or_default()
-}
-
-/// The node's conditions in kubelet's order and words: the pressure conditions (False; with
-/// the CRI runtime `DiskPressure` follows the image filesystem's eviction signal) and Ready,
-/// False with the problems when there are any.
-pub fn node_conditions(
-    problems: &[String],
-    started: SystemTime,
-    ready_since: SystemTime,
-    now: SystemTime,
-) -> Vec<NodeCondition> {
-    let cond = |type_: &str, status: &str, since: SystemTime, reason: &str, message: String| NodeCondition {
-        type_: type_.into(),
-        status: status.into(),
-        last_heartbeat_time: Some(Time(now)),
-        last_transition_time: Some(Time(since)),
-        reason: reason.into(),
-        message,
-    };
-    // The pressure conditions have held since the agent started.
-    let mut out = vec![
-        cond(
-            "MemoryPressure",
-            "False",
-            started,
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available".into(),
-        ),
-        cond("DiskPressure", "False", started, "KubeletHasNoDiskPressure", "kubelet has no disk pressure".into()),
-        cond("PIDPressure", "False", started, "KubeletHasSufficientPID", "kubelet has sufficient PID available".into()),
-    ];
-    out.push(if problems.is_empty() {
-        cond("Ready", "True", ready_since, "KubeletReady", "kubelet is posting ready status".into())
-    } else {
-        cond("Ready", "False", ready_since, "KubeletNotReady", problems.join("; "))
-    });
-    out
-}
-
-/// `DiskPressure` as the image filesystem's eviction signal says (`disk`: pressure, and
-/// since when), when there is one (CRI runtime).
-pub fn set_disk_pressure(conditions: &mut [NodeCondition], disk: Option<(bool, SystemTime)>) {
-    let Some((pressure, changed)) = disk else { return };
-    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == "DiskPressure") {
-        c.last_transition_time = Some(Time(changed));
-        if pressure {
-            c.status = "True".into();
-            c.reason = "KubeletHasDiskPressure".into();
-            c.message = "kubelet has disk pressure".into();
-        }
-    }
 }
 
 /// Decodes `%XX` and `+` in a query component.
