@@ -1,6 +1,6 @@
 //! `ferrolet logs` and `ferrolet exec`: find a pod's container in the runtime by its labels,
 //! as `crictl` does (no agent needed), then print its log (`podlogs`) or run a command in it
-//! (`ContainerRuntime::exec_start`). The choices are pure and unit-tested: which containers
+//! (`ContainerRuntime::exec_interactive`). The choices are pure and unit-tested: which containers
 //! the pod has and in which order (`pod_containers`), which one to use (`choose_container`),
 //! which instance (`choose_instance`), and the exit code of an exec (`exec_exit_code`). The
 //! two executors at the end only call the runtime and print.
