@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 DEV_CONFIG := etc/ferrolet-dev.toml
 
-.PHONY: build static static-tools hot-text run test lint fmt bench soak deps drain clean install
+.PHONY: build static static-tools hot-text run test lint fmt proto bench soak deps drain clean install
 
 ## deps: install the system packages the build and tests need (Debian), if missing.
 ##   gcc   - the linker driver rustc uses (and the C compiler for -sys crates)
@@ -126,7 +126,7 @@ install: $(if $(BIN),,build)
 ## The fast profile's build of gRPC's core (run, drain, test, lint) goes through etc/build/cmake,
 ## which gives the core's C++ sources a precompiled header (etc/build/grpc-pch.h) and -O1 for
 ## -Os: that build was most of a fresh clone's first `make run` (556 s of 640; now 437 of 505).
-run drain test lint: export CMAKE := $(abspath etc/build/cmake)
+run drain test lint proto: export CMAKE := $(abspath etc/build/cmake)
 
 ## run: the agent on its embedded defaults with the example pods in etc/manifests and state
 ## under ./.run. Ctrl-C stops the agent; the pods keep running (as with kubelet) and the
@@ -179,6 +179,11 @@ lint: deps
 
 fmt:
 	$(CARGO) fmt
+
+## proto: writes src/proto/ from the .proto files in proto/ (tests/proto.rs, which otherwise
+## fails when the checked-in code differs from what the generator makes).
+proto: deps
+	FERROLET_PROTO_WRITE=1 $(CARGO) test --profile fast --locked --test integration proto::
 
 ## The CRI benchmark runs on a containerd of its own (tests/cri/up.sh, torn down after).
 BENCH_CRI_BASE := /tmp/ferrolet-cri-bench

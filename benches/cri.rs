@@ -52,8 +52,8 @@ fn started_at(c: &CriClient, pod: &str) -> Option<i64> {
     let mut filter = ContainerFilter::new();
     filter.set_label_selector(HashMap::from([("io.kubernetes.pod.name".to_string(), pod.to_string())]));
     let listed = c.list_containers(filter).ok()?;
-    let running = listed.into_iter().find(|x| x.get_state() == ContainerState::CONTAINER_RUNNING)?;
-    Some(c.container_status(running.get_id()).ok()?.get_started_at())
+    let running = listed.into_iter().find(|x| x.state() == ContainerState::CONTAINER_RUNNING)?;
+    Some(c.container_status(running.id()).ok()?.started_at())
 }
 
 /// One pod started through the same CRI calls the agent makes, without the agent:
@@ -84,7 +84,7 @@ fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (Duration, S
     let create = translate::create_container_request(&id, &sandbox, &container, &owner).unwrap();
     let cid = c.create_container(&create).unwrap();
     c.start_container(&cid).unwrap();
-    let started = c.container_status(&cid).unwrap().get_started_at();
+    let started = c.container_status(&cid).unwrap().started_at();
     (Duration::from_nanos((started - nanos(t0)).max(0) as u64), id)
 }
 

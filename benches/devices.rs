@@ -85,7 +85,7 @@ fn main() {
     let client = pb::DevicePluginClient::new(ch);
     let mut req = pb::AllocateRequest::new();
     let mut c = pb::ContainerAllocateRequest::new();
-    c.set_devices_ids(vec!["d0".to_string()].into());
+    c.set_devices_ids(vec!["d0".to_string()]);
     req.mut_container_requests().push(c);
     for _ in 0..200 {
         client.allocate(&req).unwrap();

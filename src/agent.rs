@@ -310,9 +310,9 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
     let (version, network) = client.check().map_err(cri_err)?;
     log::info!(
         "cri: {} {} (CRI {}) at {endpoint}",
-        version.get_runtime_name(),
-        version.get_runtime_version(),
-        version.get_runtime_api_version()
+        version.runtime_name(),
+        version.runtime_version(),
+        version.runtime_api_version()
     );
     if let Some(why) = network {
         log::warn!(
@@ -338,7 +338,7 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
     };
     log::info!("cri: pod sandboxes use {pause}");
     Ok(CriRuntime::new(client, &pause, &cfg.node_name, health)
-        .with_version(version.get_runtime_name(), version.get_runtime_version()))
+        .with_version(version.runtime_name(), version.runtime_version()))
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {

@@ -36,9 +36,9 @@ fn the_start_up_check_sees_a_ready_containerd_speaking_cri_v1() {
     let Some(endpoint) = endpoint() else { return };
     let client = CriClient::connect(&endpoint, Duration::from_secs(10), env()).unwrap();
     let (version, _network) = client.check().unwrap();
-    assert_eq!(version.get_runtime_name(), "containerd");
-    assert_eq!(version.get_runtime_api_version(), "v1");
-    assert!(!version.get_runtime_version().is_empty());
+    assert_eq!(version.runtime_name(), "containerd");
+    assert_eq!(version.runtime_api_version(), "v1");
+    assert!(!version.runtime_version().is_empty());
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn sandboxes_and_containers_ferrolet_did_not_make_are_not_listed() {
             &owner,
         )
         .unwrap();
-        assert_eq!(cfg.get_labels().contains_key(labels::MANAGED_BY), !owner.is_empty());
+        assert_eq!(cfg.labels().contains_key(labels::MANAGED_BY), !owner.is_empty());
         let mut req = ferrolet::proto::cri::RunPodSandboxRequest::new();
         req.set_config(cfg);
         client.run_pod_sandbox(&req).unwrap()

@@ -96,14 +96,13 @@ fn a_pod_with_an_init_container_a_sidecar_and_two_apps_runs_in_its_cgroups_with_
 
     // CRI sees four containers with kubelet's labels.
     let listed = node.containers(&uid(&p));
-    let mut names: Vec<String> =
-        listed.iter().map(|c| c.get_labels()["io.kubernetes.container.name"].clone()).collect();
+    let mut names: Vec<String> = listed.iter().map(|c| c.labels()["io.kubernetes.container.name"].clone()).collect();
     names.sort();
     assert_eq!(names, ["a", "b", "init", "sidecar"]);
     for c in &listed {
-        assert_eq!(c.get_labels()["io.kubernetes.pod.name"], format!("full-{}", node.node));
-        assert_eq!(c.get_labels()["io.kubernetes.pod.namespace"], "default");
-        assert_eq!(c.get_labels()["io.kubernetes.pod.uid"], uid(&p));
+        assert_eq!(c.labels()["io.kubernetes.pod.name"], format!("full-{}", node.node));
+        assert_eq!(c.labels()["io.kubernetes.pod.namespace"], "default");
+        assert_eq!(c.labels()["io.kubernetes.pod.uid"], uid(&p));
     }
 
     // The pod cgroup (Burstable) holds the containers' cgroups with the spec's values, and

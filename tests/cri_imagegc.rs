@@ -71,13 +71,13 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
     let client = common::cri::client(&containerd.endpoint());
     let size_of = |name: &str| {
         let listed = client.list_images().unwrap();
-        listed.iter().find(|i| i.get_repo_tags().iter().any(|t| t == name)).map(|i| i.get_size())
+        listed.iter().find(|i| i.repo_tags().iter().any(|t| t == name)).map(|i| i.size())
     };
     let unused = size_of("localhost/gc-unused:1").expect("imported");
     // What the image filesystem holds, once containerd's usage sync (every 10 s) settled.
     let used = || {
         let info = client.image_fs_info().unwrap();
-        info.get_image_filesystems().iter().map(|f| f.get_used_bytes().get_value()).sum::<u64>()
+        info.image_filesystems().iter().map(|f| f.used_bytes().value()).sum::<u64>()
     };
     let mut before = used();
     for _ in 0..8 {

@@ -149,7 +149,7 @@ fn a_cri_host_path_of_the_wrong_type_fails_the_mount_and_nothing_is_created() {
         events.items.iter().any(|e| e.reason == "FailedMount" && e.message == want).then_some(())
     });
     let pod = node.pod(&agent, "wrong").unwrap();
-    assert!(node.sandboxes().iter().all(|s| s.get_metadata().get_uid() != pod.metadata.uid), "no sandbox was made");
+    assert!(node.sandboxes().iter().all(|s| s.metadata().uid() != pod.metadata.uid), "no sandbox was made");
 }
 
 #[test]

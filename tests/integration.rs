@@ -41,6 +41,7 @@ mod pods;
 mod prober_e2e;
 mod probes;
 mod process_runtime;
+mod proto;
 mod records;
 mod reload;
 mod restart;

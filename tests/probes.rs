@@ -282,7 +282,7 @@ fn established(port: u16) -> usize {
 mod grpc {
     use super::*;
     use ferrolet::proto::health::{
-        create_health, Health, HealthCheckRequest, HealthCheckResponse, HealthCheckResponse_ServingStatus as S,
+        create_health, health_check_response::ServingStatus as S, Health, HealthCheckRequest, HealthCheckResponse,
     };
     use grpcio::{RpcContext, UnarySink};
 
@@ -298,7 +298,7 @@ mod grpc {
             match self.status {
                 Some(s) => {
                     let mut r = HealthCheckResponse::new();
-                    r.set_status(if req.get_service() == "unknown" { S::SERVICE_UNKNOWN } else { s });
+                    r.set_status(if req.service() == "unknown" { S::SERVICE_UNKNOWN } else { s });
                     ctx.spawn(async move {
                         let _ = sink.success(r).await;
                     });

@@ -16,27 +16,27 @@ use std::time::{Duration, Instant};
 impl From<&pb::ContainerAllocateResponse> for DeviceOptions {
     fn from(r: &pb::ContainerAllocateResponse) -> Self {
         DeviceOptions {
-            envs: r.get_envs().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            envs: r.envs().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             mounts: r
-                .get_mounts()
+                .mounts()
                 .iter()
                 .map(|m| MountSpec {
-                    container_path: m.get_container_path().into(),
-                    host_path: m.get_host_path().into(),
-                    read_only: m.get_read_only(),
+                    container_path: m.container_path().into(),
+                    host_path: m.host_path().into(),
+                    read_only: m.read_only(),
                 })
                 .collect(),
             devices: r
-                .get_devices()
+                .devices()
                 .iter()
                 .map(|d| DeviceSpec {
-                    container_path: d.get_container_path().into(),
-                    host_path: d.get_host_path().into(),
-                    permissions: d.get_permissions().into(),
+                    container_path: d.container_path().into(),
+                    host_path: d.host_path().into(),
+                    permissions: d.permissions().into(),
                 })
                 .collect(),
-            annotations: r.get_annotations().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            cdi_devices: r.get_cdi_devices().iter().map(|d| d.get_name().to_string()).collect(),
+            annotations: r.annotations().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            cdi_devices: r.cdi_devices().iter().map(|d| d.name().to_string()).collect(),
         }
     }
 }
@@ -77,7 +77,7 @@ pub fn allocate(p: &Plugin, need: &Need, metrics: &DeviceMetrics) -> Result<(Vec
         let mut offered: BTreeSet<String> = need.available.iter().cloned().collect();
         offered.extend(need.reused.iter().cloned());
         req.set_available_deviceIDs(offered.into_iter().collect());
-        req.set_must_include_deviceIDs(need.reused.to_vec().into());
+        req.set_must_include_deviceIDs(need.reused.to_vec());
         req.set_allocation_size(need.required as i32);
         let mut preq = pb::PreferredAllocationRequest::new();
         preq.mut_container_requests().push(req);
@@ -85,7 +85,7 @@ pub fn allocate(p: &Plugin, need: &Need, metrics: &DeviceMetrics) -> Result<(Vec
             .client
             .get_preferred_allocation_opt(&preq, opt())
             .map_err(|e| DeviceError::GetPreferredAllocation { resource: resource.clone(), source: Arc::new(e) })?;
-        for id in resp.get_container_responses().iter().flat_map(|r| r.get_deviceIDs()) {
+        for id in resp.container_responses().iter().flat_map(|r| r.deviceIDs()) {
             if chosen.len() < need.required && need.available.contains(id) && !chosen.contains(id) {
                 chosen.push(id.clone());
             }
@@ -100,14 +100,14 @@ pub fn allocate(p: &Plugin, need: &Need, metrics: &DeviceMetrics) -> Result<(Vec
         }
     }
     let mut creq = pb::ContainerAllocateRequest::new();
-    creq.set_devices_ids(chosen.clone().into());
+    creq.set_devices_ids(chosen.clone());
     let mut req = pb::AllocateRequest::new();
     req.mut_container_requests().push(creq);
     let started = Instant::now();
     let resp = p.client.allocate_opt(&req, opt());
     metrics.allocated(p.resource, started.elapsed());
     let resp = resp.map_err(|e| DeviceError::Allocate { resource: resource.clone(), source: Arc::new(e) })?;
-    let Some(first) = resp.get_container_responses().first() else {
+    let Some(first) = resp.container_responses().first() else {
         return Err(DeviceError::AllocateEmptyResponse { resource });
     };
     Ok((chosen, first.into()))

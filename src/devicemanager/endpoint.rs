@@ -162,8 +162,8 @@ fn connect(cfg: &EndpointConfig, socket: &Path, stop: &mut CallStop) -> Option<R
     };
     Some(answer.map_err(EndpointError::GetOptions).map(|opts| Conn {
         client,
-        pre_start_required: opts.get_pre_start_required(),
-        preferred_allocation: opts.get_get_preferred_allocation_available(),
+        pre_start_required: opts.pre_start_required(),
+        preferred_allocation: opts.get_preferred_allocation_available(),
     }))
 }
 
@@ -280,7 +280,7 @@ fn watch(
             Some(Ok(mut resp)) => events.publish(EndpointEvent::DevicesChanged {
                 resource: resource.into(),
                 generation,
-                devices: resp.take_devices().into(),
+                devices: resp.take_devices(),
             }),
             Some(Err(e)) => return Some(e.into()),
             None => return Some(StreamError::Closed),

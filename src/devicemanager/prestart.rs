@@ -57,7 +57,7 @@ fn call_all(calls: Vec<PreStartCall>, stop: &mut CallStop) -> Option<Result<(), 
     for PreStartCall { resource, client, device_ids } in calls {
         let failed = |source| DeviceError::PreStartContainer { resource: resource.clone(), source: Arc::new(source) };
         let mut req = pb::PreStartContainerRequest::new();
-        req.set_devices_ids(device_ids.into_iter().collect::<Vec<_>>().into());
+        req.set_devices_ids(device_ids.into_iter().collect::<Vec<_>>());
         let opt = grpcio::CallOption::default().timeout(PRE_START_TIMEOUT);
         let mut call = match client.pre_start_container_async_opt(&req, opt) {
             Ok(call) => call,

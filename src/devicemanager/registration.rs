@@ -112,15 +112,15 @@ pub enum RegistrationError {
 
 /// Checks a registration; returns the plugin's socket path, or kubelet's message.
 pub fn validate(req: &pb::RegisterRequest, dir: &Path) -> Result<PathBuf, RegistrationError> {
-    if req.get_version() != VERSION {
-        return Err(RegistrationError::CheckVersion { version: req.get_version().into() });
+    if req.version() != VERSION {
+        return Err(RegistrationError::CheckVersion { version: req.version().into() });
     }
-    let name = req.get_resource_name();
+    let name = req.resource_name();
     if !is_extended_resource(name) || !is_qualified_name(&format!("requests.{name}")) {
         return Err(RegistrationError::CheckResourceName { name: name.into() });
     }
     // kubelet joins whatever it is given to the directory; ferrolet dials only sockets in it.
-    let endpoint = req.get_endpoint();
+    let endpoint = req.endpoint();
     let plain = !endpoint.is_empty()
         && endpoint != "."
         && endpoint != ".."
@@ -266,12 +266,12 @@ struct Registration {
 
 impl pb::Registration for Registration {
     fn register(&mut self, ctx: grpcio::RpcContext, req: pb::RegisterRequest, sink: grpcio::UnarySink<pb::Empty>) {
-        let resource = req.get_resource_name().to_string();
+        let resource = req.resource_name().to_string();
         log::info!(
             "devices: plugin registering: resource \"{}\", endpoint \"{}\", version \"{}\"",
             short(&resource),
-            short(req.get_endpoint()),
-            short(req.get_version())
+            short(req.endpoint()),
+            short(req.version())
         );
         let refused = |sink: grpcio::UnarySink<pb::Empty>, code, error: RegistrationError| {
             let message = Chain(&error).to_string();

@@ -221,8 +221,8 @@ impl DeviceState {
         if devices.len() > self.max_devices {
             return Err(StateError::ListTooManyDevices { listed: devices.len(), allowed: self.max_devices });
         }
-        if let Some(d) = devices.iter().find(|d| d.get_ID().is_empty() || d.get_ID().len() > MAX_DEVICE_ID_LEN) {
-            let id: String = d.get_ID().chars().take(80).collect();
+        if let Some(d) = devices.iter().find(|d| d.ID().is_empty() || d.ID().len() > MAX_DEVICE_ID_LEN) {
+            let id: String = d.ID().chars().take(80).collect();
             return Err(StateError::ListInvalidDeviceId { id });
         }
         let r = self.resources.get_mut(name).expect("current endpoint has a resource");
@@ -230,12 +230,12 @@ impl DeviceState {
         r.unhealthy.clear();
         r.numa.clear();
         for d in devices {
-            let id = d.get_ID().to_string();
-            let nodes: Vec<i64> = d.get_topology().get_nodes().iter().map(|n| n.get_ID()).collect();
+            let id = d.ID().to_string();
+            let nodes: Vec<i64> = d.topology().nodes().iter().map(|n| n.ID()).collect();
             if !nodes.is_empty() {
                 r.numa.insert(id.clone(), nodes);
             }
-            if d.get_health() == HEALTHY {
+            if d.health() == HEALTHY {
                 r.unhealthy.remove(&id);
                 r.healthy.insert(id);
             } else if !r.healthy.contains(&id) {

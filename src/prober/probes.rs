@@ -350,7 +350,7 @@ impl GrpcEnv {
     /// default is 20 s, during which a server that accepts but never speaks HTTP/2 kept a
     /// socket open).
     pub fn check(&self, host: &str, port: u16, service: &str, timeout: Duration) -> Outcome {
-        use crate::proto::health::{HealthCheckRequest, HealthCheckResponse_ServingStatus as Status, HealthClient};
+        use crate::proto::health::{health_check_response::ServingStatus as Status, HealthCheckRequest, HealthClient};
         let deadline = std::time::Instant::now() + timeout;
         let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
         let connect = timeout + GRPC_CONNECT_GRACE;
@@ -376,9 +376,9 @@ impl GrpcEnv {
         let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
         let opt = grpcio::CallOption::default().timeout(left);
         match client.check_opt(&req, opt) {
-            Ok(resp) if resp.get_status() == Status::SERVING => Outcome::Success("service healthy".into()),
+            Ok(resp) if resp.status() == Status::SERVING => Outcome::Success("service healthy".into()),
             Ok(resp) => {
-                Outcome::Failure(format!("service unhealthy (responded with {:?})", format!("{:?}", resp.get_status())))
+                Outcome::Failure(format!("service unhealthy (responded with {:?})", format!("{:?}", resp.status())))
             }
             Err(grpcio::Error::RpcFailure(s)) if s.code() == grpcio::RpcStatusCode::UNIMPLEMENTED => Outcome::Failure(
                 "this server does not implement the grpc health protocol (grpc.health.v1.Health)".into(),

@@ -129,7 +129,7 @@ impl CriNode {
         filter.set_label_selector(managed());
         let all = client(&self.endpoint).list_pod_sandbox(filter).unwrap();
         let ours = |s: &PodSandbox| {
-            let uid = s.get_metadata().get_uid();
+            let uid = s.metadata().uid();
             std::fs::read_dir(self.pod_logs()).is_ok_and(|mut d| {
                 d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().ends_with(&format!("_{uid}"))))
             }) || self.sb.dir.path().join("uids").join(uid).exists()
@@ -167,8 +167,8 @@ impl Drop for CriNode {
     fn drop(&mut self) {
         let c = client(&self.endpoint);
         for s in self.sandboxes() {
-            let _ = c.stop_pod_sandbox(s.get_id());
-            let _ = c.remove_pod_sandbox(s.get_id());
+            let _ = c.stop_pod_sandbox(s.id());
+            let _ = c.remove_pod_sandbox(s.id());
         }
         if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&self.cgroup_root);

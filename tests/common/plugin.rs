@@ -112,14 +112,14 @@ impl pb::DevicePlugin for Service {
         req: pb::PreferredAllocationRequest,
         sink: grpcio::UnarySink<pb::PreferredAllocationResponse>,
     ) {
-        let c = &req.get_container_requests()[0];
+        let c = &req.container_requests()[0];
         self.inner.lock().calls.preferred.push((
-            c.get_available_deviceIDs().to_vec(),
-            c.get_must_include_deviceIDs().to_vec(),
-            c.get_allocation_size(),
+            c.available_deviceIDs().to_vec(),
+            c.must_include_deviceIDs().to_vec(),
+            c.allocation_size(),
         ));
         let mut r = pb::ContainerPreferredAllocationResponse::new();
-        r.set_deviceIDs(self.behaviour.preferred.clone().unwrap_or_default().into());
+        r.set_deviceIDs(self.behaviour.preferred.clone().unwrap_or_default());
         let mut resp = pb::PreferredAllocationResponse::new();
         resp.mut_container_responses().push(r);
         answer(&ctx, sink, resp);
@@ -133,8 +133,8 @@ impl pb::DevicePlugin for Service {
     ) {
         let mut inner = self.inner.lock();
         let mut resp = pb::AllocateResponse::new();
-        for c in req.get_container_requests() {
-            let ids = c.get_devices_ids().to_vec();
+        for c in req.container_requests() {
+            let ids = c.devices_ids().to_vec();
             inner.calls.allocate.push(ids.clone());
             let mut r = pb::ContainerAllocateResponse::new();
             r.mut_envs().insert("EXAMPLE_DEVICES".into(), ids.join(","));
@@ -162,7 +162,7 @@ impl pb::DevicePlugin for Service {
         sink: grpcio::UnarySink<pb::PreStartContainerResponse>,
     ) {
         let mut inner = self.inner.lock();
-        inner.calls.pre_start.push(req.get_devices_ids().to_vec());
+        inner.calls.pre_start.push(req.devices_ids().to_vec());
         if self.behaviour.pre_start_hangs {
             inner.hung_pre_start.push(sink);
             return;

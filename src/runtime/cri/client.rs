@@ -130,11 +130,11 @@ pub fn socket_path(endpoint: &str) -> Option<PathBuf> {
 /// that is not ready is not fatal (host-network pods run without it); it is returned as a
 /// warning.
 pub fn readiness(status: &RuntimeStatus) -> (Option<String>, Option<String>) {
-    let find = |t: &str| status.get_conditions().iter().find(|c| c.get_field_type() == t);
+    let find = |t: &str| status.conditions().iter().find(|c| c.type_() == t);
     let describe = |t: &str| match find(t) {
         None => Some(format!("{t} is not reported")),
-        Some(c) if c.get_status() => None,
-        Some(c) => Some(format!("{t} is false ({}: {})", c.get_reason(), c.get_message())),
+        Some(c) if c.status() => None,
+        Some(c) => Some(format!("{t} is false ({}: {})", c.reason(), c.message())),
     };
     (describe("RuntimeReady"), describe("NetworkReady"))
 }
@@ -207,7 +207,7 @@ impl CriClient {
     /// `Status`: the runtime's conditions.
     pub fn status(&self) -> Result<RuntimeStatus, CriError> {
         let resp = self.runtime.status_opt(&StatusRequest::new(), self.opt()).map_err(self.failed("Status"))?;
-        Ok(resp.get_status().clone())
+        Ok(resp.status().clone())
     }
 
     /// The sandbox (pause) image the runtime is configured with, from `Status`'s verbose
@@ -216,14 +216,14 @@ impl CriClient {
         let mut req = StatusRequest::new();
         req.set_verbose(true);
         let resp = self.runtime.status_opt(&req, self.opt()).map_err(self.failed("Status"))?;
-        Ok(sandbox_image_of(resp.get_info()))
+        Ok(sandbox_image_of(resp.info()))
     }
 
     /// `RuntimeConfig`: the runtime's cgroup driver; `None` when it does not say (the call
     /// is UNIMPLEMENTED before containerd 2.0, as kubelet allows).
     pub fn cgroup_driver(&self) -> Result<Option<CgroupDriver>, CriError> {
         match self.runtime.runtime_config_opt(&RuntimeConfigRequest::new(), self.opt()) {
-            Ok(resp) => Ok(resp.has_linux().then(|| resp.get_linux().get_cgroup_driver())),
+            Ok(resp) => Ok(resp.has_linux().then(|| resp.linux().cgroup_driver())),
             Err(e) => {
                 let e = self.failed("RuntimeConfig")(e);
                 if e.is_unimplemented() {
@@ -285,7 +285,7 @@ impl CriClient {
         let mut req = ListPodSandboxRequest::new();
         req.set_filter(filter);
         let mut resp = self.runtime.list_pod_sandbox_opt(&req, self.opt()).map_err(self.failed("ListPodSandbox"))?;
-        Ok(resp.take_items().into_vec())
+        Ok(resp.take_items())
     }
 
     /// `CreateContainer`: the new container's id.
@@ -326,7 +326,7 @@ impl CriClient {
         let mut req = ListContainersRequest::new();
         req.set_filter(filter);
         let mut resp = self.runtime.list_containers_opt(&req, self.opt()).map_err(self.failed("ListContainers"))?;
-        Ok(resp.take_containers().into_vec())
+        Ok(resp.take_containers())
     }
 
     /// `ContainerStatus`.
@@ -349,7 +349,7 @@ impl CriClient {
     pub fn exec(&self, id: &str, cmd: &[String]) -> Result<String, CriError> {
         let mut req = ExecRequest::new();
         req.set_container_id(id.into());
-        req.set_cmd(cmd.to_vec().into());
+        req.set_cmd(cmd.to_vec());
         req.set_stdout(true);
         req.set_stderr(true);
         let mut resp = self.runtime.exec_opt(&req, self.opt()).map_err(self.failed("Exec"))?;
@@ -368,7 +368,7 @@ impl CriClient {
     pub fn list_images(&self) -> Result<Vec<Image>, CriError> {
         let mut resp =
             self.images.list_images_opt(&ListImagesRequest::new(), self.opt()).map_err(self.failed("ListImages"))?;
-        Ok(resp.take_images().into_vec())
+        Ok(resp.take_images())
     }
 
     /// `PullImage`, started: the caller waits on the returned call (and may cancel it), whose
@@ -433,7 +433,7 @@ mod tests {
         let mut s = RuntimeStatus::new();
         for (t, ok) in conditions {
             let mut c = RuntimeCondition::new();
-            c.set_field_type(t.to_string());
+            c.set_type(t.to_string());
             c.set_status(*ok);
             if !ok {
                 c.set_reason("NetworkPluginNotReady".into());

@@ -204,9 +204,9 @@ impl CriRuntime {
         filter.set_label_selector(self.owner.clone());
         let found =
             self.client.list_pod_sandbox(filter).map_err(Self::failed("sandbox", id, format!("sandbox {id}")))?;
-        let s = found.into_iter().find(|s| s.get_id() == id);
+        let s = found.into_iter().find(|s| s.id() == id);
         let s = s.ok_or_else(|| RuntimeError::NotFound { kind: "sandbox", id: id.into() })?;
-        let config = Arc::new(translate::sandbox_config_of(s.get_metadata(), s.get_annotations()));
+        let config = Arc::new(translate::sandbox_config_of(s.metadata(), s.annotations()));
         self.sandboxes.lock().insert(id.into(), KnownSandbox::new(config.clone()));
         Ok(config)
     }
@@ -398,12 +398,12 @@ impl ContainerRuntime for CriRuntime {
             .map_err(|source| RuntimeError::Cri { object: "listing sandboxes".into(), source })?;
         let mut out: Vec<SandboxInfo> = {
             let mut cache = self.sandboxes.lock();
-            cache.retain(|id, _| listed.iter().any(|s| s.get_id() == id));
+            cache.retain(|id, _| listed.iter().any(|s| s.id() == id));
             listed
                 .iter()
                 .map(|s| {
-                    let k = cache.entry(s.get_id().into()).or_insert_with(|| {
-                        KnownSandbox::new(Arc::new(translate::sandbox_config_of(s.get_metadata(), s.get_annotations())))
+                    let k = cache.entry(s.id().into()).or_insert_with(|| {
+                        KnownSandbox::new(Arc::new(translate::sandbox_config_of(s.metadata(), s.annotations())))
                     });
                     SandboxInfo {
                         ips: k.ips.clone().unwrap_or_default(),
@@ -456,7 +456,7 @@ impl ContainerRuntime for CriRuntime {
             .map_err(|source| RuntimeError::Cri { object: "listing containers".into(), source })?;
         let mut out = Vec::with_capacity(listed.len());
         for c in &listed {
-            let id = c.get_id();
+            let id = c.id();
             let (config, settled) = {
                 let mut cache = self.containers.lock();
                 let k = cache
@@ -466,7 +466,7 @@ impl ContainerRuntime for CriRuntime {
             };
             let same_state = |i: &ContainerInfo| {
                 matches!(
-                    (i.state, c.get_state()),
+                    (i.state, c.state()),
                     (ContainerState::Running, cri::ContainerState::CONTAINER_RUNNING)
                         | (ContainerState::Exited, cri::ContainerState::CONTAINER_EXITED)
                 )
@@ -483,7 +483,7 @@ impl ContainerRuntime for CriRuntime {
                     return Err(RuntimeError::Cri { object: format!("container {} ({id})", config.name), source })
                 }
             };
-            let info = translate::container_info(c.get_pod_sandbox_id(), &status, config);
+            let info = translate::container_info(c.pod_sandbox_id(), &status, config);
             if info.state != ContainerState::Created {
                 if let Some(k) = self.containers.lock().get_mut(id) {
                     k.settled = Some(info.clone());
@@ -491,7 +491,7 @@ impl ContainerRuntime for CriRuntime {
             }
             out.push(info);
         }
-        self.containers.lock().retain(|id, _| listed.iter().any(|c| c.get_id() == id));
+        self.containers.lock().retain(|id, _| listed.iter().any(|c| c.id() == id));
         Ok(out)
     }
 
@@ -600,7 +600,7 @@ impl ContainerRuntime for CriRuntime {
             .map_err(|source| RuntimeError::Cri { object: "listing every container".into(), source })?;
         Ok(listed
             .iter()
-            .flat_map(|c| [c.get_image_ref().to_string(), c.get_image().get_image().to_string()])
+            .flat_map(|c| [c.image_ref().to_string(), c.image().image().to_string()])
             .filter(|i| !i.is_empty())
             .collect())
     }

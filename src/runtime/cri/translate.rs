@@ -9,7 +9,6 @@ use super::super::{
 };
 use crate::api::security::{ContainerSecurity, Profile, SandboxSecurity};
 use crate::proto::cri;
-use protobuf::RepeatedField;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -81,9 +80,9 @@ pub fn sandbox_config(
     }
     if let Some(d) = &config.dns {
         let dns = c.mut_dns_config();
-        dns.set_servers(d.servers.clone().into());
-        dns.set_searches(d.searches.clone().into());
-        dns.set_options(d.options.clone().into());
+        dns.set_servers(d.servers.clone());
+        dns.set_searches(d.searches.clone());
+        dns.set_options(d.options.clone());
     }
     c.set_log_directory(config.log_directory.display().to_string());
     let l = c.mut_labels();
@@ -139,10 +138,10 @@ pub fn namespace_options(config: &SandboxConfig) -> cri::NamespaceOption {
 fn security_profile(p: &Profile) -> cri::SecurityProfile {
     let mut sp = cri::SecurityProfile::new();
     match p {
-        Profile::RuntimeDefault => sp.set_profile_type(cri::SecurityProfile_ProfileType::RuntimeDefault),
-        Profile::Unconfined => sp.set_profile_type(cri::SecurityProfile_ProfileType::Unconfined),
+        Profile::RuntimeDefault => sp.set_profile_type(cri::security_profile::ProfileType::RuntimeDefault),
+        Profile::Unconfined => sp.set_profile_type(cri::security_profile::ProfileType::Unconfined),
         Profile::Localhost(name) => {
-            sp.set_profile_type(cri::SecurityProfile_ProfileType::Localhost);
+            sp.set_profile_type(cri::security_profile::ProfileType::Localhost);
             sp.set_localhost_ref(name.clone());
         }
     }
@@ -187,8 +186,8 @@ pub fn container_security(sec: &ContainerSecurity, sandbox: &SandboxConfig) -> c
     let mut sc = cri::LinuxContainerSecurityContext::new();
     if !sec.add_capabilities.is_empty() || !sec.drop_capabilities.is_empty() {
         let caps = sc.mut_capabilities();
-        caps.set_add_capabilities(RepeatedField::from_vec(sec.add_capabilities.clone()));
-        caps.set_drop_capabilities(RepeatedField::from_vec(sec.drop_capabilities.clone()));
+        caps.set_add_capabilities(sec.add_capabilities.clone());
+        caps.set_drop_capabilities(sec.drop_capabilities.clone());
     }
     sc.set_privileged(sec.privileged);
     sc.set_namespace_options(namespace_options(sandbox));
@@ -201,8 +200,8 @@ pub fn container_security(sec: &ContainerSecurity, sandbox: &SandboxConfig) -> c
     sc.set_readonly_rootfs(sec.readonly_rootfs);
     sc.set_supplemental_groups(sec.supplemental_groups.clone());
     sc.set_no_new_privs(sec.no_new_privs);
-    sc.set_masked_paths(RepeatedField::from_vec(sec.masked_paths()));
-    sc.set_readonly_paths(RepeatedField::from_vec(sec.readonly_paths()));
+    sc.set_masked_paths(sec.masked_paths());
+    sc.set_readonly_paths(sec.readonly_paths());
     sc.set_seccomp(seccomp_profile(&sec.seccomp));
     if let Some(p) = &sec.apparmor {
         sc.set_apparmor(security_profile(p));
@@ -249,7 +248,7 @@ pub fn create_container_request(
     c.mut_metadata().set_name(config.name.clone());
     c.mut_metadata().set_attempt(config.attempt);
     c.mut_image().set_image(config.image.clone());
-    c.set_command(RepeatedField::from_vec(config.argv.clone()));
+    c.set_command(config.argv.clone());
     c.set_working_dir(config.working_dir.clone());
     c.set_envs(
         config
@@ -333,10 +332,10 @@ pub fn time_from_nanos(ns: i64) -> Option<SystemTime> {
 pub fn sandbox_config_of(metadata: &cri::PodSandboxMetadata, annotations: &HashMap<String, String>) -> SandboxConfig {
     annotations.get(SANDBOX_CONFIG_ANNOTATION).and_then(|j| serde_json::from_slice(j.as_bytes()).ok()).unwrap_or_else(
         || SandboxConfig {
-            pod_uid: metadata.get_uid().into(),
-            pod_name: metadata.get_name().into(),
-            namespace: metadata.get_namespace().into(),
-            attempt: metadata.get_attempt(),
+            pod_uid: metadata.uid().into(),
+            pod_name: metadata.name().into(),
+            namespace: metadata.namespace().into(),
+            attempt: metadata.attempt(),
             ..Default::default()
         },
     )
@@ -345,32 +344,32 @@ pub fn sandbox_config_of(metadata: &cri::PodSandboxMetadata, annotations: &HashM
 /// A listed sandbox as `SandboxInfo`, with its config (parsed once by the caller).
 pub fn sandbox_info(s: &cri::PodSandbox, config: Arc<SandboxConfig>) -> SandboxInfo {
     SandboxInfo {
-        id: s.get_id().into(),
+        id: s.id().into(),
         config,
-        created_at: time_from_nanos(s.get_created_at()).unwrap_or(UNIX_EPOCH),
-        ready: s.get_state() == cri::PodSandboxState::SANDBOX_READY,
+        created_at: time_from_nanos(s.created_at()).unwrap_or(UNIX_EPOCH),
+        ready: s.state() == cri::PodSandboxState::SANDBOX_READY,
         ips: Vec::new(),
     }
 }
 
 /// The pod's IPs from its sandbox's status: the primary, then the additional ones.
 pub fn sandbox_ips(status: &cri::PodSandboxStatus) -> Vec<String> {
-    let network = status.get_network();
-    let additional = network.get_additional_ips().iter().map(|ip| ip.get_ip());
-    std::iter::once(network.get_ip()).chain(additional).filter(|ip| !ip.is_empty()).map(String::from).collect()
+    let network = status.network();
+    let additional = network.additional_ips().iter().map(|ip| ip.ip());
+    std::iter::once(network.ip()).chain(additional).filter(|ip| !ip.is_empty()).map(String::from).collect()
 }
 
 /// The config a container was made with: from its annotation, or what its metadata, image
 /// and labels tell.
 pub fn container_config_of(c: &cri::Container) -> ContainerConfig {
-    c.get_annotations()
+    c.annotations()
         .get(CONTAINER_CONFIG_ANNOTATION)
         .and_then(|j| serde_json::from_slice(j.as_bytes()).ok())
         .unwrap_or_else(|| ContainerConfig {
-            name: c.get_metadata().get_name().into(),
-            attempt: c.get_metadata().get_attempt(),
-            image: c.get_image().get_image().into(),
-            labels: c.get_labels().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            name: c.metadata().name().into(),
+            attempt: c.metadata().attempt(),
+            image: c.image().image().into(),
+            labels: c.labels().iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             ..Default::default()
         })
 }
@@ -380,11 +379,11 @@ pub fn container_config_of(c: &cri::Container) -> ContainerConfig {
 /// the runtime knows better, exit code 137, so it never passes for a success (ferrolet's
 /// states have no unknown).
 pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: Arc<ContainerConfig>) -> ContainerInfo {
-    let mut exit_code = status.get_exit_code();
-    let (state, reason) = match status.get_state() {
-        cri::ContainerState::CONTAINER_CREATED => (ContainerState::Created, status.get_reason().to_string()),
+    let mut exit_code = status.exit_code();
+    let (state, reason) = match status.state() {
+        cri::ContainerState::CONTAINER_CREATED => (ContainerState::Created, status.reason().to_string()),
         cri::ContainerState::CONTAINER_RUNNING => (ContainerState::Running, String::new()),
-        cri::ContainerState::CONTAINER_EXITED => (ContainerState::Exited, status.get_reason().to_string()),
+        cri::ContainerState::CONTAINER_EXITED => (ContainerState::Exited, status.reason().to_string()),
         cri::ContainerState::CONTAINER_UNKNOWN => {
             if exit_code == 0 {
                 exit_code = 137;
@@ -393,17 +392,17 @@ pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: A
         }
     };
     ContainerInfo {
-        image_ref: status.get_image_ref().into(),
-        id: status.get_id().into(),
+        image_ref: status.image_ref().into(),
+        id: status.id().into(),
         sandbox_id: sandbox_id.into(),
         config,
         state,
-        created_at: time_from_nanos(status.get_created_at()).unwrap_or(UNIX_EPOCH),
-        started_at: time_from_nanos(status.get_started_at()),
-        finished_at: time_from_nanos(status.get_finished_at()),
+        created_at: time_from_nanos(status.created_at()).unwrap_or(UNIX_EPOCH),
+        started_at: time_from_nanos(status.started_at()),
+        finished_at: time_from_nanos(status.finished_at()),
         exit_code,
         reason,
-        message: status.get_message().into(),
+        message: status.message().into(),
         // CRI reports no pid (only in verbose info, runtime-specific).
         pid: None,
     }
@@ -425,7 +424,7 @@ pub fn stop_timeout_seconds(grace: Duration) -> i64 {
 pub fn exec_sync_request(id: &str, cmd: &[String], timeout: Duration) -> cri::ExecSyncRequest {
     let mut req = cri::ExecSyncRequest::new();
     req.set_container_id(id.into());
-    req.set_cmd(RepeatedField::from_vec(cmd.to_vec()));
+    req.set_cmd(cmd.to_vec());
     req.set_timeout(exec_timeout_seconds(timeout));
     req
 }
@@ -437,7 +436,7 @@ pub fn exec_result(mut resp: cri::ExecSyncResponse) -> ExecResult {
         v
     };
     ExecResult {
-        exit_code: resp.get_exit_code(),
+        exit_code: resp.exit_code(),
         stdout: cap(resp.take_stdout()),
         stderr: cap(resp.take_stderr()),
         timed_out: false,
@@ -453,25 +452,25 @@ pub fn exec_timed_out() -> ExecResult {
 /// An image as ferrolet reports it.
 pub fn image_info(i: &cri::Image) -> ImageInfo {
     ImageInfo {
-        id: i.get_id().into(),
-        repo_tags: i.get_repo_tags().to_vec(),
-        repo_digests: i.get_repo_digests().to_vec(),
-        size: i.get_size(),
-        pinned: i.get_pinned(),
-        uid: i.has_uid().then(|| i.get_uid().get_value()),
-        username: i.get_username().into(),
+        id: i.id().into(),
+        repo_tags: i.repo_tags().to_vec(),
+        repo_digests: i.repo_digests().to_vec(),
+        size: i.size(),
+        pinned: i.pinned(),
+        uid: i.has_uid().then(|| i.uid().value()),
+        username: i.username().into(),
     }
 }
 
 /// The image filesystems of an `ImageFsInfo` answer (the container filesystems, which newer
 /// runtimes report apart, are not images').
 pub fn image_fs_info(resp: &cri::ImageFsInfoResponse) -> Vec<ImageFsInfo> {
-    resp.get_image_filesystems()
+    resp.image_filesystems()
         .iter()
         .map(|f| ImageFsInfo {
-            mount_point: f.get_fs_id().get_mountpoint().into(),
-            used_bytes: f.get_used_bytes().get_value(),
-            inodes_used: f.has_inodes_used().then(|| f.get_inodes_used().get_value()),
+            mount_point: f.fs_id().mountpoint().into(),
+            used_bytes: f.used_bytes().value(),
+            inodes_used: f.has_inodes_used().then(|| f.inodes_used().value()),
         })
         .collect()
 }
@@ -559,25 +558,25 @@ mod tests {
     #[test]
     fn a_host_network_sandbox_shares_the_node_namespace_and_sets_no_hostname() {
         let c = sandbox_config(&sandbox(true), &owner()).unwrap();
-        assert_eq!(c.get_hostname(), "");
-        let ns = c.get_linux().get_security_context().get_namespace_options();
-        assert_eq!(ns.get_network(), cri::NamespaceMode::NODE);
-        assert_eq!((ns.get_pid(), ns.get_ipc()), (cri::NamespaceMode::CONTAINER, cri::NamespaceMode::POD));
-        assert_eq!(c.get_linux().get_cgroup_parent(), "/kubepods/burstable/podu1");
-        assert_eq!(c.get_log_directory(), "/var/log/pods/default_web_u1");
-        assert_eq!(c.get_metadata().get_uid(), "u1");
-        assert_eq!(c.get_metadata().get_name(), "web");
-        assert_eq!(c.get_metadata().get_namespace(), "default");
-        assert_eq!(c.get_metadata().get_attempt(), 1);
-        let pm = &c.get_port_mappings()[0];
-        assert_eq!((pm.get_protocol(), pm.get_container_port(), pm.get_host_port()), (cri::Protocol::UDP, 53, 5353));
+        assert_eq!(c.hostname(), "");
+        let ns = c.linux().security_context().namespace_options();
+        assert_eq!(ns.network(), cri::NamespaceMode::NODE);
+        assert_eq!((ns.pid(), ns.ipc()), (cri::NamespaceMode::CONTAINER, cri::NamespaceMode::POD));
+        assert_eq!(c.linux().cgroup_parent(), "/kubepods/burstable/podu1");
+        assert_eq!(c.log_directory(), "/var/log/pods/default_web_u1");
+        assert_eq!(c.metadata().uid(), "u1");
+        assert_eq!(c.metadata().name(), "web");
+        assert_eq!(c.metadata().namespace(), "default");
+        assert_eq!(c.metadata().attempt(), 1);
+        let pm = &c.port_mappings()[0];
+        assert_eq!((pm.protocol(), pm.container_port(), pm.host_port()), (cri::Protocol::UDP, 53, 5353));
     }
 
     #[test]
     fn a_pod_network_sandbox_gets_the_pod_name_as_hostname() {
         let c = sandbox_config(&sandbox(false), &owner()).unwrap();
-        assert_eq!(c.get_hostname(), "web");
-        assert_eq!(c.get_linux().get_security_context().get_namespace_options().get_network(), cri::NamespaceMode::POD);
+        assert_eq!(c.hostname(), "web");
+        assert_eq!(c.linux().security_context().namespace_options().network(), cri::NamespaceMode::POD);
         assert!(!c.has_dns_config(), "no resolver config asked: the runtime's default");
     }
 
@@ -590,73 +589,70 @@ mod tests {
         };
         let cfg = SandboxConfig { hostname: "db-0.sub.default.svc".into(), dns: Some(dns), ..sandbox(false) };
         let c = sandbox_config(&cfg, &owner()).unwrap();
-        assert_eq!(c.get_hostname(), "db-0.sub.default.svc");
-        let d = c.get_dns_config();
-        assert_eq!(d.get_servers(), ["10.0.0.10", "1.1.1.1"]);
-        assert_eq!(d.get_searches(), ["ns.svc.cluster.local", "example.com"]);
-        assert_eq!(d.get_options(), ["ndots:2", "rotate"]);
+        assert_eq!(c.hostname(), "db-0.sub.default.svc");
+        let d = c.dns_config();
+        assert_eq!(d.servers(), ["10.0.0.10", "1.1.1.1"]);
+        assert_eq!(d.searches(), ["ns.svc.cluster.local", "example.com"]);
+        assert_eq!(d.options(), ["ndots:2", "rotate"]);
         let c = sandbox_config(&SandboxConfig { host_network: true, ..cfg.clone() }, &owner()).unwrap();
-        assert_eq!(c.get_hostname(), "", "the node's UTS namespace keeps the node's hostname");
-        assert_eq!(c.get_dns_config().get_servers(), ["10.0.0.10", "1.1.1.1"]);
-        let back = sandbox_config_of(c.get_metadata(), c.get_annotations());
+        assert_eq!(c.hostname(), "", "the node's UTS namespace keeps the node's hostname");
+        assert_eq!(c.dns_config().servers(), ["10.0.0.10", "1.1.1.1"]);
+        let back = sandbox_config_of(c.metadata(), c.annotations());
         assert_eq!((back.hostname.as_str(), back.dns), (cfg.hostname.as_str(), cfg.dns));
     }
 
     #[test]
     fn a_sandbox_carries_kubelets_labels_the_managed_label_and_the_pod_annotations() {
         let c = sandbox_config(&sandbox(true), &owner()).unwrap();
-        let l = c.get_labels();
+        let l = c.labels();
         assert_eq!(l[labels::POD_NAME], "web");
         assert_eq!(l[labels::POD_NAMESPACE], "default");
         assert_eq!(l[labels::POD_UID], "u1");
         assert_eq!(l[labels::MANAGED_BY], labels::MANAGED_BY_FERROLET);
-        assert_eq!(c.get_annotations()["kubernetes.io/config.source"], "file");
+        assert_eq!(c.annotations()["kubernetes.io/config.source"], "file");
     }
 
     #[test]
     fn a_sandbox_config_survives_the_round_trip_through_its_annotation() {
         let c = sandbox_config(&sandbox(true), &owner()).unwrap();
-        let back = sandbox_config_of(c.get_metadata(), c.get_annotations());
+        let back = sandbox_config_of(c.metadata(), c.annotations());
         assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(sandbox(true)).unwrap());
         // Without the annotation, the metadata still names the pod.
-        let back = sandbox_config_of(c.get_metadata(), &HashMap::new());
+        let back = sandbox_config_of(c.metadata(), &HashMap::new());
         assert_eq!((back.pod_uid.as_str(), back.pod_name.as_str(), back.namespace.as_str()), ("u1", "web", "default"));
     }
 
     #[test]
     fn a_container_request_carries_argv_env_workdir_relative_log_path_and_labels() {
         let req = create_container_request("sb1", &sandbox(true), &container(), &owner()).unwrap();
-        assert_eq!(req.get_pod_sandbox_id(), "sb1");
-        assert_eq!(req.get_sandbox_config().get_log_directory(), "/var/log/pods/default_web_u1");
-        let c = req.get_config();
-        assert_eq!(c.get_metadata().get_name(), "app");
-        assert_eq!(c.get_metadata().get_attempt(), 2);
-        assert_eq!(c.get_image().get_image(), "localhost/busybox:latest");
-        assert_eq!(c.get_command(), ["sleep", "1000"]);
-        assert!(c.get_args().is_empty());
-        assert_eq!(c.get_working_dir(), "/tmp");
-        let env: Vec<_> = c.get_envs().iter().map(|kv| (kv.get_key(), kv.get_value())).collect();
+        assert_eq!(req.pod_sandbox_id(), "sb1");
+        assert_eq!(req.sandbox_config().log_directory(), "/var/log/pods/default_web_u1");
+        let c = req.config();
+        assert_eq!(c.metadata().name(), "app");
+        assert_eq!(c.metadata().attempt(), 2);
+        assert_eq!(c.image().image(), "localhost/busybox:latest");
+        assert_eq!(c.command(), ["sleep", "1000"]);
+        assert!(c.args().is_empty());
+        assert_eq!(c.working_dir(), "/tmp");
+        let env: Vec<_> = c.envs().iter().map(|kv| (kv.key(), kv.value())).collect();
         assert_eq!(env, [("A", &b"1"[..]), ("B", &b"2"[..])]);
-        assert_eq!(c.get_log_path(), "app/2.log");
-        assert_eq!(c.get_labels()[labels::CONTAINER_NAME], "app");
-        assert_eq!(c.get_labels()[labels::POD_UID], "u1");
-        assert_eq!(c.get_labels()[labels::MANAGED_BY], labels::MANAGED_BY_FERROLET);
-        assert_eq!(
-            c.get_linux().get_security_context().get_namespace_options().get_network(),
-            cri::NamespaceMode::NODE
-        );
+        assert_eq!(c.log_path(), "app/2.log");
+        assert_eq!(c.labels()[labels::CONTAINER_NAME], "app");
+        assert_eq!(c.labels()[labels::POD_UID], "u1");
+        assert_eq!(c.labels()[labels::MANAGED_BY], labels::MANAGED_BY_FERROLET);
+        assert_eq!(c.linux().security_context().namespace_options().network(), cri::NamespaceMode::NODE);
     }
 
     #[test]
     fn cgroup_v1_values_become_resources_and_v2_files_go_to_unified() {
         let r = resources(&container().linux.unwrap().files).unwrap();
-        assert_eq!((r.get_cpu_shares(), r.get_cpu_quota(), r.get_cpu_period()), (512, 50000, 100000));
-        assert_eq!(r.get_memory_limit_in_bytes(), 67108864);
-        assert!(r.get_unified().is_empty());
+        assert_eq!((r.cpu_shares(), r.cpu_quota(), r.cpu_period()), (512, 50000, 100000));
+        assert_eq!(r.memory_limit_in_bytes(), 67108864);
+        assert!(r.unified().is_empty());
         let v2 = BTreeMap::from([("cpu.weight".to_string(), "39".to_string()), ("memory.max".into(), "1024".into())]);
         let r = resources(&v2).unwrap();
-        assert_eq!(r.get_unified()["cpu.weight"], "39");
-        assert_eq!(r.get_unified()["memory.max"], "1024");
+        assert_eq!(r.unified()["cpu.weight"], "39");
+        assert_eq!(r.unified()["memory.max"], "1024");
         let bad = BTreeMap::from([("cpu.shares".to_string(), "many".to_string())]);
         assert_eq!(
             resources(&bad).unwrap_err().to_string(),
@@ -684,10 +680,10 @@ mod tests {
         });
         let req = create_container_request("sb1", &sandbox(false), &cfg, &owner()).unwrap();
         let got: Vec<(&str, &str, bool, cri::MountPropagation)> = req
-            .get_config()
-            .get_mounts()
+            .config()
+            .mounts()
             .iter()
-            .map(|m| (m.get_container_path(), m.get_host_path(), m.get_readonly(), m.get_propagation()))
+            .map(|m| (m.container_path(), m.host_path(), m.readonly(), m.propagation()))
             .collect();
         assert_eq!(
             got,
@@ -715,13 +711,13 @@ mod tests {
             ..Default::default()
         });
         let req = create_container_request("sb1", &sandbox(true), &cfg, &owner()).unwrap();
-        let c = req.get_config();
-        assert_eq!(c.get_mounts()[0].get_container_path(), "/dev/shm/x");
-        assert!(c.get_mounts()[0].get_readonly());
-        assert_eq!(c.get_devices()[0].get_host_path(), "/dev/fpga0");
-        assert_eq!(c.get_devices()[0].get_permissions(), "rw");
-        assert_eq!(c.get_annotations()["vendor/fpga"], "0");
-        assert_eq!(c.get_CDI_devices()[0].get_name(), "vendor.com/fpga=0");
+        let c = req.config();
+        assert_eq!(c.mounts()[0].container_path(), "/dev/shm/x");
+        assert!(c.mounts()[0].readonly());
+        assert_eq!(c.devices()[0].host_path(), "/dev/fpga0");
+        assert_eq!(c.devices()[0].permissions(), "rw");
+        assert_eq!(c.annotations()["vendor/fpga"], "0");
+        assert_eq!(c.CDI_devices()[0].name(), "vendor.com/fpga=0");
     }
 
     #[test]
@@ -740,9 +736,9 @@ mod tests {
         let mut c = cri::Container::new();
         c.set_id("c1".into());
         c.set_pod_sandbox_id("sb1".into());
-        c.set_metadata(req.get_config().get_metadata().clone());
-        c.set_labels(req.get_config().get_labels().clone());
-        c.set_annotations(req.get_config().get_annotations().clone());
+        c.set_metadata(req.config().metadata().clone());
+        c.set_labels(req.config().labels().clone());
+        c.set_annotations(req.config().annotations().clone());
         c
     }
 
@@ -813,8 +809,8 @@ mod tests {
         assert_eq!(stop_timeout_seconds(Duration::from_millis(200)), 1);
         assert_eq!(stop_timeout_seconds(Duration::from_secs(30)), 30);
         let req = exec_sync_request("c1", &["echo".into(), "hi".into()], Duration::from_secs(3));
-        assert_eq!((req.get_container_id(), req.get_timeout()), ("c1", 3));
-        assert_eq!(req.get_cmd(), ["echo", "hi"]);
+        assert_eq!((req.container_id(), req.timeout()), ("c1", 3));
+        assert_eq!(req.cmd(), ["echo", "hi"]);
     }
 
     #[test]
@@ -833,8 +829,8 @@ mod tests {
     fn images_and_their_filesystem_are_read_from_cri() {
         let mut i = cri::Image::new();
         i.set_id("sha256:abc".into());
-        i.set_repo_tags(vec!["localhost/busybox:latest".to_string()].into());
-        i.set_repo_digests(vec!["localhost/busybox@sha256:def".to_string()].into());
+        i.set_repo_tags(vec!["localhost/busybox:latest".to_string()]);
+        i.set_repo_digests(vec!["localhost/busybox@sha256:def".to_string()]);
         i.set_size(4_000_000);
         i.set_pinned(true);
         let info = image_info(&i);
@@ -859,7 +855,7 @@ mod tests {
     #[test]
     fn a_pull_carries_its_credentials_only_when_given() {
         let req = pull_image_request("registry.local/app:1", None);
-        assert_eq!(req.get_image().get_image(), "registry.local/app:1");
+        assert_eq!(req.image().image(), "registry.local/app:1");
         assert!(!req.has_auth());
         let auth = PullAuth {
             username: "u".into(),
@@ -868,8 +864,8 @@ mod tests {
             ..Default::default()
         };
         let req = pull_image_request("registry.local/app:1", Some(&auth));
-        assert_eq!((req.get_auth().get_username(), req.get_auth().get_password()), ("u", "p"));
-        assert_eq!(req.get_auth().get_server_address(), "registry.local");
+        assert_eq!((req.auth().username(), req.auth().password()), ("u", "p"));
+        assert_eq!(req.auth().server_address(), "registry.local");
         // The secrets never reach a log line.
         assert!(!format!("{auth:?}").contains("\"p\""), "{auth:?}");
     }
@@ -880,7 +876,7 @@ mod tests {
             let mut sb = sandbox(false);
             sb.security = SandboxSecurity { host_pid, host_ipc, share_process_namespace: share, ..Default::default() };
             let ns = namespace_options(&sb);
-            (ns.get_pid(), ns.get_ipc(), ns.get_network())
+            (ns.pid(), ns.ipc(), ns.network())
         };
         use cri::NamespaceMode::{CONTAINER, NODE, POD};
         assert_eq!(modes(false, false, false), (CONTAINER, POD, POD));
@@ -891,8 +887,8 @@ mod tests {
         let mut sb = sandbox(true);
         sb.security.host_pid = true;
         let req = create_container_request("sb1", &sb, &container(), &owner()).unwrap();
-        let ns = req.get_config().get_linux().get_security_context().get_namespace_options();
-        assert_eq!((ns.get_pid(), ns.get_network()), (NODE, NODE));
+        let ns = req.config().linux().security_context().namespace_options();
+        assert_eq!((ns.pid(), ns.network()), (NODE, NODE));
     }
 
     #[test]
@@ -908,17 +904,17 @@ mod tests {
             ..Default::default()
         };
         let c = sandbox_config(&sb, &owner()).unwrap();
-        let sc = c.get_linux().get_security_context();
-        assert_eq!((sc.get_run_as_user().get_value(), sc.get_run_as_group().get_value()), (1000, 2000));
-        assert_eq!(sc.get_supplemental_groups(), [7, 5]);
-        assert!(sc.get_privileged());
-        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::RuntimeDefault);
-        assert_eq!(c.get_linux().get_sysctls()["net.ipv4.tcp_syncookies"], "1");
+        let sc = c.linux().security_context();
+        assert_eq!((sc.run_as_user().value(), sc.run_as_group().value()), (1000, 2000));
+        assert_eq!(sc.supplemental_groups(), [7, 5]);
+        assert!(sc.privileged());
+        assert_eq!(sc.seccomp().profile_type(), cri::security_profile::ProfileType::RuntimeDefault);
+        assert_eq!(c.linux().sysctls()["net.ipv4.tcp_syncookies"], "1");
         // Nothing asked: no uid (the image's), seccomp Unconfined as kubelet's default.
         let c = sandbox_config(&sandbox(false), &owner()).unwrap();
-        let sc = c.get_linux().get_security_context();
-        assert!(!sc.has_run_as_user() && !sc.has_run_as_group() && !sc.get_privileged());
-        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::Unconfined);
+        let sc = c.linux().security_context();
+        assert!(!sc.has_run_as_user() && !sc.has_run_as_group() && !sc.privileged());
+        assert_eq!(sc.seccomp().profile_type(), cri::security_profile::ProfileType::Unconfined);
     }
 
     #[test]
@@ -937,24 +933,24 @@ mod tests {
             ..Default::default()
         };
         let req = create_container_request("sb1", &sandbox(true), &cfg, &owner()).unwrap();
-        let sc = req.get_config().get_linux().get_security_context();
-        assert_eq!((sc.get_run_as_user().get_value(), sc.get_run_as_group().get_value()), (65534, 65533));
-        assert_eq!(sc.get_supplemental_groups(), [3000]);
-        assert_eq!(sc.get_capabilities().get_add_capabilities(), ["NET_BIND_SERVICE"]);
-        assert_eq!(sc.get_capabilities().get_drop_capabilities(), ["ALL"]);
-        assert!(sc.get_no_new_privs() && sc.get_readonly_rootfs() && !sc.get_privileged());
-        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::Localhost);
-        assert_eq!(sc.get_seccomp().get_localhost_ref(), "profiles/audit.json");
-        assert_eq!(sc.get_apparmor().get_profile_type(), cri::SecurityProfile_ProfileType::RuntimeDefault);
-        assert_eq!(sc.get_masked_paths().len(), crate::api::security::DEFAULT_MASKED_PATHS.len());
-        assert_eq!(sc.get_readonly_paths(), crate::api::security::DEFAULT_READONLY_PATHS);
+        let sc = req.config().linux().security_context();
+        assert_eq!((sc.run_as_user().value(), sc.run_as_group().value()), (65534, 65533));
+        assert_eq!(sc.supplemental_groups(), [3000]);
+        assert_eq!(sc.capabilities().add_capabilities(), ["NET_BIND_SERVICE"]);
+        assert_eq!(sc.capabilities().drop_capabilities(), ["ALL"]);
+        assert!(sc.no_new_privs() && sc.readonly_rootfs() && !sc.privileged());
+        assert_eq!(sc.seccomp().profile_type(), cri::security_profile::ProfileType::Localhost);
+        assert_eq!(sc.seccomp().localhost_ref(), "profiles/audit.json");
+        assert_eq!(sc.apparmor().profile_type(), cri::security_profile::ProfileType::RuntimeDefault);
+        assert_eq!(sc.masked_paths().len(), crate::api::security::DEFAULT_MASKED_PATHS.len());
+        assert_eq!(sc.readonly_paths(), crate::api::security::DEFAULT_READONLY_PATHS);
 
         // Nothing asked: no uid, no capabilities, kubelet's masks, Unconfined seccomp, no AppArmor.
         let req = create_container_request("sb1", &sandbox(true), &container(), &owner()).unwrap();
-        let sc = req.get_config().get_linux().get_security_context();
-        assert!(!sc.has_run_as_user() && !sc.has_capabilities() && !sc.get_no_new_privs() && !sc.has_apparmor());
-        assert_eq!(sc.get_seccomp().get_profile_type(), cri::SecurityProfile_ProfileType::Unconfined);
-        assert!(!sc.get_masked_paths().is_empty());
+        let sc = req.config().linux().security_context();
+        assert!(!sc.has_run_as_user() && !sc.has_capabilities() && !sc.no_new_privs() && !sc.has_apparmor());
+        assert_eq!(sc.seccomp().profile_type(), cri::security_profile::ProfileType::Unconfined);
+        assert!(!sc.masked_paths().is_empty());
         // The security context survives the round trip through the config annotation.
         assert_eq!(container_config_of(&listed(&cfg)).security, cfg.security);
     }
