@@ -14,6 +14,7 @@ pub mod config;
 pub mod devicemanager;
 pub mod dns;
 pub mod events;
+pub mod httphead;
 pub mod imagegc;
 pub mod images;
 pub mod inputfile;

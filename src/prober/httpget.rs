@@ -1,17 +1,20 @@
-//! The HTTP probe's client: one strict HTTP/1.1 GET over a blocking `TcpStream`, bounded by
-//! a deadline. ureq's per-request set-up (request builder, header maps, a TLS-capable
-//! connector) was a visible part of the CPU a probe costs, for a request that is always the
-//! same shape and a response of which a probe reads at most 10 KiB. HTTPS stays on ureq.
+//! The HTTP probe's client, for `http://` and `https://` alike: one strict HTTP/1.1 GET over
+//! a blocking `TcpStream` (through rustls for HTTPS, certificates unverified as kubelet's
+//! probes), bounded by a deadline. A general client's per-request set-up (request builder,
+//! header maps, connector) was a visible part of the CPU a probe costs, for a request that is
+//! always the same shape and a response of which a probe reads at most 10 KiB.
 
 use super::resolve::{resolve, Lookups, ResolveError};
 use super::{MAX_OUTPUT, USER_AGENT};
 use crate::api::HttpHeader;
+use crate::httphead::{self, ResponseHead};
 use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
-/// The most a response's status line and headers may take (ureq's limit before).
+/// The most a response's status line and headers may take.
 pub(super) const MAX_HEAD: usize = 32 * 1024;
 
 /// What a probe needs of a response.
@@ -37,6 +40,9 @@ pub(super) enum HttpGetError {
     /// The path has bytes that cannot go on a request line.
     #[error("invalid request target {target:?}")]
     CheckTarget { target: String },
+    /// The host is not a name or address TLS can be asked for.
+    #[error("invalid URL: bad TLS server name {host:?}")]
+    ServerName { host: String },
     /// The host name could not be looked up.
     #[error("dial tcp {addr}")]
     Resolve {
@@ -54,6 +60,12 @@ pub(super) enum HttpGetError {
     /// The deadline passed (kubelet's words for its client timeout).
     #[error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")]
     Timeout,
+    /// The TLS handshake failed.
+    #[error("TLS handshake")]
+    Handshake {
+        #[source]
+        source: std::io::Error,
+    },
     /// Sending the request failed.
     #[error("write request")]
     WriteRequest {
@@ -75,7 +87,7 @@ pub(super) enum HttpGetError {
     /// The status line and headers did not end within `MAX_HEAD` bytes.
     #[error("response head larger than {max} bytes")]
     HeadTooLong { max: usize },
-    /// The status line is not `HTTP/1.x NNN ...`.
+    /// The status line is not `HTTP/1.0 NNN ...` or `HTTP/1.1 NNN ...`.
     #[error("malformed HTTP response {line:?}")]
     ParseStatus { line: String },
     /// A header line is not `name: value`.
@@ -98,16 +110,16 @@ thread_local! {
     static BUFFERS: RefCell<(Vec<u8>, Vec<u8>)> = RefCell::new((Vec::with_capacity(512), vec![0; MAX_HEAD]));
 }
 
-/// GETs an `http://` URL by the rules of kubelet's probe client: `headers` are the probe's,
-/// `Connection: close`, and the whole exchange ends by `deadline`.
+/// GETs an `http://` or `https://` URL by the rules of kubelet's probe client: `headers` are
+/// the probe's, `Connection: close`, and the whole exchange ends by `deadline`.
 pub(super) fn get(
     url: &str,
     headers: &[HttpHeader],
     deadline: Instant,
     lookups: &Lookups,
 ) -> Result<Response, HttpGetError> {
-    let (authority, target) = split_url(url)?;
-    let (host, port) = host_port(authority)?;
+    let (tls, authority, target) = split_url(url)?;
+    let (host, port) = host_port(authority, if tls { 443 } else { 80 })?;
     let addr = resolve(host, port, left(deadline)?, lookups)
         .map_err(|source| HttpGetError::Resolve { addr: format!("{host}:{port}"), source })?;
     BUFFERS.with(|b| {
@@ -120,24 +132,134 @@ pub(super) fn get(
         };
         // As kubelet's dialer: a short TIME_WAIT at high probe rates.
         crate::util::set_linger(&stream, 1);
-        stream.set_write_timeout(Some(left(deadline)?)).map_err(|source| HttpGetError::WriteRequest { source })?;
-        (&stream).write_all(req).map_err(|e| io_error(e, |source| HttpGetError::WriteRequest { source }))?;
-        let mut conn = Conn { stream: &stream, buf, pos: 0, end: 0, deadline };
-        conn.response()
+        let mut sock = Deadlined { stream: &stream, deadline };
+        if !tls {
+            return exchange(&mut sock, req, buf);
+        }
+        let name = rustls::pki_types::ServerName::try_from(host)
+            .map_err(|_| HttpGetError::ServerName { host: host.into() })?
+            .to_owned();
+        let mut conn = rustls::ClientConnection::new(tls_config(), name)
+            .map_err(|e| HttpGetError::Handshake { source: std::io::Error::other(e) })?;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock).map_err(|e| io_error(e, |source| HttpGetError::Handshake { source }))?;
+        }
+        exchange(&mut rustls::Stream::new(&mut conn, &mut sock), req, buf)
     })
 }
 
-/// `http://authority/target` → (authority, target without fragment).
-fn split_url(url: &str) -> Result<(&str, &str), HttpGetError> {
-    let rest = url.strip_prefix("http://").ok_or(HttpGetError::ParseUrl { why: "not an http:// URL" })?;
+/// Sends `req` on `stream` and reads the response with `buf`.
+fn exchange(stream: &mut (impl Read + Write), req: &[u8], buf: &mut [u8]) -> Result<Response, HttpGetError> {
+    let sent = stream.write_all(req).and_then(|()| stream.flush());
+    sent.map_err(|e| io_error(e, |source| HttpGetError::WriteRequest { source }))?;
+    Conn { stream, buf, pos: 0, end: 0 }.response()
+}
+
+/// The probe's socket, each read and write bounded by what is left of its deadline.
+struct Deadlined<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Deadlined<'_> {
+    /// What is left of the deadline, or a timeout when nothing is (a zero socket timeout
+    /// would mean "none").
+    fn left(&self) -> std::io::Result<Duration> {
+        left(self.deadline).map_err(|_| std::io::ErrorKind::TimedOut.into())
+    }
+}
+
+impl Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
+impl Write for Deadlined<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The TLS client of HTTPS probes: TLS 1.2 and 1.3 with ring, and any certificate, as
+/// kubelet's probes (`InsecureSkipVerify`).
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(rustls::ALL_VERSIONS)
+            // Cannot fail: ring's provider has the cipher suites of both versions.
+            .expect("ring supports TLS 1.2 and 1.3")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        Arc::new(config)
+    });
+    config.clone()
+}
+
+/// Takes any server certificate, as Go's `InsecureSkipVerify`; the handshake's signatures
+/// are still checked against the certificate's key, as Go does.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `http://authority/target` or `https://…` → (TLS, authority, target without fragment).
+fn split_url(url: &str) -> Result<(bool, &str, &str), HttpGetError> {
+    let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (false, rest),
+        (_, Some(rest)) => (true, rest),
+        (None, None) => return Err(HttpGetError::ParseUrl { why: "not an http:// or https:// URL" }),
+    };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, target) = rest.split_at(end);
     let target = target.split('#').next().unwrap_or("");
-    Ok((authority, if target.is_empty() { "/" } else { target }))
+    Ok((tls, authority, if target.is_empty() { "/" } else { target }))
 }
 
-/// The host (brackets stripped) and port (80 by default) of an authority.
-fn host_port(authority: &str) -> Result<(&str, u16), HttpGetError> {
+/// The host (brackets stripped) and port (`default` when it has none) of an authority.
+fn host_port(authority: &str, default: u16) -> Result<(&str, u16), HttpGetError> {
     let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     let (host, port) = match hostport.strip_prefix('[') {
         Some(v6) => {
@@ -150,7 +272,7 @@ fn host_port(authority: &str) -> Result<(&str, u16), HttpGetError> {
         },
     };
     let port = match port {
-        None | Some("") => 80,
+        None | Some("") => default,
         Some(p) => p.parse().map_err(|_| HttpGetError::ParseUrl { why: "bad port" })?,
     };
     if host.is_empty() {
@@ -188,10 +310,10 @@ fn build_request(req: &mut Vec<u8>, authority: &str, target: &str, headers: &[Ht
         if h.name.eq_ignore_ascii_case("host") || (drop_accept && h.name.eq_ignore_ascii_case("accept")) {
             continue;
         }
-        if h.name.is_empty() || !h.name.bytes().all(is_token) {
+        if h.name.is_empty() || !h.name.bytes().all(httphead::is_token) {
             return Err(HttpGetError::CheckHeader { name: h.name.clone(), what: "name" });
         }
-        // The http crate's rule (ureq's before): no control characters but tab.
+        // httparse's rule (and the http crate's): no control characters but tab.
         if h.value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
             return Err(HttpGetError::CheckHeader { name: h.name.clone(), what: "value" });
         }
@@ -201,10 +323,6 @@ fn build_request(req: &mut Vec<u8>, authority: &str, target: &str, headers: &[Ht
     }
     req.extend_from_slice(b"Connection: close\r\n\r\n");
     Ok(())
-}
-
-fn is_token(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// What is left until `deadline`, or `Timeout` when nothing is (a zero socket timeout
@@ -239,24 +357,20 @@ enum Framing {
 
 /// A connection and the thread's read buffer: `buf[pos..end]` is read but not consumed.
 struct Conn<'a> {
-    stream: &'a TcpStream,
+    stream: &'a mut dyn Read,
     buf: &'a mut [u8],
     pos: usize,
     end: usize,
-    deadline: Instant,
 }
 
 impl Conn<'_> {
-    /// Reads more, with what is left of the deadline as the socket's timeout; 0 at EOF.
+    /// Reads more; 0 at EOF.
     fn fill(&mut self) -> Result<usize, HttpGetError> {
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.end -= self.pos;
             self.pos = 0;
         }
-        self.stream
-            .set_read_timeout(Some(left(self.deadline)?))
-            .map_err(|source| HttpGetError::ReadResponse { source })?;
         loop {
             match self.stream.read(&mut self.buf[self.end..]) {
                 Ok(n) => {
@@ -264,6 +378,8 @@ impl Conn<'_> {
                     return Ok(n);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // A TLS server that closes without `close_notify` (Go takes it as EOF too).
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(0),
                 Err(e) => return Err(io_error(e, |source| HttpGetError::ReadResponse { source })),
             }
         }
@@ -296,7 +412,7 @@ impl Conn<'_> {
             }
             let mut body = Vec::new();
             if status != 204 && status != 304 {
-                // A body cut short, or that times out, is kept as read, as it was with ureq.
+                // A body cut short, or that times out, is kept as read.
                 let _ = self.body(framing, &mut body);
             }
             let body = String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
@@ -304,54 +420,33 @@ impl Conn<'_> {
         }
     }
 
+    /// The next response head, consumed: its status, `Location` and body framing.
     fn head(&mut self) -> Result<(u16, Option<String>, Framing), HttpGetError> {
-        let status_line = self.line()?;
-        // The head's size is counted line by line: `fill` moves consumed lines out.
-        let mut used = status_line.len() + 2;
-        let status = parse_status(&self.buf[status_line])?;
-        let (mut location, mut length, mut chunked) = (None, None::<u64>, false);
         loop {
-            let l = self.line().map_err(|e| if let HttpGetError::Eof = e { HttpGetError::UnexpectedEof } else { e })?;
-            // With its line end, counted as CRLF (a bound, not an exact size).
-            used += l.end - l.start + 2;
-            if used > MAX_HEAD {
+            let read = &self.buf[self.pos..self.end];
+            match httphead::response(read, read_head) {
+                Ok(Some(head)) => {
+                    let (status, location, framing, len) = head?;
+                    self.pos += len;
+                    return Ok((status, location, framing));
+                }
+                Ok(None) => {}
+                Err(httphead::Error::Version | httphead::Error::Status) => {
+                    let line = String::from_utf8_lossy(httphead::first_line(read)).into_owned();
+                    return Err(HttpGetError::ParseStatus { line });
+                }
+                Err(_) => {
+                    let line = String::from_utf8_lossy(httphead::refused_field(read)).into_owned();
+                    return Err(HttpGetError::ParseHeader { line });
+                }
+            }
+            if self.pos == 0 && self.end == self.buf.len() {
                 return Err(HttpGetError::HeadTooLong { max: MAX_HEAD });
             }
-            let line = &self.buf[l];
-            if line.is_empty() {
-                break;
-            }
-            let text = || String::from_utf8_lossy(line).into_owned();
-            let colon =
-                line.iter().position(|&b| b == b':').ok_or_else(|| HttpGetError::ParseHeader { line: text() })?;
-            let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
-            if colon == 0 || !name.iter().all(|&b| is_token(b)) {
-                return Err(HttpGetError::ParseHeader { line: text() });
-            }
-            if name.eq_ignore_ascii_case(b"location") && location.is_none() {
-                location = Some(String::from_utf8_lossy(value).into_owned());
-            } else if name.eq_ignore_ascii_case(b"content-length") {
-                let bad = || HttpGetError::ParseContentLength { value: String::from_utf8_lossy(value).into_owned() };
-                let n = std::str::from_utf8(value).ok().filter(|v| v.bytes().all(|b| b.is_ascii_digit()));
-                let n: u64 = n.and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-                if length.is_some_and(|l| l != n) {
-                    return Err(bad());
-                }
-                length = Some(n);
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                if !value.eq_ignore_ascii_case(b"chunked") {
-                    let value = String::from_utf8_lossy(value).into_owned();
-                    return Err(HttpGetError::CheckTransferEncoding { value });
-                }
-                chunked = true;
+            if self.fill()? == 0 {
+                return Err(if self.end == self.pos { HttpGetError::Eof } else { HttpGetError::UnexpectedEof });
             }
         }
-        let framing = match (chunked, length) {
-            (true, _) => Framing::Chunked,
-            (false, Some(n)) => Framing::Length(n),
-            (false, None) => Framing::Close,
-        };
-        Ok((status, location, framing))
     }
 
     /// Up to `want` more bytes of body into `out`, fewer at EOF.
@@ -393,20 +488,36 @@ impl Conn<'_> {
     }
 }
 
-/// `HTTP/1.x NNN[ reason]` → NNN.
-fn parse_status(line: &[u8]) -> Result<u16, HttpGetError> {
-    let bad = || HttpGetError::ParseStatus { line: String::from_utf8_lossy(line).into_owned() };
-    let rest = line.strip_prefix(b"HTTP/1.").ok_or_else(bad)?;
-    match rest {
-        [v, b' ', a, b, c, tail @ ..]
-            if v.is_ascii_digit()
-                && [a, b, c].iter().all(|d| d.is_ascii_digit())
-                && (tail.is_empty() || tail[0] == b' ') =>
-        {
-            Ok(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
+/// What a probe takes of a response head: status, the first `Location`, the body's framing
+/// (`Content-Length`s must agree; `chunked` is the only transfer coding), and its length.
+fn read_head(head: &ResponseHead) -> Result<(u16, Option<String>, Framing, usize), HttpGetError> {
+    let (mut location, mut length, mut chunked) = (None, None::<u64>, false);
+    for field in head.headers {
+        let (name, value) = (field.name, field.value.trim_ascii());
+        if name.eq_ignore_ascii_case("location") && location.is_none() {
+            location = Some(String::from_utf8_lossy(value).into_owned());
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let bad = || HttpGetError::ParseContentLength { value: String::from_utf8_lossy(value).into_owned() };
+            let n = std::str::from_utf8(value).ok().filter(|v| v.bytes().all(|b| b.is_ascii_digit()));
+            let n: u64 = n.and_then(|v| v.parse().ok()).ok_or_else(bad)?;
+            if length.is_some_and(|l| l != n) {
+                return Err(bad());
+            }
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            if !value.eq_ignore_ascii_case(b"chunked") {
+                let value = String::from_utf8_lossy(value).into_owned();
+                return Err(HttpGetError::CheckTransferEncoding { value });
+            }
+            chunked = true;
         }
-        _ => Err(bad()),
     }
+    let framing = match (chunked, length) {
+        (true, _) => Framing::Chunked,
+        (false, Some(n)) => Framing::Length(n),
+        (false, None) => Framing::Close,
+    };
+    Ok((head.status, location, framing, head.len))
 }
 
 /// One value of each variant of `HttpGetError` that has a source, named by its type (for

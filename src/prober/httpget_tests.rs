@@ -16,16 +16,22 @@ enum After {
     Hold,
 }
 
-/// A server that answers one connection per reply, in order, and sends each request head
-/// it read on the returned channel.
-fn serve(replies: Vec<(Vec<u8>, After)>) -> (u16, Receiver<String>) {
+/// A server that answers one connection per reply, in order, over TLS with `tls`, and sends
+/// each request head it read on the returned channel.
+fn serve_with(replies: Vec<(Vec<u8>, After)>, tls: Option<Arc<rustls::ServerConfig>>) -> (u16, Receiver<String>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::spawn(move || {
         for (reply, after) in replies {
-            let Ok((mut c, _)) = l.accept() else { return };
+            let Ok((c, _)) = l.accept() else { return };
             c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut c: Box<dyn Io> = match &tls {
+                Some(config) => {
+                    Box::new(rustls::StreamOwned::new(rustls::ServerConnection::new(config.clone()).unwrap(), c))
+                }
+                None => Box::new(c),
+            };
             let (mut req, mut b) = (Vec::new(), [0u8; 1024]);
             while !req.ends_with(b"\r\n\r\n") {
                 match c.read(&mut b) {
@@ -34,13 +40,34 @@ fn serve(replies: Vec<(Vec<u8>, After)>) -> (u16, Receiver<String>) {
                 }
             }
             let _ = tx.send(String::from_utf8_lossy(&req).into_owned());
-            let _ = c.write_all(&reply);
+            let _ = c.write_all(&reply).and_then(|()| c.flush());
             if let After::Hold = after {
                 let _ = c.read(&mut b);
             }
         }
     });
     (port, rx)
+}
+
+trait Io: Read + Write {}
+impl<T: Read + Write> Io for T {}
+
+fn serve(replies: Vec<(Vec<u8>, After)>) -> (u16, Receiver<String>) {
+    serve_with(replies, None)
+}
+
+/// A TLS server's configuration: the test certificate, only `version`.
+fn tls_server(version: &'static rustls::SupportedProtocolVersion) -> Arc<rustls::ServerConfig> {
+    let cert = rustls::pki_types::CertificateDer::from(include_bytes!("testdata/probe-tls.crt.der").to_vec());
+    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(include_bytes!("testdata/probe-tls.key.der").to_vec());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key.into())
+        .unwrap();
+    Arc::new(config)
 }
 
 fn one(reply: impl Into<Vec<u8>>, after: After) -> (u16, Receiver<String>) {
@@ -146,11 +173,15 @@ fn the_request_is_kubelets_with_connection_close() {
 }
 
 fn probe(port: u16, path: &str, headers: &[(&str, &str)]) -> Outcome {
+    probe_with("HTTP", port, path, headers)
+}
+
+fn probe_with(scheme: &str, port: u16, path: &str, headers: &[(&str, &str)]) -> Outcome {
     let h = crate::api::HttpGetAction {
         path: path.into(),
         port: crate::api::IntOrString::Int(port.into()),
         host: String::new(),
-        scheme: "HTTP".into(),
+        scheme: scheme.into(),
         http_headers: headers.iter().map(|(n, v)| HttpHeader { name: (*n).into(), value: (*v).into() }).collect(),
     };
     let t = Target { pod_ip: "127.0.0.1".into(), container: Arc::default(), container_id: String::new() };
@@ -199,41 +230,127 @@ fn refused_connections_and_bad_headers_fail_with_gos_shape() {
     }
 }
 
-/// CPU time of this thread.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+/// A header field as a probe gives it: name, value.
+type Field = (&'static str, &'static str);
+
+#[test]
+fn the_request_is_kubelets_whatever_the_headers() {
+    let kubelets = |extra: &str| {
+        format!("GET / HTTP/1.1\r\nHost: h:80\r\nUser-Agent: {USER_AGENT}\r\nAccept: */*\r\n{extra}Connection: close\r\n\r\n")
+    };
+    // (what, the probe's headers, the request sent)
+    let cases: &[(&str, &[Field], String)] = &[
+        ("none: kubelet's defaults", &[], kubelets("")),
+        ("the probe's own, as given", &[("x-a", " 1 "), ("X-A", "2")], kubelets("x-a:  1 \r\nX-A: 2\r\n")),
+        (
+            "Host replaces the authority",
+            &[("host", "app.example")],
+            "GET / HTTP/1.1\r\nHost: app.example\r\nUser-Agent: kube-probe/1.35\r\nAccept: */*\r\nConnection: close\r\n\r\n".into(),
+        ),
+        ("an empty Host is the authority", &[("Host", "")], kubelets("")),
+        (
+            "a User-Agent replaces the default",
+            &[("User-Agent", "mine")],
+            "GET / HTTP/1.1\r\nHost: h:80\r\nAccept: */*\r\nUser-Agent: mine\r\nConnection: close\r\n\r\n".into(),
+        ),
+        (
+            "an Accept replaces the default",
+            &[("accept", "text/plain")],
+            "GET / HTTP/1.1\r\nHost: h:80\r\nUser-Agent: kube-probe/1.35\r\naccept: text/plain\r\nConnection: close\r\n\r\n".into(),
+        ),
+        (
+            "a first Accept that is empty removes them all",
+            &[("Accept", ""), ("Accept", "text/plain")],
+            "GET / HTTP/1.1\r\nHost: h:80\r\nUser-Agent: kube-probe/1.35\r\nConnection: close\r\n\r\n".into(),
+        ),
+        (
+            "a later empty Accept is sent as given",
+            &[("Accept", "a"), ("Accept", "")],
+            "GET / HTTP/1.1\r\nHost: h:80\r\nUser-Agent: kube-probe/1.35\r\nAccept: a\r\nAccept: \r\nConnection: close\r\n\r\n".into(),
+        ),
+    ];
+    for (what, headers, want) in cases {
+        let headers: Vec<_> =
+            headers.iter().map(|(n, v)| HttpHeader { name: (*n).into(), value: (*v).into() }).collect();
+        let mut req = Vec::new();
+        build_request(&mut req, "user@h:80", "/", &headers).unwrap();
+        assert_eq!(String::from_utf8(req).unwrap(), *want, "{what}");
+    }
 }
 
-/// Not a pass/fail test: `cargo test --lib cpu_per_probe -- --ignored --nocapture` prints
-/// the probe thread's CPU per HTTP probe, ureq against this client.
 #[test]
-#[ignore]
-fn cpu_per_probe_ureq_against_httpget() {
-    const N: u32 = 2000;
-    let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".to_vec();
-    let (port, _requests) = serve(vec![(reply, After::Close); 2 * N as usize + 20]);
-    let url = format!("http://127.0.0.1:{port}/healthz");
-    let lookups = Lookups::new(&Health::default());
-    let deadline = || Instant::now() + Duration::from_secs(1);
-    // Warm both (thread-locals, the ureq agent).
-    for _ in 0..10 {
-        probes::ureq_get(&url, &[], deadline()).unwrap();
-        get(&url, &[], deadline(), &lookups).unwrap();
+fn headers_and_targets_that_cannot_be_sent_are_refused() {
+    for (name, value, target, want) in [
+        ("X A", "1", "/", "invalid header field name for \"X A\""),
+        ("", "1", "/", "invalid header field name for \"\""),
+        ("X-A", "a\r\nX-Injected: 1", "/", "invalid header field value for \"X-A\""),
+        ("X-A", "\x7f", "/", "invalid header field value for \"X-A\""),
+        ("X-A", "tab\tok", "/a b", "invalid request target \"/a b\""),
+    ] {
+        let headers = [HttpHeader { name: name.into(), value: value.into() }];
+        let e = build_request(&mut Vec::new(), "h", target, &headers).unwrap_err();
+        assert_eq!(e.to_string(), want);
     }
-    let (cpu, wall) = (thread_cpu(), Instant::now());
-    for _ in 0..N {
-        assert_eq!(probes::ureq_get(&url, &[], deadline()).unwrap().body, "ok");
+}
+
+#[test]
+fn urls_give_their_scheme_authority_and_port() {
+    assert_eq!(split_url("http://h:1/p?q#f").unwrap(), (false, "h:1", "/p?q"));
+    assert_eq!(split_url("https://[::1]").unwrap(), (true, "[::1]", "/"));
+    assert!(split_url("ftp://h/").is_err());
+    assert_eq!(host_port("h", 443).unwrap(), ("h", 443));
+    assert_eq!(host_port("u@[::1]:8443", 443).unwrap(), ("::1", 8443));
+    assert!(host_port(":80", 80).is_err());
+}
+
+#[test]
+fn https_probes_send_the_same_request_over_tls_1_2_and_1_3() {
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec();
+        let (port, requests) = serve_with(vec![(reply, After::Close)], Some(tls_server(version)));
+        let headers = [("Accept", ""), ("X-A", "1")];
+        assert_eq!(probe_with("HTTPS", port, "/p", &headers), Outcome::Success("ok".into()), "{version:?}");
+        let req = requests.recv_timeout(Duration::from_secs(5)).unwrap();
+        let want = format!(
+            "GET /p HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: {USER_AGENT}\r\nX-A: 1\r\nConnection: close\r\n\r\n"
+        );
+        assert_eq!(req, want, "{version:?}");
     }
-    let ureq = ((thread_cpu() - cpu) / N, wall.elapsed() / N);
-    let (cpu, wall) = (thread_cpu(), Instant::now());
-    for _ in 0..N {
-        assert_eq!(get(&url, &[], deadline(), &lookups).unwrap().body, "ok");
+}
+
+#[test]
+fn an_https_same_host_redirect_is_followed_over_tls() {
+    let (port, requests) = serve_with(
+        vec![
+            (b"HTTP/1.1 301 Moved\r\nLocation: /next\r\n\r\n".to_vec(), After::Close),
+            (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\narrived\r\n0\r\n\r\n".to_vec(), After::Hold),
+        ],
+        Some(tls_server(&rustls::version::TLS13)),
+    );
+    assert_eq!(probe_with("HTTPS", port, "/first", &[]), Outcome::Success("arrived".into()));
+    assert!(requests.recv_timeout(Duration::from_secs(5)).unwrap().starts_with("GET /first HTTP/1.1\r\n"));
+    assert!(requests.recv_timeout(Duration::from_secs(5)).unwrap().starts_with("GET /next HTTP/1.1\r\n"));
+}
+
+#[test]
+fn an_https_probe_to_a_plain_http_server_fails_its_handshake() {
+    // It answers at once: the ClientHello never ends a request head.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        if let Ok((mut c, _)) = l.accept() {
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    match probe_with("HTTPS", port, "/", &[]) {
+        Outcome::Failure(m) => assert_eq!(
+            m,
+            format!(
+                "Get \"https://127.0.0.1:{port}/\": TLS handshake: received corrupt message of type InvalidContentType"
+            )
+        ),
+        o => panic!("{o:?}"),
     }
-    let own = ((thread_cpu() - cpu) / N, wall.elapsed() / N);
-    println!("per probe (cpu, wall): ureq {ureq:?}, httpget {own:?}");
 }
 
 mod properties {
@@ -248,8 +365,8 @@ mod properties {
         server.write_all(reply).unwrap();
         drop(server);
         let mut buf = vec![0; MAX_HEAD];
-        let deadline = Instant::now() + Duration::from_secs(10);
-        Conn { stream: &client, buf: &mut buf, pos: 0, end: 0, deadline }.response()
+        let mut stream = Deadlined { stream: &client, deadline: Instant::now() + Duration::from_secs(10) };
+        Conn { stream: &mut stream, buf: &mut buf, pos: 0, end: 0 }.response()
     }
 
     /// `body` in chunks of the given sizes (the rest in one), each size line with or without

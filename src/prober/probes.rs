@@ -1,5 +1,5 @@
-//! Running one probe: HTTP with a small client of its own (`httpget`), HTTPS with ureq,
-//! TCP, exec through the runtime, gRPC health with grpcio. Each is a blocking call bounded by the probe's timeout, with kubelet's semantics
+//! Running one probe: HTTP and HTTPS with a small client of its own (`httpget`), TCP, exec
+//! through the runtime, gRPC health with grpcio. Each is a blocking call bounded by the probe's timeout, with kubelet's semantics
 //! and messages. A failed probe is a result, not an error.
 
 use super::httpget;
@@ -10,8 +10,7 @@ use crate::api::expand::expand;
 use crate::api::{Container, HttpGetAction, Probe};
 use crate::runtime::exec::{ExecProcess, ExecStart};
 use crate::runtime::{ContainerRuntime, ExecResult};
-use std::io::Read;
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,55 +96,6 @@ pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outco
     }
 }
 
-/// Resolves IP literals (the pod IP, usually) without ureq's resolver thread, which it
-/// starts for every lookup that has a timeout; names still go through it.
-#[derive(Debug)]
-struct ProbeResolver(ureq::unversioned::resolver::DefaultResolver);
-
-impl ureq::unversioned::resolver::Resolver for ProbeResolver {
-    fn resolve(
-        &self,
-        uri: &ureq::http::Uri,
-        config: &ureq::config::Config,
-        timeout: ureq::unversioned::transport::NextTimeout,
-    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
-        if let Some(a) = uri.authority() {
-            if let Ok(ip) = a.host().trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
-                let default = if uri.scheme_str() == Some("https") { 443 } else { 80 };
-                let mut v = self.empty();
-                v.push(SocketAddr::new(ip, a.port_u16().unwrap_or(default)));
-                return Ok(v);
-            }
-        }
-        self.0.resolve(uri, config, timeout)
-    }
-}
-
-fn http_agent() -> ureq::Agent {
-    let tls = ureq::tls::TlsConfig::builder().disable_verification(true).build();
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .proxy(None)
-        .max_idle_connections(0)
-        .max_idle_connections_per_host(0)
-        .user_agent(USER_AGENT)
-        .tls_config(tls)
-        // ureq's 128 KiB buffers, zeroed per connection, cost more than the probe itself;
-        // a probe reads at most 10 KiB of body.
-        .input_buffer_size(32 * 1024)
-        .output_buffer_size(4 * 1024)
-        .max_response_header_size(32 * 1024)
-        .build();
-    let resolver = ProbeResolver(ureq::unversioned::resolver::DefaultResolver::default());
-    ureq::Agent::with_parts(config, ureq::unversioned::transport::DefaultConnector::default(), resolver)
-}
-
-thread_local! {
-    /// One HTTP agent per probe thread (it pools nothing: keep-alive is off).
-    static HTTP: ureq::Agent = http_agent();
-}
-
 fn host_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -174,8 +124,8 @@ fn resolve_location(base: &str, location: &str) -> String {
 }
 
 /// HTTP(S) GET; 2xx and same-host 3xx success, a redirect to another host a warning,
-/// anything else `HTTP probe failed with statuscode: N` (never the body). Host names of
-/// `http://` URLs are looked up on a thread of `lookups`.
+/// anything else `HTTP probe failed with statuscode: N` (never the body). Host names are
+/// looked up on a thread of `lookups`.
 pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Lookups) -> Outcome {
     let port = match resolve_port(&h.port, &target.container) {
         Ok(p) => p,
@@ -189,79 +139,54 @@ pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Loo
     let mut url = format!("{scheme}://{host}:{port}{path}");
     let deadline = std::time::Instant::now() + timeout;
     let original_host = host_of(&url).to_string();
-    for redirect in 0..=MAX_REDIRECTS {
-        let resp = if url.starts_with("http://") {
-            httpget::get(&url, &h.http_headers, deadline, lookups).map_err(|e| crate::util::Chain(&e).to_string())
-        } else {
-            ureq_get(&url, &h.http_headers, deadline)
-        };
-        let resp = match resp {
+    let mut redirects = 0;
+    loop {
+        let resp = match httpget::get(&url, &h.http_headers, deadline, lookups) {
             Ok(r) => r,
-            Err(e) => return Outcome::Failure(format!("Get {url:?}: {e}")),
+            Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", crate::util::Chain(&e))),
         };
-        let status = resp.status;
-        if (300..400).contains(&status) {
-            if let Some(loc) = resp.location {
-                let next = resolve_location(&url, &loc);
-                if host_of(&next) == original_host {
-                    if redirect == MAX_REDIRECTS {
-                        return Outcome::Failure(format!("Get {next:?}: stopped after {MAX_REDIRECTS} redirects"));
-                    }
-                    url = next;
-                    continue;
-                }
+        match after_response(&url, &original_host, redirects, resp) {
+            Next::Done(outcome) => return outcome,
+            Next::Follow(next) => {
+                url = next;
+                redirects += 1;
             }
-            return Outcome::Warning(format!("Probe terminated redirects, Response body: {}", resp.body));
         }
-        if (200..400).contains(&status) {
-            return Outcome::Success(resp.body);
-        }
-        return Outcome::Failure(format!("HTTP probe failed with statuscode: {status}"));
     }
-    Outcome::Failure(format!("Get {url:?}: stopped after {MAX_REDIRECTS} redirects"))
 }
 
-/// One GET through ureq (HTTPS probes), without following redirects; the error is the text
-/// after `Get "<url>": `.
-pub(super) fn ureq_get(
-    url: &str,
-    headers: &[crate::api::HttpHeader],
-    deadline: std::time::Instant,
-) -> Result<httpget::Response, String> {
-    let agent = HTTP.with(|a| a.clone());
-    let mut req = agent.get(url).header("Accept", "*/*");
-    let mut accept_set = false;
-    for hd in headers {
-        if hd.name.eq_ignore_ascii_case("accept") {
-            accept_set = true;
-        }
-        req = req.header(hd.name.as_str(), hd.value.as_str());
-    }
-    if accept_set {
-        // An explicit Accept (even an empty one) replaces the default.
-        req = req.header(
-            "Accept",
-            headers.iter().rev().find(|x| x.name.eq_ignore_ascii_case("accept")).map_or("", |x| x.value.as_str()),
-        );
-    }
-    let remaining = deadline.saturating_duration_since(std::time::Instant::now());
-    let resp = req.config().timeout_global(Some(remaining.max(Duration::from_millis(1)))).build().call();
-    let mut resp = resp.map_err(|e| describe_http_error(&e))?;
-    let mut body = Vec::new();
-    let _ = resp.body_mut().as_reader().take(MAX_OUTPUT as u64).read_to_end(&mut body);
-    let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(String::from);
-    Ok(httpget::Response {
-        status: resp.status().as_u16(),
-        location,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
+/// What a probe does after a response.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// The probe's outcome.
+    Done(Outcome),
+    /// GET this URL (a same-host redirect).
+    Follow(String),
 }
 
-fn describe_http_error(e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::Timeout(_) => "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
-        other => other.to_string(),
+/// Kubelet's reading of a response to `url`, after `redirects` redirects from a URL on
+/// `original_host`: a same-host redirect is followed (at most `MAX_REDIRECTS`), another
+/// 3xx is a warning with the body, 2xx a success with it, anything else a failure.
+fn after_response(url: &str, original_host: &str, redirects: usize, resp: httpget::Response) -> Next {
+    let status = resp.status;
+    if (300..400).contains(&status) {
+        if let Some(loc) = resp.location {
+            let next = resolve_location(url, &loc);
+            if host_of(&next) == original_host {
+                if redirects >= MAX_REDIRECTS {
+                    return Next::Done(Outcome::Failure(format!(
+                        "Get {next:?}: stopped after {MAX_REDIRECTS} redirects"
+                    )));
+                }
+                return Next::Follow(next);
+            }
+        }
+        return Next::Done(Outcome::Warning(format!("Probe terminated redirects, Response body: {}", resp.body)));
     }
+    if (200..300).contains(&status) {
+        return Next::Done(Outcome::Success(resp.body));
+    }
+    Next::Done(Outcome::Failure(format!("HTTP probe failed with statuscode: {status}")))
 }
 
 /// An exec probe's command with `$(VAR)` expanded from the container's static env.
@@ -403,5 +328,45 @@ mod tests {
         assert_eq!(resolve_location("https://a/x", "//c/d"), "https://c/d");
         assert_eq!(host_of("http://u@h.example:80/p"), "h.example");
         assert_eq!(host_of("http://[::1]:80/p"), "::1");
+    }
+
+    #[test]
+    fn responses_are_read_as_kubelet_reads_them() {
+        use Outcome::*;
+        let url = "https://a:8443/x/y";
+        let failure = |s: &str| Next::Done(Failure(s.into()));
+        let cases = [
+            ("2xx: success with the body", 204, None, 0, Next::Done(Success("body".into()))),
+            ("same-host redirect", 302, Some("/z"), 0, Next::Follow("https://a:8443/z".into())),
+            ("same host, other port and scheme", 301, Some("http://a:80/"), 9, Next::Follow("http://a:80/".into())),
+            (
+                "the 11th redirect",
+                307,
+                Some("z"),
+                10,
+                failure("Get \"https://a:8443/x/z\": stopped after 10 redirects"),
+            ),
+            (
+                "another host: a warning",
+                302,
+                Some("https://b/"),
+                0,
+                Next::Done(Warning("Probe terminated redirects, Response body: body".into())),
+            ),
+            (
+                "3xx without Location: a warning",
+                304,
+                None,
+                0,
+                Next::Done(Warning("Probe terminated redirects, Response body: body".into())),
+            ),
+            ("4xx: failure without the body", 404, None, 0, failure("HTTP probe failed with statuscode: 404")),
+            ("1xx that ends the exchange", 101, None, 0, failure("HTTP probe failed with statuscode: 101")),
+            ("5xx with a Location", 503, Some("/z"), 0, failure("HTTP probe failed with statuscode: 503")),
+        ];
+        for (what, status, location, redirects, want) in cases {
+            let resp = httpget::Response { status, location: location.map(String::from), body: "body".into() };
+            assert_eq!(after_response(url, "a", redirects, resp), want, "{what}");
+        }
     }
 }

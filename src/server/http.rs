@@ -1,6 +1,8 @@
 //! HTTP/1.1 as far as the local API needs it, as pure functions: parsing a request head
 //! with hard bounds (request line, header count, header bytes) and writing a response.
-//! No I/O here; `conn` feeds bytes in and writes bytes out.
+//! No I/O here; `conn` feeds bytes in and writes bytes out. Heads are parsed by `httphead`.
+
+use crate::httphead::{self, RequestPart};
 
 /// Longest request line accepted (method, target, version), as the request-URI limit of
 /// common servers (nginx, Go's own 8 KiB line buffer); longer is `414 URI Too Long`.
@@ -70,105 +72,65 @@ pub enum Parsed {
 /// Looks for one request head at the start of `buf`. Every bound is checked on partial
 /// input too, so a client can never make the caller buffer more than `MAX_HEAD` bytes.
 pub fn parse_head(buf: &[u8]) -> Parsed {
-    let Some(line_end) = buf.iter().position(|&b| b == b'\n') else {
-        return if buf.len() > MAX_REQUEST_LINE { Parsed::Refused(HeadError::LineTooLong) } else { Parsed::Incomplete };
-    };
-    if line_end > MAX_REQUEST_LINE {
+    let line_end = buf.iter().position(|&b| b == b'\n');
+    if line_end.unwrap_or(buf.len()) > MAX_REQUEST_LINE {
         return Parsed::Refused(HeadError::LineTooLong);
     }
-    let line = trim_cr(&buf[..line_end]);
-    let (method, target, minor) = match request_line(line) {
-        Ok(v) => v,
-        Err(e) => return Parsed::Refused(e),
+    // Bytes after the request line: the header fields and their blank line.
+    let header_bytes = |end: usize| line_end.map_or(0, |l| end.saturating_sub(l + 1));
+    let mut fields = [httphead::EMPTY_HEADER; MAX_HEADERS];
+    let head = match httphead::request(buf, &mut fields) {
+        Ok(Some(head)) => head,
+        Ok(None) if header_bytes(buf.len()) > MAX_HEADER_BYTES => return Parsed::Refused(HeadError::HeadersTooLarge),
+        Ok(None) => return Parsed::Incomplete,
+        Err((e, part)) => return Parsed::Refused(refusal(e, part)),
     };
+    if header_bytes(head.len) > MAX_HEADER_BYTES {
+        return Parsed::Refused(HeadError::HeadersTooLarge);
+    }
+    if !head.target.starts_with('/') {
+        return Parsed::Refused(HeadError::Malformed("the target must be an absolute path"));
+    }
     // HTTP/1.0 closes unless asked to keep alive; a body we will not read always closes,
     // whatever order the fields come in.
     let (mut close_token, mut keep_alive_token, mut body) = (false, false, false);
-    let mut pos = line_end + 1;
-    let mut count = 0;
-    loop {
-        let rest = &buf[pos..];
-        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
-            return if pos - line_end - 1 + rest.len() > MAX_HEADER_BYTES {
-                Parsed::Refused(HeadError::HeadersTooLarge)
-            } else {
-                Parsed::Incomplete
-            };
+    for field in head.headers {
+        let Ok(value) = std::str::from_utf8(field.value) else {
+            return Parsed::Refused(HeadError::Malformed("header field is not UTF-8"));
         };
-        if pos + end - line_end > MAX_HEADER_BYTES {
-            return Parsed::Refused(HeadError::HeadersTooLarge);
-        }
-        let field = trim_cr(&rest[..end]);
-        pos += end + 1;
-        if field.is_empty() {
-            break;
-        }
-        count += 1;
-        if count > MAX_HEADERS {
-            return Parsed::Refused(HeadError::TooManyHeaders);
-        }
-        let (name, value) = match header(field) {
-            Ok(v) => v,
-            Err(e) => return Parsed::Refused(e),
-        };
+        let (name, value) = (field.name, value.trim());
         if name.eq_ignore_ascii_case("connection") {
             for token in value.split(',').map(str::trim) {
                 close_token |= token.eq_ignore_ascii_case("close");
                 keep_alive_token |= token.eq_ignore_ascii_case("keep-alive");
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding")
-            || (name.eq_ignore_ascii_case("content-length") && value.trim() != "0")
+            || (name.eq_ignore_ascii_case("content-length") && value != "0")
         {
             // A body we will not read: the connection cannot carry another request.
             body = true;
         }
     }
-    let close = body || close_token || (minor == 0 && !keep_alive_token);
-    let (path, query) = match target.split_once('?') {
+    let close = body || close_token || (head.minor == 0 && !keep_alive_token);
+    let (path, query) = match head.target.split_once('?') {
         Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (target.to_string(), String::new()),
+        None => (head.target.to_string(), String::new()),
     };
-    Parsed::Complete(Request { method: method.to_string(), path, query, close, http_1_0: minor == 0 }, pos)
+    let request = Request { method: head.method.to_string(), path, query, close, http_1_0: head.minor == 0 };
+    Parsed::Complete(request, head.len)
 }
 
-fn trim_cr(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
-}
-
-/// `GET /path?q HTTP/1.1` to (method, target, minor version).
-fn request_line(line: &[u8]) -> Result<(&str, &str, u8), HeadError> {
-    let line = std::str::from_utf8(line).map_err(|_| HeadError::Malformed("request line is not UTF-8"))?;
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(HeadError::Malformed("request line is not METHOD TARGET VERSION"));
-    };
-    if method.is_empty() || !method.bytes().all(is_token_byte) {
-        return Err(HeadError::Malformed("bad method"));
+/// The answer to a head httparse refused.
+fn refusal(e: httphead::Error, part: RequestPart) -> HeadError {
+    match (e, part) {
+        (httphead::Error::TooManyHeaders, _) => HeadError::TooManyHeaders,
+        (_, RequestPart::Method) => HeadError::Malformed("bad method"),
+        (_, RequestPart::Target) => HeadError::Malformed("request line is not METHOD TARGET VERSION"),
+        (_, RequestPart::Version) => HeadError::Malformed("only HTTP/1.0 and HTTP/1.1 are served"),
+        (httphead::Error::HeaderName, _) => HeadError::Malformed("bad header field name"),
+        (httphead::Error::HeaderValue, _) => HeadError::Malformed("bad header field value"),
+        _ => HeadError::Malformed("bad line end"),
     }
-    if !target.starts_with('/') || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
-        return Err(HeadError::Malformed("the target must be an absolute path"));
-    }
-    let minor = match version {
-        "HTTP/1.1" => 1,
-        "HTTP/1.0" => 0,
-        _ => return Err(HeadError::Malformed("only HTTP/1.0 and HTTP/1.1 are served")),
-    };
-    Ok((method, target, minor))
-}
-
-fn header(field: &[u8]) -> Result<(&str, &str), HeadError> {
-    let field = std::str::from_utf8(field).map_err(|_| HeadError::Malformed("header field is not UTF-8"))?;
-    let (name, value) = field.split_once(':').ok_or(HeadError::Malformed("header field without a colon"))?;
-    // Also refuses obsolete line folding (a field starting with a space), as RFC 9112 allows.
-    if name.is_empty() || !name.bytes().all(is_token_byte) {
-        return Err(HeadError::Malformed("bad header field name"));
-    }
-    Ok((name, value.trim()))
-}
-
-fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// A response; `close` ends the connection after it.
@@ -341,6 +303,22 @@ mod tests {
                 Parsed::Refused(e) => assert_eq!(e.status(), 400, "{bad:?}"),
                 other => panic!("{bad:?}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_refused_head_says_what_broke() {
+        for (bad, why) in [
+            (&b"G(T / HTTP/1.1\r\n\r\n"[..], "bad method"),
+            (b"GET /\r\n\r\n", "request line is not METHOD TARGET VERSION"),
+            (b"GET http://x/ HTTP/1.1\r\n\r\n", "the target must be an absolute path"),
+            (b"GET / HTTP/2.0\r\n\r\n", "only HTTP/1.0 and HTTP/1.1 are served"),
+            (b"GET / HTTP/1.1 x\r\n\r\n", "bad line end"),
+            (b"GET / HTTP/1.1\r\nno colon\r\n\r\n", "bad header field name"),
+            (b"GET / HTTP/1.1\r\nX-A: \x01\r\n\r\n", "bad header field value"),
+            (b"GET / HTTP/1.1\r\nX-A: \xff\r\n\r\n", "header field is not UTF-8"),
+        ] {
+            assert_eq!(parse_head(bad), Parsed::Refused(HeadError::Malformed(why)), "{bad:?}");
         }
     }
 
