@@ -4,9 +4,9 @@
 
 use ferrolet::api::manifest::decode_pods;
 use ferrolet::api::Pod;
-use ferrolet::cm::cgroupfs::detect;
-use ferrolet::cm::{CmSettings, ContainerManager, NodeResources};
-use ferrolet::events::EventRecorder;
+use ferrolet::node::cm::cgroupfs::detect;
+use ferrolet::node::cm::{CmSettings, ContainerManager, NodeResources};
+use ferrolet::node::events::EventRecorder;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ fn report(what: &str, mut samples: Vec<Duration>) {
 
 fn main() {
     let driver = match detect(Path::new("/proc/self/mountinfo"), None) {
-        Ok(d) => Arc::<dyn ferrolet::cm::cgroupfs::CgroupDriver>::from(d),
+        Ok(d) => Arc::<dyn ferrolet::node::cm::cgroupfs::CgroupDriver>::from(d),
         Err(e) => return println!("cgroups benchmark skipped: {e}"),
     };
     let settings = CmSettings { root: format!("/ferrolet-bench-{}", std::process::id()), ..Default::default() };
@@ -49,14 +49,14 @@ fn main() {
         NodeResources::from_proc(),
         recorder,
         "bench",
-        ferrolet::cm::ownership::PodCgroupRecords::new(state.path()),
+        ferrolet::node::cm::ownership::PodCgroupRecords::new(state.path()),
     ) {
         Ok(cm) => cm,
         Err(e) => return println!("cgroups benchmark skipped (needs root and a writable cgroup tree): {e}"),
     };
     println!(
         "cgroup v{} under {}",
-        if cm.version() == ferrolet::cm::cgroupfs::CgroupVersion::V1 { 1 } else { 2 },
+        if cm.version() == ferrolet::node::cm::cgroupfs::CgroupVersion::V1 { 1 } else { 2 },
         settings.root
     );
     let pods: Vec<Pod> = (0..1000).map(pod).collect();

@@ -12,9 +12,9 @@
 
 mod support;
 
+use ferrolet::node::runtime::cri::{translate, CriClient, CriRuntime};
+use ferrolet::node::runtime::{ContainerConfig, ContainerRuntime, SandboxConfig};
 use ferrolet::proto::cri::{self, ContainerFilter, ContainerState};
-use ferrolet::runtime::cri::{translate, CriClient, CriRuntime};
-use ferrolet::runtime::{ContainerConfig, ContainerRuntime, SandboxConfig};
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::common::cri::{busybox, client, endpoint, var, CriNode};
@@ -60,7 +60,7 @@ fn started_at(c: &CriClient, pod: &str) -> Option<i64> {
 /// the first call until containerd started the container. Returns it and the sandbox id.
 fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (Duration, String) {
     let owner = translate::owner_labels("bench-direct");
-    let uid = ferrolet::util::random_id();
+    let uid = ferrolet::base::util::random_id();
     let sandbox = SandboxConfig {
         pod_uid: uid.clone(),
         pod_name: format!("direct{i}"),
@@ -104,7 +104,7 @@ fn agent_start(c: &CriClient, node: &CriNode, agent: &AgentProcess, i: usize) ->
     let seen_line = format!("{name}.yaml: 1 pod(s)");
     let log = agent.log_text();
     let seen = log.lines().find(|l| l.contains(&seen_line)).and_then(|l| l.split_whitespace().next());
-    let seen = seen.and_then(ferrolet::timefmt::parse_rfc3339).expect("the agent logs each manifest it reads");
+    let seen = seen.and_then(ferrolet::base::timefmt::parse_rfc3339).expect("the agent logs each manifest it reads");
     let since = |t: SystemTime| Duration::from_nanos((started - nanos(t)).max(0) as u64);
     (since(t0), since(seen))
 }
@@ -129,7 +129,7 @@ fn pod_starts(endpoint: &str) {
         let _ = c.stop_pod_sandbox(id);
         let _ = c.remove_pod_sandbox(id);
     }
-    if let Ok(driver) = ferrolet::cm::cgroupfs::detect(std::path::Path::new("/proc/self/mountinfo"), None) {
+    if let Ok(driver) = ferrolet::node::cm::cgroupfs::detect(std::path::Path::new("/proc/self/mountinfo"), None) {
         let _ = driver.destroy(&format!("{}/bench-direct", var("FERROLET_CRI_CGROUP")));
     }
     println!("pod start to container started (containerd's clock), {PODS} pods each way, in turns:");

@@ -8,11 +8,11 @@ mod plugin;
 
 use crossbeam_channel::unbounded;
 use ferrolet::api::{Container, Pod, Quantity};
-use ferrolet::devicemanager::DeviceUpdate;
-use ferrolet::devicemanager::{DeviceManager, DeviceSettings, DevicesCommand};
-use ferrolet::events::EventRecorder;
-use ferrolet::manager::Publisher;
-use ferrolet::manager::{Health, ManagerHandle};
+use ferrolet::base::manager::Publisher;
+use ferrolet::base::manager::{Health, ManagerHandle};
+use ferrolet::node::devicemanager::DeviceUpdate;
+use ferrolet::node::devicemanager::{DeviceManager, DeviceSettings, DevicesCommand};
+use ferrolet::node::events::EventRecorder;
 use ferrolet::proto::deviceplugin as pb;
 use plugin::{Behaviour, TestPlugin};
 use std::time::{Duration, Instant};

@@ -3,8 +3,8 @@
 //! stay bounded by their size whatever the storm. Prints numbers; asserts nothing.
 
 use ferrolet::api::{Event, EventSource, ObjectMeta, ObjectReference, Time};
-use ferrolet::clock::RealClock;
-use ferrolet::events::correlator::{Correlation, CorrelatorOptions, EventCorrelator};
+use ferrolet::base::clock::RealClock;
+use ferrolet::node::events::correlator::{Correlation, CorrelatorOptions, EventCorrelator};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 

@@ -105,7 +105,7 @@ fn main() {
             &[
                 sb.dir.path().to_path_buf(),
                 PathBuf::from("/sys/fs/cgroup"),
-                PathBuf::from(ferrolet::cm::ownership::LOCK_DIR),
+                PathBuf::from(ferrolet::node::cm::ownership::LOCK_DIR),
             ],
         );
         println!("soak: writes by the agent and its shims outside their directories: {}", outside.len());
@@ -127,7 +127,7 @@ fn main() {
 }
 
 fn env_duration(key: &str, default: Duration) -> Duration {
-    std::env::var(key).ok().and_then(|v| ferrolet::timefmt::parse_duration(&v).ok()).unwrap_or(default)
+    std::env::var(key).ok().and_then(|v| ferrolet::base::timefmt::parse_duration(&v).ok()).unwrap_or(default)
 }
 
 /// The pods that stay: crash loops, failing and flapping probes, an event storm.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::util::Chain;
+use crate::base::util::Chain;
 
 /// One error value and the full name of its type.
 pub(crate) type Sample = (&'static str, Box<dyn Error>);
@@ -35,44 +35,47 @@ fn json_cause() -> serde_json::Error {
     serde_json::from_str::<u8>("not json").unwrap_err()
 }
 
-fn input_cause() -> crate::inputfile::InputFileError {
-    crate::inputfile::InputFileError::Read(io_cause())
+fn input_cause() -> crate::base::inputfile::InputFileError {
+    crate::base::inputfile::InputFileError::Read(io_cause())
 }
 
-fn cgroup_cause() -> crate::cm::cgroupfs::CgroupError {
-    crate::cm::cgroupfs::CgroupError::CreateCgroup { path: "/sys/fs/cgroup/kubepods".into(), source: io_cause() }
+fn cgroup_cause() -> crate::node::cm::cgroupfs::CgroupError {
+    crate::node::cm::cgroupfs::CgroupError::CreateCgroup { path: "/sys/fs/cgroup/kubepods".into(), source: io_cause() }
 }
 
-fn cri_cause() -> crate::runtime::cri::CriError {
-    crate::runtime::cri::CriError::Call {
+fn cri_cause() -> crate::node::runtime::cri::CriError {
+    crate::node::runtime::cri::CriError::Call {
         endpoint: "unix:///run/containerd/containerd.sock".into(),
         call: "RunPodSandbox",
         source: Box::new(grpc_cause()),
     }
 }
 
-fn runtime_cause() -> crate::runtime::RuntimeError {
-    crate::runtime::RuntimeError::Cri { object: "sandbox sb1".into(), source: cri_cause() }
+fn runtime_cause() -> crate::node::runtime::RuntimeError {
+    crate::node::runtime::RuntimeError::Cri { object: "sandbox sb1".into(), source: cri_cause() }
 }
 
-fn api_cause() -> crate::apiserver::ApiError {
-    crate::apiserver::ApiError::Transport {
+fn api_cause() -> crate::cluster::apiserver::ApiError {
+    crate::cluster::apiserver::ApiError::Transport {
         method: "GET",
         url: "https://10.0.0.1:6443/api/v1/pods".into(),
         source: ureq::Error::Io(io_cause()),
     }
 }
 
-fn ownership_cause() -> crate::cm::ownership::OwnershipError {
-    crate::cm::ownership::OwnershipError::CreateLock { path: "/run/ferrolet/kubepods.lock".into(), source: io_cause() }
+fn ownership_cause() -> crate::node::cm::ownership::OwnershipError {
+    crate::node::cm::ownership::OwnershipError::CreateLock {
+        path: "/run/ferrolet/kubepods.lock".into(),
+        source: io_cause(),
+    }
 }
 
-fn thread_set_cause() -> crate::manager::WorkerSetError {
-    crate::manager::WorkerSetError::Spawn { name: "fl-probe-dns".into(), source: io_cause() }
+fn thread_set_cause() -> crate::base::manager::WorkerSetError {
+    crate::base::manager::WorkerSetError::Spawn { name: "fl-probe-dns".into(), source: io_cause() }
 }
 
 fn samples() -> Vec<Sample> {
-    use crate::runtime::RuntimeError;
+    use crate::node::runtime::RuntimeError;
     let path = || PathBuf::from("/var/lib/ferrolet/x.json");
     let mut all = vec![
         sample(crate::server::pool::PoolError::SetUpReactor { source: io_cause() }),
@@ -84,10 +87,13 @@ fn samples() -> Vec<Sample> {
             source: crate::server::pool::PoolError::SetUpReactor { source: io_cause() },
         }),
         sample(crate::server::http::HeadError::LineTooLong),
-        sample(crate::runtime::process::ExecLimitsError::CheckArgument { index: 1, len: 200_000 }),
+        sample(crate::node::runtime::process::ExecLimitsError::CheckArgument { index: 1, len: 200_000 }),
         sample(cri_cause()),
-        sample(crate::runtime::cri::translate::TranslateError::Encode { what: "container", source: json_cause() }),
-        sample(crate::runtime::cri::stream::StreamError::Io {
+        sample(crate::node::runtime::cri::translate::TranslateError::Encode {
+            what: "container",
+            source: json_cause(),
+        }),
+        sample(crate::node::runtime::cri::stream::StreamError::Io {
             url: "http://127.0.0.1:1234/exec/x".into(),
             source: io_cause(),
         }),
@@ -95,11 +101,14 @@ fn samples() -> Vec<Sample> {
         sample(runtime_cause()),
         sample(RuntimeError::Translate {
             object: "container app".into(),
-            source: crate::runtime::cri::translate::TranslateError::Encode { what: "container", source: json_cause() },
+            source: crate::node::runtime::cri::translate::TranslateError::Encode {
+                what: "container",
+                source: json_cause(),
+            },
         }),
         sample(RuntimeError::Stream {
             object: "container app".into(),
-            source: crate::runtime::cri::stream::StreamError::Io {
+            source: crate::node::runtime::cri::stream::StreamError::Io {
                 url: "http://127.0.0.1:1234/exec/x".into(),
                 source: io_cause(),
             },
@@ -125,64 +134,67 @@ fn samples() -> Vec<Sample> {
             path: "/etc/ferrolet/kubeconfig".into(),
             source: Box::new(api_cause()),
         }),
-        sample(crate::manager::StopTimeout { name: "fl-pods".into(), timeout: Duration::from_secs(5) }),
-        sample(crate::manager::JobError::Spawn(io_cause())),
+        sample(crate::base::manager::StopTimeout { name: "fl-pods".into(), timeout: Duration::from_secs(5) }),
+        sample(crate::base::manager::JobError::Spawn(io_cause())),
         sample(ownership_cause()),
-        sample(crate::cm::ownership::OwnershipError::Record {
+        sample(crate::node::cm::ownership::OwnershipError::Record {
             cgroup: "kubepods/pod1".into(),
             path: path(),
             source: io_cause(),
         }),
-        sample(crate::cm::CmError::Ownership(ownership_cause())),
-        sample(crate::cm::cgroupfs::CgroupError::ReadMountinfo {
+        sample(crate::node::cm::CmError::Ownership(ownership_cause())),
+        sample(crate::node::cm::cgroupfs::CgroupError::ReadMountinfo {
             path: "/proc/self/mountinfo".into(),
             source: io_cause(),
         }),
         sample(cgroup_cause()),
-        sample(crate::cm::cgroupfs::CgroupError::WriteControlFile {
+        sample(crate::node::cm::cgroupfs::CgroupError::WriteControlFile {
             path: "/sys/fs/cgroup/kubepods/cpu.weight".into(),
             value: "100".into(),
             source: io_cause(),
         }),
-        sample(crate::cm::cgroupfs::CgroupError::RemoveCgroup {
+        sample(crate::node::cm::cgroupfs::CgroupError::RemoveCgroup {
             path: "/sys/fs/cgroup/kubepods".into(),
             source: io_cause(),
         }),
         sample(crate::api::quantity::QuantityError { input: "1.5.0".into() }),
         sample(crate::api::manifest::ManifestError { file: "web.yaml".into(), doc: Some(2), problem: "bad".into() }),
-        sample(crate::devicemanager::registration::RegistrationError::StatSocket {
+        sample(crate::node::devicemanager::registration::RegistrationError::StatSocket {
             path: "/var/lib/kubelet/device-plugins/gpu.sock".into(),
             source: io_cause(),
         }),
-        sample(crate::devicemanager::registration::RegistrationError::PrepareDir {
+        sample(crate::node::devicemanager::registration::RegistrationError::PrepareDir {
             dir: "/var/lib/kubelet/device-plugins".into(),
             source: io_cause(),
         }),
-        sample(crate::devicemanager::registration::RegistrationError::BuildServer(grpc_cause())),
-        sample(crate::devicemanager::registration::RegistrationError::Listen {
+        sample(crate::node::devicemanager::registration::RegistrationError::BuildServer(grpc_cause())),
+        sample(crate::node::devicemanager::registration::RegistrationError::Listen {
             socket: "/var/lib/kubelet/device-plugins/kubelet.sock".into(),
             source: grpc_cause(),
         }),
-        sample(crate::devicemanager::state::StateError::ReuseUnhealthy),
-        sample(crate::devicemanager::endpoint::EndpointError::GetOptions(grpc_cause())),
-        sample(crate::devicemanager::DeviceError::GetPreferredAllocation {
+        sample(crate::node::devicemanager::state::StateError::ReuseUnhealthy),
+        sample(crate::node::devicemanager::endpoint::EndpointError::GetOptions(grpc_cause())),
+        sample(crate::node::devicemanager::DeviceError::GetPreferredAllocation {
             resource: "example.com/gpu".into(),
             source: Arc::new(grpc_cause()),
         }),
-        sample(crate::devicemanager::DeviceError::Allocate {
+        sample(crate::node::devicemanager::DeviceError::Allocate {
             resource: "example.com/gpu".into(),
             source: Arc::new(grpc_cause()),
         }),
-        sample(crate::devicemanager::DeviceError::SpawnPreStart(Arc::new(io_cause()))),
-        sample(crate::devicemanager::DeviceError::PreStartContainer {
+        sample(crate::node::devicemanager::DeviceError::SpawnPreStart(Arc::new(io_cause()))),
+        sample(crate::node::devicemanager::DeviceError::PreStartContainer {
             resource: "example.com/gpu".into(),
             source: Arc::new(grpc_cause()),
         }),
-        sample(crate::devicemanager::checkpoint::CheckpointError::Encode(json_cause())),
-        sample(crate::devicemanager::checkpoint::CheckpointError::Write { path: path(), source: io_cause() }),
-        sample(crate::devicemanager::checkpoint::CheckpointError::Read { path: path(), source: io_cause() }),
-        sample(crate::devicemanager::checkpoint::CheckpointError::Decode { path: path(), source: json_cause() }),
-        sample(crate::devicemanager::checkpoint::CheckpointError::DecodeData { path: path(), source: json_cause() }),
+        sample(crate::node::devicemanager::checkpoint::CheckpointError::Encode(json_cause())),
+        sample(crate::node::devicemanager::checkpoint::CheckpointError::Write { path: path(), source: io_cause() }),
+        sample(crate::node::devicemanager::checkpoint::CheckpointError::Read { path: path(), source: io_cause() }),
+        sample(crate::node::devicemanager::checkpoint::CheckpointError::Decode { path: path(), source: json_cause() }),
+        sample(crate::node::devicemanager::checkpoint::CheckpointError::DecodeData {
+            path: path(),
+            source: json_cause(),
+        }),
         sample(crate::agent::AgentError::Runtime { runtime: "cri".into(), source: runtime_cause() }),
         sample(crate::agent::AgentError::Drain { what: "stopping the sandboxes".into(), source: runtime_cause() }),
         sample(crate::agent::AgentError::ReadRuntime { runtime: "process".into(), source: runtime_cause() }),
@@ -195,32 +207,38 @@ fn samples() -> Vec<Sample> {
             }),
         }),
         sample(crate::agent::AgentError::Shared { source: ownership_cause() }),
-        sample(crate::events::sink::SinkError::Transient("the apiserver is away".into())),
-        sample(crate::dns::DnsError::ReadResolvConf { path: "/etc/resolv.conf".into(), source: input_cause() }),
-        sample(crate::dns::DnsError::ReadNodeHosts { path: "/etc/hosts".into(), source: input_cause() }),
-        sample(crate::dns::DnsError::CreatePodDir { path: path(), source: io_cause() }),
-        sample(crate::dns::DnsError::WriteHostsFile { path: path(), source: io_cause() }),
-        sample(crate::prober::resolve::ResolveError::StartLookup { source: io_cause() }),
-        sample(crate::prober::resolve::ResolveError::Lookup(io_cause())),
-        sample(crate::prober::reaper::ReaperError::MakeWakePipe { source: io_cause() }),
-        sample(crate::prober::reaper::ReaperError::StartThread(thread_set_cause())),
-        sample(crate::prober::ProberError::ReadResults { path: path(), source: io_cause() }),
-        sample(crate::prober::ProberError::SetAside { path: path(), source: io_cause() }),
-        sample(crate::prober::ProberError::SaveResults { path: path(), source: io_cause() }),
+        sample(crate::node::events::sink::SinkError::Transient("the apiserver is away".into())),
+        sample(crate::node::dns::DnsError::ReadResolvConf { path: "/etc/resolv.conf".into(), source: input_cause() }),
+        sample(crate::node::dns::DnsError::ReadNodeHosts { path: "/etc/hosts".into(), source: input_cause() }),
+        sample(crate::node::dns::DnsError::CreatePodDir { path: path(), source: io_cause() }),
+        sample(crate::node::dns::DnsError::WriteHostsFile { path: path(), source: io_cause() }),
+        sample(crate::node::prober::resolve::ResolveError::StartLookup { source: io_cause() }),
+        sample(crate::node::prober::resolve::ResolveError::Lookup(io_cause())),
+        sample(crate::node::prober::reaper::ReaperError::MakeWakePipe { source: io_cause() }),
+        sample(crate::node::prober::reaper::ReaperError::StartThread(thread_set_cause())),
+        sample(crate::node::prober::ProberError::ReadResults { path: path(), source: io_cause() }),
+        sample(crate::node::prober::ProberError::SetAside { path: path(), source: io_cause() }),
+        sample(crate::node::prober::ProberError::SaveResults { path: path(), source: io_cause() }),
         sample(thread_set_cause()),
-        sample(crate::apiserver::kubeconfig::KubeconfigError {
+        sample(crate::cluster::apiserver::kubeconfig::KubeconfigError {
             file: "/etc/ferrolet/kubeconfig".into(),
             field: "users[0].user.token".into(),
             message: "is empty".into(),
         }),
-        sample(crate::apiserver::ApiError::Credentials { what: "client key", source: ureq::Error::Io(io_cause()) }),
-        sample(crate::apiserver::ApiError::SystemCa {
+        sample(crate::cluster::apiserver::ApiError::Credentials {
+            what: "client key",
+            source: ureq::Error::Io(io_cause()),
+        }),
+        sample(crate::cluster::apiserver::ApiError::SystemCa {
             path: "/etc/ssl/certs/ca-certificates.crt".into(),
             source: input_cause(),
         }),
-        sample(crate::apiserver::ApiError::TokenFile { path: "/etc/ferrolet/token".into(), source: input_cause() }),
+        sample(crate::cluster::apiserver::ApiError::TokenFile {
+            path: "/etc/ferrolet/token".into(),
+            source: input_cause(),
+        }),
         sample(api_cause()),
-        sample(crate::timefmt::DurationError::ParseDuration { text: "ten".into() }),
+        sample(crate::base::timefmt::DurationError::ParseDuration { text: "ten".into() }),
         sample(crate::config::ConfigError::Read { path: "/etc/ferrolet/ferrolet.toml".into(), source: input_cause() }),
         sample(crate::config::ConfigError::Host {
             file: "ferrolet.toml".into(),
@@ -229,27 +247,27 @@ fn samples() -> Vec<Sample> {
         }),
         sample(crate::config::StateGroupError::LookUpGroup { group: "ferrolet".into(), source: io_cause() }),
         sample(crate::cli::ParseOutputError { value: "xml".into() }),
-        sample(crate::podcmd::PodCmdError::List { what: "containers", source: runtime_cause() }),
-        sample(crate::podcmd::PodCmdError::Logs {
+        sample(crate::cli::podcmd::PodCmdError::List { what: "containers", source: runtime_cause() }),
+        sample(crate::cli::podcmd::PodCmdError::Logs {
             subject: "default/web app".into(),
-            source: crate::podlogs::LogError::Read { path: path(), source: io_cause() },
+            source: crate::node::podlogs::LogError::Read { path: path(), source: io_cause() },
         }),
-        sample(crate::podcmd::PodCmdError::Follow { subject: "default/web app".into(), source: runtime_cause() }),
-        sample(crate::podcmd::PodCmdError::Exec { subject: "default/web app".into(), source: runtime_cause() }),
-        sample(crate::podcmd::PodCmdError::Signals(io_cause())),
-        sample(crate::podcmd::PodCmdError::Write(io_cause())),
-        sample(crate::poddir::VolumeError { volume: "data".into(), message: "cannot make /x".into() }),
-        sample(crate::lifecycle::HookError::SpawnThread { source: io_cause() }),
+        sample(crate::cli::podcmd::PodCmdError::Follow { subject: "default/web app".into(), source: runtime_cause() }),
+        sample(crate::cli::podcmd::PodCmdError::Exec { subject: "default/web app".into(), source: runtime_cause() }),
+        sample(crate::cli::podcmd::PodCmdError::Signals(io_cause())),
+        sample(crate::cli::podcmd::PodCmdError::Write(io_cause())),
+        sample(crate::pods::dir::VolumeError { volume: "data".into(), message: "cannot make /x".into() }),
+        sample(crate::node::lifecycle::HookError::SpawnThread { source: io_cause() }),
         sample(crate::pods::ContainerStartError::CreateContainer { source: runtime_cause() }),
         sample(crate::pods::ContainerStartError::StartContainer { source: runtime_cause() }),
         sample(input_cause()),
-        sample(crate::inputfile::InputFileError::NotUtf8(String::from_utf8(vec![0xff]).unwrap_err())),
-        sample(crate::podlogs::Malformed::Timestamp),
-        sample(crate::podlogs::LogError::Read { path: path(), source: io_cause() }),
-        sample(crate::podlogs::LogError::Write(io_cause())),
+        sample(crate::base::inputfile::InputFileError::NotUtf8(String::from_utf8(vec![0xff]).unwrap_err())),
+        sample(crate::node::podlogs::Malformed::Timestamp),
+        sample(crate::node::podlogs::LogError::Read { path: path(), source: io_cause() }),
+        sample(crate::node::podlogs::LogError::Write(io_cause())),
     ];
-    all.extend(crate::prober::httpget_error_samples());
-    all.extend(crate::devicemanager::endpoint::error_samples());
+    all.extend(crate::node::prober::httpget_error_samples());
+    all.extend(crate::node::devicemanager::endpoint::error_samples());
     all
 }
 

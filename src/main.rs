@@ -4,10 +4,10 @@
 
 use anyhow::{bail, Context};
 use ferrolet::agent::Agent;
+use ferrolet::cli::podcmd;
 use ferrolet::cli::{self, Output};
 use ferrolet::config::{Config, Overrides};
-use ferrolet::podcmd;
-use ferrolet::podsource::read_manifest;
+use ferrolet::pods::source::read_manifest;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -276,7 +276,8 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     }
     let exe = std::env::current_exe().context("cannot find the ferrolet binary for container shims")?;
     // Read (and taken out of the environment) before any thread starts.
-    let notify = ferrolet::notify::Notify::from_env().context("cannot use the service manager's NOTIFY_SOCKET")?;
+    let notify =
+        ferrolet::agent::notify::Notify::from_env().context("cannot use the service manager's NOTIFY_SOCKET")?;
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
         .context("cannot install signal handlers")?;
     // While a CRI runtime is still starting: SIGTERM or SIGINT end the wait at once (a
@@ -301,7 +302,7 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     let mut log_level = cfg.log_level.clone();
     let watchdog = match (&notify.notifier, notify.watchdog) {
         (Some(n), Some(interval)) => Some(
-            ferrolet::notify::spawn_watchdog(n.clone(), agent.health.clone(), interval)
+            ferrolet::agent::notify::spawn_watchdog(n.clone(), agent.health.clone(), interval)
                 .context("cannot start the watchdog thread")?,
         ),
         _ => None,
@@ -359,7 +360,7 @@ fn reload(flags: &Flags, started_with: &toml::Table, log_level: &mut String, age
     let (new, table) = match Config::load_file(path, &flags.overrides) {
         Ok(x) => x,
         Err(e) => {
-            log::error!("agent: SIGHUP: {}; nothing changed", ferrolet::util::Chain(&e));
+            log::error!("agent: SIGHUP: {}; nothing changed", ferrolet::base::util::Chain(&e));
             return;
         }
     };
@@ -386,15 +387,15 @@ fn reload(flags: &Flags, started_with: &toml::Table, log_level: &mut String, age
 }
 
 fn validate(flags: Flags) -> anyhow::Result<bool> {
-    use ferrolet::logsafe;
-    use ferrolet::podsource::{dedupe, list_manifest_dir, over_max_pods_message, split_at_max_pods};
+    use ferrolet::base::logsafe;
+    use ferrolet::pods::source::{dedupe, list_manifest_dir, over_max_pods_message, split_at_max_pods};
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
     let cfg_name = flags.config.as_ref().map_or("defaults".to_string(), |p| p.display().to_string());
     // What `run` would refuse on this machine, by the same check `run` makes.
     let host = cfg.check_host(&cfg_name);
     let mut ok = host.is_empty();
     for e in &host {
-        eprintln!("{}", logsafe::Escaped(&ferrolet::util::Chain(e).to_string()));
+        eprintln!("{}", logsafe::Escaped(&ferrolet::base::util::Chain(e).to_string()));
     }
     if ok {
         if let Some(p) = &flags.config {
@@ -412,7 +413,7 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                         Err(e) => println!(
                             "{}: warning: skipped: {}",
                             logsafe::path(&path),
-                            logsafe::Escaped(&ferrolet::util::Chain(&e).to_string())
+                            logsafe::Escaped(&ferrolet::base::util::Chain(&e).to_string())
                         ),
                     }
                 }
@@ -568,8 +569,8 @@ fn get_events(server: &str, flags: &Flags) -> anyhow::Result<()> {
 }
 
 fn plan(flags: Flags) -> anyhow::Result<bool> {
-    use ferrolet::cm::{self, cgroupfs::CgroupVersion};
     use ferrolet::config::{parse_resource_list, qos_reserved_memory, reserved_resources};
+    use ferrolet::node::cm::{self, cgroupfs::CgroupVersion};
     match flags.positional.first().map(String::as_str) {
         Some("cgroups") => {}
         _ => bail!("usage: ferrolet plan cgroups [flags] MANIFEST..."),
@@ -648,7 +649,7 @@ fn pod_target(flags: &Flags, cmd: &str) -> anyhow::Result<podcmd::Target> {
 
 fn logs(flags: Flags) -> anyhow::Result<u8> {
     let target = pod_target(&flags, "logs")?;
-    let opts = ferrolet::podlogs::LogOptions {
+    let opts = ferrolet::node::podlogs::LogOptions {
         tail: flags.tail.as_deref().map(podcmd::parse_tail).transpose()?.flatten(),
         timestamps: flags.timestamps,
     };
@@ -727,7 +728,7 @@ fn log_prefix(journal: bool, level: log::Level, now: std::time::SystemTime) -> S
         return format!("<{priority}>");
     }
     // `2024-05-01T10:00:00.123456789Z` cut to milliseconds.
-    let nanos = ferrolet::timefmt::rfc3339_nano(now);
+    let nanos = ferrolet::base::timefmt::rfc3339_nano(now);
     format!("{}Z ", &nanos[..nanos.len().saturating_sub(7)])
 }
 
@@ -788,7 +789,7 @@ fn write_log_line(
         Some(s) => std::borrow::Cow::Borrowed(s),
         None => std::borrow::Cow::Owned(args.to_string()),
     };
-    writeln!(out, "{prefix}[{level:<5}] {}", ferrolet::logsafe::Escaped(&text))
+    writeln!(out, "{prefix}[{level:<5}] {}", ferrolet::base::logsafe::Escaped(&text))
 }
 
 fn init_logging() {
@@ -859,7 +860,7 @@ fn main() -> ExitCode {
         let Some(dir) = args.next() else {
             return ExitCode::from(2);
         };
-        return ExitCode::from(ferrolet::runtime::process::shim::main(std::path::Path::new(&dir)) as u8);
+        return ExitCode::from(ferrolet::node::runtime::process::shim::main(std::path::Path::new(&dir)) as u8);
     }
     let cmd = cmd.to_string_lossy().into_owned();
     init_logging();

@@ -252,7 +252,7 @@ fn agent_log_lines_carry_a_utc_timestamp_unless_journald_adds_one() {
     for line in log.lines() {
         let (ts, rest) = line.split_once(' ').unwrap_or_else(|| panic!("{line:?}"));
         assert!(ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[19] == b'.', "not RFC 3339 with ms: {line:?}");
-        assert!(ferrolet::timefmt::parse_rfc3339(ts).is_some(), "{line:?}");
+        assert!(ferrolet::base::timefmt::parse_rfc3339(ts).is_some(), "{line:?}");
         assert!(rest.starts_with('['), "{line:?}");
     }
     drop(agent);

@@ -138,11 +138,12 @@ fn target(me: &[String], path: &str) -> Option<Vec<String>> {
     (!t.is_empty()).then_some(t)
 }
 
-/// The import graph of `files` (path under `src/` → text): between top-level modules, and
-/// per module between its files (one level down, a parent and its children aside).
-fn graphs(files: &BTreeMap<String, String>) -> (Graph, BTreeMap<String, Graph>) {
-    let mut top = Graph::new();
-    let mut inner: BTreeMap<String, Graph> = BTreeMap::new();
+/// The import graphs of `files` (path under `src/` → text), one per module that has
+/// children, keyed by that module's path (`""` for the crate): an import from file `a::x::…`
+/// of `a::y::…` is an edge `x → y` in the graph of `a`. A module importing its own parent
+/// or child makes no edge.
+fn graphs(files: &BTreeMap<String, String>) -> BTreeMap<String, Graph> {
+    let mut all: BTreeMap<String, Graph> = BTreeMap::new();
     for (rel, text) in files {
         if !counts(rel) {
             continue;
@@ -150,14 +151,14 @@ fn graphs(files: &BTreeMap<String, String>) -> (Graph, BTreeMap<String, Graph>) 
         let me = module_path(rel);
         for p in paths(&strip(text)) {
             let Some(t) = target(&me, &p) else { continue };
-            if t[0] != me[0] {
-                top.entry(me[0].clone()).or_default().insert(t[0].clone());
-            } else if me.len() >= 2 && t.len() >= 2 && t[1] != me[1] {
-                inner.entry(me[0].clone()).or_default().entry(me[1].clone()).or_default().insert(t[1].clone());
+            let common = me.iter().zip(&t).take_while(|(a, b)| a == b).count();
+            if common < me.len() && common < t.len() {
+                let graph = all.entry(me[..common].join("::")).or_default();
+                graph.entry(me[common].clone()).or_default().insert(t[common].clone());
             }
         }
     }
-    (top, inner)
+    all
 }
 
 /// The nodes of `g` that are on a cycle, each cycle as one sorted set (Tarjan's SCCs).
@@ -207,9 +208,11 @@ fn cycles(g: &Graph) -> Vec<BTreeSet<String>> {
 }
 
 /// The layering table of ARCHITECTURE.md: module → the modules it may use (`None`: any,
-/// for a row that says "everything"). A row is `| `module` … | `a`, `b` … |`; names in the
-/// second cell that are not modules (types, functions) are ignored.
-fn layering(doc: &str, modules: &BTreeSet<String>) -> BTreeMap<String, Option<BTreeSet<String>>> {
+/// for a row that says "everything"). A row is `| `module` … | `a`, `b` … |`; a module is
+/// a top-level area (`node`) or one level down (`node::runtime`), whose uses name its
+/// siblings (`cm`). Names in the second cell that are not modules (types, functions) are
+/// ignored.
+fn layering(doc: &str) -> BTreeMap<String, Option<BTreeSet<String>>> {
     let section = doc.split("\n## Layering").nth(1).unwrap_or_default();
     let section = section.split("\n## ").next().unwrap_or_default();
     let ticked = |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(String::from).collect() };
@@ -218,40 +221,37 @@ fn layering(doc: &str, modules: &BTreeSet<String>) -> BTreeMap<String, Option<BT
         let cells: Vec<&str> = line.split(" | ").collect();
         let (Some(first), Some(uses)) = (cells.first(), cells.get(1)) else { continue };
         let Some(module) = ticked(first).into_iter().next() else { continue };
-        let allowed = if uses.contains("everything") {
-            None
-        } else {
-            Some(ticked(uses).into_iter().filter(|m| modules.contains(m)).collect())
-        };
+        let allowed = if uses.contains("everything") { None } else { Some(ticked(uses).into_iter().collect()) };
         rows.insert(module, allowed);
     }
     rows
 }
 
-/// What breaks the rules: cycles, modules without a row, imports the table does not allow.
+/// What breaks the rules: a cycle at any level, an area without a row, an import its row
+/// (an area's, or a module's one level down where it has one) does not list.
 fn violations(files: &BTreeMap<String, String>, doc: &str) -> Vec<String> {
-    let (top, inner) = graphs(files);
-    let modules: BTreeSet<String> = files.keys().filter(|r| counts(r)).map(|r| module_path(r)[0].clone()).collect();
-    let table = layering(doc, &modules);
+    let graphs = graphs(files);
+    let areas: BTreeSet<String> = files.keys().filter(|r| counts(r)).map(|r| module_path(r)[0].clone()).collect();
+    let table = layering(doc);
     let mut bad = Vec::new();
-    for c in cycles(&top) {
-        bad.push(format!("a cycle between top-level modules: {c:?}"));
-    }
-    for (m, g) in &inner {
+    for (module, g) in &graphs {
         for c in cycles(g) {
-            bad.push(format!("a cycle between the files of {m}: {c:?}"));
+            if module.is_empty() {
+                bad.push(format!("a cycle between top-level modules: {c:?}"));
+            } else {
+                bad.push(format!("a cycle between the files of {module}: {c:?}"));
+            }
         }
     }
-    for m in &modules {
-        match table.get(m) {
-            None => bad.push(format!("module {m} has no row in ARCHITECTURE.md's layering table")),
-            Some(None) => {}
-            Some(Some(allowed)) => {
-                for used in top.get(m).into_iter().flatten().filter(|u| !allowed.contains(*u)) {
-                    bad.push(format!(
-                        "{m} uses {used}, which its row in ARCHITECTURE.md's layering table does not list"
-                    ));
-                }
+    for a in areas.iter().filter(|a| !table.contains_key(*a)) {
+        bad.push(format!("module {a} has no row in ARCHITECTURE.md's layering table"));
+    }
+    for (parent, g) in graphs.iter().filter(|(m, _)| !m.contains("::")) {
+        for (from, uses) in g {
+            let key = if parent.is_empty() { from.clone() } else { format!("{parent}::{from}") };
+            let Some(Some(allowed)) = table.get(&key) else { continue };
+            for used in uses.iter().filter(|u| !allowed.contains(*u)) {
+                bad.push(format!("{key} uses {used}, which its row in ARCHITECTURE.md's layering table does not list"));
             }
         }
     }
@@ -282,7 +282,7 @@ fn architecture_md_matches_the_import_graph_of_src() {
 
 #[test]
 fn a_deliberate_cycle_or_forbidden_import_is_caught() {
-    let doc = "\n## Layering\n\n| module | uses |\n|---|---|\n| `a` | `b` |\n| `b` | — |\n| `c` (x) | everything |\n";
+    let doc = "\n## Layering\n\n| module | uses |\n|---|---|\n| `a` | `b` |\n| `a::x` | `y` |\n| `b` | — |\n| `c` (x) | everything |\n";
     let files = |extra: &[(&str, &str)]| -> BTreeMap<String, String> {
         let mut f: BTreeMap<String, String> = [
             ("a/mod.rs", "pub mod x;\npub mod y;\nuse crate::b::{self, Thing};\n"),
@@ -317,9 +317,14 @@ fn a_deliberate_cycle_or_forbidden_import_is_caught() {
     assert_eq!(
         violations(&files(&[("a/x.rs", "use super::y::Y;\nuse crate::d;\n"), ("d.rs", "")]), doc),
         vec![
-            "a uses d, which its row in ARCHITECTURE.md's layering table does not list",
-            "module d has no row in ARCHITECTURE.md's layering table"
+            "module d has no row in ARCHITECTURE.md's layering table",
+            "a uses d, which its row in ARCHITECTURE.md's layering table does not list"
         ]
+    );
+    // One level down: a::x may use its sibling y, not a new sibling z.
+    assert_eq!(
+        violations(&files(&[("a/x.rs", "use super::y::Y;\nuse super::z::Z;\n"), ("a/z.rs", "pub struct Z;\n")]), doc),
+        vec!["a::x uses z, which its row in ARCHITECTURE.md's layering table does not list"]
     );
 }
 

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::{container, manifest, wait_for, workload_pid, AgentProcess, Sandbox};
-use ferrolet::cm::cgroupfs::{detect, CgroupDriver, CgroupVersion};
+use ferrolet::node::cm::cgroupfs::{detect, CgroupDriver, CgroupVersion};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -17,13 +17,13 @@ fn v1_driver(sb: &Sandbox) -> Option<Box<dyn CgroupDriver>> {
     let d = match detect(Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
         Ok(d) => d,
         Err(e) => {
-            common::skip(&format!("no cgroup v1 on this host: {}", ferrolet::util::Chain(&e)));
+            common::skip(&format!("no cgroup v1 on this host: {}", ferrolet::base::util::Chain(&e)));
             return None;
         }
     };
     let probe = format!("{}/probe", sb.cgroup_root());
     if let Err(e) = d.create(&probe) {
-        common::skip(&format!("cannot create cgroups (needs root): {}", ferrolet::util::Chain(&e)));
+        common::skip(&format!("cannot create cgroups (needs root): {}", ferrolet::base::util::Chain(&e)));
         return None;
     }
     let _ = d.destroy(&probe);
@@ -77,8 +77,8 @@ fn pods_of_each_qos_class_get_kernel_enforced_cgroups_and_lose_them_on_removal()
     let ep = format!("{kubepods}/besteffort/pod{}", e.metadata.uid);
     assert_eq!(read(&*d, &ep, "cpu.shares"), "2");
     assert_eq!(read(&*d, &format!("{kubepods}/besteffort"), "cpu.shares"), "2");
-    let capacity = ferrolet::cm::NodeResources::from_proc();
-    let shares = ferrolet::cm::helpers::milli_cpu_to_shares(capacity.cpu_millis);
+    let capacity = ferrolet::node::cm::NodeResources::from_proc();
+    let shares = ferrolet::node::cm::helpers::milli_cpu_to_shares(capacity.cpu_millis);
     assert_eq!(read(&*d, &kubepods, "cpu.shares"), shares.to_string());
     assert_eq!(
         read(&*d, &kubepods, "memory.limit_in_bytes"),
@@ -114,7 +114,7 @@ fn orphaned_pod_cgroups_left_by_a_crash_are_emptied_and_removed() {
     // What a crashed agent could leave behind: a pod cgroup nobody owns, with a process in it.
     let orphan = format!("{}/kubepods/besteffort/pod0123456789abcdef0123456789abcdef", sb.cgroup_root());
     // The agent recorded it in its state dir before creating it, then crashed.
-    ferrolet::cm::ownership::PodCgroupRecords::new(&sb.state()).record(&orphan).unwrap();
+    ferrolet::node::cm::ownership::PodCgroupRecords::new(&sb.state()).record(&orphan).unwrap();
     d.create(&orphan).unwrap();
     let mut child = Command::new("sleep").arg("300").spawn().unwrap();
     for f in d.procs_files(&orphan) {
@@ -126,7 +126,7 @@ fn orphaned_pod_cgroups_left_by_a_crash_are_emptied_and_removed() {
     assert!(!status.success());
     // The line is written just after the removal the wait above saw.
     wait_for("the removal's log line", T, || agent.log_text().contains("removed orphaned pod cgroup").then_some(()));
-    let records = ferrolet::cm::ownership::PodCgroupRecords::new(&sb.state());
+    let records = ferrolet::node::cm::ownership::PodCgroupRecords::new(&sb.state());
     wait_for("the record to go", T, || (!records.contains(&orphan)).then_some(()));
 }
 

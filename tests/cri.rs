@@ -5,11 +5,11 @@
 use crate::common;
 
 use common::cri::{remove_cgroup, TestPod};
-use ferrolet::cm::LinuxContainerConfig;
-use ferrolet::manager::Health;
-use ferrolet::prober::probes::{self, Outcome, Target};
-use ferrolet::runtime::cri::{CriClient, CriRuntime};
-use ferrolet::runtime::{labels, ContainerConfig, ContainerRuntime, ContainerState, SandboxConfig};
+use ferrolet::base::manager::Health;
+use ferrolet::node::cm::LinuxContainerConfig;
+use ferrolet::node::prober::probes::{self, Outcome, Target};
+use ferrolet::node::runtime::cri::{CriClient, CriRuntime};
+use ferrolet::node::runtime::{labels, ContainerConfig, ContainerRuntime, ContainerState, SandboxConfig};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,7 +173,7 @@ fn a_missing_container_is_not_found_and_a_missing_image_is_named() {
         ..Default::default()
     };
     let e = rt.create_container(&pod.id, &config).unwrap_err();
-    let text = ferrolet::util::Chain(&e).to_string();
+    let text = ferrolet::base::util::Chain(&e).to_string();
     assert!(
         text.starts_with(&format!("container app (image localhost/ferrolet-no-such-image:1) in sandbox {}: ", pod.id)),
         "{text}"
@@ -222,10 +222,10 @@ fn sandboxes_and_containers_ferrolet_did_not_make_are_not_listed() {
     // Someone else's pod in the same containerd (no ferrolet label), and the pod of another
     // node's ferrolet sharing it.
     let foreign = |name: &str, owner: Option<&str>| {
-        let owner = owner.map(ferrolet::runtime::cri::translate::owner_labels).unwrap_or_default();
-        let cfg = ferrolet::runtime::cri::translate::sandbox_config(
+        let owner = owner.map(ferrolet::node::runtime::cri::translate::owner_labels).unwrap_or_default();
+        let cfg = ferrolet::node::runtime::cri::translate::sandbox_config(
             &SandboxConfig {
-                pod_uid: ferrolet::util::random_id(),
+                pod_uid: ferrolet::base::util::random_id(),
                 pod_name: name.into(),
                 namespace: "other".into(),
                 host_network: true,

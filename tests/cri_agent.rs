@@ -310,7 +310,7 @@ fn removing_a_pod_leaves_no_sandbox_container_cgroup_or_log_directory() {
     assert!(logs.join("app/0.log").exists());
     let pod_cgroup = format!("kubepods/besteffort/pod{}", uid(&p));
     // runc makes the pod cgroup in every hierarchy, those ferrolet writes and the others.
-    let mounts = ferrolet::cm::cgroupfs::Mounts::read(std::path::Path::new("/proc/self/mountinfo")).unwrap();
+    let mounts = ferrolet::node::cm::cgroupfs::Mounts::read(std::path::Path::new("/proc/self/mountinfo")).unwrap();
     let under_root = format!("{}/{pod_cgroup}", node.cgroup_root.trim_start_matches('/'));
     let copies: Vec<std::path::PathBuf> = mounts.all.iter().map(|m| m.join(&under_root)).collect();
     assert!(copies.iter().filter(|d| d.exists()).count() >= 3, "{copies:?}");

@@ -8,9 +8,9 @@ use crate::common;
 
 use common::cri::{busybox, client, var, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};
-use ferrolet::manager::Health;
-use ferrolet::runtime::cri::CriRuntime;
-use ferrolet::runtime::ContainerRuntime;
+use ferrolet::base::manager::Health;
+use ferrolet::node::runtime::cri::CriRuntime;
+use ferrolet::node::runtime::ContainerRuntime;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -145,5 +145,5 @@ fn a_host_network_pod_sees_the_nodes_hosts_file_with_its_aliases_and_the_nodes_h
         exec(&node, &id, &["cat", "/etc/hosts"]),
         format!("# Kubernetes-managed hosts file (host network).\n{node_hosts}\n# Entries added by HostAliases.\n10.1.2.3\tstore\n")
     );
-    assert_eq!(exec(&node, &id, &["hostname"]), format!("{}\n", ferrolet::util::hostname()));
+    assert_eq!(exec(&node, &id, &["hostname"]), format!("{}\n", ferrolet::base::util::hostname()));
 }

@@ -57,14 +57,14 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
     image(&containerd, &dir, "localhost/gc-foreign:1", 2 << 20);
     // Another node's container on the same containerd (this agent does not list it): its
     // image is in use all the same.
-    let other = ferrolet::runtime::cri::CriRuntime::new(
+    let other = ferrolet::node::runtime::cri::CriRuntime::new(
         common::cri::client(&containerd.endpoint()),
         "localhost/pause:catatonit",
         "another-node",
-        &ferrolet::manager::Health::default(),
+        &ferrolet::base::manager::Health::default(),
     );
     let foreign = common::cri::TestPod::run(&other, "foreign");
-    foreign.start(&ferrolet::runtime::ContainerConfig {
+    foreign.start(&ferrolet::node::runtime::ContainerConfig {
         image: "localhost/gc-foreign:1".into(),
         ..foreign.config("app", 0, &["sleep", "3600"])
     });

@@ -8,10 +8,10 @@ use crate::common;
 use common::cri::{client, endpoint, var, CriNode};
 use common::{container, manifest, wait_for, AgentProcess};
 use ferrolet::api::{Event, EventList, Pod};
-use ferrolet::manager::Cancel;
-use ferrolet::manager::Health;
-use ferrolet::runtime::cri::CriRuntime;
-use ferrolet::runtime::{ContainerRuntime, RuntimeError};
+use ferrolet::base::manager::Cancel;
+use ferrolet::base::manager::Health;
+use ferrolet::node::runtime::cri::CriRuntime;
+use ferrolet::node::runtime::{ContainerRuntime, RuntimeError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -52,7 +52,7 @@ fn a_pull_from_nowhere_fails_fast_naming_the_image_and_a_cancelled_pull_says_so(
     let rt = runtime(&endpoint);
     let (_keep, mut cancel) = Cancel::pair();
     let e = rt.pull_image(UNREACHABLE, None, Duration::from_secs(30), &mut cancel).unwrap_err();
-    let text = ferrolet::util::Chain(&e).to_string();
+    let text = ferrolet::base::util::Chain(&e).to_string();
     assert!(
         text.starts_with(&format!("image {UNREACHABLE}: container runtime endpoint {endpoint}: PullImage")),
         "{text}"
@@ -147,7 +147,7 @@ fn pod_cgroups(root: &str) -> Vec<PathBuf> {
     let trees: Vec<PathBuf> = if base.join("cgroup.controllers").exists() {
         vec![base.into()]
     } else {
-        ferrolet::cm::cgroupfs::CONTROLLERS.iter().map(|c| base.join(c)).collect()
+        ferrolet::node::cm::cgroupfs::CONTROLLERS.iter().map(|c| base.join(c)).collect()
     };
     let mut out = Vec::new();
     for tree in trees {

@@ -7,9 +7,9 @@ use crate::common;
 
 use common::cri::TestPod;
 
-use ferrolet::manager::Health;
-use ferrolet::runtime::cri::{CriClient, CriRuntime};
-use ferrolet::runtime::ContainerState;
+use ferrolet::base::manager::Health;
+use ferrolet::node::runtime::cri::{CriClient, CriRuntime};
+use ferrolet::node::runtime::ContainerState;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -127,7 +127,7 @@ fn logs_and_exec_reach_a_pods_containers_through_cri() {
         .iter()
         .map(|l| {
             let (ts, rest) = l.split_once(' ').unwrap();
-            assert!(ferrolet::timefmt::parse_rfc3339(ts).is_some(), "{ts}");
+            assert!(ferrolet::base::timefmt::parse_rfc3339(ts).is_some(), "{ts}");
             rest
         })
         .collect();
@@ -159,7 +159,7 @@ fn logs_and_exec_reach_a_pods_containers_through_cri() {
     // streamed instead; each stream is cut to the documented cap, said so, and the exit
     // code is the command's.
     let out = helper_sh("head -c 50000000 /dev/zero; head -c 20000000 /dev/zero >&2; exit 3");
-    let cap = ferrolet::runtime::exec::EXEC_OUTPUT_CAP;
+    let cap = ferrolet::node::runtime::exec::EXEC_OUTPUT_CAP;
     let tail = |b: &[u8]| text(&b[b.len().saturating_sub(2000)..]);
     assert_eq!(out.status.code(), Some(3), "{}", tail(&out.stderr));
     assert!(out.stdout.len() == cap && out.stdout.iter().all(|&b| b == 0), "{} bytes of stdout", out.stdout.len());

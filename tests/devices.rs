@@ -414,7 +414,7 @@ fn threads(pid: u32, name: &str) -> (usize, usize) {
 
 #[test]
 fn concurrent_registrations_are_dialled_a_few_at_a_time_and_the_rest_refused_at_once() {
-    use ferrolet::devicemanager::registration::MAX_CONCURRENT_DIALS;
+    use ferrolet::node::devicemanager::registration::MAX_CONCURRENT_DIALS;
     use ferrolet::proto::deviceplugin as pb;
     let sb = Sandbox::new();
     let a = agent(&sb, "dial_timeout = \"3s\"\n");

@@ -9,9 +9,9 @@ mod plugin;
 
 use crossbeam_channel::{unbounded, Receiver};
 use ferrolet::api::{Container, Pod, Quantity};
-use ferrolet::devicemanager::{DeviceManager, DeviceSettings, DeviceUpdate, Devices, DevicesCommand};
-use ferrolet::events::EventRecorder;
-use ferrolet::manager::{Health, ManagerHandle, Publisher};
+use ferrolet::base::manager::{Health, ManagerHandle, Publisher};
+use ferrolet::node::devicemanager::{DeviceManager, DeviceSettings, DeviceUpdate, Devices, DevicesCommand};
+use ferrolet::node::events::EventRecorder;
 use parking_lot::Mutex;
 use plugin::{Behaviour, TestPlugin};
 use std::path::Path;

@@ -120,7 +120,7 @@ fn logs_and_exec_reach_a_pods_containers_through_the_process_runtime() {
     let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
     let (ts, rest) = lines[1].split_once(' ').unwrap();
-    assert!(ferrolet::timefmt::parse_rfc3339(ts).is_some(), "{ts}");
+    assert!(ferrolet::base::timefmt::parse_rfc3339(ts).is_some(), "{ts}");
     assert_eq!(rest, "run 2 end");
     assert!(lines[0].ends_with(" run 2 line 150 with some padding to fill the log"), "{}", lines[0]);
 

@@ -5,10 +5,10 @@ use crate::common;
 
 use common::{ferrolet_bin, wait_for, Sandbox};
 use ferrolet::api::{Container, ContainerPort, HttpGetAction, HttpHeader, IntOrString};
-use ferrolet::prober::probes::{self, GrpcEnv, Outcome, Target};
-use ferrolet::prober::MAX_OUTPUT;
-use ferrolet::runtime::process::ProcessRuntime;
-use ferrolet::runtime::{ContainerConfig, ContainerRuntime, SandboxConfig};
+use ferrolet::node::prober::probes::{self, GrpcEnv, Outcome, Target};
+use ferrolet::node::prober::MAX_OUTPUT;
+use ferrolet::node::runtime::process::ProcessRuntime;
+use ferrolet::node::runtime::{ContainerConfig, ContainerRuntime, SandboxConfig};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ fn http_server() -> u16 {
 
 /// An HTTP probe from a test: host names are looked up on a lookup set of its own.
 fn http(h: &HttpGetAction, t: &Target, timeout: Duration) -> Outcome {
-    probes::http(h, t, timeout, &probes::Lookups::new(&ferrolet::manager::Health::default()))
+    probes::http(h, t, timeout, &probes::Lookups::new(&ferrolet::base::manager::Health::default()))
 }
 
 fn get(port: u16, path: &str, headers: Vec<(&str, &str)>) -> HttpGetAction {
@@ -155,7 +155,7 @@ fn http_probes_send_kube_probe_headers_custom_headers_and_host() {
 fn tcp_probes_succeed_on_connect_and_fail_when_refused() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
-    let lookups = probes::Lookups::new(&ferrolet::manager::Health::default());
+    let lookups = probes::Lookups::new(&ferrolet::base::manager::Health::default());
     assert_eq!(probes::tcp("127.0.0.1", port, SEC, &lookups), Outcome::Success(String::new()));
     match probes::tcp("no-such-host.invalid", port, SEC, &lookups) {
         Outcome::Failure(m) => assert!(m.starts_with("dial tcp no-such-host.invalid:"), "{m}"),
@@ -218,7 +218,7 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
     assert_eq!(probes::exec(&sh(&bg), &t, &rt, SEC), Outcome::Failure(format!("command \"sh -c {bg}\" timed out")));
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     wait_for("the leftover child to be killed", Duration::from_secs(1), || {
-        (!ferrolet::util::process_alive(pid, None)).then_some(())
+        (!ferrolet::base::util::process_alive(pid, None)).then_some(())
     });
     rt.stop_container(&id, Duration::from_secs(1)).unwrap();
 }

@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::{ferrolet_bin, wait_for, Sandbox};
-use ferrolet::runtime::process::ProcessRuntime;
-use ferrolet::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState};
+use ferrolet::node::runtime::process::ProcessRuntime;
+use ferrolet::node::runtime::{ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState};
 use std::time::{Duration, Instant};
 
 fn runtime(sb: &Sandbox) -> ProcessRuntime {
@@ -52,7 +52,7 @@ fn a_container_runs_in_its_own_session_with_env_workdir_and_cri_logs() {
     assert_eq!(lines.len(), 2, "{log}");
     let out = lines.iter().find(|l| l.contains(" stdout ")).unwrap();
     let (ts, rest) = out.split_once(' ').unwrap();
-    assert!(ferrolet::timefmt::parse_rfc3339(ts).is_some(), "{ts}");
+    assert!(ferrolet::base::timefmt::parse_rfc3339(ts).is_some(), "{ts}");
     assert_eq!(rest, format!("stdout F hi there from {}", sb.work().display()));
     assert!(lines.iter().any(|l| l.ends_with(" stderr F oops")));
 }
@@ -176,7 +176,7 @@ fn logs_rotate_by_size_keeping_max_files() {
     let id = run(&rt, &sb, &s, "chatty", "i=0; while [ $i -lt 2000 ]; do echo line $i; i=$((i+1)); done");
     wait_exit(&rt, &id, Duration::from_secs(20));
     let log = sb.state().join("logs/p/chatty/0.log");
-    let rotated = ferrolet::runtime::logrotate::rotated_files(&log);
+    let rotated = ferrolet::node::runtime::logrotate::rotated_files(&log);
     assert_eq!(rotated.len(), 2, "{rotated:?}");
     assert!(std::fs::metadata(&log).unwrap().len() <= 8192);
     assert!(std::fs::read_to_string(&log).unwrap().trim_end().ends_with("stdout F line 1999"));
@@ -184,22 +184,26 @@ fn logs_rotate_by_size_keeping_max_files() {
 
 #[test]
 fn a_container_gets_its_own_cgroup_and_an_oom_kill_there_is_reported_as_oomkilled() {
-    use ferrolet::cm::cgroupfs::{detect, CgroupVersion};
+    use ferrolet::node::cm::cgroupfs::{detect, CgroupVersion};
     let driver = match detect(std::path::Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
         Ok(d) => d,
-        Err(e) => return common::skip(&format!("no cgroup v1 here: {}", ferrolet::util::Chain(&e))),
+        Err(e) => return common::skip(&format!("no cgroup v1 here: {}", ferrolet::base::util::Chain(&e))),
     };
     let parent = format!("/ferrolet-test-oom-{}", std::process::id());
     if let Err(e) = driver.create(&parent) {
-        return common::skip(&format!("cannot create cgroup {parent} (needs root): {}", ferrolet::util::Chain(&e)));
+        return common::skip(&format!(
+            "cannot create cgroup {parent} (needs root): {}",
+            ferrolet::base::util::Chain(&e)
+        ));
     }
-    let driver: std::sync::Arc<dyn ferrolet::cm::cgroupfs::CgroupDriver> = std::sync::Arc::from(driver);
+    let driver: std::sync::Arc<dyn ferrolet::node::cm::cgroupfs::CgroupDriver> = std::sync::Arc::from(driver);
     let sb = Sandbox::new();
     let rt = runtime(&sb).with_cgroups(driver.clone());
     let s = sandbox(&rt, &sb);
     let mut cfg = config(&sb, "hog", "exec tail /dev/zero");
     let files = [("memory.limit_in_bytes".to_string(), "33554432".to_string())].into_iter().collect();
-    cfg.linux = Some(ferrolet::cm::LinuxContainerConfig { cgroup_parent: parent.clone(), files, oom_score_adj: 0 });
+    cfg.linux =
+        Some(ferrolet::node::cm::LinuxContainerConfig { cgroup_parent: parent.clone(), files, oom_score_adj: 0 });
     let id = rt.create_container(&s, &cfg).unwrap();
     let container_cgroup = format!("{parent}/hog");
     assert!(driver.exists(&container_cgroup));

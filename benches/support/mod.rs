@@ -150,11 +150,11 @@ impl Drop for Agent {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
-        if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
+        if let Ok(driver) = ferrolet::node::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&cgroup_root(&self.dir));
         }
         // The cgroup root's lock file, left behind by the killed agent.
-        use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
+        use ferrolet::node::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
         let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &cgroup_root(&self.dir)));
     }
 }

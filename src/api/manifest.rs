@@ -8,7 +8,7 @@ use super::strict::{
 };
 use super::validation::validate_pod;
 use super::Pod;
-use crate::logsafe::Escaped;
+use crate::base::logsafe::Escaped;
 use md5::{Digest, Md5};
 use serde::de::DeserializeSeed;
 use serde_path_to_error::Segment;

@@ -14,14 +14,14 @@ pub struct Time(pub SystemTime);
 
 impl Serialize for Time {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&crate::timefmt::rfc3339(self.0))
+        s.serialize_str(&crate::base::timefmt::rfc3339(self.0))
     }
 }
 
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        crate::timefmt::parse_rfc3339(&s)
+        crate::base::timefmt::parse_rfc3339(&s)
             .map(Time)
             .ok_or_else(|| serde::de::Error::custom(format!("invalid RFC 3339 time {s:?}")))
     }

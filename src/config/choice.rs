@@ -104,11 +104,11 @@ choice! {
 
 impl CgroupVersionSetting {
     /// The forced version, if any.
-    pub fn forced(self) -> Option<crate::cm::cgroupfs::CgroupVersion> {
+    pub fn forced(self) -> Option<crate::node::cm::cgroupfs::CgroupVersion> {
         match self {
             CgroupVersionSetting::Auto => None,
-            CgroupVersionSetting::V1 => Some(crate::cm::cgroupfs::CgroupVersion::V1),
-            CgroupVersionSetting::V2 => Some(crate::cm::cgroupfs::CgroupVersion::V2),
+            CgroupVersionSetting::V1 => Some(crate::node::cm::cgroupfs::CgroupVersion::V1),
+            CgroupVersionSetting::V2 => Some(crate::node::cm::cgroupfs::CgroupVersion::V2),
         }
     }
 }
@@ -131,7 +131,7 @@ mod tests {
             (d.runtime, d.enforcement, d.version),
             (RuntimeBackend::Process, Enforcement::Required, CgroupVersionSetting::V2)
         );
-        assert_eq!(d.version.forced(), Some(crate::cm::cgroupfs::CgroupVersion::V2));
+        assert_eq!(d.version.forced(), Some(crate::node::cm::cgroupfs::CgroupVersion::V2));
         assert_eq!(CgroupVersionSetting::Auto.forced(), None);
         for c in Enforcement::ALL {
             assert_eq!(Enforcement::parse(c.as_str()), Ok(*c));

@@ -51,7 +51,7 @@ pub enum HostError {
     },
     /// With enforcement required, the cgroup mounts cannot be read.
     #[error("resource enforcement is required but cgroups cannot be used")]
-    Cgroups(#[source] crate::cm::cgroupfs::CgroupError),
+    Cgroups(#[source] crate::node::cm::cgroupfs::CgroupError),
 }
 impl Config {
     /// What `run` needs from the machine besides a well-formed file, checked without
@@ -77,7 +77,7 @@ impl Config {
         // With enforcement required, `run` refuses to start when the cgroup mounts cannot be
         // read; reading them changes nothing (whether the tree is writable shows at start).
         if self.cgroups.enforcement == super::Enforcement::Required {
-            if let Err(e) = crate::cm::cgroupfs::detect(&self.cgroups.mountinfo, self.cgroups.forced_version()) {
+            if let Err(e) = crate::node::cm::cgroupfs::detect(&self.cgroups.mountinfo, self.cgroups.forced_version()) {
                 out.push(host("cgroups.enforcement", HostError::Cgroups(e)));
             }
         }

@@ -3,8 +3,8 @@
 //! with kubelet's rules, and the settings `fl-imagegc` runs with.
 
 use super::Config;
-use crate::imagegc::manager::{ImageGcSettings, Threshold};
-use crate::imagegc::Policy;
+use crate::node::imagegc::manager::{ImageGcSettings, Threshold};
+use crate::node::imagegc::Policy;
 use std::time::Duration;
 
 /// The most names `image_gc_keep` may hold.

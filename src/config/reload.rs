@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn log_levels_are_read_as_rust_log_reads_them() {
-        for ok in ["", "info", "DEBUG", "info,ferrolet::prober=debug", "ferrolet", "warn, ureq=off"] {
+        for ok in ["", "info", "DEBUG", "info,ferrolet::node::prober=debug", "ferrolet", "warn, ureq=off"] {
             assert_eq!(check_log_level(ok), Ok(()), "{ok}");
         }
         let e = check_log_level("info,prober=loud").unwrap_err();

@@ -57,7 +57,7 @@ impl ReservationError {
 
     /// The problem as a config error of `file`: `file: key: what is allowed`.
     pub fn in_file(&self, file: &str) -> ConfigError {
-        let message = crate::util::Chain(&self.problem).to_string();
+        let message = crate::base::util::Chain(&self.problem).to_string();
         ConfigError::Invalid { file: file.into(), key: self.key.clone(), message }
     }
 }
@@ -80,8 +80,8 @@ pub fn parse_resource_list(what: &str, text: &str) -> Result<BTreeMap<String, Qu
 pub fn reserved_resources(
     what: &str,
     list: &BTreeMap<String, Quantity>,
-) -> Result<crate::cm::NodeResources, ReservationError> {
-    let mut r = crate::cm::NodeResources::default();
+) -> Result<crate::node::cm::NodeResources, ReservationError> {
+    let mut r = crate::node::cm::NodeResources::default();
     for (k, q) in list {
         let bad = |problem| ReservationError::new(format!("{what}.{k}"), problem);
         if q.is_negative() {
@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn chain(e: &ReservationError) -> String {
-        crate::util::Chain(e).to_string()
+        crate::base::util::Chain(e).to_string()
     }
 
     #[test]

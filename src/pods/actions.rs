@@ -10,8 +10,8 @@ use super::devices::needs_devices;
 use super::view::PodView;
 use super::{ContainerKind, DevicePrep, Waiting, WaitingReason, MIN_GRACE};
 use crate::api::{Container, Pod, PodSpec, RestartPolicy};
-use crate::runtime::{ContainerInfo, ContainerState};
-use crate::timefmt::go_duration;
+use crate::base::timefmt::go_duration;
+use crate::node::runtime::{ContainerInfo, ContainerState};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 

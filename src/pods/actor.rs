@@ -4,11 +4,11 @@
 
 use super::PodManagerConfig;
 use crate::api::Pod;
-use crate::clock::Clock;
-use crate::events::{EventRecorder, Reference, NORMAL, WARNING};
-use crate::poddir::PodDir;
-use crate::runtime::ContainerRuntime;
-use crate::status::StatusCache;
+use crate::base::clock::Clock;
+use crate::node::events::{EventRecorder, Reference, NORMAL, WARNING};
+use crate::node::runtime::ContainerRuntime;
+use crate::node::status::StatusCache;
+use crate::pods::dir::PodDir;
 use std::path::PathBuf;
 use std::sync::Arc;
 

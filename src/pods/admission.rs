@@ -94,7 +94,7 @@ impl Sources {
             if !std::mem::replace(&mut self.dirs_swept, true) {
                 // Every pod the runtime holds is now owned: a directory of any other is left
                 // from a crash between the pod's removal and its directory's.
-                crate::poddir::sweep(&act.cfg.pods_root, |uid| {
+                crate::pods::dir::sweep(&act.cfg.pods_root, |uid| {
                     pods.contains_key(uid) || self.desired.contains_key(uid)
                 });
             }
@@ -181,7 +181,7 @@ impl Sources {
                 if u.is_refused() {
                     entry.refused.push(u);
                 } else {
-                    log::info!("pods: pod {}: {}", pod.key(), crate::logsafe::Escaped(&u.describe()));
+                    log::info!("pods: pod {}: {}", pod.key(), crate::base::logsafe::Escaped(&u.describe()));
                 }
             }
             pods.insert(uid.clone(), entry);

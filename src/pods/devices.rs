@@ -5,8 +5,8 @@
 use super::backoff::Key;
 use super::{Admission, DevicePrep, PodEntry};
 use crate::api::{Container, Pod, ResourceHealth, ResourceStatus};
-use crate::devicemanager::{device_requests, pod_needs_devices, Devices, DevicesCommand};
-use crate::runtime::devices::DeviceOptions;
+use crate::node::devicemanager::{device_requests, pod_needs_devices, Devices, DevicesCommand};
+use crate::node::runtime::devices::DeviceOptions;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap, HashSet};
 

@@ -6,9 +6,9 @@
 use super::actor::Actor;
 use super::ContainerStartError;
 use crate::api::Pod;
-use crate::dns::{self, hosts};
-use crate::runtime::{DnsConfig, Mount};
-use crate::util::Chain;
+use crate::base::util::Chain;
+use crate::node::dns::{self, hosts};
+use crate::node::runtime::{DnsConfig, Mount};
 
 /// What the DNS side remembers.
 #[derive(Default)]

@@ -137,7 +137,7 @@ pub fn pod_requests(pod: &Pod) -> BTreeMap<String, i64> {
     let containers = pod.spec.init_containers.iter().chain(&pod.spec.containers);
     for name in containers.flat_map(|c| c.resources.requests.keys()) {
         if !out.contains_key(name) {
-            out.insert(name.clone(), crate::cm::qos::pod_request(pod, name));
+            out.insert(name.clone(), crate::node::cm::qos::pod_request(pod, name));
         }
     }
     // `overhead` is kept as an unmodelled field (a pod that sets it is refused its

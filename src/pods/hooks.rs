@@ -18,8 +18,8 @@ use super::actor::Actor;
 use super::view::Snapshot;
 use super::{PodEntry, RunningHook, MIN_GRACE};
 use crate::api::{Container, LifecycleHandler, Pod};
-use crate::lifecycle::{HookDone, HookKind, HookRequest, HookSink, POST_START_TIMEOUT};
-use crate::util::Chain;
+use crate::base::util::Chain;
+use crate::node::lifecycle::{HookDone, HookKind, HookRequest, HookSink, POST_START_TIMEOUT};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -173,7 +173,10 @@ impl Hooks {
     ) {
         // Not exited yet (a container just started may still be reported as created).
         let running = |id: &String| {
-            snap.containers.values().flatten().any(|c| &c.id == id && c.state != crate::runtime::ContainerState::Exited)
+            snap.containers
+                .values()
+                .flatten()
+                .any(|c| &c.id == id && c.state != crate::node::runtime::ContainerState::Exited)
         };
         self.post_start.retain(|id, _| running(id));
         self.pre_stop_done.retain(running);

@@ -9,8 +9,8 @@ use super::backoff::{Backoff, Key};
 use super::restarts::Restarts;
 use super::{PodEntry, Waiting, WaitingReason};
 use crate::api::{Container, Pod};
-use crate::images::{decide, message, reason, ImageAction, ImageState, PullDone, PullPolicy, PullRequest};
-use crate::util::Chain;
+use crate::base::util::Chain;
+use crate::node::images::{decide, message, reason, ImageAction, ImageState, PullDone, PullPolicy, PullRequest};
 use crossbeam_channel::{Sender, TrySendError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
@@ -86,7 +86,7 @@ impl Images {
         };
         let name = c.map_or(SANDBOX, |c| c.name.as_str());
         let key: Key = (pod.metadata.uid.clone(), name.to_string());
-        if let Err(why) = crate::images::reference::check(&image) {
+        if let Err(why) = crate::node::images::reference::check(&image) {
             // kubelet's `applyDefaultImageTag`: refused before any runtime call.
             let text = message::invalid_name(&image, &why);
             let why = Some((true, reason::INSPECT_FAILED, text.as_str()));

@@ -3,8 +3,8 @@
 //! `FallbackToLogsOnError`, when it failed and wrote nothing there, the end of its log (its
 //! last 80 lines, at most 2 KiB). The message follows the runtime's own, after `: `.
 
-use crate::podlogs::{print_logs, LogOptions};
-use crate::runtime::{ContainerConfig, ContainerInfo, ContainerState};
+use crate::node::podlogs::{print_logs, LogOptions};
+use crate::node::runtime::{ContainerConfig, ContainerInfo, ContainerState};
 use std::io::Read;
 
 /// The most read from a termination message file (kubelet's).
@@ -70,7 +70,7 @@ fn log_tail(cfg: &ContainerConfig) -> Vec<u8> {
         log::debug!(
             "pods: cannot read the log {} for a termination message: {}",
             cfg.log_path.display(),
-            crate::util::Chain(&e)
+            crate::base::util::Chain(&e)
         );
     }
     out.truncate(out.len().min(FALLBACK_LOG_LINES as usize * 16 * 1024));

@@ -20,6 +20,7 @@ mod actor;
 mod admission;
 pub mod backoff;
 mod devices;
+pub mod dir;
 mod dns;
 pub mod fit;
 mod hooks;
@@ -29,6 +30,7 @@ mod publish;
 mod relist;
 mod restarts;
 mod setup;
+pub mod source;
 mod state;
 mod sync;
 pub mod termination;
@@ -43,16 +45,16 @@ pub use state::{
 
 use crate::api::manifest::PodSource;
 use crate::api::Pod;
-use crate::clock::{Clock, RealClock};
-use crate::cm::ContainerManager;
-use crate::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
-use crate::events::EventRecorder;
-use crate::images::{PullDone, PullRequest};
-use crate::lifecycle::{HookDone, HookSink};
-use crate::prober::{ProbeResult, ProbeResults, ProbeType, ProbeUpdate, ProberCommand};
-use crate::runtime::ContainerRuntime;
-use crate::status::StatusCache;
-use crate::util::Chain;
+use crate::base::clock::{Clock, RealClock};
+use crate::base::util::Chain;
+use crate::node::cm::ContainerManager;
+use crate::node::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
+use crate::node::events::EventRecorder;
+use crate::node::images::{PullDone, PullRequest};
+use crate::node::lifecycle::{HookDone, HookSink};
+use crate::node::prober::{ProbeResult, ProbeResults, ProbeType, ProbeUpdate, ProberCommand};
+use crate::node::runtime::ContainerRuntime;
+use crate::node::status::StatusCache;
 use actor::Actor;
 use admission::Sources;
 use crossbeam_channel::Sender;
@@ -137,7 +139,7 @@ pub struct PodManagerConfig {
     pub allowed_unsafe_sysctls: Vec<String>,
     /// Pods' hostnames, resolvers and hosts files (a runtime that gives pods their own:
     /// CRI); `None`: every pod shares the node's (the process runtime).
-    pub dns: Option<crate::dns::DnsSettings>,
+    pub dns: Option<crate::node::dns::DnsSettings>,
     /// What the node allocates to pods (device plugin resources aside, which come from the
     /// device manager): pods from the apiserver are admitted only if they fit in it.
     pub allocatable: fit::NodeAllocatable,
@@ -203,7 +205,7 @@ impl PodManager {
     }
 
     /// Reports whether the runtime answers into `health` (read for the Node's `Ready`).
-    pub fn with_runtime_health(mut self, health: crate::status::RuntimeHealth) -> Self {
+    pub fn with_runtime_health(mut self, health: crate::node::status::RuntimeHealth) -> Self {
         self.relist.health = health;
         self
     }
@@ -309,7 +311,7 @@ impl PodManager {
     }
 }
 
-impl crate::manager::Manager for PodManager {
+impl crate::base::manager::Manager for PodManager {
     type Command = PodsCommand;
 
     fn handle(&mut self, cmd: PodsCommand) {
@@ -383,7 +385,7 @@ impl crate::manager::Manager for PodManager {
 /// so a large pod (up to the 1.5 MiB object limit, expanded env, thousands of statuses)
 /// would otherwise leave its RSS behind after it is gone.
 fn release_freed_memory() {
-    crate::util::release_freed_memory();
+    crate::base::util::release_freed_memory();
 }
 
 /// The content hash of a static pod (`kubernetes.io/config.hash`), none for other pods.

@@ -5,9 +5,9 @@
 use super::actor::Actor;
 use super::messages;
 use super::view::Snapshot;
-use crate::runtime::ContainerInfo;
-use crate::status::RuntimeHealth;
-use crate::util::Chain;
+use crate::base::util::Chain;
+use crate::node::runtime::ContainerInfo;
+use crate::node::status::RuntimeHealth;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 

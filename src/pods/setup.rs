@@ -5,8 +5,8 @@
 use super::actor::Actor;
 use super::PodEntry;
 use crate::api::{downward, Pod};
-use crate::cm::ContainerManager;
-use crate::util::Chain;
+use crate::base::util::Chain;
+use crate::node::cm::ContainerManager;
 use std::collections::{BTreeMap, HashSet};
 
 /// The pods' cgroups and volumes.
@@ -79,7 +79,7 @@ impl PodSetup {
             None => Vec::new(),
         };
         let alloc =
-            self.cm.as_ref().map(|cm| cm.node_allocatable()).unwrap_or_else(crate::cm::NodeResources::from_proc);
+            self.cm.as_ref().map(|cm| cm.node_allocatable()).unwrap_or_else(crate::node::cm::NodeResources::from_proc);
         downward::Facts {
             node_name: act.cfg.node_name.clone(),
             pod_ips,

@@ -2,8 +2,8 @@
 //! termination, why a container is held back, and how far its devices are prepared.
 
 use crate::api::{Container, Pod};
-use crate::runtime::devices::DeviceOptions;
-use crate::runtime::RuntimeError;
+use crate::node::runtime::devices::DeviceOptions;
+use crate::node::runtime::RuntimeError;
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -72,11 +72,11 @@ impl WaitingReason {
             WaitingReason::CrashLoopBackOff => "CrashLoopBackOff",
             WaitingReason::CreateContainerError => "CreateContainerError",
             WaitingReason::CreateContainerConfigError => "CreateContainerConfigError",
-            WaitingReason::ErrImageNeverPull => crate::images::reason::ERR_IMAGE_NEVER_PULL,
-            WaitingReason::ErrImagePull => crate::images::reason::ERR_IMAGE_PULL,
-            WaitingReason::ImagePullBackOff => crate::images::reason::IMAGE_PULL_BACK_OFF,
-            WaitingReason::ImageInspectError => crate::images::reason::IMAGE_INSPECT_ERROR,
-            WaitingReason::InvalidImageName => crate::images::reason::INVALID_IMAGE_NAME,
+            WaitingReason::ErrImageNeverPull => crate::node::images::reason::ERR_IMAGE_NEVER_PULL,
+            WaitingReason::ErrImagePull => crate::node::images::reason::ERR_IMAGE_PULL,
+            WaitingReason::ImagePullBackOff => crate::node::images::reason::IMAGE_PULL_BACK_OFF,
+            WaitingReason::ImageInspectError => crate::node::images::reason::IMAGE_INSPECT_ERROR,
+            WaitingReason::InvalidImageName => crate::node::images::reason::INVALID_IMAGE_NAME,
         }
     }
 }

@@ -14,13 +14,13 @@ use crate::api::expand::{expand, resolve_env};
 use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
 use crate::api::{downward, fields};
 use crate::api::{Container, Pod, RestartPolicy, TerminationMessagePolicy};
-use crate::prober::{ProbeResult, ProbeType};
-use crate::runtime::devices::DeviceOptions;
-use crate::runtime::{
+use crate::base::util::Chain;
+use crate::node::prober::{ProbeResult, ProbeType};
+use crate::node::runtime::devices::DeviceOptions;
+use crate::node::runtime::{
     labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, Mount, PortMapping, SandboxConfig, SandboxInfo,
     TerminationLog,
 };
-use crate::util::Chain;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

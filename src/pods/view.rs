@@ -1,7 +1,7 @@
 //! The runtime's view of the pods: one relist, grouped by pod uid.
 
 use super::ContainerKind;
-use crate::runtime::{labels, ContainerInfo, ContainerState, SandboxInfo};
+use crate::node::runtime::{labels, ContainerInfo, ContainerState, SandboxInfo};
 use std::collections::HashMap;
 
 /// One relist of the runtime, grouped by pod uid.
@@ -98,7 +98,7 @@ pub fn is_sidecar(c: &ContainerInfo) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::SandboxConfig;
+    use crate::node::runtime::SandboxConfig;
     use std::sync::Arc;
     use std::time::{Duration, UNIX_EPOCH};
 

@@ -7,8 +7,8 @@
 
 use super::http::{parse_head, Parsed, Request, Response, MAX_HEAD};
 use super::jobs::WorkerEnds;
-use crate::manager::StopSignal;
-use crate::wake::{self, WakeReceiver, Waker};
+use crate::base::manager::StopSignal;
+use crate::base::wake::{self, WakeReceiver, Waker};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender, TrySendError};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
@@ -80,7 +80,7 @@ impl Limits {
     /// The documented limits, with the connection cap derived from the fd limit.
     pub fn for_this_process() -> Limits {
         Limits {
-            max_connections: connection_cap(crate::util::open_files_limit()),
+            max_connections: connection_cap(crate::base::util::open_files_limit()),
             workers: WORKERS,
             request_timeout: REQUEST_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
@@ -233,7 +233,7 @@ impl<H: Handler> Reactor<H> {
             if unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) } < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
-                    log::error!("api: poll failed: {}", crate::util::Chain(&e));
+                    log::error!("api: poll failed: {}", crate::base::util::Chain(&e));
                     stop.sleep(POLL_RETRY);
                 }
                 continue;
@@ -308,7 +308,7 @@ impl<H: Handler> Reactor<H> {
                         log::warn!(
                             "api: accept failed, pausing and retrying (up to every {:?}): {}",
                             ACCEPT_BACKOFF.1,
-                            crate::util::Chain(&e)
+                            crate::base::util::Chain(&e)
                         );
                         *failing = Some((Instant::now(), e.to_string()));
                     }
@@ -511,7 +511,7 @@ impl<H: Handler> Reactor<H> {
                 self.pending_out -= out.len();
                 // Reset instead of a FIN: the kernel would otherwise keep sending what is
                 // buffered to a client that does not read, long after we gave up on it.
-                crate::util::set_linger(&c.stream, 0);
+                crate::base::util::set_linger(&c.stream, 0);
             }
         }
         self.stats.open.store(self.conns.len() as u64, Ordering::Relaxed);
@@ -598,5 +598,4 @@ fn pollfd(fd: i32, events: i16) -> libc::pollfd {
 }
 
 #[cfg(test)]
-#[path = "conn_tests.rs"]
 mod tests;

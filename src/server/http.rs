@@ -2,7 +2,7 @@
 //! with hard bounds (request line, header count, header bytes) and writing a response.
 //! No I/O here; `conn` feeds bytes in and writes bytes out. Heads are parsed by `httphead`.
 
-use crate::httphead::{self, RequestPart};
+use crate::base::httphead::{self, RequestPart};
 
 /// Longest request line accepted (method, target, version), as the request-URI limit of
 /// common servers (nginx, Go's own 8 KiB line buffer); longer is `414 URI Too Long`.

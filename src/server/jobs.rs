@@ -1,7 +1,7 @@
 //! The channel ends between the reactor and its workers.
 
 use super::http::{Request, Response};
-use crate::wake::Waker;
+use crate::base::wake::Waker;
 use crossbeam_channel::{Receiver, Sender};
 
 /// Worker threads' end of the reactor: jobs in, replies out, and the wake-up.

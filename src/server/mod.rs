@@ -11,10 +11,10 @@ pub mod pool;
 pub mod routes;
 
 use crate::api::Node;
-use crate::events::store::EventStore;
-use crate::events::EventMetrics;
-use crate::manager::{Health, StopTimeout};
-use crate::status::StatusCache;
+use crate::base::manager::{Health, StopTimeout};
+use crate::node::events::store::EventStore;
+use crate::node::events::EventMetrics;
+use crate::node::status::StatusCache;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,17 +53,17 @@ pub struct ApiState {
     /// Event counters.
     pub event_metrics: Arc<EventMetrics>,
     /// Probe counters and durations.
-    pub prober_metrics: Arc<crate::prober::ProberMetrics>,
+    pub prober_metrics: Arc<crate::node::prober::ProberMetrics>,
     /// Device plugins, unless turned off.
-    pub devices: Option<crate::devicemanager::Devices>,
+    pub devices: Option<crate::node::devicemanager::Devices>,
     /// The node's name and its cpu and memory (capacity and allocatable).
     pub node: Node,
     /// The images and the image GC's numbers (CRI runtime).
-    pub images: Option<crate::imagegc::ImagesView>,
+    pub images: Option<crate::node::imagegc::ImagesView>,
     /// Whether the container runtime answers (the Node's `Ready`).
-    pub runtime: crate::status::RuntimeHealth,
+    pub runtime: crate::node::status::RuntimeHealth,
     /// Cluster mode's link and client (their series in `/metrics`).
-    pub apiserver: Option<(Arc<crate::apiserver::link::Link>, Arc<crate::apiserver::ApiClient>)>,
+    pub apiserver: Option<(Arc<crate::cluster::apiserver::link::Link>, Arc<crate::cluster::apiserver::ApiClient>)>,
 }
 
 /// The running API server.

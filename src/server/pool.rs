@@ -6,8 +6,8 @@
 
 use super::conn::{answer, Handler, Limits, Reactor, ServerStats};
 use super::jobs::WorkerEnds;
-use crate::manager::{stop_all, Exit, Health, StopSignal, StopTimeout, Worker};
-use crate::wake::Waker;
+use crate::base::manager::{stop_all, Exit, Health, StopSignal, StopTimeout, Worker};
+use crate::base::wake::Waker;
 use crossbeam_channel::select;
 use std::io;
 use std::net::TcpListener;

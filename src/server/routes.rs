@@ -4,9 +4,9 @@ use super::conn::{Handler, ServerStats};
 use super::http::{Request, Response};
 use super::ApiState;
 use crate::api::{EventList, ListMeta, Node, PodPhase, Quantity};
-use crate::events::store::EventFilter;
-use crate::metrics::{Encoder, Kind};
-use crate::status::health::{device_plugin_check, node_conditions, problems, set_disk_pressure};
+use crate::base::metrics::{Encoder, Kind};
+use crate::node::events::store::EventFilter;
+use crate::node::status::health::{device_plugin_check, node_conditions, problems, set_disk_pressure};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -104,7 +104,7 @@ impl Routes {
                     api_version: &'static str,
                     kind: &'static str,
                     metadata: ListMeta,
-                    items: crate::status::Listed,
+                    items: crate::node::status::Listed,
                 }
                 let list = Listing {
                     api_version: "v1",

@@ -3,9 +3,11 @@
 //! a real `ferrolet run` on `runtime = "cri"` that removes what it made when dropped.
 
 use super::{AgentProcess, Sandbox};
+use ferrolet::node::runtime::cri::{CriClient, CriRuntime};
+use ferrolet::node::runtime::{
+    labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig,
+};
 use ferrolet::proto::cri::{ContainerFilter, PodSandbox, PodSandboxFilter};
-use ferrolet::runtime::cri::{CriClient, CriRuntime};
-use ferrolet::runtime::{labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, SandboxConfig};
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -170,13 +172,13 @@ impl Drop for CriNode {
             let _ = c.stop_pod_sandbox(s.id());
             let _ = c.remove_pod_sandbox(s.id());
         }
-        if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
+        if let Ok(driver) = ferrolet::node::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&self.cgroup_root);
         }
-        if let Ok(mounts) = ferrolet::cm::cgroupfs::Mounts::read(Path::new("/proc/self/mountinfo")) {
-            ferrolet::cm::cgroupfs::remove_empty_everywhere(&mounts, &self.cgroup_root);
+        if let Ok(mounts) = ferrolet::node::cm::cgroupfs::Mounts::read(Path::new("/proc/self/mountinfo")) {
+            ferrolet::node::cm::cgroupfs::remove_empty_everywhere(&mounts, &self.cgroup_root);
         }
-        use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
+        use ferrolet::node::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
         let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root));
     }
 }
@@ -194,7 +196,7 @@ pub struct TestPod<'a> {
 impl<'a> TestPod<'a> {
     pub fn run(rt: &'a CriRuntime, name: &str) -> TestPod<'a> {
         let logs = tempfile::tempdir().unwrap();
-        let uid = ferrolet::util::random_id();
+        let uid = ferrolet::base::util::random_id();
         let sandbox = SandboxConfig {
             pod_uid: uid.clone(),
             pod_name: name.into(),
@@ -260,8 +262,8 @@ impl Drop for TestPod<'_> {
 /// runc leaves the pod cgroup behind (the agent's cm removes it): rmdir each hierarchy's
 /// copy, best effort.
 pub fn remove_cgroup(path: &str) {
-    if let Ok(mounts) = ferrolet::cm::cgroupfs::Mounts::read(Path::new("/proc/self/mountinfo")) {
-        ferrolet::cm::cgroupfs::remove_empty_everywhere(&mounts, path);
+    if let Ok(mounts) = ferrolet::node::cm::cgroupfs::Mounts::read(Path::new("/proc/self/mountinfo")) {
+        ferrolet::node::cm::cgroupfs::remove_empty_everywhere(&mounts, path);
     }
 }
 
@@ -274,7 +276,7 @@ pub struct OwnContainerd {
 
 impl OwnContainerd {
     pub fn start() -> OwnContainerd {
-        let id = ferrolet::util::random_id();
+        let id = ferrolet::base::util::random_id();
         let own = OwnContainerd {
             base: format!("/tmp/ferrolet-cri-{}", &id[..8]),
             cgroup: format!("{}-{}", var("FERROLET_CRI_CGROUP"), &id[..8]),

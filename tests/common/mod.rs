@@ -10,7 +10,7 @@ pub mod cri;
 pub mod plugin;
 
 use ferrolet::api::{ContainerStatus, Pod, PodList};
-use ferrolet::runtime::process::ShimState;
+use ferrolet::node::runtime::process::ShimState;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -141,12 +141,12 @@ pub fn manifest(name: &str, spec: &str) -> String {
 pub fn kill_everything(state_dir: &Path) {
     let Ok(rd) = std::fs::read_dir(state_dir.join("runtime/containers")) else { return };
     for e in rd.flatten() {
-        if let Ok(s) = ferrolet::util::read_json::<ShimState>(&e.path().join("state.json")) {
+        if let Ok(s) = ferrolet::base::util::read_json::<ShimState>(&e.path().join("state.json")) {
             // Only processes proven ours by their start time (a pid may have been reused).
             if let Some(t) = s.start_ticks {
-                let _ = ferrolet::util::kill_group_verified(s.pid, t, libc::SIGKILL);
+                let _ = ferrolet::base::util::kill_group_verified(s.pid, t, libc::SIGKILL);
             }
-            let _ = ferrolet::util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
+            let _ = ferrolet::base::util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
         }
     }
 }
@@ -208,11 +208,11 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         kill_everything(&self.state());
-        if let Ok(driver) = ferrolet::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
+        if let Ok(driver) = ferrolet::node::cm::cgroupfs::detect(Path::new("/proc/self/mountinfo"), None) {
             let _ = driver.destroy(&self.cgroup_root());
         }
         // The cgroup root's lock file, left behind when the test's agent was SIGKILLed.
-        use ferrolet::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
+        use ferrolet::node::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
         let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root()));
     }
 }
@@ -367,18 +367,19 @@ pub fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
 pub fn workload_pid(state_dir: &Path, container_id: &str) -> Option<i32> {
     let id = container_id.strip_prefix("process://")?;
     let s: ShimState =
-        ferrolet::util::read_json(&state_dir.join("runtime/containers").join(id).join("state.json")).ok()?;
+        ferrolet::base::util::read_json(&state_dir.join("runtime/containers").join(id).join("state.json")).ok()?;
     Some(s.pid)
 }
 
 /// A process runtime over `sb`'s state directory, with this build's shim (1 MiB logs, 3 files).
-pub fn process_runtime(sb: &Sandbox) -> ferrolet::runtime::process::ProcessRuntime {
-    ferrolet::runtime::process::ProcessRuntime::new(&sb.state().join("runtime"), &ferrolet_bin(), 1 << 20, 3).unwrap()
+pub fn process_runtime(sb: &Sandbox) -> ferrolet::node::runtime::process::ProcessRuntime {
+    ferrolet::node::runtime::process::ProcessRuntime::new(&sb.state().join("runtime"), &ferrolet_bin(), 1 << 20, 3)
+        .unwrap()
 }
 
 /// A sandbox for pod `default/p` (uid `uid1`) with its logs under `sb`.
-pub fn pod_sandbox(rt: &dyn ferrolet::runtime::ContainerRuntime, sb: &Sandbox) -> String {
-    rt.run_pod_sandbox(&ferrolet::runtime::SandboxConfig {
+pub fn pod_sandbox(rt: &dyn ferrolet::node::runtime::ContainerRuntime, sb: &Sandbox) -> String {
+    rt.run_pod_sandbox(&ferrolet::node::runtime::SandboxConfig {
         pod_uid: "uid1".into(),
         pod_name: "p".into(),
         namespace: "default".into(),
@@ -390,8 +391,8 @@ pub fn pod_sandbox(rt: &dyn ferrolet::runtime::ContainerRuntime, sb: &Sandbox) -
 }
 
 /// A container `name` running `sh -c script`, logging under `sb`.
-pub fn sh_container(sb: &Sandbox, name: &str, script: &str) -> ferrolet::runtime::ContainerConfig {
-    ferrolet::runtime::ContainerConfig {
+pub fn sh_container(sb: &Sandbox, name: &str, script: &str) -> ferrolet::node::runtime::ContainerConfig {
+    ferrolet::node::runtime::ContainerConfig {
         name: name.into(),
         argv: vec!["sh".into(), "-c".into(), script.into()],
         log_path: sb.state().join(format!("logs/p/{name}/0.log")),

@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::api::{Probe, Quantity};
+use crate::node::runtime::labels::CONTAINER_KIND as CONTAINER_KIND_LABEL;
+use crate::node::runtime::{ContainerConfig, ContainerState, SandboxInfo};
 use crate::pods::actions::{
     compute_pod_actions, CrashLoop, DeadInstance, KillContainer, PodActions, PodInput, StartContainer, StartReason,
 };
@@ -10,8 +12,6 @@ use crate::pods::backoff::{Backoff, Key};
 use crate::pods::termination::{compute_kill_actions, KillActions, RemovePod};
 use crate::pods::view::PodView;
 use crate::pods::{ContainerKind, DevicePrep, Termination, Waiting, WaitingReason};
-use crate::runtime::labels::CONTAINER_KIND as CONTAINER_KIND_LABEL;
-use crate::runtime::{ContainerConfig, ContainerState, SandboxInfo};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -434,9 +434,9 @@ fn nothing_starts_while_a_post_start_hook_of_the_pod_runs() {
 
 #[test]
 fn drain_stops_every_pod_the_runtime_holds_with_the_grace_its_sandbox_recorded() {
+    use crate::node::runtime::{labels, SandboxConfig};
     use crate::pods::termination::terminate_all;
     use crate::pods::view::Snapshot;
-    use crate::runtime::{labels, SandboxConfig};
     let recorded =
         SandboxConfig { pod_uid: "with-sandbox".into(), termination_grace_period_seconds: 7, ..Default::default() };
     let with_sandbox = SandboxInfo { config: Arc::new(recorded), ..sandbox() };

@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::api::{HostAlias, PodDnsConfig};
-use crate::dns::DnsSettings;
-use crate::runtime::Mount;
+use crate::node::dns::DnsSettings;
+use crate::node::runtime::Mount;
 
 /// A node whose pods get their own names and resolvers, the node's files and the pods'
 /// directories in a temporary directory.
@@ -33,7 +33,7 @@ impl DnsNode {
         DnsNode { n, dir }
     }
 
-    fn sandbox(&self) -> Arc<crate::runtime::SandboxConfig> {
+    fn sandbox(&self) -> Arc<crate::node::runtime::SandboxConfig> {
         self.n.rt.sandboxes().last().expect("a sandbox").config.clone()
     }
 
@@ -117,7 +117,7 @@ fn cluster_first_without_a_cluster_dns_gets_the_nodes_resolver_and_kubelets_warn
         missing,
         [
             "pod: \"api_default(uid-api)\". kubelet does not have ClusterDNS IP configured and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.",
-            crate::dns::MISSING_CLUSTER_DNS,
+            crate::node::dns::MISSING_CLUSTER_DNS,
             "pod: \"web_default(uid-web)\". kubelet does not have ClusterDNS IP configured and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.",
         ],
         "each pod's sandbox says it; the node once"

@@ -1,8 +1,8 @@
 //! Table tests of `start_gate`: what holds a container back before its create, in order.
 
+use crate::node::runtime::devices::DeviceOptions;
 use crate::pods::actions::{start_gate, Gate};
 use crate::pods::DevicePrep;
-use crate::runtime::devices::DeviceOptions;
 
 /// One row: what is known of a container, and the gate it meets.
 struct Case<'a> {

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::api::{ExecAction, Lifecycle, LifecycleHandler, SleepAction};
-use crate::lifecycle::{HookDone, HookError, HookKind, HookRequest, HookSink};
+use crate::node::lifecycle::{HookDone, HookError, HookKind, HookRequest, HookSink};
 use parking_lot::Mutex;
 
 /// Records every hook submitted.
@@ -59,7 +59,7 @@ fn a_post_start_hook_holds_back_the_next_container_and_the_containers_start_unti
     let web = pod("web", RestartPolicy::Always, &[with_post_start(sidecar("proxy"))], &[app("web")]);
     node.apply(&[&web]);
     assert_eq!(node.calls(), [Call::RunPodSandbox("web".into()), create("proxy", 0), start("proxy")]);
-    assert_eq!(hooks.take(), [(HookKind::PostStart, "proxy".into(), crate::lifecycle::POST_START_TIMEOUT)]);
+    assert_eq!(hooks.take(), [(HookKind::PostStart, "proxy".into(), crate::node::lifecycle::POST_START_TIMEOUT)]);
     let proxy = node.container(&web, "proxy");
     assert!(proxy.state.running.is_some());
     assert_eq!((proxy.started, proxy.ready), (Some(false), false), "not started while its hook runs");
@@ -90,7 +90,7 @@ fn a_failed_post_start_hook_is_reported_and_the_container_is_killed_and_restarte
         [("FailedPostStartHook".into(), message.into()), ("Killing".into(), "FailedPostStartHook".into())]
     );
     assert_eq!(node.calls()[..3], [stop("web", 30), create("web", 1), start("web")], "killed, then restarted");
-    assert_eq!(hooks.take(), [(HookKind::PostStart, "web".into(), crate::lifecycle::POST_START_TIMEOUT)]);
+    assert_eq!(hooks.take(), [(HookKind::PostStart, "web".into(), crate::node::lifecycle::POST_START_TIMEOUT)]);
 
     // It fails again: now the restart waits out the back-off.
     answer(&mut node, HookKind::PostStart, &web, "web", Err(message.into()));

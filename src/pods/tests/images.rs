@@ -3,8 +3,8 @@
 //! would answer).
 
 use super::*;
-use crate::images::{PullDone, PullRequest, Pulled};
-use crate::runtime::RuntimeError;
+use crate::node::images::{PullDone, PullRequest, Pulled};
+use crate::node::runtime::RuntimeError;
 
 /// A container of `image` with `policy`.
 fn with_image(name: &str, image: &str, policy: &str) -> Container {

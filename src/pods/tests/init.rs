@@ -2,9 +2,9 @@
 
 use super::*;
 use crate::api::{PodPhase, Probe};
+use crate::node::prober::{ProbeResult, ProbeType};
+use crate::node::runtime::labels::CONTAINER_KIND as CONTAINER_KIND_LABEL;
 use crate::pods::ContainerKind;
-use crate::prober::{ProbeResult, ProbeType};
-use crate::runtime::labels::CONTAINER_KIND as CONTAINER_KIND_LABEL;
 
 #[test]
 fn init_containers_run_one_at_a_time_before_the_app_containers() {

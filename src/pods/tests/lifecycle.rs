@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::api::PodPhase;
-use crate::runtime::{labels, ContainerConfig, ContainerRuntime, SandboxConfig};
+use crate::node::runtime::{labels, ContainerConfig, ContainerRuntime, SandboxConfig};
 use std::collections::BTreeMap;
 
 #[test]

@@ -20,13 +20,13 @@ mod termination;
 use super::{PodManager, PodManagerConfig, PodsCommand};
 use crate::api::manifest::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use crate::api::{Container, ContainerStatus, Event, Pod, PodPhase, PodStatus, RestartPolicy};
-use crate::clock::FakeClock;
-use crate::events::EventRecorder;
-use crate::manager::Manager;
-use crate::prober::{ProbeResults, ProbeTarget, ProberCommand};
-use crate::runtime::fake::{Call, FakeRuntime};
-use crate::runtime::ContainerInfo;
-use crate::status::StatusCache;
+use crate::base::clock::FakeClock;
+use crate::base::manager::Manager;
+use crate::node::events::EventRecorder;
+use crate::node::prober::{ProbeResults, ProbeTarget, ProberCommand};
+use crate::node::runtime::fake::{Call, FakeRuntime};
+use crate::node::runtime::ContainerInfo;
+use crate::node::status::StatusCache;
 use crossbeam_channel::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -93,7 +93,7 @@ impl Node {
     }
 
     /// The pod manager pulls images through a queue the test answers (`PodsCommand::Images`).
-    fn with_images(self) -> (Node, Receiver<crate::images::PullRequest>) {
+    fn with_images(self) -> (Node, Receiver<crate::node::images::PullRequest>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         (Node { pm: self.pm.with_images(tx), ..self }, rx)
     }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::api::PodPhase;
-use crate::runtime::ContainerState;
+use crate::node::runtime::ContainerState;
 
 #[test]
 fn a_new_pod_gets_its_sandbox_then_every_app_container() {
@@ -214,7 +214,7 @@ fn a_runtime_that_stays_away_is_said_once_and_retried_with_back_off() {
 
 #[test]
 fn a_failed_liveness_probe_kills_the_container_with_the_pods_grace() {
-    use crate::prober::{ProbeResult, ProbeType, ProbeUpdate};
+    use crate::node::prober::{ProbeResult, ProbeType, ProbeUpdate};
     let mut node = Node::new();
     let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);
     node.apply(&[&web]);
@@ -264,7 +264,7 @@ fn a_run_as_non_root_violation_waits_as_a_config_error_said_once_and_retried_eve
         .rt
         .containers()
         .into_iter()
-        .find(|c| c.config.labels.get(crate::runtime::labels::POD_NAME).map(String::as_str) == Some("nobody"))
+        .find(|c| c.config.labels.get(crate::node::runtime::labels::POD_NAME).map(String::as_str) == Some("nobody"))
         .unwrap();
     assert_eq!((created.config.security.run_as_user, created.config.security.run_as_non_root), (Some(65534), true));
 }
@@ -321,8 +321,8 @@ fn a_pod_with_a_sysctl_not_allowed_here_fails_at_admission_as_sysctl_forbidden()
 
 #[test]
 fn a_runtime_away_for_30_s_makes_the_node_not_ready_until_it_answers_again() {
-    use crate::clock::Clock;
-    let health = crate::status::RuntimeHealth::default();
+    use crate::base::clock::Clock;
+    let health = crate::node::status::RuntimeHealth::default();
     let mut node = Node::new();
     node.pm = node.pm.with_runtime_health(health.clone());
     let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);

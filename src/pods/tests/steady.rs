@@ -89,7 +89,11 @@ fn a_readiness_result_is_published_after_steady_syncs() {
     assert!(!n.container(&web, "web").ready);
 
     // Nothing in the runtime changed: only the prober's result.
-    n.probes.set(crate::prober::ProbeType::Readiness, &n.instance("web").id, crate::prober::ProbeResult::Success);
+    n.probes.set(
+        crate::node::prober::ProbeType::Readiness,
+        &n.instance("web").id,
+        crate::node::prober::ProbeResult::Success,
+    );
     n.tick();
     assert!(n.container(&web, "web").ready);
     let ready = n.status(&web).conditions.into_iter().find(|c| c.type_ == "Ready").expect("a Ready condition");

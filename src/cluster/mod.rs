@@ -1,0 +1,241 @@
+//! Cluster mode's wiring: the kubeconfig read at start (a missing or wrong one stops the
+//! start), the link shared by the apiserver's threads, the events watcher `fl-evapi`, and
+//! the two threads `fl-apiwatch` (pods bound here, `apiserver::watch`) and `fl-apisync`
+//! (everything written, `apiserver::sync`). What the node reports is gathered here from what
+//! the agent's managers publish. Without a kubeconfig none of it runs.
+
+pub mod apiserver;
+use crate::api::{Node, NodeSystemInfo, Quantity};
+use crate::base::manager::{Health, ManagerHandle, Publisher, StopTimeout, Worker};
+use crate::cluster::apiserver::link::Link;
+use crate::cluster::apiserver::node::NodeFacts;
+use crate::cluster::apiserver::podstore::PodStore;
+use crate::cluster::apiserver::spool::Bounds;
+use crate::cluster::apiserver::sync::{ApiSync, NodeReport};
+use crate::cluster::apiserver::watch::{ApiPods, PodWatch, PodsView, SOURCE};
+use crate::cluster::apiserver::{kubeconfig, ApiClient};
+use crate::config::Config;
+use crate::node::events::broadcaster::Broadcaster;
+use crate::node::events::correlator::{EventCorrelator, EventLimits};
+use crate::node::events::sink::{self, RetryPolicy};
+use crate::node::events::EventMetrics;
+use crate::node::status::StatusCache;
+use crate::pods::PodsCommand;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+impl From<ApiPods> for PodsCommand {
+    fn from(p: ApiPods) -> Self {
+        PodsCommand::Update { source: SOURCE, pods: p.0 }
+    }
+}
+
+/// Why cluster mode cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The kubeconfig cannot be used.
+    #[error(transparent)]
+    Kubeconfig(#[from] kubeconfig::KubeconfigError),
+    /// Its credentials cannot be used.
+    #[error("{}", path.display())]
+    Client {
+        /// The kubeconfig.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: Box<crate::cluster::apiserver::ApiError>,
+    },
+}
+
+/// The connection to the apiserver, before its threads run.
+pub struct Cluster {
+    /// The client every thread shares.
+    pub client: Arc<ApiClient>,
+    /// Reachability and the spool.
+    pub link: Arc<Link>,
+    view: PodsView,
+}
+
+/// The apiserver client's limits from `[apiserver]`.
+fn client_settings(c: &crate::config::ApiserverConfig) -> crate::cluster::apiserver::ClientSettings {
+    crate::cluster::apiserver::ClientSettings { timeout: c.request_timeout.0, qps: c.qps, burst: c.burst }
+}
+
+/// Reads the configured kubeconfig; `None` without one (static pods only). Nothing is
+/// asked of the apiserver yet: one that cannot be reached is not a start-up error.
+pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
+    let path = &cfg.apiserver.kubeconfig;
+    if path.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let conn = kubeconfig::load(path)?;
+    let client = ApiClient::new(&conn, client_settings(&cfg.apiserver))
+        .map_err(|e| ClusterError::Client { path: path.clone(), source: Box::new(e) })?;
+    log::info!("apiserver: cluster mode: node {} of {} ({})", cfg.node_name, conn.server, path.display());
+    let link = Arc::new(Link::new(&conn.server, Bounds::default()));
+    Ok(Some(Cluster { client: Arc::new(client), link, view: PodsView::default() }))
+}
+
+/// Cluster mode's threads.
+pub struct ClusterThreads {
+    watch: Worker,
+    sync: ManagerHandle<()>,
+}
+
+impl Cluster {
+    /// `fl-evapi`: the correlator's events into the spool, in kubelet's aggregation.
+    pub fn start_events(
+        &self,
+        limits: &EventLimits,
+        broadcaster: &mut Broadcaster,
+        metrics: Arc<EventMetrics>,
+    ) -> std::io::Result<()> {
+        let mut sink = crate::cluster::apiserver::events::SpoolSink::new(self.link.clone());
+        let mut correlator = EventCorrelator::following(limits, Arc::new(crate::base::clock::RealClock));
+        broadcaster.start_watcher("fl-evapi", move |e| {
+            // The spool never fails: delivery and its retries are `fl-apisync`'s.
+            sink::record_to_sink(&mut sink, &mut correlator, e, RetryPolicy::default(), &metrics, &mut |_| true, 0.0);
+        })
+    }
+
+    /// Starts `fl-apiwatch` and `fl-apisync`.
+    pub fn start(
+        self,
+        cfg: &Config,
+        pods: crossbeam_channel::Sender<PodsCommand>,
+        statuses: StatusCache,
+        report: Box<dyn FnMut() -> NodeReport + Send>,
+        metrics: Arc<EventMetrics>,
+        health: &Health,
+    ) -> std::io::Result<ClusterThreads> {
+        let sync = ApiSync::new(
+            self.client.clone(),
+            self.link.clone(),
+            &cfg.node_name,
+            report,
+            statuses,
+            self.view.clone(),
+            metrics,
+        )
+        .with_event_limits(cfg.apiserver.event_qps, cfg.apiserver.event_burst);
+        let channel = crossbeam_channel::bounded(1);
+        self.link.set_wake(channel.0.clone());
+        let sync = ManagerHandle::spawn_with_channel("fl-apisync", sync, channel, health)?;
+        let watch = PodWatch {
+            client: self.client.clone(),
+            link: self.link.clone(),
+            node: cfg.node_name.clone(),
+            store: PodStore::new(&cfg.state_dir),
+            publish: Publisher::to(pods),
+            view: self.view.clone(),
+        };
+        let watch = Worker::spawn("fl-apiwatch", health, move |stop| watch.run(stop))?;
+        Ok(ClusterThreads { watch, sync })
+    }
+}
+
+impl ClusterThreads {
+    /// Stops both within `timeout`. `fl-apiwatch` waits in a watch read that cannot be
+    /// interrupted (it ends within the watch's timeout, and sends nothing once stopped):
+    /// after 500 ms it is left to end by itself, or with the process. `fl-apisync` finishes
+    /// its request in flight (bounded by `request_timeout`) in the time left.
+    pub fn stop(self, timeout: Duration) -> Vec<StopTimeout> {
+        let deadline = std::time::Instant::now() + timeout;
+        if let Err(e) = self.watch.stop(crate::node::prober::pool::IN_CALL_STOP_TIMEOUT.min(timeout)) {
+            log::info!("apiserver: the pod watch is left to end by itself ({e})");
+        }
+        self.sync.stop(deadline.saturating_duration_since(std::time::Instant::now())).err().into_iter().collect()
+    }
+}
+
+/// What the node's report is made from.
+pub struct ReportInputs {
+    /// The agent's Node (`/node`'s base: name, cpu and memory).
+    pub base: Node,
+    /// Device plugins, when on.
+    pub devices: Option<crate::node::devicemanager::Devices>,
+    /// Images (CRI runtime).
+    pub images: Option<crate::node::imagegc::ImagesView>,
+    /// Manager liveness.
+    pub health: Health,
+    /// `containerd://1.6.20`, `process://0.1.0`.
+    pub runtime_version: String,
+    /// Whether the runtime answers.
+    pub runtime: crate::node::status::RuntimeHealth,
+}
+
+/// The closure `fl-apisync` calls for the node's facts and conditions.
+pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> NodeReport + Send> {
+    let started = SystemTime::now();
+    let mut ready = (true, started);
+    let mut facts = NodeFacts {
+        name: cfg.node_name.clone(),
+        ip: cfg.node_ip.clone(),
+        hostname: crate::base::util::hostname(),
+        arch: crate::cluster::apiserver::node::goarch().into(),
+        instance_type: cfg.apiserver.instance_type.clone(),
+        labels: cfg.apiserver.node_labels.clone(),
+        taints: cfg.apiserver.taints(),
+        node_info: node_info(&inputs.runtime_version),
+        port: cfg.api.listen.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0),
+        ..Default::default()
+    };
+    Box::new(move || {
+        let mut capacity = inputs.base.status.capacity.clone();
+        let mut allocatable = inputs.base.status.allocatable.clone();
+        let mut checks = Vec::new();
+        if let Some(d) = &inputs.devices {
+            for r in d.resources() {
+                capacity.insert(r.name.clone(), Quantity::from_value(r.capacity as i64, false));
+                allocatable.insert(r.name, Quantity::from_value(r.allocatable as i64, false));
+            }
+            checks.push(crate::node::status::health::device_plugin_check(d));
+        }
+        let now = SystemTime::now();
+        let mut problems = crate::node::status::health::problems(&inputs.health.dead(), &checks);
+        problems.extend(inputs.runtime.problem(now));
+        facts.capacity = capacity;
+        facts.allocatable = allocatable;
+        facts.images = inputs
+            .images
+            .as_ref()
+            .map_or_else(Vec::new, |v| v.images().into_iter().map(|i| (i.tags, i.size)).collect());
+        if ready.0 != problems.is_empty() {
+            ready = (problems.is_empty(), now);
+        }
+        let mut conditions = crate::node::status::health::node_conditions(&problems, started, ready.1, now);
+        crate::node::status::health::set_disk_pressure(
+            &mut conditions,
+            inputs.images.as_ref().and_then(|v| v.disk_pressure()),
+        );
+        NodeReport { facts: facts.clone(), conditions }
+    })
+}
+
+/// A small file's trimmed text, empty when unreadable.
+fn read_small(path: &str) -> String {
+    crate::base::inputfile::read_to_string(std::path::Path::new(path), 64 << 10)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `nodeInfo`: what kubelet reports of the machine, with ferrolet's version.
+fn node_info(runtime_version: &str) -> NodeSystemInfo {
+    let os_image = read_small("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| "Linux".into());
+    NodeSystemInfo {
+        machine_id: read_small("/etc/machine-id"),
+        system_uuid: read_small("/sys/class/dmi/id/product_uuid"),
+        boot_id: read_small("/proc/sys/kernel/random/boot_id"),
+        kernel_version: read_small("/proc/sys/kernel/osrelease"),
+        os_image,
+        container_runtime_version: runtime_version.into(),
+        kubelet_version: format!("v{}-ferrolet", env!("CARGO_PKG_VERSION")),
+        kube_proxy_version: String::new(),
+        operating_system: "linux".into(),
+        architecture: crate::cluster::apiserver::node::goarch().into(),
+    }
+}

@@ -1,0 +1,15 @@
+//! The node's own machinery, below the pod manager: the container runtimes, cgroups
+//! (`cm`), device plugins, events, image pulls and image GC, probes, lifecycle hooks, pod
+//! DNS, container logs as `ferrolet logs` reads them, and pod and node status.
+
+pub mod cm;
+pub mod devicemanager;
+pub mod dns;
+pub mod events;
+pub mod imagegc;
+pub mod images;
+pub mod lifecycle;
+pub mod podlogs;
+pub mod prober;
+pub mod runtime;
+pub mod status;

@@ -1,0 +1,76 @@
+//! The node's health as its `Ready` condition and `/healthz` report it: the failed checks,
+//! the problems in kubelet's words, and the node's conditions. Pure: the local API and
+//! cluster mode's node report both build from these.
+
+use crate::api::{NodeCondition, Time};
+use std::time::SystemTime;
+
+/// kubelet's `device-plugin` health check: the registration server's failure, if any.
+pub fn device_plugin_check(d: &crate::node::devicemanager::Devices) -> (&'static str, Option<String>) {
+    let failed = d
+        .server_error()
+        .map(|e| format!("device plugin registration gRPC server failed and no device plugins can register: {e}"));
+    ("device-plugin", failed)
+}
+
+/// The problems `/healthz` and the node's Ready condition report: the dead threads in one
+/// sentence, then each failed check's.
+pub fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !dead.is_empty() {
+        out.push(format!("manager thread(s) died: {}", dead.join(", ")));
+    }
+    out.extend(checks.iter().filter_map(|(_, problem)| problem.clone()));
+    out
+}
+
+/// The node's conditions in kubelet's order and words: the pressure conditions (False; with
+/// the CRI runtime `DiskPressure` follows the image filesystem's eviction signal) and Ready,
+/// False with the problems when there are any.
+pub fn node_conditions(
+    problems: &[String],
+    started: SystemTime,
+    ready_since: SystemTime,
+    now: SystemTime,
+) -> Vec<NodeCondition> {
+    let cond = |type_: &str, status: &str, since: SystemTime, reason: &str, message: String| NodeCondition {
+        type_: type_.into(),
+        status: status.into(),
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: Some(Time(since)),
+        reason: reason.into(),
+        message,
+    };
+    // The pressure conditions have held since the agent started.
+    let mut out = vec![
+        cond(
+            "MemoryPressure",
+            "False",
+            started,
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available".into(),
+        ),
+        cond("DiskPressure", "False", started, "KubeletHasNoDiskPressure", "kubelet has no disk pressure".into()),
+        cond("PIDPressure", "False", started, "KubeletHasSufficientPID", "kubelet has sufficient PID available".into()),
+    ];
+    out.push(if problems.is_empty() {
+        cond("Ready", "True", ready_since, "KubeletReady", "kubelet is posting ready status".into())
+    } else {
+        cond("Ready", "False", ready_since, "KubeletNotReady", problems.join("; "))
+    });
+    out
+}
+
+/// `DiskPressure` as the image filesystem's eviction signal says (`disk`: pressure, and
+/// since when), when there is one (CRI runtime).
+pub fn set_disk_pressure(conditions: &mut [NodeCondition], disk: Option<(bool, SystemTime)>) {
+    let Some((pressure, changed)) = disk else { return };
+    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == "DiskPressure") {
+        c.last_transition_time = Some(Time(changed));
+        if pressure {
+            c.status = "True".into();
+            c.reason = "KubeletHasDiskPressure".into();
+            c.message = "kubelet has disk pressure".into();
+        }
+    }
+}
