@@ -60,7 +60,7 @@ fn started_at(c: &CriClient, pod: &str) -> Option<i64> {
 /// the first call until containerd started the container. Returns it and the sandbox id.
 fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (Duration, String) {
     let owner = translate::owner_labels("bench-direct");
-    let uid = ferrolet::base::util::random_id();
+    let uid = ferrolet::base::random::random_id();
     let sandbox = SandboxConfig {
         pod_uid: uid.clone(),
         pod_name: format!("direct{i}"),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 
 /// One error value and the full name of its type.
 pub(crate) type Sample = (&'static str, Box<dyn Error>);

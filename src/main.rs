@@ -360,7 +360,7 @@ fn reload(flags: &Flags, started_with: &toml::Table, log_level: &mut String, age
     let (new, table) = match Config::load_file(path, &flags.overrides) {
         Ok(x) => x,
         Err(e) => {
-            log::error!("agent: SIGHUP: {}; nothing changed", ferrolet::base::util::Chain(&e));
+            log::error!("agent: SIGHUP: {}; nothing changed", ferrolet::base::errors::Chain(&e));
             return;
         }
     };
@@ -395,7 +395,7 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
     let host = cfg.check_host(&cfg_name);
     let mut ok = host.is_empty();
     for e in &host {
-        eprintln!("{}", logsafe::Escaped(&ferrolet::base::util::Chain(e).to_string()));
+        eprintln!("{}", logsafe::Escaped(&ferrolet::base::errors::Chain(e).to_string()));
     }
     if ok {
         if let Some(p) = &flags.config {
@@ -413,7 +413,7 @@ fn validate(flags: Flags) -> anyhow::Result<bool> {
                         Err(e) => println!(
                             "{}: warning: skipped: {}",
                             logsafe::path(&path),
-                            logsafe::Escaped(&ferrolet::base::util::Chain(&e).to_string())
+                            logsafe::Escaped(&ferrolet::base::errors::Chain(&e).to_string())
                         ),
                     }
                 }

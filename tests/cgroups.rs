@@ -17,13 +17,13 @@ fn v1_driver(sb: &Sandbox) -> Option<Box<dyn CgroupDriver>> {
     let d = match detect(Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
         Ok(d) => d,
         Err(e) => {
-            common::skip(&format!("no cgroup v1 on this host: {}", ferrolet::base::util::Chain(&e)));
+            common::skip(&format!("no cgroup v1 on this host: {}", ferrolet::base::errors::Chain(&e)));
             return None;
         }
     };
     let probe = format!("{}/probe", sb.cgroup_root());
     if let Err(e) = d.create(&probe) {
-        common::skip(&format!("cannot create cgroups (needs root): {}", ferrolet::base::util::Chain(&e)));
+        common::skip(&format!("cannot create cgroups (needs root): {}", ferrolet::base::errors::Chain(&e)));
         return None;
     }
     let _ = d.destroy(&probe);

@@ -83,7 +83,7 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     // Register: labels, taints, capacity, conditions, node info.
     let node = wait_for("the Node", WAIT, || api.node(NODE));
     let labels = &node["metadata"]["labels"];
-    assert_eq!(labels["kubernetes.io/hostname"].as_str(), Some(ferrolet::base::util::hostname().as_str()));
+    assert_eq!(labels["kubernetes.io/hostname"].as_str(), Some(ferrolet::base::net::hostname().as_str()));
     assert_eq!(labels["kubernetes.io/os"], "linux");
     assert_eq!(labels["site"], "north");
     assert_eq!(node["spec"]["taints"][0]["key"], "edge");

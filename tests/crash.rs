@@ -26,14 +26,14 @@ fn running_id(agent: &AgentProcess, pod: &str, name: &str) -> Option<String> {
 /// Kills the shim and workload of a container this test's agent started (identified by
 /// the container's own state file) and waits until both are gone.
 fn kill_container(dir: &Path) {
-    let s: ShimState = ferrolet::base::util::read_json(&dir.join("state.json")).unwrap();
+    let s: ShimState = ferrolet::base::state_files::read_json(&dir.join("state.json")).unwrap();
     if let Some(t) = s.start_ticks {
-        let _ = ferrolet::base::util::kill_group_verified(s.pid, t, libc::SIGKILL);
+        let _ = ferrolet::base::procs::kill_group_verified(s.pid, t, libc::SIGKILL);
     }
-    let _ = ferrolet::base::util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
+    let _ = ferrolet::base::procs::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
     wait_for("the shim and workload to die", T, || {
-        (!ferrolet::base::util::process_alive(s.pid, s.start_ticks)
-            && !ferrolet::base::util::process_alive(s.shim_pid, Some(s.shim_start_ticks)))
+        (!ferrolet::base::procs::process_alive(s.pid, s.start_ticks)
+            && !ferrolet::base::procs::process_alive(s.shim_pid, Some(s.shim_start_ticks)))
         .then_some(())
     });
 }
@@ -204,7 +204,7 @@ fn kill_9_at_a_random_moment_of_a_pod_start_leaves_no_container_stuck_or_doubled
         let sb = Sandbox::new();
         let agent = AgentProcess::start(&sb);
         sb.write_manifest("ten.yaml", &manifest("ten", &format!("  containers:\n{containers}")));
-        let delay = ferrolet::base::util::random_f64() * 80.0;
+        let delay = ferrolet::base::random::random_f64() * 80.0;
         std::thread::sleep(Duration::from_micros((delay * 1000.0) as u64));
         agent.kill9();
         let agent = AgentProcess::start(&sb);
@@ -214,13 +214,15 @@ fn kill_9_at_a_random_moment_of_a_pod_start_leaves_no_container_stuck_or_doubled
         // No second process for any container: one live workload per name.
         let mut live: Vec<String> = Vec::new();
         for e in std::fs::read_dir(containers_dir(&sb)).unwrap().flatten() {
-            let Ok(s) = ferrolet::base::util::read_json::<ShimState>(&e.path().join("state.json")) else { continue };
-            let Ok(rec) = ferrolet::base::util::read_json::<ferrolet::node::runtime::process::ContainerRecord>(
+            let Ok(s) = ferrolet::base::state_files::read_json::<ShimState>(&e.path().join("state.json")) else {
+                continue;
+            };
+            let Ok(rec) = ferrolet::base::state_files::read_json::<ferrolet::node::runtime::process::ContainerRecord>(
                 &e.path().join("config.json"),
             ) else {
                 continue;
             };
-            if ferrolet::base::util::process_alive(s.pid, s.start_ticks) {
+            if ferrolet::base::procs::process_alive(s.pid, s.start_ticks) {
                 live.push(rec.config.name.clone());
             }
         }
@@ -257,7 +259,8 @@ fn shims_and_workloads_inherit_no_fd_of_the_agent() {
         unsafe { libc::close(fd) };
     }
     let id = wait_for("the container to run", T, || running_id(&agent, "web", "app"));
-    let s: ShimState = ferrolet::base::util::read_json(&containers_dir(&sb).join(&id).join("state.json")).unwrap();
+    let s: ShimState =
+        ferrolet::base::state_files::read_json(&containers_dir(&sb).join(&id).join("state.json")).unwrap();
     // As root the recorded pid is the reaping PID 1 of the container's PID namespace: it
     // holds the one pipe that tells the shim how the workload ended, and the workload is
     // its child.

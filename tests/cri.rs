@@ -173,7 +173,7 @@ fn a_missing_container_is_not_found_and_a_missing_image_is_named() {
         ..Default::default()
     };
     let e = rt.create_container(&pod.id, &config).unwrap_err();
-    let text = ferrolet::base::util::Chain(&e).to_string();
+    let text = ferrolet::base::errors::Chain(&e).to_string();
     assert!(
         text.starts_with(&format!("container app (image localhost/ferrolet-no-such-image:1) in sandbox {}: ", pod.id)),
         "{text}"
@@ -225,7 +225,7 @@ fn sandboxes_and_containers_ferrolet_did_not_make_are_not_listed() {
         let owner = owner.map(ferrolet::node::runtime::cri::translate::owner_labels).unwrap_or_default();
         let cfg = ferrolet::node::runtime::cri::translate::sandbox_config(
             &SandboxConfig {
-                pod_uid: ferrolet::base::util::random_id(),
+                pod_uid: ferrolet::base::random::random_id(),
                 pod_name: name.into(),
                 namespace: "other".into(),
                 host_network: true,

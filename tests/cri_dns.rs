@@ -145,5 +145,5 @@ fn a_host_network_pod_sees_the_nodes_hosts_file_with_its_aliases_and_the_nodes_h
         exec(&node, &id, &["cat", "/etc/hosts"]),
         format!("# Kubernetes-managed hosts file (host network).\n{node_hosts}\n# Entries added by HostAliases.\n10.1.2.3\tstore\n")
     );
-    assert_eq!(exec(&node, &id, &["hostname"]), format!("{}\n", ferrolet::base::util::hostname()));
+    assert_eq!(exec(&node, &id, &["hostname"]), format!("{}\n", ferrolet::base::net::hostname()));
 }

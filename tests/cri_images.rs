@@ -52,7 +52,7 @@ fn a_pull_from_nowhere_fails_fast_naming_the_image_and_a_cancelled_pull_says_so(
     let rt = runtime(&endpoint);
     let (_keep, mut cancel) = Cancel::pair();
     let e = rt.pull_image(UNREACHABLE, None, Duration::from_secs(30), &mut cancel).unwrap_err();
-    let text = ferrolet::base::util::Chain(&e).to_string();
+    let text = ferrolet::base::errors::Chain(&e).to_string();
     assert!(
         text.starts_with(&format!("image {UNREACHABLE}: container runtime endpoint {endpoint}: PullImage")),
         "{text}"

@@ -329,7 +329,7 @@ fn validate_reports_duplicate_pod_names_across_files_and_documents() {
     // Given in another order: the first in file name order is the one that runs.
     let out = validate(&[&m.join("c.yaml"), &m.join("b.yaml"), &m.join("a.yaml")]);
     assert_eq!(out.code, Some(1), "{}", out.stdout);
-    let node = ferrolet::base::util::hostname().to_lowercase();
+    let node = ferrolet::base::net::hostname().to_lowercase();
     let (a, b, c) = (m.join("a.yaml"), m.join("b.yaml"), m.join("c.yaml"));
     assert_eq!(
         out.stderr.lines().collect::<Vec<_>>(),
@@ -445,7 +445,7 @@ fn pods_past_max_pods_are_refused_in_file_order() {
         Duration::from_secs(20),
     );
     assert_eq!(out.code, Some(1), "{}", out.stdout);
-    let node = ferrolet::base::util::hostname().to_lowercase();
+    let node = ferrolet::base::net::hostname().to_lowercase();
     assert_eq!(
         out.stderr.trim_end(),
         format!("{}: pod \"default/c-{node}\": Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2 (max_pods); the agent would refuse it", m.join("c.yaml").display())

@@ -154,7 +154,7 @@ fn removal_honours_the_grace_period_then_kills() {
     std::thread::sleep(Duration::from_millis(300));
     let removed = Instant::now();
     std::fs::remove_file(sb.manifests().join("stubborn.yaml")).unwrap();
-    wait_for("the process to die", T, || (!ferrolet::base::util::process_alive(pid, None)).then_some(()));
+    wait_for("the process to die", T, || (!ferrolet::base::procs::process_alive(pid, None)).then_some(()));
     let took = removed.elapsed();
     assert!(took >= Duration::from_secs(3), "killed before the grace period ended: {took:?}");
     wait_for("pod removed", T, || agent.pod("stubborn").is_none().then_some(()));

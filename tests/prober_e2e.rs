@@ -206,11 +206,11 @@ fn slow_probes_hold_up_only_their_own_workers() {
         .unwrap()
         .lines()
         .filter_map(|l| l.trim().parse().ok())
-        .map(|pid| (pid, ferrolet::base::util::process_start_ticks(pid)))
+        .map(|pid| (pid, ferrolet::base::procs::process_start_ticks(pid)))
         .collect();
     assert!(agent.terminate().success());
     wait_for("the exec probe commands to be killed", Duration::from_secs(5), || {
-        exec_pids.iter().all(|&(pid, ticks)| !ferrolet::base::util::process_alive(pid, ticks)).then_some(())
+        exec_pids.iter().all(|&(pid, ticks)| !ferrolet::base::procs::process_alive(pid, ticks)).then_some(())
     });
 }
 

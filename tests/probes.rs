@@ -218,7 +218,7 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
     assert_eq!(probes::exec(&sh(&bg), &t, &rt, SEC), Outcome::Failure(format!("command \"sh -c {bg}\" timed out")));
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     wait_for("the leftover child to be killed", Duration::from_secs(1), || {
-        (!ferrolet::base::util::process_alive(pid, None)).then_some(())
+        (!ferrolet::base::procs::process_alive(pid, None)).then_some(())
     });
     rt.stop_container(&id, Duration::from_secs(1)).unwrap();
 }

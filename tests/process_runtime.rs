@@ -187,13 +187,13 @@ fn a_container_gets_its_own_cgroup_and_an_oom_kill_there_is_reported_as_oomkille
     use ferrolet::node::cm::cgroupfs::{detect, CgroupVersion};
     let driver = match detect(std::path::Path::new("/proc/self/mountinfo"), Some(CgroupVersion::V1)) {
         Ok(d) => d,
-        Err(e) => return common::skip(&format!("no cgroup v1 here: {}", ferrolet::base::util::Chain(&e))),
+        Err(e) => return common::skip(&format!("no cgroup v1 here: {}", ferrolet::base::errors::Chain(&e))),
     };
     let parent = format!("/ferrolet-test-oom-{}", std::process::id());
     if let Err(e) = driver.create(&parent) {
         return common::skip(&format!(
             "cannot create cgroup {parent} (needs root): {}",
-            ferrolet::base::util::Chain(&e)
+            ferrolet::base::errors::Chain(&e)
         ));
     }
     let driver: std::sync::Arc<dyn ferrolet::node::cm::cgroupfs::CgroupDriver> = std::sync::Arc::from(driver);

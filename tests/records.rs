@@ -130,9 +130,9 @@ fn a_damaged_exit_record_keeps_the_exit_and_signals_no_reused_pid() {
     // The workload's pid now belongs to someone else, and exit.json is damaged.
     let mut other = bystander();
     let d = dir(&sb, &id);
-    let mut state: ShimState = ferrolet::base::util::read_json(&d.join("state.json")).unwrap();
+    let mut state: ShimState = ferrolet::base::state_files::read_json(&d.join("state.json")).unwrap();
     state.pid = other.id() as i32;
-    ferrolet::base::util::write_json(&d.join("state.json"), &state).unwrap();
+    ferrolet::base::state_files::write_json(&d.join("state.json"), &state).unwrap();
     std::fs::write(d.join("exit.json"), "{\"exit_code\": 0, \"sig").unwrap();
 
     let fresh = runtime(&sb);
@@ -159,21 +159,21 @@ fn a_lost_shim_never_kills_a_process_group_that_is_no_longer_its_workload() {
     let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
     rt.start_container(&id).unwrap();
     let d = dir(&sb, &id);
-    let state: ShimState = wait_for("state", T, || ferrolet::base::util::read_json(&d.join("state.json")).ok());
+    let state: ShimState = wait_for("state", T, || ferrolet::base::state_files::read_json(&d.join("state.json")).ok());
     // The shim and its workload die without an exit record (kill -9 of both), and the pid
     // is reused by an unrelated process group.
-    ferrolet::base::util::kill_group(state.pid, libc::SIGKILL).unwrap();
+    ferrolet::base::procs::kill_group(state.pid, libc::SIGKILL).unwrap();
     // SAFETY: signalling the shim this test started (pid from its own state file).
     unsafe { libc::kill(state.shim_pid, libc::SIGKILL) };
     wait_for("the shim to die", T, || {
-        (!ferrolet::base::util::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
+        (!ferrolet::base::procs::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
     });
     let _ = std::fs::remove_file(d.join("exit.json"));
     let _ = std::fs::remove_file(d.join("exit.backup.json"));
     let mut other = bystander();
     let mut reused = state.clone();
     reused.pid = other.id() as i32;
-    ferrolet::base::util::write_json(&d.join("state.json"), &reused).unwrap();
+    ferrolet::base::state_files::write_json(&d.join("state.json"), &reused).unwrap();
 
     let fresh = runtime(&sb);
     let i = find(&fresh, &id).unwrap();
@@ -191,7 +191,7 @@ fn a_damaged_state_record_of_a_running_container_still_shows_it_running() {
     let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
     rt.start_container(&id).unwrap();
     let d = dir(&sb, &id);
-    let state: ShimState = wait_for("state", T, || ferrolet::base::util::read_json(&d.join("state.json")).ok());
+    let state: ShimState = wait_for("state", T, || ferrolet::base::state_files::read_json(&d.join("state.json")).ok());
     std::fs::write(d.join("state.json"), "{\"shim_pid\": 12").unwrap();
     let fresh = runtime(&sb);
     assert_eq!(find(&fresh, &id).unwrap().state, ContainerState::Running);
@@ -199,7 +199,7 @@ fn a_damaged_state_record_of_a_running_container_still_shows_it_running() {
     fresh.stop_container(&id, Duration::ZERO).unwrap();
     let done = wait_exit(&fresh, &id);
     assert_eq!(done.exit_code, 137);
-    assert!(!ferrolet::base::util::process_alive(state.pid, state.start_ticks));
+    assert!(!ferrolet::base::procs::process_alive(state.pid, state.start_ticks));
 }
 
 #[test]
@@ -210,7 +210,7 @@ fn a_damaged_config_of_a_running_container_is_adopted_not_duplicated() {
     let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
     rt.start_container(&id).unwrap();
     let d = dir(&sb, &id);
-    let state: ShimState = wait_for("state", T, || ferrolet::base::util::read_json(&d.join("state.json")).ok());
+    let state: ShimState = wait_for("state", T, || ferrolet::base::state_files::read_json(&d.join("state.json")).ok());
     let text = std::fs::read_to_string(d.join("config.json")).unwrap();
     std::fs::write(d.join("config.json"), &text[..text.len() / 2]).unwrap();
     let fresh = runtime(&sb);
@@ -292,7 +292,7 @@ fn state_files_and_logs_are_private() {
     assert_eq!(mode(&sb.state().join("runtime")), 0o700);
     assert_eq!(mode(&cfg.log_path), 0o600, "container log");
     assert_eq!(mode(cfg.log_path.parent().unwrap()), 0o700, "container log dir");
-    let _: ExitRecord = ferrolet::base::util::read_json(&d.join("exit.json")).unwrap();
+    let _: ExitRecord = ferrolet::base::state_files::read_json(&d.join("exit.json")).unwrap();
 }
 
 /// A cgroup v2 tree of plain directories under a temp dir: enough for the runtime to record
@@ -338,7 +338,7 @@ fn removing_an_exited_instance_leaves_the_cgroup_of_the_next_instance_alone() {
         message: String::new(),
         finished_at: std::time::SystemTime::now(),
     };
-    ferrolet::base::util::write_json(&dir(&sb, &old).join("exit.json"), &exit).unwrap();
+    ferrolet::base::state_files::write_json(&dir(&sb, &old).join("exit.json"), &exit).unwrap();
     // ... and the restarted one runs in the cgroup of the same name.
     cfg.attempt = 1;
     let _new = rt.create_container(&s, &cfg).unwrap();
@@ -365,15 +365,15 @@ fn a_container_whose_shim_does_not_exit_is_not_removed_from_under_it() {
     let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
     rt.start_container(&id).unwrap();
     let d = dir(&sb, &id);
-    let state: ShimState = wait_for("state", T, || ferrolet::base::util::read_json(&d.join("state.json")).ok());
+    let state: ShimState = wait_for("state", T, || ferrolet::base::state_files::read_json(&d.join("state.json")).ok());
     // A shim that cannot act (stopped here; stuck in the kernel on a real node).
-    assert!(ferrolet::base::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGSTOP).unwrap());
+    assert!(ferrolet::base::procs::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGSTOP).unwrap());
     let e = rt.remove_container(&id).unwrap_err();
-    let shown = ferrolet::base::util::Chain(&e).to_string();
+    let shown = ferrolet::base::errors::Chain(&e).to_string();
     assert!(d.join("state.json").exists(), "the record of a live shim was removed");
     assert!(shown.contains("for the shim of container app to exit failed: timed out"), "{shown}");
     // Once the shim can run again it finishes the stop, and the removal succeeds.
-    assert!(ferrolet::base::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGCONT).unwrap());
+    assert!(ferrolet::base::procs::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGCONT).unwrap());
     wait_for("the removal", T, || rt.remove_container(&id).ok());
     assert!(!d.exists());
 }
@@ -386,11 +386,11 @@ fn an_unidentifiable_container_whose_shim_died_has_its_workload_killed_before_it
     let id = rt.create_container(&s, &config(&sb, "app", "sleep 30")).unwrap();
     rt.start_container(&id).unwrap();
     let d = dir(&sb, &id);
-    let state: ShimState = wait_for("state", T, || ferrolet::base::util::read_json(&d.join("state.json")).ok());
+    let state: ShimState = wait_for("state", T, || ferrolet::base::state_files::read_json(&d.join("state.json")).ok());
     // The shim dies (kill -9) and both records that name the container are damaged.
-    assert!(ferrolet::base::util::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGKILL).unwrap());
+    assert!(ferrolet::base::procs::signal_verified(state.shim_pid, state.shim_start_ticks, libc::SIGKILL).unwrap());
     wait_for("the shim to die", T, || {
-        (!ferrolet::base::util::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
+        (!ferrolet::base::procs::process_alive(state.shim_pid, Some(state.shim_start_ticks))).then_some(())
     });
     std::fs::write(d.join("config.json"), "{").unwrap();
     std::fs::write(d.join("shim.json"), "{").unwrap();
@@ -399,12 +399,12 @@ fn an_unidentifiable_container_whose_shim_died_has_its_workload_killed_before_it
     assert_eq!(fresh.take_quarantined().len(), 1);
     let ticks = state.start_ticks.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while ferrolet::base::util::process_alive(state.pid, Some(ticks)) && std::time::Instant::now() < deadline {
+    while ferrolet::base::procs::process_alive(state.pid, Some(ticks)) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let alive = ferrolet::base::util::process_alive(state.pid, Some(ticks));
+    let alive = ferrolet::base::procs::process_alive(state.pid, Some(ticks));
     if alive {
-        let _ = ferrolet::base::util::kill_group_verified(state.pid, ticks, libc::SIGKILL);
+        let _ = ferrolet::base::procs::kill_group_verified(state.pid, ticks, libc::SIGKILL);
     }
     assert!(!alive, "the workload of the quarantined container still runs, unrecorded");
 }

@@ -77,7 +77,7 @@ fn kill_9_of_the_agent_restarts_no_container_and_recovers_statuses() {
         }
         assert!(after_ids.contains(&(name.clone(), id.clone(), *restarts)), "{name} kept its container {id}");
         assert_eq!(workload_pid(&sb.state(), id), Some(*pid), "{name} kept its process");
-        assert!(ferrolet::base::util::process_alive(*pid, None));
+        assert!(ferrolet::base::procs::process_alive(*pid, None));
     }
     let start_before =
         before.iter().find(|p| p.metadata.name == "steady-testnode").unwrap().status.clone().unwrap().start_time;
@@ -100,7 +100,7 @@ fn sigterm_stops_the_agent_in_order_and_leaves_workloads_running() {
     let status = agent.terminate();
     assert!(status.success(), "orderly exit: {status:?}");
     assert!(std::fs::read_to_string(log).unwrap().contains("agent: stopped"));
-    assert!(ferrolet::base::util::process_alive(pid, None), "the workload outlives the agent");
+    assert!(ferrolet::base::procs::process_alive(pid, None), "the workload outlives the agent");
 
     // `ferrolet drain` then stops it and removes the pod's records and logs.
     let out = std::process::Command::new(common::ferrolet_bin())
@@ -111,7 +111,7 @@ fn sigterm_stops_the_agent_in_order_and_leaves_workloads_running() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("drained 1 pod(s) from {}", sb.state().display()));
-    assert!(!ferrolet::base::util::process_alive(pid, None));
+    assert!(!ferrolet::base::procs::process_alive(pid, None));
     assert_eq!(std::fs::read_dir(sb.state().join("runtime/sandboxes")).unwrap().count(), 0);
     assert_eq!(std::fs::read_dir(sb.state().join("logs")).unwrap().count(), 0);
 }
@@ -154,9 +154,9 @@ fn a_manifest_removed_while_the_agent_was_down_is_terminated_on_restart() {
     agent.kill9();
     std::fs::remove_file(sb.manifests().join("gone.yaml")).unwrap();
     let agent = AgentProcess::start(&sb);
-    wait_for("the removed pod to be stopped", T, || (!ferrolet::base::util::process_alive(gone, None)).then_some(()));
+    wait_for("the removed pod to be stopped", T, || (!ferrolet::base::procs::process_alive(gone, None)).then_some(()));
     wait_for("the removed pod to be gone", T, || agent.pod("gone").is_none().then_some(()));
     assert!(agent.log_text().contains("that no source wants; terminating it"));
-    assert!(ferrolet::base::util::process_alive(kept, None), "the other pod was not touched");
+    assert!(ferrolet::base::procs::process_alive(kept, None), "the other pod was not touched");
     assert_eq!(agent.pods().len(), 1);
 }

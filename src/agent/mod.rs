@@ -238,7 +238,7 @@ fn cri_runtime_when_up(cfg: &Config, health: &Health, go_on: &mut StartWait) -> 
     loop {
         match cri_runtime(cfg, health) {
             Err(AgentError::Cri { source }) if source.is_starting() && std::time::Instant::now() + pause < deadline => {
-                let why = crate::base::util::Chain(&source).to_string();
+                let why = crate::base::errors::Chain(&source).to_string();
                 if !said {
                     log::warn!("cri: {why}; waiting for the runtime to start (at most {wait:?})");
                     said = true;
@@ -359,7 +359,7 @@ fn runtime_root(cfg: &Config) -> PathBuf {
 fn check_resolv_conf(dns: &crate::node::dns::DnsSettings, recorder: &EventRecorder, node: &str) {
     let Some(path) = &dns.resolv_conf else { return };
     let problem = match crate::node::dns::read_resolv_conf(path) {
-        Err(e) => Some(crate::base::util::Chain(&e).to_string()),
+        Err(e) => Some(crate::base::errors::Chain(&e).to_string()),
         Ok(rc) => {
             if rc.loopback_only() {
                 log::warn!(
@@ -402,13 +402,13 @@ fn start_container_manager(
             // Where /run/ferrolet cannot be written (not root), neither can the cgroup tree.
             log::warn!(
                 "cm: resource enforcement is off: {}; pods run without cgroup limits",
-                crate::base::util::Chain(&e)
+                crate::base::errors::Chain(&e)
             );
             return Ok((None, None));
         }
         Err(e @ OwnershipError::CreateLock { .. }) => {
             return Err(AgentError::Cgroups {
-                message: format!("resource enforcement is required but {}", crate::base::util::Chain(&e)),
+                message: format!("resource enforcement is required but {}", crate::base::errors::Chain(&e)),
             })
         }
         Err(e) => return Err(shared(e)),
@@ -435,11 +435,11 @@ fn start_container_manager(
         Err(e) if cg.enforcement == Enforcement::Required => Err(AgentError::Cgroups {
             message: format!(
                 "resource enforcement is required (cgroups.enforcement = \"required\") but cgroups cannot be used: {}",
-                crate::base::util::Chain(&e)
+                crate::base::errors::Chain(&e)
             ),
         }),
         Err(e) => {
-            log::warn!("cm: resource enforcement is off: {}; pods run without cgroup limits (set cgroups.enforcement = \"required\" to refuse to start instead)", crate::base::util::Chain(&e));
+            log::warn!("cm: resource enforcement is off: {}; pods run without cgroup limits (set cgroups.enforcement = \"required\" to refuse to start instead)", crate::base::errors::Chain(&e));
             Ok((None, None))
         }
     }
@@ -511,7 +511,7 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
     let err = |message: String| AgentError::StateDir { path: dir.clone(), message };
     let access = cfg.state_access().map_err(|e| err(format!("state_group: {}", e.message())))?;
     access.install();
-    crate::base::util::create_private_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    crate::base::state_files::create_private_dir_all(dir).map_err(|e| err(e.to_string()))?;
     let mut f = std::fs::OpenOptions::new()
         .mode(access.file_mode())
         .read(true)
@@ -541,7 +541,7 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
     let _ = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| writeln!(f, "{}", std::process::id()));
     // Secrets live here: make the directory and everything in it private again, in case an
     // older version (or a person) left it readable.
-    match crate::base::util::fix_state_modes(dir, &[&cfg.devices.plugin_dir]) {
+    match crate::base::state_files::fix_state_modes(dir, &[&cfg.devices.plugin_dir]) {
         Ok(0) => {}
         Ok(n) => log::info!("agent: made {n} file(s) and directories under {} private", dir.display()),
         Err(e) => log::warn!("agent: cannot correct the modes under {}: {e}", dir.display()),
@@ -611,7 +611,11 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     for s in &sandboxes {
         // Marking it stopped is a write (impossible on a full disk); removing it frees space.
         if let Err(e) = runtime.stop_pod_sandbox(&s.id) {
-            log::warn!("drain: stopping sandbox {}: {}; removing it all the same", s.id, crate::base::util::Chain(&e));
+            log::warn!(
+                "drain: stopping sandbox {}: {}; removing it all the same",
+                s.id,
+                crate::base::errors::Chain(&e)
+            );
         }
         runtime.remove_pod_sandbox(&s.id).map_err(step(&format!("removing sandbox {}", s.id)))?;
     }
@@ -623,7 +627,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
             let records = crate::node::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
             for s in &sandboxes {
                 if let Err(e) = crate::node::cm::remove_pod_cgroup(&*driver, &settings, &records, &s.config.pod_uid) {
-                    log::warn!("drain: {}", crate::base::util::Chain(&e));
+                    log::warn!("drain: {}", crate::base::errors::Chain(&e));
                 }
             }
         }
@@ -691,7 +695,7 @@ impl Agent {
                 Ok(lock) => Some(lock),
                 // The registration server will fail on the same directory and say so.
                 Err(e @ crate::node::cm::ownership::OwnershipError::CreateLock { .. }) => {
-                    log::warn!("devices: {}", crate::base::util::Chain(&e));
+                    log::warn!("devices: {}", crate::base::errors::Chain(&e));
                     None
                 }
                 Err(source) => return Err(AgentError::Shared { source }),

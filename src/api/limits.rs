@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// The apiserver's limit for all annotations of one object together, keys and values
 /// (`TotalAnnotationSizeLimitB`).
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
-pub use crate::base::util::MAX_ARG_STRLEN;
+pub use crate::base::procs::MAX_ARG_STRLEN;
 /// The largest pod, as JSON with defaults applied: etcd's default request limit
 /// (1.5 MiB), the most an apiserver could store. Twice it bounds what one document may
 /// expand to through YAML aliases.

@@ -72,7 +72,7 @@ mod tests {
     use std::time::Duration;
 
     fn readable(r: &WakeReceiver) -> bool {
-        crate::base::util::poll_readable(&[r.as_raw_fd()], Some(Duration::ZERO)).unwrap()[0] != 0
+        crate::base::fds::poll_readable(&[r.as_raw_fd()], Some(Duration::ZERO)).unwrap()[0] != 0
     }
 
     #[test]

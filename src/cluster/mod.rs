@@ -171,7 +171,7 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
     let mut facts = NodeFacts {
         name: cfg.node_name.clone(),
         ip: cfg.node_ip.clone(),
-        hostname: crate::base::util::hostname(),
+        hostname: crate::base::net::hostname(),
         arch: crate::cluster::apiserver::node::goarch().into(),
         instance_type: cfg.apiserver.instance_type.clone(),
         labels: cfg.apiserver.node_labels.clone(),

@@ -598,10 +598,10 @@ impl Config {
             }
         }
         if cfg.node_name.is_empty() {
-            cfg.node_name = crate::base::util::hostname().to_lowercase();
+            cfg.node_name = crate::base::net::hostname().to_lowercase();
         }
         if cfg.node_ip.is_empty() {
-            cfg.node_ip = crate::base::util::primary_ipv4().unwrap_or_else(|| "127.0.0.1".into());
+            cfg.node_ip = crate::base::net::primary_ipv4().unwrap_or_else(|| "127.0.0.1".into());
         }
         Ok(cfg)
     }
@@ -813,13 +813,13 @@ impl Config {
 
 impl Config {
     /// Who may read the state directory: `state_group` resolved to its gid.
-    pub fn state_access(&self) -> Result<crate::base::util::StateAccess, StateGroupError> {
+    pub fn state_access(&self) -> Result<crate::base::state_files::StateAccess, StateGroupError> {
         if self.state_group.is_empty() {
-            return Ok(crate::base::util::StateAccess::default());
+            return Ok(crate::base::state_files::StateAccess::default());
         }
-        let gid = crate::base::util::group_id(&self.state_group)
+        let gid = crate::base::state_files::group_id(&self.state_group)
             .map_err(|source| StateGroupError::LookUpGroup { group: self.state_group.clone(), source })?;
-        Ok(crate::base::util::StateAccess { gid: Some(gid) })
+        Ok(crate::base::state_files::StateAccess { gid: Some(gid) })
     }
 }
 
@@ -1078,7 +1078,7 @@ mod tests {
         let hint = "(a group name or numeric gid; empty: owner only)";
         assert_eq!(e.message(), format!("invalid value \"no-such-group-fl\": no such group {hint}"));
         assert_eq!(
-            crate::base::util::Chain(&e).to_string(),
+            crate::base::errors::Chain(&e).to_string(),
             format!("invalid value \"no-such-group-fl\" {hint}: no such group")
         );
         let e = err("state_group = \"no-such-group-fl\"\n");

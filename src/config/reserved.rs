@@ -57,7 +57,7 @@ impl ReservationError {
 
     /// The problem as a config error of `file`: `file: key: what is allowed`.
     pub fn in_file(&self, file: &str) -> ConfigError {
-        let message = crate::base::util::Chain(&self.problem).to_string();
+        let message = crate::base::errors::Chain(&self.problem).to_string();
         ConfigError::Invalid { file: file.into(), key: self.key.clone(), message }
     }
 }
@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn chain(e: &ReservationError) -> String {
-        crate::base::util::Chain(e).to_string()
+        crate::base::errors::Chain(e).to_string()
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use super::actor::Actor;
 use super::ContainerStartError;
 use crate::api::Pod;
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::dns::{self, hosts};
 use crate::node::runtime::{DnsConfig, Mount};
 

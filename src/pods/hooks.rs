@@ -18,7 +18,7 @@ use super::actor::Actor;
 use super::view::Snapshot;
 use super::{PodEntry, RunningHook, MIN_GRACE};
 use crate::api::{Container, LifecycleHandler, Pod};
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::lifecycle::{HookDone, HookKind, HookRequest, HookSink, POST_START_TIMEOUT};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

@@ -9,7 +9,7 @@ use super::backoff::{Backoff, Key};
 use super::restarts::Restarts;
 use super::{PodEntry, Waiting, WaitingReason};
 use crate::api::{Container, Pod};
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::images::{decide, message, reason, ImageAction, ImageState, PullDone, PullPolicy, PullRequest};
 use crossbeam_channel::{Sender, TrySendError};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -70,7 +70,7 @@ fn log_tail(cfg: &ContainerConfig) -> Vec<u8> {
         log::debug!(
             "pods: cannot read the log {} for a termination message: {}",
             cfg.log_path.display(),
-            crate::base::util::Chain(&e)
+            crate::base::errors::Chain(&e)
         );
     }
     out.truncate(out.len().min(FALLBACK_LOG_LINES as usize * 16 * 1024));

@@ -46,7 +46,7 @@ pub use state::{
 use crate::api::manifest::PodSource;
 use crate::api::Pod;
 use crate::base::clock::{Clock, RealClock};
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::cm::ContainerManager;
 use crate::node::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
 use crate::node::events::EventRecorder;
@@ -385,7 +385,7 @@ impl crate::base::manager::Manager for PodManager {
 /// so a large pod (up to the 1.5 MiB object limit, expanded env, thousands of statuses)
 /// would otherwise leave its RSS behind after it is gone.
 fn release_freed_memory() {
-    crate::base::util::release_freed_memory();
+    crate::base::procs::release_freed_memory();
 }
 
 /// The content hash of a static pod (`kubernetes.io/config.hash`), none for other pods.

@@ -5,7 +5,7 @@
 use super::actor::Actor;
 use super::messages;
 use super::view::Snapshot;
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::runtime::ContainerInfo;
 use crate::node::status::RuntimeHealth;
 use std::collections::HashMap;

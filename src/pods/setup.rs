@@ -5,7 +5,7 @@
 use super::actor::Actor;
 use super::PodEntry;
 use crate::api::{downward, Pod};
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::cm::ContainerManager;
 use std::collections::{BTreeMap, HashSet};
 

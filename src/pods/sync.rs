@@ -14,7 +14,7 @@ use crate::api::expand::{expand, resolve_env};
 use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
 use crate::api::{downward, fields};
 use crate::api::{Container, Pod, RestartPolicy, TerminationMessagePolicy};
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::prober::{ProbeResult, ProbeType};
 use crate::node::runtime::devices::DeviceOptions;
 use crate::node::runtime::{

@@ -9,7 +9,7 @@ use super::actions::{active_deadline_exceeded, KillContainer, DEADLINE_EXCEEDED,
 use super::view::{is_sidecar, PodView, Snapshot};
 use super::{PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
 use crate::api::Pod;
-use crate::base::util::Chain;
+use crate::base::errors::Chain;
 use crate::node::runtime::{ContainerInfo, SandboxInfo};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

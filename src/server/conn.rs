@@ -80,7 +80,7 @@ impl Limits {
     /// The documented limits, with the connection cap derived from the fd limit.
     pub fn for_this_process() -> Limits {
         Limits {
-            max_connections: connection_cap(crate::base::util::open_files_limit()),
+            max_connections: connection_cap(crate::base::procs::open_files_limit()),
             workers: WORKERS,
             request_timeout: REQUEST_TIMEOUT,
             idle_timeout: IDLE_TIMEOUT,
@@ -233,7 +233,7 @@ impl<H: Handler> Reactor<H> {
             if unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) } < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
-                    log::error!("api: poll failed: {}", crate::base::util::Chain(&e));
+                    log::error!("api: poll failed: {}", crate::base::errors::Chain(&e));
                     stop.sleep(POLL_RETRY);
                 }
                 continue;
@@ -308,7 +308,7 @@ impl<H: Handler> Reactor<H> {
                         log::warn!(
                             "api: accept failed, pausing and retrying (up to every {:?}): {}",
                             ACCEPT_BACKOFF.1,
-                            crate::base::util::Chain(&e)
+                            crate::base::errors::Chain(&e)
                         );
                         *failing = Some((Instant::now(), e.to_string()));
                     }
@@ -511,7 +511,7 @@ impl<H: Handler> Reactor<H> {
                 self.pending_out -= out.len();
                 // Reset instead of a FIN: the kernel would otherwise keep sending what is
                 // buffered to a client that does not read, long after we gave up on it.
-                crate::base::util::set_linger(&c.stream, 0);
+                crate::base::net::set_linger(&c.stream, 0);
             }
         }
         self.stats.open.store(self.conns.len() as u64, Ordering::Relaxed);

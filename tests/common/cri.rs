@@ -196,7 +196,7 @@ pub struct TestPod<'a> {
 impl<'a> TestPod<'a> {
     pub fn run(rt: &'a CriRuntime, name: &str) -> TestPod<'a> {
         let logs = tempfile::tempdir().unwrap();
-        let uid = ferrolet::base::util::random_id();
+        let uid = ferrolet::base::random::random_id();
         let sandbox = SandboxConfig {
             pod_uid: uid.clone(),
             pod_name: name.into(),
@@ -276,7 +276,7 @@ pub struct OwnContainerd {
 
 impl OwnContainerd {
     pub fn start() -> OwnContainerd {
-        let id = ferrolet::base::util::random_id();
+        let id = ferrolet::base::random::random_id();
         let own = OwnContainerd {
             base: format!("/tmp/ferrolet-cri-{}", &id[..8]),
             cgroup: format!("{}-{}", var("FERROLET_CRI_CGROUP"), &id[..8]),

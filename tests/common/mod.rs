@@ -141,12 +141,12 @@ pub fn manifest(name: &str, spec: &str) -> String {
 pub fn kill_everything(state_dir: &Path) {
     let Ok(rd) = std::fs::read_dir(state_dir.join("runtime/containers")) else { return };
     for e in rd.flatten() {
-        if let Ok(s) = ferrolet::base::util::read_json::<ShimState>(&e.path().join("state.json")) {
+        if let Ok(s) = ferrolet::base::state_files::read_json::<ShimState>(&e.path().join("state.json")) {
             // Only processes proven ours by their start time (a pid may have been reused).
             if let Some(t) = s.start_ticks {
-                let _ = ferrolet::base::util::kill_group_verified(s.pid, t, libc::SIGKILL);
+                let _ = ferrolet::base::procs::kill_group_verified(s.pid, t, libc::SIGKILL);
             }
-            let _ = ferrolet::base::util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
+            let _ = ferrolet::base::procs::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGKILL);
         }
     }
 }
@@ -367,7 +367,8 @@ pub fn container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
 pub fn workload_pid(state_dir: &Path, container_id: &str) -> Option<i32> {
     let id = container_id.strip_prefix("process://")?;
     let s: ShimState =
-        ferrolet::base::util::read_json(&state_dir.join("runtime/containers").join(id).join("state.json")).ok()?;
+        ferrolet::base::state_files::read_json(&state_dir.join("runtime/containers").join(id).join("state.json"))
+            .ok()?;
     Some(s.pid)
 }
 

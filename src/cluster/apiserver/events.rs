@@ -24,8 +24,8 @@ impl ApiEventSink {
 pub fn sink_error(e: &ApiError) -> SinkError {
     match e.code() {
         Some(404) => SinkError::NotFound,
-        _ if e.is_unreachable() => SinkError::Transient(crate::base::util::Chain(e).to_string()),
-        _ => SinkError::Rejected(crate::base::util::Chain(e).to_string()),
+        _ if e.is_unreachable() => SinkError::Transient(crate::base::errors::Chain(e).to_string()),
+        _ => SinkError::Rejected(crate::base::errors::Chain(e).to_string()),
     }
 }
 

@@ -118,13 +118,13 @@ pub fn load(path: &Path) -> Result<Connection, KubeconfigError> {
     let text = crate::base::inputfile::read_to_string(path, MAX_FILE_BYTES).map_err(|e| KubeconfigError {
         file: path.into(),
         field: "-".into(),
-        message: crate::base::util::Chain(&e).to_string(),
+        message: crate::base::errors::Chain(&e).to_string(),
     })?;
     // The files it names are PEM text, read as bounded as the kubeconfig.
     let read = |p: &Path| {
         crate::base::inputfile::read_to_string(p, MAX_FILE_BYTES)
             .map(String::into_bytes)
-            .map_err(|e| crate::base::util::Chain(&e).to_string())
+            .map_err(|e| crate::base::errors::Chain(&e).to_string())
     };
     parse(path, &text, &read)
 }

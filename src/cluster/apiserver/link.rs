@@ -69,10 +69,10 @@ impl Link {
             log::warn!(
                 "apiserver: {} cannot be reached ({}); working offline: pods keep running, statuses and events are kept until it is back",
                 self.server,
-                crate::base::util::Chain(e)
+                crate::base::errors::Chain(e)
             );
         } else {
-            log::debug!("apiserver: still away: {}", crate::base::util::Chain(e));
+            log::debug!("apiserver: still away: {}", crate::base::errors::Chain(e));
         }
         true
     }

@@ -77,7 +77,10 @@ impl PodStore {
             let bytes = match crate::base::inputfile::read_to_string(&path, MAX_POD_BYTES) {
                 Ok(b) => b,
                 Err(e) => {
-                    log::warn!("apiserver: kept pod {uid} cannot be read: {}; left out", crate::base::util::Chain(&e));
+                    log::warn!(
+                        "apiserver: kept pod {uid} cannot be read: {}; left out",
+                        crate::base::errors::Chain(&e)
+                    );
                     continue;
                 }
             };
@@ -97,7 +100,7 @@ impl PodStore {
             Err(crate::base::inputfile::InputFileError::Read(e)) if e.kind() == io::ErrorKind::NotFound => {
                 return Ok(BTreeMap::new())
             }
-            Err(e) => return Err(crate::base::util::Chain(&e).to_string()),
+            Err(e) => return Err(crate::base::errors::Chain(&e).to_string()),
         };
         match serde_json::from_slice::<LegacyFile>(text.as_bytes()) {
             Ok(f) if f.version == 1 => Ok(f
@@ -168,7 +171,7 @@ impl PodStore {
             if written.get(uid) == Some(&h) {
                 continue;
             }
-            crate::base::util::write_atomic(&dir.join(format!("{uid}.json")), &data)?;
+            crate::base::state_files::write_atomic(&dir.join(format!("{uid}.json")), &data)?;
             written.insert(uid.clone(), h);
             count += 1;
         }

@@ -191,7 +191,7 @@ impl ApiSync {
                         log::warn!(
                             "apiserver: registering node {} failed: {}",
                             self.node,
-                            crate::base::util::Chain(&e)
+                            crate::base::errors::Chain(&e)
                         );
                         self.retry_at = Some(now + MAX_RETRY);
                         self.waiting_for_link = false;
@@ -208,7 +208,7 @@ impl ApiSync {
                 }
                 Err(e) if self.away(&e) => return,
                 Err(e) => {
-                    log::warn!("apiserver: renewing the node's Lease failed: {}", crate::base::util::Chain(&e));
+                    log::warn!("apiserver: renewing the node's Lease failed: {}", crate::base::errors::Chain(&e));
                     self.lease = None;
                     self.lease_due = now + Duration::from_secs(1);
                 }
@@ -434,7 +434,7 @@ impl ApiSync {
 
     /// Acts on `refused`'s decision for a write the apiserver answered with an error.
     fn after_refusal(&mut self, p: &Pending, e: &ApiError) -> Next {
-        let chain = crate::base::util::Chain(e);
+        let chain = crate::base::errors::Chain(e);
         match refused(p, e.code(), e.is_unreachable(), self.event_tries, &self.policy, self.jitter) {
             Refused::NodeGone => {
                 log::warn!("apiserver: node {} is gone; registering it again", self.node);
@@ -491,7 +491,7 @@ impl ApiSync {
                     return;
                 }
                 Err(e) => {
-                    log::warn!("apiserver: creating mirror pod {} failed: {}", p.key(), crate::base::util::Chain(&e))
+                    log::warn!("apiserver: creating mirror pod {} failed: {}", p.key(), crate::base::errors::Chain(&e))
                 }
             }
         }
@@ -510,7 +510,9 @@ impl ApiSync {
                 Err(e) if self.away(&e) => {
                     self.to_delete.insert(uid);
                 }
-                Err(e) => log::warn!("apiserver: deleting pod {} failed: {}", pod.key(), crate::base::util::Chain(&e)),
+                Err(e) => {
+                    log::warn!("apiserver: deleting pod {} failed: {}", pod.key(), crate::base::errors::Chain(&e))
+                }
             }
         }
     }

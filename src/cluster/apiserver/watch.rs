@@ -145,7 +145,7 @@ impl PodWatch {
                 Ok(list) => list,
                 Err(e) => {
                     if !self.link.failed(&e) {
-                        log::warn!("apiserver: listing this node's pods failed: {}", crate::base::util::Chain(&e));
+                        log::warn!("apiserver: listing this node's pods failed: {}", crate::base::errors::Chain(&e));
                     }
                     if !published.sent {
                         self.publish_kept(&mut published);
@@ -237,7 +237,7 @@ impl PodWatch {
             Err(e) if e.code() == Some(410) => return WatchEnd::Relist,
             Err(e) => {
                 if !self.link.failed(&e) {
-                    log::warn!("apiserver: watching this node's pods failed: {}", crate::base::util::Chain(&e));
+                    log::warn!("apiserver: watching this node's pods failed: {}", crate::base::errors::Chain(&e));
                 }
                 return WatchEnd::Failed;
             }
@@ -253,7 +253,7 @@ impl PodWatch {
                 // The server ended it (`timeoutSeconds`): watch on from where it stood.
                 Ok(None) => return WatchEnd::Again,
                 Err(e) => {
-                    log::info!("apiserver: the pod watch ended: {}; watching again", crate::base::util::Chain(&e));
+                    log::info!("apiserver: the pod watch ended: {}; watching again", crate::base::errors::Chain(&e));
                     return WatchEnd::Failed;
                 }
             };

@@ -540,7 +540,7 @@ impl ContainerManager {
                     &self.node,
                     WARNING,
                     "FailedNodeAllocatableEnforcement",
-                    &format!("Failed to update Node Allocatable Limits {path:?}: {}", crate::base::util::Chain(&e)),
+                    &format!("Failed to update Node Allocatable Limits {path:?}: {}", crate::base::errors::Chain(&e)),
                 );
             }
         }
@@ -587,10 +587,10 @@ impl ContainerManager {
     /// Removes a terminated pod's cgroup (killing anything left) and refreshes QoS.
     pub fn remove_pod(&mut self, uid: &str, active: &[&Pod]) {
         if let Err(e) = remove_pod_cgroup(&*self.driver, &self.settings, &self.records, uid) {
-            log::warn!("cm: {}; the orphan cleanup will retry", crate::base::util::Chain(&e));
+            log::warn!("cm: {}; the orphan cleanup will retry", crate::base::errors::Chain(&e));
         }
         if let Err(e) = self.update_qos(active) {
-            log::warn!("cm: updating QoS cgroups: {}", crate::base::util::Chain(&e));
+            log::warn!("cm: updating QoS cgroups: {}", crate::base::errors::Chain(&e));
         }
     }
 
@@ -603,7 +603,7 @@ impl ContainerManager {
                 self.enforce_allocatable();
             }
             if let Err(e) = self.update_qos(active) {
-                log::warn!("cm: updating QoS cgroups: {}", crate::base::util::Chain(&e));
+                log::warn!("cm: updating QoS cgroups: {}", crate::base::errors::Chain(&e));
             }
         }
         self.cleanup_orphans(known_uid);
@@ -637,7 +637,7 @@ impl ContainerManager {
                 let uid = path.rsplit('/').next().and_then(|c| c.strip_prefix("pod")).unwrap_or_default();
                 if !seen.contains(&path) && !known(uid) && !self.driver.exists(&path) {
                     if let Err(e) = self.records.forget(&path) {
-                        log::warn!("cm: {}", crate::base::util::Chain(&e));
+                        log::warn!("cm: {}", crate::base::errors::Chain(&e));
                     }
                 }
             }
@@ -659,13 +659,13 @@ impl ContainerManager {
                         log::error!(
                             "cm: giving up on orphaned pod cgroup {path} after {} attempts: {}",
                             o.attempts,
-                            crate::base::util::Chain(&e)
+                            crate::base::errors::Chain(&e)
                         );
                     } else {
                         log::warn!(
                             "cm: removing orphaned pod cgroup {path} (attempt {}): {}",
                             o.attempts,
-                            crate::base::util::Chain(&e)
+                            crate::base::errors::Chain(&e)
                         );
                     }
                 }

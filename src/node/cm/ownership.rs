@@ -211,8 +211,8 @@ impl PodCgroupRecords {
             return Ok(());
         }
         let err = |source| OwnershipError::Record { cgroup: cgroup.into(), path: path.clone(), source };
-        crate::base::util::create_private_dir_all(&self.dir).map_err(err)?;
-        crate::base::util::write_atomic(&path, cgroup.as_bytes()).map_err(err)
+        crate::base::state_files::create_private_dir_all(&self.dir).map_err(err)?;
+        crate::base::state_files::write_atomic(&path, cgroup.as_bytes()).map_err(err)
     }
 
     /// Forgets `cgroup` after it was removed.

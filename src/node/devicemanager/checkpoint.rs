@@ -304,7 +304,7 @@ pub fn save(dir: &Path, data: &CheckpointData) -> Result<(), CheckpointError> {
     let text = serde_json::to_vec(&file).map_err(CheckpointError::Encode)?;
     let p = path(dir);
     // Owner-only whatever `state_group` says: the plugin directory is not the state directory.
-    crate::base::util::write_atomic_as(&p, &text, crate::base::util::StateAccess::default())
+    crate::base::state_files::write_atomic_as(&p, &text, crate::base::state_files::StateAccess::default())
         .map_err(|source| CheckpointError::Write { path: p, source })
 }
 
@@ -363,7 +363,7 @@ pub fn quarantine(dir: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::util::Chain;
+    use crate::base::errors::Chain;
 
     fn load_err(dir: &Path) -> String {
         Chain(&load(dir).unwrap_err()).to_string()

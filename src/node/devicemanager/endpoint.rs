@@ -10,8 +10,8 @@
 
 use super::registration::{check_socket, PluginRegistration, RegistrationError};
 use super::state::Endpoint;
+use crate::base::errors::Chain;
 use crate::base::manager::{CallStop, Exit, Publisher, WorkerId, WorkerSet, WorkerSetError};
-use crate::base::util::Chain;
 use crate::proto::deviceplugin as pb;
 use futures::StreamExt;
 use grpcio::{CallOption, RpcStatus, RpcStatusCode};

@@ -71,7 +71,7 @@ pub enum DeviceError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::util::Chain;
+    use crate::base::errors::Chain;
 
     #[test]
     fn device_errors_keep_kubelets_words_for_the_pod_manager() {

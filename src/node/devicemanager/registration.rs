@@ -5,9 +5,9 @@
 
 use super::view::Devices;
 use crate::api::validation::{is_extended_resource, is_qualified_name};
+use crate::base::errors::Chain;
 use crate::base::logsafe::short;
 use crate::base::manager::Publisher;
-use crate::base::util::Chain;
 use crate::node::cm::ownership::{LockFile, OwnershipError};
 use crate::proto::deviceplugin as pb;
 use futures::FutureExt;

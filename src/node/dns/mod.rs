@@ -432,7 +432,7 @@ pub fn ensure_hosts_file(path: &Path, content: &str) -> Result<(), DnsError> {
             .create(dir)
             .map_err(|source| DnsError::CreatePodDir { path: dir.into(), source })?;
     }
-    crate::base::util::write_atomic_readable(path, content.as_bytes())
+    crate::base::state_files::write_atomic_readable(path, content.as_bytes())
         .map_err(|source| DnsError::WriteHostsFile { path: path.into(), source })
 }
 

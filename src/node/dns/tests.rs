@@ -304,7 +304,7 @@ fn the_hosts_file_is_written_readable_by_all_and_left_alone_when_unchanged() {
     ensure_hosts_file(&path, "two\n").unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "two\n");
     let e = read_resolv_conf(&dir.path().join("missing")).unwrap_err();
-    assert!(crate::base::util::Chain(&e).to_string().starts_with(&format!(
+    assert!(crate::base::errors::Chain(&e).to_string().starts_with(&format!(
         "cannot read the node's resolver configuration {} (resolv_conf): cannot read",
         dir.path().join("missing").display()
     )));

@@ -86,7 +86,7 @@ impl EventStore {
                     log::warn!(
                         "events: cannot read the event store {}: {}; keeping the {} event(s) read before the error",
                         path.display(),
-                        crate::base::util::Chain(&e),
+                        crate::base::errors::Chain(&e),
                         loaded.len()
                     );
                 }
@@ -97,7 +97,7 @@ impl EventStore {
                 log::warn!(
                     "events: cannot read the event store {}: {}; starting empty",
                     path.display(),
-                    crate::base::util::Chain(&e)
+                    crate::base::errors::Chain(&e)
                 );
                 (Vec::new(), 0)
             }
@@ -113,7 +113,7 @@ impl EventStore {
                 log::warn!(
                     "events: cannot write the event store {}: {}; events are kept in memory only",
                     path.display(),
-                    crate::base::util::Chain(&e)
+                    crate::base::errors::Chain(&e)
                 );
             }
         }
@@ -180,7 +180,7 @@ impl Inner {
         }
         if self.lines >= self.max * 4 {
             if let Err(err) = self.compact() {
-                log::warn!("events: compacting the event store failed: {}", crate::base::util::Chain(&err));
+                log::warn!("events: compacting the event store failed: {}", crate::base::errors::Chain(&err));
             }
             return; // the compacted file already holds `e`
         }
@@ -192,7 +192,7 @@ impl Inner {
                 if self.unwritten == 0 {
                     log::warn!(
                         "events: appending to the event store failed: {}; events are kept in memory until it works again",
-                        crate::base::util::Chain(&err)
+                        crate::base::errors::Chain(&err)
                     );
                 }
                 self.unwritten += 1;
@@ -222,7 +222,7 @@ impl Inner {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        crate::base::util::write_atomic(&path, &data)?;
+        crate::base::state_files::write_atomic(&path, &data)?;
         self.file = Some(OpenOptions::new().append(true).open(&path)?);
         self.lines = events.len();
         Ok(())

@@ -18,8 +18,8 @@ use super::{
     ImageRecord, Policy, Protected,
 };
 use crate::base::clock::Clock;
+use crate::base::errors::Chain;
 use crate::base::metrics::{Encoder, Kind};
-use crate::base::util::Chain;
 use crate::node::events::{EventRecorder, Reference, WARNING};
 use crate::node::runtime::{ContainerRuntime, RuntimeError};
 use parking_lot::RwLock;

@@ -42,7 +42,7 @@ impl Store {
                 log::warn!(
                     "imagegc: cannot read {}: {}; image ages start afresh",
                     self.path.display(),
-                    crate::base::util::Chain(&e)
+                    crate::base::errors::Chain(&e)
                 );
                 return BTreeMap::new();
             }
@@ -63,7 +63,7 @@ impl Store {
     /// Writes `records` atomically.
     pub fn save(&self, records: &BTreeMap<String, ImageRecord>) -> std::io::Result<()> {
         let file = File { version: 1, images: records.clone() };
-        crate::base::util::write_json(&self.path, &file)
+        crate::base::state_files::write_json(&self.path, &file)
     }
 }
 

@@ -137,7 +137,7 @@ fn pull(runtime: &dyn ContainerRuntime, req: &PullRequest, timeout: Duration, ca
             let size = match runtime.image_status(&image_ref) {
                 Ok(i) => i.map_or(0, |i| i.size),
                 Err(e) => {
-                    log::debug!("images: {}: no size after the pull: {}", req.image, crate::base::util::Chain(&e));
+                    log::debug!("images: {}: no size after the pull: {}", req.image, crate::base::errors::Chain(&e));
                     0
                 }
             };
@@ -149,7 +149,7 @@ fn pull(runtime: &dyn ContainerRuntime, req: &PullRequest, timeout: Duration, ca
     match &result {
         Ok(p) => log::debug!("images: pulled {} ({}, {} bytes) in {pull_time:?}", req.image, p.image_ref, p.size),
         Err(e) => {
-            log::debug!("images: pull of {} failed after {pull_time:?}: {}", req.image, crate::base::util::Chain(e))
+            log::debug!("images: pull of {} failed after {pull_time:?}: {}", req.image, crate::base::errors::Chain(e))
         }
     }
     Some(PullDone { image: req.image.clone(), result, pull_time })
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(first.image, "app:1");
         assert_eq!(first.result.unwrap(), Pulled { image_ref: "sha256:app:1".into(), size: 4096 });
         let second = done.recv_timeout(Duration::from_secs(5)).unwrap();
-        let e = crate::base::util::Chain(&second.result.unwrap_err()).to_string();
+        let e = crate::base::errors::Chain(&second.result.unwrap_err()).to_string();
         assert!(e.contains("manifest unknown"), "{e}");
         use crate::node::runtime::fake::Call;
         assert_eq!(rt.take_calls(), [Call::PullImage("app:1".into(), false), Call::PullImage("app:2".into(), false)]);

@@ -4,8 +4,8 @@
 //! agent's stop). Failures are kubelet's messages.
 
 use super::{HookKind, HookRequest};
+use crate::base::errors::Chain;
 use crate::base::manager::StopSignal;
-use crate::base::util::Chain;
 use crate::node::prober::probes::{self, Lookups, Outcome, Target};
 use crate::node::runtime::ContainerRuntime;
 use std::sync::Arc;

@@ -131,7 +131,7 @@ pub(super) fn get(
             Err(source) => return Err(HttpGetError::Connect { addr, source }),
         };
         // As kubelet's dialer: a short TIME_WAIT at high probe rates.
-        crate::base::util::set_linger(&stream, 1);
+        crate::base::net::set_linger(&stream, 1);
         let mut sock = Deadlined { stream: &stream, deadline };
         if !tls {
             return exchange(&mut sock, req, buf);

@@ -340,7 +340,7 @@ impl ProberManager {
                     Duration::from_secs(probe_of(&t.container, kind).map_or(10, |p| p.period_seconds.max(1)) as u64);
                 let restored = t.container_id.as_deref().is_some_and(|id| self.results.get(kind, id).is_some());
                 if restored && now.duration_since(self.cfg.agent_start) < period {
-                    first = now + period.mul_f64(crate::base::util::random_f64());
+                    first = now + period.mul_f64(crate::base::random::random_f64());
                 }
                 let id = self.next_id;
                 self.next_id += 1;
@@ -408,7 +408,7 @@ impl ProberManager {
                     // comes after a random half to whole period, so containers started
                     // together do not probe in lockstep for ever; after that, one period.
                     let gap = if std::mem::replace(&mut w.first_probe, false) {
-                        period.mul_f64(0.5 + crate::base::util::random_f64() / 2.0)
+                        period.mul_f64(0.5 + crate::base::random::random_f64() / 2.0)
                     } else {
                         period
                     };

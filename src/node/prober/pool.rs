@@ -144,7 +144,7 @@ impl<K: Clone + Send + 'static> Shared<K> {
             .get_or_init(|| match ExecReaper::start(self.done.clone(), &self.owned.reaper) {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    let e = crate::base::util::Chain(&e);
+                    let e = crate::base::errors::Chain(&e);
                     log::error!("prober: cannot start the exec reaper, exec probes wait on probe threads: {e}");
                     None
                 }
@@ -176,7 +176,7 @@ impl<K: Clone + Send + 'static> Shared<K> {
             }
             None => Some(match process.wait(timeout) {
                 Ok(r) => probes::exec_outcome(&command, r),
-                Err(e) => Outcome::Error(crate::base::util::Chain(&e).to_string()),
+                Err(e) => Outcome::Error(crate::base::errors::Chain(&e).to_string()),
             }),
         }
     }
@@ -310,7 +310,7 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
                 s.busy.lock().pop();
                 s.idle.fetch_sub(1, Ordering::AcqRel);
                 s.threads.fetch_sub(1, Ordering::AcqRel);
-                log::error!("prober: {}", crate::base::util::Chain(&e));
+                log::error!("prober: {}", crate::base::errors::Chain(&e));
                 false
             }
         }

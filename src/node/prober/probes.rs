@@ -81,12 +81,12 @@ pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outco
     let deadline = std::time::Instant::now() + timeout;
     let addr = match resolve(host, port, timeout, lookups) {
         Ok(a) => a,
-        Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {}", crate::base::util::Chain(&e))),
+        Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {}", crate::base::errors::Chain(&e))),
     };
     let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
     match TcpStream::connect_timeout(&addr, left) {
         Ok(s) => {
-            crate::base::util::set_linger(&s, 1);
+            crate::base::net::set_linger(&s, 1);
             Outcome::Success(String::new())
         }
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -143,7 +143,7 @@ pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Loo
     loop {
         let resp = match httpget::get(&url, &h.http_headers, deadline, lookups) {
             Ok(r) => r,
-            Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", crate::base::util::Chain(&e))),
+            Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", crate::base::errors::Chain(&e))),
         };
         match after_response(&url, &original_host, redirects, resp) {
             Next::Done(outcome) => return outcome,
@@ -212,7 +212,7 @@ pub fn exec_start(
             Ok(p)
         }
         Ok(ExecStart::Finished(r)) => Err(exec_outcome(cmd, r)),
-        Err(e) => Err(Outcome::Error(crate::base::util::Chain(&e).to_string())),
+        Err(e) => Err(Outcome::Error(crate::base::errors::Chain(&e).to_string())),
     }
 }
 
@@ -240,7 +240,7 @@ pub fn exec(command: &[String], target: &Target, runtime: &Arc<dyn ContainerRunt
     match exec_start(&cmd, target, runtime, timeout) {
         Ok(p) => match p.wait(timeout) {
             Ok(r) => exec_outcome(&cmd, r),
-            Err(e) => Outcome::Error(crate::base::util::Chain(&e).to_string()),
+            Err(e) => Outcome::Error(crate::base::errors::Chain(&e).to_string()),
         },
         Err(outcome) => outcome,
     }
@@ -311,7 +311,7 @@ impl GrpcEnv {
             Err(grpcio::Error::RpcFailure(s)) if s.code() == grpcio::RpcStatusCode::DEADLINE_EXCEEDED => {
                 Outcome::Failure(format!("timeout: health rpc did not complete within {}s", timeout.as_secs()))
             }
-            Err(e) => Outcome::Failure(format!("rpc error: {}", crate::base::util::Chain(&e))),
+            Err(e) => Outcome::Failure(format!("rpc error: {}", crate::base::errors::Chain(&e))),
         }
     }
 }

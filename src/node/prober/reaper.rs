@@ -149,7 +149,7 @@ fn report<K>(done: &Report<K>, w: Watch<K>, step: Step) -> bool {
         Step::Kill => exec_outcome(&command, w.process.kill()),
         _ => match w.process.result() {
             Ok(r) => exec_outcome(&command, r),
-            Err(e) => Outcome::Error(crate::base::util::Chain(&e).to_string()),
+            Err(e) => Outcome::Error(crate::base::errors::Chain(&e).to_string()),
         },
     };
     done(Done { key, outcome, started, scheduled, took: started.elapsed() })
@@ -188,7 +188,7 @@ fn run<K>(rx: Receiver<Watch<K>>, wake: WakeReceiver, done: Report<K>, stop: Sto
         let timeout = poll_timeout(Instant::now(), watched.iter().map(|w| w.deadline), awaiting_exit);
         let mut fds = vec![wake.as_raw_fd()];
         fds.extend(watched.iter().flat_map(|w| w.process.fds()));
-        match crate::base::util::poll_readable(&fds, timeout) {
+        match crate::base::fds::poll_readable(&fds, timeout) {
             // Watching --stop signal, woken--> Killing what is left.
             Ok(_) if stop.is_stopped() => break,
             Ok(ready) if ready[0] != 0 && wake.drain() == Drained::Closed => break,

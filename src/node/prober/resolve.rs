@@ -173,7 +173,7 @@ mod tests {
         assert_eq!(ResolveError::LookupTimeout.to_string(), "i/o timeout (resolving the host)");
         assert_eq!(ResolveError::LookupEmpty.to_string(), "no address");
         let e = ResolveError::StartLookup { source: std::io::Error::from_raw_os_error(libc::EAGAIN) };
-        let chain = crate::base::util::Chain(&e).to_string();
+        let chain = crate::base::errors::Chain(&e).to_string();
         assert!(chain.starts_with("cannot start a resolver thread: Resource temporarily unavailable"), "{chain}");
     }
 }

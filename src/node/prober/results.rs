@@ -67,7 +67,7 @@ impl ProbeResults {
     /// unreadable file is reported with its cause and moved aside to `<path>.corrupt` (so
     /// the next save does not destroy it), and the prober starts without saved results.
     pub fn persistent(path: PathBuf) -> ProbeResults {
-        let loaded: Vec<Persisted> = match crate::base::util::read_json(&path) {
+        let loaded: Vec<Persisted> = match crate::base::state_files::read_json(&path) {
             Ok(v) => v,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(source) => {
@@ -76,12 +76,12 @@ impl ProbeResults {
                 let kept = match std::fs::rename(&path, &aside) {
                     Ok(()) => format!("kept as {}", aside.display()),
                     Err(source) => {
-                        crate::base::util::Chain(&ProberError::SetAside { path: path.clone(), source }).to_string()
+                        crate::base::errors::Chain(&ProberError::SetAside { path: path.clone(), source }).to_string()
                     }
                 };
                 log::warn!(
                     "prober: {}; readiness and startup start over from their initial values ({kept})",
-                    crate::base::util::Chain(&e)
+                    crate::base::errors::Chain(&e)
                 );
                 Vec::new()
             }
@@ -147,10 +147,10 @@ impl ProbeResults {
         use std::sync::atomic::Ordering;
         // One line when saving starts failing (a full disk would fail every change) and one
         // when it works again.
-        match crate::base::util::write_json(path, &list) {
+        match crate::base::state_files::write_json(path, &list) {
             Err(source) if !self.save_failing.swap(true, Ordering::Relaxed) => {
                 let e = ProberError::SaveResults { path: path.clone(), source };
-                log::warn!("prober: {} (reported once until a save succeeds)", crate::base::util::Chain(&e));
+                log::warn!("prober: {} (reported once until a save succeeds)", crate::base::errors::Chain(&e));
             }
             Ok(()) if self.save_failing.swap(false, Ordering::Relaxed) => {
                 log::info!("prober: probe results saved to {} again", path.display());

@@ -7,7 +7,7 @@
 //! until the group has been killed or the command has finished.
 
 use super::{ExecResult, RuntimeError};
-use crate::base::util;
+use crate::base::{fds, procs};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, RawFd};
@@ -46,7 +46,7 @@ impl ExecProcess {
     /// Watches `child`, started with `process_group(0)` and piped stdout and stderr. The
     /// pipes become non-blocking, so reading never stalls a thread that watches many.
     pub fn new(mut child: Child) -> io::Result<ExecProcess> {
-        let streams = [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
+        let streams = [child.stdout.take().map(fds::fd_file), child.stderr.take().map(fds::fd_file)];
         let pgid = child.id() as i32;
         let p = ExecProcess {
             child,
@@ -58,7 +58,7 @@ impl ExecProcess {
             cap: EXEC_OUTPUT_CAP,
         };
         for s in p.streams.iter().flatten() {
-            if let Err(e) = util::set_nonblocking(s) {
+            if let Err(e) = fds::set_nonblocking(s) {
                 p.kill();
                 return Err(e);
             }
@@ -135,7 +135,7 @@ impl ExecProcess {
     /// leader is not reaped yet, so the group id is still its own), then reaps the leader;
     /// the pipes close with it.
     pub fn kill(mut self) -> ExecResult {
-        let _ = util::kill_group(self.pgid, libc::SIGKILL);
+        let _ = procs::kill_group(self.pgid, libc::SIGKILL);
         // SIGKILL cannot be caught, so this wait returns promptly.
         let _ = self.child.wait();
         self.reaped = true;
@@ -177,7 +177,7 @@ impl ExecProcess {
                 continue;
             }
             let fds: Vec<RawFd> = self.fds().collect();
-            util::poll_readable(&fds, Some(INTERRUPT_CHECK.min(deadline - now)))
+            fds::poll_readable(&fds, Some(INTERRUPT_CHECK.min(deadline - now)))
                 .map_err(|source| RuntimeError::Process { action: "polling exec output".into(), source })?;
         }
     }
@@ -187,7 +187,7 @@ impl Drop for ExecProcess {
     /// A command nobody waits for any more (its watcher stopped) is killed, not left behind.
     fn drop(&mut self) {
         if !self.reaped {
-            let _ = util::kill_group(self.pgid, libc::SIGKILL);
+            let _ = procs::kill_group(self.pgid, libc::SIGKILL);
             let _ = self.child.wait();
         }
     }

@@ -325,7 +325,7 @@ fn write_file(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
     }
-    crate::base::util::write_atomic_mode(path, data, crate::base::util::StateAccess { gid: None }, mode)
+    crate::base::state_files::write_atomic_mode(path, data, crate::base::state_files::StateAccess { gid: None }, mode)
 }
 
 /// `fsGroup` ownership of everything under `root` (kubelet's `SetVolumeOwnership`): group

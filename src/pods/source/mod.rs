@@ -6,9 +6,9 @@
 use crate::api::field::is_dns1123_subdomain;
 use crate::api::manifest::{as_static_pod, for_each_pod, ManifestError, MAX_MANIFEST_BYTES};
 use crate::api::Pod;
+use crate::base::errors::Chain;
 use crate::base::inputfile::{self, InputFileError};
 use crate::base::logsafe;
-use crate::base::util::Chain;
 use crate::node::events::{EventRecorder, Reference, WARNING};
 use crate::pods::PodsCommand;
 use crossbeam_channel::Sender;
@@ -387,7 +387,7 @@ impl FileSource {
             }
             // What was read and decoded is dropped by now: a large manifest (or a refused
             // one of thousands of containers) leaves no memory behind.
-            crate::base::util::release_freed_memory();
+            crate::base::procs::release_freed_memory();
         }
     }
 }

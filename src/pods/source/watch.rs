@@ -120,7 +120,7 @@ fn watch(dir: &Path, changed: &Sender<SourceCommand>, wake: &WakeReceiver, stop:
     }
     loop {
         // Watching: only a change or a wake-up (the stop) returns from this poll.
-        let ready = match crate::base::util::poll_readable(&[inotify.0.as_raw_fd(), wake.as_raw_fd()], None) {
+        let ready = match crate::base::fds::poll_readable(&[inotify.0.as_raw_fd(), wake.as_raw_fd()], None) {
             Ok(r) => r,
             Err(e) => return polled_only("waiting for changes in", e),
         };

@@ -84,7 +84,7 @@ fn fetch(port: u16) -> Result<Response, HttpGetError> {
 }
 
 fn message(r: Result<Response, HttpGetError>) -> String {
-    crate::base::util::Chain(&r.unwrap_err()).to_string()
+    crate::base::errors::Chain(&r.unwrap_err()).to_string()
 }
 
 #[test]

@@ -167,7 +167,7 @@ impl CriClient {
                 let missing = err.kind() == std::io::ErrorKind::NotFound;
                 return Err(CriError::NoSocket {
                     endpoint: e(),
-                    why: crate::base::util::Chain(&err).to_string(),
+                    why: crate::base::errors::Chain(&err).to_string(),
                     missing,
                 });
             }

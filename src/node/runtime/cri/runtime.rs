@@ -12,9 +12,9 @@
 use super::client::{CriClient, CriError};
 use super::{stream, translate};
 use crate::api::fields::RuntimeKind;
+use crate::base::errors::Chain;
 use crate::base::manager::Cancel;
 use crate::base::manager::{Exit, Health, JobError, JobQueue, StopTimeout, Worker};
-use crate::base::util::Chain;
 use crate::node::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
 use crate::node::runtime::logrotate::{self, LogAction};
 use crate::node::runtime::{

@@ -3,7 +3,7 @@
 //! `runtime::exec::ExecProcess`), and the kernel's `execve` limits every container is checked
 //! against before it starts.
 
-use crate::base::util::MAX_ARG_STRLEN;
+use crate::base::procs::MAX_ARG_STRLEN;
 use crate::node::runtime::exec::{ExecProcess, ExecStart};
 use crate::node::runtime::{ContainerConfig, ExecResult, RuntimeError};
 use std::os::fd::AsRawFd;
@@ -109,7 +109,7 @@ pub fn exec_start(cfg: &ContainerConfig, procs: &[PathBuf], cmd: &[String]) -> R
     // `security::apply`, which are async-signal-safe.
     unsafe {
         command.pre_exec(move || {
-            crate::base::util::cloexec_above_stdio()?;
+            crate::base::fds::cloexec_above_stdio()?;
             super::shim::join_cgroups(&fds)?;
             super::security::apply(&plan, all_caps)
         });

@@ -90,11 +90,11 @@ impl LogFile {
 
     fn reopen(&mut self) -> io::Result<()> {
         if let Some(dir) = self.path.parent() {
-            crate::base::util::create_private_dir_all(dir)?;
+            crate::base::state_files::create_private_dir_all(dir)?;
         }
         // Logs may hold whatever the workload prints, secrets included: owner (and the
         // configured state group) only.
-        let file = crate::base::util::append_private_file(&self.path)?;
+        let file = crate::base::state_files::append_private_file(&self.path)?;
         self.size = file.metadata()?.len();
         self.file = Some(file);
         Ok(())

@@ -42,7 +42,9 @@ use super::{
 };
 use crate::api::security::{ContainerSecurity, SandboxSecurity};
 use crate::base::clock::{Clock, RealClock};
-use crate::base::util::{self, read_json, write_json, Chain};
+use crate::base::errors::Chain;
+use crate::base::state_files::{read_json, write_json};
+use crate::base::{fds, procs, random, state_files};
 use crate::node::cm::cgroupfs::CgroupDriver;
 use parking_lot::Mutex;
 use records::Read;
@@ -108,14 +110,14 @@ impl Drop for KeptLock {
 /// take another quarter for its connections; the rest stays for probes, exec pipes and
 /// the agent's own files). Past it, a lock is looked at by opening it each time.
 fn lock_budget() -> usize {
-    usize::try_from(util::open_files_limit() / 4).unwrap_or(usize::MAX)
+    usize::try_from(procs::open_files_limit() / 4).unwrap_or(usize::MAX)
 }
 
 /// Writes the stop request for a container (its grace period in ms). On a full disk,
 /// where no data block can be had, an empty `stop` is made instead (an inode only): the
 /// shim then stops the workload with its default grace period, rather than not at all.
 fn write_stop(path: &Path, grace: Duration) -> std::io::Result<()> {
-    match util::write_atomic(path, grace.as_millis().to_string().as_bytes()) {
+    match state_files::write_atomic(path, grace.as_millis().to_string().as_bytes()) {
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) => {
             log::warn!(
                 "runtime: {}: {e}; asking for the stop without its grace period ({grace:?})",
@@ -168,7 +170,7 @@ impl ProcessRuntime {
     pub fn new(root: &Path, shim_exe: &Path, log_max_size: u64, log_max_files: u32) -> Result<Self, RuntimeError> {
         for sub in ["sandboxes", "containers"] {
             let p = root.join(sub);
-            util::create_private_dir_all(&p).map_err(state_err(&p))?;
+            state_files::create_private_dir_all(&p).map_err(state_err(&p))?;
             // Half-made records of a crash: nothing was started for them (a shim is only
             // spawned once the record is in place).
             for entry in fs::read_dir(&p).map_err(state_err(&p))?.flatten() {
@@ -316,7 +318,7 @@ impl ProcessRuntime {
     fn spawn_shim(&self, id: &str, lock: &File) -> Result<(), RuntimeError> {
         let dir = self.container_dir(id);
         let log_path = dir.join(files::SHIM_LOG);
-        let log = util::create_private_file(&log_path).map_err(state_err(&log_path))?;
+        let log = state_files::create_private_file(&log_path).map_err(state_err(&log_path))?;
         let lock_fd = lock.as_raw_fd();
         let mut cmd = Command::new(&self.shim_exe);
         cmd.arg("shim")
@@ -326,14 +328,14 @@ impl ProcessRuntime {
             .stderr(log)
             .env_remove("RUST_LOG_STYLE")
             .env(shim::LOCK_FD_ENV, lock_fd.to_string());
-        if let Some(gid) = util::StateAccess::current().gid {
+        if let Some(gid) = state_files::StateAccess::current().gid {
             cmd.env(shim::STATE_GID_ENV, gid.to_string());
         }
         // SAFETY: only close_range and fcntl, which are async-signal-safe, run between fork
         // and exec.
         unsafe {
             cmd.pre_exec(move || {
-                util::cloexec_above_stdio()?;
+                fds::cloexec_above_stdio()?;
                 // The shim inherits the locked fd, and with it the lock.
                 if libc::fcntl(lock_fd, libc::F_SETFD, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
@@ -384,8 +386,8 @@ impl ContainerRuntime for ProcessRuntime {
 
     fn run_pod_sandbox(&self, config: &SandboxConfig) -> Result<String, RuntimeError> {
         self.writable("creating sandboxes")?;
-        let id = util::random_id();
-        util::create_private_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
+        let id = random::random_id();
+        state_files::create_private_dir_all(&config.log_directory).map_err(state_err(&config.log_directory))?;
         let info = SandboxInfo {
             ips: Vec::new(),
             id: id.clone(),
@@ -454,7 +456,7 @@ impl ContainerRuntime for ProcessRuntime {
                 "the process runtime needs `command` (there is no image to take an entrypoint from)".into(),
             ));
         }
-        let id = util::random_id();
+        let id = random::random_id();
         let mut record = ContainerRecord {
             id: id.clone(),
             sandbox_id: sandbox_id.into(),
@@ -467,10 +469,10 @@ impl ContainerRuntime for ProcessRuntime {
         };
         // Refused before anything is made, so an oversized container never leaks a record.
         let size = serde_json::to_vec_pretty(&record).map(|v| v.len() as u64).unwrap_or(u64::MAX);
-        if size > util::MAX_RECORD_SIZE {
+        if size > state_files::MAX_RECORD_SIZE {
             return Err(create_err(format!(
                 "its record (command, args, env and device options) is {size} bytes, over the limit of {} bytes",
-                util::MAX_RECORD_SIZE
+                state_files::MAX_RECORD_SIZE
             )));
         }
         record.cgroup = self.create_cgroup(config)?;
@@ -510,7 +512,7 @@ impl ContainerRuntime for ProcessRuntime {
         // The lock is taken here and inherited by the shim, so there is no moment in which a
         // starting container looks dead, and two shims can never run for one container.
         let lock_path = dir.join(files::LOCK);
-        let lock = util::create_private_file(&lock_path).map_err(state_err(&lock_path))?;
+        let lock = state_files::create_private_file(&lock_path).map_err(state_err(&lock_path))?;
         if !records::try_lock(&lock).map_err(state_err(&lock_path))? {
             return Err(start_err("its shim is already running".into()));
         }
@@ -561,14 +563,14 @@ impl ContainerRuntime for ProcessRuntime {
             return Ok(());
         };
         let signalled =
-            util::signal_verified(shim_pid, shim_ticks, libc::SIGTERM).map_err(|source| RuntimeError::Process {
+            procs::signal_verified(shim_pid, shim_ticks, libc::SIGTERM).map_err(|source| RuntimeError::Process {
                 action: format!("signalling shim {shim_pid} of container {}", info.config.name),
                 source,
             })?;
         if !signalled {
             // The shim is gone; stop the workload directly (if it is still ours).
             if let Some((pid, Some(ticks))) = workload {
-                util::kill_group_verified(pid, ticks, libc::SIGKILL).map_err(|source| RuntimeError::Process {
+                procs::kill_group_verified(pid, ticks, libc::SIGKILL).map_err(|source| RuntimeError::Process {
                     action: format!("killing process group {pid} of container {}", info.config.name),
                     source,
                 })?;
@@ -587,7 +589,7 @@ impl ContainerRuntime for ProcessRuntime {
         let path = dir.join(files::STOP_AT);
         let at = deadline.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
         let text = format!("{} {}", at.as_millis(), grace.as_millis());
-        util::write_atomic(&path, text.as_bytes()).map_err(state_err(&path))?;
+        state_files::write_atomic(&path, text.as_bytes()).map_err(state_err(&path))?;
         // Read after `stop-at` is written: a shim that had not identified itself yet reads
         // the file once its workload runs (see shim::run).
         let Ok(shim) = read_json::<ShimIdentity>(&dir.join(files::SHIM)) else { return Ok(()) };
@@ -598,7 +600,7 @@ impl ContainerRuntime for ProcessRuntime {
             );
             return Ok(());
         }
-        util::signal_verified(shim.shim_pid, shim.shim_start_ticks, libc::SIGUSR1).map_err(|source| {
+        procs::signal_verified(shim.shim_pid, shim.shim_start_ticks, libc::SIGUSR1).map_err(|source| {
             RuntimeError::Process {
                 action: format!("signalling shim {} of container {}", shim.shim_pid, info.config.name),
                 source,
@@ -757,7 +759,7 @@ impl ProcessRuntime {
     fn make_record_dir<T: serde::Serialize>(&self, dir: &Path, file: &str, value: &T) -> Result<(), RuntimeError> {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let tmp = dir.with_file_name(format!("{TMP_PREFIX}{name}"));
-        util::create_private_dir_all(&tmp).map_err(state_err(&tmp))?;
+        state_files::create_private_dir_all(&tmp).map_err(state_err(&tmp))?;
         let path = tmp.join(file);
         let made = write_json(&path, value).map_err(state_err(&path)).and_then(|()| {
             fs::rename(&tmp, dir).map_err(state_err(dir))?;

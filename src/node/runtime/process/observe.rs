@@ -5,7 +5,8 @@
 
 use super::records::{self, files, FileId, Fingerprint, LockState, Look, Read, Seen, Verdict};
 use super::{shim, ContainerRecord, ExitRecord, Observed, ProcessRuntime, ShimState, UNIDENTIFIED_GRACE};
-use crate::base::util::{self, write_json};
+use crate::base::state_files::write_json;
+use crate::base::{procs, state_files};
 use crate::node::runtime::{ContainerInfo, ContainerState, Quarantined, RuntimeError};
 use std::fs;
 use std::io;
@@ -32,7 +33,7 @@ impl ProcessRuntime {
         let qdir = self.quarantine_dir();
         let stamp = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
         let target = qdir.join(format!("{kind}-{name}-{stamp}"));
-        let moved = util::create_private_dir_all(&qdir).and_then(|()| fs::rename(dir, &target));
+        let moved = state_files::create_private_dir_all(&qdir).and_then(|()| fs::rename(dir, &target));
         match moved {
             Ok(()) => {
                 log::warn!(
@@ -72,7 +73,7 @@ impl ProcessRuntime {
             LockState::Held => true,
             LockState::Free => false,
             // Started by an older shim (no lock): its recorded, verified pid decides.
-            LockState::Absent => state.ok().is_some_and(|s| util::process_alive(s.shim_pid, Some(s.shim_start_ticks))),
+            LockState::Absent => state.ok().is_some_and(|s| procs::process_alive(s.shim_pid, Some(s.shim_start_ticks))),
         };
         let exit = read(dir, files::EXIT, &mut print);
         let exit_backup = match &exit {
@@ -140,7 +141,7 @@ impl ProcessRuntime {
                     // Its shim is gone, but a workload it left may still run: once the
                     // record is moved aside nothing would ever find it again.
                     if let Some(ShimState { pid, start_ticks: Some(ticks), .. }) = look.state.ok() {
-                        if let Ok(true) = util::kill_group_verified(*pid, *ticks, libc::SIGKILL) {
+                        if let Ok(true) = procs::kill_group_verified(*pid, *ticks, libc::SIGKILL) {
                             log::warn!("runtime: container {id}: killed process group {pid} its lost shim left");
                         }
                     }
@@ -221,7 +222,7 @@ impl ProcessRuntime {
         }
         let mut killed = Vec::new();
         if let Some(s) = look.state.ok() {
-            match s.start_ticks.map(|t| util::kill_group_verified(s.pid, t, libc::SIGKILL)) {
+            match s.start_ticks.map(|t| procs::kill_group_verified(s.pid, t, libc::SIGKILL)) {
                 Some(Ok(true)) => killed.push(format!("process group {}", s.pid)),
                 Some(Ok(false)) => {}
                 Some(Err(e)) => {
@@ -271,10 +272,11 @@ impl ProcessRuntime {
                 s.shim_pid
             ),
         );
-        let _ = util::write_atomic(&dir.join(files::STOP), UNIDENTIFIED_GRACE.as_millis().to_string().as_bytes());
-        if !matches!(util::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGTERM), Ok(true)) {
+        let _ =
+            state_files::write_atomic(&dir.join(files::STOP), UNIDENTIFIED_GRACE.as_millis().to_string().as_bytes());
+        if !matches!(procs::signal_verified(s.shim_pid, s.shim_start_ticks, libc::SIGTERM), Ok(true)) {
             if let Some(t) = s.start_ticks {
-                let _ = util::kill_group_verified(s.pid, t, libc::SIGKILL);
+                let _ = procs::kill_group_verified(s.pid, t, libc::SIGKILL);
             }
         }
     }
@@ -374,7 +376,8 @@ mod tests {
     //! back first, so any later change is told by it, whatever the clock's granularity.
     use super::super::{files, records, ExitRecord, ProcessRuntime, ShimState};
     use crate::base::clock::FakeClock;
-    use crate::base::util::{self, write_json};
+    use crate::base::state_files::write_json;
+    use crate::base::{procs, state_files};
     use crate::node::runtime::{ContainerConfig, ContainerRuntime, ContainerState, SandboxConfig};
     use std::fs::File;
     use std::os::unix::ffi::OsStrExt;
@@ -408,7 +411,7 @@ mod tests {
         };
         let id = rt.create_container(&sandbox, &config).unwrap();
         let dir = rt.container_dir(&id);
-        let lock = util::create_private_file(&dir.join(files::LOCK)).unwrap();
+        let lock = state_files::create_private_file(&dir.join(files::LOCK)).unwrap();
         assert!(records::try_lock(&lock).unwrap());
         write_state(&dir, 4242);
         let f = Fixture { _tmp: tmp, rt, id, dir };
@@ -459,7 +462,7 @@ mod tests {
         // The lock is free (never tried), the shim's recorded pid is alive: running.
         drop(lock);
         let me = std::process::id() as i32;
-        let ticks = util::process_start_ticks(me).unwrap();
+        let ticks = procs::process_start_ticks(me).unwrap();
         let state = ShimState {
             shim_pid: me,
             shim_start_ticks: ticks,

@@ -229,7 +229,7 @@ impl<T: serde::de::DeserializeOwned> Read<T> {
             Err(e) => return (Read::Unreadable(with_path(path, &e)), Seen::Unknown),
         };
         let seen = file.metadata().map_or(Seen::Unknown, |m| Seen::Present(FileId::of(&m)));
-        let read = match crate::base::util::read_json_from(file, path) {
+        let read = match crate::base::state_files::read_json_from(file, path) {
             Ok(v) => Read::Ok(v),
             Err(e) => Read::Unreadable(with_path(path, &e)),
         };

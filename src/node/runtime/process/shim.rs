@@ -10,7 +10,8 @@
 use super::logfile::{say, LogFile, Stream};
 use super::security;
 use super::{files, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
-use crate::base::util::{self, read_json, write_json};
+use crate::base::state_files::{read_json, write_json};
+use crate::base::{errors, fds, procs, state_files};
 use crate::node::runtime::ContainerConfig;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
@@ -35,7 +36,7 @@ pub fn process_env(cfg: &ContainerConfig) -> Vec<(String, String)> {
         env.insert(0, ("PATH".into(), DEFAULT_PATH.into()));
     }
     if !env.iter().any(|(k, _)| k == "HOSTNAME") {
-        env.insert(0, ("HOSTNAME".into(), crate::base::util::hostname()));
+        env.insert(0, ("HOSTNAME".into(), crate::base::net::hostname()));
     }
     env
 }
@@ -95,7 +96,7 @@ pub fn main(dir: &Path) -> i32 {
     // SAFETY: setsid has no preconditions; failure only means we already lead a session.
     unsafe { libc::setsid() };
     if let Some(gid) = std::env::var(STATE_GID_ENV).ok().and_then(|g| g.parse().ok()) {
-        util::StateAccess { gid: Some(gid) }.install();
+        state_files::StateAccess { gid: Some(gid) }.install();
     }
     // The lock on `shim.lock` is held for as long as this shim lives: it is how the agent
     // tells a live shim from a dead one without trusting a pid.
@@ -132,7 +133,7 @@ fn hold_lock(dir: &Path) -> io::Result<File> {
         }
         return Ok(f);
     }
-    let f = util::create_private_file(&dir.join(files::LOCK))?;
+    let f = state_files::create_private_file(&dir.join(files::LOCK))?;
     if !super::records::try_lock(&f)? {
         return Err(io::Error::other("another shim is running for this container"));
     }
@@ -159,7 +160,7 @@ fn run(dir: &Path) -> io::Result<()> {
     let record: ContainerRecord = read_json(&dir.join(files::CONFIG))?;
     let cfg = &record.config;
     let me = std::process::id() as i32;
-    let identity = ShimIdentity::new(me, util::process_start_ticks(me).unwrap_or(0), &record);
+    let identity = ShimIdentity::new(me, procs::process_start_ticks(me).unwrap_or(0), &record);
     write_json(&dir.join(files::SHIM), &identity)?;
     if dir.join(files::STOP).exists() {
         // Stopped before it ran: record that instead of starting the workload.
@@ -201,12 +202,12 @@ fn run(dir: &Path) -> io::Result<()> {
         shim_pid: me,
         shim_start_ticks: identity.shim_start_ticks,
         pid,
-        start_ticks: util::process_start_ticks(pid),
+        start_ticks: procs::process_start_ticks(pid),
         started_at: SystemTime::now(),
     };
     if let Err(e) = write_json(&dir.join(files::STATE), &state) {
         // Unrecorded, it could not be stopped: it goes, and that is recorded.
-        let _ = util::kill_group(pid, libc::SIGKILL);
+        let _ = procs::kill_group(pid, libc::SIGKILL);
         let _ = child.wait();
         remove_cgroup(&cgroup);
         let exit = ExitRecord {
@@ -224,10 +225,9 @@ fn run(dir: &Path) -> io::Result<()> {
     // The same for a stop set for later (`stop-at`, before a preStop hook).
     let mut stop_at = read_stop_at(&dir.join(files::STOP_AT));
 
-    let mut outputs: [Option<File>; 2] =
-        [child.stdout.take().map(util::fd_file), child.stderr.take().map(util::fd_file)];
+    let mut outputs: [Option<File>; 2] = [child.stdout.take().map(fds::fd_file), child.stderr.take().map(fds::fd_file)];
     for f in outputs.iter().flatten() {
-        util::set_nonblocking(f)?;
+        fds::set_nonblocking(f)?;
     }
     let mut kill_at: Option<Instant> = None;
     let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
@@ -256,7 +256,7 @@ fn run(dir: &Path) -> io::Result<()> {
         }
         let mut fds = vec![sigchld.as_raw_fd(), sigterm.as_raw_fd(), sigusr1.as_raw_fd()];
         fds.extend(outputs.iter().flatten().map(|f| f.as_raw_fd()));
-        let ready = util::poll_readable(&fds, timeout)?;
+        let ready = fds::poll_readable(&fds, timeout)?;
 
         if ready[2] != 0 {
             drain(&mut sigusr1);
@@ -282,7 +282,7 @@ fn run(dir: &Path) -> io::Result<()> {
         }
         if let (Some(at), None) = (kill_at, exited) {
             if Instant::now() >= at {
-                let _ = util::kill_group(pid, libc::SIGKILL);
+                let _ = procs::kill_group(pid, libc::SIGKILL);
                 kill_at = None;
             }
         }
@@ -292,7 +292,7 @@ fn run(dir: &Path) -> io::Result<()> {
                 if let Some(status) = child.try_wait()? {
                     // Like a PID namespace going away: whatever the workload left in its
                     // process group dies with it.
-                    let _ = util::kill_group(pid, libc::SIGKILL);
+                    let _ = procs::kill_group(pid, libc::SIGKILL);
                     exited = Some((status, Instant::now()));
                 }
             }
@@ -353,7 +353,7 @@ fn begin_stop(pid: i32, grace: Duration, kill_at: &mut Option<Instant>) {
     let at = Instant::now() + grace;
     if kill_at.map_or(true, |k| at < k) {
         let sig = if grace.is_zero() { libc::SIGKILL } else { libc::SIGTERM };
-        let _ = util::kill_group(pid, sig);
+        let _ = procs::kill_group(pid, sig);
         *kill_at = Some(at);
     }
 }
@@ -441,7 +441,7 @@ fn write_exit(dir: &Path, exit: &ExitRecord) -> io::Result<()> {
 pub fn remove_cgroup(cg: &super::ContainerCgroup) {
     for d in &cg.dirs {
         if let Err(e) = crate::node::cm::cgroupfs::kill_and_remove(d) {
-            log::warn!("runtime: {}", util::Chain(&e));
+            log::warn!("runtime: {}", errors::Chain(&e));
         }
     }
 }
@@ -464,7 +464,7 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf], host_pid: bool) -> i
         if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
             return Err(io::Error::other(format!("a PID namespace: {}", io::Error::last_os_error())));
         }
-        Some(util::pipe()?)
+        Some(fds::pipe()?)
     } else {
         None
     };
@@ -484,7 +484,7 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf], host_pid: bool) -> i
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
-            util::cloexec_above_stdio()?;
+            fds::cloexec_above_stdio()?;
             // The cgroups first: joining them needs the shim's own identity.
             join_cgroups(&fds)?;
             security::apply(&plan, all_caps)?;
@@ -545,7 +545,7 @@ fn reap_as_init(workload: libc::pid_t, status_fd: RawFd) -> ! {
 
 /// The workload's wait status as its PID 1 wrote it, if it did.
 fn read_init_status(pipe: &mut File) -> Option<std::process::ExitStatus> {
-    util::set_nonblocking(pipe).ok()?;
+    fds::set_nonblocking(pipe).ok()?;
     let mut word = [0u8; 4];
     pipe.read_exact(&mut word).ok()?;
     Some(std::process::ExitStatus::from_raw(libc::c_int::from_ne_bytes(word)))

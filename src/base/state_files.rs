@@ -1,10 +1,8 @@
-//! Small OS helpers shared by several modules: atomic files, process identity, ids, polling.
+//! Files the agent writes and reads back: atomic writes, private (or group-shared) modes, bounded JSON records.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::path::Path;
-use std::time::Duration;
 
 /// Largest record `read_json` accepts (and the process runtime writes). A container record
 /// holds the pod's command, args and env (a pod passes validation up to about 1.5 MiB, as
@@ -13,10 +11,6 @@ use std::time::Duration;
 /// indentation add to that. 16 MiB admits every record such inputs make, and still bounds
 /// what one corrupt or hostile file can make the agent allocate.
 pub const MAX_RECORD_SIZE: u64 = 16 << 20;
-
-/// Linux's `MAX_ARG_STRLEN` (32 pages): the longest argument or `NAME=value` environment
-/// string `execve` accepts, terminating NUL included. Validation and the runtime both check it.
-pub const MAX_ARG_STRLEN: usize = 32 * 4096;
 
 /// Who may read the state directory: the owner only (`0700` directories, `0600` files), or
 /// also one group (`0750`, `0640`) when `state_group` is configured.
@@ -266,285 +260,6 @@ pub fn read_json_from<T: serde::de::DeserializeOwned>(file: File, path: &Path) -
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))
 }
 
-/// Displays an error followed by each of its sources, `outer: cause: root cause`, as
-/// anyhow's `{:#}` does. Every log line and message that shows an error uses it, so no
-/// cause is ever dropped (`cannot create cgroup …: Invalid argument (os error 22)`).
-pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'a));
-
-impl std::fmt::Display for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(s) = source {
-            write!(f, ": {s}")?;
-            source = s.source();
-        }
-        Ok(())
-    }
-}
-
-/// A random 32-hex-digit id (like a container id) from the kernel's random source.
-pub fn random_id() -> String {
-    let mut b = [0u8; 16];
-    // SAFETY: getrandom writes at most b.len() bytes into a valid buffer.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != b.len() as isize {
-        // Extremely unlikely (the call blocks only before the pool is initialised); fall
-        // back to time and pid, which are unique enough for ids on one machine.
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        b[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
-        b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// A random number in [0, 1).
-pub fn random_f64() -> f64 {
-    let id = random_id();
-    let n = u64::from_str_radix(&id[..13], 16).unwrap_or(0);
-    n as f64 / (1u64 << 52) as f64
-}
-
-/// The start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat),
-/// which together with the pid identifies a process across pid reuse.
-pub fn process_start_ticks(pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses; fields resume after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ').nth(19)?.parse().ok()
-}
-
-/// True when a process `pid` exists (signal 0).
-pub fn pid_exists(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
-}
-
-/// True when the process `pid` exists and, if `start_ticks` is given, is the same process.
-pub fn process_alive(pid: i32, start_ticks: Option<u64>) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence and permission.
-    let exists = unsafe { libc::kill(pid, 0) } == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    if !exists {
-        return false;
-    }
-    match start_ticks {
-        Some(t) => process_start_ticks(pid) == Some(t) && !is_zombie(pid),
-        None => !is_zombie(pid),
-    }
-}
-
-fn is_zombie(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
-        .unwrap_or(false)
-}
-
-/// Sends `sig` to the process group `pgid`; a group that no longer exists is not an error.
-/// Only for a group whose leader is the caller's own unreaped child (so its pid cannot have
-/// been reused); any other group goes through `kill_group_verified`.
-pub fn kill_group(pgid: i32, sig: i32) -> io::Result<()> {
-    if pgid <= 1 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process group {pgid}")));
-    }
-    // SAFETY: kill has no memory-safety preconditions; a negative pid names a group.
-    if unsafe { libc::kill(-pgid, sig) } == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::ESRCH) {
-        Ok(())
-    } else {
-        Err(e)
-    }
-}
-
-/// Sends `sig` to process `pid` only if it is still the process that started at
-/// `start_ticks` (field 22 of /proc/PID/stat). The process is pinned with a pidfd before
-/// its start time is checked, so a pid reused after the check cannot be hit either.
-/// Returns false (and signals nothing) when that process is gone.
-pub fn signal_verified(pid: i32, start_ticks: u64, sig: i32) -> io::Result<bool> {
-    if pid <= 1 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process {pid}")));
-    }
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::ESRCH) { Ok(false) } else { Err(e) };
-    }
-    // SAFETY: the syscall returned a new fd that nothing else owns.
-    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) };
-    if process_start_ticks(pid) != Some(start_ticks) || is_zombie(pid) {
-        return Ok(false);
-    }
-    // SAFETY: pidfd_send_signal on a pidfd we own, with no siginfo.
-    let r = unsafe {
-        libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), sig, std::ptr::null::<libc::siginfo_t>(), 0)
-    };
-    if r == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::ESRCH) {
-        Ok(false)
-    } else {
-        Err(e)
-    }
-}
-
-/// Sends `sig` to the process group led by `pgid` only if its leader is still the process
-/// that started at `start_ticks` (a group outlives nothing of ours once its leader's pid is
-/// free to be reused). Returns false (and signals nothing) when the leader is gone.
-pub fn kill_group_verified(pgid: i32, start_ticks: u64, sig: i32) -> io::Result<bool> {
-    if pgid <= 1 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("refusing to signal process group {pgid}")));
-    }
-    if !process_alive(pgid, Some(start_ticks)) {
-        return Ok(false);
-    }
-    kill_group(pgid, sig).map(|()| true)
-}
-
-/// Waits until one of `fds` is readable or `timeout` passes (`None` waits without limit).
-/// Returns the readiness (POLLIN/POLLHUP bits) of each fd, all zero on timeout.
-pub fn poll_readable(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Vec<i16>> {
-    let mut pfds: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    let ms = timeout.map(|t| t.as_millis().min(i32::MAX as u128) as i32).unwrap_or(-1);
-    // SAFETY: pfds is a valid array of pollfd of the given length.
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(vec![0; fds.len()]);
-        }
-        return Err(e);
-    }
-    Ok(pfds.iter().map(|p| p.revents).collect())
-}
-
-/// Turns a pipe end (e.g. `ChildStdout`) into a `File` for plain reads.
-pub fn fd_file(fd: impl Into<std::os::fd::OwnedFd>) -> File {
-    File::from(fd.into())
-}
-
-/// Returns the allocator's free pages to the kernel (glibc keeps them in its arenas; musl's
-/// allocator gives them back by itself): after the memory of a large input that was read
-/// and dropped.
-pub fn release_freed_memory() {
-    // SAFETY: malloc_trim only returns free pages of the allocator's arenas to the kernel.
-    #[cfg(target_env = "gnu")]
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// A new close-on-exec pipe: (read end, write end).
-pub fn pipe() -> io::Result<(File, File)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two fds into the array we pass.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
-}
-
-/// Marks every fd from 3 up close-on-exec, so a child started next inherits only its stdio
-/// (and what is cleared again afterwards), never an fd the agent itself inherited without
-/// `O_CLOEXEC` (a supervisor's pipe or socket). Meant for `pre_exec`: one syscall, which is
-/// async-signal-safe. On kernels before 5.11 (no `close_range`) it does nothing.
-pub fn cloexec_above_stdio() -> io::Result<()> {
-    // SAFETY: close_range takes plain integers; with CLOSE_RANGE_CLOEXEC it closes nothing.
-    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
-        _ => Err(e),
-    }
-}
-
-/// Puts `fd` into non-blocking mode.
-pub fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
-    let fd = fd.as_raw_fd();
-    // SAFETY: fcntl on an fd we own; F_GETFL/F_SETFL have no memory preconditions.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// The first non-loopback IPv4 address of an interface that is up.
-pub fn primary_ipv4() -> Option<String> {
-    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list that we walk read-only and free with freeifaddrs.
-    unsafe {
-        if libc::getifaddrs(&mut addrs) != 0 {
-            return None;
-        }
-        let mut found = None;
-        let mut cur = addrs;
-        while !cur.is_null() {
-            let ifa = &*cur;
-            let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
-            let loopback = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
-            if up && !loopback && !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
-                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                found = Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).to_string());
-                break;
-            }
-            cur = ifa.ifa_next;
-        }
-        libc::freeifaddrs(addrs);
-        found
-    }
-}
-
-/// The process's soft limit of open files (1024, the usual default, when it cannot be read).
-pub fn open_files_limit() -> u64 {
-    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } == 0 {
-        rl.rlim_cur
-    } else {
-        1024
-    }
-}
-
-/// The host name from the kernel.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
-}
-
-/// Sets `SO_LINGER` on `sock` to `seconds`: 0 makes a close discard unsent data and send a
-/// reset; kubelet's probe dialer uses 1.
-pub fn set_linger(sock: &impl std::os::fd::AsRawFd, seconds: i32) {
-    let linger = libc::linger { l_onoff: 1, l_linger: seconds };
-    // SAFETY: setsockopt on a socket the caller owns, with a pointer to a linger struct of
-    // that size.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -616,17 +331,6 @@ mod tests {
     }
 
     #[test]
-    fn chain_prints_every_source() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("cannot create cgroup /x")]
-        struct Outer(#[source] io::Error);
-        let e = Outer(io::Error::from_raw_os_error(libc::EMFILE));
-        let text = Chain(&e).to_string();
-        assert!(text.starts_with("cannot create cgroup /x: "), "{text}");
-        assert!(text.contains("Too many open files"), "{text}");
-    }
-
-    #[test]
     fn oversized_records_are_refused_with_the_limit_not_a_parse_error() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("big.json");
@@ -656,16 +360,5 @@ mod tests {
         assert_eq!(mode(&root.join("plugins/keep")), 0o644);
         assert_eq!(mode(&root.join("sock")), sock_mode);
         assert_eq!(fix_state_modes(&root, &[&root.join("plugins")]).unwrap(), 0, "nothing left to fix");
-    }
-
-    #[test]
-    fn own_process_is_alive_and_identified() {
-        let me = std::process::id() as i32;
-        let ticks = process_start_ticks(me);
-        assert!(ticks.is_some());
-        assert!(process_alive(me, ticks));
-        assert!(!process_alive(me, ticks.map(|t| t + 1)));
-        assert_eq!(random_id().len(), 32);
-        assert_ne!(random_id(), random_id());
     }
 }
