@@ -1,6 +1,14 @@
 //! `ferrolet get pods`: reads the local API and prints what `kubectl get pods` would.
 
+pub mod drain;
+pub mod flags;
+pub mod get;
+pub mod logging;
+pub mod logs_exec;
+pub mod plan;
 pub mod podcmd;
+pub mod run;
+pub mod validate;
 use crate::api::{ContainerState, Event, EventList, Pod, PodList, PodPhase};
 use crate::base::timefmt::human_age;
 use std::time::{Duration, SystemTime};
