@@ -65,7 +65,7 @@ impl Actor {
         self.recorder.event(&Reference::node(&self.cfg.node_name), WARNING, reason, message);
     }
 
-    /// The pod's own directory (`poddir::PodDir`).
+    /// The pod's own directory (`pods::dir::PodDir`).
     pub(super) fn pod_dir(&self, pod: &Pod) -> PodDir {
         PodDir::new(&self.cfg.pods_root, &pod.metadata.uid)
     }

@@ -129,7 +129,7 @@ pub struct PodManagerConfig {
     /// Root of the per-pod log directories.
     pub log_root: PathBuf,
     /// Root of the pods' own directories (`<state_dir>/pods`: volumes, termination message
-    /// files, hosts files; `poddir::PodDir`).
+    /// files, hosts files; `dir::PodDir`).
     pub pods_root: PathBuf,
     /// Exited instances kept per container.
     pub max_dead_per_container: u32,

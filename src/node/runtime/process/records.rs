@@ -214,7 +214,7 @@ pub enum Read<T> {
 }
 
 impl<T: serde::de::DeserializeOwned> Read<T> {
-    /// Reads `path` with `util::read_json` (bounded by `MAX_RECORD_SIZE`).
+    /// Reads `path` with `state_files::read_json` (bounded by `MAX_RECORD_SIZE`).
     pub fn file(path: &Path) -> Read<T> {
         Self::file_seen(path).0
     }
