@@ -229,7 +229,7 @@ pub fn exec(url: &str, cap: usize, deadline: Instant, interrupt: &AtomicBool) ->
         match wire.fill().map_err(io_err)? {
             Fill::Read => {}
             Fill::Eof => return Err(proto("the connection closed during the upgrade".into())),
-            Fill::Stop(why) => return wire.stop(why, [Vec::new(), Vec::new()]),
+            Fill::Stop(why) => return wire.stop(why, Default::default()),
         }
     };
     let head = String::from_utf8_lossy(&wire.buf[..head_end]).into_owned();
@@ -244,7 +244,7 @@ pub fn exec(url: &str, cap: usize, deadline: Instant, interrupt: &AtomicBool) ->
             match wire.fill().map_err(io_err)? {
                 Fill::Read => continue,
                 Fill::Eof => break,
-                Fill::Stop(why) => return wire.stop(why, [std::mem::take(&mut out[0]), std::mem::take(&mut out[1])]),
+                Fill::Stop(why) => return wire.stop(why, out),
             }
         };
         if h.mask.is_some() {
@@ -268,9 +268,7 @@ pub fn exec(url: &str, cap: usize, deadline: Instant, interrupt: &AtomicBool) ->
                 match wire.fill().map_err(io_err)? {
                     Fill::Read => {}
                     Fill::Eof => return Err(proto("the connection closed inside a frame".into())),
-                    Fill::Stop(why) => {
-                        return wire.stop(why, [std::mem::take(&mut out[0]), std::mem::take(&mut out[1])])
-                    }
+                    Fill::Stop(why) => return wire.stop(why, out),
                 }
                 continue;
             }
@@ -362,8 +360,9 @@ impl Wire<'_> {
         }
     }
 
-    /// Ends early: closes the stream (a close frame, then the socket) and says why.
-    fn stop(mut self, why: Why, [stdout, stderr]: [Vec<u8>; 2]) -> Result<Streamed, StreamError> {
+    /// Ends early: closes the stream (a close frame, then the socket) and says why, with
+    /// the output so far (stdout, stderr, status).
+    fn stop(mut self, why: Why, [stdout, stderr, _]: [Vec<u8>; 3]) -> Result<Streamed, StreamError> {
         let _ = self.sock.write_all(&control_frame(8, &1000u16.to_be_bytes(), random()));
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         Ok(match why {
