@@ -117,10 +117,16 @@ fn a_pod_with_an_init_container_a_sidecar_and_two_apps_runs_in_its_cgroups_with_
     assert_eq!(read("cpu", &format!("{a}/cpu.cfs_quota_us")), "20000");
     assert_eq!(read("cpu", &format!("{a}/cpu.shares")), "102");
     for (name, argv) in [("a", "sleep\x003601\x00"), ("b", "sleep\x003602\x00"), ("sidecar", "sleep\x003600\x00")] {
-        let procs = read("memory", &format!("{pod_cgroup}/{}/cgroup.procs", cid(&p, name)));
-        let pid = procs.lines().next().unwrap_or_else(|| panic!("container {name} has no process"));
-        let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
-        assert_eq!(cmdline, argv, "the process of container {name}");
+        // runc's `init` is in the cgroup until it has exec'd the workload.
+        let cmdlines = || -> Vec<String> {
+            let procs = read("memory", &format!("{pod_cgroup}/{}/cgroup.procs", cid(&p, name)));
+            procs.lines().filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok()).collect()
+        };
+        let seen = common::wait_for(&format!("the process of container {name}"), Duration::from_secs(10), || {
+            let now = cmdlines();
+            (!now.is_empty() && now.iter().all(|c| !c.starts_with("runc\0"))).then_some(now)
+        });
+        assert_eq!(seen, [argv], "the process of container {name}");
     }
     // Burstable: 1000 − 1000·request/capacity, kubelet's oom_score_adj.
     let procs = read("memory", &format!("{a}/cgroup.procs"));
