@@ -27,6 +27,7 @@ mod exec;
 pub mod logfile;
 mod observe;
 pub mod records;
+pub mod root;
 pub mod security;
 pub mod shim;
 
