@@ -16,6 +16,9 @@
 //! <root>/containers/<id>/stop-at         `<unix ms> <grace ms>`: a stop the shim makes by itself at
 //!                                        that time (written before a preStop hook, then SIGUSR1)
 //! <root>/containers/<id>/shim.log        the shim's own errors
+//! <root>/containers/<id>/root/           the container's own root (`root`): its writable
+//!                                        layer `upper`, overlayfs's `work`, and the mount
+//!                                        points `skeleton` and `merged`
 //! <root>/quarantine/                     damaged records, moved aside once (cleared by drain)
 //! ```
 //!
@@ -156,6 +159,10 @@ pub struct ProcessRuntime {
     quarantined: Mutex<Vec<Quarantined>>,
     /// Opened by `open_read_only`: records are read, never written, moved or acted on.
     read_only: bool,
+    /// The node's directories hidden in every container's root (`root::RootInputs::hidden`).
+    hidden: Vec<PathBuf>,
+    /// What the node offers a container's root, looked at once.
+    root_support: std::sync::OnceLock<root::Support>,
 }
 
 fn state_err(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError + '_ {
@@ -220,6 +227,32 @@ impl ProcessRuntime {
             reported: Mutex::new(HashSet::new()),
             quarantined: Mutex::new(Vec::new()),
             read_only,
+            hidden: vec![root.into()],
+            root_support: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Hides `dirs` of the node (the state and log directories) in every container's root;
+    /// the runtime's own directory is always hidden.
+    pub fn with_hidden(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.hidden.extend(dirs);
+        self
+    }
+
+    /// What the node offers a container's root; without overlayfs, said once.
+    fn root_support(&self) -> root::Support {
+        *self.root_support.get_or_init(|| {
+            let s = root::build::support();
+            match s {
+                root::Support::ReadOnlyBind => log::warn!(
+                    "runtime: this kernel has no overlayfs (/proc/filesystems; try `modprobe overlay`): each container's root is the node's `/`, read-only, and a volume's mountPath must exist on the node"
+                ),
+                root::Support::None => log::info!(
+                    "runtime: not running as root: containers share the node's filesystem, and volumes are refused"
+                ),
+                root::Support::Overlay => {}
+            }
+            s
         })
     }
 
@@ -467,6 +500,7 @@ impl ContainerRuntime for ProcessRuntime {
             log_max_files: self.log_max_files,
             cgroup: None,
             host_pid: sandbox.security.host_pid,
+            hidden: self.hidden.clone(),
         };
         // Refused before anything is made, so an oversized container never leaks a record.
         let size = serde_json::to_vec_pretty(&record).map(|v| v.len() as u64).unwrap_or(u64::MAX);
@@ -702,7 +736,13 @@ impl ContainerRuntime for ProcessRuntime {
             });
         }
         let procs = record.cgroup.as_ref().map(|c| c.procs.clone()).unwrap_or_default();
-        exec::exec_start(&info.config, &procs, cmd)
+        let state_path = self.container_dir(id).join(files::STATE);
+        let state = read_json::<ShimState>(&state_path).map_err(state_err(&state_path))?;
+        let ns = exec::Namespaces::of(state.pid, state.start_ticks).map_err(|source| RuntimeError::Process {
+            action: format!("opening the namespaces of container {}", info.config.name),
+            source,
+        })?;
+        exec::exec_start(&info.config, &procs, &ns, cmd)
     }
 
     /// Containers are host processes: the runtime holds no images.
@@ -725,9 +765,7 @@ impl ContainerRuntime for ProcessRuntime {
     }
 
     fn mount_refusal(&self, config: &ContainerConfig) -> Option<String> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let root = unsafe { libc::geteuid() } == 0;
-        security::mount_refusal(config, root, security::path_kind)
+        root::refusal(config, self.root_support(), |p| p.exists())
     }
 
     /// The pod manager never pulls for this runtime (a container's image is ignored).

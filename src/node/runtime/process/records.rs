@@ -43,6 +43,9 @@ pub mod files {
     pub const LOCK: &str = "shim.lock";
     /// The shim's own errors.
     pub const SHIM_LOG: &str = "shim.log";
+    /// The container's own root (`root::plan`): its writable layer (`upper`), the overlay's
+    /// `work` directory, and the mount points of `skeleton` and `merged`.
+    pub const ROOT: &str = "root";
 }
 
 /// What the agent writes when it creates a container.
@@ -67,6 +70,9 @@ pub struct ContainerRecord {
     /// and as root, it gets one of its own).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host_pid: bool,
+    /// The node's directories hidden in the container's root (ferrolet's own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<PathBuf>,
 }
 
 /// The container cgroup the runtime created (in each hierarchy on cgroup v1).
@@ -142,6 +148,7 @@ impl ShimIdentity {
             log_max_files: 0,
             cgroup: self.cgroup.clone(),
             host_pid: false,
+            hidden: Vec::new(),
         }
     }
 }
@@ -548,6 +555,7 @@ mod tests {
             log_max_files: 1,
             cgroup: None,
             host_pid: false,
+            hidden: Vec::new(),
         }
     }
 

@@ -1,13 +1,9 @@
 //! The security context on the process runtime. A container here is a host process, so
 //! what the shim can do before exec is honoured — supplementary groups, gid and uid (in that
 //! order), capabilities (the bounding set, with inheritable and ambient cleared), and
-//! `no_new_privs`, and `readOnlyRootFilesystem` as a mount namespace of the workload's own
-//! with `/` read-only (root only) — and what would need a container's own namespaces or a
-//! loaded profile is refused openly (`refusal`), never silently ignored.
-//!
-//! Volumes: in the same private mount namespace (root only), each volume is bind-mounted
-//! at its `mountPath`, which must exist on the node (the container shares the node's
-//! filesystem, and ferrolet makes nothing in it); `mount_refusal` says why not otherwise.
+//! `no_new_privs` — and what would need a container's own namespaces or a loaded profile is
+//! refused openly (`refusal`), never silently ignored. The container's root, its volumes and
+//! `readOnlyRootFilesystem` are `root`'s.
 //!
 //! Capabilities: as root, the process runtime's default set is containerd's
 //! (`DEFAULT_CAPABILITIES`: no `SYS_ADMIN`, so a root workload cannot remount its read-only
@@ -18,7 +14,7 @@
 //! cannot narrow the bounding set, and leaves it unless the pod asks.
 //!
 //! Processes: as root, unless the pod has `hostPID`, each container has a PID namespace of
-//! its own with its own `/proc` (in its own mount namespace), so no process of the node is
+//! its own with its own `/proc` (in its own root), so no process of the node is
 //! visible or reachable through `/proc/<pid>/root`. Its PID 1 is a copy of the shim that
 //! only reaps (`reap_as_init`): the workload runs as PID 2, so it gets SIGTERM as any
 //! process does (a PID 1 without a handler ignores it, which made many a kubelet pod wait
@@ -26,11 +22,8 @@
 //! goes with it. A shared PID namespace for the pod (`shareProcessNamespace`) is refused.
 
 use crate::api::security::{capability_number, ContainerSecurity, Profile, SandboxSecurity, ALL_CAPABILITIES};
-use crate::node::runtime::{ContainerConfig, Mount, Propagation};
-use std::ffi::CString;
+use crate::node::runtime::ContainerConfig;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 
 /// What the shim does to the workload's process between fork and exec. Made before the fork
 /// (no allocation may happen after it).
@@ -42,110 +35,9 @@ pub struct Plan {
     pub capabilities: Option<u64>,
     /// Set `no_new_privs`.
     pub no_new_privs: bool,
-    /// `readOnlyRootFilesystem`: a mount namespace of its own in which `/` is read-only.
-    pub readonly_root: bool,
-    /// A PID namespace of its own, with its own `/proc` (in a mount namespace of its own)
-    /// and a reaping PID 1 (`reap_as_init`). The shim makes the namespace before the fork.
+    /// A PID namespace of its own, with its own `/proc` (mounted in its root) and a
+    /// reaping PID 1 (`reap_as_init`). The shim makes the namespace before the fork.
     pub pid_namespace: bool,
-    /// Volumes bind-mounted in a mount namespace of its own, in order.
-    pub mounts: Vec<BindMount>,
-    /// The working directory, entered again after the mounts (one may be below it).
-    pub workdir: Option<CString>,
-}
-
-/// One volume as the shim mounts it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BindMount {
-    /// The node's path.
-    pub source: CString,
-    /// Where it appears (the node's path of the same name, in the private namespace).
-    pub target: CString,
-    /// Remounted read-only.
-    pub read_only: bool,
-    /// `MS_PRIVATE` or `MS_SLAVE` (with `MS_REC`).
-    pub propagation: libc::c_ulong,
-}
-
-/// What is at a path: whether it exists and is a directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PathKind {
-    /// Nothing.
-    Missing,
-    /// A directory.
-    Directory,
-    /// Something else (a file, a socket, a device).
-    Other,
-}
-
-/// Whether mount `m` of `cfg` is its termination message file: mounted only where it can
-/// be (as root, onto a file that exists on the node), else the message comes from the log
-/// alone (`FallbackToLogsOnError`).
-fn is_termination_log(cfg: &ContainerConfig, m: &Mount) -> bool {
-    cfg.termination_log.as_ref().is_some_and(|t| t.host_path == m.host_path)
-}
-
-/// Why the process runtime cannot make `cfg`'s mounts, `root` saying whether the shim runs
-/// as root and `kind` what is at a path on the node; `None` when it can.
-pub fn mount_refusal(cfg: &ContainerConfig, root: bool, kind: impl Fn(&Path) -> PathKind) -> Option<String> {
-    let mounts: Vec<&Mount> = cfg.mounts.iter().filter(|m| !is_termination_log(cfg, m)).collect();
-    if mounts.is_empty() {
-        return None;
-    }
-    let why = if root {
-        mounts.iter().find_map(|m| mount_problem(m, &kind))?
-    } else {
-        "it needs root to give the container a mount namespace of its own".to_string()
-    };
-    Some(format!("the process runtime cannot mount the container's volumes: {why}"))
-}
-
-/// Why the shim cannot bind mount `m` onto the node's path of the same name.
-fn mount_problem(m: &Mount, kind: &impl Fn(&Path) -> PathKind) -> Option<String> {
-    let path = &m.container_path;
-    if path.as_bytes().contains(&0) || m.host_path.as_os_str().as_bytes().contains(&0) {
-        return Some(format!("mountPath {path}: a path with a NUL byte"));
-    }
-    if m.propagation == Propagation::Bidirectional {
-        return Some(format!("mountPath {path}: mountPropagation Bidirectional (nothing propagates back to the node)"));
-    }
-    let (want, found) = (kind(&m.host_path), kind(Path::new(path)));
-    let what = |k| if k == PathKind::Directory { "a directory" } else { "not a directory" };
-    if found == PathKind::Missing {
-        Some(format!(
-            "mountPath {path} does not exist on this node (the container shares the node's filesystem, and ferrolet makes nothing in it)"
-        ))
-    } else if (want == PathKind::Directory) != (found == PathKind::Directory) {
-        Some(format!("mountPath {path} is {} on this node, and its volume is {}", what(found), what(want)))
-    } else {
-        None
-    }
-}
-
-/// What is at `path` on this node (symbolic links followed).
-pub fn path_kind(path: &Path) -> PathKind {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => PathKind::Directory,
-        Ok(_) => PathKind::Other,
-        Err(_) => PathKind::Missing,
-    }
-}
-
-/// The shim's bind mounts for `cfg` (paths with a NUL byte, which `mount_refusal` refuses,
-/// are left out; so is the termination message file where it cannot be mounted).
-fn bind_mounts(cfg: &ContainerConfig, root: bool, kind: impl Fn(&Path) -> PathKind) -> Vec<BindMount> {
-    cfg.mounts
-        .iter()
-        .filter(|m| !is_termination_log(cfg, m) || (root && kind(Path::new(&m.container_path)) == PathKind::Other))
-        .filter_map(|m| {
-            Some(BindMount {
-                source: CString::new(m.host_path.as_os_str().as_bytes()).ok()?,
-                target: CString::new(m.container_path.as_bytes()).ok()?,
-                read_only: m.read_only,
-                propagation: libc::MS_REC
-                    | if m.propagation == Propagation::Private { libc::MS_PRIVATE } else { libc::MS_SLAVE },
-            })
-        })
-        .collect()
 }
 
 /// A process identity.
@@ -259,9 +151,7 @@ pub fn plan(c: &ContainerSecurity, all: u64, current_uid: u32, passwd: &str, hos
         ids,
         capabilities: if root || asks_capabilities { capability_set(c, all) } else { None },
         no_new_privs: c.no_new_privs,
-        readonly_root: c.readonly_rootfs,
         pid_namespace: root && !host_pid,
-        ..Plan::default()
     }
 }
 
@@ -276,8 +166,8 @@ pub fn all_capabilities() -> u64 {
 }
 
 /// The plan for container `cfg` on this host (`host_pid`: the pod's `hostPID`): its
-/// security context (reading `cap_last_cap` and `/etc/passwd` when they matter) and its
-/// volumes. Called before the fork.
+/// security context (reading `cap_last_cap` and `/etc/passwd` when they matter). Called
+/// before the fork.
 pub fn host_plan(cfg: &ContainerConfig, host_pid: bool) -> Plan {
     let c = &cfg.security;
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -287,13 +177,7 @@ pub fn host_plan(cfg: &ContainerConfig, host_pid: bool) -> Plan {
     } else {
         String::new()
     };
-    let mut p = plan(c, all_capabilities(), euid, &passwd, host_pid);
-    p.mounts = bind_mounts(cfg, euid == 0, path_kind);
-    if !p.mounts.is_empty() {
-        let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
-        p.workdir = CString::new(wd).ok();
-    }
-    p
+    plan(c, all_capabilities(), euid, &passwd, host_pid)
 }
 
 /// `struct __user_cap_header_struct`.
@@ -330,69 +214,10 @@ fn check(r: libc::c_long) -> io::Result<()> {
     Ok(())
 }
 
-/// In the child between fork and exec (after it joined its cgroups, which needs the shim's
-/// privileges): applies `plan` with system calls only (async-signal-safe, no allocation).
+/// In the child between fork and exec (after it joined its cgroups and entered its root,
+/// which need the shim's privileges): applies `plan` with system calls only (async-signal-safe, no allocation).
 /// `all` is every capability the kernel has (`all_capabilities`, read before the fork).
 pub fn apply(plan: &Plan, all: u64) -> io::Result<()> {
-    let none = std::ptr::null();
-    if plan.readonly_root || !plan.mounts.is_empty() || plan.pid_namespace {
-        // A mount namespace of its own (needs the shim's root), where the host's later
-        // mounts still arrive (slave) but nothing goes back.
-        // SAFETY: plain system calls; the paths are static C strings.
-        check(unsafe { libc::unshare(libc::CLONE_NEWNS) } as libc::c_long)?;
-        // SAFETY: as above.
-        check(unsafe { libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_SLAVE, none.cast()) }
-            as libc::c_long)?;
-    }
-    if plan.pid_namespace {
-        // This process is the new PID namespace's first: a `/proc` of that namespace.
-        // SAFETY: as above.
-        check(unsafe {
-            libc::mount(
-                c"proc".as_ptr(),
-                c"/proc".as_ptr(),
-                c"proc".as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                none.cast(),
-            )
-        } as libc::c_long)?;
-    }
-    for m in &plan.mounts {
-        // Each volume bound at its path, read-only if asked, with its propagation.
-        // SAFETY: plain system calls; the C strings were made before the fork and outlive them.
-        check(unsafe {
-            libc::mount(m.source.as_ptr(), m.target.as_ptr(), none, libc::MS_BIND | libc::MS_REC, none.cast())
-        } as libc::c_long)?;
-        if m.read_only {
-            // SAFETY: as above.
-            check(unsafe {
-                libc::mount(
-                    m.target.as_ptr(),
-                    m.target.as_ptr(),
-                    none,
-                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
-                    none.cast(),
-                )
-            } as libc::c_long)?;
-        }
-        // SAFETY: as above.
-        check(unsafe { libc::mount(none, m.target.as_ptr(), none, m.propagation, none.cast()) } as libc::c_long)?;
-    }
-    if plan.readonly_root {
-        // `/` bind-remounted read-only: the host's root mount only; other mounts (`/dev`,
-        // `/proc`, tmpfs, the volumes) keep their own flags.
-        let root = c"/".as_ptr();
-        // SAFETY: as above.
-        check(
-            unsafe { libc::mount(root, root, none, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, none.cast()) }
-                as libc::c_long,
-        )?;
-    }
-    if let Some(wd) = &plan.workdir {
-        // The working directory was entered before the mounts; a volume may be mounted on it.
-        // SAFETY: a C string made before the fork.
-        check(unsafe { libc::chdir(wd.as_ptr()) } as libc::c_long)?;
-    }
     if let Some(keep) = plan.capabilities {
         // `cap` is an unsigned long, as prctl takes it (32 bits on 32-bit ARM).
         for cap in 0..64 {
@@ -533,41 +358,6 @@ mod tests {
         {
             assert!(why.contains(field), "{field} in {why}");
         }
-    }
-
-    #[test]
-    fn volumes_are_mounted_as_root_onto_paths_of_their_kind_and_the_termination_file_only_where_it_can_be() {
-        use crate::node::runtime::TerminationLog;
-        let mount = |c: &str, h: &str| Mount { container_path: c.into(), host_path: h.into(), ..Default::default() };
-        let kind = |p: &Path| match p.to_str().unwrap() {
-            "/data" | "/vol/data" => PathKind::Directory,
-            "/etc/conf" | "/vol/file" | "/vol/log" => PathKind::Other,
-            _ => PathKind::Missing,
-        };
-        let mut cfg = ContainerConfig { mounts: vec![mount("/data", "/vol/data")], ..Default::default() };
-        assert_eq!(mount_refusal(&cfg, true, kind), None);
-        assert_eq!(
-            mount_refusal(&cfg, false, kind).unwrap(),
-            "the process runtime cannot mount the container's volumes: it needs root to give the container a mount namespace of its own"
-        );
-        cfg.mounts.push(mount("/etc/conf", "/vol/data"));
-        assert!(mount_refusal(&cfg, true, kind)
-            .unwrap()
-            .ends_with("mountPath /etc/conf is not a directory on this node, and its volume is a directory"));
-        cfg.mounts[1] = mount("/missing", "/vol/file");
-        assert!(mount_refusal(&cfg, true, kind).unwrap().contains("mountPath /missing does not exist on this node"));
-        // The termination message file asks for nothing: mounted where it can be, else left.
-        let log = mount("/dev/termination-log", "/vol/log");
-        let cfg = ContainerConfig {
-            mounts: vec![log.clone()],
-            termination_log: Some(TerminationLog { host_path: "/vol/log".into(), fallback_to_logs: false }),
-            ..Default::default()
-        };
-        assert_eq!(mount_refusal(&cfg, false, kind), None);
-        assert!(bind_mounts(&cfg, true, kind).is_empty(), "its path does not exist on the node");
-        let cfg = ContainerConfig { mounts: vec![mount("/etc/conf", "/vol/log")], ..cfg };
-        assert_eq!(bind_mounts(&cfg, true, kind).len(), 1);
-        assert!(bind_mounts(&cfg, false, kind).is_empty());
     }
 
     #[test]

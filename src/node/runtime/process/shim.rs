@@ -8,6 +8,7 @@
 //! and three signal pipes, waking only when something happens.
 
 use super::logfile::{say, LogFile, Stream};
+use super::root::{self, build};
 use super::security;
 use super::{files, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
 use crate::base::state_files::{read_json, write_json};
@@ -177,7 +178,7 @@ fn run(dir: &Path) -> io::Result<()> {
     let cgroup = record.cgroup.clone().unwrap_or_default();
     let oom_before = cgroup.memory.as_deref().and_then(oom_kills);
 
-    let (mut child, mut init_status) = match spawn_workload(cfg, &cgroup.procs, record.host_pid) {
+    let (mut child, mut init_status) = match spawn_workload(dir, &record, &cgroup.procs) {
         Ok(c) => c,
         Err(e) => {
             let msg = format!(
@@ -446,17 +447,45 @@ pub fn remove_cgroup(cg: &super::ContainerCgroup) {
     }
 }
 
-/// Starts the workload; with a PID namespace (`security::Plan::pid_namespace`) the child is
-/// the namespace's reaping PID 1, and the returned pipe brings the workload's wait status.
-fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf], host_pid: bool) -> io::Result<(Child, Option<File>)> {
+/// The container's root for `record` (in `dir`), made in the shim's own mount namespace
+/// (`root::build::prepare`); `None` when the shim is not root (the container shares the
+/// node's, its mounts refused at create).
+fn prepare_root(dir: &Path, record: &ContainerRecord, wd: &str) -> io::Result<Option<build::Entry>> {
+    let support = build::support();
+    if support == root::Support::None {
+        return Ok(None);
+    }
+    let cfg = &record.config;
+    let volumes = root::volumes(cfg, |p| p.is_dir());
+    let node_mounts = build::node_mounts()?;
+    let plan = root::plan(&root::RootInputs {
+        layer_dir: &dir.join(files::ROOT),
+        hidden: &record.hidden,
+        overlay: support == root::Support::Overlay,
+        read_only_root: cfg.security.readonly_rootfs,
+        privileged: cfg.security.privileged,
+        unmasked_proc: cfg.security.unmasked_proc,
+        volumes: &volumes,
+        node_mounts: &node_mounts,
+        link: &|p| std::fs::read_link(p).ok(),
+    });
+    build::prepare(&plan, wd).map(Some)
+}
+
+/// Starts the workload in its own root (as root); with a PID namespace
+/// (`security::Plan::pid_namespace`) the child is the namespace's reaping PID 1, and the
+/// returned pipe brings the workload's wait status.
+fn spawn_workload(dir: &Path, record: &ContainerRecord, procs: &[PathBuf]) -> io::Result<(Child, Option<File>)> {
+    let cfg = &record.config;
     let (prog, args) = cfg.argv.split_first().ok_or_else(|| io::Error::other("empty command"))?;
     let cgroups = open_cgroup_procs(procs)?;
     let fds: Vec<RawFd> = cgroups.iter().map(|f| f.as_raw_fd()).collect();
     let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
-    if !Path::new(wd).is_dir() {
+    let entry = prepare_root(dir, record, wd).map_err(|e| io::Error::new(e.kind(), format!("making its root: {e}")))?;
+    if entry.is_none() && !Path::new(wd).is_dir() {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("working directory {wd:?} does not exist")));
     }
-    let plan = security::host_plan(cfg, host_pid);
+    let plan = security::host_plan(cfg, record.host_pid);
     let all_caps = security::all_capabilities();
     let status_pipe = if plan.pid_namespace {
         // The shim's next child (the only one it makes) is the new namespace's PID 1.
@@ -469,16 +498,22 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf], host_pid: bool) -> i
         None
     };
     let status_fd = status_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
+    // The step of `build::enter` that failed, if one did.
+    let (mut step_read, step_write) = fds::pipe()?;
+    let step_fd = step_write.as_raw_fd();
     let mut cmd = Command::new(prog);
     cmd.args(args)
         .env_clear()
         .envs(process_env(cfg))
-        .current_dir(wd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (setsid, close_range, write, fork, waitpid and the
-    // system calls of `security::apply`) run between fork and exec.
+    if entry.is_none() {
+        cmd.current_dir(wd);
+    }
+    // SAFETY: only async-signal-safe calls (setsid, close_range, write, mount, pivot_root,
+    // chdir, fork, waitpid and the system calls of `security::apply`) run between fork and
+    // exec; everything they use was made before the fork.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
@@ -487,6 +522,12 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf], host_pid: bool) -> i
             fds::cloexec_above_stdio()?;
             // The cgroups first: joining them needs the shim's own identity.
             join_cgroups(&fds)?;
+            if let Some(e) = &entry {
+                if let Err((step, err)) = build::enter(e) {
+                    libc::write(step_fd, [step as u8].as_ptr().cast(), 1);
+                    return Err(err);
+                }
+            }
             security::apply(&plan, all_caps)?;
             match status_fd {
                 Some(fd) => split_init(fd),
@@ -494,7 +535,14 @@ fn spawn_workload(cfg: &ContainerConfig, procs: &[PathBuf], host_pid: bool) -> i
             }
         });
     }
-    let child = cmd.spawn()?;
+    let child = cmd.spawn().map_err(|e| {
+        drop(step_write);
+        let mut b = [0u8; 1];
+        match step_read.read(&mut b).ok().filter(|n| *n == 1).and_then(|_| build::Step::from_byte(b[0])) {
+            Some(step) => io::Error::new(e.kind(), format!("{}: {e}", step.describe(wd))),
+            None => e,
+        }
+    })?;
     Ok((child, status_pipe.map(|(r, _)| r)))
 }
 
