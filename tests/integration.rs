@@ -37,6 +37,7 @@ mod install;
 mod logs_exec;
 mod metrics;
 mod notify;
+mod own_root;
 mod pods;
 mod prober_e2e;
 mod probes;

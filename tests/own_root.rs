@@ -1,0 +1,297 @@
+//! A root of its own for each container on the process runtime, end to end with a real
+//! `ferrolet run`: volumes at paths the node does not have, writes that stay in the
+//! container's writable layer (gone with the instance), `readOnlyRootFilesystem`, a
+//! `subPath` file, a `hostPath`, exec probes, hooks and `ferrolet exec` in the container's
+//! root, the termination message at `/dev/termination-log`, adoption after `kill -9` and
+//! `drain`. Mounting needs root: without it each test skips.
+
+use crate::common;
+
+use common::{container, manifest, wait_for, AgentProcess, Sandbox};
+use ferrolet::api::Pod;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(20);
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        common::skip("a container's own root needs root to mount it");
+    }
+    root
+}
+
+/// A name no node has at its root.
+fn unused(prefix: &str) -> String {
+    format!("/{prefix}-{}-{}", std::process::id(), ferrolet::base::random::random_id())
+}
+
+fn pod_where(agent: &AgentProcess, name: &str, what: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let pod = agent.pod(name);
+        if let Some(p) = pod.as_ref().filter(|p| ok(p)) {
+            return p.clone();
+        }
+        if std::time::Instant::now() > deadline {
+            let status = pod.map(|p| serde_json::to_string(&p.status).unwrap());
+            panic!("{name} not {what}: {status:?}\nevents: {:?}\nlog: {}", agent.get("/events"), agent.log_text());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn running(agent: &AgentProcess, name: &str) -> Pod {
+    pod_where(agent, name, "running", |p| {
+        p.spec.containers.iter().all(|c| container(p, &c.name).is_some_and(|s| s.state.running.is_some()))
+    })
+}
+
+/// The lines container `name` of `p` wrote to log `n` (its n-th instance), once `last` is
+/// among them.
+fn output(sb: &Sandbox, p: &Pod, name: &str, n: u32, last: &str) -> Vec<String> {
+    let log = sb
+        .state()
+        .join("logs")
+        .join(format!("default_{}_{}", p.metadata.name, p.metadata.uid))
+        .join(name)
+        .join(format!("{n}.log"));
+    wait_for(&format!("{last:?} in {}", log.display()), T, || {
+        let text = std::fs::read_to_string(&log).ok()?;
+        let lines: Vec<String> = text.lines().filter_map(|l| l.splitn(4, ' ').nth(3)).map(String::from).collect();
+        lines.iter().any(|l| l == last).then_some(lines)
+    })
+}
+
+fn config(sb: &Sandbox) -> PathBuf {
+    sb.dir.path().join("ferrolet.toml")
+}
+
+/// `ferrolet exec <pod> -c <ctr> --config … -- ARGS`: (exit code, stdout).
+fn exec(sb: &Sandbox, pod: &str, ctr: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(common::ferrolet_bin())
+        .args(["exec", &format!("{pod}-testnode"), "-c", ctr, "--config"])
+        .arg(config(sb))
+        .arg("--")
+        .args(args)
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The writable layers of the containers the runtime holds.
+fn writable_layers(sb: &Sandbox) -> Vec<PathBuf> {
+    let dir = sb.state().join("runtime/containers");
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path().join("root/upper")).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_pod_with_an_empty_dir_at_a_path_the_node_lacks_runs_and_its_hooks_write_there() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let scratch = unused("scratch");
+    assert!(!Path::new(&scratch).exists());
+    // The app waits for what postStart wrote, then on TERM shows what preStop wrote.
+    let script = format!(
+        "trap 'echo stop=$(cat {scratch}/stop); exit 0' TERM\n      \
+         while [ ! -e {scratch}/post ]; do sleep 0.05; done\n      \
+         echo post=$(cat {scratch}/post) id=$(id -u)\n      \
+         echo mine > {scratch}/mine && echo wrote\n      \
+         while true; do sleep 0.1; done"
+    );
+    sb.write_manifest(
+        "scratch.yaml",
+        &manifest(
+            "scratch",
+            &format!(
+                "  terminationGracePeriodSeconds: 10
+  securityContext: {{runAsUser: 65534, fsGroup: 2000}}
+  volumes:
+  - {{name: scratch, emptyDir: {{}}}}
+  containers:
+  - name: app
+    image: x
+    command:
+    - sh
+    - -c
+    - |
+      {script}
+    lifecycle:
+      postStart: {{exec: {{command: [sh, -c, 'echo started > {scratch}/post']}}}}
+      preStop: {{exec: {{command: [sh, -c, 'echo stopping > {scratch}/stop']}}}}
+    volumeMounts:
+    - {{name: scratch, mountPath: {scratch}}}
+"
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = running(&agent, "scratch");
+    let lines = output(&sb, &pod, "app", 0, "wrote");
+    assert!(lines.contains(&"post=started id=65534".to_string()), "{lines:?}");
+    assert_eq!(exec(&sb, "scratch", "app", &["cat", &format!("{scratch}/mine")]), (0, "mine".into()));
+    assert!(!Path::new(&scratch).exists(), "nothing appears at {scratch} on the node");
+    std::fs::remove_file(sb.manifests().join("scratch.yaml")).unwrap();
+    let lines = output(&sb, &pod, "app", 0, "stop=stopping");
+    assert!(!lines.is_empty());
+    assert!(!Path::new(&scratch).exists());
+}
+
+#[test]
+fn writes_to_the_root_stay_in_the_containers_layer_and_go_with_the_instance() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let name = unused("ferrolet-test").trim_start_matches('/').to_string();
+    let foo = format!("/etc/{name}");
+    // Each instance says whether it saw an earlier one's file, writes its own, and exits.
+    let script = format!(
+        "[ -e {foo} ] && echo seen-before || echo fresh; echo mine > {foo} && echo wrote=$(cat {foo}); \
+         touch /made-at-root && echo root-writable; sleep 0.5; exit 1"
+    );
+    sb.write_manifest(
+        "layer.yaml",
+        &manifest(
+            "layer",
+            &format!(
+                "  restartPolicy: OnFailure
+  containers:
+  - name: app
+    image: x
+    command: [sh, -c, '{script}']
+  - name: ro
+    image: x
+    command: [sh, -c, 'touch /x 2>/dev/null && echo root-writable || echo root-read-only; echo v > /data/v && echo volume-writable; ls -d /tmp/. >/dev/null 2>&1; exec sleep 3600']
+    securityContext: {{readOnlyRootFilesystem: true}}
+    volumeMounts:
+    - {{name: data, mountPath: /data}}
+  volumes:
+  - {{name: data, emptyDir: {{}}}}
+"
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = pod_where(&agent, "layer", "restarted", |p| container(p, "app").is_some_and(|s| s.restart_count >= 1));
+    let first = output(&sb, &pod, "app", 0, "root-writable");
+    assert_eq!(first, ["fresh", "wrote=mine", "root-writable"]);
+    let second = output(&sb, &pod, "app", 1, "root-writable");
+    assert_eq!(second[0], "fresh", "a new instance has a new writable layer: {second:?}");
+    assert!(!Path::new(&foo).exists(), "the node's {foo} does not exist");
+    assert!(!Path::new("/made-at-root").exists());
+    let ro = output(&sb, &pod, "ro", 0, "volume-writable");
+    assert_eq!(ro, ["root-read-only", "volume-writable"]);
+}
+
+#[test]
+fn a_sub_path_file_the_node_lacks_and_a_host_path_are_mounted_and_probes_and_exec_see_the_containers_root() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let host = sb.work().join("host");
+    std::fs::create_dir(&host).unwrap();
+    std::fs::write(host.join("given"), "from the node").unwrap();
+    let conf = unused("etc-app");
+    sb.write_manifest(
+        "paths.yaml",
+        &manifest(
+            "paths",
+            &format!(
+                "  volumes:
+  - name: info
+    downwardAPI:
+      items:
+      - {{path: app.conf, fieldRef: {{fieldPath: metadata.name}}}}
+  - {{name: host, hostPath: {{path: {host}, type: Directory}}}}
+  - {{name: scratch, emptyDir: {{}}}}
+  containers:
+  - name: app
+    image: x
+    command: [sh, -c, 'echo conf=$(cat {conf}/app.conf); echo host=$(cat /host/given); sleep 1; echo ok > /scratch/ready; exec sleep 3600']
+    readinessProbe:
+      exec: {{command: [cat, /scratch/ready]}}
+      periodSeconds: 1
+    volumeMounts:
+    - {{name: info, mountPath: {conf}/app.conf, subPath: app.conf}}
+    - {{name: host, mountPath: /host, readOnly: true}}
+    - {{name: scratch, mountPath: /scratch}}
+",
+                host = host.display()
+            ),
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = running(&agent, "paths");
+    let lines = output(&sb, &pod, "app", 0, "host=from the node");
+    assert_eq!(lines[0], "conf=paths-testnode");
+    assert!(!Path::new(&conf).exists(), "the node has no {conf}");
+    // Ready only once the exec probe reads the file the container wrote in its own root.
+    pod_where(&agent, "paths", "ready", |p| container(p, "app").is_some_and(|s| s.ready));
+    assert_eq!(exec(&sb, "paths", "app", &["cat", "/scratch/ready"]), (0, "ok".into()));
+    assert_eq!(exec(&sb, "paths", "app", &["sh", "-c", "cat /host/given; touch /host/x 2>/dev/null || echo ' ro'"]).1, "from the node ro");
+    // exec runs in the container's PID namespace, its /proc that namespace's.
+    let (code, pids) = exec(&sb, "paths", "app", &["sh", "-c", "ls /proc | grep -c '^[0-9]'"]);
+    assert_eq!(code, 0);
+    assert!(pids.parse::<u32>().unwrap() <= 4, "only the container's processes: {pids}");
+}
+
+#[test]
+fn the_termination_message_is_read_from_dev_termination_log() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "msg.yaml",
+        &manifest(
+            "msg",
+            "  restartPolicy: Never\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo all done > /dev/termination-log; exit 3']\n",
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = pod_where(&agent, "msg", "terminated", |p| {
+        container(p, "app").is_some_and(|s| s.state.terminated.is_some())
+    });
+    let t = container(&pod, "app").unwrap().state.terminated.clone().unwrap();
+    assert_eq!((t.exit_code, t.message.as_deref()), (3, Some("all done\n")));
+}
+
+#[test]
+fn after_kill_9_the_agent_adopts_the_containers_with_their_roots_and_drain_removes_the_layers() {
+    if !is_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "keep.yaml",
+        &manifest(
+            "keep",
+            "  terminationGracePeriodSeconds: 1\n  volumes:\n  - {name: scratch, emptyDir: {}}\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo kept > /scratch/f; echo layer > /etc/ferrolet-kept; echo up; exec sleep 3600']\n    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n",
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = running(&agent, "keep");
+    output(&sb, &pod, "app", 0, "up");
+    let id = container(&pod, "app").unwrap().container_id.clone();
+    assert_eq!(writable_layers(&sb).len(), 1);
+    agent.kill9();
+    let agent = AgentProcess::start(&sb);
+    let again = running(&agent, "keep");
+    let c = container(&again, "app").unwrap();
+    assert_eq!((c.container_id.as_str(), c.restart_count), (id.as_str(), 0), "the same instance, adopted");
+    assert_eq!(exec(&sb, "keep", "app", &["cat", "/scratch/f", "/etc/ferrolet-kept"]), (0, "kept\nlayer".into()));
+    assert!(!Path::new("/etc/ferrolet-kept").exists());
+    agent.kill9();
+    let out = Command::new(common::ferrolet_bin()).arg("drain").arg("--config").arg(config(&sb)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(writable_layers(&sb).is_empty(), "drain removes the writable layers");
+}
