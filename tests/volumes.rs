@@ -226,36 +226,6 @@ fn a_host_path_of_the_wrong_type_fails_the_mount_with_kubelets_message_and_or_cr
 }
 
 #[test]
-fn a_mount_path_missing_on_the_node_is_refused_as_create_container_config_error() {
-    if !is_root() {
-        return;
-    }
-    let sb = Sandbox::new();
-    let missing = sb.work().join("not-there");
-    sb.write_manifest(
-        "missing.yaml",
-        &manifest(
-            "missing",
-            &format!(
-                "  volumes:\n  - {{name: data, emptyDir: {{}}}}\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '3600']\n    volumeMounts: [{{name: data, mountPath: {}}}]\n",
-                missing.display()
-            ),
-        ),
-    );
-    let agent = AgentProcess::start(&sb);
-    let waiting = wait_for("CreateContainerConfigError", T, || {
-        let p = agent.pod("missing")?;
-        let w = container(&p, "app")?.state.waiting.clone()?;
-        (w.reason == "CreateContainerConfigError").then_some(w.message)
-    });
-    assert_eq!(
-        waiting,
-        format!("the process runtime cannot mount the container's volumes: mountPath {} does not exist on this node (the container shares the node's filesystem, and ferrolet makes nothing in it)", missing.display())
-    );
-    assert!(!missing.exists());
-}
-
-#[test]
 fn a_termination_message_is_read_from_its_file_or_from_the_log_of_a_failure() {
     if !is_root() {
         return;

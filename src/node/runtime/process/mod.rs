@@ -239,6 +239,13 @@ impl ProcessRuntime {
         self
     }
 
+    /// Gives containers the root `support` instead of what the node offers (a kernel without
+    /// overlayfs, in tests).
+    pub fn with_root_support(self, support: root::Support) -> Self {
+        let _ = self.root_support.set(support);
+        self
+    }
+
     /// What the node offers a container's root; without overlayfs, said once.
     fn root_support(&self) -> root::Support {
         *self.root_support.get_or_init(|| {
@@ -501,6 +508,7 @@ impl ContainerRuntime for ProcessRuntime {
             cgroup: None,
             host_pid: sandbox.security.host_pid,
             hidden: self.hidden.clone(),
+            root: Some(self.root_support()),
         };
         // Refused before anything is made, so an oversized container never leaks a record.
         let size = serde_json::to_vec_pretty(&record).map(|v| v.len() as u64).unwrap_or(u64::MAX);

@@ -73,6 +73,10 @@ pub struct ContainerRecord {
     /// The node's directories hidden in the container's root (ferrolet's own).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<PathBuf>,
+    /// The root the shim makes (decided at create, when the mounts were checked against
+    /// it); records of earlier releases have none, and their shim looks at the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<super::root::Support>,
 }
 
 /// The container cgroup the runtime created (in each hierarchy on cgroup v1).
@@ -149,6 +153,7 @@ impl ShimIdentity {
             cgroup: self.cgroup.clone(),
             host_pid: false,
             hidden: Vec::new(),
+            root: None,
         }
     }
 }
@@ -556,6 +561,7 @@ mod tests {
             cgroup: None,
             host_pid: false,
             hidden: Vec::new(),
+            root: None,
         }
     }
 

@@ -451,7 +451,7 @@ pub fn remove_cgroup(cg: &super::ContainerCgroup) {
 /// (`root::build::prepare`); `None` when the shim is not root (the container shares the
 /// node's, its mounts refused at create).
 fn prepare_root(dir: &Path, record: &ContainerRecord, wd: &str) -> io::Result<Option<build::Entry>> {
-    let support = build::support();
+    let support = record.root.unwrap_or_else(build::support);
     if support == root::Support::None {
         return Ok(None);
     }

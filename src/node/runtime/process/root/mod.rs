@@ -413,7 +413,7 @@ pub fn volumes(cfg: &ContainerConfig, is_dir: impl Fn(&Path) -> bool) -> Vec<Vol
 }
 
 /// What the node offers a container's root.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Support {
     /// The shim is not root: no root of its own, the container shares the node's.
     None,
