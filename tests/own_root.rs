@@ -237,11 +237,17 @@ fn a_sub_path_file_the_node_lacks_and_a_host_path_are_mounted_and_probes_and_exe
     // Ready only once the exec probe reads the file the container wrote in its own root.
     pod_where(&agent, "paths", "ready", |p| container(p, "app").is_some_and(|s| s.ready));
     assert_eq!(exec(&sb, "paths", "app", &["cat", "/scratch/ready"]), (0, "ok".into()));
-    assert_eq!(exec(&sb, "paths", "app", &["sh", "-c", "cat /host/given; touch /host/x 2>/dev/null || echo ' ro'"]).1, "from the node ro");
+    assert_eq!(
+        exec(&sb, "paths", "app", &["sh", "-c", "cat /host/given; touch /host/x 2>/dev/null || echo ' ro'"]).1,
+        "from the node ro"
+    );
     // exec runs in the container's PID namespace, its /proc that namespace's.
     let (code, pids) = exec(&sb, "paths", "app", &["sh", "-c", "ls /proc | grep -c '^[0-9]'"]);
     assert_eq!(code, 0);
-    assert!(pids.parse::<u32>().unwrap() < 10, "only the container's processes (init, sleep, this sh, ls, grep, a probe): {pids}");
+    assert!(
+        pids.parse::<u32>().unwrap() < 10,
+        "only the container's processes (init, sleep, this sh, ls, grep, a probe): {pids}"
+    );
 }
 
 #[test]
@@ -258,9 +264,8 @@ fn the_termination_message_is_read_from_dev_termination_log() {
         ),
     );
     let agent = AgentProcess::start(&sb);
-    let pod = pod_where(&agent, "msg", "terminated", |p| {
-        container(p, "app").is_some_and(|s| s.state.terminated.is_some())
-    });
+    let pod =
+        pod_where(&agent, "msg", "terminated", |p| container(p, "app").is_some_and(|s| s.state.terminated.is_some()));
     let t = container(&pod, "app").unwrap().state.terminated.clone().unwrap();
     assert_eq!((t.exit_code, t.message.as_str()), (3, "all done\n"));
 }
@@ -270,7 +275,9 @@ fn after_kill_9_the_agent_adopts_the_containers_with_their_roots_and_drain_remov
     if !is_root() {
         return;
     }
-    let sb = Sandbox::new();
+    // On the node's root filesystem (not under /tmp, which is a tmpfs in the container), so
+    // the overlay's lower layer holds the state directory, which must be hidden.
+    let sb = Sandbox::new_in(Path::new("/var/tmp"));
     sb.write_manifest(
         "keep.yaml",
         &manifest(
@@ -290,6 +297,8 @@ fn after_kill_9_the_agent_adopts_the_containers_with_their_roots_and_drain_remov
     assert_eq!((c.container_id.as_str(), c.restart_count), (id.as_str(), 0), "the same instance, adopted");
     assert_eq!(exec(&sb, "keep", "app", &["cat", "/scratch/f", "/etc/ferrolet-kept"]), (0, "kept\nlayer".into()));
     assert!(!Path::new("/etc/ferrolet-kept").exists());
+    let state = sb.state().display().to_string();
+    assert_eq!(exec(&sb, "keep", "app", &["ls", "-A", &state]), (0, String::new()), "ferrolet's state is hidden");
     agent.kill9();
     let out = Command::new(common::ferrolet_bin()).arg("drain").arg("--config").arg(config(&sb)).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

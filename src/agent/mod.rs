@@ -344,7 +344,8 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
     // Other pods' volumes, secrets and logs stay out of sight of every container.
-    let hidden = [cfg.state_dir.clone(), cfg.logs.pod_logs_dir.clone()].into_iter().filter(|d| !d.as_os_str().is_empty());
+    let hidden =
+        [cfg.state_dir.clone(), cfg.logs.pod_logs_dir.clone()].into_iter().filter(|d| !d.as_os_str().is_empty());
     Ok(ProcessRuntime::new(&runtime_root(cfg), shim_exe, cfg.logs.max_size.0, cfg.logs.max_files)
         .map_err(|source| AgentError::Runtime { runtime: cfg.runtime.to_string(), source })?
         .with_hidden(hidden.collect()))

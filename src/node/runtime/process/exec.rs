@@ -145,15 +145,22 @@ impl Drop for PidNamespaceForChildren {
 /// Starts `cmd` as container `cfg` would, in its namespaces `ns`, joining the cgroups whose
 /// `cgroup.procs` are `procs`, and returns without waiting: the caller (the prober's reaper,
 /// or `exec_sync`) watches it to its deadline.
-pub fn exec_start(cfg: &ContainerConfig, procs: &[PathBuf], ns: &Namespaces, cmd: &[String]) -> Result<ExecStart, RuntimeError> {
+pub fn exec_start(
+    cfg: &ContainerConfig,
+    procs: &[PathBuf],
+    ns: &Namespaces,
+    cmd: &[String],
+) -> Result<ExecStart, RuntimeError> {
     let Some((prog, args)) = cmd.split_first() else {
         return Err(RuntimeError::Process { action: "exec".into(), source: std::io::Error::other("empty command") });
     };
     let cgroups = super::shim::open_cgroup_procs(procs)
         .map_err(|source| RuntimeError::Process { action: "opening the container's cgroup.procs".into(), source })?;
     let wd = if cfg.working_dir.is_empty() { "/" } else { cfg.working_dir.as_str() };
-    let wd_c = CString::new(wd)
-        .map_err(|_| RuntimeError::Process { action: "exec".into(), source: io::Error::other("a working directory with a NUL byte") })?;
+    let wd_c = CString::new(wd).map_err(|_| RuntimeError::Process {
+        action: "exec".into(),
+        source: io::Error::other("a working directory with a NUL byte"),
+    })?;
     let mut command = Command::new(prog);
     command
         .args(args)

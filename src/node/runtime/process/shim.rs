@@ -1,6 +1,7 @@
 //! The per-container shim: `ferrolet shim <container-dir>`. It detaches from the agent,
-//! starts the workload in its own session (with the identity, capabilities and
-//! `no_new_privs` of its security context: `security::apply`), copies its output into the
+//! builds the container's own root (`root::build`), starts the workload there in its own
+//! session (with the identity, capabilities and `no_new_privs` of its security context:
+//! `security::apply`), copies its output into the
 //! CRI log file, stops it on request (SIGTERM, then SIGKILL after the grace period the
 //! agent wrote to `stop`; or by itself at the time the agent wrote to `stop-at` before a
 //! preStop hook)

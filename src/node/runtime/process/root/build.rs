@@ -52,7 +52,9 @@ pub enum Step {
 impl Step {
     /// The step a byte written by `enter` names.
     pub fn from_byte(b: u8) -> Option<Step> {
-        [Step::Namespace, Step::Proc, Step::ProcPaths, Step::Pivot, Step::WorkingDir].into_iter().find(|s| *s as u8 == b)
+        [Step::Namespace, Step::Proc, Step::ProcPaths, Step::Pivot, Step::WorkingDir]
+            .into_iter()
+            .find(|s| *s as u8 == b)
     }
 
     /// What the step does, for a start error.
@@ -93,7 +95,8 @@ fn context(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> io::Error 
 }
 
 fn cstr(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::other(format!("{}: a path with a NUL byte", p.display())))
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other(format!("{}: a path with a NUL byte", p.display())))
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {
@@ -104,7 +107,13 @@ fn check(r: libc::c_int) -> io::Result<()> {
 }
 
 /// `mount(2)`.
-fn mount(source: Option<&CStr>, target: &CStr, fstype: Option<&CStr>, flags: libc::c_ulong, data: Option<&CStr>) -> io::Result<()> {
+fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
     let p = |c: Option<&CStr>| c.map_or(std::ptr::null(), CStr::as_ptr);
     // SAFETY: every pointer is a NUL-terminated string that outlives the call, or null.
     check(unsafe { libc::mount(p(source), target.as_ptr(), p(fstype), flags, p(data).cast()) })
@@ -273,7 +282,8 @@ fn file_type(fd: &OwnedFd) -> io::Result<libc::mode_t> {
 /// symbolic link; with `make`, what is missing is made (directories 0755, the last one as
 /// `make` says). `None`: nothing there and nothing to make.
 fn walk(root: &OwnedFd, target: &Path, make: Option<Point>) -> io::Result<Option<OwnedFd>> {
-    let names: Vec<_> = target.components().filter_map(|c| if let Component::Normal(n) = c { Some(n) } else { None }).collect();
+    let names: Vec<_> =
+        target.components().filter_map(|c| if let Component::Normal(n) = c { Some(n) } else { None }).collect();
     let mut cur: Option<OwnedFd> = None;
     for (i, name) in names.iter().enumerate() {
         let last = i + 1 == names.len();
@@ -286,7 +296,12 @@ fn walk(root: &OwnedFd, target: &Path, make: Option<Point>) -> io::Result<Option
                 if last && kind == Point::File {
                     // SAFETY: a NUL-terminated name relative to an open directory fd.
                     let f = unsafe {
-                        libc::openat(at, c.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644)
+                        libc::openat(
+                            at,
+                            c.as_ptr(),
+                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                            0o644,
+                        )
                     };
                     check(f)?;
                     // SAFETY: a new fd, closed at once.
@@ -301,7 +316,10 @@ fn walk(root: &OwnedFd, target: &Path, make: Option<Point>) -> io::Result<Option
         let t = file_type(&fd)?;
         if t == libc::S_IFLNK {
             let on = names[..=i].iter().fold(PathBuf::from("/"), |p, n| p.join(n));
-            return Err(io::Error::other(format!("{} is a symbolic link (refused on the way to a mount point)", on.display())));
+            return Err(io::Error::other(format!(
+                "{} is a symbolic link (refused on the way to a mount point)",
+                on.display()
+            )));
         }
         if !last && t != libc::S_IFDIR {
             return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
@@ -328,7 +346,8 @@ fn mount_one(root: &OwnedFd, m: &RootMount) -> io::Result<()> {
     match &m.what {
         What::Bind { source, read_only, recursive, from_host } => {
             let flags = libc::MS_BIND | if *recursive { libc::MS_REC } else { 0 };
-            mount(Some(&cstr(source)?), &at, None, flags, None).map_err(context(format!("binding {}", source.display())))?;
+            mount(Some(&cstr(source)?), &at, None, flags, None)
+                .map_err(context(format!("binding {}", source.display())))?;
             let top_fd = mounted()?;
             let top = fd_path(&top_fd);
             if *read_only {
@@ -361,7 +380,8 @@ fn mount_one(root: &OwnedFd, m: &RootMount) -> io::Result<()> {
             }
         }
         What::Sysfs { read_only } => {
-            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | if *read_only { libc::MS_RDONLY } else { 0 };
+            let flags =
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | if *read_only { libc::MS_RDONLY } else { 0 };
             mount(Some(c"sysfs"), &at, Some(c"sysfs"), flags, None)?;
         }
         What::Devpts => {

@@ -209,7 +209,8 @@ pub fn plan(inp: &RootInputs) -> RootPlan {
     let taken = |p: &str| resolved.iter().any(|(t, _)| t == Path::new(p));
     let mut mounts = Vec::new();
     let mut add = |target: &str, what: What| mounts.push(RootMount { target: target.into(), what, point: Point::Dir });
-    let bind = |source: &str, read_only| What::Bind { source: source.into(), read_only, recursive: false, from_host: false };
+    let bind =
+        |source: &str, read_only| What::Bind { source: source.into(), read_only, recursive: false, from_host: false };
     if inp.privileged {
         add("/dev", What::Bind { source: "/dev".into(), read_only: false, recursive: true, from_host: true });
     } else {
@@ -433,7 +434,9 @@ pub fn refusal(cfg: &ContainerConfig, support: Support, exists: impl Fn(&Path) -
             return why(format!("mountPath {path}: a path with a NUL byte"));
         }
         if m.propagation == Propagation::Bidirectional {
-            return why(format!("mountPath {path}: mountPropagation Bidirectional (nothing propagates back to the node)"));
+            return why(format!(
+                "mountPath {path}: mountPropagation Bidirectional (nothing propagates back to the node)"
+            ));
         }
     }
     match support {
@@ -441,7 +444,9 @@ pub fn refusal(cfg: &ContainerConfig, support: Support, exists: impl Fn(&Path) -
         Support::None => {
             // The termination message then comes from the log alone.
             let is_log = |m: &&Mount| cfg.termination_log.as_ref().is_some_and(|t| t.host_path == m.host_path);
-            if cfg.mounts.iter().any(|m| !is_log(&m)) || cfg.devices.as_ref().is_some_and(|d| !d.mounts.is_empty() || !d.devices.is_empty()) {
+            if cfg.mounts.iter().any(|m| !is_log(&m))
+                || cfg.devices.as_ref().is_some_and(|d| !d.mounts.is_empty() || !d.devices.is_empty())
+            {
                 why("it needs root to give the container a root of its own".into())
             } else if cfg.security.readonly_rootfs {
                 Some("the process runtime cannot honour securityContext.readOnlyRootFilesystem: it needs root to give the container a root of its own".into())
@@ -528,7 +533,10 @@ mod tests {
         let layer = Path::new("/var/lib/ferrolet/runtime/containers/c1/root");
         assert_eq!(
             p.base,
-            Base::Overlay { skeleton: layer.join("skeleton"), writable: Some((layer.join("upper"), layer.join("work"))) }
+            Base::Overlay {
+                skeleton: layer.join("skeleton"),
+                writable: Some((layer.join("upper"), layer.join("work")))
+            }
         );
         assert_eq!(p.merged, layer.join("merged"));
         assert_eq!(
@@ -596,7 +604,10 @@ mod tests {
         let vols = [vol("/tmp", true)];
         let mut inp = inputs(&vols, &[], &[]);
         inp.read_only_root = true;
-        assert!(matches!(plan(&inp).mounts.iter().find(|m| m.target == Path::new("/tmp")).unwrap().what, What::Bind { .. }));
+        assert!(matches!(
+            plan(&inp).mounts.iter().find(|m| m.target == Path::new("/tmp")).unwrap().what,
+            What::Bind { .. }
+        ));
     }
 
     #[test]
@@ -611,8 +622,11 @@ mod tests {
         );
         assert!(!targets(&p).contains(&"/dev/pts".to_string()));
         assert!(p.mounts.iter().any(|m| m.target == Path::new("/sys") && m.what == What::Sysfs { read_only: false }));
-        assert!(p.mounts.iter().any(|m| m.target == Path::new("/sys/fs/cgroup/memory")
-            && matches!(m.what, What::Bind { read_only: false, .. })));
+        assert!(p
+            .mounts
+            .iter()
+            .any(|m| m.target == Path::new("/sys/fs/cgroup/memory")
+                && matches!(m.what, What::Bind { read_only: false, .. })));
         assert!(p.proc_masked.is_empty() && p.proc_read_only.is_empty());
         assert!(!p.mounts.iter().any(|m| m.what == What::Masked));
         // procMount: Unmasked leaves /proc as it is, and nothing else.
@@ -699,7 +713,9 @@ mod tests {
             "the process runtime cannot mount the container's volumes: it needs root to give the container a root of its own"
         );
         cfg.mounts[0].propagation = Propagation::Bidirectional;
-        assert!(refusal(&cfg, Support::Overlay, |_| true).unwrap().ends_with("mountPropagation Bidirectional (nothing propagates back to the node)"));
+        assert!(refusal(&cfg, Support::Overlay, |_| true)
+            .unwrap()
+            .ends_with("mountPropagation Bidirectional (nothing propagates back to the node)"));
         let cfg = ContainerConfig {
             mounts: vec![mount("/dev/termination-log", "/vol/log")],
             termination_log: Some(TerminationLog { host_path: "/vol/log".into(), fallback_to_logs: false }),
