@@ -241,6 +241,11 @@ fn a_sub_path_file_the_node_lacks_and_a_host_path_are_mounted_and_probes_and_exe
         exec(&sb, "paths", "app", &["sh", "-c", "cat /host/given; touch /host/x 2>/dev/null || echo ' ro'"]).1,
         "from the node ro"
     );
+    // A root workload cannot make a device node to reach the node's disks (no MKNOD).
+    assert_eq!(
+        exec(&sb, "paths", "app", &["sh", "-c", "mknod /scratch/disk b 254 0 2>/dev/null || echo refused"]).1,
+        "refused"
+    );
     // exec runs in the container's PID namespace, its /proc that namespace's.
     let (code, pids) = exec(&sb, "paths", "app", &["sh", "-c", "ls /proc | grep -c '^[0-9]'"]);
     assert_eq!(code, 0);

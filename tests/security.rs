@@ -44,9 +44,10 @@ fn capabilities(pid: i32, key: &str) -> u64 {
     u64::from_str_radix(&status_line(pid, key), 16).unwrap()
 }
 
-/// containerd's default capabilities: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID,
-/// SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, MKNOD, AUDIT_WRITE, SETFCAP.
-const CONTAINERD_DEFAULTS: u64 = 0xa80425fb;
+/// The process runtime's default capabilities: containerd's (CHOWN, DAC_OVERRIDE, FOWNER,
+/// FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, MKNOD,
+/// AUDIT_WRITE, SETFCAP: 0xa80425fb) less MKNOD (no device cgroup backs it).
+const PROCESS_DEFAULTS: u64 = 0xa80425fb & !(1 << 27);
 
 fn waiting(p: &Pod, name: &str) -> Option<(String, String)> {
     let w = container(p, name)?.state.waiting.as_ref()?;
@@ -110,7 +111,7 @@ fn a_pod_running_as_65534_has_that_identity_no_capabilities_and_no_new_privs() {
     let net_raw = 1u64 << 13;
     assert_eq!(capabilities(raw, "CapEff") & net_raw, 0);
     assert_eq!(capabilities(raw, "CapBnd") & net_raw, 0);
-    assert_eq!(capabilities(raw, "CapBnd"), CONTAINERD_DEFAULTS & !net_raw);
+    assert_eq!(capabilities(raw, "CapBnd"), PROCESS_DEFAULTS & !net_raw);
     assert_eq!(status_line(raw, "NoNewPrivs"), "0");
 
     // A command exec'd into the container runs as it does.
@@ -309,7 +310,7 @@ fn a_root_workload_cannot_undo_its_read_only_root_nor_see_the_nodes_processes() 
     let procs: usize = text.split("procs=").nth(1).unwrap().trim().parse().unwrap();
     assert!(procs <= 6, "{procs} processes visible: {text}");
     let pid = workload_pid(&sb.state(), &container(&pod, "app").unwrap().container_id).unwrap();
-    assert_eq!(capabilities(pid, "CapBnd"), CONTAINERD_DEFAULTS, "containerd's set, without SYS_ADMIN");
+    assert_eq!(capabilities(pid, "CapBnd"), PROCESS_DEFAULTS, "containerd's set less MKNOD, without SYS_ADMIN");
     // Its SIGTERM ends it at once (the workload is not PID 1, which would ignore it).
     std::fs::remove_file(sb.manifests().join("ro.yaml")).unwrap();
     wait_for("ro gone within its 30 s grace period", Duration::from_secs(15), || {

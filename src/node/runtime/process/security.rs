@@ -5,9 +5,10 @@
 //! refused openly (`refusal`), never silently ignored. The container's root, its volumes and
 //! `readOnlyRootFilesystem` are `root`'s.
 //!
-//! Capabilities: as root, the process runtime's default set is containerd's
-//! (`DEFAULT_CAPABILITIES`: no `SYS_ADMIN`, so a root workload cannot remount its read-only
-//! `/`, nor `SYS_PTRACE`). `drop` removes from it (`ALL`: everything), `add` puts back;
+//! Capabilities: as root, the process runtime's default set is containerd's but `MKNOD`
+//! (`DEFAULT_CAPABILITIES`: no `SYS_ADMIN`, so a root workload cannot undo its root, nor
+//! `SYS_PTRACE`; and no `MKNOD`, because no device cgroup stops a device node made in the
+//! container's writable layer from reaching the node's disks, as containerd's does). `drop` removes from it (`ALL`: everything), `add` puts back;
 //! `privileged` keeps everything. The set becomes the bounding set, so a root workload's
 //! effective set is exactly it; a non-root workload starts with no effective capability, as
 //! under containerd (added capabilities are not made ambient). A shim that is not root
@@ -81,13 +82,12 @@ pub fn refusal(sandbox: &SandboxSecurity, c: &ContainerSecurity) -> Option<Strin
 }
 
 /// containerd's default capabilities (`oci.defaultUnixCaps`), which a CRI container gets
-/// unless it adds or drops.
-pub const DEFAULT_CAPABILITIES: [&str; 14] = [
+/// unless it adds or drops, less `MKNOD` (no device cgroup backs it here; `add` puts it back).
+pub const DEFAULT_CAPABILITIES: [&str; 13] = [
     "CHOWN",
     "DAC_OVERRIDE",
     "FSETID",
     "FOWNER",
-    "MKNOD",
     "NET_RAW",
     "SETGID",
     "SETUID",
@@ -274,11 +274,12 @@ mod tests {
 
     #[test]
     fn drop_all_then_add_keeps_only_the_added_and_privileged_keeps_everything() {
-        // containerd's 14: CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5, SETGID 6,
-        // SETUID 7, SETPCAP 8, NET_BIND_SERVICE 10, NET_RAW 13, SYS_CHROOT 18, MKNOD 27,
+        // containerd's 14 less MKNOD 27: CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, FSETID 4, KILL 5,
+        // SETGID 6, SETUID 7, SETPCAP 8, NET_BIND_SERVICE 10, NET_RAW 13, SYS_CHROOT 18,
         // AUDIT_WRITE 29, SETFCAP 31.
-        let defaults: u64 = [0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31].iter().map(|b| 1u64 << b).sum();
-        assert_eq!(capability_set(&caps(&[], &[]), ALL), Some(defaults), "nothing asked: containerd's set");
+        let defaults: u64 = [0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31].iter().map(|b| 1u64 << b).sum();
+        assert_eq!(capability_set(&caps(&[], &[]), ALL), Some(defaults), "nothing asked: containerd's set, no MKNOD");
+        assert_eq!(capability_set(&caps(&["MKNOD"], &[]), ALL), Some(defaults | (1 << 27)), "asked for");
         assert_eq!(capability_set(&caps(&[], &["ALL"]), ALL), Some(0));
         assert_eq!(capability_set(&caps(&["NET_BIND_SERVICE"], &["ALL"]), ALL), Some(1 << 10));
         assert_eq!(capability_set(&caps(&[], &["CAP_NET_RAW", "SYS_ADMIN"]), ALL), Some(defaults & !(1 << 13)));
