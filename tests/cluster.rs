@@ -103,7 +103,7 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     assert_eq!(renewed["metadata"]["ownerReferences"][0]["uid"], node["metadata"]["uid"]);
 
     // A pod created in the apiserver runs, and its status comes back. Each of its instances
-    // writes a line when SIGTERM reaches it.
+    // writes a line when SIGTERM reaches it, into the test's directory shared with it.
     let terms = sb.work().join("api-web-terms");
     let mut web = sleeper("api-web", 5);
     web["spec"]["containers"][0]["command"] = json!([
@@ -111,6 +111,7 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
         "-c",
         format!("trap 'echo TERM >> {}; exit 0' TERM; while true; do sleep 0.2; done", terms.display())
     ]);
+    common::share_dir(&mut web, &sb.work());
     api.create_pod("default", &web);
     wait(&agent, &api, "api-web Running in the apiserver", || {
         (phase(&api, "api-web").as_deref() == Some("Running")).then_some(())

@@ -140,13 +140,16 @@ fn drain_stops_app_containers_before_sidecars_and_clears_probe_results() {
     let (app_exit, proxy_term) = (work.join("app-exit"), work.join("proxy-term"));
     sb.write_manifest(
         "web.yaml",
-        &manifest(
-            "web",
-            &format!(
-                "  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: proxy\n    image: x\n    restartPolicy: Always\n    command: [sh, -c, 'trap \"date +%s%N > {}; exit 0\" TERM; while true; do sleep 0.05; done']\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'trap \"sleep 1; date +%s%N > {}; exit 0\" TERM; while true; do sleep 0.05; done']\n    readinessProbe:\n      exec:\n        command: ['true']\n      periodSeconds: 1\n",
-                proxy_term.display(),
-                app_exit.display()
+        &common::sharing_dir(
+            &manifest(
+                "web",
+                &format!(
+                    "  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: proxy\n    image: x\n    restartPolicy: Always\n    command: [sh, -c, 'trap \"date +%s%N > {}; exit 0\" TERM; while true; do sleep 0.05; done']\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'trap \"sleep 1; date +%s%N > {}; exit 0\" TERM; while true; do sleep 0.05; done']\n    readinessProbe:\n      exec:\n        command: ['true']\n      periodSeconds: 1\n",
+                    proxy_term.display(),
+                    app_exit.display()
+                ),
             ),
+            &work,
         ),
     );
     let agent = AgentProcess::start(&sb);

@@ -129,7 +129,8 @@ fn a_pod_runs_with_its_devices_envs_preferred_allocation_and_pre_start() {
     wait_resource(&a, (4, 4, "Connected"));
     let out = sb.work().join("env.txt");
     let cmd = format!("echo \"$EXAMPLE_DEVICES\" > {}; exec sleep 3600", out.display());
-    sb.write_manifest("gpu.yaml", &device_pod("gpu", "        example.com/dev: 2\n", &cmd));
+    let pod = device_pod("gpu", "        example.com/dev: 2\n", &cmd);
+    sb.write_manifest("gpu.yaml", &common::sharing_dir(&pod, &sb.work()));
     wait_for("gpu Running", T, || phase(&a, "gpu").filter(|p| p.0 == "Running"));
     let written = wait_for("the env file", T, || std::fs::read_to_string(&out).ok().filter(|s| s.ends_with('\n')));
     assert_eq!(written.trim(), "dev3,dev1", "the env from Allocate, with the plugin's preferred devices in its order");

@@ -11,18 +11,16 @@ use std::time::{Duration, Instant};
 const T: Duration = Duration::from_secs(20);
 
 /// A container that records SIGTERM in `out` and exits, and a preStop hook (`hook`, a
-/// shell script) — both appending to the same file.
+/// shell script) — both appending to the same file, in the test's directory shared with it.
 fn traps_term(sb: &Sandbox, name: &str, grace: u32, hook: &str, out: &std::path::Path) {
     let out = out.display();
-    sb.write_manifest(
-        &format!("{name}.yaml"),
-        &manifest(
-            name,
-            &format!(
-                "  terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'trap \"echo TERM >> {out}; exit 0\" TERM; echo up >> {out}; while :; do sleep 0.1; done']\n    lifecycle:\n      preStop:\n        exec:\n          command: [sh, -c, '{hook}']\n"
-            ),
+    let pod = manifest(
+        name,
+        &format!(
+            "  terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'trap \"echo TERM >> {out}; exit 0\" TERM; echo up >> {out}; while :; do sleep 0.1; done']\n    lifecycle:\n      preStop:\n        exec:\n          command: [sh, -c, '{hook}']\n"
         ),
     );
+    sb.write_manifest(&format!("{name}.yaml"), &common::sharing_dir(&pod, &sb.work()));
 }
 
 fn lines(path: &std::path::Path) -> Vec<String> {

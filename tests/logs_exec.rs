@@ -70,7 +70,7 @@ fn exec(config: &Path, args: &[&str]) -> Output {
 fn logs_and_exec_reach_a_pods_containers_through_the_process_runtime() {
     let sb = Sandbox::new();
     let work = sb.work();
-    sb.write_manifest("web.yaml", &web_manifest(&work));
+    sb.write_manifest("web.yaml", &common::sharing_dir(&web_manifest(&work), &work));
     let agent = AgentProcess::start_with(&sb, |t| format!("{t}[logs]\nmax_size = \"4Ki\"\nmax_files = 10\n"));
     let config = sb.dir.path().join("ferrolet.toml");
     let count = work.join("count");

@@ -27,16 +27,14 @@ fn datagrams(sock: &UnixDatagram, d: Duration) -> Vec<String> {
 fn the_agent_says_ready_pings_its_watchdog_and_says_stopping() {
     let sb = Sandbox::new();
     let env_out = sb.work().join("env");
-    sb.write_manifest(
-        "envy.yaml",
-        &manifest(
-            "envy",
-            &format!(
-                "  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'env > {}; exec sleep 300']\n",
-                env_out.display()
-            ),
+    let envy = manifest(
+        "envy",
+        &format!(
+            "  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'env > {}; exec sleep 300']\n",
+            env_out.display()
         ),
     );
+    sb.write_manifest("envy.yaml", &common::sharing_dir(&envy, &sb.work()));
     let sock_path = sb.dir.path().join("notify.sock");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();

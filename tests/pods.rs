@@ -90,7 +90,7 @@ fn init_containers_run_one_at_a_time_in_order_before_the_app() {
     let spec = format!(
         "  initContainers:\n  - name: first\n    image: x\n    command: [sh, -c, 'sleep 0.5; echo first >> {o}']\n  - name: second\n    image: x\n    command: [sh, -c, 'echo second >> {o}']\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo app >> {o}; sleep 30']\n"
     );
-    sb.write_manifest("init.yaml", &manifest("init", &spec));
+    sb.write_manifest("init.yaml", &common::sharing_dir(&manifest("init", &spec), &sb.work()));
     let agent = AgentProcess::start(&sb);
     let pod = wait_for("Running", T, || {
         agent.pod("init").filter(|p| p.status.as_ref().is_some_and(|s| s.phase == "Running"))
@@ -128,7 +128,7 @@ fn a_sidecar_starts_first_runs_beside_the_app_and_stops_after_it() {
     let spec = format!(
         "  terminationGracePeriodSeconds: 10\n  initContainers:\n  - name: proxy\n    image: x\n    restartPolicy: Always\n    command: [sh, -c, 'echo proxy-start >> {o}; trap \"echo proxy-stop >> {o}; exit 0\" TERM; while true; do sleep 0.1; done']\n  - name: setup\n    image: x\n    command: [sh, -c, 'echo setup >> {o}']\n  containers:\n  - name: app\n    image: x\n    command: [sh, -c, 'echo app-start >> {o}; trap \"sleep 1; echo app-stop >> {o}; exit 0\" TERM; while true; do sleep 0.1; done']\n"
     );
-    sb.write_manifest("side.yaml", &manifest("side", &spec));
+    sb.write_manifest("side.yaml", &common::sharing_dir(&manifest("side", &spec), &sb.work()));
     let agent = AgentProcess::start(&sb);
     let pod = wait_for("Running 2/2", T, || {
         agent

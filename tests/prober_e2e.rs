@@ -37,7 +37,7 @@ fn a_failing_liveness_probe_restarts_the_container_once_per_threshold_crossing()
         "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n{}",
         exec_probe("livenessProbe", &healthy, "      failureThreshold: 2\n")
     );
-    sb.write_manifest("live.yaml", &manifest("live", &spec));
+    sb.write_manifest("live.yaml", &common::sharing_dir(&manifest("live", &spec), &sb.work()));
     let agent = AgentProcess::start(&sb);
     let pod = wait_for("running", T, || agent.pod("live").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
     let first_id = container(&pod, "app").unwrap().container_id.clone();
@@ -88,7 +88,7 @@ fn readiness_flips_the_ready_condition_both_ways() {
         "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n{}",
         exec_probe("readinessProbe", &marker, "      failureThreshold: 1\n")
     );
-    sb.write_manifest("web.yaml", &manifest("web", &spec));
+    sb.write_manifest("web.yaml", &common::sharing_dir(&manifest("web", &spec), &sb.work()));
     let agent = AgentProcess::start(&sb);
     let pod = wait_for("running", T, || agent.pod("web").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
     assert!(!ready(&pod), "not ready before the probe passes");
@@ -114,7 +114,7 @@ fn a_startup_probe_holds_back_liveness_until_it_passes() {
         "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n{}    livenessProbe:\n      exec:\n        command: ['false']\n      periodSeconds: 1\n      failureThreshold: 1\n",
         exec_probe("startupProbe", &started, "      failureThreshold: 60\n")
     );
-    sb.write_manifest("slow.yaml", &manifest("slow", &spec));
+    sb.write_manifest("slow.yaml", &common::sharing_dir(&manifest("slow", &spec), &sb.work()));
     let agent = AgentProcess::start(&sb);
     wait_for("running", T, || agent.pod("slow").filter(|p| p.status.as_ref().unwrap().phase == "Running"));
     // Three startup probes fail meanwhile, and the pod manager syncs after them.
@@ -138,7 +138,7 @@ fn ready_survives_an_agent_restart_until_a_probe_says_otherwise() {
         "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      exec:\n        command: [test, -f, {}]\n      periodSeconds: 20\n      failureThreshold: 1\n",
         marker.display()
     );
-    sb.write_manifest("web.yaml", &manifest("web", &spec));
+    sb.write_manifest("web.yaml", &common::sharing_dir(&manifest("web", &spec), &sb.work()));
     let agent = AgentProcess::start(&sb);
     wait_for("Ready", T, || agent.pod("web").filter(ready));
     agent.kill9();
@@ -170,19 +170,20 @@ fn slow_probes_hold_up_only_their_own_workers() {
     let pids = sb.work().join("exec-pids");
     let (fast_port, hits) = common::ok_http_server();
     let silent = silent_listener();
-    // Four exec probes that hang (each records its pid) and four HTTP probes to a server that
-    // never answers, all with a 30 s timeout, against a pool of two threads.
+    // Four exec probes that hang (each records its container and its pid there) and four HTTP
+    // probes to a server that never answers, all with a 30 s timeout, against a pool of two
+    // threads.
     let mut spec = String::from("  terminationGracePeriodSeconds: 1\n  containers:\n");
     for i in 0..4 {
         spec.push_str(&format!(
-            "  - name: exec{i}\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      exec:\n        command: [sh, -c, 'echo $$$$ >> {}; exec sleep 100']\n      timeoutSeconds: 30\n      periodSeconds: 1\n",
+            "  - name: exec{i}\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      exec:\n        command: [sh, -c, 'echo exec{i} $$$$ >> {}; exec sleep 100']\n      timeoutSeconds: 30\n      periodSeconds: 1\n",
             pids.display()
         ));
         spec.push_str(&format!(
             "  - name: http{i}\n    image: x\n    command: [sleep, '300']\n    readinessProbe:\n      httpGet: {{host: 127.0.0.1, port: {silent}, path: /}}\n      timeoutSeconds: 30\n      periodSeconds: 1\n"
         ));
     }
-    sb.write_manifest("slow.yaml", &manifest("slow", &spec));
+    sb.write_manifest("slow.yaml", &common::sharing_dir(&manifest("slow", &spec), &sb.work()));
     let fast = format!(
         "  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n    livenessProbe:\n      httpGet: {{host: 127.0.0.1, port: {fast_port}, path: /}}\n      periodSeconds: 1\n"
     );
@@ -202,15 +203,25 @@ fn slow_probes_hold_up_only_their_own_workers() {
     assert_eq!(container(&agent.pod("fast").unwrap(), "app").unwrap().restart_count, 0);
 
     // The hanging commands end with the agent: the exec reaper kills their process groups.
-    let exec_pids: Vec<(i32, Option<u64>)> = std::fs::read_to_string(&pids)
+    // Each pid is its container's (probes run in the container's PID namespace): each is
+    // looked up there, through its workload.
+    let slow = agent.pod("slow").unwrap();
+    let exec_pids: Vec<(i32, i32)> = std::fs::read_to_string(&pids)
         .unwrap()
         .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .map(|pid| (pid, ferrolet::base::procs::process_start_ticks(pid)))
+        .filter_map(|l| {
+            let (name, pid) = l.trim().split_once(' ')?;
+            let workload = common::workload_pid(&sb.state(), &container(&slow, name)?.container_id)?;
+            Some((workload, pid.parse().ok()?))
+        })
         .collect();
+    assert!(
+        exec_pids.iter().any(|&(workload, pid)| common::alive_in_container(workload, pid)),
+        "a hanging probe command is found in its container: {exec_pids:?}"
+    );
     assert!(agent.terminate().success());
     wait_for("the exec probe commands to be killed", Duration::from_secs(5), || {
-        exec_pids.iter().all(|&(pid, ticks)| !ferrolet::base::procs::process_alive(pid, ticks)).then_some(())
+        exec_pids.iter().all(|&(workload, pid)| !common::alive_in_container(workload, pid)).then_some(())
     });
 }
 

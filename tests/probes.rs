@@ -183,14 +183,19 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
             ..Default::default()
         })
         .unwrap();
+    // The test's directory is shared with the container (and so with its exec probes).
     let cfg = ContainerConfig {
         name: "app".into(),
         argv: vec!["sleep".into(), "30".into()],
         log_path: sb.state().join("logs/app/0.log"),
+        mounts: vec![common::shared_dir_mount(&sb.work())],
         ..Default::default()
     };
     let id = rt.create_container(&s, &cfg).unwrap();
     rt.start_container(&id).unwrap();
+    let workload = wait_for("the workload", Duration::from_secs(5), || {
+        rt.list_containers().unwrap().into_iter().find(|c| c.id == id)?.pid
+    });
     let mut t = target();
     t.container_id = id.clone();
     let mut c = Container::default();
@@ -212,13 +217,15 @@ fn exec_probes_use_exit_codes_static_env_a_timeout_and_cap_output() {
         Outcome::Failure("command \"sh -c sleep 10\" timed out".into())
     );
     // A command that exits at once but leaves a child holding its output open times out,
-    // and the whole group goes at the timeout, the leftover child included.
+    // and the whole group goes at the timeout, the leftover child included. (Its pid is the
+    // container's: it is looked up there, where the workload is PID 1.)
     let pid_file = sb.work().join("bg.pid");
     let bg = format!("sleep 100 & echo $! > {}", pid_file.display());
     assert_eq!(probes::exec(&sh(&bg), &t, &rt, SEC), Outcome::Failure(format!("command \"sh -c {bg}\" timed out")));
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(common::alive_in_container(workload, 1), "the container's processes are seen");
     wait_for("the leftover child to be killed", Duration::from_secs(1), || {
-        (!ferrolet::base::procs::process_alive(pid, None)).then_some(())
+        (!common::alive_in_container(workload, pid)).then_some(())
     });
     rt.stop_container(&id, Duration::from_secs(1)).unwrap();
 }

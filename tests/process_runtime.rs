@@ -150,8 +150,12 @@ fn a_fresh_runtime_adopts_running_containers_and_sees_exits_that_happened_meanwh
         let rt = runtime(&sb);
         let s = sandbox(&rt, &sb);
         let long = run(&rt, &sb, &s, "long", "sleep 30");
-        let short =
-            run(&rt, &sb, &s, "short", &format!("while [ ! -f {} ]; do sleep 0.05; done; exit 7", marker.display()));
+        // `short` sees the marker in the test's directory, shared with it.
+        let script = format!("while [ ! -f {} ]; do sleep 0.05; done; exit 7", marker.display());
+        let cfg =
+            ContainerConfig { mounts: vec![common::shared_dir_mount(&sb.work())], ..config(&sb, "short", &script) };
+        let short = rt.create_container(&s, &cfg).unwrap();
+        rt.start_container(&short).unwrap();
         let pid = wait_for("a pid", Duration::from_secs(5), || info(&rt, &long).pid);
         (s, long, short, pid)
         // The runtime object (the agent's view) is dropped here; the shims live on.

@@ -23,16 +23,14 @@ fn kill_9_of_the_agent_restarts_no_container_and_recovers_statuses() {
             "  initContainers:\n  - name: proxy\n    image: x\n    restartPolicy: Always\n    command: [sleep, '300']\n  containers:\n  - name: app\n    image: x\n    command: [sleep, '300']\n",
         ),
     );
-    sb.write_manifest(
-        "oneshot.yaml",
-        &manifest(
-            "oneshot",
-            &format!(
-                "  restartPolicy: Never\n  containers:\n  - name: job\n    image: x\n    command: [sh, -c, 'while [ ! -f {} ]; do sleep 0.05; done; exit 7']\n",
-                marker.display()
-            ),
+    let oneshot = manifest(
+        "oneshot",
+        &format!(
+            "  restartPolicy: Never\n  containers:\n  - name: job\n    image: x\n    command: [sh, -c, 'while [ ! -f {} ]; do sleep 0.05; done; exit 7']\n",
+            marker.display()
         ),
     );
+    sb.write_manifest("oneshot.yaml", &common::sharing_dir(&oneshot, &sb.work()));
     let agent = AgentProcess::start(&sb);
     let running = |a: &AgentProcess| {
         let pods = a.pods();

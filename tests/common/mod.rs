@@ -137,6 +137,53 @@ pub fn manifest(name: &str, spec: &str) -> String {
     format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{spec}")
 }
 
+/// Shares the node's directory `dir` with every container of `pod` (a pod as JSON), the
+/// Kubernetes way: a hostPath volume mounted at the same path. Each container has a root of
+/// its own, so only there do the test and the workload (its probes and hooks too) see the
+/// same files.
+pub fn share_dir(pod: &mut serde_json::Value, dir: &Path) {
+    fn push(list: &mut serde_json::Value, item: serde_json::Value) {
+        if list.is_null() {
+            *list = serde_json::Value::Array(Vec::new());
+        }
+        list.as_array_mut().expect("a list").push(item);
+    }
+    let dir = dir.to_str().unwrap();
+    let spec = &mut pod["spec"];
+    push(&mut spec["volumes"], serde_json::json!({"name": "shared", "hostPath": {"path": dir, "type": "Directory"}}));
+    for list in ["initContainers", "containers"] {
+        for c in spec.get_mut(list).and_then(|l| l.as_array_mut()).into_iter().flatten() {
+            push(&mut c["volumeMounts"], serde_json::json!({"name": "shared", "mountPath": dir}));
+        }
+    }
+}
+
+/// `share_dir` on a manifest's YAML text.
+pub fn sharing_dir(manifest: &str, dir: &Path) -> String {
+    let mut pod: serde_json::Value = serde_norway::from_str(manifest).unwrap();
+    share_dir(&mut pod, dir);
+    serde_norway::to_string(&pod).unwrap()
+}
+
+/// The mount of a `ContainerConfig` that shares the node's directory `dir` with the
+/// container at the same path (as `share_dir` does for a pod).
+pub fn shared_dir_mount(dir: &Path) -> ferrolet::node::runtime::Mount {
+    ferrolet::node::runtime::Mount {
+        container_path: dir.to_str().unwrap().into(),
+        host_path: dir.into(),
+        ..Default::default()
+    }
+}
+
+/// Whether process `pid` of a container's PID namespace lives (and is no zombie), seen in
+/// the container's own `/proc` through its workload, the node's process `workload`. Exec
+/// probes, hooks and `ferrolet exec` run in that namespace: a pid they print is the
+/// container's, not the node's.
+pub fn alive_in_container(workload: i32, pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{workload}/root/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rfind(')').is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z')))
+}
+
 /// Kills every shim and workload recorded under a state directory.
 pub fn kill_everything(state_dir: &Path) {
     let Ok(rd) = std::fs::read_dir(state_dir.join("runtime/containers")) else { return };
