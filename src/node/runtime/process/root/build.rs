@@ -354,8 +354,11 @@ fn mount_one(root: &OwnedFd, m: &RootMount) -> io::Result<()> {
                 mount(None, &top, None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, None)
                     .map_err(context("making it read-only"))?;
             }
-            let propagation = if *from_host { libc::MS_SLAVE } else { libc::MS_PRIVATE };
-            mount(None, &top, None, libc::MS_REC | propagation, None).map_err(context("setting its propagation"))?;
+            // Nothing is ever mounted below a file: its propagation does not matter.
+            if m.point == Point::Dir {
+                let propagation = if *from_host { libc::MS_SLAVE } else { libc::MS_PRIVATE };
+                mount(None, &top, None, libc::MS_REC | propagation, None).map_err(context("setting its propagation"))?;
+            }
         }
         What::Tmpfs(options) => {
             let (flags, data) = split_options(options);
