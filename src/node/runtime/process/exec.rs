@@ -89,7 +89,6 @@ pub(super) fn arg_max() -> usize {
 /// The namespaces of a container's workload that are not the agent's own, which a command
 /// run in the container joins: its mount namespace (its root and volumes) and its PID
 /// namespace.
-#[derive(Default)]
 pub struct Namespaces {
     mnt: Option<OwnedFd>,
     pid: Option<OwnedFd>,

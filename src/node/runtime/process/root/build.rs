@@ -121,7 +121,7 @@ fn mount(
 
 /// Splits mount options as `mount(8)` writes them into `mount(2)` flags and the
 /// filesystem's own options.
-pub fn split_options(options: &str) -> (libc::c_ulong, String) {
+fn split_options(options: &str) -> (libc::c_ulong, String) {
     let mut flags = 0;
     let mut data = Vec::new();
     for o in options.split(',').filter(|o| !o.is_empty()) {
@@ -357,7 +357,8 @@ fn mount_one(root: &OwnedFd, m: &RootMount) -> io::Result<()> {
             // Nothing is ever mounted below a file: its propagation does not matter.
             if m.point == Point::Dir {
                 let propagation = if *from_host { libc::MS_SLAVE } else { libc::MS_PRIVATE };
-                mount(None, &top, None, libc::MS_REC | propagation, None).map_err(context("setting its propagation"))?;
+                mount(None, &top, None, libc::MS_REC | propagation, None)
+                    .map_err(context("setting its propagation"))?;
             }
         }
         What::Tmpfs(options) => {
@@ -452,4 +453,32 @@ pub fn enter(e: &Entry) -> Result<(), (Step, io::Error)> {
     // SAFETY: as above.
     check(unsafe { libc::chdir(e.workdir.as_ptr()) }).map_err(at(Step::WorkingDir))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_options_split_into_flags_and_the_filesystems_own() {
+        let (flags, data) = split_options("mode=1777,size=65536k,nosuid,nodev,noexec");
+        assert_eq!(flags, libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC);
+        assert_eq!(data, "mode=1777,size=65536k");
+        assert_eq!(split_options("ro,strictatime"), (libc::MS_RDONLY | libc::MS_STRICTATIME, String::new()));
+    }
+
+    #[test]
+    fn a_layer_path_is_escaped_for_overlayfs() {
+        assert_eq!(escape(Path::new("/var/lib/a:b,c\\d")), "/var/lib/a\\:b\\,c\\\\d");
+        assert_eq!(escape(Path::new("/plain/path")), "/plain/path");
+    }
+
+    #[test]
+    fn a_step_survives_the_byte_it_is_written_as() {
+        for s in [Step::Namespace, Step::Proc, Step::ProcPaths, Step::Pivot, Step::WorkingDir] {
+            assert_eq!(Step::from_byte(s as u8), Some(s));
+        }
+        assert_eq!(Step::from_byte(0), None);
+        assert_eq!(Step::WorkingDir.describe("/app"), "entering working directory \"/app\"");
+    }
 }
