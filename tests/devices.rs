@@ -128,12 +128,17 @@ fn a_pod_runs_with_its_devices_envs_preferred_allocation_and_pre_start() {
     p.register().unwrap();
     wait_resource(&a, (4, 4, "Connected"));
     let out = sb.work().join("env.txt");
-    let cmd = format!("echo \"$EXAMPLE_DEVICES\" > {}; exec sleep 3600", out.display());
+    let devs = sb.work().join("dev.txt");
+    let cmd = format!("ls /dev > {}; echo \"$EXAMPLE_DEVICES\" > {}; exec sleep 3600", devs.display(), out.display());
     let pod = device_pod("gpu", "        example.com/dev: 2\n", &cmd);
     sb.write_manifest("gpu.yaml", &common::sharing_dir(&pod, &sb.work()));
     wait_for("gpu Running", T, || phase(&a, "gpu").filter(|p| p.0 == "Running"));
     let written = wait_for("the env file", T, || std::fs::read_to_string(&out).ok().filter(|s| s.ends_with('\n')));
     assert_eq!(written.trim(), "dev3,dev1", "the env from Allocate, with the plugin's preferred devices in its order");
+    // The allocated device nodes are in the container's own /dev, and no other of the plugin's.
+    let listed = std::fs::read_to_string(&devs).unwrap();
+    let mine: Vec<&str> = listed.lines().filter(|l| l.starts_with("example-")).collect();
+    assert_eq!(mine, ["example-dev1", "example-dev3"], "{listed}");
     p.calls(|c| {
         assert_eq!(c.preferred.len(), 1);
         assert_eq!(c.preferred[0].0, ["dev0", "dev1", "dev2", "dev3"], "offered: every free healthy device");
