@@ -396,7 +396,9 @@ pub fn volumes(cfg: &ContainerConfig, is_dir: impl Fn(&Path) -> bool) -> Vec<Vol
                 container_path: dev.container_path.clone().into(),
                 source: dev.host_path.clone().into(),
                 is_dir: false,
-                read_only: !dev.permissions.contains('w'),
+                // A read-only mount does not stop writes to a device node (a device cgroup
+                // would; the process runtime sets none).
+                read_only: false,
                 from_host: false,
             });
         }
