@@ -51,19 +51,34 @@ fn running(agent: &AgentProcess, name: &str) -> Pod {
 }
 
 /// The lines container `name` of `p` wrote to log `n` (its n-th instance), once `last` is
-/// among them.
-fn output(sb: &Sandbox, p: &Pod, name: &str, n: u32, last: &str) -> Vec<String> {
+/// among them; else a panic with what the log and the agent said.
+fn output(sb: &Sandbox, agent: &AgentProcess, p: &Pod, name: &str, n: u32, last: &str) -> Vec<String> {
     let log = sb
         .state()
         .join("logs")
         .join(format!("default_{}_{}", p.metadata.name, p.metadata.uid))
         .join(name)
         .join(format!("{n}.log"));
-    wait_for(&format!("{last:?} in {}", log.display()), T, || {
+    let lines = || -> Option<Vec<String>> {
         let text = std::fs::read_to_string(&log).ok()?;
-        let lines: Vec<String> = text.lines().filter_map(|l| l.splitn(4, ' ').nth(3)).map(String::from).collect();
-        lines.iter().any(|l| l == last).then_some(lines)
-    })
+        Some(text.lines().filter_map(|l| l.splitn(4, ' ').nth(3)).map(String::from).collect())
+    };
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        if let Some(l) = lines().filter(|l| l.iter().any(|l| l == last)) {
+            return l;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "no {last:?} in {}: {:?}\nevents: {:?}\nlog: {}",
+                log.display(),
+                lines(),
+                agent.get("/events"),
+                agent.log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn config(sb: &Sandbox) -> PathBuf {
@@ -98,9 +113,12 @@ fn a_pod_with_an_empty_dir_at_a_path_the_node_lacks_runs_and_its_hooks_write_the
     let sb = Sandbox::new();
     let scratch = unused("scratch");
     assert!(!Path::new(&scratch).exists());
-    // The app waits for what postStart wrote, then on TERM shows what preStop wrote.
+    // The app waits for what postStart wrote, then on TERM shows what preStop wrote. A
+    // liveness probe fails once /tmp/kill exists (the instance's own /tmp): the container is
+    // stopped, preStop first, and started again, its log kept beside the new one.
     let script = format!(
         "trap 'echo stop=$(cat {scratch}/stop); exit 0' TERM\n      \
+         [ -e {scratch}/mine ] && echo kept=$(cat {scratch}/mine)\n      \
          while [ ! -e {scratch}/post ]; do sleep 0.05; done\n      \
          echo post=$(cat {scratch}/post) id=$(id -u)\n      \
          echo mine > {scratch}/mine && echo wrote\n      \
@@ -126,6 +144,10 @@ fn a_pod_with_an_empty_dir_at_a_path_the_node_lacks_runs_and_its_hooks_write_the
     lifecycle:
       postStart: {{exec: {{command: [sh, -c, 'echo started > {scratch}/post']}}}}
       preStop: {{exec: {{command: [sh, -c, 'echo stopping > {scratch}/stop']}}}}
+    livenessProbe:
+      exec: {{command: [sh, -c, 'test ! -e /tmp/kill']}}
+      periodSeconds: 1
+      failureThreshold: 1
     volumeMounts:
     - {{name: scratch, mountPath: {scratch}}}
 "
@@ -134,13 +156,15 @@ fn a_pod_with_an_empty_dir_at_a_path_the_node_lacks_runs_and_its_hooks_write_the
     );
     let agent = AgentProcess::start(&sb);
     let pod = running(&agent, "scratch");
-    let lines = output(&sb, &pod, "app", 0, "wrote");
-    assert!(lines.contains(&"post=started id=65534".to_string()), "{lines:?}");
+    let lines = output(&sb, &agent, &pod, "app", 0, "wrote");
+    assert_eq!(lines, ["post=started id=65534", "wrote"]);
     assert_eq!(exec(&sb, "scratch", "app", &["cat", &format!("{scratch}/mine")]), (0, "mine".into()));
     assert!(!Path::new(&scratch).exists(), "nothing appears at {scratch} on the node");
-    std::fs::remove_file(sb.manifests().join("scratch.yaml")).unwrap();
-    let lines = output(&sb, &pod, "app", 0, "stop=stopping");
-    assert!(!lines.is_empty());
+    assert_eq!(exec(&sb, "scratch", "app", &["touch", "/tmp/kill"]).0, 0);
+    let lines = output(&sb, &agent, &pod, "app", 0, "stop=stopping");
+    assert_eq!(lines.last().unwrap(), "stop=stopping", "preStop's write, seen by the workload: {lines:?}");
+    let again = output(&sb, &agent, &pod, "app", 1, "wrote");
+    assert_eq!(again[0], "kept=mine", "the emptyDir outlives the instance, its /tmp does not: {again:?}");
     assert!(!Path::new(&scratch).exists());
 }
 
@@ -181,13 +205,13 @@ fn writes_to_the_root_stay_in_the_containers_layer_and_go_with_the_instance() {
     );
     let agent = AgentProcess::start(&sb);
     let pod = pod_where(&agent, "layer", "restarted", |p| container(p, "app").is_some_and(|s| s.restart_count >= 1));
-    let first = output(&sb, &pod, "app", 0, "root-writable");
+    let first = output(&sb, &agent, &pod, "app", 0, "root-writable");
     assert_eq!(first, ["fresh", "wrote=mine", "root-writable"]);
-    let second = output(&sb, &pod, "app", 1, "root-writable");
+    let second = output(&sb, &agent, &pod, "app", 1, "root-writable");
     assert_eq!(second[0], "fresh", "a new instance has a new writable layer: {second:?}");
     assert!(!Path::new(&foo).exists(), "the node's {foo} does not exist");
     assert!(!Path::new("/made-at-root").exists());
-    let ro = output(&sb, &pod, "ro", 0, "volume-writable");
+    let ro = output(&sb, &agent, &pod, "ro", 0, "volume-writable");
     assert_eq!(ro, ["root-read-only", "volume-writable"]);
 }
 
@@ -231,7 +255,7 @@ fn a_sub_path_file_the_node_lacks_and_a_host_path_are_mounted_and_probes_and_exe
     );
     let agent = AgentProcess::start(&sb);
     let pod = running(&agent, "paths");
-    let lines = output(&sb, &pod, "app", 0, "host=from the node");
+    let lines = output(&sb, &agent, &pod, "app", 0, "host=from the node");
     assert_eq!(lines[0], "conf=paths-testnode");
     assert!(!Path::new(&conf).exists(), "the node has no {conf}");
     // Ready only once the exec probe reads the file the container wrote in its own root.
@@ -292,7 +316,7 @@ fn after_kill_9_the_agent_adopts_the_containers_with_their_roots_and_drain_remov
     );
     let agent = AgentProcess::start(&sb);
     let pod = running(&agent, "keep");
-    output(&sb, &pod, "app", 0, "up");
+    output(&sb, &agent, &pod, "app", 0, "up");
     let id = container(&pod, "app").unwrap().container_id.clone();
     assert_eq!(writable_layers(&sb).len(), 1);
     agent.kill9();

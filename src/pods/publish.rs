@@ -128,12 +128,18 @@ impl Published {
             let view = snap.pod(uid);
             entry.probed.iter().map(move |c| {
                 let cur = view.latest(&c.name);
+                // Probes wait for the postStart hook, as kubelet's do: until it is over (and
+                // while the instance is only created), the prober does not see the instance,
+                // as kubelet's sees no container ID in a waiting status. Seen as a container
+                // that is not running, it would be failed, and killed once the hook is over.
+                let shown = cur.filter(|i| {
+                    i.state != ContainerState::Created
+                        && !(i.state == ContainerState::Running && seen.hooks.in_post_start(&i.id))
+                });
                 let state = TargetState {
-                    container_id: cur.map(|i| i.id.as_str()),
-                    // Probes wait for the postStart hook, as kubelet's do.
-                    running: cur
-                        .is_some_and(|i| i.state == ContainerState::Running && !seen.hooks.in_post_start(&i.id)),
-                    started_at: cur.and_then(|i| i.started_at),
+                    container_id: shown.map(|i| i.id.as_str()),
+                    running: shown.is_some_and(|i| i.state == ContainerState::Running),
+                    started_at: shown.and_then(|i| i.started_at),
                     will_restart: c.is_sidecar() || cur.map_or(true, |i| policy.restarts(i.exit_code)),
                     terminating: entry.termination.is_some(),
                     pod_terminal,

@@ -63,7 +63,6 @@ fn a_post_start_hook_holds_back_the_next_container_and_the_containers_start_unti
     let proxy = node.container(&web, "proxy");
     assert!(proxy.state.running.is_some());
     assert_eq!((proxy.started, proxy.ready), (Some(false), false), "not started while its hook runs");
-    assert!(node.sent_targets().iter().flatten().all(|t| !t.running), "its probes wait too");
 
     node.advance(5);
     node.tick();
@@ -72,6 +71,30 @@ fn a_post_start_hook_holds_back_the_next_container_and_the_containers_start_unti
     answer(&mut node, HookKind::PostStart, &web, "proxy", Ok(()));
     assert_eq!(node.calls(), [create("web", 0), start("web")]);
     assert_eq!(node.container(&web, "proxy").started, Some(true));
+}
+
+#[test]
+fn a_probed_container_is_not_shown_to_the_prober_until_its_post_start_hook_answers() {
+    use crate::api::{IntOrString, Probe, TcpSocketAction};
+    let (mut node, _hooks) = node_with_hooks();
+    let tcp = TcpSocketAction { port: IntOrString::Int(80), host: String::new() };
+    let probe = Probe { tcp_socket: Some(tcp), ..Default::default() };
+    let web = pod(
+        "web",
+        RestartPolicy::Always,
+        &[],
+        &[Container { liveness_probe: Some(probe), ..with_post_start(app("web")) }],
+    );
+    node.apply(&[&web]);
+    // A target with the instance but not running would be failed by the prober (as kubelet
+    // fails an exited container), and the container killed once the hook is over.
+    let during = node.sent_targets().concat();
+    assert!(!during.is_empty());
+    assert!(during.iter().all(|t| t.container_id.is_none() && !t.running), "{during:?}");
+    answer(&mut node, HookKind::PostStart, &web, "web", Ok(()));
+    let after = node.sent_targets().concat();
+    let id = node.instance("web").id;
+    assert!(after.iter().any(|t| t.container_id.as_deref() == Some(id.as_str()) && t.running), "{after:?}");
 }
 
 #[test]
