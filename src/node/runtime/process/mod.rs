@@ -252,7 +252,7 @@ impl ProcessRuntime {
             let s = root::build::support();
             match s {
                 root::Support::ReadOnlyBind => log::warn!(
-                    "runtime: this kernel has no overlayfs (/proc/filesystems; try `modprobe overlay`): each container's root is the node's `/`, read-only, and a volume's mountPath must exist on the node"
+                    "runtime: this kernel has no overlayfs (not in /proc/filesystems, no module of it): each container's root is the node's `/`, read-only, and a volume's mountPath must exist on the node"
                 ),
                 root::Support::None => log::info!(
                     "runtime: not running as root: containers share the node's filesystem, and volumes are refused"

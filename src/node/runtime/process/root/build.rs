@@ -70,18 +70,30 @@ impl Step {
 }
 
 /// What this node offers a container's root: nothing without root, else an overlay when
-/// the kernel has overlayfs (`/proc/filesystems`), else a read-only bind of `/`.
+/// the kernel has overlayfs, else a read-only bind of `/`.
 pub fn support() -> super::Support {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return super::Support::None;
     }
-    let filesystems = fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if filesystems.lines().any(|l| l.split_whitespace().last() == Some("overlay")) {
+    let read = |p: &str| fs::read_to_string(p).unwrap_or_default();
+    let release = read("/proc/sys/kernel/osrelease");
+    let modules = |f: &str| read(&format!("/lib/modules/{}/{f}", release.trim()));
+    if has_overlay(&read("/proc/filesystems"), &modules("modules.dep"), &modules("modules.builtin")) {
         super::Support::Overlay
     } else {
         super::Support::ReadOnlyBind
     }
+}
+
+/// Whether the kernel has overlayfs: registered (`/proc/filesystems`), or a module of it
+/// there to be loaded by the first overlay mount (`modules.dep`, `modules.builtin`), as on
+/// a freshly booted Debian, where nothing has loaded it yet.
+fn has_overlay(filesystems: &str, modules_dep: &str, modules_builtin: &str) -> bool {
+    let module =
+        |l: &str| l.split(':').next().is_some_and(|m| m.ends_with("/overlay.ko") || m.contains("/overlay.ko."));
+    filesystems.lines().any(|l| l.split_whitespace().last() == Some("overlay"))
+        || modules_dep.lines().chain(modules_builtin.lines()).any(module)
 }
 
 /// The node's mounts, from `/proc/self/mountinfo`.
@@ -458,6 +470,16 @@ pub fn enter(e: &Entry) -> Result<(), (Step, io::Error)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlayfs_is_there_when_registered_or_a_module_of_it_can_be_loaded() {
+        assert!(has_overlay("nodev\tproc\nnodev\toverlay\n", "", ""));
+        let dep = "kernel/fs/overlayfs/overlay.ko.xz: \nkernel/fs/fuse/fuse.ko.xz:\n";
+        assert!(has_overlay("nodev\tproc\n", dep, ""));
+        assert!(has_overlay("", "", "kernel/fs/overlayfs/overlay.ko\n"));
+        assert!(!has_overlay("nodev\tproc\n\text4\n", "kernel/fs/fuse/fuse.ko.xz:\n", ""));
+        assert!(!has_overlay("", "kernel/fs/overlayfs2/not-overlay.ko:\n", ""));
+    }
 
     #[test]
     fn mount_options_split_into_flags_and_the_filesystems_own() {
