@@ -198,12 +198,10 @@ pub fn plan(inp: &RootInputs) -> RootPlan {
     let mut volumes: Vec<&Volume> = inp.volumes.iter().collect();
     volumes.sort_by_key(|v| v.container_path.components().count());
     let defaults = ["/proc", "/dev", "/sys", "/run", "/tmp"].map(PathBuf::from);
-    let mut taken: Vec<PathBuf> = Vec::new();
     let mut resolved: Vec<(PathBuf, &Volume)> = Vec::new();
     for v in volumes {
-        let opaque: Vec<&PathBuf> = defaults.iter().chain(&taken).collect();
+        let opaque: Vec<&PathBuf> = defaults.iter().chain(resolved.iter().map(|(t, _)| t)).collect();
         let target = resolve(&v.container_path, inp.link, &opaque);
-        taken.push(target.clone());
         resolved.push((target, v));
     }
     let taken = |p: &str| resolved.iter().any(|(t, _)| t == Path::new(p));
@@ -259,15 +257,12 @@ pub fn plan(inp: &RootInputs) -> RootPlan {
             point: if v.is_dir { Point::Dir } else { Point::File },
         });
     }
+    // The device nodes are bound onto files.
+    for m in mounts.iter_mut().filter(|m| DEVICES.iter().any(|d| m.target == Path::new("/dev").join(d))) {
+        m.point = Point::File;
+    }
     // Parents first; a stable sort keeps the order above among mounts at one depth.
     mounts.sort_by_key(|m| m.target.components().count());
-    for m in mounts.iter_mut() {
-        if let What::Bind { source, .. } = &m.what {
-            if DEVICES.iter().any(|d| source == &Path::new("/dev").join(d)) {
-                m.point = Point::File;
-            }
-        }
-    }
     // A mount point below another mount is made in that mount when it is mounted (a
     // tmpfs, a volume); the others are the skeleton layer's. `/proc` is one of them.
     let mut points: Vec<(PathBuf, Point)> = vec![("/proc".into(), Point::Dir)];
