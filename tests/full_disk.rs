@@ -47,12 +47,7 @@ impl Drop for Tmpfs {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        common::skip("mounting a small tmpfs for the state directory needs root");
-    }
-    root
+    common::root_or_skip("mounting a small tmpfs for the state directory needs root")
 }
 
 #[test]

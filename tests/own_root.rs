@@ -16,12 +16,7 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(20);
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        common::skip("a container's own root needs root to mount it");
-    }
-    root
+    common::root_or_skip("a container's own root needs root to mount it")
 }
 
 /// A name no node has at its root.
@@ -30,24 +25,11 @@ fn unused(prefix: &str) -> String {
 }
 
 fn pod_where(agent: &AgentProcess, name: &str, what: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
-    let deadline = std::time::Instant::now() + T;
-    loop {
-        let pod = agent.pod(name);
-        if let Some(p) = pod.as_ref().filter(|p| ok(p)) {
-            return p.clone();
-        }
-        if std::time::Instant::now() > deadline {
-            let status = pod.map(|p| serde_json::to_string(&p.status).unwrap());
-            panic!("{name} not {what}: {status:?}\nevents: {:?}\nlog: {}", agent.get("/events"), agent.log_text());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    agent.pod_where(name, what, T, ok)
 }
 
 fn running(agent: &AgentProcess, name: &str) -> Pod {
-    pod_where(agent, name, "running", |p| {
-        p.spec.containers.iter().all(|c| container(p, &c.name).is_some_and(|s| s.state.running.is_some()))
-    })
+    agent.running(name, T)
 }
 
 /// The lines container `name` of `p` wrote to log `n` (its n-th instance), once `last` is

@@ -14,12 +14,7 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(20);
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        common::skip("switching a workload's uid and capabilities needs root");
-    }
-    root
+    common::root_or_skip("switching a workload's uid and capabilities needs root")
 }
 
 /// The `Key:` line of `/proc/<pid>/status`, its value with whitespace collapsed.

@@ -15,29 +15,11 @@ use std::time::Duration;
 const T: Duration = Duration::from_secs(20);
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root {
-        common::skip("mounting volumes in a mount namespace of the workload's own needs root");
-    }
-    root
+    common::root_or_skip("mounting volumes in a mount namespace of the workload's own needs root")
 }
 
 fn running(agent: &AgentProcess, name: &str) -> Pod {
-    let deadline = std::time::Instant::now() + T;
-    loop {
-        let pod = agent.pod(name);
-        if let Some(p) = pod.as_ref().filter(|p| {
-            p.spec.containers.iter().all(|c| container(p, &c.name).is_some_and(|s| s.state.running.is_some()))
-        }) {
-            return p.clone();
-        }
-        if std::time::Instant::now() > deadline {
-            let status = pod.map(|p| serde_json::to_string(&p.status).unwrap());
-            panic!("{name} not running: {status:?}\nevents: {:?}\nlog: {}", agent.get("/events"), agent.log_text());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    agent.running(name, T)
 }
 
 /// What the workload wrote to its first log, the CRI prefixes removed.

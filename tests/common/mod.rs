@@ -113,6 +113,17 @@ pub fn skip(reason: &str) {
     }
 }
 
+/// Whether the tests run as root; when not, the current test is reported skipped for
+/// `reason` (what needs root).
+pub fn root_or_skip(reason: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        skip(reason);
+    }
+    root
+}
+
 /// Polls `f` every 50 ms until it returns `Some`, or panics with `what` after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -362,6 +373,30 @@ impl AgentProcess {
     pub fn pods(&self) -> Vec<Pod> {
         let list: PodList = serde_json::from_str(&self.get("/pods").unwrap()).unwrap();
         list.items
+    }
+
+    /// Pod `name` once `ok` holds of it, within `timeout`; else a panic saying it is not
+    /// `what`, with its status, the events and the agent's log.
+    pub fn pod_where(&self, name: &str, what: &str, timeout: Duration, ok: impl Fn(&Pod) -> bool) -> Pod {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let pod = self.pod(name);
+            if let Some(p) = pod.as_ref().filter(|p| ok(p)) {
+                return p.clone();
+            }
+            if Instant::now() > deadline {
+                let status = pod.map(|p| serde_json::to_string(&p.status).unwrap());
+                panic!("{name} not {what}: {status:?}\nevents: {:?}\nlog: {}", self.get("/events"), self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Pod `name` once every app container of it runs, within `timeout`.
+    pub fn running(&self, name: &str, timeout: Duration) -> Pod {
+        self.pod_where(name, "running", timeout, |p| {
+            p.spec.containers.iter().all(|c| container(p, &c.name).is_some_and(|s| s.state.running.is_some()))
+        })
     }
 
     pub fn pod(&self, name: &str) -> Option<Pod> {
