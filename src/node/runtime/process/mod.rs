@@ -744,6 +744,8 @@ impl ContainerRuntime for ProcessRuntime {
             });
         }
         let procs = record.cgroup.as_ref().map(|c| c.procs.clone()).unwrap_or_default();
+        // The workload's start time too (`info.pid` alone): its namespaces are joined only
+        // while the pid is still that process.
         let state_path = self.container_dir(id).join(files::STATE);
         let state = read_json::<ShimState>(&state_path).map_err(state_err(&state_path))?;
         let ns = exec::Namespaces::of(state.pid, state.start_ticks).map_err(|source| RuntimeError::Process {

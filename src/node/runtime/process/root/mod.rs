@@ -294,7 +294,7 @@ pub fn plan(inp: &RootInputs) -> RootPlan {
 /// followed, an absolute link from the root, never above it; below a path of `opaque` (a
 /// mount of the plan) nothing of the node is there to follow. A loop stops after
 /// `MAX_LINKS` links, taking the rest as it is.
-pub fn resolve(path: &Path, link: &dyn Fn(&Path) -> Option<PathBuf>, opaque: &[&PathBuf]) -> PathBuf {
+fn resolve(path: &Path, link: &dyn Fn(&Path) -> Option<PathBuf>, opaque: &[&PathBuf]) -> PathBuf {
     let mut out = PathBuf::from("/");
     let mut rest: VecDeque<std::ffi::OsString> = names(path).collect();
     let mut links = 0;
