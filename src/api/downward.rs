@@ -45,9 +45,9 @@ fn subscript(path: &str) -> Option<(&str, &str)> {
     (matches!(map, "labels" | "annotations") && !key.is_empty()).then_some((map, key))
 }
 
-/// Checks one `valueFrom`: exactly one source, and one ferrolet can resolve (ConfigMap and
-/// Secret keys are judged by `fields`: ferrolet reads no Secrets yet). The error is the
-/// problem, for the caller to put after the field path.
+/// Checks one `valueFrom`: exactly one source, and one ferrolet can resolve (whether a pod
+/// may use ConfigMaps and Secrets is judged by `fields`). The error is the problem, for the
+/// caller to put after the field path.
 pub fn check(source: &Value) -> Result<(), String> {
     let Some(obj) = source.as_object() else { return Err("must be an object".into()) };
     let set: Vec<&String> = obj.keys().filter(|k| !obj[*k].is_null()).collect();
@@ -77,7 +77,18 @@ pub fn check(source: &Value) -> Result<(), String> {
             }
             divisor(inner).map(|_| ())
         }
-        "configMapKeyRef" | "secretKeyRef" => Ok(()),
+        kind @ ("configMapKeyRef" | "secretKeyRef") => {
+            let text = |k: &str| inner.get(k).and_then(Value::as_str).unwrap_or_default();
+            if text("name").is_empty() {
+                Err(format!("{kind}.name: Required value"))
+            } else if text("key").is_empty() {
+                Err(format!("{kind}.key: Required value"))
+            } else if !super::volumes::is_config_key(text("key")) {
+                Err(format!("{kind}.key: Invalid value: {:?}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'", text("key")))
+            } else {
+                Ok(())
+            }
+        }
         other => Err(format!("{other}: Unsupported value: not an env var source")),
     }
 }

@@ -8,15 +8,18 @@
 //! A field set to its zero value (`null`, `false`, `""`, `{}`, `[]`) asks for nothing and is
 //! accepted silently: `kubectl get -o yaml` writes `tolerations: []`. The security
 //! contexts and volumes are modelled (`api::security`, `api::volumes`); what they set beyond
-//! the model (a `configMap` volume, `recursiveReadOnly`) is judged here too.
+//! the model (an `nfs` volume, `recursiveReadOnly`) is judged here too.
 //! Some modelled fields are judged here too: on the process runtime `image` and a pod
 //! network are accepted with a log line (it uses no image, every pod is on the host
 //! network), and `hostAliases`, `hostname`, `subdomain`, `setHostnameAsFQDN`, `dnsConfig`
 //! and `dnsPolicy: None` are refused (it shares the node's filesystem, UTS namespace and
 //! resolver); on the CRI runtime a host-network pod's hostname fields are accepted with a
 //! log line (it has the node's hostname); a `hostPort` other than the `containerPort` on the
-//! host network, and ConfigMap and Secret env sources are refused.
+//! host network is refused. What a pod takes from the apiserver (ConfigMaps, Secrets, service
+//! account tokens, pull secrets) is honoured in a pod from the apiserver and refused in a
+//! static pod, as the apiserver refuses the mirror pod of such a pod.
 
+use super::manifest::PodSource;
 use super::types::{Container, DnsPolicy, Pod};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -54,6 +57,9 @@ impl FieldUse {
     }
 }
 
+/// The fields that name a pod's service account.
+const SERVICE_ACCOUNT_FIELDS: [&str; 3] = ["serviceAccountName", "serviceAccount", "automountServiceAccountToken"];
+
 /// Why fields that place or admit pods across a cluster mean nothing to a static pod.
 const SCHEDULING: &str = "it only guides the scheduler, and a static pod is already on its node";
 /// Fields of later work.
@@ -74,7 +80,7 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
         "priority" | "priorityClassName" => {
             accept("priority orders scheduling and preemption, which do not happen on one node")
         }
-        "serviceAccountName" | "serviceAccount" | "automountServiceAccountToken" => {
+        _ if SERVICE_ACCOUNT_FIELDS.contains(&name) => {
             accept("a static pod runs without a service account or its token")
         }
         "enableServiceLinks" => accept("there are no services to link on one node"),
@@ -83,7 +89,6 @@ fn pod_field(name: &str, value: &Value) -> Verdict {
             _ => refuse("this node runs Linux pods only"),
         },
         "hostUsers" => refuse("user namespaces are not supported by ferrolet yet, and are never ignored"),
-        "imagePullSecrets" => refuse("pull secrets are not supported yet: ferrolet reads no Secrets"),
         "readinessGates" | "runtimeClassName" | "overhead" | "resourceClaims" | "ephemeralContainers" | "resources" => {
             refuse(NOT_YET)
         }
@@ -96,7 +101,6 @@ fn container_field(name: &str) -> Verdict {
     let refuse = |why: &str| Verdict::Refused(why.into());
     match name {
         "volumeDevices" => refuse("raw block volumes need a PersistentVolumeClaim, which ferrolet does not support"),
-        "envFrom" => refuse("envFrom is not supported yet: ferrolet reads no ConfigMaps or Secrets"),
         "stdin" | "stdinOnce" | "tty" => refuse("ferrolet attaches no terminal or stdin to containers"),
         "resizePolicy" | "restartPolicyRules" => refuse(NOT_YET),
         _ => refuse("unknown field: not a Container field ferrolet knows"),
@@ -106,13 +110,60 @@ fn container_field(name: &str) -> Verdict {
 /// The verdict on a volume source ferrolet does not mount (`volumes[].X`, or a projected
 /// volume's `sources[].X`).
 fn volume_source(name: &str) -> Verdict {
-    match name {
-        "configMap" | "secret" | "serviceAccountToken" | "clusterTrustBundle" => Verdict::Refused(format!(
-            "{name} volumes are not supported yet: ferrolet reads no ConfigMaps, Secrets or service account tokens (in a cluster, set automountServiceAccountToken: false)"
-        )),
-        _ => Verdict::Refused(format!(
-            "the {name} volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI and projected downwardAPI volumes)"
-        )),
+    Verdict::Refused(format!(
+        "the {name} volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI, configMap, secret and projected volumes of downwardAPI, configMap, secret and serviceAccountToken sources)"
+    ))
+}
+
+/// Why a static pod may not use what the apiserver holds.
+const STATIC_REFS: &str = "a static pod cannot use ConfigMaps, Secrets or service account tokens: the apiserver refuses the mirror pod of a pod that references them, and the node may read only what pods from the apiserver reference";
+
+/// What a pod references in the apiserver (ConfigMaps, Secrets, service account tokens):
+/// honoured for a pod from the apiserver, refused in a static pod (`STATIC_REFS`).
+fn cluster_ref_uses(pod: &Pod, runtime: RuntimeKind, out: &mut Vec<FieldUse>) {
+    let spec = &pod.spec;
+    if PodSource::of(pod) == Some(PodSource::Api) {
+        if runtime == RuntimeKind::Process && !spec.image_pull_secrets.is_empty() {
+            let why = "the process runtime pulls no images";
+            out.push(FieldUse { path: "spec.imagePullSecrets".into(), verdict: Verdict::Accepted(why.into()) });
+        }
+        return;
+    }
+    let mut refuse = |path: String| out.push(FieldUse { path, verdict: Verdict::Refused(STATIC_REFS.into()) });
+    if !spec.image_pull_secrets.is_empty() {
+        refuse("spec.imagePullSecrets".into());
+    }
+    for (i, v) in spec.volumes.iter().enumerate() {
+        if v.config_map.is_some() {
+            refuse(format!("spec.volumes[{i}].configMap"));
+        }
+        if v.secret.is_some() {
+            refuse(format!("spec.volumes[{i}].secret"));
+        }
+        for (j, s) in v.projected.iter().flat_map(|p| p.sources.iter().enumerate()) {
+            let set = [
+                ("configMap", s.config_map.is_some()),
+                ("secret", s.secret.is_some()),
+                ("serviceAccountToken", s.service_account_token.is_some()),
+            ];
+            for (name, _) in set.iter().filter(|(_, set)| *set) {
+                refuse(format!("spec.volumes[{i}].projected.sources[{j}].{name}"));
+            }
+        }
+    }
+    let containers = spec.init_containers.iter().map(|c| ("initContainers", c));
+    let indexed = containers.enumerate().chain(spec.containers.iter().map(|c| ("containers", c)).enumerate());
+    for (i, (list, c)) in indexed {
+        for (k, _) in c.env_from.iter().enumerate() {
+            refuse(format!("spec.{list}[{i}].envFrom[{k}]"));
+        }
+        for (k, v) in c.env.iter().enumerate() {
+            let Some(from) = &v.value_from else { continue };
+            for key in ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
+            {
+                refuse(format!("spec.{list}[{i}].env[{k}].valueFrom.{key}"));
+            }
+        }
     }
 }
 
@@ -248,17 +299,6 @@ fn container_uses(c: &Container, path: &str, runtime: RuntimeKind, host_network:
             }
         }
     }
-    for (i, v) in c.env.iter().enumerate() {
-        let Some(from) = &v.value_from else { continue };
-        for key in ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
-        {
-            let why = "not supported yet: ferrolet reads no ConfigMaps or Secrets";
-            out.push(FieldUse {
-                path: format!("{path}.env[{i}].valueFrom.{key}"),
-                verdict: Verdict::Refused(why.into()),
-            });
-        }
-    }
     for name in c.other.iter().filter(|(_, v)| !is_zero(v)).map(|(n, _)| n) {
         out.push(FieldUse { path: format!("{path}.{name}"), verdict: container_field(name) });
     }
@@ -326,11 +366,15 @@ pub enum RuntimeKind {
 /// honour, with its verdict: pod fields first, then each container's.
 pub fn check(pod: &Pod, runtime: RuntimeKind) -> Vec<FieldUse> {
     let mut out = Vec::new();
-    for (name, value) in pod.spec.other.iter().filter(|(_, v)| !is_zero(v)) {
+    // A pod from the apiserver runs as its service account: its token volume asks tokens for it.
+    let from_api = PodSource::of(pod) == Some(PodSource::Api);
+    let honoured = |name: &str| from_api && SERVICE_ACCOUNT_FIELDS.contains(&name);
+    for (name, value) in pod.spec.other.iter().filter(|(n, v)| !is_zero(v) && !honoured(n)) {
         out.push(FieldUse { path: format!("spec.{name}"), verdict: pod_field(name, value) });
     }
     security_uses(pod.spec.security_context.as_ref().map(|s| &s.other), "spec", &mut out);
     volume_uses(pod, runtime, &mut out);
+    cluster_ref_uses(pod, runtime, &mut out);
     dns_uses(pod, runtime, &mut out);
     if runtime == RuntimeKind::Process && !pod.spec.host_network {
         let why = "the process runtime runs every pod on the host network (podIP is the node's)";
@@ -387,7 +431,7 @@ mod tests {
             described,
             [
                 format!("spec.tolerations: accepted, no effect here: {SCHEDULING}").as_str(),
-                "spec.volumes[1].configMap: refused: configMap volumes are not supported yet: ferrolet reads no ConfigMaps, Secrets or service account tokens (in a cluster, set automountServiceAccountToken: false)",
+                format!("spec.volumes[1].configMap: refused: {STATIC_REFS}").as_str(),
                 "spec.containers[0].stdin: refused: ferrolet attaches no terminal or stdin to containers",
             ]
         );
@@ -410,16 +454,42 @@ mod tests {
             [
                 "spec.volumes[0].emptyDir.sizeLimit: accepted, no effect here: a disk-backed emptyDir is not measured, so the pod is never evicted for outgrowing it (a Memory one is a tmpfs of that size)",
                 "spec.volumes[1].emptyDir.medium: refused: huge page volumes are not supported by ferrolet",
-                "spec.volumes[2].persistentVolumeClaim: refused: the persistentVolumeClaim volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI and projected downwardAPI volumes)",
-                "spec.volumes[3].projected.sources[1].serviceAccountToken: refused: serviceAccountToken volumes are not supported yet: ferrolet reads no ConfigMaps, Secrets or service account tokens (in a cluster, set automountServiceAccountToken: false)",
+                "spec.volumes[2].persistentVolumeClaim: refused: the persistentVolumeClaim volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI, configMap, secret and projected volumes of downwardAPI, configMap, secret and serviceAccountToken sources)",
                 "spec.containers[0].volumeMounts[1].mountPropagation: refused: the process runtime cannot propagate a container's mounts back to the host",
                 "spec.containers[0].volumeMounts[1].recursiveReadOnly: accepted, no effect here: mounts below a read-only volume keep their own mode (recursive read-only is not possible here)",
                 "spec.containers[0].volumeMounts[2].recursiveReadOnly: refused: recursive read-only mounts are not supported by ferrolet",
+                &format!("spec.volumes[3].projected.sources[1].serviceAccountToken: refused: {STATIC_REFS}"),
             ]
         );
         assert!(
             !check(&p, RuntimeKind::Cri).iter().any(|u| u.path.ends_with("mountPropagation")),
             "CRI propagates them"
+        );
+    }
+
+    #[test]
+    fn what_the_apiserver_holds_is_honoured_for_its_pods_and_refused_in_static_pods() {
+        let mut p = pod("  serviceAccountName: web\n  imagePullSecrets: [{name: regcred}]\n  volumes:\n  - {name: cfg, configMap: {name: app}}\n  - {name: sec, secret: {secretName: app}}\n  - name: api\n    projected:\n      sources:\n      - serviceAccountToken: {path: token}\n      - configMap: {name: kube-root-ca.crt}\n  containers:\n  - name: app\n    image: busybox\n    envFrom: [{configMapRef: {name: app}}]\n    env: [{name: K, valueFrom: {secretKeyRef: {name: app, key: k}}}]\n");
+        let described = |p: &Pod, r| check(p, r).iter().map(FieldUse::describe).collect::<Vec<_>>();
+        let refused = |path: &str| format!("{path}: refused: {STATIC_REFS}");
+        assert_eq!(
+            described(&p, RuntimeKind::Cri),
+            [
+                format!("spec.serviceAccountName: accepted, no effect here: a static pod runs without a service account or its token"),
+                refused("spec.imagePullSecrets"),
+                refused("spec.volumes[0].configMap"),
+                refused("spec.volumes[1].secret"),
+                refused("spec.volumes[2].projected.sources[0].serviceAccountToken"),
+                refused("spec.volumes[2].projected.sources[1].configMap"),
+                refused("spec.containers[0].envFrom[0]"),
+                refused("spec.containers[0].env[0].valueFrom.secretKeyRef"),
+            ]
+        );
+        p.metadata.annotations.insert(crate::api::manifest::CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+        assert_eq!(described(&p, RuntimeKind::Cri), Vec::<String>::new());
+        assert_eq!(
+            described(&p, RuntimeKind::Process)[0],
+            "spec.imagePullSecrets: accepted, no effect here: the process runtime pulls no images"
         );
     }
 

@@ -205,6 +205,9 @@ pub struct PodSpec {
     /// (with `None`, all there is).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dns_config: Option<PodDnsConfig>,
+    /// Secrets with registry credentials for the pod's image pulls (apiserver pods only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
     /// Every other field as written: ferrolet does not model it, so it is refused or, where
     /// it means nothing on one node, accepted with a log line (`api::fields`); never
     /// silently dropped.
@@ -421,6 +424,9 @@ pub struct Container {
     /// Environment variables.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// Every key of ConfigMaps and Secrets as variables, before `env` (apiserver pods only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
     /// Ports (named ports are referenced by probes).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
@@ -581,7 +587,7 @@ impl Container {
     }
 }
 
-/// `v1.EnvVar` (literal values; `valueFrom` is accepted and ignored with a warning).
+/// `v1.EnvVar`: a literal value, or a value from the downward API, a ConfigMap or a Secret.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct EnvVar {
@@ -590,7 +596,8 @@ pub struct EnvVar {
     /// Literal value; `$(VAR)` references are expanded.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub value: String,
-    /// A downward-API or secret reference, kept only so it round-trips.
+    /// Where the value comes from (`fieldRef`, `resourceFieldRef`, `configMapKeyRef`,
+    /// `secretKeyRef`): checked by `api::downward::check`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value_from: Option<serde_json::Value>,
 }
@@ -1273,8 +1280,14 @@ pub struct Volume {
     /// Several sources in one directory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub projected: Option<ProjectedVolumeSource>,
-    /// Every other source as written (`configMap`, `secret`, `persistentVolumeClaim`, …):
-    /// refused by `api::fields`, never silently dropped.
+    /// A ConfigMap's keys as files (pods from the apiserver only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapVolumeSource>,
+    /// A Secret's keys as files, on a tmpfs (pods from the apiserver only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretVolumeSource>,
+    /// Every other source as written (`persistentVolumeClaim`, `nfs`, …): refused by
+    /// `api::fields`, never silently dropped.
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,
 }
@@ -1372,8 +1385,17 @@ pub struct VolumeProjection {
     /// Downward API files.
     #[serde(rename = "downwardAPI", skip_serializing_if = "Option::is_none")]
     pub downward_api: Option<DownwardApiProjection>,
-    /// Every other source as written (`configMap`, `secret`, `serviceAccountToken`, …),
-    /// refused by `api::fields`.
+    /// A ConfigMap's keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapProjection>,
+    /// A Secret's keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<SecretProjection>,
+    /// A token of the pod's service account (TokenRequest), bound to the pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_account_token: Option<ServiceAccountTokenProjection>,
+    /// Every other source as written (`clusterTrustBundle`, `podCertificate`, …), refused
+    /// by `api::fields`.
     #[serde(flatten)]
     pub other: BTreeMap<String, Value>,
 }
@@ -1385,6 +1407,130 @@ pub struct DownwardApiProjection {
     /// The files.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<DownwardApiVolumeFile>,
+}
+
+/// `v1.KeyToPath`: one key of a ConfigMap or Secret as one file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct KeyToPath {
+    /// The key.
+    pub key: String,
+    /// The file's path in the volume (relative, no `..`).
+    pub path: String,
+    /// The file's mode.
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub mode: Option<i32>,
+}
+
+/// `v1.ConfigMapVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConfigMapVolumeSource {
+    /// The ConfigMap, in the pod's namespace.
+    pub name: String,
+    /// The keys to write, and where; none: every key, at its own name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    /// The files' mode unless an item sets its own (default 0644).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub default_mode: Option<i32>,
+    /// A missing ConfigMap (or key) is an empty volume (or no file), not an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `v1.SecretVolumeSource`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecretVolumeSource {
+    /// The Secret, in the pod's namespace.
+    pub secret_name: String,
+    /// The keys to write, and where; none: every key, at its own name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    /// The files' mode unless an item sets its own (default 0644).
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "file_mode")]
+    pub default_mode: Option<i32>,
+    /// A missing Secret (or key) is an empty volume (or no file), not an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `v1.ConfigMapProjection`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConfigMapProjection {
+    /// The ConfigMap, in the pod's namespace.
+    pub name: String,
+    /// The keys to write, and where; none: every key, at its own name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    /// A missing ConfigMap (or key) writes nothing, not an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `v1.SecretProjection`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecretProjection {
+    /// The Secret, in the pod's namespace.
+    pub name: String,
+    /// The keys to write, and where; none: every key, at its own name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<KeyToPath>,
+    /// A missing Secret (or key) writes nothing, not an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `v1.ServiceAccountTokenProjection`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceAccountTokenProjection {
+    /// Who the token is for; empty: the apiserver's own audiences.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub audience: String,
+    /// Its lifetime asked for (default 3600, at least 600).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expiration_seconds: Option<i64>,
+    /// The file's path in the volume.
+    pub path: String,
+}
+
+/// `v1.EnvFromSource`: every key of a ConfigMap or Secret as a variable.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EnvFromSource {
+    /// Put before each key.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    /// A ConfigMap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<OptionalRef>,
+    /// A Secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<OptionalRef>,
+}
+
+/// A ConfigMap or Secret in the pod's namespace, maybe optional (`ConfigMapEnvSource`,
+/// `SecretEnvSource`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OptionalRef {
+    /// Its name.
+    pub name: String,
+    /// A missing object is no variables, not an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// `v1.LocalObjectReference` (`imagePullSecrets[]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalObjectReference {
+    /// The name, in the pod's namespace.
+    pub name: String,
 }
 
 /// `v1.VolumeMount`.

@@ -36,10 +36,48 @@ fn is_port_name(s: &str) -> bool {
 }
 
 /// Environment variable names: `[-._a-zA-Z][-._a-zA-Z0-9]*`.
-fn is_env_var_name(s: &str) -> bool {
+pub fn is_env_var_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || "-._".contains(c))
         && chars.all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+}
+
+/// At most this many `envFrom` sources in a container, and `imagePullSecrets` in a pod (the
+/// apiserver sets no bound; a node needs one).
+pub const MAX_REFS: usize = 64;
+
+/// The apiserver's words for a bad variable name.
+pub const ENV_VAR_NAME_FMT: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit";
+
+/// The apiserver's checks of a container's `envFrom`.
+fn validate_env_from(e: &mut Errs, c: &Container, path: &str) {
+    if c.env_from.len() > MAX_REFS {
+        e.too_many(&format!("{path}.envFrom"), c.env_from.len(), MAX_REFS);
+        return;
+    }
+    for (i, f) in c.env_from.iter().enumerate() {
+        let base = format!("{path}.envFrom[{i}]");
+        let (field, r) = match (&f.config_map_ref, &f.secret_ref) {
+            (Some(r), None) => ("configMapRef", r),
+            (None, Some(r)) => ("secretRef", r),
+            (None, None) => {
+                e.invalid(&base, String::new(), "must specify one of: `configMapRef` or `secretRef`");
+                continue;
+            }
+            (Some(_), Some(_)) => {
+                e.forbidden(&base, "may not have more than one field specified at a time");
+                continue;
+            }
+        };
+        if r.name.is_empty() {
+            e.required(&format!("{base}.{field}.name"), "");
+        } else if !super::field::is_dns1123_subdomain(&r.name) {
+            e.invalid(&format!("{base}.{field}.name"), quote(&r.name), super::field::DNS1123_SUBDOMAIN_FMT);
+        }
+        if !f.prefix.is_empty() && !is_env_var_name(&f.prefix) {
+            e.invalid(&format!("{base}.prefix"), quote(&f.prefix), ENV_VAR_NAME_FMT);
+        }
+    }
 }
 
 /// Label/annotation keys: `[prefix/]name`, name ≤ 63 of `[A-Za-z0-9_.-]` starting and ending alphanumeric.
@@ -125,6 +163,12 @@ pub fn validate_pod(pod: &Pod) -> Vec<FieldError> {
     }
     super::security::validate_pod_security(&mut e, spec);
     super::volumes::validate_volumes(&mut e, pod);
+    if spec.image_pull_secrets.len() > MAX_REFS {
+        e.too_many("spec.imagePullSecrets", spec.image_pull_secrets.len(), MAX_REFS);
+    }
+    for (i, r) in spec.image_pull_secrets.iter().enumerate().filter(|(_, r)| r.name.is_empty()) {
+        e.required(&format!("spec.imagePullSecrets[{i}].name"), &r.name);
+    }
     validate_pod_dns(&mut e, spec);
     if spec.containers.is_empty() {
         e.required("spec.containers", "");
@@ -213,12 +257,13 @@ fn validate_container(e: &mut Errs, c: &Container, path: &str, names: &mut HashS
         if v.name.is_empty() {
             e.required(&p, "");
         } else if !is_env_var_name(&v.name) {
-            e.invalid(&p, quote(&v.name), "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit");
+            e.invalid(&p, quote(&v.name), ENV_VAR_NAME_FMT);
         }
         if let Some(Err(problem)) = v.value_from.as_ref().map(super::downward::check) {
             e.invalid(&format!("{path}.env[{i}].valueFrom"), "{…}".into(), problem);
         }
     }
+    validate_env_from(e, c, path);
     validate_expanded_sizes(e, c, path);
     super::security::validate_container_security(e, &c.security_context, path);
     let mut port_names = HashSet::new();

@@ -10,7 +10,10 @@
 
 use super::field::{is_dns1123_label, quote, Errs, DNS1123_LABEL_FMT};
 use super::quantity::Quantity;
-use super::types::{Container, DownwardApiVolumeFile, EmptyDirVolumeSource, Pod, Volume, VolumeMount};
+use super::types::{
+    Container, DownwardApiVolumeFile, EmptyDirVolumeSource, KeyToPath, Pod, ServiceAccountTokenProjection, Volume,
+    VolumeMount,
+};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 
@@ -123,6 +126,8 @@ impl Volume {
             ("hostPath", self.host_path.is_some()),
             ("downwardAPI", self.downward_api.is_some()),
             ("projected", self.projected.is_some()),
+            ("configMap", self.config_map.is_some()),
+            ("secret", self.secret.is_some()),
         ] {
             if present {
                 set.push(name);
@@ -228,6 +233,77 @@ fn check_items(e: &mut Errs, items: &[DownwardApiVolumeFile], path: &str, pod: &
     }
 }
 
+/// A valid ConfigMap or Secret key (the apiserver's `IsConfigMapKey`).
+pub fn is_config_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key != "."
+        && key != ".."
+        && !key.starts_with("..")
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A file's path in an atomically written volume: relative, no `..` element, not starting
+/// with `..` (the writer's own names).
+fn check_file_path(e: &mut Errs, p: &str, path: &str) {
+    if p.is_empty() {
+        e.required(path, "");
+        return;
+    }
+    check_local_path(e, p, path);
+    if p.starts_with("..") {
+        e.invalid(path, quote(p), "must not start with '..'");
+    }
+}
+
+/// A ConfigMap's or Secret's `items`, their paths recorded in `seen`.
+fn check_key_items<'a>(e: &mut Errs, items: &'a [KeyToPath], path: &str, seen: &mut HashSet<&'a str>) {
+    if items.len() > MAX_ITEMS {
+        e.too_many(path, items.len(), MAX_ITEMS);
+        return;
+    }
+    for (i, item) in items.iter().enumerate() {
+        let base = format!("{path}[{i}]");
+        if item.key.is_empty() {
+            e.required(&format!("{base}.key"), "");
+        } else if !is_config_key(&item.key) {
+            e.invalid(&format!("{base}.key"), quote(&item.key), CONFIG_KEY_FMT);
+        }
+        check_file_path(e, &item.path, &format!("{base}.path"));
+        if !item.path.is_empty() && !seen.insert(item.path.as_str()) {
+            e.duplicate(&format!("{base}.path"), &item.path);
+        }
+        check_mode(e, item.mode, &format!("{base}.mode"));
+    }
+}
+
+/// The apiserver's words for a bad ConfigMap or Secret key.
+const CONFIG_KEY_FMT: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// The object's name a volume source refers to: required, a DNS subdomain.
+fn check_object_name(e: &mut Errs, name: &str, path: &str) {
+    if name.is_empty() {
+        e.required(path, "");
+    } else if !super::field::is_dns1123_subdomain(name) {
+        e.invalid(path, quote(name), super::field::DNS1123_SUBDOMAIN_FMT);
+    }
+}
+
+/// The shortest and longest service account token lifetimes the apiserver accepts.
+pub const TOKEN_SECONDS: (i64, i64) = (600, 1 << 32);
+
+/// A projected volume's `serviceAccountToken` source.
+fn check_token(e: &mut Errs, t: &ServiceAccountTokenProjection, path: &str) {
+    check_file_path(e, &t.path, &format!("{path}.path"));
+    if let Some(s) = t.expiration_seconds {
+        if s < TOKEN_SECONDS.0 {
+            e.invalid(&format!("{path}.expirationSeconds"), s.to_string(), "may not specify a duration less than 10 minutes");
+        } else if s > TOKEN_SECONDS.1 {
+            e.invalid(&format!("{path}.expirationSeconds"), s.to_string(), "may not specify a duration larger than 2^32 seconds");
+        }
+    }
+}
+
 /// The apiserver's checks of `spec.volumes`.
 pub(super) fn validate_volumes(e: &mut Errs, pod: &Pod) {
     let volumes = &pod.spec.volumes;
@@ -273,16 +349,50 @@ pub(super) fn validate_volumes(e: &mut Errs, pod: &Pod) {
             check_mode(e, d.default_mode, &format!("{base}.downwardAPI.defaultMode"));
             check_items(e, &d.items, &format!("{base}.downwardAPI.items"), pod);
         }
+        if let Some(c) = &v.config_map {
+            check_object_name(e, &c.name, &format!("{base}.configMap.name"));
+            check_mode(e, c.default_mode, &format!("{base}.configMap.defaultMode"));
+            check_key_items(e, &c.items, &format!("{base}.configMap.items"), &mut HashSet::new());
+        }
+        if let Some(s) = &v.secret {
+            check_object_name(e, &s.secret_name, &format!("{base}.secret.secretName"));
+            check_mode(e, s.default_mode, &format!("{base}.secret.defaultMode"));
+            check_key_items(e, &s.items, &format!("{base}.secret.items"), &mut HashSet::new());
+        }
         if let Some(p) = &v.projected {
             check_mode(e, p.default_mode, &format!("{base}.projected.defaultMode"));
+            let mut seen = HashSet::new();
             for (j, s) in p.sources.iter().enumerate() {
                 let sb = format!("{base}.projected.sources[{j}]");
-                let kinds = usize::from(s.downward_api.is_some()) + s.other.values().filter(|x| !x.is_null()).count();
+                let kinds = usize::from(s.downward_api.is_some())
+                    + usize::from(s.config_map.is_some())
+                    + usize::from(s.secret.is_some())
+                    + usize::from(s.service_account_token.is_some())
+                    + s.other.values().filter(|x| !x.is_null()).count();
                 if kinds != 1 {
                     e.forbidden(&sb, "must specify exactly 1 projection source");
                 }
                 if let Some(d) = &s.downward_api {
                     check_items(e, &d.items, &format!("{sb}.downwardAPI.items"), pod);
+                    for (k, item) in d.items.iter().enumerate().filter(|(_, i)| !i.path.is_empty()) {
+                        if !seen.insert(item.path.as_str()) {
+                            e.invalid(&format!("{sb}.downwardAPI.items[{k}].path"), quote(&item.path), "conflicting duplicate paths");
+                        }
+                    }
+                }
+                if let Some(c) = &s.config_map {
+                    check_object_name(e, &c.name, &format!("{sb}.configMap.name"));
+                    check_key_items(e, &c.items, &format!("{sb}.configMap.items"), &mut seen);
+                }
+                if let Some(c) = &s.secret {
+                    check_object_name(e, &c.name, &format!("{sb}.secret.name"));
+                    check_key_items(e, &c.items, &format!("{sb}.secret.items"), &mut seen);
+                }
+                if let Some(t) = &s.service_account_token {
+                    check_token(e, t, &format!("{sb}.serviceAccountToken"));
+                    if !t.path.is_empty() && !seen.insert(t.path.as_str()) {
+                        e.invalid(&format!("{sb}.serviceAccountToken.path"), quote(&t.path), "conflicting duplicate paths");
+                    }
                 }
             }
         }
