@@ -9,6 +9,7 @@ pub mod events;
 pub mod imagegc;
 pub mod images;
 pub mod lifecycle;
+pub mod objects;
 pub mod podlogs;
 pub mod prober;
 pub mod runtime;
