@@ -2,7 +2,7 @@
 //! thread pattern (`manager`), the clock, bounded reads of user files, log-safe names,
 //! time formats, Prometheus text, the wake pipe, the one HTTP head parser, and the small
 //! helpers in rooms of their own: `state_files`, `procs` (processes and signals), `fds`, `errors`
-//! (error chains), `net`, `random`.
+//! (error chains), `net`, `random`, `sealed` (secrets at rest, under a node-local key).
 
 pub mod clock;
 pub mod errors;
@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod net;
 pub mod procs;
 pub mod random;
+pub mod sealed;
 pub mod state_files;
 pub mod timefmt;
 pub mod wake;
