@@ -78,6 +78,19 @@ fn samples() -> Vec<Sample> {
     use crate::node::runtime::RuntimeError;
     let path = || PathBuf::from("/var/lib/ferrolet/x.json");
     let mut all = vec![
+        sample(crate::base::sealed::SealError::ReadKey { path: "/etc/ferrolet/kept.key".into(), source: io_cause() }),
+        sample(crate::base::sealed::SealError::Authentication),
+        sample(crate::cluster::apiserver::objects::KeepError::Key(crate::base::sealed::SealError::BadKey {
+            path: "/etc/ferrolet/kept.key".into(),
+            problem: "has mode 0644: it must be 0600".into(),
+        })),
+        sample(crate::cluster::apiserver::objects::KeepError::Io { path: path(), source: io_cause() }),
+        sample(crate::cluster::apiserver::objects::KeepError::Full { path: path() }),
+        sample(crate::pods::dir::atomic::AtomicWriteError::Apply {
+            dir: "/var/lib/ferrolet/pods/u/volumes/kubernetes.io~configmap/cfg".into(),
+            step: "swap ..data".into(),
+            source: io_cause(),
+        }),
         sample(crate::server::pool::PoolError::SetUpReactor { source: io_cause() }),
         sample(crate::server::pool::PoolError::SpawnThread { name: "fl-api", source: io_cause() }),
         sample(crate::server::routes::EventFilterError::CheckField { field: "reason".into() }),

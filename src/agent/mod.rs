@@ -544,8 +544,10 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
     }
     let _ = f.set_len(0).and_then(|()| f.rewind()).and_then(|()| writeln!(f, "{}", std::process::id()));
     // Secrets live here: make the directory and everything in it private again, in case an
-    // older version (or a person) left it readable.
-    match crate::base::state_files::fix_state_modes(dir, &[&cfg.devices.plugin_dir]) {
+    // older version (or a person) left it readable. Not the pods' directories: their
+    // volumes have the modes the pods asked for, and hold what the containers wrote.
+    let pods = dir.join(PODS_DIR);
+    match crate::base::state_files::fix_state_modes(dir, &[&cfg.devices.plugin_dir, &pods]) {
         Ok(0) => {}
         Ok(n) => log::info!("agent: made {n} file(s) and directories under {} private", dir.display()),
         Err(e) => log::warn!("agent: cannot correct the modes under {}: {e}", dir.display()),
@@ -734,7 +736,12 @@ impl Agent {
         );
         let runtime_health = crate::node::status::RuntimeHealth::default();
         let pm = pm.with_runtime_health(runtime_health.clone());
-        let pm = if cluster.is_some() { pm.with_source(crate::api::manifest::PodSource::Api) } else { pm };
+        let objects = crate::node::objects::ObjectsView::default();
+        let pm = if cluster.is_some() {
+            pm.with_source(crate::api::manifest::PodSource::Api).with_objects(objects.clone())
+        } else {
+            pm
+        };
         let pods_channel = crossbeam_channel::unbounded();
         let (pm, images) = if cri.is_some() {
             let settings =
@@ -829,7 +836,7 @@ impl Agent {
             Some(c) => {
                 let report = crate::cluster::node_report(cfg, report);
                 let threads = c
-                    .start(cfg, pods.sender(), statuses.clone(), report, events.metrics.clone(), &health)
+                    .start(cfg, pods.sender(), objects, statuses.clone(), report, events.metrics.clone(), &health)
                     .map_err(spawn_err("fl-apisync"))?;
                 Some(threads)
             }

@@ -83,7 +83,7 @@ pub fn check(source: &Value) -> Result<(), String> {
                 Err(format!("{kind}.name: Required value"))
             } else if text("key").is_empty() {
                 Err(format!("{kind}.key: Required value"))
-            } else if !super::volumes::is_config_key(text("key")) {
+            } else if !super::field::is_config_key(text("key")) {
                 Err(format!("{kind}.key: Invalid value: {:?}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'", text("key")))
             } else {
                 Ok(())

@@ -90,17 +90,22 @@ pub fn expanded_lengths(env: &[crate::api::EnvVar], argv: &[&String]) -> (Vec<us
 }
 
 /// Resolves a container's env list in order: each value may refer to variables defined
-/// before it (and to `base`, e.g. nothing for static pods). Returns (name, value) pairs.
+/// before it (and to `base`: the variables of its `envFrom` sources). A `valueFrom` source's
+/// value is `from`'s (`None`: the variable is left unset, as for a missing optional key).
+/// Returns (name, value) pairs.
 pub fn resolve_env(
     env: &[crate::api::EnvVar],
     base: &[(String, String)],
-    from: impl Fn(&serde_json::Value) -> String,
+    mut from: impl FnMut(&serde_json::Value) -> Option<String>,
 ) -> Vec<(String, String)> {
     let mut resolved: Vec<(String, String)> = base.to_vec();
     for var in env {
         let value = match &var.value_from {
             // A source's value is taken as it is, never expanded (as kubelet).
-            Some(source) => from(source),
+            Some(source) => match from(source) {
+                Some(v) => v,
+                None => continue,
+            },
             None => {
                 let lookup = |name: &str| resolved.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
                 expand(&var.value, &lookup)
@@ -165,7 +170,7 @@ mod tests {
             EnvVar { name: "B".into(), value: "bee".into(), value_from: None },
             EnvVar { name: "C".into(), value: "$(B)-see".into(), value_from: None },
         ];
-        let got = resolve_env(&env, &[], |_| String::new());
+        let got = resolve_env(&env, &[], |_| Some(String::new()));
         assert_eq!(
             got,
             vec![

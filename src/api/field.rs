@@ -129,3 +129,13 @@ pub fn is_dns1123_label(s: &str) -> bool {
 pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
+
+/// A valid ConfigMap or Secret key (the apiserver's `IsConfigMapKey`).
+pub fn is_config_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key != "."
+        && key != ".."
+        && !key.starts_with("..")
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}

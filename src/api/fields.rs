@@ -19,7 +19,7 @@
 //! account tokens, pull secrets) is honoured in a pod from the apiserver and refused in a
 //! static pod, as the apiserver refuses the mirror pod of such a pod.
 
-use super::manifest::PodSource;
+use super::source::PodSource;
 use super::types::{Container, DnsPolicy, Pod};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -159,7 +159,8 @@ fn cluster_ref_uses(pod: &Pod, runtime: RuntimeKind, out: &mut Vec<FieldUse>) {
         }
         for (k, v) in c.env.iter().enumerate() {
             let Some(from) = &v.value_from else { continue };
-            for key in ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
+            for key in
+                ["configMapKeyRef", "secretKeyRef"].into_iter().filter(|k| from.get(k).is_some_and(|x| !x.is_null()))
             {
                 refuse(format!("spec.{list}[{i}].env[{k}].valueFrom.{key}"));
             }
@@ -475,7 +476,7 @@ mod tests {
         assert_eq!(
             described(&p, RuntimeKind::Cri),
             [
-                format!("spec.serviceAccountName: accepted, no effect here: a static pod runs without a service account or its token"),
+                "spec.serviceAccountName: accepted, no effect here: a static pod runs without a service account or its token".to_string(),
                 refused("spec.imagePullSecrets"),
                 refused("spec.volumes[0].configMap"),
                 refused("spec.volumes[1].secret"),
@@ -485,7 +486,7 @@ mod tests {
                 refused("spec.containers[0].env[0].valueFrom.secretKeyRef"),
             ]
         );
-        p.metadata.annotations.insert(crate::api::manifest::CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+        p.metadata.annotations.insert(crate::api::source::CONFIG_SOURCE_ANNOTATION.into(), "api".into());
         assert_eq!(described(&p, RuntimeKind::Cri), Vec::<String>::new());
         assert_eq!(
             described(&p, RuntimeKind::Process)[0],

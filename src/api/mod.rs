@@ -9,6 +9,7 @@ pub mod limits;
 pub mod manifest;
 pub mod quantity;
 pub mod security;
+pub mod source;
 pub mod strict;
 pub mod types;
 pub mod validation;

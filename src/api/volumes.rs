@@ -8,7 +8,7 @@
 //! `downwardAPI` sources. Every other source is kept in `other` and refused by
 //! `api::fields` (ConfigMaps, Secrets and service account tokens: not supported yet).
 
-use super::field::{is_dns1123_label, quote, Errs, DNS1123_LABEL_FMT};
+use super::field::{is_config_key, is_dns1123_label, quote, Errs, DNS1123_LABEL_FMT};
 use super::quantity::Quantity;
 use super::types::{
     Container, DownwardApiVolumeFile, EmptyDirVolumeSource, KeyToPath, Pod, ServiceAccountTokenProjection, Volume,
@@ -233,16 +233,6 @@ fn check_items(e: &mut Errs, items: &[DownwardApiVolumeFile], path: &str, pod: &
     }
 }
 
-/// A valid ConfigMap or Secret key (the apiserver's `IsConfigMapKey`).
-pub fn is_config_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= 253
-        && key != "."
-        && key != ".."
-        && !key.starts_with("..")
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
 /// A file's path in an atomically written volume: relative, no `..` element, not starting
 /// with `..` (the writer's own names).
 fn check_file_path(e: &mut Errs, p: &str, path: &str) {
@@ -297,9 +287,17 @@ fn check_token(e: &mut Errs, t: &ServiceAccountTokenProjection, path: &str) {
     check_file_path(e, &t.path, &format!("{path}.path"));
     if let Some(s) = t.expiration_seconds {
         if s < TOKEN_SECONDS.0 {
-            e.invalid(&format!("{path}.expirationSeconds"), s.to_string(), "may not specify a duration less than 10 minutes");
+            e.invalid(
+                &format!("{path}.expirationSeconds"),
+                s.to_string(),
+                "may not specify a duration less than 10 minutes",
+            );
         } else if s > TOKEN_SECONDS.1 {
-            e.invalid(&format!("{path}.expirationSeconds"), s.to_string(), "may not specify a duration larger than 2^32 seconds");
+            e.invalid(
+                &format!("{path}.expirationSeconds"),
+                s.to_string(),
+                "may not specify a duration larger than 2^32 seconds",
+            );
         }
     }
 }
@@ -376,7 +374,11 @@ pub(super) fn validate_volumes(e: &mut Errs, pod: &Pod) {
                     check_items(e, &d.items, &format!("{sb}.downwardAPI.items"), pod);
                     for (k, item) in d.items.iter().enumerate().filter(|(_, i)| !i.path.is_empty()) {
                         if !seen.insert(item.path.as_str()) {
-                            e.invalid(&format!("{sb}.downwardAPI.items[{k}].path"), quote(&item.path), "conflicting duplicate paths");
+                            e.invalid(
+                                &format!("{sb}.downwardAPI.items[{k}].path"),
+                                quote(&item.path),
+                                "conflicting duplicate paths",
+                            );
                         }
                     }
                 }
@@ -391,7 +393,11 @@ pub(super) fn validate_volumes(e: &mut Errs, pod: &Pod) {
                 if let Some(t) = &s.service_account_token {
                     check_token(e, t, &format!("{sb}.serviceAccountToken"));
                     if !t.path.is_empty() && !seen.insert(t.path.as_str()) {
-                        e.invalid(&format!("{sb}.serviceAccountToken.path"), quote(&t.path), "conflicting duplicate paths");
+                        e.invalid(
+                            &format!("{sb}.serviceAccountToken.path"),
+                            quote(&t.path),
+                            "conflicting duplicate paths",
+                        );
                     }
                 }
             }

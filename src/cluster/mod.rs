@@ -6,9 +6,10 @@
 
 pub mod apiserver;
 use crate::api::{Node, NodeSystemInfo, Quantity};
-use crate::base::manager::{Health, ManagerHandle, Publisher, StopTimeout, Worker};
+use crate::base::manager::{Health, ManagerHandle, Publisher, StopTimeout, Worker, WorkerSet};
 use crate::cluster::apiserver::link::Link;
 use crate::cluster::apiserver::node::NodeFacts;
+use crate::cluster::apiserver::objects::{Keep, ObjectsCommand, ObjectsManager};
 use crate::cluster::apiserver::podstore::PodStore;
 use crate::cluster::apiserver::spool::Bounds;
 use crate::cluster::apiserver::sync::{ApiSync, NodeReport};
@@ -19,10 +20,14 @@ use crate::node::events::broadcaster::Broadcaster;
 use crate::node::events::correlator::{EventCorrelator, EventLimits};
 use crate::node::events::sink::{self, RetryPolicy};
 use crate::node::events::EventMetrics;
+use crate::node::objects::ObjectsView;
 use crate::node::status::StatusCache;
 use crate::pods::PodsCommand;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+/// Where the kept ConfigMaps, Secrets and tokens are, under the state directory.
+const KEPT_DIR: &str = "objects";
 
 impl From<ApiPods> for PodsCommand {
     fn from(p: ApiPods) -> Self {
@@ -80,6 +85,8 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
 pub struct ClusterThreads {
     watch: Worker,
     sync: ManagerHandle<()>,
+    objects: ManagerHandle<ObjectsCommand>,
+    watchers: Arc<WorkerSet>,
 }
 
 impl Cluster {
@@ -98,11 +105,13 @@ impl Cluster {
         })
     }
 
-    /// Starts `fl-apiwatch` and `fl-apisync`.
+    /// Starts `fl-apiwatch`, `fl-apiobjects` (writing `objects`) and `fl-apisync`.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         self,
         cfg: &Config,
         pods: crossbeam_channel::Sender<PodsCommand>,
+        objects: ObjectsView,
         statuses: StatusCache,
         report: Box<dyn FnMut() -> NodeReport + Send>,
         metrics: Arc<EventMetrics>,
@@ -121,16 +130,45 @@ impl Cluster {
         let channel = crossbeam_channel::bounded(1);
         self.link.set_wake(channel.0.clone());
         let sync = ManagerHandle::spawn_with_channel("fl-apisync", sync, channel, health)?;
+        let keep = match Keep::open(&cfg.state_dir.join(KEPT_DIR), &cfg.apiserver.kept_key) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                log::warn!(
+                    "apiserver: ConfigMaps, Secrets and tokens are not kept for offline restarts: {}",
+                    crate::base::errors::Chain(&e)
+                );
+                None
+            }
+        };
+        let channel = crossbeam_channel::unbounded();
+        let manager = ObjectsManager::new(
+            self.client.clone(),
+            self.link.clone(),
+            objects,
+            Publisher::to(pods.clone()),
+            keep,
+            channel.0.clone(),
+            health,
+        );
+        let watchers = manager.watchers();
+        let objects = ManagerHandle::spawn_with_channel("fl-apiobjects", manager, channel, health)?;
+        // The pod set goes to the pod manager and to `fl-apiobjects`, which reads what it references.
+        let to_pods: Publisher<ApiPods> = Publisher::to(pods);
+        let to_objects = objects.sender();
+        let publish = Publisher::new(move |p: ApiPods| {
+            let _ = to_objects.send(ObjectsCommand::Pods(p.0.clone()));
+            to_pods.publish(p);
+        });
         let watch = PodWatch {
             client: self.client.clone(),
             link: self.link.clone(),
             node: cfg.node_name.clone(),
             store: PodStore::new(&cfg.state_dir),
-            publish: Publisher::to(pods),
+            publish,
             view: self.view.clone(),
         };
         let watch = Worker::spawn("fl-apiwatch", health, move |stop| watch.run(stop))?;
-        Ok(ClusterThreads { watch, sync })
+        Ok(ClusterThreads { watch, sync, objects, watchers })
     }
 }
 
@@ -141,10 +179,17 @@ impl ClusterThreads {
     /// its request in flight (bounded by `request_timeout`) in the time left.
     pub fn stop(self, timeout: Duration) -> Vec<StopTimeout> {
         let deadline = std::time::Instant::now() + timeout;
-        if let Err(e) = self.watch.stop(crate::node::prober::pool::IN_CALL_STOP_TIMEOUT.min(timeout)) {
+        let in_call = crate::node::prober::pool::IN_CALL_STOP_TIMEOUT.min(timeout);
+        if let Err(e) = self.watch.stop(in_call) {
             log::info!("apiserver: the pod watch is left to end by itself ({e})");
         }
-        self.sync.stop(deadline.saturating_duration_since(std::time::Instant::now())).err().into_iter().collect()
+        for late in self.watchers.stop(in_call) {
+            log::info!("apiserver: {late}: left to end by itself");
+        }
+        let left = || deadline.saturating_duration_since(std::time::Instant::now());
+        let mut late: Vec<StopTimeout> = self.objects.stop(left()).err().into_iter().collect();
+        late.extend(self.sync.stop(left()).err());
+        late
     }
 }
 

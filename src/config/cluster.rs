@@ -32,7 +32,14 @@ pub struct ApiserverConfig {
     pub register_with_taints: Vec<String>,
     /// `node.kubernetes.io/instance-type`; empty: not set.
     pub instance_type: String,
+    /// The node-local key that encrypts the Secrets and tokens kept under the state
+    /// directory for offline restarts; made (0600) at first start. Outside the state
+    /// directory, so a copy of it alone does not reveal them.
+    pub kept_key: PathBuf,
 }
+
+/// Where the key of the kept Secrets and tokens is, unless `apiserver.kept_key` says.
+pub const DEFAULT_KEPT_KEY: &str = "/etc/ferrolet/kept.key";
 
 impl Default for ApiserverConfig {
     fn default() -> Self {
@@ -46,6 +53,7 @@ impl Default for ApiserverConfig {
             node_labels: BTreeMap::new(),
             register_with_taints: Vec::new(),
             instance_type: String::new(),
+            kept_key: PathBuf::from(DEFAULT_KEPT_KEY),
         }
     }
 }

@@ -596,6 +596,7 @@ impl Config {
             if !cfg.apiserver.kubeconfig.as_os_str().is_empty() {
                 cfg.apiserver.kubeconfig = cwd.join(&cfg.apiserver.kubeconfig);
             }
+            cfg.apiserver.kept_key = cwd.join(&cfg.apiserver.kept_key);
         }
         if cfg.node_name.is_empty() {
             cfg.node_name = crate::base::net::hostname().to_lowercase();

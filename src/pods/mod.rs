@@ -52,6 +52,7 @@ use crate::node::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
 use crate::node::events::EventRecorder;
 use crate::node::images::{PullDone, PullRequest};
 use crate::node::lifecycle::{HookDone, HookSink};
+use crate::node::objects::{ObjectsChanged, ObjectsView};
 use crate::node::prober::{ProbeResult, ProbeResults, ProbeType, ProbeUpdate, ProberCommand};
 use crate::node::runtime::ContainerRuntime;
 use crate::node::status::StatusCache;
@@ -85,6 +86,8 @@ pub enum PodsCommand {
     Images(PullDone),
     /// A lifecycle hook answered.
     Hook(HookDone),
+    /// ConfigMaps, Secrets or tokens that pods use changed (from `fl-apiobjects`).
+    Objects(ObjectsChanged),
     /// The complete set of pods a source wants on this node.
     Update {
         /// Source name, e.g. `file`.
@@ -110,6 +113,12 @@ impl From<PullDone> for PodsCommand {
 impl From<HookDone> for PodsCommand {
     fn from(d: HookDone) -> Self {
         PodsCommand::Hook(d)
+    }
+}
+
+impl From<ObjectsChanged> for PodsCommand {
+    fn from(c: ObjectsChanged) -> Self {
+        PodsCommand::Objects(c)
     }
 }
 
@@ -245,6 +254,13 @@ impl PodManager {
         self
     }
 
+    /// Reads ConfigMaps, Secrets and tokens from `view` (cluster mode): pods from the
+    /// apiserver may use them in volumes, env and pulls.
+    pub fn with_objects(mut self, view: ObjectsView) -> Self {
+        self.setup.objects = view;
+        self
+    }
+
     /// Reads the time from `clock` instead of the system clock (tests drive time).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.act.clock = clock;
@@ -346,6 +362,10 @@ impl crate::base::manager::Manager for PodManager {
                     self.hooks.on_done(&mut self.act, &pod, done);
                 }
                 // What the hook held back (a stop, the next start) goes on at once.
+                self.resync = true;
+            }
+            PodsCommand::Objects(changed) => {
+                self.setup.objects_changed(&self.pods, &changed);
                 self.resync = true;
             }
             PodsCommand::Update { source, pods } => {

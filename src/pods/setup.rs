@@ -7,6 +7,8 @@ use super::PodEntry;
 use crate::api::{downward, Pod};
 use crate::base::errors::Chain;
 use crate::node::cm::ContainerManager;
+use crate::node::objects::{ObjectsChanged, ObjectsView};
+use crate::pods::dir::Files;
 use std::collections::{BTreeMap, HashSet};
 
 /// The pods' cgroups and volumes.
@@ -17,6 +19,10 @@ pub(super) struct PodSetup {
     cgroups_ready: HashSet<String>,
     /// Pods whose volumes this agent run has made ready.
     volumes_ready: HashSet<String>,
+    /// Pods whose volumes' files are to be written again (what they hold changed).
+    refresh: HashSet<String>,
+    /// ConfigMaps, Secrets and tokens (cluster mode; empty otherwise).
+    pub(super) objects: ObjectsView,
 }
 
 /// The pods the manager owns, for the container manager.
@@ -27,7 +33,13 @@ fn active_pods(pods: &BTreeMap<String, PodEntry>) -> Vec<&Pod> {
 impl PodSetup {
     /// Setup over the container manager `cm` (none: resource enforcement is off).
     pub(super) fn new(cm: Option<ContainerManager>) -> PodSetup {
-        PodSetup { cm, cgroups_ready: HashSet::new(), volumes_ready: HashSet::new() }
+        PodSetup {
+            cm,
+            cgroups_ready: HashSet::new(),
+            volumes_ready: HashSet::new(),
+            refresh: HashSet::new(),
+            objects: ObjectsView::default(),
+        }
     }
 
     /// Creates the pod's cgroup once per agent run (first refreshing the QoS cgroups, from
@@ -52,14 +64,25 @@ impl PodSetup {
     }
 
     /// Makes the pod's volumes ready once per agent run, before its sandbox; false (with
-    /// kubelet's `FailedMount` event) while they cannot be, so the pod waits.
+    /// kubelet's `FailedMount` event) while they cannot be, so the pod waits. Once ready,
+    /// their files are written again when what they hold changed; a failure then is said
+    /// (`FailedMount`) and the files stay as they were, as kubelet's volume manager does.
     pub(super) fn ensure_volumes(&mut self, act: &Actor, pod: &Pod) -> bool {
         let uid = &pod.metadata.uid;
-        if pod.spec.volumes.is_empty() || self.volumes_ready.contains(uid) {
+        if pod.spec.volumes.is_empty() {
             return true;
         }
         let facts = self.downward_facts(act, pod, None);
-        match act.pod_dir(pod).prepare(pod, &facts, facts.allocatable.1) {
+        let files = Files { facts: &facts, objects: &self.objects, now: act.clock.now() };
+        if self.volumes_ready.contains(uid) {
+            if self.refresh.remove(uid) {
+                for e in act.pod_dir(pod).refresh(pod, &files) {
+                    act.event(pod, None, true, "FailedMount", &e.to_string());
+                }
+            }
+            return true;
+        }
+        match act.pod_dir(pod).prepare(pod, &files, facts.allocatable.1) {
             Ok(()) => {
                 self.volumes_ready.insert(uid.clone());
                 true
@@ -88,10 +111,21 @@ impl PodSetup {
         }
     }
 
+    /// What pods' volumes hold changed: the ready ones that use it are written again at
+    /// their next sync (the others are still being made, from the view as it is then).
+    pub(super) fn objects_changed(&mut self, pods: &BTreeMap<String, PodEntry>, changed: &ObjectsChanged) {
+        for (uid, entry) in pods {
+            if self.volumes_ready.contains(uid) && changed.touches(&crate::node::objects::refs(&entry.pod)) {
+                self.refresh.insert(uid.clone());
+            }
+        }
+    }
+
     /// A pod was removed (and is no longer in `pods`): its cgroup goes.
     pub(super) fn forget_pod(&mut self, uid: &str, pods: &BTreeMap<String, PodEntry>) {
         self.cgroups_ready.remove(uid);
         self.volumes_ready.remove(uid);
+        self.refresh.remove(uid);
         if let Some(cm) = self.cm.as_mut() {
             cm.remove_pod(uid, &active_pods(pods));
         }

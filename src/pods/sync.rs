@@ -15,6 +15,7 @@ use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
 use crate::api::{downward, fields};
 use crate::api::{Container, Pod, RestartPolicy, TerminationMessagePolicy};
 use crate::base::errors::Chain;
+use crate::node::objects::payload;
 use crate::node::prober::{ProbeResult, ProbeType};
 use crate::node::runtime::devices::DeviceOptions;
 use crate::node::runtime::{
@@ -309,6 +310,42 @@ impl PodManager {
         Ok(id)
     }
 
+    /// The container's variables, as kubelet's `makeEnvironmentVariables` makes them: its
+    /// `envFrom` sources' keys in order (keys that are not variable names skipped, with
+    /// `InvalidEnvironmentVariableNames`), then `env` in order, each value from a literal
+    /// (`$(VAR)` expanded from what comes before it), the downward API, a ConfigMap or a
+    /// Secret. A missing required object or key is `CreateContainerConfigError`.
+    fn container_env(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        facts: &downward::Facts,
+    ) -> Result<Vec<(String, String)>, ContainerStartError> {
+        let objects = &self.setup.objects;
+        let config = |message: String| ContainerStartError::Config { message };
+        let (from, warnings) = payload::env_from(c, pod, objects).map_err(config)?;
+        for w in warnings {
+            self.act.event(pod, Some(&c.name), true, "InvalidEnvironmentVariableNames", &w);
+        }
+        let mut keys: Vec<Option<String>> = Vec::new();
+        for source in c.env.iter().filter_map(|v| v.value_from.as_ref()) {
+            if let Some(value) = payload::key_ref(source, pod, objects).map_err(config)? {
+                keys.push(value);
+            }
+        }
+        let mut keys = keys.into_iter();
+        Ok(resolve_env(&c.env, &from, |source| {
+            if source.get("configMapKeyRef").is_some_and(|r| !r.is_null())
+                || source.get("secretKeyRef").is_some_and(|r| !r.is_null())
+            {
+                return keys.next().flatten();
+            }
+            // A checked downward source only fails on a container the pod lacks, which
+            // validation refuses.
+            Some(downward::value(source, pod, c, facts).unwrap_or_default())
+        }))
+    }
+
     /// What the runtime creates the container with.
     fn container_config(
         &self,
@@ -321,11 +358,7 @@ impl PodManager {
         let security = security::effective(&pod.spec, c);
         self.check_security(pod, c, &security)?;
         let facts = self.setup.downward_facts(&self.act, pod, Some(sandbox_id));
-        let mut env = resolve_env(&c.env, &[], |source| {
-            // A source `fields` refuses (ConfigMaps, Secrets) never gets here; a checked one
-            // only fails on a container the pod lacks, which validation also refuses.
-            downward::value(source, pod, c, &facts).unwrap_or_default()
-        });
+        let mut env = self.container_env(pod, c, &facts)?;
         if let Some(d) = devices {
             // The process runtime shares the host's filesystem: a device or mount the
             // plugin names must exist as given.

@@ -8,6 +8,7 @@ pub mod kubeconfig;
 pub mod link;
 pub mod mirror;
 pub mod node;
+pub mod objects;
 pub mod pods;
 pub mod podstore;
 pub mod spool;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 /// A ConfigMap or a Secret.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
     /// A ConfigMap.
     ConfigMap,
@@ -43,7 +43,7 @@ impl Kind {
 }
 
 /// One ConfigMap or Secret, by namespace and name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ObjectRef {
     /// Which kind.
     pub kind: Kind,
@@ -91,7 +91,7 @@ pub enum Known {
 }
 
 /// A service account token for one projected volume source of one pod.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TokenRef {
     /// The pod's namespace.
     pub namespace: String,
@@ -241,6 +241,11 @@ impl ObjectsView {
         self.0.read().tokens.get(r).cloned().unwrap_or(KnownToken::Unread)
     }
 
+    /// Every token held or asked for.
+    pub fn token_refs(&self) -> Vec<TokenRef> {
+        self.0.read().tokens.keys().cloned().collect()
+    }
+
     /// Sets what is known of `r` (`None`: forgets it).
     pub fn set_object(&self, r: &ObjectRef, known: Option<Known>) {
         let mut s = self.0.write();
@@ -282,7 +287,8 @@ mod tests {
     use super::*;
 
     fn api_pod(spec: &str) -> Pod {
-        let text = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u-1\nspec:\n{spec}");
+        let text =
+            format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u-1\nspec:\n{spec}");
         crate::api::manifest::decode_pods("web.yaml", &text).remove(0).unwrap()
     }
 

@@ -177,11 +177,14 @@ fn projected(
     Ok(())
 }
 
+/// Variables (name, value), and warnings.
+pub type EnvFrom = (Vec<(String, String)>, Vec<String>);
+
 /// A container's variables from its `envFrom` sources, in order (a later source's key wins),
 /// before its `env`; and for each source that had keys which are not variable names, kubelet's
 /// `InvalidEnvironmentVariableNames` message. The error is `CreateContainerConfigError`'s
 /// message.
-pub fn env_from(c: &Container, pod: &Pod, view: &ObjectsView) -> Result<(Vec<(String, String)>, Vec<String>), String> {
+pub fn env_from(c: &Container, pod: &Pod, view: &ObjectsView) -> Result<EnvFrom, String> {
     let mut vars: Vec<(String, String)> = Vec::new();
     let mut warnings = Vec::new();
     for f in &c.env_from {
@@ -231,7 +234,9 @@ pub fn key_ref(source: &serde_json::Value, pod: &Pod, view: &ObjectsView) -> Res
     match o.data.get(text("key")) {
         Some(v) => Ok(Some(Some(String::from_utf8_lossy(v).into_owned()))),
         None if optional => Ok(Some(None)),
-        None => Err(format!("couldn't find key {} in {label} {}/{}", text("key"), pod.metadata.namespace, text("name"))),
+        None => {
+            Err(format!("couldn't find key {} in {label} {}/{}", text("key"), pod.metadata.namespace, text("name")))
+        }
     }
 }
 
@@ -243,7 +248,8 @@ mod tests {
     use std::time::Duration;
 
     fn api_pod(spec: &str) -> Pod {
-        let text = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u-1\nspec:\n{spec}");
+        let text =
+            format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u-1\nspec:\n{spec}");
         crate::api::manifest::decode_pods("web.yaml", &text).remove(0).unwrap()
     }
 
@@ -281,7 +287,8 @@ mod tests {
         view.set_object(&gone, Some(Known::Missing));
         let p = api_pod("  volumes:\n  - {name: a, configMap: {name: gone}}\n  - {name: b, configMap: {name: gone, optional: true}}\n  - {name: c, secret: {secretName: tls, items: [{key: key, path: k}]}}\n  - {name: d, secret: {secretName: tls, optional: true, items: [{key: key, path: k}, {key: crt, path: c}]}}\n  - {name: e, secret: {secretName: never-read}}\n  - {name: f, emptyDir: {}}\n  containers: [{name: c, image: i}]\n");
         let now = SystemTime::now();
-        let got = |i: usize| volume_payload(&p.spec.volumes[i], &p, &view, &no_downward, now).map(|r| r.map(|p| files(&p)));
+        let got =
+            |i: usize| volume_payload(&p.spec.volumes[i], &p, &view, &no_downward, now).map(|r| r.map(|p| files(&p)));
         assert_eq!(got(0), Some(Err("configmap \"gone\" not found".into())));
         assert_eq!(got(1), Some(Ok(vec![])));
         assert_eq!(got(2), Some(Err("references non-existent secret key: key".into())));
@@ -338,7 +345,14 @@ mod tests {
         let names: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         assert_eq!(
             names,
-            [("LEVEL", "3"), ("MODE", "secret-wins"), ("PW", "hunter2"), ("CM_1st", "x"), ("CM_LEVEL", "3"), ("CM_MODE", "prod")]
+            [
+                ("LEVEL", "3"),
+                ("MODE", "secret-wins"),
+                ("PW", "hunter2"),
+                ("CM_1st", "x"),
+                ("CM_LEVEL", "3"),
+                ("CM_MODE", "prod")
+            ]
         );
         assert_eq!(
             warnings,
@@ -346,7 +360,9 @@ mod tests {
         );
         let p = api_pod("  containers:\n  - name: c\n    image: i\n    envFrom: [{configMapRef: {name: absent}}, {secretRef: {name: unread}}]\n");
         assert_eq!(env_from(&p.spec.containers[0], &p, &view), Err("configmap \"absent\" not found".into()));
-        let p = api_pod("  containers:\n  - name: c\n    image: i\n    envFrom: [{secretRef: {name: unread, optional: true}}]\n");
+        let p = api_pod(
+            "  containers:\n  - name: c\n    image: i\n    envFrom: [{secretRef: {name: unread, optional: true}}]\n",
+        );
         assert_eq!(env_from(&p.spec.containers[0], &p, &view), Err("object \"shop\"/\"unread\" not registered".into()));
     }
 
@@ -358,14 +374,26 @@ mod tests {
         view.set_object(&gone, Some(Known::Missing));
         let p = api_pod("  containers: [{name: c, image: i}]\n");
         let get = |v: serde_json::Value| key_ref(&v, &p, &view);
-        assert_eq!(get(serde_json::json!({"configMapKeyRef": {"name": "app", "key": "mode"}})), Ok(Some(Some("prod".into()))));
+        assert_eq!(
+            get(serde_json::json!({"configMapKeyRef": {"name": "app", "key": "mode"}})),
+            Ok(Some(Some("prod".into())))
+        );
         assert_eq!(
             get(serde_json::json!({"configMapKeyRef": {"name": "app", "key": "nope"}})),
             Err("couldn't find key nope in ConfigMap shop/app".into())
         );
-        assert_eq!(get(serde_json::json!({"configMapKeyRef": {"name": "app", "key": "nope", "optional": true}})), Ok(Some(None)));
-        assert_eq!(get(serde_json::json!({"secretKeyRef": {"name": "gone", "key": "k"}})), Err("secret \"gone\" not found".into()));
-        assert_eq!(get(serde_json::json!({"secretKeyRef": {"name": "gone", "key": "k", "optional": true}})), Ok(Some(None)));
+        assert_eq!(
+            get(serde_json::json!({"configMapKeyRef": {"name": "app", "key": "nope", "optional": true}})),
+            Ok(Some(None))
+        );
+        assert_eq!(
+            get(serde_json::json!({"secretKeyRef": {"name": "gone", "key": "k"}})),
+            Err("secret \"gone\" not found".into())
+        );
+        assert_eq!(
+            get(serde_json::json!({"secretKeyRef": {"name": "gone", "key": "k", "optional": true}})),
+            Ok(Some(None))
+        );
         assert_eq!(get(serde_json::json!({"fieldRef": {"fieldPath": "metadata.name"}})), Ok(None));
     }
 }

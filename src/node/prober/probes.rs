@@ -192,7 +192,7 @@ fn after_response(url: &str, original_host: &str, redirects: usize, resp: httpge
 /// An exec probe's command with `$(VAR)` expanded from the container's static env.
 pub fn exec_command(command: &[String], target: &Target) -> Vec<String> {
     // Downward API variables are not known here: they expand to nothing in the command.
-    let env = crate::api::expand::resolve_env(&target.container.env, &[], |_| String::new());
+    let env = crate::api::expand::resolve_env(&target.container.env, &[], |_| Some(String::new()));
     let lookup = |name: &str| env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     command.iter().map(|c| expand(c, &lookup)).collect()
 }

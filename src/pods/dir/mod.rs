@@ -7,18 +7,27 @@
 //!
 //! Layout, as kubelet's: `volumes/kubernetes.io~empty-dir/<name>` (a tmpfs there for
 //! `medium: Memory`), `volumes/kubernetes.io~downward-api/<name>`,
-//! `volumes/kubernetes.io~projected/<name>`, and the pod's hosts file `etc-hosts`. A
+//! `volumes/kubernetes.io~configmap/<name>`, `volumes/kubernetes.io~secret/<name>` and
+//! `volumes/kubernetes.io~projected/<name>` (both always a tmpfs), and the pod's hosts file
+//! `etc-hosts`. The files of the last four are written by the atomic writer (`atomic`):
+//! `..data` names the current version's directory, and each file's name is a link through it. A
 //! `hostPath` volume is the node's own path, checked (and made, for the `…OrCreate` types)
 //! but never removed.
 //!
 //! Nothing is removed through a mount: a directory under which anything is still mounted
 //! (a tmpfs that would not unmount, a mount a container propagated back) is left and said.
 
+pub mod atomic;
+
 use crate::api::downward::Facts;
+use crate::api::types::EmptyDirVolumeSource;
 use crate::api::volumes::{self, FileKind, HostPathAction, HostPathType};
 use crate::api::Volume;
 use crate::api::{Container, Pod};
+use crate::base::errors::Chain;
+use crate::node::objects::{payload, ObjectsView};
 use crate::node::runtime::{Mount, Propagation};
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
@@ -86,6 +95,10 @@ impl PodDir {
             "kubernetes.io~empty-dir"
         } else if v.downward_api.is_some() {
             "kubernetes.io~downward-api"
+        } else if v.config_map.is_some() {
+            "kubernetes.io~configmap"
+        } else if v.secret.is_some() {
+            "kubernetes.io~secret"
         } else {
             "kubernetes.io~projected"
         };
@@ -95,9 +108,10 @@ impl PodDir {
     /// Makes every volume of `pod` ready (idempotent: an agent restart finds them made). An
     /// `emptyDir` is a directory any uid may write (0777), or a tmpfs of
     /// `api::volumes::memory_volume_size` (`node_memory`: the node's allocatable memory);
-    /// a `hostPath` passes kubelet's type check; downward API files are written. `fsGroup`
-    /// owns what is made here, once, when it is made.
-    pub fn prepare(&self, pod: &Pod, facts: &Facts, node_memory: i64) -> Result<(), VolumeError> {
+    /// a `hostPath` passes kubelet's type check; the files of `downwardAPI`, `configMap`,
+    /// `secret` and `projected` volumes are written (`write_files`). `fsGroup` owns what is
+    /// made here.
+    pub fn prepare(&self, pod: &Pod, files: &Files, node_memory: i64) -> Result<(), VolumeError> {
         let fs_group = fs_group(pod);
         for v in &pod.spec.volumes {
             let fail = |what: &str, e: &dyn std::fmt::Display| VolumeError {
@@ -111,35 +125,64 @@ impl PodDir {
                 continue;
             }
             let made = make_dir(&path).map_err(|e| fail(&format!("cannot make {}", path.display()), &e))?;
-            if let Some(d) = v.empty_dir.as_ref().filter(|d| d.medium == "Memory") {
+            let memory = match &v.empty_dir {
+                Some(d) => (d.medium == "Memory").then(|| d.clone()),
+                // As kubelet's: a Secret's files, and a projected volume's (tokens, Secrets),
+                // are never written to the node's disk.
+                None if v.secret.is_some() || v.projected.is_some() => {
+                    Some(EmptyDirVolumeSource { medium: "Memory".into(), size_limit: None })
+                }
+                None => None,
+            };
+            if let Some(d) = &memory {
                 if !is_mount_point(&path).map_err(|e| fail(&format!("cannot inspect {}", path.display()), &e))? {
                     let size = volumes::memory_volume_size(d, pod, node_memory);
                     mount_tmpfs(&path, size)
                         .map_err(|e| fail(&format!("cannot mount a tmpfs on {}", path.display()), &e))?;
                 }
             }
-            let (mode, read_only) = match v.downward_files() {
-                Some((items, default_mode)) => {
-                    for item in items {
-                        let data = volumes::downward_file(item, pod, facts).map_err(|e| fail(&item.path, &e))?;
-                        let file = path.join(&item.path);
-                        let mode = item.mode.or(default_mode).unwrap_or(0o644) as u32;
-                        write_file(&file, data.as_bytes(), mode)
-                            .map_err(|e| fail(&format!("cannot write {}", file.display()), &e))?;
-                    }
-                    (0o755, true)
-                }
-                None => (0o777, false),
-            };
-            if made {
+            let holds_files = is_file_volume(v);
+            if made || memory.is_some() {
+                let mode = if holds_files { 0o755 } else { 0o777 };
                 fs::set_permissions(&path, fs::Permissions::from_mode(mode))
                     .map_err(|e| fail(&format!("cannot set the mode of {}", path.display()), &e))?;
                 if let Some(gid) = fs_group {
-                    own(&path, gid, read_only)
+                    own(&path, gid, holds_files)
                         .map_err(|e| fail(&format!("cannot set fsGroup {gid} on {}", path.display()), &e))?;
                 }
             }
+            if holds_files {
+                self.write_files(pod, v, files, memory.is_none())?;
+            }
         }
+        Ok(())
+    }
+
+    /// Writes the files of `pod`'s volumes again where what they are made of changed (an
+    /// updated ConfigMap, a renewed token); the files of volumes not made yet are left to
+    /// `prepare`. What cannot be written keeps what it held, and is returned.
+    pub fn refresh(&self, pod: &Pod, files: &Files) -> Vec<VolumeError> {
+        let made = |v: &&Volume| is_file_volume(v) && self.volume_path(v).is_dir();
+        let on_disk = |v: &Volume| v.secret.is_none() && v.projected.is_none();
+        pod.spec.volumes.iter().filter(made).filter_map(|v| self.write_files(pod, v, files, on_disk(v)).err()).collect()
+    }
+
+    /// Writes the files of volume `v` (`downwardAPI`, `configMap`, `secret`, `projected`)
+    /// with the atomic writer: a reader sees the old files or the new ones, never a mix, and
+    /// files already as they should be are not written again. `sync`: the volume is on disk.
+    pub fn write_files(&self, pod: &Pod, v: &Volume, files: &Files, sync: bool) -> Result<(), VolumeError> {
+        let fail = |message: String| VolumeError { volume: v.name.clone(), message };
+        let downward = |item: &crate::api::types::DownwardApiVolumeFile| volumes::downward_file(item, pod, files.facts);
+        let Some(payload) = payload::volume_payload(v, pod, files.objects, &downward, files.now) else { return Ok(()) };
+        let payload: BTreeMap<String, atomic::FileProjection> = payload
+            .map_err(fail)?
+            .into_iter()
+            .map(|(path, f)| (path, atomic::FileProjection { data: f.data, mode: f.mode }))
+            .collect();
+        let payload = atomic::Payload::new(payload).map_err(|e| fail(Chain(&e).to_string()))?;
+        let path = self.volume_path(v);
+        atomic::write(&path, &payload, atomic::WriteOptions { gid: fs_group(pod), sync })
+            .map_err(|e| fail(Chain(&e).to_string()))?;
         Ok(())
     }
 
@@ -154,8 +197,17 @@ impl PodDir {
             let Some(v) = pod.spec.volumes.iter().find(|v| v.name == m.name) else {
                 return Err(format!("volumeMounts: volume {:?} is not in the pod", m.name));
             };
-            let base = self.volume_path(v);
+            let mut base = self.volume_path(v);
             let sub = volumes::sub_path(m, env)?;
+            if !sub.is_empty() && is_file_volume(v) {
+                // The files are in the version `..data` names now: a subPath mount of one
+                // keeps that version (it is not updated, as with kubelet).
+                match atomic::current_data_dir(&base) {
+                    Ok(Some(dir)) => base = dir,
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("volume {:?}: cannot read {}: {e}", m.name, base.display())),
+                }
+            }
             let host_path = if sub.is_empty() {
                 base
             } else {
@@ -177,7 +229,7 @@ impl PodDir {
             out.push(Mount {
                 container_path: m.mount_path.clone(),
                 host_path,
-                read_only: m.read_only || v.downward_files().is_some(),
+                read_only: m.read_only || is_file_volume(v),
                 propagation: match m.mount_propagation.as_deref() {
                     Some("HostToContainer") => Propagation::HostToContainer,
                     Some("Bidirectional") => Propagation::Bidirectional,
@@ -202,18 +254,19 @@ impl PodDir {
         for m in mounts_below(&self.0.join(SUB_PATHS))?.iter().rev() {
             unmount(Path::new(m))?;
         }
-        let empty_dirs = self.0.join("volumes").join("kubernetes.io~empty-dir");
-        match fs::read_dir(&empty_dirs) {
-            Ok(entries) => {
-                for entry in entries.take(volumes::MAX_VOLUMES) {
-                    let path = entry?.path();
-                    if is_mount_point(&path)? {
-                        unmount(&path)?;
+        for plugin in ["kubernetes.io~empty-dir", "kubernetes.io~secret", "kubernetes.io~projected"] {
+            match fs::read_dir(self.0.join("volumes").join(plugin)) {
+                Ok(entries) => {
+                    for entry in entries.take(volumes::MAX_VOLUMES) {
+                        let path = entry?.path();
+                        if is_mount_point(&path)? {
+                            unmount(&path)?;
+                        }
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
         }
         if let Some(m) = mounts_below(&self.0)?.first() {
             return Err(io::Error::other(format!("{m} is still mounted; the pod's directory is left as it is")));
@@ -320,12 +373,20 @@ fn make_dir(path: &Path) -> io::Result<bool> {
     }
 }
 
-/// Writes a downward API file atomically with `mode`, making its directories.
-fn write_file(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
-    if let Some(parent) = path.parent() {
-        fs::DirBuilder::new().recursive(true).mode(0o755).create(parent)?;
-    }
-    crate::base::state_files::write_atomic_mode(path, data, crate::base::state_files::StateAccess { gid: None }, mode)
+/// Whether volume `v` holds files ferrolet writes (with the atomic writer), read-only to
+/// its containers.
+pub fn is_file_volume(v: &Volume) -> bool {
+    v.downward_api.is_some() || v.config_map.is_some() || v.secret.is_some() || v.projected.is_some()
+}
+
+/// What the files of a volume are made from besides the pod.
+pub struct Files<'a> {
+    /// What the downward API reads of the node.
+    pub facts: &'a Facts,
+    /// ConfigMaps, Secrets and tokens.
+    pub objects: &'a ObjectsView,
+    /// Now, for tokens' expiry.
+    pub now: std::time::SystemTime,
 }
 
 /// `fsGroup` ownership of everything under `root` (kubelet's `SetVolumeOwnership`): group
@@ -666,6 +727,54 @@ mod tests {
     }
 
     #[test]
+    fn secret_files_are_on_a_tmpfs_and_a_sub_path_keeps_the_version_it_was_mounted_from() {
+        if !is_root() {
+            return;
+        }
+        use crate::node::objects::{Kind, Known, Object, ObjectRef};
+        let dir = tempfile::tempdir().unwrap();
+        let pd = PodDir::new(&dir.path().join("pods"), "uid2");
+        let _removed = Removed(&pd);
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: shop}\nspec:\n  volumes: [{name: sec, secret: {secretName: db, defaultMode: 0400}}, {name: cfg, configMap: {name: app}}]\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts: [{name: sec, mountPath: /sec}, {name: cfg, mountPath: /etc/app.conf, subPath: app.conf}]\n";
+        let pod = crate::api::manifest::decode_pods("p.yaml", text).remove(0).unwrap();
+        let objects = ObjectsView::default();
+        let set = |kind, name: &str, key: &str, value: &str| {
+            let r = ObjectRef { kind, namespace: "shop".into(), name: name.into() };
+            let o = Object { data: [(key.to_string(), value.as_bytes().to_vec())].into(), ..Object::default() };
+            objects.set_object(&r, Some(Known::Found(std::sync::Arc::new(o))));
+        };
+        set(Kind::Secret, "db", "pw", "hunter2");
+        set(Kind::ConfigMap, "app", "app.conf", "v1");
+        let files = Files { facts: &Facts::default(), objects: &objects, now: std::time::SystemTime::now() };
+        pd.prepare(&pod, &files, 1 << 30).unwrap();
+        let sec = pd.volume_path(&pod.spec.volumes[0]);
+        assert!(sec.ends_with("volumes/kubernetes.io~secret/sec") && is_mount_point(&sec).unwrap());
+        assert_eq!(fs::read_to_string(sec.join("pw")).unwrap(), "hunter2");
+        assert_eq!(fs::metadata(sec.join("pw")).unwrap().permissions().mode() & 0o777, 0o400);
+        assert!(
+            fs::symlink_metadata(sec.join("pw")).unwrap().file_type().is_symlink(),
+            "a name is a link through ..data"
+        );
+        let mounts = pd.mounts(&pod, &pod.spec.containers[0], &[]).unwrap();
+        assert!(mounts.iter().all(|m| m.read_only), "ConfigMap and Secret volumes are read-only");
+        assert_eq!(fs::read_to_string(&mounts[1].host_path).unwrap(), "v1");
+        // An update reaches the volume, not the subPath mount made from the version before.
+        set(Kind::ConfigMap, "app", "app.conf", "v2");
+        assert!(pd.refresh(&pod, &files).is_empty());
+        let cfg = pd.volume_path(&pod.spec.volumes[1]);
+        assert_eq!(fs::read_to_string(cfg.join("app.conf")).unwrap(), "v2");
+        assert_eq!(fs::read_to_string(&mounts[1].host_path).unwrap(), "v1");
+        // A Secret gone from the apiserver leaves the files as they were, and says why.
+        let r = ObjectRef { kind: Kind::Secret, namespace: "shop".into(), name: "db".into() };
+        objects.set_object(&r, Some(Known::Missing));
+        let failed: Vec<String> = pd.refresh(&pod, &files).iter().map(ToString::to_string).collect();
+        assert_eq!(failed, ["MountVolume.SetUp failed for volume \"sec\" : secret \"db\" not found"]);
+        assert_eq!(fs::read_to_string(sec.join("pw")).unwrap(), "hunter2");
+        pd.remove().unwrap();
+        assert!(!pd.path().exists());
+    }
+
+    #[test]
     fn a_sub_path_is_pinned_in_the_pods_directory_and_unmounted_with_it() {
         if !is_root() {
             return;
@@ -675,7 +784,9 @@ mod tests {
         let _removed = Removed(&pd);
         let pod =
             pod_mounting("[{name: data, mountPath: /data, subPath: a/b}, {name: data, mountPath: /f, subPath: file}]");
-        pd.prepare(&pod, &Facts::default(), 1 << 30).unwrap();
+        let files =
+            Files { facts: &Facts::default(), objects: &ObjectsView::default(), now: std::time::SystemTime::now() };
+        pd.prepare(&pod, &files, 1 << 30).unwrap();
         let vol = pd.volume_path(&pod.spec.volumes[0]);
         fs::write(vol.join("file"), "content").unwrap();
         for _ in 0..2 {
