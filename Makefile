@@ -142,7 +142,8 @@ drain: deps
 ## The last line sums every test binary: `tests: N passed, N failed, N skipped` (a skipped
 ## test is counted once, as skipped, not as passed).
 ## Around `cargo test`, tests/cri/up.sh brings up a private containerd for the CRI tests
-## (installing containerd, runc, CNI plugins, busybox-static, catatonit with apt if missing)
+## (installing containerd, runc, CNI plugins, busybox-static, catatonit with apt if missing,
+## and, for the registry tests, docker-registry with its service not started: tests/registry/)
 ## and tests/cri/down.sh tears it down, also when tests fail or make is interrupted.
 ## FERROLET_SKIP_CRI=1 skips it; up.sh also skips it, saying why, without root or apt.
 ## cargo test sees FERROLET_CRI_ENDPOINT (and the rest of $(CRI_BASE)/env) only when it is up.

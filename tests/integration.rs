@@ -27,6 +27,7 @@ mod cri_hooks;
 mod cri_imagegc;
 mod cri_images;
 mod cri_logs_exec;
+mod cri_registry;
 mod cri_security;
 mod cri_volumes;
 mod devices;

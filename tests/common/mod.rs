@@ -8,6 +8,7 @@
 pub mod apiserver;
 pub mod cri;
 pub mod plugin;
+pub mod registry;
 
 use ferrolet::api::{ContainerStatus, Pod, PodList};
 use ferrolet::node::runtime::process::ShimState;

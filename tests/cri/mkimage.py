@@ -66,11 +66,13 @@ def main():
     p.add_argument("--file", action="append", default=[], metavar="SRC:DST", help="an extra executable")
     p.add_argument("--entrypoint", help="comma-separated")
     p.add_argument("--cmd", help="comma-separated")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable (also makes an image's id differ from another's)")
     args = p.parse_args()
 
     tar = layer(args)
     config = {"architecture": args.arch, "os": "linux", "created": "1970-01-01T00:00:00Z",
-              "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+              "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"] + args.env,
                          "WorkingDir": "/"},
               "rootfs": {"type": "layers", "diff_ids": ["sha256:" + digest(tar)]}}
     if args.entrypoint:

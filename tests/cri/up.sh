@@ -34,8 +34,11 @@ if [ -n "$missing" ]; then
   # On a systemd machine Debian's package also starts the system containerd (/run/containerd):
   # it is not ours; it is left alone, and nothing below talks to it.
 fi
+# The registry tests' server (Debian's docker-registry, its system service not started) and
+# htpasswd; without them only those tests skip (it says why).
+"$HERE/../registry/install.sh"
 
-mkdir -p "$BASE"/{root,state,opt,images,cni/net.d,cni/ipam,cni/cache,logs} "$NSDIR"
+mkdir -p "$BASE"/{root,state,opt,images,cni/net.d,cni/ipam,cni/cache,logs,certs.d} "$NSDIR"
 rm -f "$BASE/env"
 
 # 2. Snapshotter: overlayfs, unless $BASE is itself on overlayfs (CI in a container).
@@ -75,6 +78,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   tolerate_missing_hugetlb_controller = true
   restrict_oom_score_adj = true               # no CAP_SYS_RESOURCE: negative scores make runc fail
   stats_collect_period = 2                    # ImageFsInfo refreshes every 2 s, not 10
+
+  # Per-registry settings (hosts.toml), read at each pull: the registry tests write the CA of
+  # theirs here (tests/common/registry.rs). Empty, every registry is as without it.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$BASE/certs.d"
 
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
@@ -175,6 +183,7 @@ FERROLET_CRI_MOUNT_NS=$NSDIR/mnt
 FERROLET_CRI_NODES=$NODES
 FERROLET_CRI_SNAPSHOTTER=$SNAPSHOTTER
 FERROLET_CRI_SUBNET=$SUBNET
+FERROLET_CRI_CERTS_D=$BASE/certs.d
 ENV
 mv "$BASE/env.new" "$BASE/env"
 echo "cri: ready in $((SECONDS - T0)) s: FERROLET_CRI_ENDPOINT=unix://$SOCK (tests/cri/down.sh stops it)"
