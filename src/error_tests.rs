@@ -149,6 +149,7 @@ fn samples() -> Vec<Sample> {
         }),
         sample(crate::base::manager::StopTimeout { name: "fl-pods".into(), timeout: Duration::from_secs(5) }),
         sample(crate::base::manager::JobError::Spawn(io_cause())),
+        sample(crate::node::images::keyring::KeyringError::BadAuth { registry: "reg.io".into(), reason: "not base64" }),
         sample(ownership_cause()),
         sample(crate::node::cm::ownership::OwnershipError::Record {
             cgroup: "kubepods/pod1".into(),

@@ -2,7 +2,8 @@
 //! `pkg/kubelet/images/image_manager.go`) as a pure decision, kubelet's event wording, and
 //! the pull threads (`puller`). The pod manager asks `decide` before it creates a container
 //! (or a pod's sandbox), acts on the answer, and hands pulls to `puller`, whose results come
-//! back to it as `PullDone`: it never waits for a pull itself.
+//! back to it as `PullDone`: it never waits for a pull itself. `keyring` decides which
+//! registry credentials a pull may send (for `imagePullSecrets`; nothing uses it yet).
 //!
 //! One deliberate difference from kubelet: a container with `Always` whose image is present
 //! starts from the present image when the pull fails, or while pulls of it back off, unless
@@ -12,6 +13,7 @@
 //! a device without a registry, from ever starting. The failed pull is still reported
 //! (`Failed`, with its cause) and backs off as kubelet's does.
 
+pub mod keyring;
 pub mod puller;
 pub mod reference;
 

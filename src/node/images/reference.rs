@@ -14,38 +14,63 @@
 /// The longest name (without tag and digest).
 const MAX_NAME: usize = 255;
 
-/// Why `image` is not an image reference, in the words of the reference library kubelet
-/// uses; `Ok` when it is one.
-pub fn check(image: &str) -> Result<(), String> {
-    if image.is_empty() {
-        return Err("repository name must have at least one component".into());
-    }
+/// An image reference cut into its parts, as `check` reads it (nothing is checked here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parts<'a> {
+    /// The registry (`host[:port]`), when the name starts with one (a first part with a `.`
+    /// or `:`, or `localhost`); `None` for a Docker Hub name such as `library/busybox`.
+    pub domain: Option<&'a str>,
+    /// The repository path after the registry (`library/busybox`, `team/app`).
+    pub path: &'a str,
+    /// The tag, without its `:`.
+    pub tag: Option<&'a str>,
+    /// The digest, without its `@`.
+    pub digest: Option<&'a str>,
+}
+
+/// Cuts `image` into registry, path, tag and digest. Call `check` first to know that the
+/// parts are valid.
+pub fn split(image: &str) -> Parts<'_> {
     let (rest, digest) = match image.split_once('@') {
         Some((r, d)) => (r, Some(d)),
         None => (image, None),
     };
-    if let Some(d) = digest {
-        check_digest(d)?;
-    }
     // A tag follows the last ':' that is after the last '/' (a port is before it).
     let slash = rest.rfind('/').map_or(0, |i| i + 1);
     let (name, tag) = match rest[slash..].find(':') {
         Some(i) => (&rest[..slash + i], Some(&rest[slash + i + 1..])),
         None => (rest, None),
     };
-    if let Some(t) = tag {
-        check_tag(t)?;
-    }
-    if name.len() > MAX_NAME {
-        return Err(format!("repository name must not be more than {MAX_NAME} characters"));
-    }
-    let mut parts: Vec<&str> = name.split('/').collect();
     // The first part is a domain when it looks like one (kubelet's rule: a '.' or ':', or
     // `localhost`), else it is a path component of Docker Hub's.
-    if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
-        check_domain(parts.remove(0))?;
+    let (domain, path) = match name.split_once('/') {
+        Some((first, path)) if first.contains(['.', ':']) || first == "localhost" => (Some(first), path),
+        _ => (None, name),
+    };
+    Parts { domain, path, tag, digest }
+}
+
+/// Why `image` is not an image reference, in the words of the reference library kubelet
+/// uses; `Ok` when it is one.
+pub fn check(image: &str) -> Result<(), String> {
+    if image.is_empty() {
+        return Err("repository name must have at least one component".into());
     }
-    for p in parts {
+    let parts = split(image);
+    if let Some(d) = parts.digest {
+        check_digest(d)?;
+    }
+    if let Some(t) = parts.tag {
+        check_tag(t)?;
+    }
+    let name_len = parts.domain.map_or(0, |d| d.len() + 1) + parts.path.len();
+    if name_len > MAX_NAME {
+        return Err(format!("repository name must not be more than {MAX_NAME} characters"));
+    }
+    if let Some(d) = parts.domain {
+        check_domain(d)?;
+    }
+    for p in parts.path.split('/') {
         if p.chars().any(|c| c.is_ascii_uppercase()) {
             return Err("repository name must be lowercase".into());
         }
@@ -187,5 +212,17 @@ mod tests {
         ] {
             assert!(check(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn split_cuts_registry_path_tag_and_digest() {
+        let d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let p = |domain, path, tag, digest| Parts { domain, path, tag, digest };
+        assert_eq!(split("busybox"), p(None, "busybox", None, None));
+        assert_eq!(split("library/busybox:1"), p(None, "library/busybox", Some("1"), None));
+        assert_eq!(split("localhost/app"), p(Some("localhost"), "app", None, None));
+        let full = format!("host:5000/a/b:tag@{d}");
+        assert_eq!(split(&full), p(Some("host:5000"), "a/b", Some("tag"), Some(d)));
+        assert_eq!(split("[::1]:5000/app:x"), p(Some("[::1]:5000"), "app", Some("x"), None));
     }
 }
