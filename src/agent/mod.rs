@@ -722,6 +722,7 @@ impl Agent {
                 node_ip: cfg.node_ip.clone(),
                 log_root: cfg.pod_logs_dir(),
                 pods_root: cfg.state_dir.join(PODS_DIR),
+                registry_config: cfg.state_dir.join("config.json"),
                 max_dead_per_container: cfg.gc.max_dead_per_container,
                 sync_frequency: cfg.sync_frequency.0,
                 allowed_unsafe_sysctls: cfg.allowed_unsafe_sysctls.clone(),

@@ -10,7 +10,10 @@ use super::restarts::Restarts;
 use super::{PodEntry, Waiting, WaitingReason};
 use crate::api::{Container, Pod};
 use crate::base::errors::Chain;
+use crate::node::images::keyring::{candidates, Keyring};
 use crate::node::images::{decide, message, reason, ImageAction, ImageState, PullDone, PullPolicy, PullRequest};
+use crate::node::objects::{Kind, Known, ObjectRef, ObjectsView};
+use crate::node::runtime::PullAuth;
 use crossbeam_channel::{Sender, TrySendError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
@@ -65,6 +68,61 @@ impl Images {
     }
 }
 
+/// The largest node credentials file read (`<state_dir>/config.json`).
+const MAX_NODE_CONFIG: u64 = 1 << 20;
+
+/// The credentials to try for `image`, as kubelet's keyring gives them: those of the pod's
+/// `imagePullSecrets` (of type `kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`)
+/// in order, then the node's `config.json` (`<state_dir>/config.json`, as kubelet reads one
+/// in its root directory). Secrets that cannot be read are said once per pull
+/// (`FailedToRetrieveImagePullSecret`), and the pull goes on without them.
+fn credentials(act: &Actor, pod: &Pod, objects: &ObjectsView, image: &str) -> Vec<PullAuth> {
+    let mut keyrings = Vec::new();
+    let mut missing = Vec::new();
+    for r in &pod.spec.image_pull_secrets {
+        let secret = ObjectRef { kind: Kind::Secret, namespace: pod.metadata.namespace.clone(), name: r.name.clone() };
+        let Known::Found(o) = objects.object(&secret) else {
+            missing.push(r.name.as_str());
+            continue;
+        };
+        let parsed = match o.type_.as_str() {
+            "kubernetes.io/dockerconfigjson" => {
+                o.data.get(".dockerconfigjson").map(|d| Keyring::parse_dockerconfigjson(d))
+            }
+            "kubernetes.io/dockercfg" => o.data.get(".dockercfg").map(|d| Keyring::parse_dockercfg(d)),
+            _ => None,
+        };
+        match parsed {
+            Some(Ok(k)) => keyrings.push(k),
+            Some(Err(e)) => log::warn!("pods: pod {}: pull secret {} cannot be read: {}", pod.key(), r.name, Chain(&e)),
+            None => log::warn!(
+                "pods: pod {}: pull secret {} is of type {:?}, not kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg with its key; not used",
+                pod.key(),
+                r.name,
+                o.type_
+            ),
+        }
+    }
+    if !missing.is_empty() {
+        let message = format!(
+            "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+            missing.join(", ")
+        );
+        act.event(pod, None, true, "FailedToRetrieveImagePullSecret", &message);
+    }
+    let path = &act.cfg.registry_config;
+    let node = crate::base::inputfile::check(path, MAX_NODE_CONFIG)
+        .ok()
+        .and_then(|_| std::fs::read(path).ok())
+        .map(|data| Keyring::parse_dockerconfigjson(&data));
+    match node {
+        Some(Ok(k)) => keyrings.push(k),
+        Some(Err(e)) => log::warn!("images: {} cannot be read: {}; pulls go without it", path.display(), Chain(&e)),
+        None => {}
+    }
+    candidates(&keyrings.iter().collect::<Vec<_>>(), image)
+}
+
 impl Images {
     /// Whether container `c` (or, for `None`, the pod's sandbox) may be created now as far
     /// as its image goes. When not, what happens meanwhile is done here: a pull is queued
@@ -76,6 +134,7 @@ impl Images {
         pod: &Pod,
         c: Option<&Container>,
         now: SystemTime,
+        objects: &ObjectsView,
     ) -> bool {
         let (image, policy) = match c {
             Some(c) => (c.image.clone(), PullPolicy::of(&c.image_pull_policy, &c.image)),
@@ -99,9 +158,8 @@ impl Images {
             waiting_for_pull: self.pulls.get(&image).is_some_and(|w| w.iter().any(|r| r.key == key)),
             pull_in_flight: self.pulls.contains_key(&image),
             in_backoff: self.backoff.in_backoff_since_update(&(key.0.clone(), image.clone()), now),
-            // Static pods carry no pull credentials (they cannot refer to Secrets); cluster
-            // mode will pass a pod's imagePullSecrets here and with the pull.
-            credentials: false,
+            // Only pods from the apiserver have pull secrets (`fields` refuses them elsewhere).
+            credentials: !pod.spec.image_pull_secrets.is_empty(),
             present: false,
         };
         if !state.pulled && !state.waiting_for_pull {
@@ -154,7 +212,7 @@ impl Images {
             ImageAction::Join | ImageAction::Pull => {
                 let requester =
                     Requester { key: key.clone(), since: now, fallback: state.present && !state.credentials };
-                if self.request_pull(&image, requester) {
+                if self.request_pull(&image, requester, || credentials(act, pod, objects, &image)) {
                     act.event(pod, container, false, reason::PULLING, &message::pulling(&image));
                 }
                 false
@@ -169,12 +227,13 @@ impl Images {
 
     /// Queues a pull of `image` for `requester`, or adds it to the pull in flight; false when
     /// the queue is full (asked again at the next sync).
-    fn request_pull(&mut self, image: &str, requester: Requester) -> bool {
+    /// `auths` gives the credentials of a new pull (a pull in flight is joined as it is).
+    fn request_pull(&mut self, image: &str, requester: Requester, auths: impl FnOnce() -> Vec<PullAuth>) -> bool {
         if let Some(waiting) = self.pulls.get_mut(image) {
             waiting.push(requester);
             return true;
         }
-        match self.tx.try_send(PullRequest { image: image.into(), auth: None }) {
+        match self.tx.try_send(PullRequest { image: image.into(), auths: auths() }) {
             Ok(()) => {
                 self.pulls.insert(image.into(), vec![requester]);
                 true

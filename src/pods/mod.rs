@@ -137,6 +137,9 @@ pub struct PodManagerConfig {
     pub node_ip: String,
     /// Root of the per-pod log directories.
     pub log_root: PathBuf,
+    /// The node's registry credentials (`<state_dir>/config.json`, a docker `config.json`),
+    /// tried after a pod's `imagePullSecrets`; absent: none.
+    pub registry_config: PathBuf,
     /// Root of the pods' own directories (`<state_dir>/pods`: volumes, termination message
     /// files, hosts files; `dir::PodDir`).
     pub pods_root: PathBuf,

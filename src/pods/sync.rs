@@ -269,7 +269,7 @@ impl PodManager {
     /// a runtime without images has nothing to wait for.
     fn image_ready(&mut self, pod: &Pod, c: Option<&Container>, now: SystemTime) -> bool {
         let Some(images) = self.images.as_mut() else { return true };
-        images.gate(&self.act, &mut self.restarts, pod, c, now)
+        images.gate(&self.act, &mut self.restarts, pod, c, now, &self.setup.objects)
     }
 
     /// How far a container's devices are prepared (`None`: it asks for none, or no device

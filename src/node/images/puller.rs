@@ -30,8 +30,9 @@ pub struct PullerSettings {
 pub struct PullRequest {
     /// The image, as the pod names it.
     pub image: String,
-    /// Credentials, from the pod's `imagePullSecrets` (none for static pods).
-    pub auth: Option<PullAuth>,
+    /// Credentials to try in turn until one pulls (the pod's `imagePullSecrets`, then the
+    /// node's `config.json`, as the keyring matched them); none: one pull without.
+    pub auths: Vec<PullAuth>,
 }
 
 /// A pulled image.
@@ -127,7 +128,20 @@ fn run(
 fn pull(runtime: &dyn ContainerRuntime, req: &PullRequest, timeout: Duration, cancel: &mut Cancel) -> Option<PullDone> {
     let started = Instant::now();
     log::debug!("images: pulling {} (deadline {timeout:?})", crate::base::logsafe::short(&req.image));
-    let result = match runtime.pull_image(&req.image, req.auth.as_ref(), timeout, cancel) {
+    // As kubelet: each credential in turn; the last failure is the answer.
+    let mut tried = runtime.pull_image(&req.image, req.auths.first(), timeout, cancel);
+    for auth in req.auths.iter().skip(1) {
+        match &tried {
+            Err(RuntimeError::Cancelled { .. }) | Ok(_) => break,
+            Err(e) => log::debug!(
+                "images: pull of {} failed ({}); trying the next credentials",
+                req.image,
+                crate::base::errors::Chain(e)
+            ),
+        }
+        tried = runtime.pull_image(&req.image, Some(auth), timeout, cancel);
+    }
+    let result = match tried {
         Err(RuntimeError::Cancelled { .. }) => {
             log::info!("images: pull of {} cancelled (agent stopping)", crate::base::logsafe::short(&req.image));
             return None;
@@ -176,7 +190,7 @@ mod tests {
     }
 
     fn request(image: &str) -> PullRequest {
-        PullRequest { image: image.into(), auth: None }
+        PullRequest { image: image.into(), auths: Vec::new() }
     }
 
     #[test]

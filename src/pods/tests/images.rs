@@ -312,3 +312,34 @@ fn without_pull_threads_images_are_not_looked_at() {
     assert_eq!(node.calls(), [Call::RunPodSandbox("web".into()), create("app", 0), start("app")]);
     assert_eq!(node.reasons(), ["Created", "Started"]);
 }
+
+#[test]
+fn a_pull_carries_the_credentials_of_the_pods_pull_secrets_that_match_the_registry() {
+    use crate::node::objects::{Kind, Known, Object, ObjectRef, ObjectsView};
+    let (mut node, pulls) = Node::new().with_images();
+    let objects = ObjectsView::default();
+    let config = br#"{"auths": {"registry.example.com:5000": {"username": "puller", "password": "s3cret"}, "other.example.com": {"auth": "eDp5"}}}"#;
+    let secret = Object {
+        data: [(".dockerconfigjson".to_string(), config.to_vec())].into(),
+        type_: "kubernetes.io/dockerconfigjson".into(),
+        ..Object::default()
+    };
+    let r = ObjectRef { kind: Kind::Secret, namespace: "default".into(), name: "regcred".into() };
+    objects.set_object(&r, Some(Known::Found(Arc::new(secret))));
+    node.pm = node.pm.with_objects(objects);
+    let mut web =
+        pod("web", RestartPolicy::Always, &[], &[with_image("app", "registry.example.com:5000/team/app:1", "")]);
+    web.spec.image_pull_secrets =
+        ["regcred", "gone"].iter().map(|n| crate::api::types::LocalObjectReference { name: n.to_string() }).collect();
+    web.metadata.annotations.insert(CONFIG_SOURCE_ANNOTATION.into(), "api".into());
+    web.metadata.annotations.remove(CONFIG_HASH_ANNOTATION);
+    let pods = vec![Arc::new(web)];
+    node.pm.handle(PodsCommand::Update { source: crate::api::manifest::PodSource::Api, pods });
+    let asked: Vec<PullRequest> = pulls.try_iter().collect();
+    assert_eq!(asked.len(), 1);
+    let auths: Vec<(&str, &str, &str)> =
+        asked[0].auths.iter().map(|a| (a.server_address.as_str(), a.username.as_str(), a.password.as_str())).collect();
+    assert_eq!(auths, [("registry.example.com:5000", "puller", "s3cret")]);
+    let text = "Unable to retrieve some image pull secrets (gone); attempting to pull the image may not succeed.";
+    assert!(node.events().contains(&ev("FailedToRetrieveImagePullSecret", text)));
+}

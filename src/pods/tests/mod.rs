@@ -74,6 +74,7 @@ impl Node {
             node_ip: "10.0.0.5".into(),
             log_root: "/nonexistent/logs".into(),
             pods_root: "/nonexistent/pods".into(),
+            registry_config: "/nonexistent/config.json".into(),
             max_dead_per_container: 1,
             sync_frequency: Duration::from_secs(10),
             allowed_unsafe_sysctls: vec!["net.core.*".into()],
