@@ -18,6 +18,7 @@ mod architecture;
 mod bad_input;
 mod cgroups;
 mod cluster;
+mod cluster_objects;
 mod crash;
 mod cri;
 mod cri_agent;

@@ -37,7 +37,7 @@ struct Requester {
 pub(super) struct Images {
     /// The pull threads' queue.
     tx: Sender<PullRequest>,
-    /// Pulls in flight by image, with who waits for each (emptied, not removed, when their
+    /// Pulls in flight by `pull_key`, with who waits for each (emptied, not removed, when their
     /// pods go: the answer then finds nobody).
     pulls: HashMap<String, Vec<Requester>>,
     /// Containers whose pull for their next start has answered.
@@ -66,6 +66,16 @@ impl Images {
             waiting.retain(|r| r.key.0 != uid);
         }
     }
+}
+
+/// What tells a pull of `image` for `pod` apart: pods with the same pull secrets (or none)
+/// share one pull of an image; a pod with other secrets gets its own, with its credentials.
+fn pull_key(image: &str, pod: &Pod) -> String {
+    if pod.spec.image_pull_secrets.is_empty() {
+        return image.to_string();
+    }
+    let names: Vec<&str> = pod.spec.image_pull_secrets.iter().map(|r| r.name.as_str()).collect();
+    format!("{image} with pull secrets {}/{}", pod.metadata.namespace, names.join(","))
 }
 
 /// The largest node credentials file read (`<state_dir>/config.json`).
@@ -152,11 +162,12 @@ impl Images {
             wait_for_image(act, restarts, pod, c, &key, WaitingReason::InvalidImageName, &text, why, now);
             return false;
         }
+        let pull = pull_key(&image, pod);
         let mut state = ImageState {
             policy,
             pulled: self.pulled.contains(&key),
-            waiting_for_pull: self.pulls.get(&image).is_some_and(|w| w.iter().any(|r| r.key == key)),
-            pull_in_flight: self.pulls.contains_key(&image),
+            waiting_for_pull: self.pulls.get(&pull).is_some_and(|w| w.iter().any(|r| r.key == key)),
+            pull_in_flight: self.pulls.contains_key(&pull),
             in_backoff: self.backoff.in_backoff_since_update(&(key.0.clone(), image.clone()), now),
             // Only pods from the apiserver have pull secrets (`fields` refuses them elsewhere).
             credentials: !pod.spec.image_pull_secrets.is_empty(),
@@ -212,7 +223,7 @@ impl Images {
             ImageAction::Join | ImageAction::Pull => {
                 let requester =
                     Requester { key: key.clone(), since: now, fallback: state.present && !state.credentials };
-                if self.request_pull(&image, requester, || credentials(act, pod, objects, &image)) {
+                if self.request_pull(&image, &pull, requester, || credentials(act, pod, objects, &image)) {
                     act.event(pod, container, false, reason::PULLING, &message::pulling(&image));
                 }
                 false
@@ -227,15 +238,22 @@ impl Images {
 
     /// Queues a pull of `image` for `requester`, or adds it to the pull in flight; false when
     /// the queue is full (asked again at the next sync).
-    /// `auths` gives the credentials of a new pull (a pull in flight is joined as it is).
-    fn request_pull(&mut self, image: &str, requester: Requester, auths: impl FnOnce() -> Vec<PullAuth>) -> bool {
-        if let Some(waiting) = self.pulls.get_mut(image) {
+    /// `pull` tells the pull apart (`pull_key`); `auths` gives the credentials of a new pull
+    /// (a pull in flight is joined as it is).
+    fn request_pull(
+        &mut self,
+        image: &str,
+        pull: &str,
+        requester: Requester,
+        auths: impl FnOnce() -> Vec<PullAuth>,
+    ) -> bool {
+        if let Some(waiting) = self.pulls.get_mut(pull) {
             waiting.push(requester);
             return true;
         }
-        match self.tx.try_send(PullRequest { image: image.into(), auths: auths() }) {
+        match self.tx.try_send(PullRequest { image: image.into(), key: pull.into(), auths: auths() }) {
             Ok(()) => {
-                self.pulls.insert(image.into(), vec![requester]);
+                self.pulls.insert(pull.into(), vec![requester]);
                 true
             }
             Err(TrySendError::Full(_)) => {
@@ -258,7 +276,7 @@ impl Images {
         done: PullDone,
     ) {
         let now = act.clock.now();
-        let waiting = self.pulls.remove(&done.image).unwrap_or_default();
+        let waiting = self.pulls.remove(&done.key).unwrap_or_default();
         let mut backed_off: HashSet<String> = HashSet::new();
         for r in waiting {
             let Some(pod) = pods.get(&r.key.0).filter(|e| e.termination.is_none()).map(|e| e.pod.clone()) else {

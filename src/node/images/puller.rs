@@ -30,6 +30,9 @@ pub struct PullerSettings {
 pub struct PullRequest {
     /// The image, as the pod names it.
     pub image: String,
+    /// What tells this pull apart from others of the image: the image, and the pull secrets
+    /// its credentials come from (pods with other secrets do not join it).
+    pub key: String,
     /// Credentials to try in turn until one pulls (the pod's `imagePullSecrets`, then the
     /// node's `config.json`, as the keyring matched them); none: one pull without.
     pub auths: Vec<PullAuth>,
@@ -49,6 +52,8 @@ pub struct Pulled {
 pub struct PullDone {
     /// The image, as requested.
     pub image: String,
+    /// The request's `key`.
+    pub key: String,
     /// The pulled image, or why the pull failed.
     pub result: Result<Pulled, RuntimeError>,
     /// How long the pull itself took (the queue not counted).
@@ -166,7 +171,7 @@ fn pull(runtime: &dyn ContainerRuntime, req: &PullRequest, timeout: Duration, ca
             log::debug!("images: pull of {} failed after {pull_time:?}: {}", req.image, crate::base::errors::Chain(e))
         }
     }
-    Some(PullDone { image: req.image.clone(), result, pull_time })
+    Some(PullDone { image: req.image.clone(), key: req.key.clone(), result, pull_time })
 }
 
 #[cfg(test)]
@@ -190,7 +195,7 @@ mod tests {
     }
 
     fn request(image: &str) -> PullRequest {
-        PullRequest { image: image.into(), auths: Vec::new() }
+        PullRequest { image: image.into(), key: image.into(), auths: Vec::new() }
     }
 
     #[test]

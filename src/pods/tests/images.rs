@@ -19,14 +19,24 @@ fn requested(pulls: &Receiver<PullRequest>) -> Vec<String> {
 /// The pull threads' answer: `image` pulled in 1.5 s, 100 bytes.
 fn pulled(image: &str) -> PodsCommand {
     let result = Ok(Pulled { image_ref: format!("sha256:{image}"), size: 100 });
-    PodsCommand::Images(PullDone { image: image.into(), result, pull_time: Duration::from_millis(1500) })
+    PodsCommand::Images(PullDone {
+        image: image.into(),
+        key: image.into(),
+        result,
+        pull_time: Duration::from_millis(1500),
+    })
 }
 
 /// The pull threads' answer: the pull of `image` failed.
 fn pull_failed(image: &str) -> PodsCommand {
     let source = std::io::Error::other("connection refused");
     let result = Err(RuntimeError::Process { action: format!("pulling {image}"), source });
-    PodsCommand::Images(PullDone { image: image.into(), result, pull_time: Duration::from_millis(3) })
+    PodsCommand::Images(PullDone {
+        image: image.into(),
+        key: image.into(),
+        result,
+        pull_time: Duration::from_millis(3),
+    })
 }
 
 fn ev(reason: &str, message: &str) -> (String, String) {
