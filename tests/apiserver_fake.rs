@@ -475,3 +475,467 @@ fn faults_down_failures_slowness_and_cut_watches_are_observable() {
     assert_eq!(counters["internal_errors"], 0, "{counters}");
     assert!(counters["by_verb"]["watch"].as_u64().unwrap() >= 4, "{counters}");
 }
+
+// ---- ConfigMaps, Secrets, service accounts and their tokens ---------------------------------
+
+const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
+const SECRETS: &str = "/api/v1/namespaces/default/secrets";
+const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// A pod bound to `node` that reads ConfigMap `cm` (a volume and an env var), Secret
+/// `secret` (an env var) and pulls its image with Secret `pull`.
+fn pod_using(name: &str, node: &str, cm: &str, secret: &str, pull: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"nodeName": node, "serviceAccountName": "default", "imagePullSecrets": [{"name": pull}],
+                    "volumes": [{"name": "config", "configMap": {"name": cm}}],
+                    "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "3600"],
+                                    "volumeMounts": [{"name": "config", "mountPath": "/etc/app"}],
+                                    "env": [{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}},
+                                            {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": cm, "key": "mode"}}}]}]}})
+}
+
+/// The 403 the Node authorizer's denial gets, as the apiserver words it.
+fn forbidden(resource: &str, name: &str, verb: &str, why: &str) -> String {
+    let target = if name.is_empty() { resource.to_string() } else { format!("{resource} \"{name}\"") };
+    format!(
+        "{target} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"\" in the namespace \"default\": {why}",
+        node_user(NODE)
+    )
+}
+
+fn no_relationship() -> String {
+    format!("no relationship found between node '{NODE}' and this object")
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// A TokenRequest for service account `sa`'s token bound to `pod` (name, uid), if any.
+fn token_request(expiration: u64, pod: Option<&Value>) -> Value {
+    let mut tr = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                        "spec": {"expirationSeconds": expiration}});
+    if let Some(p) = pod {
+        tr["spec"]["boundObjectRef"] = json!({"kind": "Pod", "apiVersion": "v1", "name": p["metadata"]["name"],
+                                              "uid": p["metadata"]["uid"]});
+    }
+    tr
+}
+
+#[test]
+fn node_reads_the_config_maps_and_secrets_its_pods_use_and_nothing_else() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    register(&api);
+    api.create_config_map("default", "app-config", &json!({"mode": "fast"}));
+    api.create_config_map("default", "unrelated", &json!({"x": "y"}));
+    api.create_secret("default", "app-secret", "Opaque", &[("password", b"hunter2")]);
+    api.create_secret("default", "unrelated", "Opaque", &[("password", b"not yours")]);
+    let pull = br#"{"auths": {"registry.example": {"auth": "dTpw"}}}"#;
+    api.create_secret("default", "pull", "kubernetes.io/dockerconfigjson", &[(".dockerconfigjson", pull)]);
+    api.create_config_map("default", "theirs", &json!({"x": "y"}));
+    let mut web = pod_using("web", NODE, "app-config", "app-secret", "pull");
+    web["spec"]["containers"][0]["envFrom"] = json!([{"configMapRef": {"name": "later", "optional": true}}]);
+    api.create_pod("default", &web);
+    api.create_pod("default", &pod_using("elsewhere", "edge-2", "theirs", "unrelated", "pull"));
+
+    // What its pod references: a volume and configMapKeyRef, secretKeyRef, imagePullSecrets.
+    let (code, cm) = api.call(&agent, "GET", &format!("{CONFIG_MAPS}/app-config"), None);
+    assert_eq!((code, cm["data"]["mode"].as_str()), (200, Some("fast")), "{cm}");
+    let (code, secret) = api.call(&agent, "GET", &format!("{SECRETS}/app-secret"), None);
+    assert_eq!((code, secret["data"]["password"].as_str()), (200, Some("aHVudGVyMg==")), "{secret}");
+    assert_eq!(secret["type"], "Opaque");
+    assert_eq!(api.call(&agent, "GET", &format!("{SECRETS}/pull"), None).0, 200);
+    // Referenced but not there (yet): the node may ask, and hears 404; not referenced: 403.
+    let (code, status) = api.call(&agent, "GET", &format!("{CONFIG_MAPS}/later"), None);
+    assert_eq!((code, status["reason"].as_str()), (404, Some("NotFound")), "{status}");
+    let (code, status) = api.call(&agent, "GET", &format!("{SECRETS}/missing"), None);
+    assert_eq!(code, 403, "{status}");
+
+    // Anything else: 403, as the Node authorizer words it, another node's pod's ConfigMap too.
+    for (resource, path, name) in [
+        ("configmaps", CONFIG_MAPS, "unrelated"),
+        ("secrets", SECRETS, "unrelated"),
+        ("configmaps", CONFIG_MAPS, "theirs"),
+    ] {
+        let (code, status) = api.call(&agent, "GET", &format!("{path}/{name}"), None);
+        assert_eq!(code, 403, "{status}");
+        assert_eq!(status["message"], forbidden(resource, name, "get", &no_relationship()), "{status}");
+        assert_eq!((status["kind"].as_str(), status["reason"].as_str()), (Some("Status"), Some("Forbidden")));
+    }
+    // A list or watch names one object (fieldSelector metadata.name) in one namespace.
+    let (code, status) = api.call(&agent, "GET", CONFIG_MAPS, None);
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (403, Some(forbidden("configmaps", "", "list", "No Object name found").as_str()))
+    );
+    let (code, status) = api.call(&agent, "GET", "/api/v1/secrets?fieldSelector=metadata.name%3Dapp-secret", None);
+    assert_eq!(code, 403, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("at the cluster scope: can only read namespaced object of this type"),
+        "{status}"
+    );
+    let (code, list) =
+        api.call(&agent, "GET", &format!("{CONFIG_MAPS}?fieldSelector=metadata.name%3Dapp-config"), None);
+    assert_eq!((code, list["kind"].as_str()), (200, Some("ConfigMapList")), "{list}");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    let (code, status) = api.call(&agent, "GET", &format!("{SECRETS}?fieldSelector=metadata.name%3Dunrelated"), None);
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (403, Some(forbidden("secrets", "unrelated", "list", &no_relationship()).as_str()))
+    );
+    // Never a write.
+    let (code, status) = api.call(&agent, "PUT", &format!("{CONFIG_MAPS}/app-config"), Some((JSON, &cm)));
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (403, Some(forbidden("configmaps", "app-config", "update", "can only read resources of this type").as_str()))
+    );
+    let new = json!({"metadata": {"name": "mine"}, "data": {}});
+    assert_eq!(api.call(&agent, "POST", CONFIG_MAPS, Some((JSON, &new))).0, 403);
+    assert_eq!(api.call(&agent, "DELETE", &format!("{SECRETS}/app-secret"), None).0, 403);
+
+    // Once the pod is gone, so is the access (graceful: still there while terminating).
+    api.delete_pod("default", "web", None);
+    assert_eq!(api.call(&agent, "GET", &format!("{CONFIG_MAPS}/app-config"), None).0, 200, "terminating");
+    api.delete_pod("default", "web", Some(0));
+    let (code, status) = api.call(&agent, "GET", &format!("{CONFIG_MAPS}/app-config"), None);
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (403, Some(forbidden("configmaps", "app-config", "get", &no_relationship()).as_str()))
+    );
+    assert_eq!(api.call(&agent, "GET", &format!("{SECRETS}/app-secret"), None).0, 403);
+}
+
+#[test]
+fn node_watches_a_config_map_its_pod_uses_by_name() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    // A projected volume's ConfigMap, which does not exist yet.
+    let mut pod = pod_object("web", NODE);
+    pod["spec"]["volumes"] = json!([{"name": "p", "projected": {"sources": [{"configMap": {"name": "late"}}]}}]);
+    api.create_pod("default", &pod);
+    let one = format!("{CONFIG_MAPS}?fieldSelector=metadata.name%3Dlate");
+    let (code, list) = api.call(&agent, "GET", &one, None);
+    assert_eq!((code, list["items"].as_array().map(Vec::len)), (200, Some(0)), "{list}");
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
+    let watch = WatchStream::open(&api, &agent, &format!("{one}&watch=true&resourceVersion={rv}"));
+    assert_eq!(watch.status, 200);
+    api.wait_for_watches(&node_user(NODE), 1, STEP);
+
+    api.create_config_map("default", "other", &json!({"a": "1"})); // another name: never seen
+    api.create_config_map("default", "late", &json!({"a": "1"}));
+    let ev = watch.event(STEP);
+    assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("late")), "{ev}");
+    let updated = api.update_config_map("default", "late", &json!({"a": "2"}));
+    assert_eq!(updated["data"], json!({"a": "2"}));
+    let ev = watch.event(STEP);
+    assert_eq!((ev["type"].as_str(), ev["object"]["data"]["a"].as_str()), (Some("MODIFIED"), Some("2")), "{ev}");
+    assert_eq!(ev["object"]["metadata"]["resourceVersion"], updated["metadata"]["resourceVersion"]);
+
+    // Without the name, or for a name no pod of its uses, the watch is refused.
+    let watch = WatchStream::open(&api, &agent, &format!("{CONFIG_MAPS}?watch=true"));
+    assert_eq!(watch.status, 403);
+    let watch =
+        WatchStream::open(&api, &agent, &format!("{CONFIG_MAPS}?fieldSelector=metadata.name%3Dother&watch=true"));
+    assert_eq!(watch.status, 403);
+}
+
+#[test]
+fn node_gets_a_signed_token_bound_to_its_pod_and_403_for_others() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let node = register(&api);
+    let mut web = pod_object("web", NODE);
+    web["spec"]["serviceAccountName"] = json!("default");
+    let web = api.create_pod("default", &web);
+    let sa = api.service_account("default", "default").unwrap();
+    let tokens = "/api/v1/namespaces/default/serviceaccounts/default/token";
+
+    let before = unix_now();
+    let (code, tr) = api.call(&agent, "POST", tokens, Some((JSON, &token_request(3607, Some(&web)))));
+    assert_eq!(code, 201, "{tr}");
+    assert_eq!(
+        (tr["kind"].as_str(), tr["apiVersion"].as_str()),
+        (Some("TokenRequest"), Some("authentication.k8s.io/v1"))
+    );
+    assert_eq!(tr["spec"]["audiences"], json!([ISSUER]), "the apiserver's audiences by default");
+    let token = tr["status"]["token"].as_str().unwrap();
+    assert_eq!(token.split('.').count(), 3);
+    let claims = api.jwt_claims(token); // the signature verifies against sa.pub
+    let iat = claims["iat"].as_u64().unwrap();
+    assert!(iat >= before && iat <= unix_now(), "{claims}");
+    assert_eq!(
+        (claims["nbf"].as_u64(), claims["exp"].as_u64()),
+        (Some(iat), Some(iat + 3607)),
+        "not extended: {claims}"
+    );
+    let expires = ferrolet::base::timefmt::rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(iat + 3607));
+    assert_eq!(tr["status"]["expirationTimestamp"], expires.as_str());
+    assert_eq!(claims["aud"], json!([ISSUER]));
+    assert_eq!(
+        (claims["iss"].as_str(), claims["sub"].as_str()),
+        (Some(ISSUER), Some("system:serviceaccount:default:default"))
+    );
+    assert_eq!(claims["jti"].as_str().map(str::len), Some(36), "a uuid: {claims}");
+    assert_eq!(
+        claims["kubernetes.io"],
+        json!({"namespace": "default",
+               "node": {"name": NODE, "uid": node["metadata"]["uid"]},
+               "pod": {"name": "web", "uid": web["metadata"]["uid"]},
+               "serviceaccount": {"name": "default", "uid": sa["metadata"]["uid"]}})
+    );
+    // A token altered after signing is not one of this server's.
+    let forged = token.replacen('.', ".e30", 1);
+    assert!(api.jwt_signed_here(token) && !api.jwt_signed_here(&forged));
+    let issued = api.tokens_issued();
+    assert_eq!(issued.len(), 1, "{issued:?}");
+    assert_eq!(
+        (issued[0]["pod"].as_str(), issued[0]["pod_uid"].as_str()),
+        (Some("web"), web["metadata"]["uid"].as_str())
+    );
+    assert_eq!((issued[0]["serviceaccount"].as_str(), issued[0]["exp"].as_u64()), (Some("default"), Some(iat + 3607)));
+
+    // Bound to another node's pod, or to nothing: NodeRestriction says no.
+    let mut theirs = pod_object("theirs", "edge-2");
+    theirs["spec"]["serviceAccountName"] = json!("default");
+    let theirs = api.create_pod("default", &theirs);
+    for (tr, why) in [
+        (token_request(3600, Some(&theirs)), "node requested token bound to a pod scheduled on a different node"),
+        (token_request(3600, None), "node requested token not bound to a pod"),
+    ] {
+        let (code, status) = api.call(&agent, "POST", tokens, Some((JSON, &tr)));
+        assert_eq!(code, 403, "{status}");
+        assert_eq!(status["message"], format!("serviceaccounts \"default\" is forbidden: {why}"));
+    }
+    let mut stale = token_request(3600, Some(&web));
+    stale["spec"]["boundObjectRef"]["uid"] = json!("00000000-0000-0000-0000-000000000000");
+    let (code, status) = api.call(&agent, "POST", tokens, Some((JSON, &stale)));
+    assert_eq!(code, 403, "{status}");
+    assert!(status["message"].as_str().unwrap().contains("does not match the UID in record"), "{status}");
+    // A service account none of its pods runs as: the Node authorizer says no.
+    api.create("/api/v1/namespaces/default/serviceaccounts", &json!({"metadata": {"name": "builder"}}));
+    let (code, status) = api.call(
+        &agent,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/builder/token",
+        Some((JSON, &token_request(3600, Some(&web)))),
+    );
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        format!("serviceaccounts \"builder\" is forbidden: User \"{}\" cannot create resource \"serviceaccounts/token\" in API group \"\" in the namespace \"default\": {}", node_user(NODE), no_relationship())
+    );
+    // Less than ten minutes: 422 Invalid, as ValidateTokenRequest answers.
+    let (code, status) = api.call(&agent, "POST", tokens, Some((JSON, &token_request(599, Some(&web)))));
+    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")), "{status}");
+    assert_eq!(
+        status["message"],
+        "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 599: may not specify a duration less than 10 minutes"
+    );
+    assert_eq!(api.tokens_issued().len(), 1, "no token for a refused request");
+    // The node may read the service account its pod runs as, and no other.
+    assert_eq!(api.call(&agent, "GET", "/api/v1/namespaces/default/serviceaccounts/default", None).0, 200);
+    assert_eq!(api.call(&agent, "GET", "/api/v1/namespaces/default/serviceaccounts/builder", None).0, 403);
+    api.assert_no_validation_failures();
+}
+
+#[test]
+fn service_account_admission_mounts_the_token_volume_and_extended_tokens_last_a_year() {
+    let options = Options { service_account_admission: true, extend_token_expiration: true, ..Options::default() };
+    let Some(api) = FakeApiserver::start_with(NODE, options) else { return };
+    let agent = api.node_agent();
+    let mut pod = pod_object("web", NODE);
+    pod["spec"]["initContainers"] = json!([{"name": "init", "image": "busybox:1.36", "command": ["true"]}]);
+    let web = api.create_pod("default", &pod);
+    let spec = &web["spec"];
+    assert_eq!(
+        (spec["serviceAccountName"].as_str(), spec["serviceAccount"].as_str()),
+        (Some("default"), Some("default"))
+    );
+    let volumes = spec["volumes"].as_array().unwrap();
+    assert_eq!(volumes.len(), 1, "{spec}");
+    let name = volumes[0]["name"].as_str().unwrap();
+    let suffix = name.strip_prefix("kube-api-access-").unwrap();
+    assert!(suffix.len() == 5 && suffix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()), "{name}");
+    assert_eq!(
+        volumes[0],
+        json!({"name": name, "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace",
+                                        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}})
+    );
+    let mount = json!([{"name": name, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]);
+    assert_eq!((&spec["containers"][0]["volumeMounts"], &spec["initContainers"][0]["volumeMounts"]), (&mount, &mount));
+
+    // No volume when the pod or its service account says so, none in a container with its own mount.
+    let mut off = pod_object("off", NODE);
+    off["spec"]["automountServiceAccountToken"] = json!(false);
+    assert!(api.create_pod("default", &off)["spec"].get("volumes").is_none());
+    api.create(
+        "/api/v1/namespaces/default/serviceaccounts",
+        &json!({"metadata": {"name": "quiet"}, "automountServiceAccountToken": false}),
+    );
+    let mut quiet = pod_object("quiet", NODE);
+    quiet["spec"]["serviceAccountName"] = json!("quiet");
+    assert!(api.create_pod("default", &quiet)["spec"].get("volumes").is_none());
+    let mut own = pod_object("own", NODE);
+    own["spec"]["volumes"] = json!([{"name": "mine", "emptyDir": {}}]);
+    own["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "mine", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]);
+    let own = api.create_pod("default", &own);
+    assert_eq!(own["spec"]["volumes"].as_array().unwrap().len(), 1, "{own}");
+    // A service account that is not there: the admission plugin refuses the pod.
+    let mut lost = pod_object("lost", NODE);
+    lost["spec"]["serviceAccountName"] = json!("missing");
+    let (code, status) = api.api("POST", "/api/v1/namespaces/default/pods", Some(&lost));
+    assert_eq!((code, status["reason"].as_str()), (403, Some("Forbidden")), "{status}");
+    assert_eq!(status["message"], "pods \"lost\" is forbidden: error looking up service account default/missing: serviceaccount \"missing\" not found");
+
+    // What the kubelet does with the volume: kube-root-ca.crt (the node may read it now) and a
+    // 3607 s token, which the apiserver makes valid for a year with warnafter at 3607 s.
+    let (code, ca) = api.call(&agent, "GET", &format!("{CONFIG_MAPS}/kube-root-ca.crt"), None);
+    assert_eq!(code, 200, "{ca}");
+    assert_eq!(ca["data"]["ca.crt"].as_str().unwrap(), std::fs::read_to_string(api.ca_cert()).unwrap());
+    let tokens = "/api/v1/namespaces/default/serviceaccounts/default/token";
+    let (code, tr) = api.call(&agent, "POST", tokens, Some((JSON, &token_request(3607, Some(&web)))));
+    assert_eq!(code, 201, "{tr}");
+    let claims = api.jwt_claims(tr["status"]["token"].as_str().unwrap());
+    let iat = claims["iat"].as_u64().unwrap();
+    assert_eq!(claims["exp"].as_u64(), Some(iat + 365 * 24 * 3600), "{claims}");
+    assert_eq!(claims["kubernetes.io"]["warnafter"].as_u64(), Some(iat + 3607), "{claims}");
+    let expires = ferrolet::base::timefmt::rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(iat + 3607));
+    assert_eq!(tr["status"]["expirationTimestamp"], expires.as_str(), "the status tells the asked-for expiry");
+    // Any other duration is what was asked.
+    let (_, tr) = api.call(&agent, "POST", tokens, Some((JSON, &token_request(3600, Some(&web)))));
+    let claims = api.jwt_claims(tr["status"]["token"].as_str().unwrap());
+    assert_eq!(claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(), 3600);
+    assert!(claims["kubernetes.io"].get("warnafter").is_none(), "{claims}");
+    let renewals: Vec<u64> =
+        api.tokens_issued().iter().map(|t| t["exp"].as_u64().unwrap() - t["iat"].as_u64().unwrap()).collect();
+    assert_eq!(renewals, [365 * 24 * 3600, 3600]);
+    api.assert_no_validation_failures();
+}
+
+#[test]
+fn every_namespace_has_a_default_service_account_and_kube_root_ca() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let ca = std::fs::read_to_string(api.ca_cert()).unwrap();
+    api.create("/api/v1/namespaces", &json!({"metadata": {"name": "team"}}));
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease", "team"] {
+        let sa = api.service_account(ns, "default").unwrap_or_else(|| panic!("no default service account in {ns}"));
+        assert!(sa["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36), "{sa}");
+        let cm = api.config_map(ns, "kube-root-ca.crt").unwrap_or_else(|| panic!("no kube-root-ca.crt in {ns}"));
+        assert_eq!(cm["data"], json!({"ca.crt": ca}), "{ns}");
+        assert!(cm["metadata"]["annotations"]["kubernetes.io/description"].is_string());
+    }
+    // The controllers put back what is deleted or changed.
+    let old = api.config_map("default", "kube-root-ca.crt").unwrap();
+    api.delete_object("/api/v1/namespaces/default/configmaps/kube-root-ca.crt");
+    let new = api.config_map("default", "kube-root-ca.crt").unwrap();
+    assert_ne!(new["metadata"]["uid"], old["metadata"]["uid"]);
+    api.update_config_map("default", "kube-root-ca.crt", &json!({"ca.crt": "forged"}));
+    assert_eq!(api.config_map("default", "kube-root-ca.crt").unwrap()["data"]["ca.crt"].as_str(), Some(ca.as_str()));
+    api.delete_object("/api/v1/namespaces/team/serviceaccounts/default");
+    assert!(api.service_account("team", "default").is_some());
+}
+
+#[test]
+fn config_maps_and_secrets_are_validated_as_the_apiserver_does() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let key_rule = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+    let cases = [
+        (
+            CONFIG_MAPS,
+            json!({"metadata": {"name": "bad"}, "data": {"bad key": "x"}}),
+            format!("ConfigMap \"bad\" is invalid: data[bad key]: Invalid value: \"bad key\": {key_rule}"),
+        ),
+        (
+            CONFIG_MAPS,
+            json!({"metadata": {"name": "both"}, "data": {"k": "x"}, "binaryData": {"k": "eA=="}}),
+            "ConfigMap \"both\" is invalid: data[k]: Invalid value: \"k\": duplicate of key present in binaryData"
+                .into(),
+        ),
+        (
+            CONFIG_MAPS,
+            json!({"metadata": {"name": "big"}, "data": {"a": "x".repeat(1 << 19), "b": "y".repeat((1 << 19) + 1)}}),
+            "ConfigMap \"big\" is invalid: []: Too long: must have at most 1048576 bytes".into(),
+        ),
+        (
+            SECRETS,
+            json!({"metadata": {"name": "big"}, "data": {"a": base64_of(&vec![0u8; (1 << 20) + 1])}}),
+            "Secret \"big\" is invalid: data: Too long: must have at most 1048576 bytes".into(),
+        ),
+        (
+            SECRETS,
+            json!({"metadata": {"name": "bad"}, "data": {"-/x": "eA=="}}),
+            format!("Secret \"bad\" is invalid: data[-/x]: Invalid value: \"-/x\": {key_rule}"),
+        ),
+        (
+            SECRETS,
+            json!({"metadata": {"name": "reg"}, "type": "kubernetes.io/dockerconfigjson", "data": {"config": "e30="}}),
+            "Secret \"reg\" is invalid: data[.dockerconfigjson]: Required value".into(),
+        ),
+        (
+            SECRETS,
+            json!({"metadata": {"name": "cfg"}, "type": "kubernetes.io/dockercfg", "data": {}}),
+            "Secret \"cfg\" is invalid: data[.dockercfg]: Required value".into(),
+        ),
+    ];
+    for (path, obj, message) in cases {
+        let (code, status) = api.api("POST", path, Some(&obj));
+        assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")), "{status}");
+        assert_eq!(status["message"], message.as_str());
+    }
+    // Exactly 1 MiB is allowed; a Secret's data must be base64 (the decoder says 400).
+    api.create(CONFIG_MAPS, &json!({"metadata": {"name": "full"}, "data": {"a": "x".repeat(1 << 20)}}));
+    let (code, status) =
+        api.api("POST", SECRETS, Some(&json!({"metadata": {"name": "raw"}, "data": {"a": "not base64!"}})));
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")), "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data"));
+    // Defaults: type Opaque; stringData goes into data.
+    let s = api.create(SECRETS, &json!({"metadata": {"name": "plain"}, "stringData": {"user": "bob"}}));
+    assert_eq!((s["type"].as_str(), s["data"]["user"].as_str()), (Some("Opaque"), Some("Ym9i")), "{s}");
+    assert!(s.get("stringData").is_none());
+    let reg = br#"{"auths": {}}"#;
+    api.create_secret("default", "reg", "kubernetes.io/dockerconfigjson", &[(".dockerconfigjson", reg)]);
+
+    // Immutable: data and immutable itself stay; a Secret's type never changes.
+    api.create(CONFIG_MAPS, &json!({"metadata": {"name": "frozen"}, "data": {"a": "1"}, "immutable": true}));
+    let path = format!("{CONFIG_MAPS}/frozen");
+    let (code, status) = api.api("PATCH", &path, Some(&json!({"data": {"a": "2"}})));
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    let (code, status) = api.api("PATCH", &path, Some(&json!({"immutable": false})));
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ConfigMap \"frozen\" is invalid: immutable: Forbidden: field is immutable when `immutable` is set"
+    );
+    let (code, _) = api.api("PATCH", &path, Some(&json!({"metadata": {"labels": {"app": "x"}}})));
+    assert_eq!(code, 200, "metadata may change");
+    let (code, status) =
+        api.api("PATCH", &format!("{SECRETS}/plain"), Some(&json!({"type": "kubernetes.io/service-account-token"})));
+    assert_eq!(code, 422, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("type: Invalid value: \"kubernetes.io/service-account-token\": field is immutable"),
+        "{status}"
+    );
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

@@ -3,14 +3,16 @@
 
 HTTP/1.1 over TLS with client certificates required and verified against the test CA; the
 user is the certificate's CN, its groups the O fields. It serves exactly what a kubelet uses
-(Nodes, Leases, Pods with list+watch, pod status, mirror pods, Events; discovery and tables
-for kubectl) with the real apiserver's semantics, the Node authorizer and NodeRestriction
-admission for `system:node:*` users, and strict schema validation of what nodes write.
+(Nodes, Leases, Pods with list+watch, pod status, mirror pods, Events, ConfigMaps, Secrets,
+ServiceAccounts and their tokens; discovery and tables for kubectl) with the real apiserver's
+semantics, the Node authorizer and NodeRestriction admission for `system:node:*` users, the
+ServiceAccount admission plugin on request, and strict schema validation of what is written.
 
 A second, plain-HTTP port on 127.0.0.1 is for the tests: the same API as `system:masters`
 (never faulted, never logged) and /control/* (faults, request log, counters, dumps).
 
     fake_apiserver.py --certs DIR --ready-file FILE [--port 0] [--control-port 0]
+                      [--service-account-admission] [--extend-token-expiration]
 """
 
 import argparse
@@ -33,10 +35,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import k8s
 from k8s import ApiError
 from store import Store, Watch, encode_event
+from tokens import API_AUDIENCES, EXPIRATION_EXTENSION_SECONDS, Issuer
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 MAX_BODY = 3 * 1024 * 1024  # the real apiserver's request size limit
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+ROOT_CA_DESCRIPTION = ("Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints "
+                       "such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across "
+                       "distributions of Kubernetes clusters.")
 
 
 class Resource:
@@ -62,7 +69,16 @@ RESOURCES = {
         Resource("events", "", "Event", True, ["ev"]),
         Resource("namespaces", "", "Namespace", False, ["ns"]),
         Resource("leases", "coordination.k8s.io", "Lease", True, []),
+        Resource("configmaps", "", "ConfigMap", True, ["cm"]),
+        Resource("secrets", "", "Secret", True, []),
+        Resource("serviceaccounts", "", "ServiceAccount", True, ["sa"], ("token",)),
     )
+}
+# What a subresource takes (discovery): kind, group, version, verbs.
+SUBRESOURCES = {
+    "status": (None, None, None, ["get", "patch", "update"]),
+    "binding": ("Binding", None, None, ["create"]),
+    "token": ("TokenRequest", "authentication.k8s.io", "v1", ["create"]),
 }
 VERBS = {
     "nodes": ["create", "delete", "get", "list", "patch", "update", "watch"],
@@ -70,6 +86,9 @@ VERBS = {
     "events": ["create", "delete", "get", "list", "patch", "update", "watch"],
     "namespaces": ["create", "get", "list", "watch"],
     "leases": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    "configmaps": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    "secrets": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    "serviceaccounts": ["create", "delete", "get", "list", "patch", "update", "watch"],
 }
 
 
@@ -127,18 +146,28 @@ def status_success(attrs, obj=None):
 
 
 class Api:
-    """The API itself: one call per request, no HTTP in here."""
+    """The API itself: one call per request, no HTTP in here.
 
-    def __init__(self, store, schemas, version):
+    `issuer` signs service account tokens, `ca_pem` is what kube-root-ca.crt holds;
+    `service_account_admission` turns the ServiceAccount admission plugin on and
+    `extend_token_expiration` is kube-apiserver's --service-account-extend-token-expiration."""
+
+    def __init__(self, store, schemas, version, issuer=None, ca_pem="", service_account_admission=False,
+                 extend_token_expiration=False):
         self.store = store
         self.schemas = schemas
         self.version = version
+        self.issuer = issuer
+        self.ca_pem = ca_pem
+        self.service_account_admission = service_account_admission
+        self.extend_token_expiration = extend_token_expiration
         self.failures_lock = threading.Lock()
         self.validation_failures = []
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE):
             self.store.write("namespaces", self._new_meta({"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]},
                                                           "status": {"phase": "Active"}}), "ADDED")
+            self._reconcile("namespaces", "", ns)
 
     # ---- entry ------------------------------------------------------------------------------
 
@@ -174,8 +203,12 @@ class Api:
         }.get(method)
         if verb is None:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        if verb in ("list", "watch"):  # RequestInfo: the name of a single-object list or watch
+            name = k8s.selector_name(query.get("fieldSelector"))
         attrs = Attrs(verb, res.name, sub, namespace, name)
         self.authorize(user, attrs, query)
+        if sub == "token" and verb != "create":
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         return getattr(self, "do_" + verb)(attrs, query, headers, body, user)
 
     def _unknown(self, user):
@@ -223,9 +256,12 @@ class Api:
                 doc["categories"] = ["all"]
             resources.append(doc)
             for sub in r.subresources:
-                resources.append({"name": f"{r.name}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                                  "kind": "Binding" if sub == "binding" else r.kind,
-                                  "verbs": ["create"] if sub == "binding" else ["get", "patch", "update"]})
+                kind, sub_group, sub_version, verbs = SUBRESOURCES[sub]
+                doc = {"name": f"{r.name}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                       "kind": kind or r.kind, "verbs": verbs}
+                if sub_group:
+                    doc.update(group=sub_group, version=sub_version)
+                resources.append(doc)
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/v1" if group else "v1",
                 "resources": resources}
 
@@ -264,6 +300,15 @@ class Api:
         elif a.resource == "leases":
             if a.verb not in ("get", "create", "update", "patch", "delete"):
                 why = ""
+        elif a.resource in ("configmaps", "secrets") or (a.resource == "serviceaccounts" and a.verb == "get" and not a.sub):
+            why = self._authorize_read_namespaced(node, a)
+        elif a.resource == "serviceaccounts":
+            if a.verb != "create" or not a.name:
+                why = "can only create tokens for individual service accounts"
+            elif a.sub != "token":
+                why = "can only create token subresource of serviceaccount"
+            elif not self._node_uses(node, a.resource, a.namespace, a.name):
+                why = f"no relationship found between node '{node}' and this object"
         else:
             why = ""
         if why is None:
@@ -275,6 +320,38 @@ class Api:
         msg = f'{target} is forbidden: User "{user.name}" cannot {a.verb} resource "{res}" in API group "{a.res().group}" {scope}'
         raise ApiError(403, "Forbidden", msg + (f": {why}" if why else ""),
                        {"name": a.name, "group": a.res().group, "kind": a.resource})
+
+    def _authorize_read_namespaced(self, node, a):
+        """The Node authorizer's authorizeReadNamespacedObject: get, or list and watch of one
+        object (fieldSelector metadata.name), related to the node through a pod bound to it;
+        None when allowed, else the reason."""
+        if a.verb not in ("get", "list", "watch"):
+            return "can only read resources of this type"
+        if a.sub:
+            return "cannot read subresource"
+        if not a.namespace:
+            return "can only read namespaced object of this type"
+        if not a.name:
+            return "No Object name found"
+        if not self._node_uses(node, a.resource, a.namespace, a.name):
+            return f"no relationship found between node '{node}' and this object"
+        return None
+
+    def _node_uses(self, node, resource, namespace, name):
+        """The Node authorizer's graph: whether a pod bound to `node` (stored, terminating or
+        not; mirror pods count for nothing) references ConfigMap, Secret or ServiceAccount
+        `namespace/name`."""
+        pods, _ = self.store.list("pods", namespace, [("spec.nodeName", "=", node)])
+        for pod in pods:
+            if MIRROR_ANNOTATION in (pod["metadata"].get("annotations") or {}):
+                continue
+            if resource == "configmaps" and name in k8s.pod_config_map_names(pod):
+                return True
+            if resource == "secrets" and name in k8s.pod_secret_names(pod):
+                return True
+            if resource == "serviceaccounts" and name == pod_service_account(pod):
+                return True
+        return False
 
     # ---- NodeRestriction admission ---------------------------------------------------------
 
@@ -325,12 +402,101 @@ class Api:
                 bad = forbidden_node_labels(labels, old["metadata"].get("labels") or {})
                 if bad:
                     deny(f'is not allowed to modify labels: {", ".join(bad)}')
+        elif a.resource == "serviceaccounts" and a.sub == "token":
+            self._admit_token_request(node, a, obj, deny)
         elif a.resource == "leases":
             if a.namespace != NODE_LEASE_NAMESPACE:
                 deny(f'can only access leases in the "{NODE_LEASE_NAMESPACE}" system namespace')
             name = obj["metadata"].get("name") if a.verb == "create" else a.name
             if name != node:
                 deny("can only access node lease with the same name as the requesting node")
+
+    def _admit_token_request(self, node, a, tr, deny):
+        """NodeRestriction's admitServiceAccount: a node's token is bound to a pod of its own."""
+        ref = (tr.get("spec") or {}).get("boundObjectRef")
+        ref = ref if isinstance(ref, dict) else {}
+        if ref.get("apiVersion") != "v1" or ref.get("kind") != "Pod" or not ref.get("name"):
+            deny("node requested token not bound to a pod")
+        if not ref.get("uid"):
+            deny("node requested token with a pod binding without a uid")
+        pod = self.store.get("pods", a.namespace, ref["name"])
+        if pod is None:
+            raise k8s.not_found("pods", ref["name"])
+        if ref["uid"] != pod["metadata"]["uid"]:
+            deny(f"the UID in the bound object reference ({ref['uid']}) does not match the UID in record. "
+                 "The object might have been deleted and then recreated")
+        if (pod.get("spec") or {}).get("nodeName") != node:
+            deny("node requested token bound to a pod scheduled on a different node")
+
+    # ---- ServiceAccount admission ----------------------------------------------------------------
+
+    def _admit_service_account(self, a, pod):
+        """The ServiceAccount admission plugin on a new pod (`--service-account-admission`):
+        mirror pods may not use service accounts, secrets or token projections; other pods
+        get `serviceAccountName: default` when unset, the account must exist, and unless
+        automounting is off (the pod's word first, then the account's) every container gets
+        the kube-api-access-* token volume; the account's imagePullSecrets when the pod has none."""
+        meta, spec = pod["metadata"], pod.setdefault("spec", {})
+
+        def deny(msg):
+            name = meta.get("name", "")
+            target = f'pods "{name}"' if name else "pods"
+            raise ApiError(403, "Forbidden", f"{target} is forbidden: {msg}", {"name": name, "group": "", "kind": "pods"})
+
+        if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+            if spec.get("serviceAccountName"):
+                deny("a mirror pod may not reference service accounts")
+            if k8s.pod_secret_names(pod):
+                deny("a mirror pod may not reference secrets")
+            if any(src.get("serviceAccountToken") for v in spec.get("volumes") or []
+                   for src in (v.get("projected") or {}).get("sources") or []):
+                deny("a mirror pod may not use ServiceAccountToken volume projections")
+            return
+        name = spec.get("serviceAccountName") or "default"
+        spec["serviceAccountName"] = name
+        sa = self.store.get("serviceaccounts", a.namespace, name)
+        if sa is None:
+            deny(f'error looking up service account {a.namespace}/{name}: serviceaccount "{name}" not found')
+        automount = spec.get("automountServiceAccountToken")
+        if automount is None:
+            automount = sa.get("automountServiceAccountToken")
+        if automount is None or automount:
+            k8s.mount_service_account_token(pod)
+        if not spec.get("imagePullSecrets") and sa.get("imagePullSecrets"):
+            spec["imagePullSecrets"] = [{"name": s.get("name")} for s in sa["imagePullSecrets"]]
+        k8s.normalize_pod_service_account(pod)
+
+    # ---- what kube-controller-manager does ------------------------------------------------------
+
+    def _reconcile(self, resource, namespace, name):
+        """The controllers that keep a namespace's `default` ServiceAccount (serviceaccounts
+        controller) and its kube-root-ca.crt ConfigMap (root-ca-cert-publisher), at once
+        after the change that concerns them, with the store locked."""
+        if resource == "namespaces":
+            namespace = name
+        elif not ((resource == "configmaps" and name == ROOT_CA_CONFIG_MAP) or
+                  (resource == "serviceaccounts" and name == "default")):
+            return
+        if self.store.get("namespaces", "", namespace) is None:
+            return
+        if resource in ("namespaces", "serviceaccounts") and self.store.get("serviceaccounts", namespace, "default") is None:
+            self.store.write("serviceaccounts", self._new_meta({
+                "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}}),
+                "ADDED")
+        if resource in ("namespaces", "configmaps"):
+            data = {"ca.crt": self.ca_pem}
+            cm = self.store.get("configmaps", namespace, ROOT_CA_CONFIG_MAP)
+            if cm is None:
+                self.store.write("configmaps", self._new_meta({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": ROOT_CA_CONFIG_MAP, "namespace": namespace,
+                                 "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+                    "data": data}), "ADDED")
+            elif (cm.get("data") != data or not (cm["metadata"].get("annotations") or {}).get("kubernetes.io/description")) \
+                    and not cm.get("immutable"):  # an immutable one the publisher cannot update either
+                cm["data"] = data
+                cm["metadata"].setdefault("annotations", {})["kubernetes.io/description"] = ROOT_CA_DESCRIPTION
+                self.store.write("configmaps", cm, "MODIFIED")
 
     def _admit_mirror_pod(self, node, pod, deny):
         meta, spec = pod["metadata"], pod.get("spec") or {}
@@ -370,8 +536,11 @@ class Api:
 
     # ---- validation ----------------------------------------------------------------------------
 
-    def validate(self, user, a, obj, what):
-        errors = self.schemas.validate(obj)
+    def validate(self, user, a, obj, what, old=None):
+        """422 unless `obj` is valid (and, for an update of a ConfigMap or Secret, a valid
+        change of `old`); failures are recorded."""
+        errors = k8s.update_errors(old, obj) if old is not None and a.resource in ("configmaps", "secrets") else []
+        errors += self.schemas.validate(obj)
         if not errors:
             return
         meta = obj.get("metadata") or {}
@@ -381,10 +550,9 @@ class Api:
                 "namespace": a.namespace or "", "name": a.name or meta.get("name", ""), "what": what,
                 "errors": [{"field": f, "message": m} for f, m in errors], "object": obj})
         name = meta.get("name") or a.name or ""
-        msg = "; ".join(f"{f}: {m}" if f else m for f, m in errors)
-        raise ApiError(422, "Invalid", f'{obj.get("kind", a.res().kind)} "{name}" is invalid: {msg}', {
-            "name": name, "group": a.res().group, "kind": a.res().kind,
-            "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in errors]})
+        api_version = str(obj.get("apiVersion") or a.res().api_version)
+        group = api_version.split("/")[0] if "/" in api_version else ""
+        raise k8s.invalid(obj.get("kind", a.res().kind), name, errors, group)
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -398,7 +566,7 @@ class Api:
         if expect_kind is None:
             return obj
         res = a.res()
-        api_version = "v1" if expect_kind == "Binding" else res.api_version
+        api_version = {"Binding": "v1", "TokenRequest": "authentication.k8s.io/v1"}.get(expect_kind, res.api_version)
         # The apiserver fills in apiVersion and kind from the URL when they are missing.
         obj = {"apiVersion": obj.get("apiVersion", api_version), "kind": obj.get("kind", expect_kind), **obj}
         if obj["kind"] != expect_kind or obj["apiVersion"] != api_version:
@@ -410,7 +578,7 @@ class Api:
         if res.namespaced and expect_kind != "Binding":
             if meta.get("namespace") and meta["namespace"] != a.namespace:
                 raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
-        if a.name and meta.get("name") and meta["name"] != a.name and expect_kind != "Binding":
+        if a.name and meta.get("name") and meta["name"] != a.name and expect_kind not in ("Binding", "TokenRequest"):
             raise ApiError(400, "BadRequest", f'the name of the object ({meta["name"]}) does not match the name on the URL ({a.name})')
         return obj
 
@@ -508,6 +676,8 @@ class Api:
     def do_create(self, a, query, headers, body, user):
         if a.sub == "binding":
             return self._bind(a, body, user)
+        if a.sub == "token":
+            return self._token_request(a, body, user)
         if a.name:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
         if a.res().namespaced and not a.namespace:
@@ -518,6 +688,10 @@ class Api:
             meta["namespace"] = a.namespace
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + k8s.random_suffix()
+        self._prepare(a, obj)
+        if a.resource == "pods" and self.service_account_admission:
+            self._require_namespace(a.namespace)  # NamespaceLifecycle admits first
+            self._admit_service_account(a, obj)
         self.admit(user, a, obj, None)
         self.validate(user, a, obj, "create")
         with self.store.lock:
@@ -533,7 +707,99 @@ class Api:
             if a.resource == "namespaces":
                 obj.setdefault("spec", {"finalizers": ["kubernetes"]})
                 obj["status"] = {"phase": "Active"}
-            return Response(201, self.store.write(a.resource, obj, "ADDED"))
+            created = self.store.write(a.resource, obj, "ADDED")
+            self._reconcile(a.resource, a.namespace, meta["name"])
+            return Response(201, created)
+
+    def _prepare(self, a, obj):
+        """What decoding and conversion do to a written object before it is validated."""
+        if a.resource in ("configmaps", "secrets"):
+            k8s.decode_bytes_fields(obj)
+            (k8s.prepare_secret if a.resource == "secrets" else k8s.prepare_config_map)(obj)
+        elif a.resource == "pods" and not a.sub:
+            k8s.normalize_pod_service_account(obj)
+
+    def _token_request(self, a, body, user):
+        """TokenRequest (pkg/registry/core/serviceaccount/storage/token.go): after
+        NodeRestriction, the service account must exist; audiences default to the
+        apiserver's, expirationSeconds to 3600 (at least 600, at most 2^32); a Pod, Node or
+        Secret binding must name an object that exists (and has that uid); the answer is the
+        request with status.token and status.expirationTimestamp."""
+        tr = self._decode(a, body, "TokenRequest")
+        spec = tr.get("spec")
+        if not isinstance(spec, dict):
+            spec = tr["spec"] = {}
+        if spec.get("expirationSeconds") is None:  # SetDefaults_TokenRequestSpec
+            spec["expirationSeconds"] = 3600
+        self.admit(user, a, tr, None)
+        group = "authentication.k8s.io"
+        meta = tr["metadata"]
+        if meta.get("name") and meta["name"] != a.name:
+            raise k8s.invalid("TokenRequest", a.name, [("metadata.name", f"Invalid value: {k8s.go_value(meta['name'])}: "
+                                                                         "must match the service account name if specified")], group)
+        sa = self.store.get("serviceaccounts", a.namespace, a.name)
+        if sa is None:
+            raise k8s.not_found("serviceaccounts", a.name)
+        if not spec.get("audiences"):
+            spec["audiences"] = list(API_AUDIENCES)
+        meta.update(name=a.name, namespace=a.namespace)
+        now = int(time.time())
+        meta["creationTimestamp"] = k8s.fmt_time(datetime.datetime.fromtimestamp(now, datetime.timezone.utc))
+        tr.pop("status", None)
+        self.validate(user, a, tr, "create")
+        exp = spec["expirationSeconds"]
+        errors = []
+        if exp < 600:
+            errors.append(("spec.expirationSeconds", f"Invalid value: {exp}: may not specify a duration less than 10 minutes"))
+        if exp > 1 << 32:
+            errors.append(("spec.expirationSeconds", f"Invalid value: {exp}: may not specify a duration larger than 2^32 seconds"))
+        if errors:
+            raise k8s.invalid("TokenRequest", "", errors, group)
+        pod = node = secret = None
+        ref = spec.get("boundObjectRef")
+        if ref:
+            api_version, kind, name = ref.get("apiVersion") or "", ref.get("kind") or "", ref.get("name") or ""
+            ref_group, _, ref_version = api_version.rpartition("/")
+            if ref_group == "" and kind == "Pod":
+                pod = self.store.get("pods", a.namespace, name)
+                if pod is None:
+                    raise k8s.not_found("pods", name)
+                if a.name != pod_service_account(pod):
+                    raise ApiError(400, "BadRequest", f'cannot bind token for serviceaccount "{a.name}" to pod running '
+                                                      "with different serviceaccount name.")
+                uid = pod["metadata"]["uid"]
+                node_name = (pod.get("spec") or {}).get("nodeName")
+                if node_name:
+                    node_obj = self.store.get("nodes", "", node_name)
+                    node = {"name": node_name, "uid": node_obj["metadata"]["uid"] if node_obj else None}
+            elif ref_group == "" and kind == "Node":
+                node_obj = self.store.get("nodes", "", name)
+                if node_obj is None:
+                    raise k8s.not_found("nodes", name)
+                uid = node_obj["metadata"]["uid"]
+                node = {"name": name, "uid": uid}
+            elif ref_group == "" and kind == "Secret":
+                secret = self.store.get("secrets", a.namespace, name)
+                if secret is None:
+                    raise k8s.not_found("secrets", name)
+                uid = secret["metadata"]["uid"]
+            else:
+                raise ApiError(400, "BadRequest", f"cannot bind token to object of type {ref_group}/{ref_version}, Kind={kind}")
+            if ref.get("uid") and ref["uid"] != uid:
+                raise k8s.conflict(kind, name, f"the UID in the bound object reference ({ref['uid']}) does not match the "
+                                               "UID in record. The object might have been deleted and then recreated")
+        # --service-account-extend-token-expiration: a pod-bound token asked for 3607 s (the
+        # admission plugin's volume) for the apiserver's audiences is valid a year, and says
+        # when the 3607 s are over.
+        lifetime, warn_after = exp, 0
+        if (self.extend_token_expiration and pod is not None and exp == k8s.WARN_ONLY_TOKEN_SECONDS
+                and set(spec["audiences"]) <= set(API_AUDIENCES)):
+            lifetime, warn_after = EXPIRATION_EXTENSION_SECONDS, exp
+        token = self.issuer.issue(sa, spec["audiences"], lifetime, warn_after, now, pod=pod, node=node, secret=secret,
+                                  record={"time": time.time(), "user": user.name, "expirationSeconds": exp})
+        expires = datetime.datetime.fromtimestamp(now + exp, datetime.timezone.utc)
+        tr["status"] = {"token": token, "expirationTimestamp": k8s.fmt_time(expires)}
+        return Response(201, tr)
 
     def _bind(self, a, body, user):
         binding = self._decode(a, body, "Binding")
@@ -550,6 +816,7 @@ class Api:
 
     def do_update(self, a, query, headers, body, user):
         obj = self._decode(a, body, a.res().kind)
+        self._prepare(a, obj)
         with self.store.lock:
             old = self.store.get(a.resource, a.namespace, a.name)
             if old is None:
@@ -560,7 +827,7 @@ class Api:
             self._check_preconditions(a, old, obj["metadata"].get("uid"), obj["metadata"].get("resourceVersion"))
             new = self._merge_update(a, old, obj)
             self.admit(user, a, new, old)
-            self.validate(user, a, obj, "update")
+            self.validate(user, a, obj, "update", old)
             return self._store_update(a, old, new)
 
     def do_patch(self, a, query, headers, body, user):
@@ -580,9 +847,10 @@ class Api:
                                f'application/merge-patch+json, application/strategic-merge-patch+json (got "{ctype}")')
             if not isinstance(patched, dict):
                 raise ApiError(422, "Invalid", "the patch removed the whole object")
+            self._prepare(a, patched)
             new = self._merge_update(a, old, patched)
             self.admit(user, a, new, old)
-            self.validate(user, a, new, "patch")
+            self.validate(user, a, new, "patch", old)
             return self._store_update(a, old, new)
 
     def _merge_update(self, a, old, obj):
@@ -623,7 +891,9 @@ class Api:
                                {"name": a.name, "kind": "Pod", "causes": [{"field": f, "message": m} for f, m in errors]})
         if new == old:  # a no-op update keeps the resourceVersion and sends no watch event
             return Response(200, old)
-        return Response(200, self.store.write(a.resource, new, "MODIFIED"))
+        written = self.store.write(a.resource, new, "MODIFIED")
+        self._reconcile(a.resource, a.namespace, a.name)
+        return Response(200, written)
 
     def do_delete(self, a, query, headers, body, user):
         opts = self._decode(a, body) if body and body.strip() else {}
@@ -640,6 +910,7 @@ class Api:
             self.admit(user, a, None, old)
             if a.resource != "pods":
                 self.store.remove(a.resource, a.namespace, a.name)
+                self._reconcile(a.resource, a.namespace, a.name)
                 return Response(200, status_success(a, old))
             spec, st, meta = old.get("spec") or {}, old.get("status") or {}, old["metadata"]
             if grace is None:
@@ -691,6 +962,12 @@ def forbidden_node_labels(new, old):
         if k8s_domain(n) and not kubelet_label(k):
             bad.add(k)
     return sorted(bad)
+
+
+def pod_service_account(pod):
+    """The ServiceAccount a pod runs as: its serviceAccountName, or `default` (what the
+    ServiceAccount admission plugin would have set, for pods created without it)."""
+    return (pod.get("spec") or {}).get("serviceAccountName") or "default"
 
 
 # ---- faults and the request log --------------------------------------------------------------
@@ -1036,7 +1313,11 @@ class App:
     def __init__(self, args):
         self.args = args
         self.store = Store(args.watch_window)
-        self.api = Api(self.store, k8s.Schemas(args.kube_version), args.kube_version)
+        with open(os.path.join(args.certs, "ca.crt")) as f:
+            ca_pem = f.read()
+        self.api = Api(self.store, k8s.Schemas(args.kube_version), args.kube_version, issuer=Issuer(args.certs),
+                       ca_pem=ca_pem, service_account_admission=args.service_account_admission,
+                       extend_token_expiration=args.extend_token_expiration)
         self.faults = Faults()
         self.log = Log()
         self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -1122,6 +1403,9 @@ class App:
             return Response(200, self.log.counters(self.store))
         if (method, op) == ("GET", "objects"):
             return Response(200, self.store.dump())
+        if (method, op) == ("GET", "tokens"):
+            with self.api.issuer.lock:
+                return Response(200, {"tokens": list(self.api.issuer.issued)})
         if (method, op) == ("GET", "validation-failures"):
             with self.api.failures_lock:
                 return Response(200, {"failures": list(self.api.validation_failures)})
@@ -1140,6 +1424,10 @@ def main():
     p.add_argument("--ready-file", help="written (atomically) with the ports as JSON once serving")
     p.add_argument("--kube-version", default="1.30", help="the Kubernetes version whose schemas validate objects")
     p.add_argument("--watch-window", type=int, default=1000, help="changes kept for watches to resume from")
+    p.add_argument("--service-account-admission", action="store_true",
+                   help="the ServiceAccount admission plugin: default service account and kube-api-access-* volume")
+    p.add_argument("--extend-token-expiration", action="store_true",
+                   help="as --service-account-extend-token-expiration: pod-bound 3607 s tokens are valid a year")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args()
 

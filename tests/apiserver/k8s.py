@@ -5,6 +5,8 @@ Everything here is plain data in, plain data out (no I/O but reading the schemas
 fake_apiserver.py stays about HTTP, identities and state.
 """
 
+import base64
+import binascii
 import copy
 import datetime
 import functools
@@ -42,6 +44,30 @@ class ApiError(Exception):
         if self.details:
             s["details"] = self.details
         return s
+
+
+CAUSE_TYPES = {
+    "Invalid value": "FieldValueInvalid", "Required value": "FieldValueRequired", "Too long": "FieldValueTooLong",
+    "Forbidden": "FieldValueForbidden", "Duplicate value": "FieldValueDuplicate",
+    "Unsupported value": "FieldValueNotSupported", "Too many": "FieldValueTooMany",
+}
+
+
+def invalid(kind, name, errors, group=""):
+    """422 Invalid as apierrors.NewInvalid makes it from field errors [(field, body)]: the
+    message `Kind "name" is invalid: field: body` (several: `[a, b]`), one cause each."""
+    parts = [f"{f}: {m}" if f else m for f, m in errors]
+    agg = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    qualified = f"{kind}.{group}" if group else kind
+    causes = [{"reason": CAUSE_TYPES.get(m.split(":", 1)[0], "FieldValueInvalid"), "message": m, "field": f}
+              for f, m in errors]
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {agg}',
+                    {"name": name, "group": group, "kind": kind, "causes": causes})
+
+
+def go_value(v):
+    """A value as field.Invalid prints it: strings quoted (%q), numbers bare."""
+    return json.dumps(v) if isinstance(v, str) else str(v)
 
 
 def not_found(resource, name, group=""):
@@ -148,6 +174,10 @@ KINDS = {
     "Namespace": ("v1", "io.k8s.api.core.v1.Namespace"),
     "Binding": ("v1", "io.k8s.api.core.v1.Binding"),
     "Lease": ("coordination.k8s.io/v1", "io.k8s.api.coordination.v1.Lease"),
+    "ConfigMap": ("v1", "io.k8s.api.core.v1.ConfigMap"),
+    "Secret": ("v1", "io.k8s.api.core.v1.Secret"),
+    "ServiceAccount": ("v1", "io.k8s.api.core.v1.ServiceAccount"),
+    "TokenRequest": ("authentication.k8s.io/v1", "io.k8s.api.authentication.v1.TokenRequest"),
 }
 
 
@@ -386,6 +416,10 @@ def semantic_errors(obj):
         for i, c in enumerate((obj.get("status") or {}).get("conditions") or []):
             if [x.get("type") for x in (obj["status"]["conditions"])].count(c.get("type")) > 1:
                 errs.append((f"status.conditions[{i}].type", f"Duplicate value: {c.get('type')!r}"))
+    if kind == "ConfigMap":
+        errs.extend(config_map_errors(obj))
+    if kind == "Secret":
+        errs.extend(secret_errors(obj))
     if kind == "Pod":
         spec = obj.get("spec") or {}
         names = [c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
@@ -393,6 +427,268 @@ def semantic_errors(obj):
             if names.count(n) > 1:
                 errs.append(("spec.containers", f"Duplicate value: {n!r}"))
     return errs
+
+
+# ---- ConfigMaps and Secrets (ValidateConfigMap, ValidateSecret and their updates) ---------------
+
+MAX_SECRET_SIZE = 1024 * 1024  # core.MaxSecretSize, for ConfigMaps too
+CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+CONFIG_KEY_MSG = ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  "
+                  "or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
+IMMUTABLE_SET = "Forbidden: field is immutable when `immutable` is set"
+
+
+def config_key_errors(key):
+    """validation.IsConfigMapKey."""
+    out = []
+    if len(key) > 253:
+        out.append("must be no more than 253 characters")
+    if not CONFIG_KEY.match(key):
+        out.append(CONFIG_KEY_MSG)
+    if key == ".":
+        out.append("must not be '.'")
+    elif key == "..":
+        out.append("must not be '..'")
+    elif key.startswith(".."):
+        out.append("must not start with '..'")
+    return out
+
+
+def go_base64(value):
+    """The bytes of a []byte field as Go's JSON decoder reads it (standard base64, padded,
+    CR and LF skipped), or ValueError with Go's message."""
+    if value is None:
+        return b""
+    text = value.replace("\r", "").replace("\n", "")
+    for i, ch in enumerate(text):
+        if not (ch.isascii() and (ch.isalnum() or ch in "+/=")):
+            raise ValueError(f"illegal base64 data at input byte {i}")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        # Bad length or padding: Go reports about where the last quantum starts.
+        at = len(text) - len(text) % 4 if len(text) % 4 else max(len(text) - 1, 0)
+        raise ValueError(f"illegal base64 data at input byte {at}")
+
+
+def decode_bytes_fields(obj):
+    """400 as the apiserver's decoder answers a ConfigMap's binaryData or a Secret's data
+    that is not base64."""
+    kind = obj.get("kind")
+    field = {"ConfigMap": "binaryData", "Secret": "data"}.get(kind)
+    values = obj.get(field) if field else None
+    if not isinstance(values, dict):
+        return
+    for v in values.values():
+        try:
+            go_base64(v if isinstance(v, str) else None)
+        except ValueError as e:
+            raise ApiError(400, "BadRequest", f'{kind} in version "v1" cannot be handled as a {kind}: {e}')
+
+
+def prepare_secret(obj):
+    """What decoding a v1 Secret does before validation: `type` defaults to Opaque and
+    `stringData` is merged into `data` (base64) and dropped."""
+    obj["type"] = obj.get("type") or "Opaque"
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.get("data") or {}
+        for k, v in string_data.items():
+            data[k] = base64.b64encode((v or "").encode()).decode()
+        obj["data"] = data
+    for f in ("data",):
+        if f in obj and not obj[f]:
+            del obj[f]
+
+
+def prepare_config_map(obj):
+    for f in ("data", "binaryData"):
+        if f in obj and not obj[f]:
+            del obj[f]
+
+
+def _json_object_error(raw):
+    """Why Go's json.Unmarshal into map[string]interface{} refuses `raw` (its messages, the
+    syntax ones approximately), or None."""
+    try:
+        v = json.loads(raw.decode("utf-8", errors="replace"))
+    except ValueError as e:
+        pos = getattr(e, "pos", len(raw))
+        text = raw.decode("utf-8", errors="replace")
+        if pos >= len(text.rstrip()):
+            return "unexpected end of JSON input"
+        return f"invalid character {text[pos]!r} looking for beginning of value"
+    if v is None or isinstance(v, dict):  # null unmarshals into a map as nothing
+        return None
+    kind = {list: "array", str: "string", bool: "bool"}.get(type(v), "number")
+    return f"json: cannot unmarshal {kind} into Go value of type map[string]interface {{}}"
+
+
+def config_map_errors(cm):
+    errs = []
+    data, binary = cm.get("data") or {}, cm.get("binaryData") or {}
+    size = 0
+    for k in sorted(data):
+        for m in config_key_errors(k):
+            errs.append((f"data[{k}]", f"Invalid value: {go_value(k)}: {m}"))
+        if k in binary:
+            errs.append((f"data[{k}]", f"Invalid value: {go_value(k)}: duplicate of key present in binaryData"))
+        size += len((data[k] or "").encode())
+    for k in sorted(binary):
+        for m in config_key_errors(k):
+            errs.append((f"binaryData[{k}]", f"Invalid value: {go_value(k)}: {m}"))
+        size += len(go_base64(binary[k]))
+    if size > MAX_SECRET_SIZE:
+        errs.append(("[]", f"Too long: must have at most {MAX_SECRET_SIZE} bytes"))
+    return errs
+
+
+def secret_errors(secret):
+    errs = []
+    data = secret.get("data") or {}
+    raw = {k: go_base64(v) for k, v in data.items()}
+    for k in sorted(data):
+        for m in config_key_errors(k):
+            errs.append((f"data[{k}]", f"Invalid value: {go_value(k)}: {m}"))
+    if sum(len(v) for v in raw.values()) > MAX_SECRET_SIZE:
+        errs.append(("data", f"Too long: must have at most {MAX_SECRET_SIZE} bytes"))
+    typ = secret.get("type") or "Opaque"
+    json_keys = {"kubernetes.io/dockercfg": ".dockercfg", "kubernetes.io/dockerconfigjson": ".dockerconfigjson"}
+    if typ in json_keys:
+        key = json_keys[typ]
+        if key not in raw:
+            errs.append((f"data[{key}]", "Required value"))
+        else:
+            why = _json_object_error(raw[key])
+            if why:
+                errs.append((f"data[{key}]", f'Invalid value: "<secret contents redacted>": {why}'))
+    elif typ == "kubernetes.io/service-account-token":
+        if not ((secret.get("metadata") or {}).get("annotations") or {}).get("kubernetes.io/service-account.name"):
+            errs.append(("metadata.annotations[kubernetes.io/service-account.name]", "Required value"))
+    elif typ == "kubernetes.io/basic-auth":
+        if "username" not in raw and "password" not in raw:
+            errs.extend([("data[username]", "Required value"), ("data[password]", "Required value")])
+    elif typ == "kubernetes.io/ssh-auth":
+        if not raw.get("ssh-privatekey"):
+            errs.append(("data[ssh-privatekey]", "Required value"))
+    elif typ == "kubernetes.io/tls":
+        for key in ("tls.crt", "tls.key"):
+            if key not in raw:
+                errs.append((f"data[{key}]", "Required value"))
+    return errs
+
+
+def update_errors(old, new):
+    """ValidateConfigMapUpdate/ValidateSecretUpdate beyond ValidateConfigMap/ValidateSecret:
+    a Secret's type never changes; an immutable object's data (and binaryData) and
+    `immutable` itself stay as they are."""
+    kind = old.get("kind")
+    errs = []
+    if kind == "Secret" and (new.get("type") or "Opaque") != (old.get("type") or "Opaque"):
+        errs.append(("type", f"Invalid value: {go_value(new.get('type') or '')}: field is immutable"))
+    if kind in ("ConfigMap", "Secret") and old.get("immutable"):
+        if not new.get("immutable"):
+            errs.append(("immutable", IMMUTABLE_SET))
+        for f in ("data", "binaryData") if kind == "ConfigMap" else ("data",):
+            if (new.get(f) or {}) != (old.get(f) or {}):
+                errs.append((f, IMMUTABLE_SET))
+    return errs
+
+
+# ---- what a pod references (pkg/api/v1/pod: VisitPodSecretNames, VisitPodConfigmapNames) ----
+
+def _all_containers(spec):
+    return (spec.get("initContainers") or []) + (spec.get("containers") or []) + (spec.get("ephemeralContainers") or [])
+
+
+def pod_secret_names(pod):
+    """Every Secret name `pod` references, as the Node authorizer's graph has them."""
+    spec = pod.get("spec") or {}
+    names = {r.get("name") for r in spec.get("imagePullSecrets") or []}
+    for c in _all_containers(spec):
+        names |= {(e.get("secretRef") or {}).get("name") for e in c.get("envFrom") or [] if e.get("secretRef")}
+        names |= {((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                  for e in c.get("env") or [] if (e.get("valueFrom") or {}).get("secretKeyRef")}
+    for v in spec.get("volumes") or []:
+        if v.get("secret"):
+            names.add(v["secret"].get("secretName"))
+        if v.get("azureFile"):
+            names.add(v["azureFile"].get("secretName"))
+        for src in ((v.get("projected") or {}).get("sources") or []):
+            if src.get("secret"):
+                names.add(src["secret"].get("name"))
+        for kind in ("cephfs", "cinder", "flexVolume", "rbd", "scaleIO", "iscsi", "storageos"):
+            if (v.get(kind) or {}).get("secretRef"):
+                names.add(v[kind]["secretRef"].get("name"))
+        if (v.get("csi") or {}).get("nodePublishSecretRef"):
+            names.add(v["csi"]["nodePublishSecretRef"].get("name"))
+    names.discard(None)
+    return names
+
+
+def pod_config_map_names(pod):
+    """Every ConfigMap name `pod` references, as the Node authorizer's graph has them."""
+    spec = pod.get("spec") or {}
+    names = set()
+    for c in _all_containers(spec):
+        names |= {(e.get("configMapRef") or {}).get("name") for e in c.get("envFrom") or [] if e.get("configMapRef")}
+        names |= {((e.get("valueFrom") or {}).get("configMapKeyRef") or {}).get("name")
+                  for e in c.get("env") or [] if (e.get("valueFrom") or {}).get("configMapKeyRef")}
+    for v in spec.get("volumes") or []:
+        if v.get("configMap"):
+            names.add(v["configMap"].get("name"))
+        for src in ((v.get("projected") or {}).get("sources") or []):
+            if src.get("configMap"):
+                names.add(src["configMap"].get("name"))
+    names.discard(None)
+    return names
+
+
+def normalize_pod_service_account(pod):
+    """The v1 conversion of the deprecated `serviceAccount`: read when `serviceAccountName`
+    is empty, always written back as a copy of it."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return
+    name = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if name:
+        spec["serviceAccountName"] = spec["serviceAccount"] = name
+    else:
+        spec.pop("serviceAccountName", None)
+        spec.pop("serviceAccount", None)
+
+
+# ---- the ServiceAccount admission plugin's token volume ---------------------------------
+
+TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+WARN_ONLY_TOKEN_SECONDS = 3607  # serviceaccount.WarnOnlyBoundTokenExpirationSeconds
+
+
+def token_volume(name):
+    """The projected volume ServiceAccount admission adds (TokenVolumeSource)."""
+    return {"name": name, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": WARN_ONLY_TOKEN_SECONDS, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1",
+                                                                       "fieldPath": "metadata.namespace"}}]}}]}}
+
+
+def mount_service_account_token(pod):
+    """mountServiceAccountToken: every init and app container without a mount at the token
+    path gets one of the `kube-api-access-*` volume, added when some container needs it."""
+    spec = pod["spec"]
+    volume_name = next((v["name"] for v in spec.get("volumes") or [] if v.get("name", "").startswith("kube-api-access-")),
+                       None)
+    has_volume = volume_name is not None
+    volume_name = volume_name or "kube-api-access-" + random_suffix()
+    needed = False
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        if any(m.get("mountPath") == TOKEN_MOUNT_PATH for m in c.get("volumeMounts") or []):
+            continue
+        c.setdefault("volumeMounts", []).append({"name": volume_name, "readOnly": True, "mountPath": TOKEN_MOUNT_PATH})
+        needed = True
+    if needed and not has_volume:
+        spec.setdefault("volumes", []).append(token_volume(volume_name))
 
 
 def event_errors(ev):
@@ -509,6 +805,9 @@ FIELD_LABELS = {
     "nodes": {"metadata.name", "spec.unschedulable"},
     "leases": {"metadata.name", "metadata.namespace"},
     "namespaces": {"metadata.name", "status.phase"},
+    "configmaps": {"metadata.name", "metadata.namespace"},
+    "secrets": {"metadata.name", "metadata.namespace", "type"},
+    "serviceaccounts": {"metadata.name", "metadata.namespace"},
 }
 
 
@@ -524,6 +823,19 @@ def parse_field_selector(resource, text):
             raise ApiError(400, "BadRequest", f'field label not supported: {field}')
         terms.append((field, "!=" if op == "!=" else "=", value))
     return terms
+
+
+def selector_name(text):
+    """The name a field selector requires (`metadata.name=x`, RequiresExactMatch), when it
+    is a valid path segment; else "" (the apiserver's RequestInfo takes it as the name of a
+    single-object list or watch)."""
+    for part in (text or "").split(","):
+        field, op, value = re.match(r"^([^=!]*)(==|=|!=)?(.*)$", part).groups()
+        if field.strip() == "metadata.name" and op in ("=", "=="):
+            value = value.strip()
+            if value and value not in (".", "..") and "/" not in value and "%" not in value:
+                return value
+    return ""
 
 
 def field_value(obj, field):
@@ -597,6 +909,9 @@ COLUMNS = {
                _col("Count", "integer", priority=1), _col("Name", fmt="name", priority=1)],
     "leases": [_col("Name", fmt="name"), _col("Holder"), _col("Age")],
     "namespaces": [_col("Name", fmt="name"), _col("Status"), _col("Age")],
+    "configmaps": [_col("Name", fmt="name"), _col("Data", "integer"), _col("Age")],
+    "secrets": [_col("Name", fmt="name"), _col("Type"), _col("Data", "integer"), _col("Age")],
+    "serviceaccounts": [_col("Name", fmt="name"), _col("Secrets", "integer"), _col("Age")],
 }
 
 
@@ -756,4 +1071,19 @@ def _namespace_row(ns):
             since(ns["metadata"].get("creationTimestamp"))]
 
 
-ROW = {"pods": _pod_row, "nodes": _node_row, "events": _event_row, "leases": _lease_row, "namespaces": _namespace_row}
+def _config_map_row(cm):
+    return [cm["metadata"].get("name"), len(cm.get("data") or {}) + len(cm.get("binaryData") or {}),
+            since(cm["metadata"].get("creationTimestamp"))]
+
+
+def _secret_row(secret):
+    return [secret["metadata"].get("name"), secret.get("type") or "Opaque", len(secret.get("data") or {}),
+            since(secret["metadata"].get("creationTimestamp"))]
+
+
+def _service_account_row(sa):
+    return [sa["metadata"].get("name"), len(sa.get("secrets") or []), since(sa["metadata"].get("creationTimestamp"))]
+
+
+ROW = {"pods": _pod_row, "nodes": _node_row, "events": _event_row, "leases": _lease_row, "namespaces": _namespace_row,
+       "configmaps": _config_map_row, "secrets": _secret_row, "serviceaccounts": _service_account_row}

@@ -2,11 +2,14 @@
 //! `FakeApiserver` makes a CA and certificates for one node in a temporary directory with
 //! `certs.sh`, starts `fake_apiserver.py` with the test venv's python (made by
 //! `tests/apiserver/setup.sh`, which `make test` runs), and gives the node's kubeconfigs,
-//! the admin's, the API as admin, fault injection, the request log and `kubectl`.
+//! the admin's, the API as admin, fault injection, the request log and `kubectl`; the
+//! ConfigMaps, Secrets and service account tokens a node reads (`create_config_map`,
+//! `create_secret`, `tokens_issued`, `jwt_claims`).
 //! Dropping it kills the server it started (that child, by its pid) and removes its files.
 
+use base64::Engine;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -58,11 +61,24 @@ pub struct Options {
     pub kube_version: String,
     /// How many changes are kept for watches to resume from (older: 410 Gone).
     pub watch_window: usize,
+    /// The ServiceAccount admission plugin: pods the admin creates get `serviceAccountName:
+    /// default` when unset and the `kube-api-access-*` token volume mounted in every container
+    /// (`--service-account-admission`).
+    pub service_account_admission: bool,
+    /// As kube-apiserver's `--service-account-extend-token-expiration`: a pod-bound token
+    /// asked for 3607 s is valid a year, with `warnafter` at 3607 s (`--extend-token-expiration`).
+    pub extend_token_expiration: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { key_type: KeyType::Rsa, kube_version: "1.30".into(), watch_window: 1000 }
+        Options {
+            key_type: KeyType::Rsa,
+            kube_version: "1.30".into(),
+            watch_window: 1000,
+            service_account_admission: false,
+            extend_token_expiration: false,
+        }
     }
 }
 
@@ -148,14 +164,21 @@ impl FakeApiserver {
         certs(None);
         let ready_file = dir.path().join("ready.json");
         let log = dir.path().join("server.log");
-        let child = Command::new(venv.join("bin/python"))
-            .arg(harness_dir().join("fake_apiserver.py"))
+        let mut cmd = Command::new(venv.join("bin/python"));
+        cmd.arg(harness_dir().join("fake_apiserver.py"))
             .arg("--certs")
             .arg(dir.path())
             .arg("--ready-file")
             .arg(&ready_file)
             .args(["--kube-version", &options.kube_version])
-            .args(["--watch-window", &options.watch_window.to_string()])
+            .args(["--watch-window", &options.watch_window.to_string()]);
+        if options.service_account_admission {
+            cmd.arg("--service-account-admission");
+        }
+        if options.extend_token_expiration {
+            cmd.arg("--extend-token-expiration");
+        }
+        let child = cmd
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -224,6 +247,11 @@ impl FakeApiserver {
     /// The admin's (`system:masters`) kubeconfig.
     pub fn admin_kubeconfig(&self) -> PathBuf {
         self.dir().join("admin.kubeconfig")
+    }
+    /// The public key service account tokens are signed with (`sa.pub`, PEM, as kubeadm has
+    /// it; the private key `sa.key` is beside it).
+    pub fn token_key_path(&self) -> PathBuf {
+        self.dir().join("sa.pub")
     }
 
     /// The end of the server's log (stderr).
@@ -328,6 +356,53 @@ impl FakeApiserver {
     pub fn lease(&self, name: &str) -> Option<Value> {
         self.get(&format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"))
     }
+    pub fn config_map(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.get(&format!("/api/v1/namespaces/{namespace}/configmaps/{name}"))
+    }
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.get(&format!("/api/v1/namespaces/{namespace}/secrets/{name}"))
+    }
+    pub fn service_account(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.get(&format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}"))
+    }
+
+    /// Creates ConfigMap `namespace/name` whose `data` is `data` (a JSON object of strings);
+    /// panics unless 201.
+    pub fn create_config_map(&self, namespace: &str, name: &str, data: &Value) -> Value {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data});
+        self.create(&format!("/api/v1/namespaces/{namespace}/configmaps"), &cm)
+    }
+
+    /// Replaces the `data` of ConfigMap `namespace/name` (PUT of the stored object: keys not
+    /// in `data` go); returns the updated object.
+    pub fn update_config_map(&self, namespace: &str, name: &str, data: &Value) -> Value {
+        let path = format!("/api/v1/namespaces/{namespace}/configmaps/{name}");
+        let mut cm = self.get(&path).unwrap_or_else(|| panic!("no ConfigMap {namespace}/{name}"));
+        cm["data"] = data.clone();
+        let (code, body) = self.api("PUT", &path, Some(&cm));
+        assert_eq!(code, 200, "PUT {path}: {body}");
+        body
+    }
+
+    /// Creates Secret `namespace/name` of type `type_` (`Opaque`, `kubernetes.io/dockerconfigjson`,
+    /// ...) holding `data` (base64-encoded here); panics unless 201.
+    pub fn create_secret(&self, namespace: &str, name: &str, type_: &str, data: &[(&str, &[u8])]) -> Value {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let data: serde_json::Map<String, Value> =
+            data.iter().map(|(k, v)| (k.to_string(), Value::String(b64.encode(v)))).collect();
+        let secret =
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": type_, "data": data});
+        self.create(&format!("/api/v1/namespaces/{namespace}/secrets"), &secret)
+    }
+
+    /// Deletes the object at `path` as the admin; panics unless 200. Returns the answer (a
+    /// Status, or a pod with its deletionTimestamp).
+    pub fn delete_object(&self, path: &str) -> Value {
+        let (code, body) = self.api("DELETE", path, None);
+        assert_eq!(code, 200, "DELETE {path}: {body}");
+        body
+    }
+
     /// The events in `namespace`.
     pub fn events(&self, namespace: &str) -> Vec<Value> {
         let list = self.get(&format!("/api/v1/namespaces/{namespace}/events")).unwrap();
@@ -414,6 +489,38 @@ impl FakeApiserver {
         let mine: Vec<Value> = self.validation_failures().into_iter().filter(|f| f["user"] == user.as_str()).collect();
         assert!(mine.is_empty(), "objects written by {user} failed validation:\n{mine:#?}");
     }
+    /// Every service account token issued, oldest first: time, user, namespace,
+    /// serviceaccount, pod, pod_uid, node, audiences, expirationSeconds (asked), iat, exp and
+    /// warnafter (Unix seconds), jti.
+    pub fn tokens_issued(&self) -> Vec<Value> {
+        self.control_op("GET", "tokens")["tokens"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The claims of JWT `token`, which must be one this server signed (panics otherwise).
+    pub fn jwt_claims(&self, token: &str) -> Value {
+        assert!(self.jwt_signed_here(token), "not a token signed by this fake apiserver: {token}");
+        let payload = token.split('.').nth(1).unwrap();
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    /// Whether JWT `token` (header.payload.signature, base64url) carries a valid RS256
+    /// signature by this server's token key.
+    pub fn jwt_signed_here(&self, token: &str) -> bool {
+        let parts: Vec<&str> = token.split('.').collect();
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let (3, Ok(signature)) = (parts.len(), b64.decode(parts[2])) else { return false };
+        // ring wants the PKCS#1 RSAPublicKey; openssl turns the PEM into it.
+        let out = Command::new("openssl")
+            .args(["rsa", "-pubin", "-RSAPublicKey_out", "-outform", "DER", "-in"])
+            .arg(self.token_key_path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "openssl rsa: {}", String::from_utf8_lossy(&out.stderr));
+        let key = ring::signature::UnparsedPublicKey::new(&ring::signature::RSA_PKCS1_2048_8192_SHA256, out.stdout);
+        key.verify(format!("{}.{}", parts[0], parts[1]).as_bytes(), &signature).is_ok()
+    }
+
     /// The open watches: user, path, resource.
     pub fn watches(&self) -> Vec<Value> {
         self.control_op("GET", "watches")["watches"].as_array().cloned().unwrap_or_default()
