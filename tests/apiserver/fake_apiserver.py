@@ -12,7 +12,7 @@ A second, plain-HTTP port on 127.0.0.1 is for the tests: the same API as `system
 (never faulted, never logged) and /control/* (faults, request log, counters, dumps).
 
     fake_apiserver.py --certs DIR --ready-file FILE [--port 0] [--control-port 0]
-                      [--service-account-admission] [--extend-token-expiration]
+                      [--service-account-admission] [--extend-token-expiration] [--max-token-seconds N]
 """
 
 import argparse
@@ -150,10 +150,13 @@ class Api:
 
     `issuer` signs service account tokens, `ca_pem` is what kube-root-ca.crt holds;
     `service_account_admission` turns the ServiceAccount admission plugin on and
-    `extend_token_expiration` is kube-apiserver's --service-account-extend-token-expiration."""
+    `extend_token_expiration` is kube-apiserver's --service-account-extend-token-expiration;
+    `max_token_seconds` (0: none) caps every token's lifetime as its
+    --service-account-max-token-expiration does, but below the real one's 1 hour minimum, so
+    a test sees renewals within seconds."""
 
     def __init__(self, store, schemas, version, issuer=None, ca_pem="", service_account_admission=False,
-                 extend_token_expiration=False):
+                 extend_token_expiration=False, max_token_seconds=0):
         self.store = store
         self.schemas = schemas
         self.version = version
@@ -161,6 +164,7 @@ class Api:
         self.ca_pem = ca_pem
         self.service_account_admission = service_account_admission
         self.extend_token_expiration = extend_token_expiration
+        self.max_token_seconds = max_token_seconds
         self.failures_lock = threading.Lock()
         self.validation_failures = []
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE):
@@ -795,6 +799,9 @@ class Api:
         if (self.extend_token_expiration and pod is not None and exp == k8s.WARN_ONLY_TOKEN_SECONDS
                 and set(spec["audiences"]) <= set(API_AUDIENCES)):
             lifetime, warn_after = EXPIRATION_EXTENSION_SECONDS, exp
+        if self.max_token_seconds:
+            exp = min(exp, self.max_token_seconds)
+            lifetime, warn_after = min(lifetime, self.max_token_seconds), 0
         token = self.issuer.issue(sa, spec["audiences"], lifetime, warn_after, now, pod=pod, node=node, secret=secret,
                                   record={"time": time.time(), "user": user.name, "expirationSeconds": exp})
         expires = datetime.datetime.fromtimestamp(now + exp, datetime.timezone.utc)
@@ -1317,7 +1324,8 @@ class App:
             ca_pem = f.read()
         self.api = Api(self.store, k8s.Schemas(args.kube_version), args.kube_version, issuer=Issuer(args.certs),
                        ca_pem=ca_pem, service_account_admission=args.service_account_admission,
-                       extend_token_expiration=args.extend_token_expiration)
+                       extend_token_expiration=args.extend_token_expiration,
+                       max_token_seconds=args.max_token_seconds)
         self.faults = Faults()
         self.log = Log()
         self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -1426,6 +1434,8 @@ def main():
     p.add_argument("--watch-window", type=int, default=1000, help="changes kept for watches to resume from")
     p.add_argument("--service-account-admission", action="store_true",
                    help="the ServiceAccount admission plugin: default service account and kube-api-access-* volume")
+    p.add_argument("--max-token-seconds", type=int, default=0,
+                   help="caps every token's lifetime (a test-only --service-account-max-token-expiration)")
     p.add_argument("--extend-token-expiration", action="store_true",
                    help="as --service-account-extend-token-expiration: pod-bound 3607 s tokens are valid a year")
     p.add_argument("--verbose", action="store_true")

@@ -68,6 +68,10 @@ pub struct Options {
     /// As kube-apiserver's `--service-account-extend-token-expiration`: a pod-bound token
     /// asked for 3607 s is valid a year, with `warnafter` at 3607 s (`--extend-token-expiration`).
     pub extend_token_expiration: bool,
+    /// Caps every token's lifetime at this many seconds (0: none), as kube-apiserver's
+    /// `--service-account-max-token-expiration` does but below its 1 hour minimum, so that
+    /// renewals come within seconds (`--max-token-seconds`).
+    pub max_token_seconds: u64,
 }
 
 impl Default for Options {
@@ -78,6 +82,7 @@ impl Default for Options {
             watch_window: 1000,
             service_account_admission: false,
             extend_token_expiration: false,
+            max_token_seconds: 0,
         }
     }
 }
@@ -177,6 +182,9 @@ impl FakeApiserver {
         }
         if options.extend_token_expiration {
             cmd.arg("--extend-token-expiration");
+        }
+        if options.max_token_seconds > 0 {
+            cmd.args(["--max-token-seconds", &options.max_token_seconds.to_string()]);
         }
         let child = cmd
             .env("PYTHONDONTWRITEBYTECODE", "1")
