@@ -4,8 +4,7 @@
 //! reads bytes it is handed and answers with `PullAuth`s; it fetches no Secret and reads no
 //! file.
 //!
-//! It is for the pod's `imagePullSecrets` (a later issue: nothing calls it yet). The
-//! sources are:
+//! The pod manager asks it for each pull (`pods/images.rs`). The sources are:
 //!
 //! - a Secret of type `kubernetes.io/dockerconfigjson`, key `.dockerconfigjson`:
 //!   `{"auths": {"<registry>": {"username", "password", "auth", ...}}}`, which is also the
@@ -182,7 +181,9 @@ impl Keyring {
             let (identity_token, registry_token) = (field("identitytoken")?, field("registrytoken")?);
             // A key that names no host can match no image; kubelet skips it too.
             let Some(pattern) = parse_key(registry) else { continue };
-            let server_address = registry.clone();
+            // As kubelet's keyring: no server address (containerd 1.6 refuses one without a
+            // scheme, `127.0.0.1:5000`, and the match is made here already).
+            let server_address = String::new();
             entries
                 .push((pattern, PullAuth { username, password, auth, server_address, identity_token, registry_token }));
         }
@@ -504,7 +505,7 @@ mod tests {
             username: "user".into(),
             password: "pa:ss".into(),
             auth: b64("user:pa:ss"),
-            server_address: "reg.io:5000".into(),
+            server_address: String::new(),
             identity_token: "it".into(),
             registry_token: String::new(),
         };

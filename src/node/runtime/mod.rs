@@ -441,7 +441,8 @@ pub struct PullAuth {
     pub password: String,
     /// `base64(username:password)`, as in a Docker config file.
     pub auth: String,
-    /// The registry the credentials are for.
+    /// The registry the credentials are for (empty from the keyring, as kubelet's: the
+    /// match is made before the pull).
     pub server_address: String,
     /// An identity token to get a registry token with.
     pub identity_token: String,
