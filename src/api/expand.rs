@@ -180,4 +180,35 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn env_from_comes_first_env_wins_and_a_missing_optional_source_sets_nothing() {
+        let from = |v: &serde_json::Value| v.get("secretKeyRef").map(|_| "s3cret".to_string());
+        let env = vec![
+            EnvVar { name: "MODE".into(), value: "$(MODE)-override".into(), value_from: None },
+            EnvVar {
+                name: "PW".into(),
+                value: String::new(),
+                value_from: Some(serde_json::json!({"secretKeyRef": {}})),
+            },
+            EnvVar {
+                name: "GONE".into(),
+                value: String::new(),
+                value_from: Some(serde_json::json!({"configMapKeyRef": {}})),
+            },
+            EnvVar { name: "URL".into(), value: "db://$(PW)@$(HOST)".into(), value_from: None },
+        ];
+        let base = vec![("HOST".to_string(), "db.local".to_string()), ("MODE".to_string(), "prod".to_string())];
+        let got = resolve_env(&env, &base, from);
+        assert_eq!(
+            got,
+            vec![
+                ("HOST".to_string(), "db.local".to_string()),
+                ("MODE".to_string(), "prod-override".to_string()),
+                ("PW".to_string(), "s3cret".to_string()),
+                ("URL".to_string(), "db://s3cret@db.local".to_string()),
+            ],
+            "envFrom's variables first, then env in order, each seeing what came before"
+        );
+    }
 }

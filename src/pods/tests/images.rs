@@ -352,3 +352,22 @@ fn a_pull_carries_the_credentials_of_the_pods_pull_secrets_that_match_the_regist
     let text = "Unable to retrieve some image pull secrets (gone); attempting to pull the image may not succeed.";
     assert!(node.events().contains(&ev("FailedToRetrieveImagePullSecret", text)));
 }
+
+#[test]
+fn without_pull_secrets_a_pull_carries_the_nodes_own_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, br#"{"auths": {"*.example.com": {"username": "node", "password": "n0de"}}}"#).unwrap();
+    let (mut node, pulls) = Node::new().with_images();
+    node.pm.act.cfg.registry_config = config;
+    let web = pod("web", RestartPolicy::Always, &[], &[with_image("app", "registry.example.com/app:1", "")]);
+    node.apply(&[&web]);
+    let asked: Vec<PullRequest> = pulls.try_iter().collect();
+    let auths: Vec<(&str, &str)> = asked[0].auths.iter().map(|a| (a.username.as_str(), a.password.as_str())).collect();
+    assert_eq!(auths, [("node", "n0de")]);
+    // Another registry gets none.
+    let (mut node, pulls) = Node::new().with_images();
+    node.pm.act.cfg.registry_config = dir.path().join("config.json");
+    node.apply(&[&pod("web", RestartPolicy::Always, &[], &[with_image("app", "docker.io/library/app:1", "")])]);
+    assert!(pulls.try_iter().all(|r| r.auths.is_empty()));
+}
