@@ -18,7 +18,12 @@ use support::Agent;
 
 const NODE: &str = "bench";
 const PODS: usize = 20;
-const WINDOW: Duration = Duration::from_secs(120);
+/// How long the steady state is watched: `FERROLET_BENCH_WINDOW_SECS`, default 120 (watches
+/// are opened again every 5 to 10 minutes: a window of 10 minutes sees them).
+fn window() -> Duration {
+    let secs = std::env::var("FERROLET_BENCH_WINDOW_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
+    Duration::from_secs(secs)
+}
 
 /// The pods, with or without what the apiserver holds.
 fn pod(i: usize, objects: bool) -> serde_json::Value {
@@ -40,11 +45,43 @@ struct Steady {
     by_kind: std::collections::BTreeMap<String, u32>,
     rss_kib: u64,
     cpu_percent: f64,
+    /// Threads, and the RSS (KiB) of thread stacks (anonymous 2 MiB mappings), the heap and
+    /// other anonymous mappings.
+    threads: u64,
+    stacks_kib: u64,
+    heap_kib: u64,
+    other_anon_kib: u64,
+}
+
+/// Where an agent's resident memory is, from `/proc/PID/smaps`: thread stacks (anonymous
+/// mappings of 2 MiB or 8 MiB), `[heap]`, and the other anonymous mappings (malloc's arenas).
+fn breakdown(pid: u32) -> (u64, u64, u64) {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let (mut stacks, mut heap, mut other) = (0, 0, 0);
+    let mut current: Option<(u64, bool, bool)> = None;
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.first().is_some_and(|f| f.contains('-') && !f.ends_with(':')) {
+            let (a, b) = fields[0].split_once('-').unwrap();
+            let size = (u64::from_str_radix(b, 16).unwrap() - u64::from_str_radix(a, 16).unwrap()) / 1024;
+            let anon = fields.len() < 6;
+            current = Some((size, anon, fields.get(5) == Some(&"[heap]")));
+        } else if fields.first() == Some(&"Rss:") {
+            let kib: u64 = fields[1].parse().unwrap_or(0);
+            match current {
+                Some((_, _, true)) => heap += kib,
+                Some((size, true, _)) if size == 2048 || size == 8192 => stacks += kib,
+                Some((_, true, _)) => other += kib,
+                _ => {}
+            }
+        }
+    }
+    (stacks, heap, other)
 }
 
 /// Runs 20 pods (with or without objects) on a fresh agent and fake, waits for them, settles,
 /// then measures the window. Returns what it measured, and the agent and fake still running.
-fn steady(objects: bool) -> Option<(Steady, Agent, FakeApiserver, tempfile::TempDir)> {
+fn steady(objects: bool, window: Duration) -> Option<(Steady, Agent, FakeApiserver, tempfile::TempDir)> {
     let options = Options { service_account_admission: true, ..Default::default() };
     let api = FakeApiserver::start_with(NODE, options)?;
     let dir = tempfile::tempdir().unwrap();
@@ -69,7 +106,7 @@ fn steady(objects: bool) -> Option<(Steady, Agent, FakeApiserver, tempfile::Temp
     let pid = agent.child.id();
     let from = api.requests().last().map_or(0, |r| r.seq);
     let cpu0 = support::cpu_ticks(pid);
-    std::thread::sleep(WINDOW);
+    std::thread::sleep(window);
     let cpu = support::cpu_ticks(pid) - cpu0;
     let requests: Vec<_> = api.requests().into_iter().filter(|r| r.seq > from).collect();
     let mut by_kind = std::collections::BTreeMap::new();
@@ -83,27 +120,33 @@ fn steady(objects: bool) -> Option<(Steady, Agent, FakeApiserver, tempfile::Temp
     }
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let (stacks_kib, heap_kib, other_anon_kib) = breakdown(pid);
     let s = Steady {
-        per_minute: requests.len() as f64 / (WINDOW.as_secs_f64() / 60.0),
+        per_minute: requests.len() as f64 / (window.as_secs_f64() / 60.0),
         by_kind,
         rss_kib: support::rss_kib(pid),
-        cpu_percent: cpu as f64 / hz / WINDOW.as_secs_f64() * 100.0,
+        cpu_percent: cpu as f64 / hz / window.as_secs_f64() * 100.0,
+        threads: support::status_field(pid, "Threads").unwrap_or(0),
+        stacks_kib,
+        heap_kib,
+        other_anon_kib,
     };
     Some((s, agent, api, dir))
 }
 
 fn main() {
     println!("ferrolet ConfigMap/Secret/token benchmark ({}, release build)", support::bin().display());
-    let Some((plain, agent, api, dir)) = steady(false) else {
+    let window = window();
+    let Some((plain, agent, api, dir)) = steady(false, window) else {
         println!("objects benchmark skipped: no test venv (run tests/apiserver/setup.sh)");
         return;
     };
     drop((agent, api, dir));
-    let (with, agent, api, dir) = steady(true).unwrap();
+    let (with, agent, api, dir) = steady(true, window).unwrap();
     for (what, s) in [("without", &plain), ("with", &with)] {
         println!(
-            "{PODS} pods {what} a token volume, a ConfigMap and a Secret each: {:.1} requests/min over {WINDOW:?} {:?}; agent RSS {} KiB, CPU {:.2} %",
-            s.per_minute, s.by_kind, s.rss_kib, s.cpu_percent
+            "{PODS} pods {what} a token volume, a ConfigMap and a Secret each: {:.1} requests/min over {window:?} {:?}; agent RSS {} KiB ({} threads; stacks {} KiB, heap {} KiB, other anonymous {} KiB), CPU {:.2} %",
+            s.per_minute, s.by_kind, s.rss_kib, s.threads, s.stacks_kib, s.heap_kib, s.other_anon_kib, s.cpu_percent
         );
     }
     let issued = api.tokens_issued();

@@ -241,6 +241,11 @@ impl ObjectsView {
         self.0.read().tokens.get(r).cloned().unwrap_or(KnownToken::Unread)
     }
 
+    /// Every object known.
+    pub fn object_refs(&self) -> Vec<ObjectRef> {
+        self.0.read().objects.keys().cloned().collect()
+    }
+
     /// Every token held or asked for.
     pub fn token_refs(&self) -> Vec<TokenRef> {
         self.0.read().tokens.keys().cloned().collect()

@@ -142,8 +142,9 @@ impl ObjectsManager {
     fn set_pods(&mut self, pods: &[Arc<Pod>]) {
         let (objects, tokens) = wanted(pods);
         let mut changed = ObjectsChanged::default();
-        let gone: Vec<ObjectRef> = self.watching.keys().filter(|r| !objects.contains(*r)).cloned().collect();
-        for r in gone {
+        // What is watched, and what was kept by an earlier run for pods that are gone.
+        let known: BTreeSet<ObjectRef> = self.watching.keys().cloned().chain(self.view.object_refs()).collect();
+        for r in known.into_iter().filter(|r| !objects.contains(r)) {
             if let Some(Some(id)) = self.watching.remove(&r) {
                 self.watchers.signal_stop_one(id);
             }
@@ -200,17 +201,11 @@ impl ObjectsManager {
     fn watched(&mut self, r: ObjectRef, known: Known) {
         let Some(watcher) = self.watching.get_mut(&r) else { return };
         let before = self.view.object(&r);
-        let known = match (known, &before) {
+        if let (Known::Failed(why), Known::Found(_)) = (&known, &before) {
             // A failure after a good read changes nothing for the pods: they keep what they have.
-            (Known::Failed(why), Known::Found(_)) => {
-                if !why.is_empty() {
-                    log::warn!("apiserver: {why}; its pods keep what was read before");
-                }
-                return;
-            }
-            (Known::Failed(why), _) if why.is_empty() => return,
-            (k, _) => k,
-        };
+            log::warn!("apiserver: {why}; its pods keep what was read before");
+            return;
+        }
         if known == before {
             return;
         }

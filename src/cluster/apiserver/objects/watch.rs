@@ -19,8 +19,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long the server keeps one watch open (`timeoutSeconds`).
-const WATCH_SECONDS: u64 = 300;
+/// How long the server keeps one watch open (`timeoutSeconds`): 5 to 10 minutes, drawn for
+/// each watch, as client-go's reflector draws it, so the node's watches are not all opened
+/// again at once.
+fn watch_seconds() -> u64 {
+    300 + (crate::base::random::random_f64() * 300.0) as u64
+}
 /// The longest pause between attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// The first pause after a 403: the Node authorizer learns of a new pod within seconds.
@@ -86,14 +90,15 @@ fn decode(kind: Kind, w: Wire) -> Result<Object, String> {
     })
 }
 
-/// The path of object `r`'s list (`watch`: its watch from `rv`).
-fn path(r: &ObjectRef, watch: Option<&str>) -> String {
+/// The path of object `r`'s list (`watch`: its watch from a resourceVersion, for so many
+/// seconds).
+fn path(r: &ObjectRef, watch: Option<(&str, u64)>) -> String {
     let base =
         format!("/api/v1/namespaces/{}/{}?fieldSelector=metadata.name%3D{}", r.namespace, r.kind.resource(), r.name);
     match watch {
         None => base,
-        Some(rv) => {
-            format!("{base}&watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={WATCH_SECONDS}")
+        Some((rv, secs)) => {
+            format!("{base}&watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds={secs}")
         }
     }
 }
@@ -158,11 +163,16 @@ pub(super) struct ObjectWatch {
 
 /// How one watch ended.
 enum End {
-    Stopped,
+    /// Told to stop, or the object is immutable and read.
+    Done,
+    /// The resourceVersion is too old.
     Relist,
-    Failed(Known),
+    /// Refused: what the apiserver said.
+    Forbidden(String),
+    /// Broken or failed: watch again after a pause.
+    Failed,
+    /// The server ended it: watch on from this resourceVersion.
     Again(String),
-    Immutable,
 }
 
 impl ObjectWatch {
@@ -206,16 +216,16 @@ impl ObjectWatch {
             backoff = Duration::ZERO;
             loop {
                 match self.watch_once(&rv, &stop) {
-                    End::Stopped | End::Immutable => return Exit::Done,
+                    End::Done => return Exit::Done,
                     End::Relist => break,
                     End::Again(at) => rv = at,
-                    End::Failed(known) => {
-                        if let Known::Forbidden(_) = known {
-                            self.tell(&stop, known);
-                            backoff = FORBIDDEN_BACKOFF;
-                        } else {
-                            backoff = longer(backoff, Duration::from_secs(1));
-                        }
+                    End::Forbidden(why) => {
+                        self.tell(&stop, Known::Forbidden(why));
+                        backoff = FORBIDDEN_BACKOFF;
+                        break;
+                    }
+                    End::Failed => {
+                        backoff = longer(backoff, Duration::from_secs(1));
                         break;
                     }
                 }
@@ -225,20 +235,23 @@ impl ObjectWatch {
 
     /// One watch stream, followed to its end.
     fn watch_once(&self, rv: &str, stop: &StopSignal) -> End {
-        let timeout = Duration::from_secs(WATCH_SECONDS + 30);
-        let mut lines = match self.client.watch(&path(&self.r, Some(rv)), timeout) {
+        let secs = watch_seconds();
+        let mut lines = match self.client.watch(&path(&self.r, Some((rv, secs))), Duration::from_secs(secs + 30)) {
             Ok(l) => l,
             Err(e) if e.code() == Some(410) => return End::Relist,
             Err(e) => {
                 self.link.failed(&e);
-                return End::Failed(known_of(&self.r, &e));
+                return match known_of(&self.r, &e) {
+                    Known::Forbidden(why) => End::Forbidden(why),
+                    _ => End::Failed,
+                };
             }
         };
         let mut at = rv.to_string();
         loop {
             let line = lines.next_line();
             if stop.is_stopped() {
-                return End::Stopped;
+                return End::Done;
             }
             let line = match line {
                 Ok(Some(l)) if l.iter().all(u8::is_ascii_whitespace) => continue,
@@ -246,7 +259,7 @@ impl ObjectWatch {
                 Ok(None) => return End::Again(at),
                 Err(e) => {
                     log::info!("apiserver: the watch of {} ended: {}; watching again", self.r, Chain(&e));
-                    return End::Failed(Known::Failed(String::new()));
+                    return End::Failed;
                 }
             };
             match read_line(self.r.kind, &line) {
@@ -255,14 +268,14 @@ impl ObjectWatch {
                     let immutable = matches!(&known, Known::Found(o) if o.immutable);
                     self.tell(stop, known);
                     if immutable {
-                        return End::Immutable;
+                        return End::Done;
                     }
                 }
                 Line::At(rv) => at = rv,
                 Line::Relist => return End::Relist,
                 Line::Broken(why) => {
                     log::warn!("apiserver: the watch of {} broke: {why}; watching again", self.r);
-                    return End::Failed(Known::Failed(String::new()));
+                    return End::Failed;
                 }
             }
         }
@@ -302,7 +315,7 @@ mod tests {
         let r = ObjectRef { kind: Kind::Secret, namespace: "shop".into(), name: "db".into() };
         assert_eq!(path(&r, None), "/api/v1/namespaces/shop/secrets?fieldSelector=metadata.name%3Ddb");
         assert_eq!(
-            path(&r, Some("41")),
+            path(&r, Some(("41", 300))),
             "/api/v1/namespaces/shop/secrets?fieldSelector=metadata.name%3Ddb&watch=true&allowWatchBookmarks=true&resourceVersion=41&timeoutSeconds=300"
         );
     }
