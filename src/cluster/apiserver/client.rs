@@ -233,7 +233,13 @@ impl ApiClient {
                 PrivateKey::from_pem(key).map_err(|source| ApiError::Credentials { what: "client key", source })?;
             tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
         }
+        // Each open connection holds its buffers: ureq's 128 KiB each way would be 10 MiB for
+        // the watches of 40 ConfigMaps and Secrets. An apiserver's answer header is far below
+        // 16 KiB, and a body streams through.
         let config = ureq::Agent::config_builder()
+            .input_buffer_size(BUFFER_BYTES)
+            .output_buffer_size(BUFFER_BYTES)
+            .max_response_header_size(BUFFER_BYTES)
             .tls_config(tls.build())
             .timeout_global(Some(settings.timeout))
             .http_status_as_error(false)
@@ -378,6 +384,9 @@ fn status_error(method: &'static str, url: String, code: u16, bytes: &[u8]) -> A
     let field = |k: &str| status.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
     ApiError::Status { method, url, code, reason: field("reason"), message: field("message") }
 }
+
+/// The size of a connection's input and output buffers, and the largest answer header.
+const BUFFER_BYTES: usize = 16 << 10;
 
 /// The longest line of a watch stream (one object).
 pub const MAX_WATCH_LINE: u64 = 4 << 20;
