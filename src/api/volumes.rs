@@ -4,9 +4,10 @@
 //! and the size of a memory-backed `emptyDir`. The node side (directories, tmpfs, files,
 //! ownership) is the `poddir` module.
 //!
-//! ferrolet honours `emptyDir`, `hostPath`, `downwardAPI`, and `projected` with
-//! `downwardAPI` sources. Every other source is kept in `other` and refused by
-//! `api::fields` (ConfigMaps, Secrets and service account tokens: not supported yet).
+//! ferrolet honours `emptyDir`, `hostPath`, `downwardAPI`, `configMap`, `secret`, and
+//! `projected` with `downwardAPI`, `configMap`, `secret` and `serviceAccountToken` sources
+//! (what pods take from the apiserver only in pods from it: `api::fields`). Every other
+//! source is kept in `other` and refused by `api::fields`.
 
 use super::field::{is_config_key, is_dns1123_label, quote, Errs, DNS1123_LABEL_FMT};
 use super::quantity::Quantity;
@@ -135,17 +136,6 @@ impl Volume {
         }
         set.extend(self.other.iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k.as_str()));
         set
-    }
-
-    /// The downward API files it holds (a `downwardAPI` volume's, or a projected volume's
-    /// `downwardAPI` sources'), with its default mode.
-    pub fn downward_files(&self) -> Option<(Vec<&DownwardApiVolumeFile>, Option<i32>)> {
-        if let Some(d) = &self.downward_api {
-            return Some((d.items.iter().collect(), d.default_mode));
-        }
-        let p = self.projected.as_ref()?;
-        let items = p.sources.iter().filter_map(|s| s.downward_api.as_ref()).flat_map(|d| &d.items).collect();
-        Some((items, p.default_mode))
     }
 }
 
@@ -588,7 +578,7 @@ mod tests {
         let ok = decode("  securityContext: {fsGroup: 2000, fsGroupChangePolicy: OnRootMismatch}\n  volumes:\n  - {name: data, emptyDir: {medium: Memory, sizeLimit: 64Mi}}\n  - {name: host, hostPath: {path: /srv, type: DirectoryOrCreate}}\n  - name: info\n    projected:\n      sources:\n      - downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}, {path: mem, resourceFieldRef: {containerName: app, resource: limits.memory, divisor: 1Mi}, mode: 0400}, {path: uid, fieldRef: {fieldPath: metadata.uid}, mode: 0o440}]}\n  containers:\n  - name: app\n    image: busybox\n    volumeMounts:\n    - {name: data, mountPath: /data, subPathExpr: $(POD)}\n    - {name: host, mountPath: /srv, readOnly: true, mountPropagation: HostToContainer}\n    - {name: info, mountPath: /etc/info}\n");
         let pod = ok.unwrap();
         assert_eq!(pod.spec.volumes.len(), 3);
-        let items = pod.spec.volumes[2].downward_files().unwrap().0;
+        let items = &pod.spec.volumes[2].projected.as_ref().unwrap().sources[0].downward_api.as_ref().unwrap().items;
         assert_eq!((items[1].mode, items[2].mode), (Some(0o400), Some(0o440)), "YAML 1.1 octal, as kubectl reads it");
         assert_eq!(pod.spec.containers[0].volume_mounts[1].mount_propagation.as_deref(), Some("HostToContainer"));
     }
@@ -628,7 +618,8 @@ mod tests {
     fn downward_files_hold_fields_whole_maps_and_resources() {
         let pod = decode("  volumes:\n  - name: info\n    downwardAPI:\n      items:\n      - {path: name, fieldRef: {fieldPath: metadata.name}}\n      - {path: labels, fieldRef: {fieldPath: metadata.labels}}\n      - {path: tier, fieldRef: {fieldPath: \"metadata.labels['tier']\"}}\n      - {path: mem, resourceFieldRef: {containerName: app, resource: limits.memory, divisor: 1Mi}}\n  containers:\n  - name: app\n    image: busybox\n    resources: {limits: {memory: 64Mi}}\n").unwrap();
         let facts = crate::api::downward::Facts::default();
-        let (items, mode) = pod.spec.volumes[0].downward_files().unwrap();
+        let source = pod.spec.volumes[0].downward_api.as_ref().unwrap();
+        let (items, mode) = (&source.items, source.default_mode);
         assert_eq!(mode, None);
         let got: Vec<String> = items.iter().map(|i| downward_file(i, &pod, &facts).unwrap()).collect();
         assert_eq!(got, ["web", "app=\"web\"\ntier=\"edge\"", "edge", "64"]);

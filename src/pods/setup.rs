@@ -69,16 +69,15 @@ impl PodSetup {
     /// (`FailedMount`) and the files stay as they were, as kubelet's volume manager does.
     pub(super) fn ensure_volumes(&mut self, act: &Actor, pod: &Pod) -> bool {
         let uid = &pod.metadata.uid;
-        if pod.spec.volumes.is_empty() {
+        let ready = self.volumes_ready.contains(uid);
+        if pod.spec.volumes.is_empty() || ready && !self.refresh.remove(uid) {
             return true;
         }
         let facts = self.downward_facts(act, pod, None);
         let files = Files { facts: &facts, objects: &self.objects, now: act.clock.now() };
-        if self.volumes_ready.contains(uid) {
-            if self.refresh.remove(uid) {
-                for e in act.pod_dir(pod).refresh(pod, &files) {
-                    act.event(pod, None, true, "FailedMount", &e.to_string());
-                }
+        if ready {
+            for e in act.pod_dir(pod).refresh(pod, &files) {
+                act.event(pod, None, true, "FailedMount", &e.to_string());
             }
             return true;
         }

@@ -327,23 +327,21 @@ impl PodManager {
         for w in warnings {
             self.act.event(pod, Some(&c.name), true, "InvalidEnvironmentVariableNames", &w);
         }
-        let mut keys: Vec<Option<String>> = Vec::new();
-        for source in c.env.iter().filter_map(|v| v.value_from.as_ref()) {
-            if let Some(value) = payload::key_ref(source, pod, objects).map_err(config)? {
-                keys.push(value);
-            }
-        }
-        let mut keys = keys.into_iter();
-        Ok(resolve_env(&c.env, &from, |source| {
-            if source.get("configMapKeyRef").is_some_and(|r| !r.is_null())
-                || source.get("secretKeyRef").is_some_and(|r| !r.is_null())
-            {
-                return keys.next().flatten();
-            }
+        let mut failed = None;
+        let env = resolve_env(&c.env, &from, |source| match payload::key_ref(source, pod, objects) {
+            Ok(Some(value)) => value,
             // A checked downward source only fails on a container the pod lacks, which
             // validation refuses.
-            Some(downward::value(source, pod, c, facts).unwrap_or_default())
-        }))
+            Ok(None) => Some(downward::value(source, pod, c, facts).unwrap_or_default()),
+            Err(message) => {
+                failed.get_or_insert(message);
+                None
+            }
+        });
+        match failed {
+            Some(message) => Err(ContainerStartError::Config { message }),
+            None => Ok(env),
+        }
     }
 
     /// What the runtime creates the container with.

@@ -20,7 +20,6 @@
 pub mod atomic;
 
 use crate::api::downward::Facts;
-use crate::api::types::EmptyDirVolumeSource;
 use crate::api::volumes::{self, FileKind, HostPathAction, HostPathType};
 use crate::api::Volume;
 use crate::api::{Container, Pod};
@@ -125,24 +124,18 @@ impl PodDir {
                 continue;
             }
             let made = make_dir(&path).map_err(|e| fail(&format!("cannot make {}", path.display()), &e))?;
-            let memory = match &v.empty_dir {
-                Some(d) => (d.medium == "Memory").then(|| d.clone()),
-                // As kubelet's: a Secret's files, and a projected volume's (tokens, Secrets),
-                // are never written to the node's disk.
-                None if v.secret.is_some() || v.projected.is_some() => {
-                    Some(EmptyDirVolumeSource { medium: "Memory".into(), size_limit: None })
-                }
-                None => None,
-            };
-            if let Some(d) = &memory {
-                if !is_mount_point(&path).map_err(|e| fail(&format!("cannot inspect {}", path.display()), &e))? {
-                    let size = volumes::memory_volume_size(d, pod, node_memory);
-                    mount_tmpfs(&path, size)
-                        .map_err(|e| fail(&format!("cannot mount a tmpfs on {}", path.display()), &e))?;
-                }
+            let mut mounted = false;
+            if on_tmpfs(v)
+                && !is_mount_point(&path).map_err(|e| fail(&format!("cannot inspect {}", path.display()), &e))?
+            {
+                let sized = v.empty_dir.clone().unwrap_or_default();
+                let size = volumes::memory_volume_size(&sized, pod, node_memory);
+                mount_tmpfs(&path, size)
+                    .map_err(|e| fail(&format!("cannot mount a tmpfs on {}", path.display()), &e))?;
+                mounted = true;
             }
             let holds_files = is_file_volume(v);
-            if made || memory.is_some() {
+            if made || mounted {
                 let mode = if holds_files { 0o755 } else { 0o777 };
                 fs::set_permissions(&path, fs::Permissions::from_mode(mode))
                     .map_err(|e| fail(&format!("cannot set the mode of {}", path.display()), &e))?;
@@ -152,7 +145,7 @@ impl PodDir {
                 }
             }
             if holds_files {
-                self.write_files(pod, v, files, memory.is_none())?;
+                self.write_files(pod, v, files, !on_tmpfs(v))?;
             }
         }
         Ok(())
@@ -163,8 +156,12 @@ impl PodDir {
     /// `prepare`. What cannot be written keeps what it held, and is returned.
     pub fn refresh(&self, pod: &Pod, files: &Files) -> Vec<VolumeError> {
         let made = |v: &&Volume| is_file_volume(v) && self.volume_path(v).is_dir();
-        let on_disk = |v: &Volume| v.secret.is_none() && v.projected.is_none();
-        pod.spec.volumes.iter().filter(made).filter_map(|v| self.write_files(pod, v, files, on_disk(v)).err()).collect()
+        pod.spec
+            .volumes
+            .iter()
+            .filter(made)
+            .filter_map(|v| self.write_files(pod, v, files, !on_tmpfs(v)).err())
+            .collect()
     }
 
     /// Writes the files of volume `v` (`downwardAPI`, `configMap`, `secret`, `projected`)
@@ -377,6 +374,12 @@ fn make_dir(path: &Path) -> io::Result<bool> {
 /// its containers.
 pub fn is_file_volume(v: &Volume) -> bool {
     v.downward_api.is_some() || v.config_map.is_some() || v.secret.is_some() || v.projected.is_some()
+}
+
+/// Whether volume `v` is a tmpfs: an `emptyDir` of `medium: Memory`, and, as kubelet makes
+/// them, a Secret's and a projected volume's (tokens, Secrets), never written to the disk.
+fn on_tmpfs(v: &Volume) -> bool {
+    v.empty_dir.as_ref().is_some_and(|d| d.medium == "Memory") || v.secret.is_some() || v.projected.is_some()
 }
 
 /// What the files of a volume are made from besides the pod.
