@@ -288,10 +288,11 @@ impl ObjectsChanged {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn api_pod(spec: &str) -> Pod {
+    /// Pod `shop/web` (uid `u-1`) with `spec`.
+    pub(in crate::node::objects) fn api_pod(spec: &str) -> Pod {
         let text =
             format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u-1\nspec:\n{spec}");
         crate::api::manifest::decode_pods("web.yaml", &text).remove(0).unwrap()

@@ -82,31 +82,36 @@ pub fn volume_payload(
     let result = if let Some(d) = &v.downward_api {
         downward_files(&d.items, d.default_mode.unwrap_or(DEFAULT_MODE), downward, &mut out)
     } else if let Some(c) = &v.config_map {
-        let optional = c.optional.unwrap_or(false);
         let r = object_ref(pod, Kind::ConfigMap, &c.name);
-        lookup(view, &r, optional).and_then(|o| match o {
-            Some(o) => {
-                let missing = |k: &str| format!("configmap references non-existent config key: {k}");
-                key_files(&o.data, &c.items, c.default_mode.unwrap_or(DEFAULT_MODE), optional, &missing, &mut out)
-            }
-            None => Ok(()),
-        })
+        let missing = |k: &str| format!("configmap references non-existent config key: {k}");
+        object_files(view, &r, &c.items, c.default_mode, c.optional, &missing, &mut out)
     } else if let Some(s) = &v.secret {
-        let optional = s.optional.unwrap_or(false);
         let r = object_ref(pod, Kind::Secret, &s.secret_name);
-        lookup(view, &r, optional).and_then(|o| match o {
-            Some(o) => {
-                let missing = |k: &str| format!("references non-existent secret key: {k}");
-                key_files(&o.data, &s.items, s.default_mode.unwrap_or(DEFAULT_MODE), optional, &missing, &mut out)
-            }
-            None => Ok(()),
-        })
+        let missing = |k: &str| format!("references non-existent secret key: {k}");
+        object_files(view, &r, &s.items, s.default_mode, s.optional, &missing, &mut out)
     } else if let Some(p) = &v.projected {
         projected(p, pod, view, downward, now, &mut out)
     } else {
         return None;
     };
     Some(result.map(|()| out))
+}
+
+/// The files of a `configMap` or `secret` volume of object `r` into `out`.
+fn object_files(
+    view: &ObjectsView,
+    r: &ObjectRef,
+    items: &[KeyToPath],
+    default_mode: Option<i32>,
+    optional: Option<bool>,
+    missing_key: &dyn Fn(&str) -> String,
+    out: &mut Payload,
+) -> Result<(), String> {
+    let optional = optional.unwrap_or(false);
+    match lookup(view, r, optional)? {
+        Some(o) => key_files(&o.data, items, default_mode.unwrap_or(DEFAULT_MODE), optional, missing_key, out),
+        None => Ok(()),
+    }
 }
 
 fn downward_files(
@@ -242,16 +247,11 @@ pub fn key_ref(source: &serde_json::Value, pod: &Pod, view: &ObjectsView) -> Res
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::api_pod;
     use super::super::{Object, Token, TokenRef};
     use super::*;
     use std::sync::Arc;
     use std::time::Duration;
-
-    fn api_pod(spec: &str) -> Pod {
-        let text =
-            format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u-1\nspec:\n{spec}");
-        crate::api::manifest::decode_pods("web.yaml", &text).remove(0).unwrap()
-    }
 
     fn found(view: &ObjectsView, kind: Kind, name: &str, data: &[(&str, &str)]) {
         let data = data.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect();
