@@ -84,11 +84,13 @@ pub fn volume_payload(
     } else if let Some(c) = &v.config_map {
         let r = object_ref(pod, Kind::ConfigMap, &c.name);
         let missing = |k: &str| format!("configmap references non-existent config key: {k}");
-        object_files(view, &r, &c.items, c.default_mode, c.optional, &missing, &mut out)
+        let mode = c.default_mode.unwrap_or(DEFAULT_MODE);
+        object_files(view, &r, &c.items, mode, c.optional, &missing, &|e| e, &mut out)
     } else if let Some(s) = &v.secret {
         let r = object_ref(pod, Kind::Secret, &s.secret_name);
         let missing = |k: &str| format!("references non-existent secret key: {k}");
-        object_files(view, &r, &s.items, s.default_mode, s.optional, &missing, &mut out)
+        let mode = s.default_mode.unwrap_or(DEFAULT_MODE);
+        object_files(view, &r, &s.items, mode, s.optional, &missing, &|e| e, &mut out)
     } else if let Some(p) = &v.projected {
         projected(p, pod, view, downward, now, &mut out)
     } else {
@@ -97,19 +99,22 @@ pub fn volume_payload(
     Some(result.map(|()| out))
 }
 
-/// The files of a `configMap` or `secret` volume of object `r` into `out`.
+/// The files of a `configMap` or `secret` source of object `r` into `out`; `lookup_failed`
+/// words a failed lookup (a projected volume names the object first).
+#[allow(clippy::too_many_arguments)]
 fn object_files(
     view: &ObjectsView,
     r: &ObjectRef,
     items: &[KeyToPath],
-    default_mode: Option<i32>,
+    default_mode: i32,
     optional: Option<bool>,
     missing_key: &dyn Fn(&str) -> String,
+    lookup_failed: &dyn Fn(String) -> String,
     out: &mut Payload,
 ) -> Result<(), String> {
     let optional = optional.unwrap_or(false);
-    match lookup(view, r, optional)? {
-        Some(o) => key_files(&o.data, items, default_mode.unwrap_or(DEFAULT_MODE), optional, missing_key, out),
+    match lookup(view, r, optional).map_err(lookup_failed)? {
+        Some(o) => key_files(&o.data, items, default_mode, optional, missing_key, out),
         None => Ok(()),
     }
 }
@@ -143,22 +148,16 @@ fn projected(
             downward_files(&d.items, default_mode, downward, out)?;
         }
         if let Some(c) = &s.config_map {
-            let optional = c.optional.unwrap_or(false);
             let r = object_ref(pod, Kind::ConfigMap, &c.name);
-            let o = lookup(view, &r, optional).map_err(|e| format!("couldn't get configMap {ns}/{}: {e}", c.name))?;
-            if let Some(o) = o {
-                let missing = |k: &str| format!("configmap references non-existent config key: {k}");
-                key_files(&o.data, &c.items, default_mode, optional, &missing, out)?;
-            }
+            let missing = |k: &str| format!("configmap references non-existent config key: {k}");
+            let failed = |e| format!("couldn't get configMap {ns}/{}: {e}", c.name);
+            object_files(view, &r, &c.items, default_mode, c.optional, &missing, &failed, out)?;
         }
         if let Some(c) = &s.secret {
-            let optional = c.optional.unwrap_or(false);
             let r = object_ref(pod, Kind::Secret, &c.name);
-            let o = lookup(view, &r, optional).map_err(|e| format!("couldn't get secret {ns}/{}: {e}", c.name))?;
-            if let Some(o) = o {
-                let missing = |k: &str| format!("secret references non-existent secret key: {k}");
-                key_files(&o.data, &c.items, default_mode, optional, &missing, out)?;
-            }
+            let missing = |k: &str| format!("secret references non-existent secret key: {k}");
+            let failed = |e| format!("couldn't get secret {ns}/{}: {e}", c.name);
+            object_files(view, &r, &c.items, default_mode, c.optional, &missing, &failed, out)?;
         }
         if let Some(t) = &s.service_account_token {
             let r = token_ref(pod, t);

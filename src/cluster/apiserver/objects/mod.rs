@@ -18,7 +18,7 @@
 mod keep;
 mod watch;
 
-pub use keep::{Keep, KeepError, MAX_KEPT_BYTES};
+pub use keep::{Keep, KeepError};
 
 use super::client::ApiClient;
 use super::link::Link;
@@ -239,8 +239,19 @@ impl ObjectsManager {
         let now = self.clock.now();
         let due: Vec<TokenRef> = self.tokens.iter().filter(|(_, n)| n.at <= now).map(|(r, _)| r.clone()).collect();
         let mut changed = Vec::new();
+        // Once the apiserver is found away, the other due tokens are not asked this time: each
+        // request could wait its whole timeout, and together they would hold up this thread.
+        let mut away: Option<String> = None;
         for r in due {
-            let result = request_token(&self.client, &r);
+            let result = match &away {
+                Some(why) => Err(why.clone()),
+                None => request_token(&self.client, &r).map_err(|e| {
+                    if self.link.failed(&e) {
+                        away = Some(Chain(&e).to_string());
+                    }
+                    Chain(&e).to_string()
+                }),
+            };
             let now = self.clock.now();
             let Some(next) = self.tokens.get_mut(&r) else { continue };
             match result {
@@ -258,16 +269,12 @@ impl ObjectsManager {
                     self.view.set_token(&r, Some(KnownToken::Found(Arc::new(t))));
                     changed.push(r);
                 }
-                Err(e) => {
-                    self.link.failed(&e);
+                Err(cause) => {
                     next.at = now + next.backoff;
                     next.backoff = (next.backoff * 2).min(TOKEN_BACKOFF.1);
                     let why = format!(
-                        "cannot request a token of service account {}/{} for pod {}: {}",
-                        r.namespace,
-                        r.service_account,
-                        r.pod_name,
-                        Chain(&e)
+                        "cannot request a token of service account {}/{} for pod {}: {cause}",
+                        r.namespace, r.service_account, r.pod_name
                     );
                     log::warn!("apiserver: {why}");
                     // A token held and not expired is served on; the volume says when it is not.
