@@ -30,6 +30,7 @@ mod cri_images;
 mod cri_logs_exec;
 mod cri_registry;
 mod cri_security;
+mod cri_streams;
 mod cri_volumes;
 mod devices;
 mod events;

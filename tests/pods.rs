@@ -273,7 +273,10 @@ fn a_pod_asking_for_what_ferrolet_cannot_honour_is_refused_openly_never_run_with
         })
     });
     let w = container(&pod, "app").unwrap().state.waiting.clone().unwrap();
-    assert_eq!(w.message, "spec.containers[0].tty: refused: ferrolet attaches no terminal or stdin to containers");
+    assert_eq!(
+        w.message,
+        "spec.containers[0].tty: refused: the process runtime attaches no terminal or stdin to containers; the CRI runtime does"
+    );
     // Never started without its terminal.
     assert!(container(&pod, "app").unwrap().container_id.is_empty());
     let events = agent.get("/events").unwrap();

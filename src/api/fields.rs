@@ -13,7 +13,7 @@
 //! network are accepted with a log line (it uses no image, every pod is on the host
 //! network), and `hostAliases`, `hostname`, `subdomain`, `setHostnameAsFQDN`, `dnsConfig`
 //! and `dnsPolicy: None` are refused (it shares the node's filesystem, UTS namespace and
-//! resolver); on the CRI runtime a host-network pod's hostname fields are accepted with a
+//! resolver), as are `stdin`, `stdinOnce` and `tty` (it attaches nothing to a container); on the CRI runtime a host-network pod's hostname fields are accepted with a
 //! log line (it has the node's hostname); a `hostPort` other than the `containerPort` on the
 //! host network is refused. What a pod takes from the apiserver (ConfigMaps, Secrets, service
 //! account tokens, pull secrets) is honoured in a pod from the apiserver and refused in a
@@ -101,7 +101,6 @@ fn container_field(name: &str) -> Verdict {
     let refuse = |why: &str| Verdict::Refused(why.into());
     match name {
         "volumeDevices" => refuse("raw block volumes need a PersistentVolumeClaim, which ferrolet does not support"),
-        "stdin" | "stdinOnce" | "tty" => refuse("ferrolet attaches no terminal or stdin to containers"),
         "resizePolicy" | "restartPolicyRules" => refuse(NOT_YET),
         _ => refuse("unknown field: not a Container field ferrolet knows"),
     }
@@ -300,6 +299,13 @@ fn container_uses(c: &Container, path: &str, runtime: RuntimeKind, host_network:
             }
         }
     }
+    if runtime == RuntimeKind::Process {
+        for (name, _) in
+            [("stdin", c.stdin), ("stdinOnce", c.stdin_once), ("tty", c.tty)].iter().filter(|(_, set)| *set)
+        {
+            out.push(FieldUse { path: format!("{path}.{name}"), verdict: Verdict::Refused(PROCESS_TERMINAL.into()) });
+        }
+    }
     for name in c.other.iter().filter(|(_, v)| !is_zero(v)).map(|(n, _)| n) {
         out.push(FieldUse { path: format!("{path}.{name}"), verdict: container_field(name) });
     }
@@ -309,6 +315,9 @@ fn container_uses(c: &Container, path: &str, runtime: RuntimeKind, host_network:
         out.push(FieldUse { path: format!("{path}.image"), verdict: Verdict::Accepted(why.into()) });
     }
 }
+
+/// Why the process runtime refuses `stdin`, `stdinOnce` and `tty`.
+const PROCESS_TERMINAL: &str = "the process runtime attaches no terminal or stdin to containers; the CRI runtime does";
 
 /// Why the process runtime cannot honour the pod's own names and resolver settings.
 const PROCESS_HOSTS: &str = "the process runtime runs every pod on the node's filesystem, with the node's /etc/hosts";
@@ -425,7 +434,7 @@ mod tests {
 
     #[test]
     fn fields_ferrolet_does_not_model_are_kept_and_judged_never_dropped() {
-        let p = pod("  tolerations: [{operator: Exists}]\n  volumes: [{name: data, emptyDir: {}}, {name: cfg, configMap: {name: app}}]\n  securityContext: {}\n  dnsPolicy: ClusterFirst\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n    volumeMounts: [{name: data, mountPath: /data}]\n    tty: false\n    stdin: true\n    terminationMessagePolicy: File\n");
+        let p = pod("  tolerations: [{operator: Exists}]\n  volumes: [{name: data, emptyDir: {}}, {name: cfg, configMap: {name: app}}]\n  securityContext: {}\n  dnsPolicy: ClusterFirst\n  containers:\n  - name: app\n    image: busybox\n    command: [sleep, '1']\n    volumeMounts: [{name: data, mountPath: /data}]\n    tty: false\n    volumeDevices: [{name: data, devicePath: /dev/xvda}]\n    restartPolicyRules: []\n    terminationMessagePolicy: File\n");
         let uses = check(&p, RuntimeKind::Cri);
         let described: Vec<String> = uses.iter().map(FieldUse::describe).collect();
         assert_eq!(
@@ -433,17 +442,37 @@ mod tests {
             [
                 format!("spec.tolerations: accepted, no effect here: {SCHEDULING}").as_str(),
                 format!("spec.volumes[1].configMap: refused: {STATIC_REFS}").as_str(),
-                "spec.containers[0].stdin: refused: ferrolet attaches no terminal or stdin to containers",
+                "spec.containers[0].volumeDevices: refused: raw block volumes need a PersistentVolumeClaim, which ferrolet does not support",
             ]
         );
         // The pod's refusal stops every container; the container's own only it.
         let why = refusal(&uses, &p, "app").unwrap();
         assert!(
-            why.starts_with("spec.volumes[1].configMap: refused") && why.contains("; spec.containers[0].stdin"),
+            why.starts_with("spec.volumes[1].configMap: refused") && why.contains("; spec.containers[0].volumeDevices"),
             "{why}"
         );
         // A field set to nothing asks for nothing.
         assert!(!described.iter().any(|d| d.contains("securityContext") || d.contains("tty")));
+    }
+
+    #[test]
+    fn stdin_and_tty_are_honoured_by_the_cri_runtime_and_refused_by_the_process_runtime() {
+        let p = pod("  containers:\n  - name: app\n    image: busybox\n    stdin: true\n    stdinOnce: true\n    tty: true\n  - name: plain\n    image: busybox\n    stdin: false\n");
+        let c = &p.spec.containers[0];
+        assert!(c.stdin && c.stdin_once && c.tty, "modelled, not left in `other`");
+        assert!(c.other.is_empty());
+        assert_eq!(check(&p, RuntimeKind::Cri), []);
+        let uses = check(&p, RuntimeKind::Process);
+        let refused: Vec<String> = uses.iter().filter(|u| u.is_refused()).map(FieldUse::describe).collect();
+        assert_eq!(
+            refused,
+            ["stdin", "stdinOnce", "tty"].map(|f| format!("spec.containers[0].{f}: refused: {PROCESS_TERMINAL}"))
+        );
+        assert_eq!(
+            refused[0],
+            "spec.containers[0].stdin: refused: the process runtime attaches no terminal or stdin to containers; the CRI runtime does"
+        );
+        assert!(refusal(&uses, &p, "plain").is_none(), "only the container that asks is refused");
     }
 
     #[test]

@@ -464,6 +464,15 @@ pub struct Container {
     /// Where the pod's volumes appear in it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
+    /// The runtime keeps a stdin open for `kubectl attach` (CRI runtime only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
+    /// The stdin is closed once the first attached client detaches.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_once: bool,
+    /// The container's stdin, stdout and stderr are a terminal (CRI runtime only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
     /// Every other field as written (see `PodSpec::other`).
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,

@@ -405,6 +405,9 @@ impl PodManager {
             security,
             mounts,
             termination_log,
+            stdin: c.stdin,
+            stdin_once: c.stdin_once,
+            tty: c.tty,
         })
     }
 

@@ -12,6 +12,350 @@
 /// of protobuf runtime.
 const _PROTOBUF_VERSION_CHECK: () = ::protobuf::VERSION_3_7_2;
 
+// @@protoc_insertion_point(message:runtime.v1.AttachRequest)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct AttachRequest {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.AttachRequest.container_id)
+    pub container_id: ::std::string::String,
+    // @@protoc_insertion_point(field:runtime.v1.AttachRequest.stdin)
+    pub stdin: bool,
+    // @@protoc_insertion_point(field:runtime.v1.AttachRequest.tty)
+    pub tty: bool,
+    // @@protoc_insertion_point(field:runtime.v1.AttachRequest.stdout)
+    pub stdout: bool,
+    // @@protoc_insertion_point(field:runtime.v1.AttachRequest.stderr)
+    pub stderr: bool,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.AttachRequest.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a AttachRequest {
+    fn default() -> &'a AttachRequest {
+        <AttachRequest as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl AttachRequest {
+    pub fn new() -> AttachRequest {
+        ::std::default::Default::default()
+    }
+
+    // string container_id = 1;
+
+    pub fn container_id(&self) -> &str {
+        &self.container_id
+    }
+
+    pub fn clear_container_id(&mut self) {
+        self.container_id.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_container_id(&mut self, v: ::std::string::String) {
+        self.container_id = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_container_id(&mut self) -> &mut ::std::string::String {
+        &mut self.container_id
+    }
+
+    // Take field
+    pub fn take_container_id(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.container_id, ::std::string::String::new())
+    }
+
+    // bool stdin = 2;
+
+    pub fn stdin(&self) -> bool {
+        self.stdin
+    }
+
+    pub fn clear_stdin(&mut self) {
+        self.stdin = false;
+    }
+
+    // Param is passed by value, moved
+    pub fn set_stdin(&mut self, v: bool) {
+        self.stdin = v;
+    }
+
+    // bool tty = 3;
+
+    pub fn tty(&self) -> bool {
+        self.tty
+    }
+
+    pub fn clear_tty(&mut self) {
+        self.tty = false;
+    }
+
+    // Param is passed by value, moved
+    pub fn set_tty(&mut self, v: bool) {
+        self.tty = v;
+    }
+
+    // bool stdout = 4;
+
+    pub fn stdout(&self) -> bool {
+        self.stdout
+    }
+
+    pub fn clear_stdout(&mut self) {
+        self.stdout = false;
+    }
+
+    // Param is passed by value, moved
+    pub fn set_stdout(&mut self, v: bool) {
+        self.stdout = v;
+    }
+
+    // bool stderr = 5;
+
+    pub fn stderr(&self) -> bool {
+        self.stderr
+    }
+
+    pub fn clear_stderr(&mut self) {
+        self.stderr = false;
+    }
+
+    // Param is passed by value, moved
+    pub fn set_stderr(&mut self, v: bool) {
+        self.stderr = v;
+    }
+}
+
+impl ::protobuf::Message for AttachRequest {
+    const NAME: &'static str = "AttachRequest";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.container_id = is.read_string()?;
+                },
+                16 => {
+                    self.stdin = is.read_bool()?;
+                },
+                24 => {
+                    self.tty = is.read_bool()?;
+                },
+                32 => {
+                    self.stdout = is.read_bool()?;
+                },
+                40 => {
+                    self.stderr = is.read_bool()?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.container_id.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.container_id);
+        }
+        if self.stdin != false {
+            my_size += 1 + 1;
+        }
+        if self.tty != false {
+            my_size += 1 + 1;
+        }
+        if self.stdout != false {
+            my_size += 1 + 1;
+        }
+        if self.stderr != false {
+            my_size += 1 + 1;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.container_id.is_empty() {
+            os.write_string(1, &self.container_id)?;
+        }
+        if self.stdin != false {
+            os.write_bool(2, self.stdin)?;
+        }
+        if self.tty != false {
+            os.write_bool(3, self.tty)?;
+        }
+        if self.stdout != false {
+            os.write_bool(4, self.stdout)?;
+        }
+        if self.stderr != false {
+            os.write_bool(5, self.stderr)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> AttachRequest {
+        AttachRequest::new()
+    }
+
+    fn clear(&mut self) {
+        self.container_id.clear();
+        self.stdin = false;
+        self.tty = false;
+        self.stdout = false;
+        self.stderr = false;
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static AttachRequest {
+        static instance: AttachRequest = AttachRequest {
+            container_id: ::std::string::String::new(),
+            stdin: false,
+            tty: false,
+            stdout: false,
+            stderr: false,
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.AttachResponse)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct AttachResponse {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.AttachResponse.url)
+    pub url: ::std::string::String,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.AttachResponse.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a AttachResponse {
+    fn default() -> &'a AttachResponse {
+        <AttachResponse as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl AttachResponse {
+    pub fn new() -> AttachResponse {
+        ::std::default::Default::default()
+    }
+
+    // string url = 1;
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn clear_url(&mut self) {
+        self.url.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_url(&mut self, v: ::std::string::String) {
+        self.url = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_url(&mut self) -> &mut ::std::string::String {
+        &mut self.url
+    }
+
+    // Take field
+    pub fn take_url(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.url, ::std::string::String::new())
+    }
+}
+
+impl ::protobuf::Message for AttachResponse {
+    const NAME: &'static str = "AttachResponse";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.url = is.read_string()?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.url.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.url);
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.url.is_empty() {
+            os.write_string(1, &self.url)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> AttachResponse {
+        AttachResponse::new()
+    }
+
+    fn clear(&mut self) {
+        self.url.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static AttachResponse {
+        static instance: AttachResponse = AttachResponse {
+            url: ::std::string::String::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
 // @@protoc_insertion_point(message:runtime.v1.AuthConfig)
 #[derive(PartialEq,Clone,Default,Debug)]
 pub struct AuthConfig {
@@ -13978,6 +14322,275 @@ impl ::protobuf::Message for PodSandboxStatusResponse {
     fn default_instance() -> &'static PodSandboxStatusResponse {
         static instance: ::protobuf::rt::Lazy<PodSandboxStatusResponse> = ::protobuf::rt::Lazy::new();
         instance.get(PodSandboxStatusResponse::new)
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.PortForwardRequest)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct PortForwardRequest {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.PortForwardRequest.pod_sandbox_id)
+    pub pod_sandbox_id: ::std::string::String,
+    // @@protoc_insertion_point(field:runtime.v1.PortForwardRequest.port)
+    pub port: ::std::vec::Vec<i32>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.PortForwardRequest.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a PortForwardRequest {
+    fn default() -> &'a PortForwardRequest {
+        <PortForwardRequest as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl PortForwardRequest {
+    pub fn new() -> PortForwardRequest {
+        ::std::default::Default::default()
+    }
+
+    // string pod_sandbox_id = 1;
+
+    pub fn pod_sandbox_id(&self) -> &str {
+        &self.pod_sandbox_id
+    }
+
+    pub fn clear_pod_sandbox_id(&mut self) {
+        self.pod_sandbox_id.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_pod_sandbox_id(&mut self, v: ::std::string::String) {
+        self.pod_sandbox_id = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_pod_sandbox_id(&mut self) -> &mut ::std::string::String {
+        &mut self.pod_sandbox_id
+    }
+
+    // Take field
+    pub fn take_pod_sandbox_id(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.pod_sandbox_id, ::std::string::String::new())
+    }
+
+    // repeated int32 port = 2;
+
+    pub fn port(&self) -> &[i32] {
+        &self.port
+    }
+
+    pub fn clear_port(&mut self) {
+        self.port.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_port(&mut self, v: ::std::vec::Vec<i32>) {
+        self.port = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_port(&mut self) -> &mut ::std::vec::Vec<i32> {
+        &mut self.port
+    }
+
+    // Take field
+    pub fn take_port(&mut self) -> ::std::vec::Vec<i32> {
+        ::std::mem::replace(&mut self.port, ::std::vec::Vec::new())
+    }
+}
+
+impl ::protobuf::Message for PortForwardRequest {
+    const NAME: &'static str = "PortForwardRequest";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.pod_sandbox_id = is.read_string()?;
+                },
+                18 => {
+                    is.read_repeated_packed_int32_into(&mut self.port)?;
+                },
+                16 => {
+                    self.port.push(is.read_int32()?);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.pod_sandbox_id.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.pod_sandbox_id);
+        }
+        my_size += ::protobuf::rt::vec_packed_int32_size(2, &self.port);
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.pod_sandbox_id.is_empty() {
+            os.write_string(1, &self.pod_sandbox_id)?;
+        }
+        os.write_repeated_packed_int32(2, &self.port)?;
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> PortForwardRequest {
+        PortForwardRequest::new()
+    }
+
+    fn clear(&mut self) {
+        self.pod_sandbox_id.clear();
+        self.port.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static PortForwardRequest {
+        static instance: PortForwardRequest = PortForwardRequest {
+            pod_sandbox_id: ::std::string::String::new(),
+            port: ::std::vec::Vec::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.PortForwardResponse)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct PortForwardResponse {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.PortForwardResponse.url)
+    pub url: ::std::string::String,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.PortForwardResponse.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a PortForwardResponse {
+    fn default() -> &'a PortForwardResponse {
+        <PortForwardResponse as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl PortForwardResponse {
+    pub fn new() -> PortForwardResponse {
+        ::std::default::Default::default()
+    }
+
+    // string url = 1;
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn clear_url(&mut self) {
+        self.url.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_url(&mut self, v: ::std::string::String) {
+        self.url = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_url(&mut self) -> &mut ::std::string::String {
+        &mut self.url
+    }
+
+    // Take field
+    pub fn take_url(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.url, ::std::string::String::new())
+    }
+}
+
+impl ::protobuf::Message for PortForwardResponse {
+    const NAME: &'static str = "PortForwardResponse";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.url = is.read_string()?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.url.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.url);
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.url.is_empty() {
+            os.write_string(1, &self.url)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> PortForwardResponse {
+        PortForwardResponse::new()
+    }
+
+    fn clear(&mut self) {
+        self.url.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static PortForwardResponse {
+        static instance: PortForwardResponse = PortForwardResponse {
+            url: ::std::string::String::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
     }
 }
 

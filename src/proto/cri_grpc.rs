@@ -116,6 +116,20 @@ const METHOD_RUNTIME_SERVICE_EXEC: ::grpcio::Method<super::cri::ExecRequest, sup
     resp_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
 };
 
+const METHOD_RUNTIME_SERVICE_ATTACH: ::grpcio::Method<super::cri::AttachRequest, super::cri::AttachResponse> = ::grpcio::Method {
+    ty: ::grpcio::MethodType::Unary,
+    name: "/runtime.v1.RuntimeService/Attach",
+    req_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+    resp_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+};
+
+const METHOD_RUNTIME_SERVICE_PORT_FORWARD: ::grpcio::Method<super::cri::PortForwardRequest, super::cri::PortForwardResponse> = ::grpcio::Method {
+    ty: ::grpcio::MethodType::Unary,
+    name: "/runtime.v1.RuntimeService/PortForward",
+    req_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+    resp_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+};
+
 const METHOD_RUNTIME_SERVICE_STATUS: ::grpcio::Method<super::cri::StatusRequest, super::cri::StatusResponse> = ::grpcio::Method {
     ty: ::grpcio::MethodType::Unary,
     name: "/runtime.v1.RuntimeService/Status",
@@ -398,6 +412,38 @@ impl RuntimeServiceClient {
         self.exec_async_opt(req, ::grpcio::CallOption::default())
     }
 
+    pub fn attach_opt(&self, req: &super::cri::AttachRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<super::cri::AttachResponse> {
+        self.client.unary_call(&METHOD_RUNTIME_SERVICE_ATTACH, req, opt)
+    }
+
+    pub fn attach(&self, req: &super::cri::AttachRequest) -> ::grpcio::Result<super::cri::AttachResponse> {
+        self.attach_opt(req, ::grpcio::CallOption::default())
+    }
+
+    pub fn attach_async_opt(&self, req: &super::cri::AttachRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::AttachResponse>> {
+        self.client.unary_call_async(&METHOD_RUNTIME_SERVICE_ATTACH, req, opt)
+    }
+
+    pub fn attach_async(&self, req: &super::cri::AttachRequest) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::AttachResponse>> {
+        self.attach_async_opt(req, ::grpcio::CallOption::default())
+    }
+
+    pub fn port_forward_opt(&self, req: &super::cri::PortForwardRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<super::cri::PortForwardResponse> {
+        self.client.unary_call(&METHOD_RUNTIME_SERVICE_PORT_FORWARD, req, opt)
+    }
+
+    pub fn port_forward(&self, req: &super::cri::PortForwardRequest) -> ::grpcio::Result<super::cri::PortForwardResponse> {
+        self.port_forward_opt(req, ::grpcio::CallOption::default())
+    }
+
+    pub fn port_forward_async_opt(&self, req: &super::cri::PortForwardRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::PortForwardResponse>> {
+        self.client.unary_call_async(&METHOD_RUNTIME_SERVICE_PORT_FORWARD, req, opt)
+    }
+
+    pub fn port_forward_async(&self, req: &super::cri::PortForwardRequest) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::PortForwardResponse>> {
+        self.port_forward_async_opt(req, ::grpcio::CallOption::default())
+    }
+
     pub fn status_opt(&self, req: &super::cri::StatusRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<super::cri::StatusResponse> {
         self.client.unary_call(&METHOD_RUNTIME_SERVICE_STATUS, req, opt)
     }
@@ -483,6 +529,12 @@ pub trait RuntimeService {
     fn exec(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::ExecRequest, sink: ::grpcio::UnarySink<super::cri::ExecResponse>) {
         grpcio::unimplemented_call!(ctx, sink)
     }
+    fn attach(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::AttachRequest, sink: ::grpcio::UnarySink<super::cri::AttachResponse>) {
+        grpcio::unimplemented_call!(ctx, sink)
+    }
+    fn port_forward(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::PortForwardRequest, sink: ::grpcio::UnarySink<super::cri::PortForwardResponse>) {
+        grpcio::unimplemented_call!(ctx, sink)
+    }
     fn status(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::StatusRequest, sink: ::grpcio::UnarySink<super::cri::StatusResponse>) {
         grpcio::unimplemented_call!(ctx, sink)
     }
@@ -556,6 +608,14 @@ pub fn create_runtime_service<S: RuntimeService + Send + Clone + 'static>(s: S) 
     let mut instance = s.clone();
     builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_EXEC, move |ctx, req, resp| {
         instance.exec(ctx, req, resp)
+    });
+    let mut instance = s.clone();
+    builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_ATTACH, move |ctx, req, resp| {
+        instance.attach(ctx, req, resp)
+    });
+    let mut instance = s.clone();
+    builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_PORT_FORWARD, move |ctx, req, resp| {
+        instance.port_forward(ctx, req, resp)
     });
     let mut instance = s.clone();
     builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_STATUS, move |ctx, req, resp| {

@@ -9,7 +9,7 @@
 use super::{ExecResult, RuntimeError};
 use crate::base::{fds, procs};
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Child;
@@ -203,4 +203,156 @@ fn exited_keeping_zombie(pid: i32) -> bool {
         // reaped) counts as exited, so a caller never waits for ever.
         r != 0 || info.si_pid() != 0
     }
+}
+
+/// An interactive command in a container (`kubectl exec -i -t` served by the agent): the
+/// leader of its own process group, with stdin, stdout and stderr each a pipe or
+/// `/dev/null`, or all three one pseudo-terminal, whose master the session holds. Every fd
+/// it holds is non-blocking and close-on-exec, so one thread can poll many sessions.
+///
+/// As with `ExecProcess`, the leader's exit is seen with `waitid(WNOWAIT)`: it stays a zombie,
+/// so its pid (the group id) cannot be reused, until what is left of its group is killed.
+pub struct ExecSession {
+    child: Child,
+    pgid: i32,
+    stdin: Option<File>,
+    stdout: Option<File>,
+    stderr: Option<File>,
+    pty: Option<File>,
+    /// The terminal's end-of-file character was written (`close_stdin` with a terminal).
+    eof_sent: bool,
+    /// The exit code, once the leader is reaped.
+    exit: Option<i32>,
+}
+
+impl ExecSession {
+    /// Holds `child`, started as the leader of its own process group (`process_group(0)`, or
+    /// `setsid` with a terminal), its piped streams taken from it; `pty` is the master of its
+    /// terminal. Every fd is made non-blocking; a failure kills the group.
+    pub fn new(mut child: Child, pty: Option<File>) -> io::Result<ExecSession> {
+        let pgid = child.id() as i32;
+        let mut s = ExecSession {
+            stdin: child.stdin.take().map(fds::fd_file),
+            stdout: child.stdout.take().map(fds::fd_file),
+            stderr: child.stderr.take().map(fds::fd_file),
+            pty,
+            child,
+            pgid,
+            eof_sent: false,
+            exit: None,
+        };
+        let nonblocking =
+            [&s.stdin, &s.stdout, &s.stderr, &s.pty].into_iter().flatten().try_for_each(fds::set_nonblocking);
+        if let Err(e) = nonblocking {
+            s.kill();
+            return Err(e);
+        }
+        Ok(s)
+    }
+
+    /// The write end of the command's stdin pipe (none with a terminal, or without stdin,
+    /// or once `close_stdin` closed it).
+    pub fn stdin(&self) -> Option<&File> {
+        self.stdin.as_ref()
+    }
+
+    /// The read end of the command's stdout pipe (none with a terminal, or when not asked).
+    pub fn stdout(&self) -> Option<&File> {
+        self.stdout.as_ref()
+    }
+
+    /// The read end of the command's stderr pipe (none with a terminal, or when not asked).
+    pub fn stderr(&self) -> Option<&File> {
+        self.stderr.as_ref()
+    }
+
+    /// The master of the command's terminal, read for its output and written for its input.
+    /// A read fails with `EIO` once no process holds the terminal any more: that is its end.
+    pub fn pty(&self) -> Option<&File> {
+        self.pty.as_ref()
+    }
+
+    /// Ends the command's input: the stdin pipe is closed; with a terminal, its end-of-file
+    /// character (`VEOF`, ^D) is written once, which a reader at the start of a line takes
+    /// as end of file.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+        let Some(pty) = &self.pty else { return };
+        if self.eof_sent {
+            return;
+        }
+        self.eof_sent = true;
+        let eof = terminal_eof_char(pty).unwrap_or(EOT);
+        // Best effort: a full terminal (the command reads nothing) cannot take it either way.
+        let _ = (&*pty).write(&[eof]);
+    }
+
+    /// Sets the terminal's size (`TIOCSWINSZ` on the master; the command gets `SIGWINCH`);
+    /// nothing without a terminal.
+    pub fn resize(&self, width: u16, height: u16) -> io::Result<()> {
+        let Some(pty) = &self.pty else { return Ok(()) };
+        let size = libc::winsize { ws_row: height, ws_col: width, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: TIOCSWINSZ reads one winsize from the pointer, which lives across the call.
+        if unsafe { libc::ioctl(pty.as_raw_fd(), libc::TIOCSWINSZ, &size as *const libc::winsize) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The command's exit code (128 + the signal when killed by one) once it has exited,
+    /// without blocking. The leader's exit is seen first without reaping it, so its group id
+    /// is still its own when what is left of the group (background children that would hold
+    /// the streams open) is killed; then it is reaped.
+    pub fn try_exit(&mut self) -> io::Result<Option<i32>> {
+        if let Some(code) = self.exit {
+            return Ok(Some(code));
+        }
+        if !exited_keeping_zombie(self.pgid) {
+            return Ok(None);
+        }
+        self.reap().map(Some)
+    }
+
+    /// SIGKILL to the command's process group, then reaps the leader.
+    pub fn kill(&mut self) {
+        if self.exit.is_some() {
+            return;
+        }
+        if let Err(e) = self.reap() {
+            // ECHILD only: nothing of ours is left to wait for.
+            log::debug!("runtime: exec session {}: {e}", self.pgid);
+            self.exit = Some(-1);
+        }
+    }
+
+    /// Kills the group (its leader not reaped yet, so the id is still its own) and reaps the
+    /// leader, which SIGKILL makes prompt.
+    fn reap(&mut self) -> io::Result<i32> {
+        let _ = procs::kill_group(self.pgid, libc::SIGKILL);
+        let status = self.child.wait()?;
+        let code = status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        self.exit = Some(code);
+        Ok(code)
+    }
+}
+
+impl Drop for ExecSession {
+    /// A session whose client went away is killed, not left behind.
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// ASCII end of transmission (^D): a terminal's usual `VEOF`.
+const EOT: u8 = 0x04;
+
+/// The end-of-file character of the terminal whose master is `pty`.
+fn terminal_eof_char(pty: &File) -> io::Result<u8> {
+    // SAFETY: tcgetattr writes only into the zeroed termios we pass.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: as above, on an open fd.
+    if unsafe { libc::tcgetattr(pty.as_raw_fd(), &mut t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(t.c_cc[libc::VEOF])
 }

@@ -252,6 +252,15 @@ pub struct ContainerConfig {
     /// `mounts`), read when it exits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_log: Option<TerminationLog>,
+    /// The runtime keeps a stdin open for attaching (`stdin`; the CRI runtime only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
+    /// That stdin closes when the first attached client detaches (`stdinOnce`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_once: bool,
+    /// Its stdin, stdout and stderr are a terminal (`tty`; the CRI runtime only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty: bool,
 }
 
 /// Where a container's termination message is read from when it exits.
@@ -389,6 +398,20 @@ pub struct ExecResult {
     pub timed_out: bool,
 }
 
+/// Which of a streamed command's streams a client asked for (`kubectl exec -i -t`, `attach`),
+/// as CRI's `ExecRequest` and `AttachRequest` carry them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamIo {
+    /// The client sends stdin.
+    pub stdin: bool,
+    /// The client reads stdout.
+    pub stdout: bool,
+    /// The client reads stderr (never with `tty`: a terminal has one output).
+    pub stderr: bool,
+    /// A terminal: stdin, stdout and stderr are one pseudo-terminal.
+    pub tty: bool,
+}
+
 /// An image the runtime holds (CRI's `Image`): what image garbage collection works from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ImageInfo {
@@ -523,6 +546,41 @@ pub trait ContainerRuntime: Send + Sync {
             exec::ExecStart::Finished(r) => Ok(Some(r)),
         }
     }
+    /// The URL of the runtime's own streaming server where `cmd` runs in container `id` with
+    /// the streams `io` once the apiserver's connection is proxied there (CRI's `Exec`);
+    /// `None`: the runtime has no streaming server and the agent serves the stream itself,
+    /// from `exec_session`.
+    fn exec_url(&self, id: &str, cmd: &[String], io: StreamIo) -> Result<Option<String>, RuntimeError> {
+        let _ = (id, cmd, io);
+        Ok(None)
+    }
+    /// The URL where the runtime serves an attach to container `id`'s own streams (CRI's
+    /// `Attach`); `None`: the runtime cannot attach (the process runtime attaches no stdin or
+    /// terminal to containers).
+    fn attach_url(&self, id: &str, io: StreamIo) -> Result<Option<String>, RuntimeError> {
+        let _ = (id, io);
+        Ok(None)
+    }
+    /// The URL where the runtime serves port forwarding into pod `pod_uid`'s network (CRI's
+    /// `PortForward` on its ready sandbox); `None`: the agent forwards itself.
+    fn port_forward_url(&self, pod_uid: &str) -> Result<Option<String>, RuntimeError> {
+        let _ = pod_uid;
+        Ok(None)
+    }
+    /// Starts `cmd` interactively in container `id` (`kubectl exec` when `exec_url` is
+    /// `None`): its stdin, stdout and stderr, or a terminal, are the returned session's to
+    /// read and write. The default refuses: such a runtime serves streams itself (`exec_url`).
+    fn exec_session(&self, id: &str, cmd: &[String], io: StreamIo) -> Result<exec::ExecSession, RuntimeError> {
+        let _ = (id, cmd, io);
+        let runtime = match self.kind() {
+            RuntimeKind::Process => "process",
+            RuntimeKind::Cri => "cri",
+        };
+        Err(RuntimeError::Unsupported {
+            runtime,
+            what: "exec sessions served by the agent (it serves streams itself, at its exec URL)".into(),
+        })
+    }
     /// Every image the runtime holds (none for a runtime without images).
     fn list_images(&self) -> Result<Vec<ImageInfo>, RuntimeError>;
     /// The image `image` (a name, a digest reference or an id), or `None` when absent.
@@ -596,5 +654,21 @@ mod tests {
         assert_eq!(labels::get(&earlier, labels::CONTAINER_INDEX), Some("2"));
         assert_eq!(labels::get(&earlier, labels::CONTAINER_KIND), None);
         assert_eq!(labels::get(&earlier, labels::POD_UID), None);
+    }
+
+    #[test]
+    fn a_runtime_without_a_streaming_server_leaves_streams_to_the_agent_or_refuses_them() {
+        use super::{ContainerRuntime, RuntimeError, StreamIo};
+        let rt = super::fake::FakeRuntime::new(crate::base::clock::FakeClock::new(std::time::UNIX_EPOCH));
+        let io = StreamIo { stdin: true, stdout: true, ..StreamIo::default() };
+        assert_eq!(rt.exec_url("c1", &["sh".into()], io).unwrap(), None);
+        assert_eq!(rt.attach_url("c1", io).unwrap(), None);
+        assert_eq!(rt.port_forward_url("u1").unwrap(), None);
+        let e = rt.exec_session("c1", &["sh".into()], io).err().unwrap();
+        assert!(matches!(e, RuntimeError::Unsupported { runtime: "cri", .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the cri runtime does not support exec sessions served by the agent (it serves streams itself, at its exec URL)"
+        );
     }
 }

@@ -272,9 +272,9 @@ fn a_run_as_non_root_violation_waits_as_a_config_error_said_once_and_retried_eve
 #[test]
 fn a_field_that_cannot_be_honoured_holds_its_container_as_create_container_config_error() {
     let mut node = Node::new();
-    let mut attached = app("a");
-    attached.other.insert("stdin".into(), serde_json::json!(true));
-    let web = pod("web", RestartPolicy::Always, &[], &[attached, app("b")]);
+    let mut raw_block = app("a");
+    raw_block.other.insert("volumeDevices".into(), serde_json::json!([{"name": "data", "devicePath": "/dev/xvda"}]));
+    let web = pod("web", RestartPolicy::Always, &[], &[raw_block, app("b")]);
     node.apply(&[&web]);
     assert_eq!(
         node.calls(),
@@ -283,7 +283,10 @@ fn a_field_that_cannot_be_honoured_holds_its_container_as_create_container_confi
     );
     let (reason, message) = node.waiting(&web, "a").unwrap();
     assert_eq!(reason, "CreateContainerConfigError");
-    assert_eq!(message, "spec.containers[0].stdin: refused: ferrolet attaches no terminal or stdin to containers");
+    assert_eq!(
+        message,
+        "spec.containers[0].volumeDevices: refused: raw block volumes need a PersistentVolumeClaim, which ferrolet does not support"
+    );
     let failed: Vec<(String, String)> = node.events().into_iter().filter(|(r, _)| r == "Failed").collect();
     assert_eq!(failed, [("Failed".to_string(), format!("Error: {message}"))]);
     node.tick();

@@ -2,13 +2,13 @@
 //! every error names the endpoint and the call.
 
 use crate::proto::cri::{
-    CgroupDriver, Container, ContainerFilter, ContainerStatus, ContainerStatusRequest, CreateContainerRequest,
-    ExecRequest, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest, ImageFsInfoResponse, ImageServiceClient,
-    ImageStatusRequest, ListContainersRequest, ListImagesRequest, ListPodSandboxRequest, PodSandbox, PodSandboxFilter,
-    PodSandboxStatus, PodSandboxStatusRequest, PullImageRequest, PullImageResponse, RemoveContainerRequest,
-    RemoveImageRequest, RemovePodSandboxRequest, ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest,
-    RuntimeServiceClient, RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest,
-    StopPodSandboxRequest, VersionRequest, VersionResponse,
+    AttachRequest, CgroupDriver, Container, ContainerFilter, ContainerStatus, ContainerStatusRequest,
+    CreateContainerRequest, ExecRequest, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest,
+    ImageFsInfoResponse, ImageServiceClient, ImageStatusRequest, ListContainersRequest, ListImagesRequest,
+    ListPodSandboxRequest, PodSandbox, PodSandboxFilter, PodSandboxStatus, PodSandboxStatusRequest, PortForwardRequest,
+    PullImageRequest, PullImageResponse, RemoveContainerRequest, RemoveImageRequest, RemovePodSandboxRequest,
+    ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest, RuntimeServiceClient, RuntimeStatus,
+    StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest, VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;
@@ -348,15 +348,24 @@ impl CriClient {
         self.runtime.exec_sync_opt(req, opt).map_err(self.failed("ExecSync"))
     }
 
-    /// `Exec`: the URL of the runtime's streaming server where `cmd` runs in container `id`
-    /// once a client connects, with stdout and stderr and no stdin or terminal.
-    pub fn exec(&self, id: &str, cmd: &[String]) -> Result<String, CriError> {
-        let mut req = ExecRequest::new();
-        req.set_container_id(id.into());
-        req.set_cmd(cmd.to_vec());
-        req.set_stdout(true);
-        req.set_stderr(true);
-        let mut resp = self.runtime.exec_opt(&req, self.opt()).map_err(self.failed("Exec"))?;
+    /// `Exec`: the URL of the runtime's streaming server where the request's command runs
+    /// once a client connects.
+    pub fn exec(&self, req: &ExecRequest) -> Result<String, CriError> {
+        let mut resp = self.runtime.exec_opt(req, self.opt()).map_err(self.failed("Exec"))?;
+        Ok(resp.take_url())
+    }
+
+    /// `Attach`: the URL of the runtime's streaming server where a client reaches the
+    /// container's own streams.
+    pub fn attach(&self, req: &AttachRequest) -> Result<String, CriError> {
+        let mut resp = self.runtime.attach_opt(req, self.opt()).map_err(self.failed("Attach"))?;
+        Ok(resp.take_url())
+    }
+
+    /// `PortForward`: the URL of the runtime's streaming server that forwards ports into
+    /// the sandbox's network.
+    pub fn port_forward(&self, req: &PortForwardRequest) -> Result<String, CriError> {
+        let mut resp = self.runtime.port_forward_opt(req, self.opt()).map_err(self.failed("PortForward"))?;
         Ok(resp.take_url())
     }
 

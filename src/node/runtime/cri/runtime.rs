@@ -18,8 +18,8 @@ use crate::base::manager::{Exit, Health, JobError, JobQueue, StopTimeout, Worker
 use crate::node::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
 use crate::node::runtime::logrotate::{self, LogAction};
 use crate::node::runtime::{
-    ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo, PullAuth,
-    RuntimeError, SandboxConfig, SandboxInfo,
+    labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo,
+    PullAuth, RuntimeError, SandboxConfig, SandboxInfo, StreamIo,
 };
 use crate::proto::cri::{self, ContainerFilter, PodSandboxFilter};
 use parking_lot::Mutex;
@@ -94,6 +94,9 @@ pub struct CriRuntime {
     version: String,
     /// The runtime's name (`containerd`): the scheme of container ids, as kubelet's.
     name: String,
+    /// What a relative streaming URL from the runtime is resolved against (containerd
+    /// answers with absolute ones).
+    stream_base: Option<String>,
 }
 
 impl CriRuntime {
@@ -114,7 +117,21 @@ impl CriRuntime {
             logs: Mutex::new(None),
             version: String::new(),
             name: "cri".into(),
+            stream_base: None,
         }
+    }
+
+    /// The same runtime, resolving a relative streaming URL the runtime answers `Exec`,
+    /// `Attach` or `PortForward` with against `base` (`http://127.0.0.1:10010/`).
+    pub fn with_stream_base(mut self, base: &str) -> CriRuntime {
+        self.stream_base = Some(base.into());
+        self
+    }
+
+    /// The runtime's streaming URL `url` for `object`, made absolute (`translate::stream_url`).
+    fn stream_url(&self, url: String, object: String) -> Result<String, RuntimeError> {
+        translate::stream_url(&url, self.stream_base.as_deref())
+            .ok_or(RuntimeError::Stream { object, source: stream::StreamError::BadUrl { url } })
     }
 
     /// The same runtime, named `name` (`containerd`) at `version` (`1.6.20`).
@@ -534,12 +551,51 @@ impl ContainerRuntime for CriRuntime {
     ) -> Result<Option<ExecResult>, RuntimeError> {
         let deadline = Instant::now() + timeout;
         let object = || self.container_object(id);
-        let url = self.client.exec(id, cmd).map_err(|source| RuntimeError::Cri { object: object(), source })?;
+        let io = StreamIo { stdout: true, stderr: true, ..StreamIo::default() };
+        let req = translate::exec_request(id, cmd, io);
+        let url = self.client.exec(&req).map_err(|source| RuntimeError::Cri { object: object(), source })?;
+        let url = self.stream_url(url, object())?;
         match stream::exec(&url, EXEC_OUTPUT_CAP, deadline, interrupt) {
             Ok(stream::Streamed::Done(r)) => Ok(Some(r)),
             Ok(stream::Streamed::Interrupted) => Ok(None),
             Err(source) => Err(RuntimeError::Stream { object: object(), source }),
         }
+    }
+
+    /// `Exec` with the streams asked: the runtime's streaming server runs the command.
+    fn exec_url(&self, id: &str, cmd: &[String], io: StreamIo) -> Result<Option<String>, RuntimeError> {
+        let req = translate::exec_request(id, cmd, io);
+        let url = self.client.exec(&req).map_err(Self::failed("container", id, self.container_object(id)))?;
+        self.stream_url(url, self.container_object(id)).map(Some)
+    }
+
+    /// `Attach`: the runtime's streaming server serves the container's own streams (a
+    /// container made with `stdin` or `tty` has them open).
+    fn attach_url(&self, id: &str, io: StreamIo) -> Result<Option<String>, RuntimeError> {
+        let req = translate::attach_request(id, io);
+        let url = self.client.attach(&req).map_err(Self::failed("container", id, self.container_object(id)))?;
+        self.stream_url(url, self.container_object(id)).map(Some)
+    }
+
+    /// `PortForward` on the pod's ready sandbox, found by its uid label among this node's.
+    fn port_forward_url(&self, pod_uid: &str) -> Result<Option<String>, RuntimeError> {
+        let mut filter = PodSandboxFilter::new();
+        let mut selector = self.owner.clone();
+        selector.insert(labels::POD_UID.into(), pod_uid.into());
+        filter.set_label_selector(selector);
+        let object = || format!("pod {pod_uid}");
+        let listed =
+            self.client.list_pod_sandbox(filter).map_err(|source| RuntimeError::Cri { object: object(), source })?;
+        let sandbox = translate::ready_sandbox(&listed, pod_uid)
+            .ok_or_else(|| RuntimeError::NotFound { kind: "ready sandbox of pod", id: pod_uid.into() })?;
+        let id = sandbox.id();
+        let req = translate::port_forward_request(id);
+        let url = self.client.port_forward(&req).map_err(Self::failed(
+            "sandbox",
+            id,
+            format!("sandbox {id} of pod {pod_uid}"),
+        ))?;
+        self.stream_url(url, format!("sandbox {id} of pod {pod_uid}")).map(Some)
     }
 
     fn list_images(&self) -> Result<Vec<ImageInfo>, RuntimeError> {

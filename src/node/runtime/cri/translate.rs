@@ -5,7 +5,7 @@
 
 use super::super::{
     labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, Propagation, PullAuth,
-    SandboxConfig, SandboxInfo,
+    SandboxConfig, SandboxInfo, StreamIo,
 };
 use crate::api::security::{ContainerSecurity, Profile, SandboxSecurity};
 use crate::proto::cri;
@@ -250,6 +250,10 @@ pub fn create_container_request(
     c.mut_image().set_image(config.image.clone());
     c.set_command(config.argv.clone());
     c.set_working_dir(config.working_dir.clone());
+    // What `kubectl attach` reaches: the runtime keeps the stdin (and the terminal) open.
+    c.set_stdin(config.stdin);
+    c.set_stdin_once(config.stdin_once);
+    c.set_tty(config.tty);
     c.set_envs(
         config
             .env
@@ -429,6 +433,76 @@ pub fn exec_sync_request(id: &str, cmd: &[String], timeout: Duration) -> cri::Ex
     req
 }
 
+/// The `ExecRequest` for `cmd` in container `id` with the streams `io` (a terminal carries
+/// no separate stderr, as kubelet asks).
+pub fn exec_request(id: &str, cmd: &[String], io: StreamIo) -> cri::ExecRequest {
+    let mut req = cri::ExecRequest::new();
+    req.set_container_id(id.into());
+    req.set_cmd(cmd.to_vec());
+    req.set_tty(io.tty);
+    req.set_stdin(io.stdin);
+    req.set_stdout(io.stdout);
+    req.set_stderr(io.stderr && !io.tty);
+    req
+}
+
+/// The `AttachRequest` for container `id` with the streams `io` (as `exec_request`).
+pub fn attach_request(id: &str, io: StreamIo) -> cri::AttachRequest {
+    let mut req = cri::AttachRequest::new();
+    req.set_container_id(id.into());
+    req.set_tty(io.tty);
+    req.set_stdin(io.stdin);
+    req.set_stdout(io.stdout);
+    req.set_stderr(io.stderr && !io.tty);
+    req
+}
+
+/// The `PortForwardRequest` for sandbox `id`; the ports are named later, in the stream.
+pub fn port_forward_request(sandbox_id: &str) -> cri::PortForwardRequest {
+    let mut req = cri::PortForwardRequest::new();
+    req.set_pod_sandbox_id(sandbox_id.into());
+    req
+}
+
+/// The ready sandbox of pod `pod_uid` among `listed` (by its uid label), the newest when
+/// there are several; `None` when the pod has none ready.
+pub fn ready_sandbox<'a>(listed: &'a [cri::PodSandbox], pod_uid: &str) -> Option<&'a cri::PodSandbox> {
+    listed
+        .iter()
+        .filter(|s| s.state() == cri::PodSandboxState::SANDBOX_READY)
+        .filter(|s| s.labels().get(labels::POD_UID).map(String::as_str) == Some(pod_uid))
+        .max_by_key(|s| s.created_at())
+}
+
+/// The streaming URL a runtime answered with, made absolute: a URL with a scheme is kept; a
+/// relative one (`/exec/<token>`, `//host/…`, `exec/<token>`) is resolved against `base`, the
+/// streaming server's own URL (RFC 3986's resolution for these forms). `None`: the URL is
+/// empty, or relative with no base to resolve it against.
+pub fn stream_url(url: &str, base: Option<&str>) -> Option<String> {
+    if url.is_empty() {
+        return None;
+    }
+    if url.contains("://") {
+        return Some(url.to_string());
+    }
+    let base = base?;
+    let (scheme, rest) = base.split_once("://")?;
+    if let Some(authority_path) = url.strip_prefix("//") {
+        return Some(format!("{scheme}://{authority_path}"));
+    }
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if url.starts_with('/') {
+        return Some(format!("{scheme}://{authority}{url}"));
+    }
+    // Relative to the base's directory (its path up to the last `/`).
+    let dir = &path[..path.rfind('/').map_or(0, |i| i + 1)];
+    let dir = if dir.is_empty() { "/" } else { dir };
+    Some(format!("{scheme}://{authority}{dir}{url}"))
+}
+
 /// An `ExecSync` answer as `ExecResult`, output capped as the process runtime caps it.
 pub fn exec_result(mut resp: cri::ExecSyncResponse) -> ExecResult {
     let cap = |mut v: Vec<u8>| {
@@ -552,6 +626,9 @@ mod tests {
             security: ContainerSecurity::default(),
             mounts: Vec::new(),
             termination_log: None,
+            stdin: false,
+            stdin_once: false,
+            tty: false,
         }
     }
 
@@ -964,5 +1041,79 @@ mod tests {
         i.clear_uid();
         i.set_username("nginx".into());
         assert_eq!((image_info(&i).uid, image_info(&i).username.as_str()), (None, "nginx"));
+    }
+
+    #[test]
+    fn a_container_asking_for_stdin_and_a_terminal_gets_them_from_the_runtime() {
+        let plain = create_container_request("s1", &sandbox(false), &container(), &owner()).unwrap();
+        assert!(!plain.config().stdin() && !plain.config().stdin_once() && !plain.config().tty());
+        let attached = ContainerConfig { stdin: true, stdin_once: true, tty: true, ..container() };
+        let req = create_container_request("s1", &sandbox(false), &attached, &owner()).unwrap();
+        assert!(req.config().stdin() && req.config().stdin_once() && req.config().tty());
+        // Kept in the config annotation, so a relisted container still says so.
+        let mut listed = cri::Container::new();
+        listed.set_annotations(req.config().annotations().clone());
+        let back = container_config_of(&listed);
+        assert!(back.stdin && back.stdin_once && back.tty);
+    }
+
+    #[test]
+    fn exec_and_attach_ask_for_the_streams_wanted_and_a_terminal_has_no_stderr() {
+        let cmd = vec!["sh".to_string()];
+        let io = StreamIo { stdin: true, stdout: true, stderr: true, tty: false };
+        let req = exec_request("c1", &cmd, io);
+        assert_eq!((req.container_id(), req.cmd()), ("c1", &cmd[..]));
+        assert_eq!((req.stdin(), req.stdout(), req.stderr(), req.tty()), (true, true, true, false));
+        let req = exec_request("c1", &cmd, StreamIo { tty: true, ..io });
+        assert_eq!((req.stdin(), req.stdout(), req.stderr(), req.tty()), (true, true, false, true));
+        let req = attach_request("c1", StreamIo { stdout: true, ..StreamIo::default() });
+        assert_eq!(req.container_id(), "c1");
+        assert_eq!((req.stdin(), req.stdout(), req.stderr(), req.tty()), (false, true, false, false));
+        let req = attach_request("c1", StreamIo { tty: true, ..io });
+        assert_eq!((req.stdin(), req.stdout(), req.stderr(), req.tty()), (true, true, false, true));
+        let req = port_forward_request("s1");
+        assert_eq!(req.pod_sandbox_id(), "s1");
+        assert!(req.port().is_empty());
+    }
+
+    #[test]
+    fn port_forwarding_goes_to_the_pods_newest_ready_sandbox() {
+        let listed_sandbox = |id: &str, uid: &str, ready: bool, created: i64| {
+            let mut s = cri::PodSandbox::new();
+            s.set_id(id.into());
+            s.set_created_at(created);
+            s.set_state(if ready {
+                cri::PodSandboxState::SANDBOX_READY
+            } else {
+                cri::PodSandboxState::SANDBOX_NOTREADY
+            });
+            s.mut_labels().insert(labels::POD_UID.into(), uid.into());
+            s
+        };
+        let listed = [
+            listed_sandbox("old", "u1", true, 1),
+            listed_sandbox("new", "u1", true, 2),
+            listed_sandbox("newest-dead", "u1", false, 3),
+            listed_sandbox("other", "u2", true, 4),
+        ];
+        assert_eq!(ready_sandbox(&listed, "u1").map(|s| s.id()), Some("new"));
+        assert_eq!(ready_sandbox(&listed, "u2").map(|s| s.id()), Some("other"));
+        assert!(ready_sandbox(&listed[2..3], "u1").is_none(), "a stopped sandbox forwards nothing");
+        assert!(ready_sandbox(&listed, "u3").is_none());
+    }
+
+    #[test]
+    fn a_relative_streaming_url_is_resolved_against_the_streaming_servers_base() {
+        let abs = "http://127.0.0.1:35001/exec/Ab3";
+        assert_eq!(stream_url(abs, None).as_deref(), Some(abs));
+        assert_eq!(stream_url(abs, Some("http://other:1/")).as_deref(), Some(abs));
+        let base = Some("http://127.0.0.1:10010/cri/");
+        assert_eq!(stream_url("/exec/Ab3", base).as_deref(), Some("http://127.0.0.1:10010/exec/Ab3"));
+        assert_eq!(stream_url("exec/Ab3", base).as_deref(), Some("http://127.0.0.1:10010/cri/exec/Ab3"));
+        assert_eq!(stream_url("//10.0.0.1:5/x", base).as_deref(), Some("http://10.0.0.1:5/x"));
+        assert_eq!(stream_url("exec/Ab3", Some("https://node:10250")).as_deref(), Some("https://node:10250/exec/Ab3"));
+        assert_eq!(stream_url("/exec/Ab3", None), None, "no base to resolve against");
+        assert_eq!(stream_url("", base), None, "no URL at all");
+        assert_eq!(stream_url("/exec/Ab3", Some("not a url")), None);
     }
 }

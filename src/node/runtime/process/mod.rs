@@ -36,13 +36,13 @@ pub mod shim;
 
 pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
 
-use super::exec::ExecStart;
+use super::exec::{ExecSession, ExecStart};
 use crate::api::fields::RuntimeKind;
 use crate::base::manager::Cancel;
 
 use super::{
     ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ImageFsInfo, ImageInfo, ImageUser, PullAuth,
-    Quarantined, RuntimeError, SandboxConfig, SandboxInfo,
+    Quarantined, RuntimeError, SandboxConfig, SandboxInfo, StreamIo,
 };
 use crate::api::security::{ContainerSecurity, SandboxSecurity};
 use crate::base::clock::{Clock, RealClock};
@@ -736,23 +736,15 @@ impl ContainerRuntime for ProcessRuntime {
 
     /// The command runs until its caller's wait or reaper ends it at `timeout`.
     fn exec_start(&self, id: &str, cmd: &[String], _timeout: Duration) -> Result<ExecStart, RuntimeError> {
-        let (info, record) = self.observe_full(id)?;
-        if info.state != ContainerState::Running {
-            return Err(RuntimeError::StartContainer {
-                name: info.config.name.clone(),
-                message: "cannot exec in a container that is not running".into(),
-            });
-        }
-        let procs = record.cgroup.as_ref().map(|c| c.procs.clone()).unwrap_or_default();
-        // The workload's start time too (`info.pid` alone): its namespaces are joined only
-        // while the pid is still that process.
-        let state_path = self.container_dir(id).join(files::STATE);
-        let state = read_json::<ShimState>(&state_path).map_err(state_err(&state_path))?;
-        let ns = exec::Namespaces::of(state.pid, state.start_ticks).map_err(|source| RuntimeError::Process {
-            action: format!("opening the namespaces of container {}", info.config.name),
-            source,
-        })?;
-        exec::exec_start(&info.config, &procs, &ns, cmd)
+        let (config, procs, ns) = self.exec_target(id)?;
+        exec::exec_start(&config, &procs, &ns, cmd)
+    }
+
+    /// A command in the container's namespaces, cgroups and security context, as
+    /// `exec_start`'s, with pipes or a terminal the agent's stream serves.
+    fn exec_session(&self, id: &str, cmd: &[String], io: StreamIo) -> Result<ExecSession, RuntimeError> {
+        let (config, procs, ns) = self.exec_target(id)?;
+        exec::exec_session(&config, &procs, &ns, cmd, io)
     }
 
     /// Containers are host processes: the runtime holds no images.
@@ -803,6 +795,28 @@ impl ContainerRuntime for ProcessRuntime {
 }
 
 impl ProcessRuntime {
+    /// What a command run in running container `id` joins: its config, the `cgroup.procs`
+    /// files of its cgroups, and its namespaces.
+    fn exec_target(&self, id: &str) -> Result<(Arc<ContainerConfig>, Vec<PathBuf>, exec::Namespaces), RuntimeError> {
+        let (info, record) = self.observe_full(id)?;
+        if info.state != ContainerState::Running {
+            return Err(RuntimeError::StartContainer {
+                name: info.config.name.clone(),
+                message: "cannot exec in a container that is not running".into(),
+            });
+        }
+        let procs = record.cgroup.as_ref().map(|c| c.procs.clone()).unwrap_or_default();
+        // The workload's start time too (`info.pid` alone): its namespaces are joined only
+        // while the pid is still that process.
+        let state_path = self.container_dir(id).join(files::STATE);
+        let state = read_json::<ShimState>(&state_path).map_err(state_err(&state_path))?;
+        let ns = exec::Namespaces::of(state.pid, state.start_ticks).map_err(|source| RuntimeError::Process {
+            action: format!("opening the namespaces of container {}", info.config.name),
+            source,
+        })?;
+        Ok((info.config, procs, ns))
+    }
+
     /// Makes a record directory atomically: a hidden temporary directory with the record in
     /// it, renamed into place.
     fn make_record_dir<T: serde::Serialize>(&self, dir: &Path, file: &str, value: &T) -> Result<(), RuntimeError> {
