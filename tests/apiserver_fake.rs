@@ -412,17 +412,83 @@ fn both_node_kubeconfigs_authenticate_as_the_node() {
 }
 
 #[test]
-fn a_client_without_a_certificate_is_refused_at_the_handshake() {
+fn a_client_without_credentials_gets_401_and_a_certificate_of_another_ca_fails_the_handshake() {
     let Some(api) = FakeApiserver::start(NODE) else { return };
-    use ureq::tls::{Certificate, RootCerts, TlsConfig};
+    use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
     let ca = Certificate::from_pem(&std::fs::read(api.ca_cert()).unwrap()).unwrap();
-    let tls = TlsConfig::builder().root_certs(RootCerts::new_with_certs(&[ca])).build();
+    let tls = TlsConfig::builder().root_certs(RootCerts::new_with_certs(&[ca.clone()])).build();
+    let agent: ureq::Agent = ureq::Agent::config_builder().tls_config(tls).http_status_as_error(false).build().into();
+    let (code, body) = api.call(&agent, "GET", "/version", None);
+    assert_eq!((code, body["reason"].as_str()), (401, Some("Unauthorized")), "{body}");
+
+    let (cert, key) = api.other_ca_client_cert();
+    let cert = Certificate::from_pem(&std::fs::read(cert).unwrap()).unwrap();
+    let key = PrivateKey::from_pem(&std::fs::read(key).unwrap()).unwrap();
+    let tls = TlsConfig::builder()
+        .root_certs(RootCerts::new_with_certs(&[ca]))
+        .client_cert(Some(ClientCert::new_with_certs(&[cert], key)))
+        .build();
     let agent: ureq::Agent = ureq::Agent::config_builder().tls_config(tls).build().into();
     assert!(agent.get(&format!("{}/version", api.url())).call().is_err());
     common::wait_for("the handshake failure to be counted", STEP, || {
         (api.counters()["tls_handshake_failures"] == 1).then_some(())
     });
-    assert!(api.requests().is_empty(), "no request was served");
+    assert_eq!(api.requests().len(), 1, "only the 401 was served");
+}
+
+#[test]
+fn token_and_subject_access_reviews_answer_as_the_real_ones() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let review = |token: &str| {
+        let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
+        let (code, answer) =
+            api.call(&agent, "POST", "/apis/authentication.k8s.io/v1/tokenreviews", Some((JSON, &body)));
+        assert_eq!(code, 201, "{answer}");
+        answer["status"].clone()
+    };
+    api.add_token("alice-token", "alice", &["devs"]);
+    let st = review("alice-token");
+    assert_eq!(st["authenticated"], true, "{st}");
+    assert_eq!(st["user"], json!({"username": "alice", "groups": ["devs", "system:authenticated"]}));
+    let st = review("nobody");
+    assert_eq!(st["authenticated"], false, "{st}");
+    assert!(st["error"].as_str().is_some_and(|e| !e.is_empty()), "{st}");
+
+    let sar = |user: &str, groups: &[&str], subresource: &str| {
+        let body = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+            "resourceAttributes": {"verb": "get", "version": "v1", "resource": "nodes", "subresource": subresource,
+                                   "name": NODE},
+            "user": user, "groups": groups}});
+        let (code, answer) =
+            api.call(&agent, "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", Some((JSON, &body)));
+        assert_eq!(code, 201, "{answer}");
+        answer["status"]["allowed"].as_bool().unwrap()
+    };
+    assert!(sar("kube-apiserver-kubelet-client", &["kubeadm:cluster-admins"], "proxy"));
+    assert!(!sar("alice", &["devs"], "proxy"));
+    api.allow("alice", &["get", "create"], "nodes", "proxy");
+    assert!(sar("alice", &["devs"], "proxy"));
+    assert!(!sar("alice", &["devs"], "stats"));
+    assert_eq!((api.token_reviews(), api.subject_access_reviews()), (2, 4));
+
+    // Users other than nodes and admins may not ask.
+    let (cert, key) = api.user_cert("bob", &["ops"]);
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "x"}});
+    let (code, _) = api.call(
+        &api.tls_agent(&cert, &key),
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some((JSON, &body)),
+    );
+    assert_eq!(code, 403);
+    // kubectl as a token user: authenticated, then authorized by the rules.
+    let kubeconfig = api.kubeconfig_for_token("alice", "alice-token");
+    let out = api.kubectl_as(&kubeconfig, &["get", "pods"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("User \"alice\" cannot list"), "{out:?}");
+    api.allow("alice", &["list"], "pods", "");
+    let out = api.kubectl_as(&kubeconfig, &["get", "pods"]);
+    assert!(out.status.success(), "{out:?}");
 }
 
 #[test]

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """A fake kube-apiserver for ferrolet's cluster-mode tests (tests/apiserver/README.md).
 
-HTTP/1.1 over TLS with client certificates required and verified against the test CA; the
-user is the certificate's CN, its groups the O fields. It serves exactly what a kubelet uses
+HTTP/1.1 over TLS; the user is the client certificate's CN (verified against the test CA),
+its groups the O fields, or a bearer token's (the tests' static tokens, service account
+tokens issued here). It serves exactly what a kubelet uses
 (Nodes, Leases, Pods with list+watch, pod status, mirror pods, Events, ConfigMaps, Secrets,
-ServiceAccounts and their tokens; discovery and tables for kubectl) with the real apiserver's
-semantics, the Node authorizer and NodeRestriction admission for `system:node:*` users, the
+ServiceAccounts and their tokens; discovery and tables for kubectl; TokenReview and
+SubjectAccessReview; pods/log, exec, attach and portforward passed on to the pod's kubelet)
+with the real apiserver's semantics, the Node authorizer and NodeRestriction admission for `system:node:*` users, the
 ServiceAccount admission plugin on request, and strict schema validation of what is written.
 
 A second, plain-HTTP port on 127.0.0.1 is for the tests: the same API as `system:masters`
@@ -65,7 +67,7 @@ RESOURCES = {
     r.name: r
     for r in (
         Resource("nodes", "", "Node", False, ["no"], ("status",)),
-        Resource("pods", "", "Pod", True, ["po"], ("status", "binding")),
+        Resource("pods", "", "Pod", True, ["po"], ("status", "binding", "log", "exec", "attach", "portforward")),
         Resource("events", "", "Event", True, ["ev"]),
         Resource("namespaces", "", "Namespace", False, ["ns"]),
         Resource("leases", "coordination.k8s.io", "Lease", True, []),
@@ -79,7 +81,20 @@ SUBRESOURCES = {
     "status": (None, None, None, ["get", "patch", "update"]),
     "binding": ("Binding", None, None, ["create"]),
     "token": ("TokenRequest", "authentication.k8s.io", "v1", ["create"]),
+    "log": (None, None, None, ["get"]),
+    "exec": ("PodExecOptions", None, None, ["create", "get"]),
+    "attach": ("PodAttachOptions", None, None, ["create", "get"]),
+    "portforward": ("PodPortForwardOptions", None, None, ["create", "get"]),
 }
+# The pod subresources the apiserver serves by calling the pod's kubelet.
+NODE_PROXIED = ("log", "exec", "attach", "portforward")
+# kubeadm's --kubelet-preferred-address-types.
+PREFERRED_ADDRESS_TYPES = ("InternalIP", "ExternalIP", "Hostname")
+DEFAULT_KUBELET_PORT = 10250
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+# The jwt library's leeway when the apiserver checks exp and nbf (jwt.DefaultLeeway).
+TOKEN_LEEWAY_SECONDS = 60
 VERBS = {
     "nodes": ["create", "delete", "get", "list", "patch", "update", "watch"],
     "pods": ["create", "delete", "get", "list", "patch", "update", "watch"],
@@ -93,9 +108,11 @@ VERBS = {
 
 
 class User:
-    def __init__(self, name, groups):
+    def __init__(self, name, groups, uid="", extra=None):
         self.name = name
         self.groups = list(groups)
+        self.uid = uid
+        self.extra = extra or {}
 
     def node(self):
         """The node name of a node identity (Node authorizer's rule: user system:node:<name>
@@ -105,7 +122,18 @@ class User:
         return None
 
     def admin(self):
-        return "system:masters" in self.groups
+        return superuser(self.name, self.groups)
+
+
+# Who may do everything: system:masters (the privileged-group authorizer), kubeadm's
+# kubeadm:cluster-admins (bound to cluster-admin), and the apiserver's own kubelet client
+# (kubeadm binds it to system:kubelet-api-admin; it is in kubeadm:cluster-admins anyway).
+SUPERUSER_GROUPS = ("system:masters", "kubeadm:cluster-admins")
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+
+
+def superuser(name, groups):
+    return name == KUBELET_CLIENT_USER or any(g in SUPERUSER_GROUPS for g in groups)
 
 
 CONTROL_USER = User("fake-apiserver:control", ["system:masters", "system:authenticated"])
@@ -130,6 +158,20 @@ class Response:
         self.code = code
         self.body = body
         self.headers = headers or {}
+
+
+class NodeProxy:
+    """A request the apiserver answers by calling the pod's kubelet: `host` and `port` of its
+    Node (host None: the log of a pod not bound yet, an empty stream), the kubelet's `path`
+    (with its query), `upgrade` for exec, attach and port-forward (a pass-through of the
+    client's upgrade) and `resource`/`name` for the Status of a failed log request."""
+
+    def __init__(self, host, port, path, upgrade, name):
+        self.host = host
+        self.port = port
+        self.path = path
+        self.upgrade = upgrade
+        self.name = name
 
 
 class WatchRequest:
@@ -167,6 +209,13 @@ class Api:
         self.max_token_seconds = max_token_seconds
         self.failures_lock = threading.Lock()
         self.validation_failures = []
+        # What the tests set up (control port): static bearer tokens (token -> User) and
+        # authorization rules for users who are neither superusers nor nodes; and the
+        # TokenReviews and SubjectAccessReviews answered, for tests of a node's caches.
+        self.auth_lock = threading.Lock()
+        self.static_tokens = {}
+        self.rules = []
+        self.reviews = []
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE):
             self.store.write("namespaces", self._new_meta({"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]},
@@ -175,8 +224,11 @@ class Api:
 
     # ---- entry ------------------------------------------------------------------------------
 
-    def handle(self, method, path, query, headers, body, user):
-        """A Response or a WatchRequest; ApiError for failures."""
+    def handle(self, method, path, query, headers, body, user, multi=None):
+        """A Response, a WatchRequest or a NodeProxy; ApiError for failures. `multi` is the
+        query with every value of repeated parameters (exec's `command`)."""
+        if path.rstrip("/") in (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS):
+            return self.review(method, path.rstrip("/"), body, user)
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"] and len(parts) > 2:
             group, rest = "", parts[2:]
@@ -210,6 +262,11 @@ class Api:
         if verb in ("list", "watch"):  # RequestInfo: the name of a single-object list or watch
             name = k8s.selector_name(query.get("fieldSelector"))
         attrs = Attrs(verb, res.name, sub, namespace, name)
+        if res.name == "pods" and sub in NODE_PROXIED:
+            if method not in (("GET",) if sub == "log" else ("GET", "POST")):
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            self.authorize(user, attrs, query)
+            return self.node_proxy(attrs, multi if multi is not None else {k: [v] for k, v in query.items()})
         self.authorize(user, attrs, query)
         if sub == "token" and verb != "create":
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
@@ -274,10 +331,18 @@ class Api:
     def authorize(self, user, a, query):
         if user.admin():
             return
+        decision, reason = self.rule_decision(user.name, user.groups, a.verb, a.res().group, a.resource, a.sub,
+                                              a.namespace or "", a.name or "")
+        if decision == "allow":
+            return
         node = user.node()
         why = None
-        if node is None:
+        if decision == "deny":
+            why = reason
+        elif node is None:
             why = ""  # RBAC: no role grants anything to this user
+        elif a.resource == "pods" and a.sub in NODE_PROXIED:
+            why = ""  # the system:node role has no pods/log, pods/exec, ...
         elif a.resource == "nodes":
             if a.verb == "get" and a.name != node:
                 why = f"node '{node}' cannot read '{a.name}', only its own Node object"
@@ -356,6 +421,329 @@ class Api:
             if resource == "serviceaccounts" and name == pod_service_account(pod):
                 return True
         return False
+
+    # ---- the tests' rules (RBAC, in short) ----------------------------------------------------
+
+    def add_rule(self, rule, effect):
+        """A rule from the control port: `user` or `group`, `verbs`, then `resource` (with
+        `subresource`, `apiGroup`, `namespace`, `name`: absent matches any; `*` matches any)
+        or `nonResourceURLs` (a trailing `*` matches a prefix). `effect` allow or deny: a deny
+        answers SubjectAccessReviews with denied=true, as a webhook authorizer may."""
+        if not (rule.get("user") or rule.get("group")) or not rule.get("verbs"):
+            raise ValueError("a rule needs user or group, and verbs")
+        if not rule.get("resource") and not rule.get("nonResourceURLs"):
+            raise ValueError("a rule needs resource or nonResourceURLs")
+        verbs = rule["verbs"]
+        rule = dict(rule, effect=effect, verbs=verbs.split(",") if isinstance(verbs, str) else list(verbs))
+        with self.auth_lock:
+            self.rules.append(rule)
+        return rule
+
+    def rule_decision(self, name, groups, verb, group, resource, sub, namespace, rname, path=None):
+        """("allow" | "deny" | None, reason) by the tests' rules; denies first."""
+        def matches(rule):
+            if rule.get("user") and rule["user"] != name:
+                return False
+            if rule.get("group") and rule["group"] not in groups:
+                return False
+            if verb not in rule["verbs"] and "*" not in rule["verbs"]:
+                return False
+            if path is not None:
+                return any(u == path or u == "*" or (u.endswith("*") and path.startswith(u[:-1]))
+                           for u in rule.get("nonResourceURLs") or [])
+            if not rule.get("resource"):
+                return False
+            want = {"resource": resource, "subresource": sub, "apiGroup": group, "namespace": namespace, "name": rname}
+            return all(rule.get(k) is None or rule[k] in ("*", v) for k, v in want.items() if k != "subresource") and \
+                rule.get("subresource", "") in ("*", sub)
+
+        with self.auth_lock:
+            rules = list(self.rules)
+        for effect in ("deny", "allow"):
+            for rule in rules:
+                if rule["effect"] == effect and matches(rule):
+                    who = f'User "{rule["user"]}"' if rule.get("user") else f'Group "{rule["group"]}"'
+                    if effect == "deny":
+                        return "deny", f"denied by the fake apiserver's rule for {who}"
+                    return "allow", f'RBAC: allowed by ClusterRoleBinding "fake-apiserver:rules" of ClusterRole "fake-apiserver:rules" to {who}'
+        return None, ""
+
+    def authenticate_token(self, token, audiences=None):
+        """The token authenticators: the tests' static tokens, then service account tokens
+        issued here (valid, not expired beyond the leeway, for one of `audiences` (default
+        the apiserver's), their service account and bound object still there). (User or
+        None, the audiences it is good for, error)."""
+        audiences = list(audiences or API_AUDIENCES)
+        with self.auth_lock:
+            static = self.static_tokens.get(token)
+        if static is not None:  # audience-agnostic: good for whatever was asked
+            return static, audiences, ""
+        claims = self.issuer.claims_of(token) if token.count(".") == 2 else None
+        if claims is None:
+            return None, [], "[invalid bearer token, token lookup failed]"
+        why = self._token_invalid(claims, audiences)
+        if why:
+            return None, [], f"[invalid bearer token, {why}]"
+        k = claims["kubernetes.io"]
+        ns, sa = k["namespace"], k["serviceaccount"]
+        extra = {"authentication.kubernetes.io/credential-id": [f"JTI={claims['jti']}"]}
+        for what in ("pod", "node"):
+            if what in k:
+                extra[f"authentication.kubernetes.io/{what}-name"] = [k[what]["name"]]
+                if k[what].get("uid"):
+                    extra[f"authentication.kubernetes.io/{what}-uid"] = [k[what]["uid"]]
+        user = User(f"system:serviceaccount:{ns}:{sa['name']}",
+                    ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
+                    uid=sa["uid"], extra=extra)
+        return user, [a for a in claims["aud"] if a in audiences], ""
+
+    def _token_invalid(self, claims, audiences):
+        """Why a service account token issued here is no longer good (serviceaccount's
+        validator), or ""."""
+        now = time.time()
+        if claims["exp"] + TOKEN_LEEWAY_SECONDS < now:
+            return "square/go-jose/jwt: validation failed, token is expired (exp)"
+        if claims["nbf"] - TOKEN_LEEWAY_SECONDS > now:
+            return "square/go-jose/jwt: validation failed, token not valid yet (nbf)"
+        if not set(claims["aud"]) & set(audiences):
+            return f"token audiences {json.dumps(claims['aud'])} is invalid for the target audiences {json.dumps(audiences)}"
+        k = claims["kubernetes.io"]
+        ns = k["namespace"]
+        sa = self.store.get("serviceaccounts", ns, k["serviceaccount"]["name"])
+        if sa is None or sa["metadata"]["uid"] != k["serviceaccount"]["uid"]:
+            return "service account token has been invalidated"
+        bound = [("pods", ns, k.get("pod")), ("secrets", ns, k.get("secret"))]
+        if "pod" not in k:  # a node-bound token; a pod-bound one names its node for information only
+            bound.append(("nodes", "", k.get("node")))
+        for resource, namespace, ref in bound:
+            if not ref or not ref.get("uid"):
+                continue
+            obj = self.store.get(resource, namespace, ref["name"])
+            if obj is None or obj["metadata"]["uid"] != ref["uid"]:
+                return "service account token has been invalidated"
+            deleted = obj["metadata"].get("deletionTimestamp")
+            if deleted and k8s.parse_time(deleted) and k8s.parse_time(deleted).timestamp() < now - 60:
+                return "service account token has been invalidated"
+        return ""
+
+    # ---- TokenReview and SubjectAccessReview -------------------------------------------------
+
+    def review(self, method, path, body, user):
+        """POST tokenreviews (authentication.k8s.io/v1) or subjectaccessreviews
+        (authorization.k8s.io/v1): the caller needs `create` on them (nodes have it, as the
+        system:node role grants); the answer (201) is the request with its status."""
+        resource = path.rsplit("/", 1)[1]
+        group = path.split("/")[2]
+        kind = {"tokenreviews": "TokenReview", "subjectaccessreviews": "SubjectAccessReview"}[resource]
+        verb = {"POST": "create"}.get(method)
+        if verb is None:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        allowed = user.admin() or user.node() is not None or self.rule_decision(
+            user.name, user.groups, verb, group, resource, "", "", "")[0] == "allow"
+        if not allowed:
+            raise ApiError(403, "Forbidden", f'{resource}.{group} is forbidden: User "{user.name}" cannot create resource '
+                                             f'"{resource}" in API group "{group}" at the cluster scope',
+                           {"group": group, "kind": resource})
+        try:
+            obj = json.loads(body or b"null")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, "BadRequest", f"the body of the request could not be decoded as JSON: {e}")
+        if not isinstance(obj, dict):
+            raise ApiError(400, "BadRequest", "the body of the request must be a JSON object")
+        obj = {"apiVersion": obj.get("apiVersion", f"{group}/v1"), "kind": obj.get("kind", kind), **obj}
+        if obj["kind"] != kind or obj["apiVersion"] != f"{group}/v1":
+            raise ApiError(400, "BadRequest",
+                           f'the object provided is unrecognized (must be of type {kind}): {obj["apiVersion"]}, Kind={obj["kind"]}')
+        obj.pop("status", None)
+        errors = self.schemas.validate(obj)
+        if errors:
+            with self.failures_lock:
+                self.validation_failures.append({
+                    "time": time.time(), "user": user.name, "verb": "create", "resource": resource, "subresource": "",
+                    "namespace": "", "name": "", "what": "create",
+                    "errors": [{"field": f, "message": m} for f, m in errors], "object": obj})
+            raise k8s.invalid(kind, "", errors, group)
+        spec = obj.setdefault("spec", {})
+        obj["metadata"] = dict(obj.get("metadata") or {}, creationTimestamp=None)
+        if kind == "TokenReview":
+            obj["status"] = self._token_review(spec)
+        else:
+            obj["status"] = self._subject_access_review(spec)
+        with self.auth_lock:
+            self.reviews.append({"time": time.time(), "kind": kind, "user": user.name, "spec": spec,
+                                 "status": obj["status"]})
+        return Response(201, obj)
+
+    def _token_review(self, spec):
+        """TokenReview's REST: the token authenticators with the request's audiences (the
+        apiserver's by default)."""
+        if not spec.get("token"):
+            raise ApiError(400, "BadRequest", "token is required for TokenReview in authentication")
+        who, audiences, error = self.authenticate_token(spec["token"], spec.get("audiences"))
+        status = {"authenticated": who is not None, "user": {}}
+        if error:
+            status["error"] = error
+        if who is not None:
+            status["user"] = {"username": who.name, "groups": who.groups}
+            if who.uid:
+                status["user"]["uid"] = who.uid
+            if who.extra:
+                status["user"]["extra"] = who.extra
+            status["audiences"] = audiences
+        return status
+
+    def _subject_access_review(self, spec):
+        """SubjectAccessReview: superusers, then the tests' rules (denies first), then the
+        Node authorizer for node users on what the fake serves; RBAC's silence is
+        allowed=false with no reason."""
+        ra, nra = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        errors = []
+        if ra is not None and nra is not None:
+            errors.append(("spec.nonResourceAttributes", f"Invalid value: {k8s.go_value(json.dumps(nra))}: "
+                                                         "cannot be specified in combination with resourceAttributes"))
+        if ra is None and nra is None:
+            errors.append(("spec.resourceAttributes", 'Invalid value: "null": exactly one of nonResourceAttributes or '
+                                                      "resourceAttributes must be specified"))
+        if not spec.get("user") and not spec.get("groups"):
+            errors.append(("spec.user", 'Invalid value: "": at least one of user or group must be specified'))
+        if errors:
+            raise k8s.invalid("SubjectAccessReview", "", errors, "authorization.k8s.io")
+        name, groups = spec.get("user", ""), list(spec.get("groups") or [])
+        if superuser(name, groups):
+            return {"allowed": True}
+        if ra is not None:
+            verb, group, resource = ra.get("verb", ""), ra.get("group", ""), ra.get("resource", "")
+            decision, reason = self.rule_decision(name, groups, verb, group, resource, ra.get("subresource", ""),
+                                                  ra.get("namespace", ""), ra.get("name", ""))
+        else:
+            decision, reason = self.rule_decision(name, groups, nra.get("verb", ""), "", "", "", "", "",
+                                                  path=nra.get("path", ""))
+        if decision == "allow":
+            return {"allowed": True, "reason": reason}
+        if decision == "deny":
+            return {"allowed": False, "denied": True, "reason": reason}
+        user = User(name, groups)
+        if ra is not None and user.node() is not None and ra.get("resource") in RESOURCES \
+                and RESOURCES[ra["resource"]].group == ra.get("group", "") \
+                and (not ra.get("subresource") or ra["subresource"] in RESOURCES[ra["resource"]].subresources):
+            a = Attrs(ra.get("verb", ""), ra["resource"], ra.get("subresource", ""), ra.get("namespace") or None,
+                      ra.get("name", ""))
+            try:
+                self.authorize(user, a, {})
+                return {"allowed": True}
+            except ApiError as e:
+                return {"allowed": False, "reason": e.message.split(": ", 1)[1] if ": " in e.message else ""}
+        return {"allowed": False}
+
+    # ---- the kubelet's API, through the apiserver -----------------------------------------------
+
+    def node_proxy(self, a, multi):
+        """pods/log, exec, attach and portforward as the pod registry makes the kubelet's URL
+        (LogLocation, streamLocation, PortForwardLocation): the pod, its container, its
+        node's address and port, and the query the kubelet takes."""
+        def one(key):
+            return (multi.get(key) or [None])[-1]
+
+        pod = self._existing(a)
+        spec = pod.get("spec") or {}
+        upgrade = a.sub != "log"
+        container = None
+        if a.sub != "portforward":
+            container = self._pod_container(pod, one("container") or "")
+        if a.sub == "log":
+            params = self._log_params(a.name, one)
+        elif a.sub == "portforward":
+            params = []
+            ports = []
+            for v in multi.get("ports") or []:
+                for p in v.split(","):
+                    try:
+                        ports.append(str(int(p)))
+                    except ValueError:
+                        raise ApiError(400, "BadRequest", f'strconv.ParseInt: parsing "{p}": invalid syntax')
+            if ports:
+                params.append(("port", ",".join(ports)))
+        else:
+            params = [(kubelet, "1") for mine, kubelet in (("stdin", "input"), ("stdout", "output"),
+                                                           ("stderr", "error"), ("tty", "tty"))
+                      if go_bool(one(mine), a.sub)]
+            if a.sub == "exec":
+                params += [("command", c) for c in multi.get("command") or []]
+        node_name = spec.get("nodeName")
+        if not node_name:
+            if a.sub == "log":  # no location: an empty stream
+                return NodeProxy(None, None, "", False, a.name)
+            raise ApiError(400, "BadRequest", f"pod {a.name} does not have a host assigned")
+        host, port = self._kubelet_endpoint(node_name)
+        base = {"log": "containerLogs", "portforward": "portForward"}.get(a.sub, a.sub)
+        path = f"/{base}/{pod['metadata']['namespace']}/{a.name}" + (f"/{container}" if container else "")
+        # url.Values.Encode: sorted by key, the values of one key in order.
+        query = urllib.parse.urlencode(sorted(params, key=lambda kv: kv[0]), quote_via=urllib.parse.quote)
+        return NodeProxy(host, port, path + (f"?{query}" if query else ""), upgrade, a.name)
+
+    def _pod_container(self, pod, container):
+        """validateContainer: the one container when none is named, else a named one of the
+        pod's (init, app or ephemeral)."""
+        spec, name = pod.get("spec") or {}, pod["metadata"]["name"]
+        names = [c.get("name") for kind in ("initContainers", "containers", "ephemeralContainers")
+                 for c in spec.get(kind) or []]
+        if not container:
+            containers = spec.get("containers") or []
+            if len(containers) == 1:
+                return containers[0]["name"]
+            if not containers:
+                raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}")
+            raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}, "
+                                              f"choose one of: [{' '.join(names)}]")
+        if container not in names:
+            raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        return container
+
+    def _log_params(self, name, one):
+        """PodLogOptions from the query, validated (ValidatePodLogOptions), as the kubelet's
+        query: follow, previous, timestamps, sinceSeconds, sinceTime, tailLines, limitBytes."""
+        params, errors = [], []
+        for key in ("follow", "previous", "timestamps"):
+            if go_bool(one(key), key):
+                params.append((key, "true"))
+        go_bool(one("insecureSkipTLSVerifyBackend"), "insecureSkipTLSVerifyBackend")  # never verified here anyway
+        for key, least in (("sinceSeconds", 1), ("tailLines", 0), ("limitBytes", 1)):
+            if one(key) is None:
+                continue
+            try:
+                v = int(one(key))
+            except ValueError:
+                raise ApiError(400, "BadRequest", f'strconv.ParseInt: parsing "{one(key)}": invalid syntax')
+            if v < least:
+                errors.append((key, f"Invalid value: {v}: must be greater than {'or equal to ' if least == 0 else ''}0"))
+            params.append((key, str(v)))
+        if one("sinceTime") is not None:
+            t = k8s.parse_time(one("sinceTime"))
+            if t is None:
+                raise ApiError(400, "BadRequest", f'parsing time "{one("sinceTime")}" as "2006-01-02T15:04:05Z07:00": '
+                                                  "cannot parse")
+            params.append(("sinceTime", k8s.fmt_time(t.astimezone(datetime.timezone.utc))))
+            if one("sinceSeconds") is not None:
+                errors.append(("", "at most one of `sinceTime` or `sinceSeconds` may be specified"))
+        if errors:
+            raise k8s.invalid("PodLogOptions", name, errors)
+        return params
+
+    def _kubelet_endpoint(self, node_name):
+        """NodeConnectionInfoGetter: the Node's first address of the preferred types, in
+        their order, and its daemonEndpoints.kubeletEndpoint.Port (10250 when unset)."""
+        node = self.store.get("nodes", "", node_name)
+        if node is None:
+            raise k8s.not_found("nodes", node_name)
+        st = node.get("status") or {}
+        addresses = st.get("addresses") or []
+        host = next((addr["address"] for t in PREFERRED_ADDRESS_TYPES for addr in addresses
+                     if addr.get("type") == t and addr.get("address")), None)
+        if host is None:
+            known = " ".join("{%s %s}" % (addr.get("type", ""), addr.get("address", "")) for addr in addresses)
+            raise ApiError(500, "", f"no preferred addresses found; known addresses: [{known}]")
+        port = ((st.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or 0
+        return host, port if port > 0 else DEFAULT_KUBELET_PORT
 
     # ---- NodeRestriction admission ---------------------------------------------------------
 
@@ -971,6 +1359,17 @@ def forbidden_node_labels(new, old):
     return sorted(bad)
 
 
+def go_bool(value, key):
+    """A query flag as the apiserver's conversion reads it (strconv.ParseBool); absent: false."""
+    if value is None:
+        return False
+    if value in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if value in ("0", "f", "F", "FALSE", "false", "False", ""):
+        return False
+    raise ApiError(400, "BadRequest", f'strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
 def pod_service_account(pod):
     """The ServiceAccount a pod runs as: its serviceAccountName, or `default` (what the
     ServiceAccount admission plugin would have set, for pods created without it)."""
@@ -1029,6 +1428,221 @@ class Log:
                     "tls_handshake_failures": self.tls_failures, "watch_events_sent": self.watch_events,
                     "internal_errors": self.internal_errors, "open_watches": len(store.watches),
                     "resourceVersion": str(store.rv)}
+
+
+# ---- the apiserver's connections to kubelets ----------------------------------------------------
+
+class KubeletConnection:
+    """TLS to a kubelet as the apiserver's client: the kubelet client certificate, the
+    kubelet's serving certificate not verified (no --kubelet-certificate-authority), HTTP/1.1.
+    TLS runs over memory BIOs so that one thread can serve both directions of an upgraded
+    connection without blocking, and so that a half-close sends close_notify (Go's
+    tls.Conn.CloseWrite) before the TCP FIN."""
+
+    def __init__(self, host, port, ctx, timeout=10):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        try:
+            ipaddress_literal = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+        except OSError:
+            ipaddress_literal = None
+        self.tls = ctx.wrap_bio(self.incoming, self.outgoing, server_hostname=None if ipaddress_literal else host)
+        self.buf = b""  # plaintext read but not consumed yet
+        self.eof = False
+        # While a blocking read waits for the kubelet: (socket, closed()) of the client, so
+        # that a client going away ends the wait (and the kubelet's request) as it does in
+        # the apiserver, whose request context is cancelled.
+        self.watch = None
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                if not self._feed():
+                    raise ConnectionError("the kubelet closed the connection during the TLS handshake")
+        self._flush()
+
+    def _flush(self):
+        data = self.outgoing.read()
+        if data:
+            self.sock.sendall(data)
+
+    def _feed(self):
+        """Blocking: one read of the socket into the TLS engine; False at EOF."""
+        while self.watch is not None:
+            r, _, _ = select.select([self.sock, self.watch[0]], [], [])
+            if self.sock in r:
+                break
+            if self.watch[1]():
+                raise ConnectionAbortedError("the client went away")
+        data = self.sock.recv(65536)
+        if not data:
+            self.incoming.write_eof()
+            return False
+        self.incoming.write(data)
+        return True
+
+    def send(self, data):
+        self.tls.write(data)
+        self._flush()
+
+    def decrypt(self):
+        """Whatever plaintext the records already received hold (b"" if none); sets eof when
+        the kubelet's side has ended (close_notify or a bare FIN)."""
+        out = []
+        while not self.eof:
+            try:
+                chunk = self.tls.read(65536)
+            except ssl.SSLWantReadError:
+                break
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                self.eof = True
+                break
+            if not chunk:
+                self.eof = True
+                break
+            out.append(chunk)
+        return b"".join(out)
+
+    def _more(self):
+        """Blocking: more plaintext into buf; False at the end of the kubelet's side."""
+        while True:
+            data = self.decrypt()
+            self._flush()  # a read may answer the peer (TLS 1.3 key updates)
+            if data:
+                self.buf += data
+                return True
+            if self.eof:
+                return False
+            self._feed()  # at EOF the engine's next read says so
+
+    def take(self, limit=1 << 20):
+        """Blocking: up to `limit` bytes of plaintext, b"" at the end."""
+        if not self.buf and not self._more():
+            return b""
+        data, self.buf = self.buf[:limit], self.buf[limit:]
+        return data
+
+    def read_until(self, marker, limit=65536):
+        while marker not in self.buf:
+            if len(self.buf) > limit or not self._more():
+                raise ConnectionError("the kubelet's answer ended early")
+        head, _, self.buf = self.buf.partition(marker)
+        return head + marker
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            if not self._more():
+                raise ConnectionError("the kubelet's answer ended early")
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def body_chunks(self, head):
+        """The body of an HTTP/1.1 answer with head `head`, piece by piece as it arrives:
+        Content-Length, chunked, or up to the end of the connection."""
+        headers = parse_head(head)[2]
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                size = int(self.read_until(b"\r\n").split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.read_until(b"\r\n") != b"\r\n":  # trailers
+                        pass
+                    return
+                while size:
+                    piece = self.take(size)
+                    if not piece:
+                        raise ConnectionError("the kubelet's answer ended early")
+                    size -= len(piece)
+                    yield piece
+                self.read_exact(2)
+        elif "content-length" in headers:
+            left = int(headers["content-length"])
+            while left:
+                piece = self.take(left)
+                if not piece:
+                    raise ConnectionError("the kubelet's answer ended early")
+                left -= len(piece)
+                yield piece
+        else:
+            while True:
+                piece = self.take()
+                if not piece:
+                    return
+                yield piece
+
+    def close_notify(self):
+        """The TLS records of close_notify (to send before the TCP FIN): the kubelet reads a
+        clean end of the stream and may still write. Call with no received record pending
+        (decrypt first): unwrap goes on to look for the kubelet's close_notify."""
+        try:
+            self.tls.unwrap()
+        except (ssl.SSLWantReadError, ssl.SSLError):
+            pass
+        return self.outgoing.read()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def parse_head(head):
+    """(status code, the head's lines, lowercased headers) of an HTTP/1.1 answer's head."""
+    lines = head.decode("latin-1").split("\r\n")
+    try:
+        code = int(lines[0].split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise ConnectionError(f"malformed HTTP answer from the kubelet: {lines[0]!r}")
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    return code, lines, headers
+
+
+def backend_error_status(code, body, resource, name):
+    """The Status the apiserver answers when the kubelet answered a log request with `code`
+    (GenericHttpResponseChecker, NewGenericServerResponse with no verb)."""
+    text = body.decode("utf-8", "replace")
+    if code == 500:
+        return ApiError(500, "InternalError", f"Internal error occurred: {text}", {"causes": [{"message": text}]})
+    if code == 400:
+        return ApiError(400, "BadRequest", text)
+    reason, message = {
+        404: ("NotFound", "the server could not find the requested resource"),
+        401: ("Unauthorized", "the server has asked for the client to provide credentials"),
+        403: ("Forbidden", text),
+        405: ("MethodNotAllowed", "the server does not allow this method on the requested resource"),
+        409: ("Conflict", "the server reported a conflict"),
+        422: ("Invalid", "the server rejected our request due to an error in our request"),
+        429: ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
+        503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
+        504: ("Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request"),
+    }.get(code, ("InternalError" if code >= 500 else "", f"an error on the server ({json.dumps(text)}) has prevented the request from succeeding"
+                 if code >= 500 else f"the server responded with the status code {code} but did not return more information"))
+    return ApiError(code, reason, f"{message} ( {resource} {name})",
+                    {"name": name, "kind": resource, "causes": [{"reason": "UnexpectedServerResponse", "message": text}]})
+
+
+def shutdown_write(sock):
+    """A TCP half-close (FIN) under an ssl socket, whose own shutdown() would drop its TLS
+    state: Go's TLS reads a bare FIN at a record boundary as the end of the stream."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_WR)
+    except OSError:
+        pass
+
+
+def go_dial_error(e, target):
+    """A connection error as Go's dialer words it."""
+    if isinstance(e, ConnectionRefusedError):
+        return f"dial tcp {target}: connect: connection refused"
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return f"dial tcp {target}: i/o timeout"
+    return str(e)
 
 
 # ---- HTTP --------------------------------------------------------------------------------------
@@ -1094,9 +1708,16 @@ class Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
     def user(self):
+        """The client certificate's user (CN, O's), else the bearer token's (the tests'
+        static tokens, service account tokens issued here), else None (401)."""
         if not self.server.tls:
             return CONTROL_USER
-        cert = self.request.getpeercert() or {}
+        cert = self.request.getpeercert()
+        if not cert:
+            auth = self.headers.get("Authorization") or ""
+            if auth[:7].lower() != "bearer " or not auth[7:].strip():
+                return None
+            return self.server.app.api.authenticate_token(auth[7:].strip())[0]
         name, groups = "", []
         for rdn in cert.get("subject", ()):
             for k, v in rdn:
@@ -1128,9 +1749,10 @@ class Handler(BaseHTTPRequestHandler):
         app = self.server.app
         start = time.time()
         url = urllib.parse.urlsplit(self.path)
-        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        multi = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        query = {k: v[-1] for k, v in multi.items()}
         user = self.user()
-        entry = {"time": start, "method": self.command, "path": self.path, "user": user.name,
+        entry = {"time": start, "method": self.command, "path": self.path, "user": user.name if user else "",
                  "verb": verb_of(self.command, url.path, query), "status": 0, "duration_ms": 0, "fault": None}
         try:
             body = self.read_body()
@@ -1143,6 +1765,9 @@ class Handler(BaseHTTPRequestHandler):
         if not self.server.tls and url.path.startswith("/control/"):
             self.respond(app.control(self.command, url.path, query, body), None, start)
             return
+        if user is None:  # no certificate, no good token: 401 (as with --anonymous-auth=false)
+            self.respond(Response(401, ApiError(401, "Unauthorized", "Unauthorized").status()), entry, start)
+            return
         fail = None
         if self.server.tls:
             if app.faults.slow_ms:
@@ -1154,7 +1779,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.respond(fault_response(fail[0]), entry, start)
                 return
         try:
-            result = app.api.handle(self.command, url.path, query, self.headers, body, user)
+            result = app.api.handle(self.command, url.path, query, self.headers, body, user, multi)
         except ApiError as e:
             result = Response(e.code, e.status())
         except Exception:
@@ -1167,6 +1792,8 @@ class Handler(BaseHTTPRequestHandler):
             result = fault_response(fail[0])
         if isinstance(result, WatchRequest):
             self.stream(result, entry, start, user)
+        elif isinstance(result, NodeProxy):
+            self.proxy(result, entry, start, body)
         else:
             self.respond(result, entry, start)
 
@@ -1272,6 +1899,185 @@ class Handler(BaseHTTPRequestHandler):
         except (OSError, ssl.SSLError, ValueError):
             return True
 
+    # ---- the kubelet's API ----
+
+    def proxy(self, p, entry, start, body):
+        """pods/log, exec, attach, portforward: the request passed on to the pod's kubelet."""
+        app = self.server.app
+        self.close_connection = True
+        if p.host is None:  # the log of a pod not bound yet: an empty stream
+            self.respond(Response(200, ""), entry, start)
+            return
+        if p.upgrade and not self.is_upgrade():
+            self.respond(Response(400, ApiError(400, "BadRequest", "Upgrade request required").status()), entry, start)
+            return
+        target = f"{p.host}:{p.port}" if ":" not in p.host else f"[{p.host}]:{p.port}"
+        try:
+            backend = KubeletConnection(p.host, p.port, app.kubelet_ctx)
+        except (OSError, ssl.SSLError, ConnectionError) as e:
+            err = go_dial_error(e, target)
+            msg = f"error dialing backend: {err}" if p.upgrade else f'Get "https://{target}{p.path}": {err}'
+            self.respond(Response(500, ApiError(500, "", msg).status()), entry, start)
+            return
+        try:
+            if p.upgrade:
+                self.proxy_upgrade(p, target, backend, body, entry, start)
+            else:
+                self.proxy_log(p, target, backend, entry, start)
+        except (OSError, ssl.SSLError, ConnectionError) as e:
+            app.debug(f"proxy to {target}{p.path}: {e}")
+        finally:
+            backend.close()
+            entry["duration_ms"] = round((time.time() - start) * 1000, 3)
+
+    def is_upgrade(self):
+        connection = [t.strip().lower() for t in (self.headers.get("Connection") or "").split(",")]
+        return "upgrade" in connection and bool(self.headers.get("Upgrade"))
+
+    def log_proxied(self, entry, code):
+        if entry is not None and self.server.tls:
+            entry["status"] = code
+            entry["proxied"] = True
+            self.server.app.log.add(entry)
+
+    def proxy_log(self, p, target, backend, entry, start):
+        """The LocationStreamer: GET the kubelet's containerLogs; a 2xx body is streamed as it
+        comes (each piece flushed), anything else becomes the apiserver's Status."""
+        backend.watch = (self.request, self.peer_closed)
+        backend.send(f"GET {p.path} HTTP/1.1\r\nHost: {target}\r\nUser-Agent: kube-apiserver (fake)\r\n\r\n".encode())
+        head = backend.read_until(b"\r\n\r\n")
+        code = parse_head(head)[0]
+        if not 200 <= code <= 206:
+            body = b""
+            for piece in backend.body_chunks(head):
+                body += piece
+                if len(body) >= 50000:  # maxReadLength
+                    body = body[:50000]
+                    break
+            e = backend_error_status(code, body, "pods/log", p.name)
+            self.respond(Response(e.code, e.status()), entry, start)
+            return
+        self.log_proxied(entry, 200)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        for piece in backend.body_chunks(head):
+            self.write_chunk(piece)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def proxy_upgrade(self, p, target, backend, body, entry, start):
+        """The UpgradeAwareHandler: the client's request (method, headers, without its
+        Authorization, which the apiserver's authentication removes) to the kubelet's URL;
+        the kubelet's answer head relayed as it is; a 101 then pipes bytes both ways, any
+        other answer is relayed with its body and the connection closes."""
+        lines = [f"{self.command} {p.path} HTTP/1.1", f"Host: {target}"]
+        for k, v in self.headers.items():
+            if k.lower() not in ("host", "authorization", "content-length", "transfer-encoding"):
+                lines.append(f"{k}: {v}")
+        forwarded = self.headers.get("X-Forwarded-For")
+        if not forwarded:  # utilnet.AppendForwardedForHeader
+            lines.append(f"X-Forwarded-For: {self.client_address[0]}")
+        if body:
+            lines.append(f"Content-Length: {len(body)}")
+        backend.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        head = backend.read_until(b"\r\n\r\n")
+        code = parse_head(head)[0]
+        self.log_proxied(entry, code)
+        self.wfile.write(head)
+        if code != 101:
+            chunked = parse_head(head)[2].get("transfer-encoding", "").lower() == "chunked"
+            for piece in backend.body_chunks(head):
+                self.write_chunk(piece) if chunked else self.wfile.write(piece)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+            return
+        self.pipe(backend)
+
+    def pipe(self, backend):
+        """Bytes both ways between the client and the kubelet after a 101, in this one thread
+        (an ssl socket is not safe to read and write from two threads). With mode `half`
+        (default) an end of one side is passed on as a half-close of the other (close_notify
+        and FIN to the kubelet, FIN to the client) and the pipe ends when both sides have
+        ended; with `both` the first end closes everything, as the real UpgradeAwareHandler
+        does."""
+        app = self.server.app
+        client, bsock = self.request, backend.sock
+        client.setblocking(False)
+        bsock.setblocking(False)
+        to_backend = b""  # TLS records for the kubelet
+        to_client = backend.buf  # plaintext for the client (what came with the 101)
+        backend.buf = b""
+        try:  # what the client sent with its request, read into the handler's buffer already
+            while True:
+                data = self.rfile.read1(65536)
+                if not data:
+                    break
+                to_backend += self.encrypt_for(backend, data)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+            pass
+        client_eof = backend_fin = client_fin = False
+        limit = 1 << 20
+        while True:
+            if client_eof and not backend_fin and not to_backend:
+                if app.upgrade_close == "both":
+                    return
+                to_backend += backend.close_notify()
+                backend_fin = "pending"
+            if backend_fin == "pending" and not to_backend:
+                shutdown_write(bsock)
+                backend_fin = True
+            if backend.eof and not to_client and not client_fin:
+                if app.upgrade_close == "both":
+                    return
+                shutdown_write(client)
+                client_fin = True
+            if client_fin and backend_fin is True:
+                return
+            readers = [s for s, want in ((client, not client_eof and len(to_backend) < limit),
+                                         (bsock, not backend.eof and len(to_client) < limit)) if want]
+            writers = [s for s, data in ((client, to_client), (bsock, to_backend)) if data]
+            if not readers and not writers:
+                return
+            ready_now = client in readers and client.pending()
+            r, w, _ = select.select(readers, writers, [], 0 if ready_now else None)
+            try:
+                if client in r or ready_now:
+                    try:
+                        data = client.recv(65536)
+                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                        data = None
+                    if data == b"":
+                        client_eof = True
+                    elif data:
+                        to_backend += self.encrypt_for(backend, data)
+                if bsock in r:
+                    raw = bsock.recv(65536)
+                    backend.incoming.write(raw) if raw else backend.incoming.write_eof()
+                    to_client += backend.decrypt()
+                    to_backend += backend.outgoing.read()
+                if client in w:
+                    try:
+                        n = client.send(to_client[:16384])
+                        to_client = to_client[n:]
+                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                        pass
+                if bsock in w:
+                    try:
+                        n = bsock.send(to_backend)
+                        to_backend = to_backend[n:]
+                    except BlockingIOError:
+                        pass
+            except (OSError, ssl.SSLError) as e:  # a reset: both go
+                app.debug(f"upgraded connection: {e}")
+                return
+
+    @staticmethod
+    def encrypt_for(backend, data):
+        backend.tls.write(data)
+        return backend.outgoing.read()
+
 
 def fault_response(code):
     reason, msg = FAULT_STATUS.get(code, ("InternalError", f"injected HTTP {code}"))
@@ -1331,7 +2137,22 @@ class App:
         self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.ctx.load_cert_chain(os.path.join(args.certs, "server.crt"), os.path.join(args.certs, "server.key"))
         self.ctx.load_verify_locations(os.path.join(args.certs, "ca.crt"))
-        self.ctx.verify_mode = ssl.CERT_REQUIRED
+        # A certificate is optional (bearer tokens); one that is there must be the CA's, or
+        # the handshake fails.
+        self.ctx.verify_mode = ssl.CERT_OPTIONAL
+        # A bare FIN (no close_notify) is an end of stream, not a fatal error that would
+        # answer with an alert and kill the way back of a half-closed upgraded connection.
+        self.ctx.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
+        # The apiserver's client to kubelets: kubeadm's apiserver-kubelet-client certificate,
+        # the kubelet's certificate not verified (no --kubelet-certificate-authority), HTTP/1.1.
+        self.kubelet_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        self.kubelet_ctx.check_hostname = False
+        self.kubelet_ctx.verify_mode = ssl.CERT_NONE
+        self.kubelet_ctx.load_cert_chain(os.path.join(args.certs, "apiserver-kubelet-client.crt"),
+                                         os.path.join(args.certs, "apiserver-kubelet-client.key"))
+        self.kubelet_ctx.set_alpn_protocols(["http/1.1"])
+        self.kubelet_ctx.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
+        self.upgrade_close = "half"  # how an upgraded connection's end passes (Handler.pipe)
         self.tls_lock = threading.Lock()
         self.tls_server = None
         self.port = args.port
@@ -1408,7 +2229,37 @@ class App:
             with self.log.lock:
                 return Response(200, {"requests": self.log.entries[since:]})
         if (method, op) == ("GET", "counters"):
-            return Response(200, self.log.counters(self.store))
+            counters = self.log.counters(self.store)
+            with self.api.auth_lock:
+                for kind, key in (("TokenReview", "tokenreviews"), ("SubjectAccessReview", "subjectaccessreviews")):
+                    counters[key] = sum(1 for r in self.api.reviews if r["kind"] == kind)
+            return Response(200, counters)
+        if (method, op) == ("GET", "reviews"):
+            with self.api.auth_lock:
+                return Response(200, {"reviews": list(self.api.reviews)})
+        if (method, op) == ("POST", "static-token"):
+            if not params.get("token") or not params.get("user"):
+                return Response(400, {"error": "token and user are required"})
+            groups = params.get("groups") or []
+            groups = groups.split(",") if isinstance(groups, str) else list(groups)
+            who = User(params["user"], [g for g in groups if g] + ["system:authenticated"], uid=params.get("uid", ""))
+            with self.api.auth_lock:
+                self.api.static_tokens[params["token"]] = who
+            return Response(200, {"user": who.name, "groups": who.groups, "uid": who.uid})
+        if (method, op) in (("POST", "allow"), ("POST", "deny")):
+            try:
+                return Response(200, self.api.add_rule(params, op))
+            except ValueError as e:
+                return Response(400, {"error": str(e)})
+        if (method, op) == ("POST", "reset-rules"):
+            with self.api.auth_lock:
+                self.api.rules.clear()
+            return Response(200, {})
+        if (method, op) == ("POST", "upgrade-close"):
+            if params.get("mode") not in ("half", "both"):
+                return Response(400, {"error": "mode: half or both"})
+            self.upgrade_close = params["mode"]
+            return Response(200, {"mode": self.upgrade_close})
         if (method, op) == ("GET", "objects"):
             return Response(200, self.store.dump())
         if (method, op) == ("GET", "tokens"):

@@ -45,6 +45,9 @@ class Issuer:
         self.kid = b64url(hashlib.sha256(der).digest())
         self.lock = threading.Lock()
         self.issued = []
+        # Every token issued with its claims: TokenReview knows a token by its exact bytes,
+        # which is as strong as checking the signature (nothing else holds the key).
+        self.claims = {}
 
     def sign(self, claims):
         """The compact JWS of `claims` (keys sorted at every level, as go-jose writes them)."""
@@ -82,4 +85,10 @@ class Issuer:
                      warnafter=k8s_claims.get("warnafter"), jti=claims["jti"])
         with self.lock:
             self.issued.append(entry)
+            self.claims[token] = claims
         return token
+
+    def claims_of(self, token):
+        """The claims of a token issued here, or None."""
+        with self.lock:
+            return self.claims.get(token)

@@ -4,7 +4,10 @@
 //! `tests/apiserver/setup.sh`, which `make test` runs), and gives the node's kubeconfigs,
 //! the admin's, the API as admin, fault injection, the request log and `kubectl`; the
 //! ConfigMaps, Secrets and service account tokens a node reads (`create_config_map`,
-//! `create_secret`, `tokens_issued`, `jwt_claims`).
+//! `create_secret`, `tokens_issued`, `jwt_claims`); for the kubelet's own API, reached
+//! through the apiserver (`pods/log`, `exec`, `attach`, `portforward`): the apiserver's
+//! kubelet client certificate, user certificates and bearer tokens, authorization rules,
+//! TokenReview and SubjectAccessReview counts, and kubectl as any user.
 //! Dropping it kills the server it started (that child, by its pid) and removes its files.
 
 use base64::Engine;
@@ -132,6 +135,7 @@ pub struct FakeApiserver {
     dir: tempfile::TempDir,
     venv: PathBuf,
     node: String,
+    key_type: KeyType,
     port: u16,
     control_port: u16,
     control: ureq::Agent,
@@ -152,10 +156,7 @@ impl FakeApiserver {
     pub fn start_with(node: &str, options: Options) -> Option<FakeApiserver> {
         let venv = venv()?;
         let dir = tempfile::Builder::new().prefix("fake-apiserver").tempdir().unwrap();
-        let key_type = match options.key_type {
-            KeyType::Rsa => "rsa",
-            KeyType::Ec => "ec",
-        };
+        let key_type = key_type_name(options.key_type);
         let dir_path = dir.path().to_path_buf();
         let certs = |port: Option<u16>| {
             let mut cmd = Command::new("bash");
@@ -197,7 +198,16 @@ impl FakeApiserver {
             .timeout_global(Some(REQUEST_TIMEOUT))
             .build()
             .into();
-        let mut server = FakeApiserver { child, dir, venv, node: node.to_string(), port: 0, control_port: 0, control };
+        let mut server = FakeApiserver {
+            child,
+            dir,
+            venv,
+            node: node.to_string(),
+            key_type: options.key_type,
+            port: 0,
+            control_port: 0,
+            control,
+        };
         let deadline = Instant::now() + START_TIMEOUT;
         let ready: Ready = loop {
             if let Ok(text) = std::fs::read_to_string(&ready_file) {
@@ -255,6 +265,66 @@ impl FakeApiserver {
     /// The admin's (`system:masters`) kubeconfig.
     pub fn admin_kubeconfig(&self) -> PathBuf {
         self.dir().join("admin.kubeconfig")
+    }
+    /// The apiserver's client certificate to kubelets (kubeadm's `apiserver-kubelet-client.crt`:
+    /// CN `kube-apiserver-kubelet-client`, O `kubeadm:cluster-admins`), signed by `ca_cert()`,
+    /// which is what a node's `client_ca_file` must hold to accept it.
+    pub fn kubelet_client_cert(&self) -> PathBuf {
+        self.dir().join("apiserver-kubelet-client.crt")
+    }
+    pub fn kubelet_client_key(&self) -> PathBuf {
+        self.dir().join("apiserver-kubelet-client.key")
+    }
+    /// A client certificate and key for user `user` in `groups` (CN and O's), signed by the
+    /// cluster CA (made once per user: a second call with other groups keeps the first).
+    pub fn user_cert(&self, user: &str, groups: &[&str]) -> (PathBuf, PathBuf) {
+        let out = Command::new("bash")
+            .arg(harness_dir().join("certs.sh"))
+            .arg("--user")
+            .arg(self.dir())
+            .arg(user)
+            .args(groups)
+            .env("FERROLET_TEST_KEY_TYPE", key_type_name(self.key_type))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "certs.sh --user: {}", String::from_utf8_lossy(&out.stderr));
+        (self.dir().join(format!("user-{user}.crt")), self.dir().join(format!("user-{user}.key")))
+    }
+    /// A client certificate (CN `kubernetes-admin`, O `system:masters`) and key from another
+    /// CA (`other_ca_cert()`): an admin's name nobody should believe.
+    pub fn other_ca_client_cert(&self) -> (PathBuf, PathBuf) {
+        (self.dir().join("other-client.crt"), self.dir().join("other-client.key"))
+    }
+    pub fn other_ca_cert(&self) -> PathBuf {
+        self.dir().join("other-ca.crt")
+    }
+    /// A kubeconfig (at `DIR/NAME.kubeconfig`) for this server with the client certificate
+    /// `cert` and key `key`.
+    pub fn kubeconfig_for_cert(&self, name: &str, cert: &Path, key: &Path) -> PathBuf {
+        let user = format!("client-certificate: {}\n    client-key: {}", cert.display(), key.display());
+        self.write_kubeconfig(name, &user)
+    }
+    /// A kubeconfig (at `DIR/NAME.kubeconfig`) for this server with bearer token `token` and
+    /// no client certificate.
+    pub fn kubeconfig_for_token(&self, name: &str, token: &str) -> PathBuf {
+        self.write_kubeconfig(name, &format!("token: {token}"))
+    }
+    /// The kubeconfig of user `user` in `groups` (a certificate of the cluster CA).
+    pub fn user_kubeconfig(&self, user: &str, groups: &[&str]) -> PathBuf {
+        let (cert, key) = self.user_cert(user, groups);
+        self.kubeconfig_for_cert(user, &cert, &key)
+    }
+    fn write_kubeconfig(&self, name: &str, user: &str) -> PathBuf {
+        let path = self.dir().join(format!("{name}.kubeconfig"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n    \
+             certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    {user}\ncontexts:\n- name: {name}@fake\n  \
+             context:\n    cluster: fake\n    user: {name}\ncurrent-context: {name}@fake\npreferences: {{}}\n",
+            self.url(),
+            self.ca_cert().display()
+        );
+        std::fs::write(&path, text).unwrap();
+        path
     }
     /// The public key service account tokens are signed with (`sa.pub`, PEM, as kubeadm has
     /// it; the private key `sa.key` is beside it).
@@ -419,6 +489,13 @@ impl FakeApiserver {
 
     // ---- faults ---------------------------------------------------------------------------
 
+    fn control_post(&self, op: &str, body: &Value) -> Value {
+        let url = format!("{}/control/{op}", self.control_url());
+        let (code, answer) = send(&self.control, "POST", &url, Some(("application/json", body)));
+        assert_eq!(code, 200, "control {op} {body}: {answer}");
+        answer
+    }
+
     fn control_op(&self, method: &str, op: &str) -> Value {
         let (code, body) = send(&self.control, method, &format!("{}/control/{op}", self.control_url()), None);
         assert_eq!(code, 200, "control {op}: {body}");
@@ -472,6 +549,54 @@ impl FakeApiserver {
         self.control_op("POST", "reset-faults");
     }
 
+    // ---- identities and authorization ---------------------------------------------------------
+
+    /// Bearer token `token` authenticates (requests to this server, TokenReviews) as `user`
+    /// in `groups` (and `system:authenticated`), as a static token file's line would.
+    pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        self.control_post("static-token", &json!({"token": token, "user": user, "groups": groups}));
+    }
+    /// Allows `user` the `verbs` on `resource`/`subresource` (`""`: the resource itself, `"*"`:
+    /// any) in any namespace, name and API group: `allow("alice", &["get", "create"], "nodes",
+    /// "proxy")`. Such rules answer SubjectAccessReviews and authorize the user's requests to
+    /// this server (e.g. `get pods` and `create pods/exec` for `kubectl exec`).
+    pub fn allow(&self, user: &str, verbs: &[&str], resource: &str, subresource: &str) {
+        self.allow_rule(&json!({"user": user, "verbs": verbs, "resource": resource, "subresource": subresource}));
+    }
+    /// A rule as the control port takes it: `user` or `group`, `verbs`, then `resource` with
+    /// `subresource`, `apiGroup`, `namespace`, `name` (absent: any), or `nonResourceURLs`.
+    pub fn allow_rule(&self, rule: &Value) {
+        self.control_post("allow", rule);
+    }
+    /// As `allow_rule`, but SubjectAccessReviews that match answer `denied: true` (as a webhook
+    /// authorizer's explicit denial) and requests get 403.
+    pub fn deny_rule(&self, rule: &Value) {
+        self.control_post("deny", rule);
+    }
+    /// Forgets every rule.
+    pub fn reset_rules(&self) {
+        self.control_op("POST", "reset-rules");
+    }
+    /// How an upgraded (exec, attach, port-forward) connection ends: false (default) passes a
+    /// half-close of either side on to the other; true closes both at the first end, as the
+    /// real apiserver's UpgradeAwareHandler does.
+    pub fn upgrade_close_both(&self, both: bool) {
+        self.control_op("POST", &format!("upgrade-close?mode={}", if both { "both" } else { "half" }));
+    }
+    /// How many TokenReviews this server answered.
+    pub fn token_reviews(&self) -> u64 {
+        self.counters()["tokenreviews"].as_u64().unwrap()
+    }
+    /// How many SubjectAccessReviews this server answered.
+    pub fn subject_access_reviews(&self) -> u64 {
+        self.counters()["subjectaccessreviews"].as_u64().unwrap()
+    }
+    /// Every TokenReview and SubjectAccessReview answered, oldest first: time, kind, user
+    /// (who asked), spec, status.
+    pub fn reviews(&self) -> Vec<Value> {
+        self.control_op("GET", "reviews")["reviews"].as_array().cloned().unwrap_or_default()
+    }
+
     // ---- what happened -----------------------------------------------------------------------
 
     /// Every request the TLS port served, in order.
@@ -479,7 +604,8 @@ impl FakeApiserver {
         serde_json::from_value(self.control_op("GET", "requests")["requests"].clone()).unwrap()
     }
     /// Counters: requests, by_verb, by_status, by_user, tls_handshake_failures,
-    /// watch_events_sent, internal_errors, open_watches, resourceVersion.
+    /// watch_events_sent, internal_errors, open_watches, resourceVersion, tokenreviews,
+    /// subjectaccessreviews.
     pub fn counters(&self) -> Value {
         self.control_op("GET", "counters")
     }
@@ -562,15 +688,36 @@ impl FakeApiserver {
 
     /// `kubectl ARGS` with `kubeconfig` (the node's, say), whatever its exit status.
     pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> Output {
-        Command::new(self.venv.join("bin/kubectl"))
+        self.kubectl_with(kubeconfig, args, &[], None)
+    }
+
+    /// `kubectl ARGS` with `kubeconfig`, the environment variables `env` (e.g.
+    /// `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false`) and `stdin` (None: /dev/null), whatever its
+    /// exit status.
+    pub fn kubectl_with(&self, kubeconfig: &Path, args: &[&str], env: &[(&str, &str)], stdin: Option<&[u8]>) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(self.venv.join("bin/kubectl"))
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(self.dir().join("kube-cache"))
             .args(args)
             .env_remove("KUBECONFIG")
-            .output()
-            .unwrap()
+            .envs(env.iter().copied())
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(data) = stdin {
+            let mut pipe = child.stdin.take().unwrap();
+            let data = data.to_vec();
+            // A writer of its own: kubectl may not read all of it before it writes output.
+            std::thread::spawn(move || {
+                let _ = pipe.write_all(&data);
+            });
+        }
+        child.wait_with_output().unwrap()
     }
 }
 
@@ -585,6 +732,13 @@ impl Drop for FakeApiserver {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+}
+
+fn key_type_name(key_type: KeyType) -> &'static str {
+    match key_type {
+        KeyType::Rsa => "rsa",
+        KeyType::Ec => "ec",
     }
 }
 
