@@ -7,6 +7,7 @@
 pub mod conn;
 pub mod http;
 pub mod jobs;
+pub mod kubelet;
 pub mod pool;
 pub mod routes;
 

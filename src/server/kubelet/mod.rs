@@ -1,0 +1,3 @@
+//! What the kube-apiserver calls on a kubelet: the streaming server (exec, attach, port-forward).
+
+pub mod spdy;
