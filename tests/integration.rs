@@ -37,6 +37,7 @@ mod events;
 mod full_disk;
 mod hooks;
 mod install;
+mod kubelet_api;
 mod logs_exec;
 mod metrics;
 mod notify;

@@ -1,5 +1,6 @@
 //! Builds the managers, wires their channels, and starts and stops them in order.
 
+pub mod kubeletapi;
 pub mod notify;
 use crate::base::clock::RealClock;
 use crate::base::manager::{Health, ManagerHandle, Publisher, StopTimeout};
@@ -101,6 +102,9 @@ pub enum AgentError {
     /// The local API could not listen.
     #[error(transparent)]
     Api(#[from] ServerError),
+    /// kubelet's HTTPS API could not start.
+    #[error("cannot start kubelet's API ([server])")]
+    KubeletApi(#[from] kubeletapi::KubeletApiError),
     /// A cgroup reservation is malformed (validation refuses it earlier).
     #[error(transparent)]
     Reservation(#[from] crate::config::ReservationError),
@@ -159,6 +163,8 @@ pub struct Agent {
     cluster: Option<crate::cluster::ClusterThreads>,
     events: Option<EventsPipeline>,
     api: Option<ApiServer>,
+    /// kubelet's HTTPS API (`[server]`).
+    kubelet_api: Option<crate::server::kubelet::KubeletServer>,
     cfg: Config,
     _lock: File,
     /// The cgroup root's and the plugin directory's locks, held while the agent runs.
@@ -824,7 +830,27 @@ impl Agent {
             Some(c) => c.version().to_string(),
             None => format!("process://{}", env!("CARGO_PKG_VERSION")),
         };
+        let api_state = ApiState {
+            statuses: statuses.clone(),
+            health: health.clone(),
+            events: events.store.clone(),
+            event_metrics: events.metrics.clone(),
+            prober_metrics: prober_metrics.clone(),
+            devices: device_state.clone(),
+            node: node.clone(),
+            images: images_view.clone(),
+            runtime: runtime_health.clone(),
+            apiserver: cluster.as_ref().map(|c| (c.link.clone(), c.client.clone())),
+        };
+        let local_routes = Arc::new(crate::server::routes::Routes::new(api_state.clone(), Default::default()));
+        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, &health)?;
+        // The Node names the port the apiserver calls: the kubelet API's, else the local API's.
+        let port = match &kubelet_api {
+            Some(k) => i32::from(k.addr.port()),
+            None => cfg.api.listen.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0),
+        };
         let report = crate::cluster::ReportInputs {
+            port,
             base: node.clone(),
             devices: device_state.clone(),
             images: images_view.clone(),
@@ -832,7 +858,6 @@ impl Agent {
             runtime_version,
             runtime: runtime_health.clone(),
         };
-        let apiserver_metrics = cluster.as_ref().map(|c| (c.link.clone(), c.client.clone()));
         let cluster = match cluster {
             Some(c) => {
                 let report = crate::cluster::node_report(cfg, report);
@@ -846,19 +871,7 @@ impl Agent {
         let api = if cfg.api.listen.is_empty() {
             None
         } else {
-            let state = ApiState {
-                statuses: statuses.clone(),
-                health: health.clone(),
-                events: events.store.clone(),
-                event_metrics: events.metrics.clone(),
-                prober_metrics: prober_metrics.clone(),
-                devices: device_state,
-                node,
-                images: images_view,
-                runtime: runtime_health,
-                apiserver: apiserver_metrics,
-            };
-            Some(ApiServer::start(&cfg.api.listen, state)?)
+            Some(ApiServer::start(&cfg.api.listen, api_state)?)
         };
         log::info!(
             "agent: node {} ({}) running, runtime {}, manifests in {}, state in {}",
@@ -882,6 +895,7 @@ impl Agent {
             cluster,
             events: Some(events),
             api,
+            kubelet_api,
             cfg: cfg.clone(),
             _lock: lock,
             _owned: owned,
@@ -893,6 +907,11 @@ impl Agent {
     /// The local API's bound address, if it runs.
     pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
         self.api.as_ref().map(|a| a.addr)
+    }
+
+    /// kubelet's HTTPS API's bound address, if it runs.
+    pub fn kubelet_api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.kubelet_api.as_ref().map(|a| a.addr)
     }
 
     /// Applies a reloaded configuration's run-time keys that differ from what runs
@@ -972,6 +991,7 @@ impl Agent {
             (self.images.take(), self.hooks.take(), self.prober.take(), self.prober_threads);
         let (devices, image_gc, cri, events, api) =
             (self.devices.take(), self.image_gc.take(), self.cri.take(), self.events.take(), self.api.take());
+        let kubelet_api = self.kubelet_api.take();
         let steps: Vec<StopStep> = vec![
             Box::new(move |t| watcher.map_or_else(Vec::new, |w| late(w.stop(t)))),
             Box::new(move |t| source.map_or_else(Vec::new, |s| late(s.stop(t)))),
@@ -1010,6 +1030,7 @@ impl Agent {
                 })
             }),
             Box::new(move |t| api.map_or_else(Vec::new, |a| named(a.stop(t)))),
+            Box::new(move |t| kubelet_api.map_or_else(Vec::new, |a| named(a.stop(t)))),
         ];
         let stuck = stop_in_order(steps, self.cfg.shutdown_timeout.0, || started.elapsed());
         log::info!("agent: stopped; containers keep running and are adopted by the next start");

@@ -1,7 +1,7 @@
 //! `ferrolet logs` and `ferrolet exec`: the flags turned into `podcmd`'s calls.
 
 use super::flags::Flags;
-use super::podcmd;
+use crate::pods::podcmd;
 use crate::config::Config;
 use anyhow::bail;
 
@@ -21,6 +21,7 @@ pub fn logs(flags: Flags) -> anyhow::Result<u8> {
     let opts = crate::node::podlogs::LogOptions {
         tail: flags.tail.as_deref().map(podcmd::parse_tail).transpose()?.flatten(),
         timestamps: flags.timestamps,
+        since: None,
     };
     let cfg = Config::load(flags.config.as_deref(), &flags.overrides)?;
     let runtime = crate::agent::open_runtime_read_only(&cfg)?;

@@ -6,7 +6,6 @@ pub mod get;
 pub mod logging;
 pub mod logs_exec;
 pub mod plan;
-pub mod podcmd;
 pub mod run;
 pub mod validate;
 use crate::api::{ContainerState, Event, EventList, Pod, PodList, PodPhase};

@@ -58,6 +58,9 @@ pub struct Cluster {
     pub client: Arc<ApiClient>,
     /// Reachability and the spool.
     pub link: Arc<Link>,
+    /// The kubeconfig's CA bundle (PEM), the cluster's CA: the kubelet API's client CA
+    /// unless `server.authentication.client_ca_file` says otherwise.
+    pub ca: Option<Vec<u8>>,
     view: PodsView,
 }
 
@@ -78,7 +81,7 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
         .map_err(|e| ClusterError::Client { path: path.clone(), source: Box::new(e) })?;
     log::info!("apiserver: cluster mode: node {} of {} ({})", cfg.node_name, conn.server, path.display());
     let link = Arc::new(Link::new(&conn.server, Bounds::default()));
-    Ok(Some(Cluster { client: Arc::new(client), link, view: PodsView::default() }))
+    Ok(Some(Cluster { client: Arc::new(client), link, ca: conn.ca.clone(), view: PodsView::default() }))
 }
 
 /// Cluster mode's threads.
@@ -207,6 +210,8 @@ pub struct ReportInputs {
     pub runtime_version: String,
     /// Whether the runtime answers.
     pub runtime: crate::node::status::RuntimeHealth,
+    /// The port the apiserver calls (`daemonEndpoints.kubeletEndpoint.Port`).
+    pub port: i32,
 }
 
 /// The closure `fl-apisync` calls for the node's facts and conditions.
@@ -222,7 +227,7 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
         labels: cfg.apiserver.node_labels.clone(),
         taints: cfg.apiserver.taints(),
         node_info: node_info(&inputs.runtime_version),
-        port: cfg.api.listen.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0),
+        port: inputs.port,
         ..Default::default()
     };
     Box::new(move || {

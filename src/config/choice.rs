@@ -59,6 +59,16 @@ macro_rules! choice {
 }
 
 choice! {
+    /// `server.authorization.mode`: who decides what an authenticated user may do.
+    AuthorizationMode {
+        /// A `SubjectAccessReview` to the apiserver for each request (cached).
+        Webhook = "Webhook",
+        /// Every authenticated user may do everything.
+        AlwaysAllow = "AlwaysAllow",
+    }
+}
+
+choice! {
     /// `runtime`: the container runtime backend.
     RuntimeBackend {
         /// Every container is a host process under a small shim.

@@ -17,10 +17,12 @@ mod host;
 mod imagegc;
 pub mod reload;
 mod reserved;
+mod server;
 
 pub use bounds::*;
 pub use choice::{CgroupVersionSetting, Enforcement, ParseChoiceError, RuntimeBackend};
 pub use cluster::ApiserverConfig;
+pub use server::{AuthenticationConfig, AuthorizationConfig, AuthorizationMode, ServerConfig};
 pub use host::{check_state_dir, HostError};
 pub use reserved::{
     parse_resource_list, qos_reserved_memory, reserved_resources, ReservationError, ReservationProblem,
@@ -181,6 +183,8 @@ pub struct Config {
     pub devices: DevicesConfig,
     /// Cluster mode: the kube-apiserver.
     pub apiserver: ApiserverConfig,
+    /// kubelet's authenticated HTTPS API (`kubectl logs`, `exec`, `port-forward`).
+    pub server: ServerConfig,
 }
 
 /// `[devices]`.
@@ -431,6 +435,7 @@ impl Default for Config {
             prober: ProberSettings::default(),
             devices: DevicesConfig::default(),
             apiserver: ApiserverConfig::default(),
+            server: ServerConfig::default(),
         }
     }
 }
@@ -743,6 +748,9 @@ impl Config {
             return bad(key, message);
         }
         if let Err((key, message)) = self.apiserver.check() {
+            return bad(key, message);
+        }
+        if let Err((key, message)) = self.server.check(!self.apiserver.kubeconfig.as_os_str().is_empty()) {
             return bad(key, message);
         }
         let cg = &self.cgroups;

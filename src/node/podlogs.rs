@@ -16,7 +16,7 @@ use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The longest record line read (the writers cut content at 16 KiB a record); a longer line
 /// is skipped as malformed.
@@ -99,6 +99,8 @@ pub fn parse_record(line: &[u8]) -> Result<Record<'_>, Malformed> {
 pub struct LogPrinter<W: Write> {
     out: W,
     timestamps: bool,
+    /// Records older than this are skipped (`--since`, `--since-time`).
+    since: Option<SystemTime>,
     /// Per stream: whether its next record starts a line (no `P` piece is pending).
     at_line_start: [bool; 2],
     /// Lines skipped as malformed.
@@ -108,7 +110,13 @@ pub struct LogPrinter<W: Write> {
 impl<W: Write> LogPrinter<W> {
     /// A printer to `out`.
     pub fn new(out: W, timestamps: bool) -> LogPrinter<W> {
-        LogPrinter { out, timestamps, at_line_start: [true, true], malformed: 0 }
+        LogPrinter { out, timestamps, since: None, at_line_start: [true, true], malformed: 0 }
+    }
+
+    /// Skips the records written before `since`.
+    pub fn since(mut self, since: Option<SystemTime>) -> LogPrinter<W> {
+        self.since = since;
+        self
     }
 
     /// Writes one record line, or counts it as malformed.
@@ -117,6 +125,13 @@ impl<W: Write> LogPrinter<W> {
             self.malformed += 1;
             return Ok(());
         };
+        if let Some(since) = self.since {
+            // As kubelet: a record whose time cannot be read is kept.
+            let at = std::str::from_utf8(r.timestamp).ok().and_then(crate::base::timefmt::parse_rfc3339);
+            if at.is_some_and(|at| at < since) {
+                return Ok(());
+            }
+        }
         let start = &mut self.at_line_start[r.stream as usize];
         if *start && self.timestamps {
             self.out.write_all(r.timestamp)?;
@@ -456,12 +471,14 @@ pub enum Follow {
 }
 
 /// How one instance's log is printed.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogOptions {
     /// Only the last N lines (`--tail`).
     pub tail: Option<u64>,
     /// Prefix each line with its timestamp (`--timestamps`).
     pub timestamps: bool,
+    /// Only records written at or after this time (`--since`, `--since-time`).
+    pub since: Option<SystemTime>,
 }
 
 /// Prints the log of the instance whose live file is `live` to `out`: from the start of
@@ -474,7 +491,7 @@ pub fn print_logs<W: Write>(
     out: W,
     follow: Option<&mut dyn FnMut() -> Follow>,
 ) -> Result<u64, LogError> {
-    let mut printer = LogPrinter::new(out, opts.timestamps);
+    let mut printer = LogPrinter::new(out, opts.timestamps).since(opts.since);
     let paths = instance_files(live)?;
     if paths.is_empty() && follow.is_none() {
         return Err(LogError::Missing { path: live.into() });
@@ -802,7 +819,7 @@ mod tests {
         fs::write(dir.path().join("0.log.20240501-100000"), numbered(0..2)).unwrap();
         fs::write(&live, numbered(2..4)).unwrap();
         let mut out = Vec::new();
-        print_logs(&live, LogOptions { tail: Some(3), timestamps: false }, &mut out, None).unwrap();
+        print_logs(&live, LogOptions { tail: Some(3), ..Default::default() }, &mut out, None).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "line 1\nline 2\nline 3\n");
         // Follow: the writer rotates twice between two looks, writes on, and the instance ends.
         let mut polls = 0;
@@ -827,7 +844,7 @@ mod tests {
             }
         };
         let mut out = Vec::new();
-        print_logs(&live, LogOptions { tail: Some(1), timestamps: false }, &mut out, Some(&mut follow)).unwrap();
+        print_logs(&live, LogOptions { tail: Some(1), ..Default::default() }, &mut out, Some(&mut follow)).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "line 3\nline 4\nline 5\nline 6\nunfinished\n");
     }
 

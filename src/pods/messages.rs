@@ -65,7 +65,7 @@ pub fn read(info: &ContainerInfo) -> String {
 /// prints them.
 fn log_tail(cfg: &ContainerConfig) -> Vec<u8> {
     let mut out = Vec::new();
-    let opts = LogOptions { tail: Some(FALLBACK_LOG_LINES), timestamps: false };
+    let opts = LogOptions { tail: Some(FALLBACK_LOG_LINES), timestamps: false, since: None };
     if let Err(e) = print_logs(&cfg.log_path, opts, &mut out, None) {
         log::debug!(
             "pods: cannot read the log {} for a termination message: {}",

@@ -26,6 +26,7 @@ pub mod fit;
 mod hooks;
 mod images;
 pub mod messages;
+pub mod podcmd;
 mod publish;
 mod relist;
 mod restarts;

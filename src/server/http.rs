@@ -202,15 +202,21 @@ impl Response {
     }
 }
 
-fn reason(status: u16) -> &'static str {
+/// The reason phrase of `status`.
+pub fn reason(status: u16) -> &'static str {
     match status {
+        101 => "Switching Protocols",
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         414 => "URI Too Long",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        429 => "Too Many Requests",
+        502 => "Bad Gateway",
         503 => "Service Unavailable",
         _ => "",
     }

@@ -198,7 +198,7 @@ fn to_json<T: serde::Serialize>(v: &T) -> String {
 }
 
 /// Decodes `%XX` and `+` in a query component.
-fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -249,7 +249,7 @@ impl Sandbox {
     }
     pub fn config_text(&self, port: u16) -> String {
         format!(
-            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n",
+            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n",
             self.state(),
             self.manifests(),
             self.plugin_dir(),

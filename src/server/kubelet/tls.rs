@@ -196,7 +196,13 @@ pub fn load_pair(
 /// The CA certificates in `path` (a `--client-ca-file`): at least one, each usable as a
 /// trust anchor.
 pub fn load_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = certificates(path, &read_pem(path)?)?;
+    ca_from_pem(path, read_pem(path)?.as_bytes())
+}
+
+/// The CA bundle `pem`, which came from `source` (a kubeconfig's
+/// `certificate-authority-data`, say), checked as `load_ca` checks a file.
+pub fn ca_from_pem(source: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let (path, certs) = (source, certificates(source, &String::from_utf8_lossy(pem))?);
     let mut roots = RootCertStore::empty();
     for (index, cert) in certs.iter().enumerate() {
         roots.add(cert.clone()).map_err(|source| TlsError::CaCertificate { path: path.into(), index, source })?;

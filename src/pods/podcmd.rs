@@ -9,7 +9,7 @@ use crate::api::fields::RuntimeKind;
 use crate::node::podlogs::{self, Follow, LogError, LogOptions};
 use crate::node::runtime::exec::EXEC_OUTPUT_CAP;
 use crate::node::runtime::{labels, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError};
-use crate::pods::ContainerKind;
+use super::ContainerKind;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -296,8 +296,8 @@ pub struct Target {
     pub container: Option<String>,
 }
 
-/// The container `target` names, found in `runtime`; kubectl's notice goes to stderr.
-fn find(runtime: &dyn ContainerRuntime, target: &Target) -> Result<PodContainer, PodCmdError> {
+/// The container `target` names, found in `runtime`, and kubectl's notice when it chose one.
+pub fn find(runtime: &dyn ContainerRuntime, target: &Target) -> Result<(PodContainer, Option<String>), PodCmdError> {
     let all = runtime.list_containers().map_err(|source| PodCmdError::List { what: "containers", source })?;
     let pods = pods_of(&all);
     let containers = pod_containers(all, &target.pod);
@@ -328,13 +328,19 @@ fn find(runtime: &dyn ContainerRuntime, target: &Target) -> Result<PodContainer,
     };
     let (chosen, notice) =
         choose_container(&containers, &target.pod.name, target.container.as_deref(), annotated.as_deref())?;
-    if let Some(n) = notice {
-        eprintln!("{n}");
-    }
-    Ok(chosen.clone())
+    Ok((chosen.clone(), notice))
 }
 
 /// A flag SIGINT and SIGTERM set, instead of ending the process.
+/// `find`, its notice said on stderr.
+fn found(runtime: &dyn ContainerRuntime, target: &Target) -> Result<PodContainer, PodCmdError> {
+    let (c, notice) = find(runtime, target)?;
+    if let Some(n) = notice {
+        eprintln!("{n}");
+    }
+    Ok(c)
+}
+
 fn interrupt_flag() -> Result<Arc<AtomicBool>, PodCmdError> {
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -353,46 +359,66 @@ pub fn logs(
     follow: bool,
     opts: LogOptions,
 ) -> Result<u8, PodCmdError> {
-    let c = find(runtime, target)?;
+    let c = found(runtime, target)?;
     let pod = &target.pod.name;
     let instance = choose_instance(&c, pod, previous)?;
-    let logs_err = |source| PodCmdError::Logs { subject: subject(&c, pod), source };
     // Flushed by the printer after each read of the files.
     let out = std::io::BufWriter::new(std::io::stdout().lock());
+    let flag = interrupt_flag()?;
     let mut interrupted = false;
-    let mut lost: Option<RuntimeError> = None;
-    let malformed = if follow && instance.state == ContainerState::Running {
-        let flag = interrupt_flag()?;
-        let mut checked = Instant::now();
-        let mut still_running = || {
-            if flag.load(Ordering::Relaxed) {
-                interrupted = true;
-                return Follow::Stop;
-            }
-            if checked.elapsed() < RUNNING_CHECK {
-                return Follow::Go;
-            }
-            checked = Instant::now();
-            match runtime.list_containers() {
-                Ok(all) if all.iter().any(|i| i.id == instance.id && i.state == ContainerState::Running) => Follow::Go,
-                Ok(_) => Follow::Finish,
-                Err(e) => {
-                    lost = Some(e);
-                    Follow::Stop
-                }
-            }
-        };
-        podlogs::print_logs(&instance.config.log_path, opts, out, Some(&mut still_running)).map_err(logs_err)?
-    } else {
-        podlogs::print_logs(&instance.config.log_path, opts, out, None).map_err(logs_err)?
+    let mut go_on = || {
+        interrupted |= flag.load(Ordering::Relaxed);
+        !interrupted
     };
+    let malformed = write_logs(runtime, &c, instance, pod, follow, opts, out, &mut go_on)?;
     if malformed > 0 {
         eprintln!("warning: skipped {malformed} malformed line(s) in the log of container {:?}", c.name);
     }
-    if let Some(source) = lost {
-        return Err(PodCmdError::Follow { subject: subject(&c, pod), source });
-    }
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+/// Writes the log of `instance` (of container `c` in pod `pod`) to `out`; with `follow` and
+/// while the instance runs, goes on as it is written until it ends or `go_on` says no
+/// (asked every `podlogs::FOLLOW_POLL`). Returns the malformed lines skipped.
+#[allow(clippy::too_many_arguments)]
+pub fn write_logs(
+    runtime: &dyn ContainerRuntime,
+    c: &PodContainer,
+    instance: &ContainerInfo,
+    pod: &str,
+    follow: bool,
+    opts: LogOptions,
+    out: impl Write,
+    go_on: &mut dyn FnMut() -> bool,
+) -> Result<u64, PodCmdError> {
+    let logs_err = |source| PodCmdError::Logs { subject: subject(c, pod), source };
+    if !(follow && instance.state == ContainerState::Running) {
+        return podlogs::print_logs(&instance.config.log_path, opts, out, None).map_err(logs_err);
+    }
+    let mut lost: Option<RuntimeError> = None;
+    let mut checked = Instant::now();
+    let mut still_running = || {
+        if !go_on() {
+            return Follow::Stop;
+        }
+        if checked.elapsed() < RUNNING_CHECK {
+            return Follow::Go;
+        }
+        checked = Instant::now();
+        match runtime.list_containers() {
+            Ok(all) if all.iter().any(|i| i.id == instance.id && i.state == ContainerState::Running) => Follow::Go,
+            Ok(_) => Follow::Finish,
+            Err(e) => {
+                lost = Some(e);
+                Follow::Stop
+            }
+        }
+    };
+    let malformed = podlogs::print_logs(&instance.config.log_path, opts, out, Some(&mut still_running)).map_err(logs_err)?;
+    match lost {
+        Some(source) => Err(PodCmdError::Follow { subject: subject(c, pod), source }),
+        None => Ok(malformed),
+    }
 }
 
 /// `ferrolet exec`: runs `command` in the newest instance of the chosen container, which
@@ -405,7 +431,7 @@ pub fn exec(
     command: &[String],
     timeout: Duration,
 ) -> Result<u8, PodCmdError> {
-    let c = find(runtime, target)?;
+    let c = found(runtime, target)?;
     let pod = &target.pod.name;
     let instance = choose_instance(&c, pod, false)?;
     if instance.state != ContainerState::Running {

@@ -1,0 +1,141 @@
+//! One request: authenticate, authorize, answer. Plain answers are written here; logs and
+//! streams are handed to `logs` and `stream`.
+
+use super::auth::{Attributes, User};
+use super::conn::Tls;
+use super::request::{self, Endpoint, Head};
+use super::Shared;
+use crate::server::conn::Handler;
+use crate::server::http::{self, Response};
+use std::io::{self, Write};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// What the connection does after a request.
+pub enum After {
+    /// Read the next request; the bytes already read of it.
+    KeepAlive(Vec<u8>),
+    /// Close it (with TLS's close_notify).
+    Close,
+    /// It is over (a stream ended, or writing failed).
+    Gone,
+}
+
+/// Writes a plain-text answer.
+pub fn respond(tls: &mut impl Write, status: u16, text: &str, close: bool) -> io::Result<()> {
+    let resp = Response { close, ..Response::text(status, text) };
+    tls.write_all(&resp.to_bytes())?;
+    tls.flush()
+}
+
+/// Writes `resp` and says what follows.
+fn send(tls: &mut Tls, mut resp: Response, head: &Head, leftover: Vec<u8>) -> After {
+    resp.close |= head.close || head.has_body;
+    resp.head = head.method == "HEAD";
+    match tls.write_all(&resp.to_bytes()).and_then(|()| tls.flush()) {
+        Err(_) => After::Gone,
+        Ok(()) if resp.close => After::Close,
+        Ok(()) => After::KeepAlive(leftover),
+    }
+}
+
+/// A stream slot, given back when dropped.
+pub struct StreamSlot<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for StreamSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A stream slot, unless `max_streams` run.
+fn stream_slot(shared: &Shared) -> Option<StreamSlot<'_>> {
+    let max = shared.settings.max_streams;
+    shared.streams.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1)).ok()?;
+    Some(StreamSlot(&shared.streams))
+}
+
+/// Answers `head`, read on a connection from `peer` whose client certificate names
+/// `cert_user`.
+pub fn answer(tls: &mut Tls, head: Head, leftover: Vec<u8>, cert_user: Option<User>, peer: &str, shared: &Shared) -> After {
+    let now = Instant::now();
+    let gate = &shared.inputs.gate;
+    let user = match gate.authenticate(cert_user, head.bearer(), now) {
+        Ok(u) => u,
+        Err(refusal) => {
+            let (status, text) = refusal.answer();
+            log::debug!("server: {peer}: {} {}: {status} {text}", head.method, head.path);
+            return send(tls, Response::text(status, text), &head, leftover);
+        }
+    };
+    let attrs = Attributes {
+        verb: request::verb(&head.method),
+        subresource: request::subresource(&head.path),
+        node: shared.settings.node_name.clone(),
+    };
+    if let Err(refusal) = gate.authorize(&user, &attrs, now) {
+        let (status, text) = refusal.answer();
+        log::info!("server: {peer}: {} {} by {}: {status} {text}", head.method, head.path, user.name);
+        return send(tls, Response::text(status, text), &head, leftover);
+    }
+    log::debug!("server: {peer}: {} {} by {}", head.method, head.path, user.name);
+    let endpoint = request::endpoint(&head.path);
+    let streams = matches!(endpoint, Endpoint::Exec(_) | Endpoint::Attach(_) | Endpoint::PortForward(_));
+    if !streams && !matches!(head.method.as_str(), "GET" | "HEAD") {
+        return send(tls, Response::text(405, "405: Method Not Allowed"), &head, leftover);
+    }
+    let local = |path: &str| {
+        let req = http::Request {
+            method: "GET".into(),
+            path: path.into(),
+            query: head.query.clone(),
+            close: false,
+            http_1_0: false,
+        };
+        shared.inputs.local.handle(&req)
+    };
+    match endpoint {
+        Endpoint::Healthz => send(tls, local("/healthz"), &head, leftover),
+        Endpoint::Pods => send(tls, local("/pods"), &head, leftover),
+        Endpoint::Metrics => send(tls, local("/metrics"), &head, leftover),
+        Endpoint::Configz => send(tls, Response::json(shared.settings.configz.clone()), &head, leftover),
+        Endpoint::NotFound => send(tls, Response::text(404, "404 page not found\n"), &head, leftover),
+        Endpoint::ContainerLogs(pod) => {
+            let follow = head.params().iter().any(|(k, v)| k == "follow" && is_true(v));
+            let slot = if follow { stream_slot(shared) } else { None };
+            if follow && slot.is_none() {
+                return send(tls, too_many(shared), &head, leftover);
+            }
+            match super::logs::serve(tls, &head, &pod, &*shared.inputs.runtime) {
+                Ok(true) => After::KeepAlive(leftover),
+                Ok(false) | Err(_) => After::Gone,
+            }
+        }
+        Endpoint::Exec(pod) | Endpoint::Attach(pod) | Endpoint::PortForward(pod) => {
+            let Some(_slot) = stream_slot(shared) else {
+                return send(tls, too_many(shared), &head, leftover);
+            };
+            let kind = match request::endpoint(&head.path) {
+                Endpoint::Exec(_) => super::stream::Kind::Exec,
+                Endpoint::Attach(_) => super::stream::Kind::Attach,
+                _ => super::stream::Kind::PortForward,
+            };
+            super::stream::serve(tls, &head, leftover, kind, &pod, shared.settings.stream_idle_timeout, &*shared.inputs.runtime);
+            After::Gone
+        }
+    }
+}
+
+/// The answer past `max_streams`.
+fn too_many(shared: &Shared) -> Response {
+    let text = format!(
+        "too many streams: {} are open, the most this node allows (server.max_streams)\n",
+        shared.settings.max_streams
+    );
+    Response { close: true, ..Response::text(429, text) }
+}
+
+/// A boolean query value as Go's `strconv.ParseBool` reads it (kubelet's decoder).
+pub fn is_true(v: &str) -> bool {
+    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
+}

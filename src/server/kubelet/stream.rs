@@ -1,0 +1,818 @@
+//! `exec`, `attach` and `portForward`: the streaming requests. On a runtime with a streaming
+//! server of its own (CRI), the runtime is asked for a URL and the upgraded connection is
+//! proxied to it byte for byte, as kubelet does. Otherwise (the process runtime) ferrolet is
+//! the streaming server: SPDY/3.1 with kubelet's protocols (`v5`…`v1.channel.k8s.io`,
+//! `portforward.k8s.io`), the command run in the container (`ContainerRuntime::exec_session`),
+//! port-forward connected to the pod's port on the host's loopback (the pods of the process
+//! runtime share the host's network), and attach following the container's output.
+//! Every stream is bounded by the idle timeout, and ends with the connection.
+
+use super::conn::Tls;
+use super::request::{Head, PodPath};
+use super::routes::{is_true, respond};
+use super::spdy::{self, Frame, Headers, FLAG_FIN};
+use super::tlsio::TlsIo;
+use crate::base::errors::Chain;
+use crate::node::podlogs::{self, LineReader};
+use crate::node::runtime::exec::ExecSession;
+use crate::node::runtime::{labels, ContainerInfo, ContainerRuntime, ContainerState, StreamIo};
+use crate::pods::podcmd::{self, PodRef, Target};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Which streaming request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `/exec`.
+    Exec,
+    /// `/attach`.
+    Attach,
+    /// `/portForward`.
+    PortForward,
+}
+
+/// The remote command protocols kubelet accepts, in its order (`v5` is `v4` over SPDY).
+pub const REMOTE_COMMAND_PROTOCOLS: [&str; 5] =
+    ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
+/// The port-forward protocol.
+pub const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
+/// The client must open its streams within this time of the upgrade (kubelet's
+/// `streamCreationTimeout`).
+pub const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connecting to a runtime's streaming server.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Encoded frames kept for the client before the command's output is read no more.
+const MAX_PENDING: usize = 128 << 10;
+/// The largest data frame written.
+const DATA_FRAME: usize = 32 << 10;
+/// Port-forward connections at once on one stream.
+const MAX_FORWARDS: usize = 128;
+/// How long what is left is written after the end.
+const FINAL_FLUSH: Duration = Duration::from_secs(10);
+
+/// A remote command's options (kubelet's `NewOptions`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The command (exec).
+    pub command: Vec<String>,
+    /// Which streams.
+    pub io: StreamIo,
+}
+
+/// The options of `params` for `kind`, with kubelet's messages.
+pub fn options(params: &[(String, String)], kind: Kind) -> Result<Options, String> {
+    let flag = |k: &str| params.iter().any(|(key, v)| key == k && is_true(v));
+    let command: Vec<String> = params.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+    let tty = flag("tty");
+    let io = StreamIo { stdin: flag("input") || flag("stdin"), stdout: flag("output") || flag("stdout"), stderr: (flag("error") || flag("stderr")) && !tty, tty };
+    if kind == Kind::Exec && command.is_empty() {
+        return Err("you must specify at least one command for the container".into());
+    }
+    if !io.stdin && !io.stdout && !io.stderr {
+        return Err("you must specify at least 1 of stdin, stdout, stderr".into());
+    }
+    Ok(Options { command, io })
+}
+
+/// The protocol chosen: the client's first that is served (kubelet's `negotiateProtocol`).
+pub fn negotiate<'a>(offered: &[&str], served: &[&'a str]) -> Option<&'a str> {
+    offered.iter().find_map(|o| served.iter().find(|s| *s == o).copied())
+}
+
+/// Serves a streaming request to its end.
+pub fn serve(
+    tls: &mut Tls,
+    head: &Head,
+    leftover: Vec<u8>,
+    kind: Kind,
+    pod: &PodPath,
+    idle: Duration,
+    runtime: &dyn ContainerRuntime,
+) {
+    if let Err(text) = serve_or_refuse(tls, head, leftover, kind, pod, idle, runtime) {
+        log::debug!("server: {} {}: {text}", head.method, head.path);
+        let _ = respond(tls, 400, &text, true);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_or_refuse(
+    tls: &mut Tls,
+    head: &Head,
+    leftover: Vec<u8>,
+    kind: Kind,
+    pod: &PodPath,
+    idle: Duration,
+    runtime: &dyn ContainerRuntime,
+) -> Result<(), String> {
+    let params = head.params();
+    let opts = match kind {
+        Kind::PortForward => None,
+        _ => Some(options(&params, kind)?),
+    };
+    // The container (exec, attach) or the pod's uid (port-forward).
+    let target = Target {
+        pod: PodRef { namespace: pod.namespace.clone(), name: pod.pod.clone() },
+        container: (kind != Kind::PortForward).then(|| pod.container.clone()),
+    };
+    let (c, _) = podcmd::find(runtime, &target).map_err(|e| match e {
+        podcmd::PodCmdError::PodNotFound { .. } => format!("pod {:?} does not exist", pod.pod),
+        e => Chain(&e).to_string(),
+    })?;
+    let instance = c.instances.first().cloned().ok_or_else(|| format!("pod {:?} has no containers", pod.pod))?;
+    let uid = labels::get(&instance.config.labels, labels::POD_UID).unwrap_or("").to_string();
+    if kind != Kind::PortForward && instance.state != ContainerState::Running {
+        return Err(format!("container {:?} in pod {:?} is not running", c.name, pod.pod));
+    }
+    let url = match (kind, &opts) {
+        (Kind::Exec, Some(o)) => runtime.exec_url(&instance.id, &o.command, o.io),
+        (Kind::Attach, Some(o)) => runtime.attach_url(&instance.id, o.io),
+        _ => runtime.port_forward_url(&uid),
+    }
+    .map_err(|e| Chain(&e).to_string())?;
+    if let Some(url) = url {
+        return proxy(tls, head, leftover, &url, idle);
+    }
+    if head.upgrade().as_deref() != Some("spdy/3.1") {
+        return Err(match head.upgrade() {
+            Some(u) if !u.is_empty() => format!("unable to upgrade: {u:?} is not served here; use SPDY/3.1"),
+            _ => "Upgrade request required".into(),
+        });
+    }
+    let served: &[&str] = if kind == Kind::PortForward { &[PORT_FORWARD_PROTOCOL] } else { &REMOTE_COMMAND_PROTOCOLS };
+    let offered = head.header_values("x-stream-protocol-version");
+    let Some(protocol) = negotiate(&offered, served) else {
+        let text = format!(
+            "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {served:?}"
+        );
+        let _ = respond(tls, 403, &text, true);
+        return Ok(());
+    };
+    let reply = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: {protocol}\r\n\r\n"
+    );
+    tls.write_all(reply.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
+    let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
+    let mut s = Spdy::new(io, idle);
+    let v4 = matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io");
+    let result = match (kind, opts) {
+        (Kind::Exec, Some(o)) => exec(&mut s, &o, v4, |io| runtime.exec_session(&instance.id, &o.command, io)),
+        (Kind::Attach, Some(o)) => attach(&mut s, &o, v4, &instance, runtime),
+        _ => port_forward(&mut s, &pod.pod, &uid),
+    };
+    if let Err(e) = result {
+        log::debug!("server: {} {}: {e}", head.method, head.path);
+    }
+    s.finish();
+    Ok(())
+}
+
+/// The byte-for-byte proxy of an upgraded request to `url`, the runtime's streaming server.
+fn proxy(tls: &mut Tls, head: &Head, leftover: Vec<u8>, url: &str, idle: Duration) -> Result<(), String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("the runtime's streaming URL {url:?} is not http://"))?;
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(host)
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("the runtime's streaming URL {url:?} has no address"))?;
+    let mut up = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+        .map_err(|e| format!("cannot reach the runtime's streaming server at {addr}: {e}"))?;
+    let mut req = format!("{} {} HTTP/1.1\r\nHost: {host}\r\n", head.method, if path.is_empty() { "/" } else { path });
+    for (name, value) in &head.headers {
+        // Credentials are the node's business, not the runtime's.
+        if name != "host" && name != "authorization" {
+            req.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    req.push_str("\r\n");
+    up.write_all(req.as_bytes()).map_err(|e| format!("writing to the runtime's streaming server: {e}"))?;
+    up.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
+    splice(&mut io, &mut up, idle).map_err(|e| e.to_string())
+}
+
+/// Passes bytes both ways until both sides are done or nothing passed for `idle`.
+fn splice(io: &mut TlsIo, up: &mut TcpStream, idle: Duration) -> io::Result<()> {
+    let mut down: Vec<u8> = Vec::new();
+    let (mut up_eof, mut up_shut) = (false, false);
+    let mut last = Instant::now();
+    let mut chunk = vec![0u8; 16 << 10];
+    loop {
+        let mut up_events = 0;
+        if !up_eof && down.len() < MAX_PENDING {
+            up_events |= libc::POLLIN;
+        }
+        if !io.input().is_empty() {
+            up_events |= libc::POLLOUT;
+        }
+        let mut fds = [io.pollfd(), super::pollfd(up, up_events)];
+        let left = idle.checked_sub(last.elapsed()).ok_or_else(|| io::Error::other("idle timeout"))?;
+        if super::poll(&mut fds, Some(left))? > 0 {
+            last = Instant::now();
+        }
+        io.ready(fds[0].revents)?;
+        if !io.input().is_empty() {
+            match up.write(io.input()) {
+                Ok(n) => drop(io.input().drain(..n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if io.eof && io.input().is_empty() && !up_shut {
+            let _ = up.shutdown(Shutdown::Write);
+            up_shut = true;
+        }
+        while !up_eof && down.len() < MAX_PENDING {
+            match up.read(&mut chunk) {
+                Ok(0) => up_eof = true,
+                Ok(n) => down.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => up_eof = true,
+                Err(e) => return Err(e),
+            }
+        }
+        let n = io.send(&down)?;
+        down.drain(..n);
+        io.flush()?;
+        if up_eof && down.is_empty() {
+            io.close(FINAL_FLUSH);
+            return Ok(());
+        }
+        if io.eof && up_shut && up_eof {
+            return Ok(());
+        }
+    }
+}
+
+/// A SPDY session over the client's connection.
+struct Spdy<'a> {
+    io: TlsIo<'a>,
+    dec: spdy::Decoder,
+    enc: spdy::Encoder,
+    /// Encoded frames not yet taken by TLS.
+    out: Vec<u8>,
+    idle: Duration,
+    last: Instant,
+    /// The client said GOAWAY.
+    gone: bool,
+}
+
+impl<'a> Spdy<'a> {
+    fn new(io: TlsIo<'a>, idle: Duration) -> Spdy<'a> {
+        Spdy {
+            io,
+            dec: spdy::Decoder::default(),
+            enc: spdy::Encoder::default(),
+            out: Vec::new(),
+            idle,
+            last: Instant::now(),
+            gone: false,
+        }
+    }
+
+    fn frame(&mut self, f: &Frame) {
+        // Only frames made here, which the codec takes (its bounds are for what it reads).
+        if let Err(e) = self.enc.encode(f, &mut self.out) {
+            log::warn!("server: a SPDY frame was not written: {e}");
+        }
+    }
+
+    /// `data` on stream `id` in frames of at most `DATA_FRAME`, the last with FIN if `fin`.
+    fn data(&mut self, id: u32, data: &[u8], fin: bool) {
+        let mut pieces = data.chunks(DATA_FRAME).peekable();
+        if data.is_empty() && fin {
+            self.frame(&Frame::Data { stream_id: id, flags: FLAG_FIN, data: Vec::new() });
+        }
+        while let Some(p) = pieces.next() {
+            let flags = if fin && pieces.peek().is_none() { FLAG_FIN } else { 0 };
+            self.frame(&Frame::Data { stream_id: id, flags, data: p.to_vec() });
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.out.len() < MAX_PENDING
+    }
+
+    /// Moves output along and reads input, waiting in `poll` with `more` fds for at most
+    /// `wait`; returns their revents. Errors end the session (the idle timeout too).
+    fn wait(&mut self, more: &[libc::pollfd], wait: Duration) -> io::Result<Vec<libc::c_short>> {
+        let n = self.io.send(&self.out)?;
+        self.out.drain(..n);
+        self.io.flush()?;
+        let mut fds = Vec::with_capacity(1 + more.len());
+        fds.push(self.io.pollfd());
+        fds.extend_from_slice(more);
+        let left = self.idle.checked_sub(self.last.elapsed()).ok_or_else(|| io::Error::other("idle timeout"))?;
+        if super::poll(&mut fds, Some(wait.min(left)))? > 0 {
+            self.last = Instant::now();
+        }
+        self.io.ready(fds[0].revents)?;
+        Ok(fds[1..].iter().map(|f| f.revents).collect())
+    }
+
+    /// The next frame received, answering PINGs.
+    fn next(&mut self) -> io::Result<Option<Frame>> {
+        loop {
+            let input = self.io.input();
+            let Some((frame, used)) = self.dec.decode(input).map_err(io::Error::other)? else {
+                return Ok(None);
+            };
+            input.drain(..used);
+            match frame {
+                Frame::Ping { id } => self.frame(&Frame::Ping { id }),
+                Frame::GoAway { .. } => self.gone = true,
+                f => return Ok(Some(f)),
+            }
+        }
+    }
+
+    /// Whether the client is gone.
+    fn closed(&self) -> bool {
+        self.gone || self.io.drained()
+    }
+
+    /// Writes what is left (bounded in time), says GOAWAY and closes.
+    fn finish(&mut self) {
+        self.frame(&Frame::GoAway { last_good: 0, status: 0 });
+        let deadline = Instant::now() + FINAL_FLUSH;
+        while !self.out.is_empty() && Instant::now() < deadline && !self.io.eof {
+            if self.wait(&[], Duration::from_millis(100)).is_err() {
+                return;
+            }
+        }
+        self.io.close(Duration::from_secs(1));
+    }
+}
+
+/// The streams of a remote command, by id.
+#[derive(Default)]
+struct Streams {
+    error: Option<u32>,
+    stdin: Option<u32>,
+    stdout: Option<u32>,
+    stderr: Option<u32>,
+    resize: Option<u32>,
+}
+
+impl Streams {
+    fn complete(&self, io: &StreamIo, resize: bool) -> bool {
+        self.error.is_some()
+            && (!io.stdin || self.stdin.is_some())
+            && (!io.stdout || self.stdout.is_some())
+            && (!io.stderr || self.stderr.is_some())
+            && (!resize || !io.tty || self.resize.is_some())
+    }
+}
+
+/// Waits for the client's streams (answering each), as kubelet's `waitForStreams`.
+fn open_streams(s: &mut Spdy, io: &StreamIo, resize: bool) -> io::Result<Streams> {
+    let mut streams = Streams::default();
+    let deadline = Instant::now() + STREAM_CREATION_TIMEOUT;
+    while !streams.complete(io, resize) {
+        while let Some(f) = s.next()? {
+            if let Frame::SynStream { stream_id, headers, .. } = f {
+                s.frame(&Frame::SynReply { stream_id, flags: 0, headers: Headers::default() });
+                let slot = match headers.get("streamtype") {
+                    Some("error") => &mut streams.error,
+                    Some("stdin") => &mut streams.stdin,
+                    Some("stdout") => &mut streams.stdout,
+                    Some("stderr") => &mut streams.stderr,
+                    Some("resize") => &mut streams.resize,
+                    _ => continue,
+                };
+                *slot = Some(stream_id);
+            }
+        }
+        if s.closed() {
+            return Err(io::Error::other("the client went away before opening its streams"));
+        }
+        let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero());
+        let Some(left) = left else {
+            return Err(io::Error::other("timed out waiting for client to create streams"));
+        };
+        s.wait(&[], left)?;
+    }
+    Ok(streams)
+}
+
+/// The error stream's last word: a v4 `Status`, or plain text before v4.
+fn status(v4: bool, command: &[String], exit: Result<i32, String>) -> Vec<u8> {
+    match (exit, v4) {
+        (Ok(0), true) => br#"{"metadata":{},"status":"Success"}"#.to_vec(),
+        (Ok(0), false) => Vec::new(),
+        (Ok(code), true) => serde_json::json!({
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("command terminated with non-zero exit code: error executing command {command:?}, exit code {code}"),
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+        })
+        .to_string()
+        .into_bytes(),
+        (Ok(code), false) => format!("command terminated with non-zero exit code: exit code {code}").into_bytes(),
+        (Err(text), true) => serde_json::json!({"metadata": {}, "status": "Failure", "message": text, "reason": "InternalError"})
+            .to_string()
+            .into_bytes(),
+        (Err(text), false) => text.into_bytes(),
+    }
+}
+
+/// The terminal sizes in `buf` (kubectl's JSON objects, one a line), taken out of it.
+fn resizes(buf: &mut Vec<u8>) -> Vec<(u16, u16)> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Size {
+        width: u16,
+        height: u16,
+    }
+    let mut out = Vec::new();
+    let mut stream = serde_json::Deserializer::from_slice(buf).into_iter::<Size>();
+    let mut used = 0;
+    while let Some(Ok(size)) = stream.next() {
+        used = stream.byte_offset();
+        out.push((size.width, size.height));
+    }
+    buf.drain(..used);
+    if buf.len() > 4096 {
+        buf.clear();
+    }
+    out
+}
+
+/// Reads what `file` has (up to a frame), `None` at its end.
+fn read_some(file: &File, buf: &mut [u8]) -> Option<Option<usize>> {
+    match (&*file).read(buf) {
+        Ok(0) => None,
+        Ok(n) => Some(Some(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => Some(None),
+        // A terminal whose last writer closed says EIO.
+        Err(_) => None,
+    }
+}
+
+/// `exec` served here: the command started by `start` with the streams the client opened.
+fn exec(
+    s: &mut Spdy,
+    opts: &Options,
+    v4: bool,
+    start: impl FnOnce(StreamIo) -> Result<ExecSession, crate::node::runtime::RuntimeError>,
+) -> io::Result<()> {
+    let streams = open_streams(s, &opts.io, true)?;
+    let mut session = match start(opts.io) {
+        Ok(p) => p,
+        Err(e) => {
+            let text = format!("failed to start the command: {}", Chain(&e));
+            if let Some(id) = streams.error {
+                s.data(id, &status(v4, &opts.command, Err(text)), true);
+            }
+            return Ok(());
+        }
+    };
+    let code = run(s, &streams, &mut session)?;
+    for id in [streams.stdout, streams.stderr].into_iter().flatten() {
+        s.data(id, &[], true);
+    }
+    if let (Some(id), Some(code)) = (streams.error, code) {
+        s.data(id, &status(v4, &opts.command, Ok(code)), true);
+    }
+    Ok(())
+}
+
+/// Passes the streams until the command ends (its exit code) or the client goes (`None`;
+/// the command is killed).
+fn run(s: &mut Spdy, streams: &Streams, p: &mut ExecSession) -> io::Result<Option<i32>> {
+    let tty = p.pty().is_some();
+    // Output 0 is stdout (the terminal with a tty), 1 stderr.
+    let mut open = if tty { [true, false] } else { [p.stdout().is_some(), p.stderr().is_some()] };
+    let to = [streams.stdout, if tty { None } else { streams.stderr }];
+    let (mut to_stdin, mut stdin_fin, mut resize_buf) = (Vec::<u8>::new(), false, Vec::new());
+    let mut buf = vec![0u8; DATA_FRAME];
+    let mut exit = None;
+    loop {
+        while to_stdin.len() < MAX_PENDING {
+            let Some(f) = s.next()? else { break };
+            match f {
+                Frame::Data { stream_id, flags, data } if Some(stream_id) == streams.stdin => {
+                    to_stdin.extend_from_slice(&data);
+                    stdin_fin |= flags & FLAG_FIN != 0;
+                }
+                Frame::Data { stream_id, data, .. } if Some(stream_id) == streams.resize => {
+                    resize_buf.extend_from_slice(&data);
+                    for (w, h) in resizes(&mut resize_buf) {
+                        let _ = p.resize(w, h);
+                    }
+                }
+                Frame::RstStream { stream_id, .. } if Some(stream_id) == streams.stdin => stdin_fin = true,
+                _ => {}
+            }
+        }
+        if s.closed() {
+            p.kill();
+            return Ok(None);
+        }
+        if let Some(f) = input(p, tty).filter(|_| !to_stdin.is_empty()) {
+            match (&*f).write(&to_stdin) {
+                Ok(n) => drop(to_stdin.drain(..n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The command closed its input: what is left is dropped.
+                Err(_) => to_stdin.clear(),
+            }
+        }
+        if stdin_fin && to_stdin.is_empty() {
+            p.close_stdin();
+            stdin_fin = false;
+        }
+        for i in 0..2 {
+            while open[i] && s.has_room() {
+                let Some(f) = output(p, tty, i) else {
+                    open[i] = false;
+                    break;
+                };
+                match read_some(f, &mut buf) {
+                    None => open[i] = false,
+                    Some(None) => break,
+                    Some(Some(n)) => {
+                        if let Some(id) = to[i] {
+                            s.data(id, &buf[..n], false);
+                        }
+                    }
+                }
+            }
+        }
+        if exit.is_none() {
+            exit = p.try_exit()?;
+        }
+        let any_open = open.iter().any(|o| *o);
+        if let (Some(code), false) = (exit, any_open) {
+            return Ok(Some(code));
+        }
+        let events = if s.has_room() { libc::POLLIN } else { 0 };
+        let mut fds: Vec<libc::pollfd> =
+            (0..2).filter(|i| open[*i]).filter_map(|i| output(p, tty, i)).map(|f| super::pollfd(f, events)).collect();
+        if let Some(f) = input(p, tty).filter(|_| !to_stdin.is_empty()) {
+            fds.push(super::pollfd(f, libc::POLLOUT));
+        }
+        // Nothing to poll for the exit itself: look again soon when nothing else will wake.
+        let wait = if any_open { Duration::from_secs(1) } else { Duration::from_millis(20) };
+        s.wait(&fds, wait)?;
+    }
+}
+
+/// The command's output `i` (0: stdout, or the terminal; 1: stderr).
+fn output(p: &ExecSession, tty: bool, i: usize) -> Option<&File> {
+    match (tty, i) {
+        (true, _) => p.pty(),
+        (false, 0) => p.stdout(),
+        (false, _) => p.stderr(),
+    }
+}
+
+/// The command's input: its stdin, or the terminal.
+fn input(p: &ExecSession, tty: bool) -> Option<&File> {
+    if tty {
+        p.pty()
+    } else {
+        p.stdin()
+    }
+}
+
+/// `attach` on a runtime without a streaming server: the container's output from now on,
+/// followed from its log until it ends or the client goes. Its stdin is not attached: such
+/// containers have none.
+fn attach(s: &mut Spdy, opts: &Options, v4: bool, c: &ContainerInfo, runtime: &dyn ContainerRuntime) -> io::Result<()> {
+    let streams = open_streams(s, &opts.io, true)?;
+    let mut file = BufReader::new(File::open(&c.config.log_path)?);
+    file.seek(SeekFrom::End(0))?;
+    let mut lines = LineReader::default();
+    let mut checked = Instant::now();
+    loop {
+        while s.next()?.is_some() {}
+        if s.closed() {
+            return Ok(());
+        }
+        while s.has_room() {
+            let Some(line) = lines.next(&mut file)? else { break };
+            let Ok(r) = line.and_then(podlogs::parse_record) else { continue };
+            let id = if r.stream == podlogs::Stream::Stderr && !opts.io.tty { streams.stderr } else { streams.stdout };
+            if let Some(id) = id {
+                let mut data = r.content.to_vec();
+                if !r.partial {
+                    data.push(b'\n');
+                }
+                s.data(id, &data, false);
+            }
+        }
+        if checked.elapsed() >= podcmd::RUNNING_CHECK {
+            checked = Instant::now();
+            let running = runtime
+                .list_containers()
+                .map_err(|e| io::Error::other(Chain(&e).to_string()))?
+                .iter()
+                .any(|i| i.id == c.id && i.state == ContainerState::Running);
+            if !running {
+                for id in [streams.stdout, streams.stderr].into_iter().flatten() {
+                    s.data(id, &[], true);
+                }
+                if let Some(id) = streams.error {
+                    s.data(id, &status(v4, &[], Ok(0)), true);
+                }
+                return Ok(());
+            }
+        }
+        s.wait(&[], podlogs::FOLLOW_POLL)?;
+    }
+}
+
+/// One forwarded connection: a data stream and an error stream of one `requestid`.
+#[derive(Default)]
+struct Forward {
+    port: u16,
+    data: Option<u32>,
+    error: Option<u32>,
+    sock: Option<TcpStream>,
+    /// From the client, not yet written to the port.
+    to_port: Vec<u8>,
+    client_fin: bool,
+    port_eof: bool,
+    done: bool,
+}
+
+/// `portForward` served here: each stream pair connects to its port on the host's loopback.
+fn port_forward(s: &mut Spdy, pod: &str, uid: &str) -> io::Result<()> {
+    let mut forwards: HashMap<String, Forward> = HashMap::new();
+    let mut by_stream: HashMap<u32, String> = HashMap::new();
+    let mut buf = vec![0u8; DATA_FRAME];
+    loop {
+        while let Some(f) = s.next()? {
+            match f {
+                Frame::SynStream { stream_id, headers, .. } => {
+                    s.frame(&Frame::SynReply { stream_id, flags: 0, headers: Headers::default() });
+                    let id = headers.get("requestid").unwrap_or("").to_string();
+                    let port = headers.get("port").and_then(|p| p.parse::<u16>().ok()).filter(|p| *p > 0);
+                    if forwards.len() >= MAX_FORWARDS && !forwards.contains_key(&id) {
+                        s.frame(&Frame::RstStream { stream_id, status: 3 });
+                        continue;
+                    }
+                    let fw = forwards.entry(id.clone()).or_default();
+                    by_stream.insert(stream_id, id);
+                    match (headers.get("streamtype"), port) {
+                        (Some("error"), _) => fw.error = Some(stream_id),
+                        (Some("data"), Some(port)) => {
+                            fw.data = Some(stream_id);
+                            fw.port = port;
+                        }
+                        _ => {
+                            let text = format!("invalid port-forward stream: {:?}", headers.get("port"));
+                            s.data(stream_id, text.as_bytes(), true);
+                        }
+                    }
+                }
+                Frame::Data { stream_id, flags, data } => {
+                    if let Some(fw) = by_stream.get(&stream_id).and_then(|id| forwards.get_mut(id)) {
+                        if fw.data == Some(stream_id) {
+                            fw.to_port.extend_from_slice(&data);
+                            fw.client_fin |= flags & FLAG_FIN != 0;
+                        }
+                    }
+                }
+                Frame::RstStream { stream_id, .. } => {
+                    if let Some(fw) = by_stream.get(&stream_id).and_then(|id| forwards.get_mut(id)) {
+                        fw.done = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if s.closed() {
+            return Ok(());
+        }
+        let mut fds = Vec::new();
+        let mut polled = Vec::new();
+        for (id, fw) in forwards.iter_mut() {
+            step(s, fw, pod, uid, &mut buf)?;
+            if let Some(sock) = fw.sock.as_ref().filter(|_| !fw.done) {
+                let mut ev = 0;
+                if !fw.port_eof && s.has_room() {
+                    ev |= libc::POLLIN;
+                }
+                if !fw.to_port.is_empty() {
+                    ev |= libc::POLLOUT;
+                }
+                fds.push(super::pollfd(sock, ev));
+                polled.push(id.clone());
+            }
+        }
+        forwards.retain(|_, fw| !fw.done);
+        by_stream.retain(|_, id| forwards.contains_key(id));
+        s.wait(&fds, Duration::from_secs(1))?;
+    }
+}
+
+/// Moves one forwarded connection along: connects when both its streams are open, passes
+/// bytes, and closes the streams when the port's side ends.
+fn step(s: &mut Spdy, fw: &mut Forward, pod: &str, uid: &str, buf: &mut [u8]) -> io::Result<()> {
+    let (Some(data), Some(error)) = (fw.data, fw.error) else { return Ok(()) };
+    if fw.done {
+        return Ok(());
+    }
+    if fw.sock.is_none() {
+        match connect_local(fw.port) {
+            Ok(sock) => fw.sock = Some(sock),
+            Err(e) => {
+                let text = format!("error forwarding port {} to pod {pod}, uid {uid}: {e}", fw.port);
+                s.data(error, text.as_bytes(), true);
+                s.data(data, &[], true);
+                fw.done = true;
+                return Ok(());
+            }
+        }
+    }
+    let Some(sock) = fw.sock.as_mut() else { return Ok(()) };
+    if !fw.to_port.is_empty() {
+        match sock.write(&fw.to_port) {
+            Ok(n) => drop(fw.to_port.drain(..n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => fw.port_eof = true,
+        }
+    }
+    if fw.client_fin && fw.to_port.is_empty() {
+        let _ = sock.shutdown(Shutdown::Write);
+    }
+    while !fw.port_eof && s.has_room() {
+        match sock.read(buf) {
+            Ok(0) => fw.port_eof = true,
+            Ok(n) => s.data(data, &buf[..n], false),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => fw.port_eof = true,
+        }
+    }
+    if fw.port_eof {
+        s.data(data, &[], true);
+        s.data(error, &[], true);
+        fw.done = true;
+    }
+    Ok(())
+}
+
+/// Connects to `port` on the loopback (IPv4, then IPv6), non-blocking once connected.
+fn connect_local(port: u16) -> io::Result<TcpStream> {
+    let v4 = SocketAddr::from(([127, 0, 0, 1], port));
+    let sock = TcpStream::connect_timeout(&v4, CONNECT_TIMEOUT).or_else(|e4| {
+        TcpStream::connect_timeout(&SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)), CONNECT_TIMEOUT)
+            .map_err(|_| io::Error::new(e4.kind(), format!("dial tcp4 {v4}: connect: {e4}")))
+    })?;
+    sock.set_nonblocking(true)?;
+    let _ = sock.set_nodelay(true);
+    Ok(sock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn options_are_kubelets_with_its_messages() {
+        let o = options(&p(&[("command", "sh"), ("command", "-c"), ("input", "1"), ("output", "1"), ("tty", "1"), ("error", "1")]), Kind::Exec).unwrap();
+        assert_eq!(o.command, ["sh", "-c"]);
+        // A terminal has no separate stderr.
+        assert_eq!(o.io, StreamIo { stdin: true, stdout: true, stderr: false, tty: true });
+        assert_eq!(options(&p(&[("output", "1")]), Kind::Exec).unwrap_err(), "you must specify at least one command for the container");
+        assert_eq!(options(&p(&[("command", "true")]), Kind::Exec).unwrap_err(), "you must specify at least 1 of stdin, stdout, stderr");
+        assert!(options(&p(&[("stdout", "true")]), Kind::Attach).is_ok());
+    }
+
+    #[test]
+    fn the_clients_first_served_protocol_is_chosen() {
+        assert_eq!(negotiate(&["v5.channel.k8s.io", "v4.channel.k8s.io"], &REMOTE_COMMAND_PROTOCOLS), Some("v5.channel.k8s.io"));
+        assert_eq!(negotiate(&["v9", "v3.channel.k8s.io"], &REMOTE_COMMAND_PROTOCOLS), Some("v3.channel.k8s.io"));
+        assert_eq!(negotiate(&["v9"], &REMOTE_COMMAND_PROTOCOLS), None);
+        assert_eq!(negotiate(&[PORT_FORWARD_PROTOCOL], &[PORT_FORWARD_PROTOCOL]), Some(PORT_FORWARD_PROTOCOL));
+    }
+
+    #[test]
+    fn the_exit_is_told_as_kubelet_tells_it() {
+        assert_eq!(status(true, &[], Ok(0)), br#"{"metadata":{},"status":"Success"}"#);
+        let v: serde_json::Value = serde_json::from_slice(&status(true, &["sh".into()], Ok(3))).unwrap();
+        assert_eq!(v["reason"], "NonZeroExitCode");
+        assert_eq!(v["details"]["causes"][0], serde_json::json!({"reason": "ExitCode", "message": "3"}));
+        assert!(String::from_utf8(status(false, &[], Ok(3))).unwrap().contains("exit code 3"));
+    }
+
+    #[test]
+    fn resizes_are_read_as_they_come_whole() {
+        let mut buf = br#"{"Width":80,"Height":24}
+{"Width":100,"Hei"#
+            .to_vec();
+        assert_eq!(resizes(&mut buf), [(80, 24)]);
+        buf.extend_from_slice(b"ght\":40}\n");
+        assert_eq!(resizes(&mut buf), [(100, 40)]);
+        assert!(resizes(&mut buf).is_empty());
+    }
+}

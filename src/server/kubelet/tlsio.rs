@@ -1,0 +1,139 @@
+//! A TLS connection driven without blocking, for the streams: the caller polls its socket
+//! with `pollfd`'s events, calls `ready` with what `poll` said, takes what arrived from
+//! `input`, and queues output with `send` (which takes only what fits, so a client that
+//! stops reading slows its own stream down and nothing else).
+
+use super::conn::Tls;
+use std::io::{self, Read, Write};
+
+/// Plaintext kept from the client and not yet taken; past it, the socket is not read.
+pub const MAX_INPUT: usize = 256 << 10;
+/// Encrypted output rustls holds before `send` takes no more.
+pub const MAX_OUTPUT: usize = 256 << 10;
+
+/// The connection, non-blocking.
+pub struct TlsIo<'a> {
+    tls: &'a mut Tls,
+    input: Vec<u8>,
+    /// The client closed its side (close_notify, or the socket's end).
+    pub eof: bool,
+}
+
+impl<'a> TlsIo<'a> {
+    /// Takes over `tls` (made non-blocking) with `input` already read.
+    pub fn new(tls: &'a mut Tls, input: Vec<u8>) -> io::Result<TlsIo<'a>> {
+        tls.sock.set_nonblocking(true)?;
+        tls.conn.set_buffer_limit(Some(MAX_OUTPUT));
+        Ok(TlsIo { tls, input, eof: false })
+    }
+
+    /// The socket's pollfd: readable while input is wanted, writable while output waits.
+    pub fn pollfd(&self) -> libc::pollfd {
+        let mut events = 0;
+        if !self.eof && self.input.len() < MAX_INPUT {
+            events |= libc::POLLIN;
+        }
+        if self.tls.conn.wants_write() {
+            events |= libc::POLLOUT;
+        }
+        super::pollfd(&self.tls.sock, events)
+    }
+
+    /// Reads and writes what `revents` allows. An error ends the connection.
+    pub fn ready(&mut self, revents: libc::c_short) -> io::Result<()> {
+        if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 && !self.eof {
+            self.read()?;
+        }
+        self.flush()
+    }
+
+    fn read(&mut self) -> io::Result<()> {
+        loop {
+            match self.tls.conn.read_tls(&mut self.tls.sock) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let state = self.tls.conn.process_new_packets().map_err(io::Error::other)?;
+            if state.plaintext_bytes_to_read() > 0 && self.take_plaintext()? {
+                break;
+            }
+            if state.peer_has_closed() {
+                self.eof = true;
+                break;
+            }
+        }
+        self.take_plaintext()?;
+        Ok(())
+    }
+
+    /// Moves decrypted bytes into `input`; true when it is full.
+    fn take_plaintext(&mut self) -> io::Result<bool> {
+        let mut chunk = [0u8; 16 << 10];
+        while self.input.len() < MAX_INPUT {
+            match self.tls.conn.reader().read(&mut chunk) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Writes what rustls holds, as far as the socket takes it.
+    pub fn flush(&mut self) -> io::Result<()> {
+        while self.tls.conn.wants_write() {
+            match self.tls.conn.write_tls(&mut self.tls.sock) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes received and not yet taken.
+    pub fn input(&mut self) -> &mut Vec<u8> {
+        &mut self.input
+    }
+
+    /// Whether the client closed and everything it sent was taken.
+    pub fn drained(&self) -> bool {
+        self.eof && self.input.is_empty()
+    }
+
+    /// Queues as much of `data` as fits; returns how much.
+    pub fn send(&mut self, data: &[u8]) -> io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.tls.conn.writer().write(data)
+    }
+
+    /// Ends the TLS session (close_notify) and writes what is left, waiting up to `wait`.
+    pub fn close(&mut self, wait: std::time::Duration) {
+        self.tls.conn.send_close_notify();
+        let deadline = std::time::Instant::now() + wait;
+        while self.tls.conn.wants_write() {
+            let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else { break };
+            let mut fds = [super::pollfd(&self.tls.sock, libc::POLLOUT)];
+            if super::poll(&mut fds, Some(left)).is_err() || self.flush().is_err() {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! kubelet's API on the node (`[server]`, HTTPS), reached as a cluster reaches it: the real
+//! `kubectl` through the fake kube-apiserver (tests/apiserver), which passes `pods/log`,
+//! `exec`, `attach` and `portforward` on to the node with its kubelet client certificate,
+//! and answers the node's TokenReviews and SubjectAccessReviews. Process runtime here;
+//! `cri_kubelet_api.rs` does the same on containerd. Without the test venv each test skips.
+
+use crate::common;
+
+use common::apiserver::FakeApiserver;
+use common::{AgentProcess, Sandbox};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const NODE: &str = "testnode";
+const WAIT: Duration = Duration::from_secs(40);
+
+/// A fake apiserver and an agent joined to it.
+pub struct Cluster {
+    pub api: FakeApiserver,
+    pub agent: AgentProcess,
+    pub sb: Sandbox,
+}
+
+impl Cluster {
+    /// Both started, or `None` (skipped) without the venv. `edit` changes the agent's config.
+    pub fn start(edit: impl FnOnce(String) -> String) -> Option<Cluster> {
+        let api = FakeApiserver::start(NODE)?;
+        let sb = Sandbox::new();
+        let kubeconfig = api.node_kubeconfig();
+        let key = sb.work().join("etc/kept.key");
+        let agent = AgentProcess::start_with(&sb, |text| {
+            edit(format!("{text}[apiserver]\nkubeconfig = {kubeconfig:?}\nkept_key = {key:?}\n"))
+        });
+        Some(Cluster { api, agent, sb })
+    }
+
+    /// `f` until it gives a value; a timeout shows both logs.
+    pub fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if Instant::now() > deadline {
+                let log = self.agent.log_text();
+                let tail: Vec<&str> = log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
+                panic!("timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}", tail.join("\n"), self.api.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Creates `pod` and waits until it runs.
+    pub fn run_pod(&self, pod: Value) -> String {
+        let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+        self.api.create_pod("default", &pod);
+        self.wait(&format!("pod {name} running"), || {
+            self.api.pod("default", &name).filter(|p| p["status"]["phase"] == "Running").map(|_| ())
+        });
+        name
+    }
+
+    /// The node's kubelet API port, as the Node says.
+    pub fn kubelet_port(&self) -> u16 {
+        self.wait("the Node's kubelet port", || {
+            let node = self.api.node(NODE)?;
+            node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"].as_u64().filter(|p| *p > 0).map(|p| p as u16)
+        })
+    }
+
+    /// `kubectl ARGS` as admin, through the fake.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.api.kubectl_output(args)
+    }
+
+    /// `kubectl ARGS` as admin with `stdin`.
+    pub fn kubectl_in(&self, args: &[&str], stdin: &[u8]) -> Output {
+        self.api.kubectl_with(&self.api.admin_kubeconfig(), args, &[], Some(stdin))
+    }
+}
+
+/// A pod on this node running `script` in `sh`.
+pub fn sh_pod(name: &str, script: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "c", "image": "busybox:1.36", "command": ["sh", "-c", script]}]}})
+}
+
+pub fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+pub fn ok(out: Output, what: &str) -> String {
+    assert!(out.status.success(), "{what}: {}\n{}", out.status, text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `kubectl logs` with its options, `logs -f` to the container's end, and `--previous`.
+#[test]
+fn kubectl_logs_reaches_the_node() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let pod = c.run_pod(sh_pod("talker", "i=0; while [ $i -lt 5 ]; do echo line $i; i=$((i+1)); done; sleep 3600"));
+    let all = c.wait("five lines", || {
+        let out = c.kubectl(&["logs", &pod]);
+        let t = String::from_utf8_lossy(&out.stdout).to_string();
+        (t.lines().count() == 5).then_some(t)
+    });
+    assert_eq!(all, "line 0\nline 1\nline 2\nline 3\nline 4\n");
+    assert_eq!(ok(c.kubectl(&["logs", &pod, "--tail=2"]), "--tail"), "line 3\nline 4\n");
+    let stamped = ok(c.kubectl(&["logs", &pod, "--timestamps", "--tail=1"]), "--timestamps");
+    let (stamp, line) = stamped.trim_end().split_once(' ').unwrap();
+    assert!(stamp.starts_with("20") && stamp.ends_with('Z'), "{stamped}");
+    assert_eq!(line, "line 4");
+    assert_eq!(ok(c.kubectl(&["logs", &pod, "--since=1h"]), "--since").lines().count(), 5);
+    assert_eq!(ok(c.kubectl(&["logs", &pod, "--limit-bytes=8"]), "--limit-bytes"), "line 0\nl");
+    assert_eq!(ok(c.kubectl(&["logs", &pod, "-c", "c"]), "-c").lines().count(), 5);
+    let missing = c.kubectl(&["logs", &pod, "--previous"]);
+    assert!(!missing.status.success() && text(&missing).contains("previous terminated container"), "{}", text(&missing));
+
+    // A follow shows lines as they come and ends with the container.
+    let pod = c.run_pod(sh_pod("counter", "sleep 1; for i in 1 2 3; do echo tick $i; sleep 1; done"));
+    let started = Instant::now();
+    let out = ok(c.kubectl(&["logs", "-f", &pod]), "logs -f");
+    assert_eq!(out, "tick 1\ntick 2\ntick 3\n");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    // --previous after a restart: the instance before.
+    let pod = c.run_pod(sh_pod("restarter", "echo run $(cat /proc/sys/kernel/random/uuid); sleep 1; exit 1"));
+    c.wait("a restart", || {
+        let p = c.api.pod("default", &pod)?;
+        (p["status"]["containerStatuses"][0]["restartCount"].as_u64()? >= 1).then_some(())
+    });
+    let previous = ok(c.kubectl(&["logs", &pod, "--previous"]), "--previous");
+    assert!(previous.starts_with("run "), "{previous}");
+    c.wait("the new instance's own line", || {
+        let now = String::from_utf8(c.kubectl(&["logs", &pod]).stdout).ok()?;
+        (now.starts_with("run ") && now != previous).then_some(())
+    });
+}
+
+/// `kubectl exec`: the exit code, stdin, and `cp` both ways.
+#[test]
+fn kubectl_exec_and_cp_reach_the_node() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let data = c.sb.work().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut p = sh_pod("shell", "sleep 3600");
+    common::share_dir(&mut p, &data);
+    let pod = c.run_pod(p);
+    assert_eq!(ok(c.kubectl(&["exec", &pod, "--", "echo", "hi"]), "exec echo"), "hi\n");
+    let failed = c.kubectl(&["exec", &pod, "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
+    assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
+    assert_eq!(String::from_utf8_lossy(&failed.stdout), "out\n");
+    assert!(String::from_utf8_lossy(&failed.stderr).contains("err"));
+    let cat = c.kubectl_in(&["exec", "-i", &pod, "--", "sh", "-c", "cat; echo done"], b"hello\nworld\n");
+    assert_eq!(ok(cat, "exec -i"), "hello\nworld\ndone\n");
+
+    // kubectl cp is exec of tar: 5 MB each way, byte for byte.
+    let blob: Vec<u8> = (0..5_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let local = c.sb.work().join("blob");
+    std::fs::write(&local, &blob).unwrap();
+    let inside = data.join("blob-in");
+    ok(c.kubectl(&["cp", local.to_str().unwrap(), &format!("default/{pod}:{}", inside.display())]), "cp to the pod");
+    assert!(std::fs::read(&inside).unwrap() == blob, "the file copied in differs");
+    let back = c.sb.work().join("blob-back");
+    ok(c.kubectl(&["cp", &format!("default/{pod}:{}", inside.display()), back.to_str().unwrap()]), "cp from the pod");
+    assert!(std::fs::read(&back).unwrap() == blob, "the file copied out differs");
+}
+
+/// Drives `kubectl exec -it` on a pseudo-terminal: a shell answers `stty size`, a resize
+/// changes it, and the shell's exit code comes back.
+const TTY_DRIVER: &str = r#"
+import fcntl, os, pty, select, signal, struct, sys, termios, time
+argv = sys.argv[1:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+def size(rows, cols):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+size(24, 80)
+seen = b""
+def expect(token, timeout=20):
+    global seen
+    end = time.time() + timeout
+    while token not in seen:
+        if time.time() > end:
+            sys.stdout.write("TIMEOUT waiting for %r; seen %r\n" % (token, seen)); sys.exit(99)
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+    seen = seen[seen.index(token) + len(token):]
+time.sleep(1)
+os.write(fd, b"stty size; echo mark1\n")
+expect(b"24 80")
+expect(b"mark1")
+size(40, 100)
+os.kill(pid, signal.SIGWINCH)
+time.sleep(1)
+os.write(fd, b"stty size; echo mark2\n")
+expect(b"40 100")
+expect(b"mark2")
+os.write(fd, b"exit 5\n")
+_, status = os.waitpid(pid, 0)
+print("EXIT", os.waitstatus_to_exitcode(status))
+"#;
+
+#[test]
+fn kubectl_exec_with_a_terminal_follows_its_size() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let pod = c.run_pod(sh_pod("term", "sleep 3600"));
+    let venv = common::apiserver::venv().unwrap();
+    let kubectl = venv.join("bin/kubectl");
+    let kubeconfig = c.api.admin_kubeconfig();
+    let out = Command::new(venv.join("bin/python"))
+        .arg("-c")
+        .arg(TTY_DRIVER)
+        .arg(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["exec", "-it", &pod, "--", "sh"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(t.contains("EXIT 5"), "{t}");
+}
+
+/// `kubectl port-forward` to a server in the pod, and an HTTP request through it.
+#[test]
+fn kubectl_port_forward_reaches_the_pod() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let port = common::free_port();
+    let script = format!("exec python3 -m http.server {port} --bind 127.0.0.1");
+    let pod = c.run_pod(sh_pod("web", &script));
+    let local = common::free_port();
+    let mut pf = Command::new(common::apiserver::venv().unwrap().join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(c.api.admin_kubeconfig())
+        .args(["port-forward", &format!("pod/{pod}"), &format!("{local}:{port}")])
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let get = || -> Option<String> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", local)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        s.write_all(b"GET / HTTP/1.0\r\n\r\n").ok()?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).ok()?;
+        answer.starts_with("HTTP/1.0 200").then_some(answer)
+    };
+    let answer = c.wait("an answer through port-forward", get);
+    assert!(answer.contains("Directory listing"), "{answer}");
+    // Several connections, one after another, over the same forward.
+    for _ in 0..3 {
+        assert!(get().is_some());
+    }
+    let _ = pf.kill();
+    let _ = pf.wait();
+}
+
+/// Who may call the node: the apiserver's kubelet client certificate; a user allowed
+/// `nodes/proxy`; not one allowed only `nodes/stats`, nor a token the apiserver rejects, nor
+/// anyone without credentials, nor a certificate of another CA.
+#[test]
+fn the_node_authenticates_and_authorizes_as_kubelet() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let pod = c.run_pod(sh_pod("quiet", "echo hello; sleep 3600"));
+    let port = c.kubelet_port();
+    let url = format!("https://127.0.0.1:{port}/containerLogs/default/{pod}/c");
+    let curl = |args: &[&str]| -> (String, String) {
+        let out = Command::new("curl").args(["-k", "-s", "-S", "--max-time", "10", "-w", "\n%{http_code}"]).args(args).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let (body, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+        (code.to_string(), format!("{body}{}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    // The apiserver's client certificate.
+    let (cert, key) = (c.api.kubelet_client_cert(), c.api.kubelet_client_key());
+    assert_eq!(curl(&["--cert", &path(&cert), "--key", &path(&key), &url]), ("200".into(), "hello\n".into()));
+    // Nobody.
+    assert_eq!(curl(&[&url]), ("401".into(), "Unauthorized".into()));
+    // Another CA's certificate: the handshake fails.
+    let (other, other_key) = c.api.other_ca_client_cert();
+    let (code, _) = curl(&["--cert", &path(&other), "--key", &path(&other_key), &url]);
+    assert_eq!(code, "000");
+    // A token the apiserver does not know.
+    assert_eq!(curl(&["-H", "Authorization: Bearer nope", &url]).0, "401");
+    // Alice may proxy; bob may only read stats.
+    c.api.add_token("alice-token", "alice", &["devs"]);
+    c.api.add_token("bob-token", "bob", &[]);
+    c.api.allow("alice", &["get", "create"], "nodes", "proxy");
+    c.api.allow("bob", &["get"], "nodes", "stats");
+    assert_eq!(curl(&["-H", "Authorization: Bearer alice-token", &url]).0, "200");
+    let (code, body) = curl(&["-H", "Authorization: Bearer bob-token", &url]);
+    assert_eq!((code.as_str(), body.as_str()), ("403", "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)"));
+    // Alice may exec (the upgrade is granted), bob may not.
+    let exec = format!("https://127.0.0.1:{port}/exec/default/{pod}/c?command=true&output=1");
+    let upgrade = ["-X", "POST", "-H", "Connection: Upgrade", "-H", "Upgrade: SPDY/3.1", "-H", "X-Stream-Protocol-Version: v4.channel.k8s.io", "--max-time", "2"];
+    let (code, _) = curl(&[&upgrade[..], &["-H", "Authorization: Bearer alice-token", &exec]].concat());
+    assert_eq!(code, "101");
+    let (code, _) = curl(&[&upgrade[..], &["-H", "Authorization: Bearer bob-token", &exec]].concat());
+    assert_eq!(code, "403");
+    // A user certificate of the cluster CA is a user too.
+    let (carol, carol_key) = c.api.user_cert("carol", &["devs"]);
+    assert_eq!(curl(&["--cert", &path(&carol), "--key", &path(&carol_key), &url]).0, "403");
+    c.api.allow("carol", &["get"], "nodes", "proxy");
+    // Denied answers are kept 30 s: carol's is still the cached no.
+    assert_eq!(curl(&["--cert", &path(&carol), "--key", &path(&carol_key), &url]).0, "403");
+    // Answers are cached: asking again does not ask the apiserver again.
+    let (tokens, reviews) = (c.api.token_reviews(), c.api.subject_access_reviews());
+    for _ in 0..3 {
+        assert_eq!(curl(&["-H", "Authorization: Bearer alice-token", &url]).0, "200");
+    }
+    assert_eq!((c.api.token_reviews(), c.api.subject_access_reviews()), (tokens, reviews));
+}
+
+/// A hostile client: many idle connections, a handshake that never finishes, a reader that
+/// stops reading, a head too large. The local API answers throughout, and so does the node.
+#[test]
+fn hostile_clients_stall_nothing_else() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let pod = c.run_pod(sh_pod("target", "sleep 3600"));
+    let port = c.kubelet_port();
+    let healthz = || {
+        let started = Instant::now();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", c.agent.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        started.elapsed()
+    };
+    // 1000 connections that never say anything.
+    let idle: Vec<std::net::TcpStream> =
+        (0..1000).filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok()).collect();
+    assert!(idle.len() >= 900);
+    let slow = healthz();
+    assert!(slow < Duration::from_secs(2), "/healthz took {slow:?}");
+    // A handshake that stops half-way is closed by the node within its handshake timeout.
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let _ = half.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]);
+    drop(idle);
+    half.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut buf = [0u8; 64];
+    let started = Instant::now();
+    let closed = matches!(half.read(&mut buf), Ok(0) | Err(_));
+    assert!(closed && started.elapsed() < Duration::from_secs(25));
+    // A reader that stops reading a stream that writes without end holds only itself.
+    let mut stuck = Command::new(common::apiserver::venv().unwrap().join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(c.api.admin_kubeconfig())
+        .args(["exec", &pod, "--", "sh", "-c", "while true; do echo 0123456789abcdef0123456789abcdef; done"])
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(ok(c.kubectl(&["exec", &pod, "--", "echo", "still"]), "exec beside a stuck one"), "still\n");
+    let _ = healthz();
+    let _ = stuck.kill();
+    let _ = stuck.wait();
+    // A head of 64 KiB and more is refused (431), and the node goes on.
+    let (cert, key) = (c.api.kubelet_client_cert(), c.api.kubelet_client_key());
+    let big = format!("X-Big: {}", "a".repeat(70_000));
+    let out = Command::new("curl")
+        .args(["-k", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "-H", &big])
+        .args(["--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()])
+        .arg(format!("https://127.0.0.1:{port}/healthz"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "431");
+    assert_eq!(ok(c.kubectl(&["exec", &pod, "--", "echo", "after"]), "exec after"), "after\n");
+}
+
