@@ -93,9 +93,16 @@ pub fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-pub fn ok(out: Output, what: &str) -> String {
-    assert!(out.status.success(), "{what}: {}\n{}", out.status, text(&out));
-    String::from_utf8(out.stdout).unwrap()
+impl Cluster {
+    /// The output of a command that must have succeeded; else the agent's log says why.
+    pub fn ok(&self, out: Output, what: &str) -> String {
+        if !out.status.success() {
+            let log = self.agent.log_text();
+            let tail: Vec<&str> = log.lines().filter(|l| l.contains("server")).rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
+            panic!("{what}: {}\n{}\nthe agent's server lines:\n{}", out.status, text(&out), tail.join("\n"));
+        }
+        String::from_utf8(out.stdout).unwrap()
+    }
 }
 
 /// `kubectl logs` with its options, `logs -f` to the container's end, and `--previous`.
@@ -109,21 +116,21 @@ fn kubectl_logs_reaches_the_node() {
         (t.lines().count() == 5).then_some(t)
     });
     assert_eq!(all, "line 0\nline 1\nline 2\nline 3\nline 4\n");
-    assert_eq!(ok(c.kubectl(&["logs", &pod, "--tail=2"]), "--tail"), "line 3\nline 4\n");
-    let stamped = ok(c.kubectl(&["logs", &pod, "--timestamps", "--tail=1"]), "--timestamps");
+    assert_eq!(c.ok(c.kubectl(&["logs", &pod, "--tail=2"]), "--tail"), "line 3\nline 4\n");
+    let stamped = c.ok(c.kubectl(&["logs", &pod, "--timestamps", "--tail=1"]), "--timestamps");
     let (stamp, line) = stamped.trim_end().split_once(' ').unwrap();
     assert!(stamp.starts_with("20") && stamp.ends_with('Z'), "{stamped}");
     assert_eq!(line, "line 4");
-    assert_eq!(ok(c.kubectl(&["logs", &pod, "--since=1h"]), "--since").lines().count(), 5);
-    assert_eq!(ok(c.kubectl(&["logs", &pod, "--limit-bytes=8"]), "--limit-bytes"), "line 0\nl");
-    assert_eq!(ok(c.kubectl(&["logs", &pod, "-c", "c"]), "-c").lines().count(), 5);
+    assert_eq!(c.ok(c.kubectl(&["logs", &pod, "--since=1h"]), "--since").lines().count(), 5);
+    assert_eq!(c.ok(c.kubectl(&["logs", &pod, "--limit-bytes=8"]), "--limit-bytes"), "line 0\nl");
+    assert_eq!(c.ok(c.kubectl(&["logs", &pod, "-c", "c"]), "-c").lines().count(), 5);
     let missing = c.kubectl(&["logs", &pod, "--previous"]);
     assert!(!missing.status.success() && text(&missing).contains("previous terminated container"), "{}", text(&missing));
 
     // A follow shows lines as they come and ends with the container.
     let pod = c.run_pod(sh_pod("counter", "sleep 1; for i in 1 2 3; do echo tick $i; sleep 1; done"));
     let started = Instant::now();
-    let out = ok(c.kubectl(&["logs", "-f", &pod]), "logs -f");
+    let out = c.ok(c.kubectl(&["logs", "-f", &pod]), "logs -f");
     assert_eq!(out, "tick 1\ntick 2\ntick 3\n");
     assert!(started.elapsed() < Duration::from_secs(30));
 
@@ -133,7 +140,7 @@ fn kubectl_logs_reaches_the_node() {
         let p = c.api.pod("default", &pod)?;
         (p["status"]["containerStatuses"][0]["restartCount"].as_u64()? >= 1).then_some(())
     });
-    let previous = ok(c.kubectl(&["logs", &pod, "--previous"]), "--previous");
+    let previous = c.ok(c.kubectl(&["logs", &pod, "--previous"]), "--previous");
     assert!(previous.starts_with("run "), "{previous}");
     c.wait("the new instance's own line", || {
         let now = String::from_utf8(c.kubectl(&["logs", &pod]).stdout).ok()?;
@@ -150,23 +157,23 @@ fn kubectl_exec_and_cp_reach_the_node() {
     let mut p = sh_pod("shell", "sleep 3600");
     common::share_dir(&mut p, &data);
     let pod = c.run_pod(p);
-    assert_eq!(ok(c.kubectl(&["exec", &pod, "--", "echo", "hi"]), "exec echo"), "hi\n");
+    assert_eq!(c.ok(c.kubectl(&["exec", &pod, "--", "echo", "hi"]), "exec echo"), "hi\n");
     let failed = c.kubectl(&["exec", &pod, "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
     assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
     assert_eq!(String::from_utf8_lossy(&failed.stdout), "out\n");
     assert!(String::from_utf8_lossy(&failed.stderr).contains("err"));
     let cat = c.kubectl_in(&["exec", "-i", &pod, "--", "sh", "-c", "cat; echo done"], b"hello\nworld\n");
-    assert_eq!(ok(cat, "exec -i"), "hello\nworld\ndone\n");
+    assert_eq!(c.ok(cat, "exec -i"), "hello\nworld\ndone\n");
 
     // kubectl cp is exec of tar: 5 MB each way, byte for byte.
     let blob: Vec<u8> = (0..5_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     let local = c.sb.work().join("blob");
     std::fs::write(&local, &blob).unwrap();
     let inside = data.join("blob-in");
-    ok(c.kubectl(&["cp", local.to_str().unwrap(), &format!("default/{pod}:{}", inside.display())]), "cp to the pod");
+    c.ok(c.kubectl(&["cp", local.to_str().unwrap(), &format!("default/{pod}:{}", inside.display())]), "cp to the pod");
     assert!(std::fs::read(&inside).unwrap() == blob, "the file copied in differs");
     let back = c.sb.work().join("blob-back");
-    ok(c.kubectl(&["cp", &format!("default/{pod}:{}", inside.display()), back.to_str().unwrap()]), "cp from the pod");
+    c.ok(c.kubectl(&["cp", &format!("default/{pod}:{}", inside.display()), back.to_str().unwrap()]), "cp from the pod");
     assert!(std::fs::read(&back).unwrap() == blob, "the file copied out differs");
 }
 
@@ -365,7 +372,7 @@ fn hostile_clients_stall_nothing_else() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(ok(c.kubectl(&["exec", &pod, "--", "echo", "still"]), "exec beside a stuck one"), "still\n");
+    assert_eq!(c.ok(c.kubectl(&["exec", &pod, "--", "echo", "still"]), "exec beside a stuck one"), "still\n");
     let _ = healthz();
     let _ = stuck.kill();
     let _ = stuck.wait();
@@ -379,6 +386,6 @@ fn hostile_clients_stall_nothing_else() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "431");
-    assert_eq!(ok(c.kubectl(&["exec", &pod, "--", "echo", "after"]), "exec after"), "after\n");
+    assert_eq!(c.ok(c.kubectl(&["exec", &pod, "--", "echo", "after"]), "exec after"), "after\n");
 }
 

@@ -191,21 +191,19 @@ impl HeaderDeflater {
     /// How many bytes `deflate` writes for a block of `len` bytes.
     pub(super) fn deflated_len(&self, len: usize) -> usize {
         let header = if self.started { 0 } else { ZLIB_HEADER.len() };
-        header + len.div_ceil(MAX_STORED).max(1) * 5 + len
+        header + len.div_ceil(MAX_STORED) * 5 + len + SYNC_FLUSH.len()
     }
 
     /// Appends `block` to `out` as non-final stored blocks, after the zlib header the first
-    /// time. Each stored block ends on a byte boundary, so a reader has it all without a flush.
+    /// time, and ends it with an empty stored block, as a sync flush does. Go's inflater
+    /// hands out a stored block's bytes only when it reads the block after it: without the
+    /// empty one it would read past the frame, fail, and keep failing for every later block.
     pub(super) fn deflate(&mut self, block: &[u8], out: &mut Vec<u8>) {
         if !self.started {
             out.extend_from_slice(&ZLIB_HEADER);
             self.started = true;
         }
-        let mut chunks = block.chunks(MAX_STORED).peekable();
-        if chunks.peek().is_none() {
-            out.extend_from_slice(&[0, 0, 0, 0xff, 0xff]);
-        }
-        for chunk in chunks {
+        for chunk in block.chunks(MAX_STORED) {
             // BFINAL 0, BTYPE 00, then LEN and NLEN (little-endian, RFC 1951 3.2.4).
             let len = chunk.len() as u16; // chunks of at most u16::MAX bytes
             out.push(0);
@@ -213,8 +211,12 @@ impl HeaderDeflater {
             out.extend_from_slice(&(!len).to_le_bytes());
             out.extend_from_slice(chunk);
         }
+        out.extend_from_slice(&SYNC_FLUSH);
     }
 }
+
+/// An empty non-final stored block: how a sync flush ends.
+const SYNC_FLUSH: [u8; 5] = [0, 0, 0, 0xff, 0xff];
 
 #[cfg(test)]
 mod tests {
@@ -353,7 +355,7 @@ mod tests {
         let block = vec![b'x'; 70_000];
         let mut stream = Vec::new();
         deflater.deflate(&block, &mut stream);
-        assert_eq!(stream.len(), 70_000 + 10);
+        assert_eq!(stream.len(), 70_000 + 10 + SYNC_FLUSH.len());
         assert_eq!(inflater.inflate(&stream, 1 << 20).unwrap(), block);
     }
 }
