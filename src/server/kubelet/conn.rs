@@ -15,7 +15,35 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A TLS connection as the routes use it.
-pub type Tls = StreamOwned<ServerConnection, TcpStream>;
+pub type Tls = StreamOwned<ServerConnection, Sock>;
+
+/// A connection's socket. Its thread owns it; stopping the thread shuts it down through a
+/// weak reference, so the socket closes as soon as the thread is done with it.
+pub struct Sock(Arc<TcpStream>);
+
+impl Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
+    }
+}
+
+impl std::ops::Deref for Sock {
+    type Target = TcpStream;
+
+    fn deref(&self) -> &TcpStream {
+        &self.0
+    }
+}
 
 /// The pause after `accept` failed (EMFILE and the like), so it is not spun on.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
@@ -48,13 +76,16 @@ pub fn accept_loop(listener: &TcpListener, wake: &WakeReceiver, conns: &WorkerSe
             if sock.set_nonblocking(false).is_err() {
                 continue;
             }
-            let Ok(closer) = sock.try_clone() else { continue };
+            let sock = Arc::new(sock);
+            let weak = Arc::downgrade(&sock);
             let shared = shared.clone();
             let on_stop = Box::new(move || {
-                let _ = closer.shutdown(Shutdown::Both);
+                if let Some(s) = weak.upgrade() {
+                    let _ = s.shutdown(Shutdown::Both);
+                }
             });
             match conns.spawn_with("fl-kapi-conn", Some(on_stop), move |stop| {
-                serve(sock, &shared, &stop);
+                serve(Sock(sock), &shared, &stop);
                 Exit::Done
             }) {
                 Ok(_) => {}
@@ -71,7 +102,7 @@ pub fn accept_loop(listener: &TcpListener, wake: &WakeReceiver, conns: &WorkerSe
 }
 
 /// Serves one connection to its end.
-fn serve(sock: TcpStream, shared: &Shared, stop: &StopSignal) {
+fn serve(sock: Sock, shared: &Shared, stop: &StopSignal) {
     let _ = sock.set_nodelay(true);
     let peer = sock.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let Some(mut tls) = handshake(sock, shared) else { return };
@@ -107,20 +138,30 @@ fn serve(sock: TcpStream, shared: &Shared, stop: &StopSignal) {
     }
 }
 
-/// The TLS handshake, bounded in time as a whole.
-fn handshake(mut sock: TcpStream, shared: &Shared) -> Option<Tls> {
+/// The TLS handshake, bounded in time as a whole (each read waits only for what is left).
+fn handshake(mut sock: Sock, shared: &Shared) -> Option<Tls> {
     let mut conn = ServerConnection::new(shared.settings.tls.clone()).ok()?;
     let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
-    let _ = sock.set_write_timeout(Some(WRITE_TIMEOUT));
-    while conn.is_handshaking() {
+    sock.set_write_timeout(Some(WRITE_TIMEOUT)).ok()?;
+    loop {
+        while conn.wants_write() {
+            conn.write_tls(&mut sock).ok()?;
+        }
+        if !conn.is_handshaking() {
+            return Some(StreamOwned::new(conn, sock));
+        }
         let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
         sock.set_read_timeout(Some(left)).ok()?;
-        if let Err(e) = conn.complete_io(&mut sock) {
+        if matches!(conn.read_tls(&mut sock), Ok(0) | Err(_)) {
+            return None;
+        }
+        if let Err(e) = conn.process_new_packets() {
             log::debug!("server: TLS handshake: {e}");
+            // The alert, if rustls has one to send.
+            let _ = conn.write_tls(&mut sock);
             return None;
         }
     }
-    Some(StreamOwned::new(conn, sock))
 }
 
 /// Reads the next request head into `buf` (which may hold bytes already): `None` when the

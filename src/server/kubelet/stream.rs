@@ -373,7 +373,6 @@ fn open_streams(s: &mut Spdy, io: &StreamIo, resize: bool) -> io::Result<Streams
     let deadline = Instant::now() + STREAM_CREATION_TIMEOUT;
     while !streams.complete(io, resize) {
         while let Some(f) = s.next()? {
-            log::debug!("server: spdy frame {f:?}");
             if let Frame::SynStream { stream_id, headers, .. } = f {
                 s.frame(&Frame::SynReply { stream_id, flags: 0, headers: Headers::default() });
                 let slot = match headers.get("streamtype") {
@@ -390,7 +389,6 @@ fn open_streams(s: &mut Spdy, io: &StreamIo, resize: bool) -> io::Result<Streams
         if s.closed() {
             return Err(io::Error::other("the client went away before opening its streams"));
         }
-        log::debug!("server: spdy waiting; {} bytes in", s.io.input().len());
         let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero());
         let Some(left) = left else {
             return Err(io::Error::other("timed out waiting for client to create streams"));

@@ -36,7 +36,7 @@ impl<'a> TlsIo<'a> {
         if self.tls.conn.wants_write() {
             events |= libc::POLLOUT;
         }
-        super::pollfd(&self.tls.sock, events)
+        super::pollfd(&*self.tls.sock, events)
     }
 
     /// Reads and writes what `revents` allows. An error ends the connection.
@@ -130,7 +130,7 @@ impl<'a> TlsIo<'a> {
         let deadline = std::time::Instant::now() + wait;
         while self.tls.conn.wants_write() {
             let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) else { break };
-            let mut fds = [super::pollfd(&self.tls.sock, libc::POLLOUT)];
+            let mut fds = [super::pollfd(&*self.tls.sock, libc::POLLOUT)];
             if super::poll(&mut fds, Some(left)).is_err() || self.flush().is_err() {
                 break;
             }
