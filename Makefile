@@ -200,7 +200,7 @@ bench: deps
 	trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
 	tests/cri/up.sh || exit 1; \
 	unset FERROLET_CRI_ENDPOINT; if [ -f $(BENCH_CRI_BASE)/env ]; then set -a; . $(BENCH_CRI_BASE)/env; set +a; fi; \
-	$(CARGO) bench --locked --bench cri
+	FERROLET_TEST_VENV=$(TEST_VENV) $(CARGO) bench --locked --bench cri --bench kubelet_api
 
 ## soak: the release agent under churn for DURATION (default 10m; `make soak DURATION=1h`):
 ## pods created, changed and removed every 3 s, crash loops, failing and flapping probes, a

@@ -25,6 +25,7 @@ mod cri_agent;
 mod cri_cluster;
 mod cri_dns;
 mod cri_hooks;
+mod cri_kubelet_api;
 mod cri_imagegc;
 mod cri_images;
 mod cri_logs_exec;

@@ -179,7 +179,7 @@ fn kubectl_exec_and_cp_reach_the_node() {
 
 /// Drives `kubectl exec -it` on a pseudo-terminal: a shell answers `stty size`, a resize
 /// changes it, and the shell's exit code comes back.
-const TTY_DRIVER: &str = r#"
+pub const TTY_DRIVER: &str = r#"
 import fcntl, os, pty, select, signal, struct, sys, termios, time
 argv = sys.argv[1:]
 pid, fd = pty.fork()
