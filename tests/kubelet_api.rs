@@ -390,3 +390,41 @@ fn hostile_clients_stall_nothing_else() {
     assert_eq!(c.ok(c.kubectl(&["exec", &pod, "--", "echo", "after"]), "exec after"), "after\n");
 }
 
+
+/// `kubectl attach` on the process runtime: the container's output from now on.
+#[test]
+fn kubectl_attach_follows_the_containers_output() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let pod = c.run_pod(sh_pod("ticker", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done"));
+    let mut attach = Command::new(common::apiserver::venv().unwrap().join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(c.api.admin_kubeconfig())
+        .args(["attach", &pod])
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = attach.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut seen = String::new();
+        let mut buf = [0u8; 256];
+        while seen.matches("tick").count() < 3 {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
+            }
+        }
+        seen
+    });
+    let deadline = Instant::now() + WAIT;
+    while !reader.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = attach.kill();
+    let _ = attach.wait();
+    let seen = reader.join().unwrap();
+    assert!(seen.matches("tick").count() >= 3, "{seen}");
+    // From now on: the first lines the container wrote are not replayed.
+    assert!(!seen.contains("tick 0\n"), "{seen}");
+}

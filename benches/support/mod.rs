@@ -111,7 +111,7 @@ impl Agent {
         // kubelet's API on a port of its own, unless `extra` says more of `[server]`.
         let server = if extra.contains("[server]") { "" } else { "[server]\nlisten = \"127.0.0.1:0\"\n" };
         let text = format!(
-            "node_name = \"bench\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmax_pods = 1000\n[api]\nlisten = \"127.0.0.1:{port}\"\n{server}[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n",
+            "node_name = \"bench\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmax_pods = 1000\n[api]\nlisten = \"127.0.0.1:{port}\"\n{server}[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n",
             dir.join("state"),
             dir.join("manifests"),
             dir.join("device-plugins"),

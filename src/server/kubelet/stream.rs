@@ -371,7 +371,7 @@ impl Streams {
 fn open_streams(s: &mut Spdy, io: &StreamIo, resize: bool) -> io::Result<Streams> {
     let mut streams = Streams::default();
     let deadline = Instant::now() + STREAM_CREATION_TIMEOUT;
-    while !streams.complete(io, resize) {
+    loop {
         while let Some(f) = s.next()? {
             if let Frame::SynStream { stream_id, headers, .. } = f {
                 s.frame(&Frame::SynReply { stream_id, flags: 0, headers: Headers::default() });
@@ -386,6 +386,10 @@ fn open_streams(s: &mut Spdy, io: &StreamIo, resize: bool) -> io::Result<Streams
                 *slot = Some(stream_id);
             }
         }
+        // The last reply goes out with the first output.
+        if streams.complete(io, resize) {
+            return Ok(streams);
+        }
         if s.closed() {
             return Err(io::Error::other("the client went away before opening its streams"));
         }
@@ -395,7 +399,6 @@ fn open_streams(s: &mut Spdy, io: &StreamIo, resize: bool) -> io::Result<Streams
         };
         s.wait(&[], left)?;
     }
-    Ok(streams)
 }
 
 /// The error stream's last word: a v4 `Status`, or plain text before v4.
