@@ -73,6 +73,9 @@ fn kubectl_logs_exec_and_cp_on_containerd() {
     assert_eq!(logs, "first\nsecond\n");
     assert_eq!(n.ok(n.kubectl(&["logs", &pod, "--tail=1"]), "--tail"), "second\n");
     assert_eq!(n.ok(n.kubectl(&["exec", &pod, "--", "echo", "hi"]), "exec"), "hi\n");
+    // Output larger than every buffer on the way arrives whole (the proxy once lost its end).
+    let big = n.ok(n.kubectl(&["exec", &pod, "--", "head", "-c", "20000000", "/dev/zero"]), "exec of 20 MB");
+    assert_eq!(big.len(), 20_000_000);
     let failed = n.kubectl(&["exec", &pod, "--", "sh", "-c", "exit 3"]);
     assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
     let cat = n.api.kubectl_with(&n.api.admin_kubeconfig(), &["exec", "-i", &pod, "--", "cat"], &[], Some(b"in and out\n"));

@@ -162,6 +162,9 @@ fn kubectl_exec_and_cp_reach_the_node() {
     assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
     assert_eq!(String::from_utf8_lossy(&failed.stdout), "out\n");
     assert!(String::from_utf8_lossy(&failed.stderr).contains("err"));
+    // Output larger than every buffer on the way arrives whole.
+    let big = c.ok(c.kubectl(&["exec", &pod, "--", "head", "-c", "20000000", "/dev/zero"]), "exec of 20 MB");
+    assert_eq!(big.len(), 20_000_000);
     let cat = c.kubectl_in(&["exec", "-i", &pod, "--", "sh", "-c", "cat; echo done"], b"hello\nworld\n");
     assert_eq!(c.ok(cat, "exec -i"), "hello\nworld\ndone\n");
 

@@ -234,9 +234,7 @@ fn splice(io: &mut TlsIo, up: &mut TcpStream, idle: Duration) -> io::Result<()> 
                 Err(e) => return Err(e),
             }
         }
-        let n = io.send(&down)?;
-        down.drain(..n);
-        io.flush()?;
+        io.send(&mut down)?;
         if up_eof && down.is_empty() {
             io.close(FINAL_FLUSH);
             return Ok(());
@@ -297,11 +295,13 @@ impl<'a> Spdy<'a> {
     }
 
     /// Moves output along and reads input, waiting in `poll` with `more` fds for at most
-    /// `wait`; returns their revents. Errors end the session (the idle timeout too).
+    /// `wait`; returns their revents. Errors end the session (the idle timeout too). The
+    /// caller made `more` when the output was full, perhaps (without asking to read): if
+    /// sending made room, it returns at once, for the caller to read.
     fn wait(&mut self, more: &[libc::pollfd], wait: Duration) -> io::Result<Vec<libc::c_short>> {
-        let n = self.io.send(&self.out)?;
-        self.out.drain(..n);
-        self.io.flush()?;
+        let full = !self.has_room();
+        self.io.send(&mut self.out)?;
+        let wait = if full && self.has_room() { Duration::ZERO } else { wait };
         let mut fds = Vec::with_capacity(1 + more.len());
         fds.push(self.io.pollfd());
         fds.extend_from_slice(more);

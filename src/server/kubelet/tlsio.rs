@@ -116,12 +116,19 @@ impl<'a> TlsIo<'a> {
         self.eof && self.input.is_empty()
     }
 
-    /// Queues as much of `data` as fits; returns how much.
-    pub fn send(&mut self, data: &[u8]) -> io::Result<usize> {
-        if data.is_empty() {
-            return Ok(0);
+    /// Sends what it can of `data` (taken off its front): into rustls as far as its buffer
+    /// goes, to the socket as far as it takes, again while both move, so what is left waits
+    /// only for the socket (which `pollfd` then asks about).
+    pub fn send(&mut self, data: &mut Vec<u8>) -> io::Result<()> {
+        while !data.is_empty() {
+            let n = self.tls.conn.writer().write(data)?;
+            data.drain(..n);
+            self.flush()?;
+            if n == 0 || self.tls.conn.wants_write() {
+                break;
+            }
         }
-        self.tls.conn.writer().write(data)
+        self.flush()
     }
 
     /// Ends the TLS session (close_notify) and writes what is left, waiting up to `wait`.
