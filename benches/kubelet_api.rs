@@ -6,7 +6,7 @@
 //!   when the harness's containerd runs (`FERROLET_CRI_ENDPOINT`), on CRI; each includes
 //!   kubectl's start and its WebSocket attempt before SPDY (the fake passes WebSockets on and
 //!   the node refuses them, as described in tests/apiserver/README.md)
-//! - `kubectl cp` of 100 MB into the pod: MB/s, both runtimes
+//! - `kubectl cp` of 100 MB into the pod and back: MB/s each way, both runtimes
 //! - the agent's memory with 20 idle exec streams open, against none
 //! - the agent's RSS idle, with the server on and with it off
 
@@ -63,17 +63,38 @@ fn exec_round_trips(api: &FakeApiserver, pod: &str) -> (Duration, Duration) {
     (took[RUNS / 2], took[RUNS * 9 / 10])
 }
 
-/// `kubectl cp` of 100 MB to `dest` in the pod: MB/s.
-fn cp_throughput(api: &FakeApiserver, pod: &str, dest: &str, scratch: &Path) -> f64 {
+/// p50 of 20 `kubectl get pod POD`: kubectl's own start and one request through the fake,
+/// the part of an exec's round trip that is not the node's.
+fn get_round_trip(api: &FakeApiserver, pod: &str) -> Duration {
+    let mut took: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let t = Instant::now();
+            assert!(kubectl(api, &["get", "pod", pod]).status.success());
+            t.elapsed()
+        })
+        .collect();
+    took.sort();
+    took[RUNS / 2]
+}
+
+/// `kubectl cp` of 100 MB to `dest` in the pod and back: MB/s each way.
+fn cp_throughput(api: &FakeApiserver, pod: &str, dest: &str, scratch: &Path) -> (f64, f64) {
     let file = scratch.join("cp-100mb");
     let data: Vec<u8> = (0..CP_BYTES as u32).map(|i| (i.wrapping_mul(2654435761) >> 7) as u8).collect();
-    std::fs::write(&file, data).unwrap();
+    std::fs::write(&file, &data).unwrap();
+    let mbps = |took: Duration| CP_BYTES as f64 / (1 << 20) as f64 / took.as_secs_f64();
     let t = Instant::now();
     let out = kubectl(api, &["cp", file.to_str().unwrap(), &format!("default/{pod}:{dest}")]);
-    let took = t.elapsed();
+    let into = mbps(t.elapsed());
     assert!(out.status.success(), "cp: {}", String::from_utf8_lossy(&out.stderr));
-    let _ = std::fs::remove_file(&file);
-    CP_BYTES as f64 / (1 << 20) as f64 / took.as_secs_f64()
+    let back = scratch.join("cp-100mb-back");
+    let t = Instant::now();
+    let out = kubectl(api, &["cp", &format!("default/{pod}:{dest}"), back.to_str().unwrap()]);
+    let from = mbps(t.elapsed());
+    assert!(out.status.success(), "cp back: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&back).unwrap() == data, "the file came back different");
+    let _ = (std::fs::remove_file(&file), std::fs::remove_file(&back));
+    (into, from)
 }
 
 fn pod(name: &str, extra: Value) -> Value {
@@ -104,9 +125,10 @@ fn process_runtime() -> Option<()> {
     let pid = agent.child.id();
     let idle_on = support::rss_kib(pid);
     let (p50, p90) = exec_round_trips(&api, "target");
-    println!("process runtime: kubectl exec -- true, {RUNS} runs: p50 {p50:?}, p90 {p90:?}");
-    let mbps = cp_throughput(&api, "target", &format!("{}/in", shared.display()), dir.path());
-    println!("process runtime: kubectl cp of 100 MB into the pod: {mbps:.1} MB/s");
+    let get = get_round_trip(&api, "target");
+    println!("process runtime: kubectl exec -- true, {RUNS} runs: p50 {p50:?}, p90 {p90:?} (kubectl get pod: p50 {get:?})");
+    let (into, from) = cp_throughput(&api, "target", &format!("{}/in", shared.display()), dir.path());
+    println!("process runtime: kubectl cp of 100 MB: {into:.1} MB/s into the pod, {from:.1} MB/s out of it");
 
     let before = (support::rss_kib(pid), support::status_field(pid, "Threads").unwrap_or(0));
     let mut idle: Vec<Child> = (0..STREAMS).map(|_| kubectl_child(&api, &["exec", "target", "--", "sleep", "600"])).collect();
@@ -155,8 +177,8 @@ fn cri_runtime() -> Option<()> {
     let (p50, p90) = exec_round_trips(&api, "target");
     println!("CRI runtime: kubectl exec -- true, {RUNS} runs: p50 {p50:?}, p90 {p90:?}");
     let scratch = tempfile::tempdir().unwrap();
-    let mbps = cp_throughput(&api, "target", "/tmp/in", scratch.path());
-    println!("CRI runtime: kubectl cp of 100 MB into the pod: {mbps:.1} MB/s");
+    let (into, from) = cp_throughput(&api, "target", "/tmp/in", scratch.path());
+    println!("CRI runtime: kubectl cp of 100 MB: {into:.1} MB/s into the pod, {from:.1} MB/s out of it");
     drop(agent);
     Some(())
 }

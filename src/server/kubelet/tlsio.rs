@@ -120,15 +120,19 @@ impl<'a> TlsIo<'a> {
     /// goes, to the socket as far as it takes, again while both move, so what is left waits
     /// only for the socket (which `pollfd` then asks about).
     pub fn send(&mut self, data: &mut Vec<u8>) -> io::Result<()> {
+        // rustls takes nothing while its buffer is full; once flushed it takes more. Taking
+        // nothing from an empty buffer twice means it takes no more at all.
+        let mut refused = false;
         while !data.is_empty() {
             let n = self.tls.conn.writer().write(data)?;
             data.drain(..n);
             self.flush()?;
-            if n == 0 || self.tls.conn.wants_write() {
+            if self.tls.conn.wants_write() || (n == 0 && refused) {
                 break;
             }
+            refused = n == 0;
         }
-        self.flush()
+        Ok(())
     }
 
     /// Ends the TLS session (close_notify) and writes what is left, waiting up to `wait`.
