@@ -126,12 +126,15 @@ fn process_runtime() -> Option<()> {
     let idle_on = support::rss_kib(pid);
     let (p50, p90) = exec_round_trips(&api, "target");
     let get = get_round_trip(&api, "target");
-    println!("process runtime: kubectl exec -- true, {RUNS} runs: p50 {p50:?}, p90 {p90:?} (kubectl get pod: p50 {get:?})");
+    println!(
+        "process runtime: kubectl exec -- true, {RUNS} runs: p50 {p50:?}, p90 {p90:?} (kubectl get pod: p50 {get:?})"
+    );
     let (into, from) = cp_throughput(&api, "target", &format!("{}/in", shared.display()), dir.path());
     println!("process runtime: kubectl cp of 100 MB: {into:.1} MB/s into the pod, {from:.1} MB/s out of it");
 
     let before = (support::rss_kib(pid), support::status_field(pid, "Threads").unwrap_or(0));
-    let mut idle: Vec<Child> = (0..STREAMS).map(|_| kubectl_child(&api, &["exec", "target", "--", "sleep", "600"])).collect();
+    let mut idle: Vec<Child> =
+        (0..STREAMS).map(|_| kubectl_child(&api, &["exec", "target", "--", "sleep", "600"])).collect();
     std::thread::sleep(Duration::from_secs(8));
     let after = (support::rss_kib(pid), support::status_field(pid, "Threads").unwrap_or(0));
     println!(
@@ -160,7 +163,9 @@ fn process_runtime() -> Option<()> {
     wait_running(&api_off, "target");
     std::thread::sleep(Duration::from_secs(5));
     let idle_off = support::rss_kib(agent_off.child.id());
-    println!("process runtime: agent RSS idle with one pod: {idle_on} KiB with the server on, {idle_off} KiB with it off");
+    println!(
+        "process runtime: agent RSS idle with one pod: {idle_on} KiB with the server on, {idle_off} KiB with it off"
+    );
     Some(())
 }
 

@@ -416,7 +416,7 @@ fn a_client_without_credentials_gets_401_and_a_certificate_of_another_ca_fails_t
     let Some(api) = FakeApiserver::start(NODE) else { return };
     use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
     let ca = Certificate::from_pem(&std::fs::read(api.ca_cert()).unwrap()).unwrap();
-    let tls = TlsConfig::builder().root_certs(RootCerts::new_with_certs(&[ca.clone()])).build();
+    let tls = TlsConfig::builder().root_certs(RootCerts::new_with_certs(std::slice::from_ref(&ca))).build();
     let agent: ureq::Agent = ureq::Agent::config_builder().tls_config(tls).http_status_as_error(false).build().into();
     let (code, body) = api.call(&agent, "GET", "/version", None);
     assert_eq!((code, body["reason"].as_str()), (401, Some("Unauthorized")), "{body}");

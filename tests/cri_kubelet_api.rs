@@ -34,7 +34,8 @@ impl Node {
     /// A busybox pod on the host network running `script`, running; `extra` merged into its
     /// container.
     fn run(&self, name: &str, script: &str, extra: Value) -> String {
-        let mut container = json!({"name": "c", "image": busybox(), "imagePullPolicy": "Never", "command": ["sh", "-c", script]});
+        let mut container =
+            json!({"name": "c", "image": busybox(), "imagePullPolicy": "Never", "command": ["sh", "-c", script]});
         for (k, v) in extra.as_object().unwrap() {
             container[k] = v.clone();
         }
@@ -55,7 +56,15 @@ impl Node {
     fn ok(&self, out: Output, what: &str) -> String {
         if !out.status.success() {
             let log = self.agent.log_text();
-            let tail: Vec<&str> = log.lines().filter(|l| l.contains("server")).rev().take(30).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("server"))
+                .rev()
+                .take(30)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             panic!("{what}: {}\n{}\nthe agent's server lines:\n{}", out.status, text(&out), tail.join("\n"));
         }
         String::from_utf8(out.stdout).unwrap()
@@ -78,7 +87,8 @@ fn kubectl_logs_exec_and_cp_on_containerd() {
     assert_eq!(big.len(), 20_000_000);
     let failed = n.kubectl(&["exec", &pod, "--", "sh", "-c", "exit 3"]);
     assert_eq!(failed.status.code(), Some(3), "{}", text(&failed));
-    let cat = n.api.kubectl_with(&n.api.admin_kubeconfig(), &["exec", "-i", &pod, "--", "cat"], &[], Some(b"in and out\n"));
+    let cat =
+        n.api.kubectl_with(&n.api.admin_kubeconfig(), &["exec", "-i", &pod, "--", "cat"], &[], Some(b"in and out\n"));
     assert_eq!(n.ok(cat, "exec -i"), "in and out\n");
 
     let blob: Vec<u8> = (0..5_000_000u32).map(|i| (i.wrapping_mul(2246822519) >> 11) as u8).collect();
@@ -152,7 +162,11 @@ fn kubectl_exec_with_a_terminal_and_attach_on_containerd() {
 fn kubectl_port_forward_on_containerd() {
     let Some(n) = Node::start() else { return };
     let port = common::free_port();
-    let pod = n.run("web", &format!("mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 127.0.0.1:{port} -h /www"), json!({}));
+    let pod = n.run(
+        "web",
+        &format!("mkdir -p /www && echo served > /www/index.html && exec httpd -f -p 127.0.0.1:{port} -h /www"),
+        json!({}),
+    );
     let local = common::free_port();
     let mut pf = Command::new(common::apiserver::venv().unwrap().join("bin/kubectl"))
         .arg("--kubeconfig")

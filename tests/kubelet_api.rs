@@ -47,7 +47,11 @@ impl Cluster {
             if Instant::now() > deadline {
                 let log = self.agent.log_text();
                 let tail: Vec<&str> = log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
-                panic!("timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}", tail.join("\n"), self.api.log_tail());
+                panic!(
+                    "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
+                    tail.join("\n"),
+                    self.api.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -98,7 +102,15 @@ impl Cluster {
     pub fn ok(&self, out: Output, what: &str) -> String {
         if !out.status.success() {
             let log = self.agent.log_text();
-            let tail: Vec<&str> = log.lines().filter(|l| l.contains("server")).rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("server"))
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             panic!("{what}: {}\n{}\nthe agent's server lines:\n{}", out.status, text(&out), tail.join("\n"));
         }
         String::from_utf8(out.stdout).unwrap()
@@ -125,7 +137,11 @@ fn kubectl_logs_reaches_the_node() {
     assert_eq!(c.ok(c.kubectl(&["logs", &pod, "--limit-bytes=8"]), "--limit-bytes"), "line 0\nl");
     assert_eq!(c.ok(c.kubectl(&["logs", &pod, "-c", "c"]), "-c").lines().count(), 5);
     let missing = c.kubectl(&["logs", &pod, "--previous"]);
-    assert!(!missing.status.success() && text(&missing).contains("previous terminated container"), "{}", text(&missing));
+    assert!(
+        !missing.status.success() && text(&missing).contains("previous terminated container"),
+        "{}",
+        text(&missing)
+    );
 
     // A follow shows lines as they come and ends with the container.
     let pod = c.run_pod(sh_pod("counter", "sleep 1; for i in 1 2 3; do echo tick $i; sleep 1; done"));
@@ -286,7 +302,11 @@ fn the_node_authenticates_and_authorizes_as_kubelet() {
     let port = c.kubelet_port();
     let url = format!("https://127.0.0.1:{port}/containerLogs/default/{pod}/c");
     let curl = |args: &[&str]| -> (String, String) {
-        let out = Command::new("curl").args(["-k", "-s", "-S", "--max-time", "10", "-w", "\n%{http_code}"]).args(args).output().unwrap();
+        let out = Command::new("curl")
+            .args(["-k", "-s", "-S", "--max-time", "10", "-w", "\n%{http_code}"])
+            .args(args)
+            .output()
+            .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         let (body, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
         (code.to_string(), format!("{body}{}", String::from_utf8_lossy(&out.stderr)))
@@ -310,10 +330,24 @@ fn the_node_authenticates_and_authorizes_as_kubelet() {
     c.api.allow("bob", &["get"], "nodes", "stats");
     assert_eq!(curl(&["-H", "Authorization: Bearer alice-token", &url]).0, "200");
     let (code, body) = curl(&["-H", "Authorization: Bearer bob-token", &url]);
-    assert_eq!((code.as_str(), body.as_str()), ("403", "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)"));
+    assert_eq!(
+        (code.as_str(), body.as_str()),
+        ("403", "Forbidden (user=bob, verb=get, resource=nodes, subresource=proxy)")
+    );
     // Alice may exec (the upgrade is granted), bob may not.
     let exec = format!("https://127.0.0.1:{port}/exec/default/{pod}/c?command=true&output=1");
-    let upgrade = ["-X", "POST", "-H", "Connection: Upgrade", "-H", "Upgrade: SPDY/3.1", "-H", "X-Stream-Protocol-Version: v4.channel.k8s.io", "--max-time", "2"];
+    let upgrade = [
+        "-X",
+        "POST",
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: SPDY/3.1",
+        "-H",
+        "X-Stream-Protocol-Version: v4.channel.k8s.io",
+        "--max-time",
+        "2",
+    ];
     let (code, _) = curl(&[&upgrade[..], &["-H", "Authorization: Bearer alice-token", &exec]].concat());
     assert_eq!(code, "101");
     let (code, _) = curl(&[&upgrade[..], &["-H", "Authorization: Bearer bob-token", &exec]].concat());
@@ -392,7 +426,6 @@ fn hostile_clients_stall_nothing_else() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "431");
     assert_eq!(c.ok(c.kubectl(&["exec", &pod, "--", "echo", "after"]), "exec after"), "after\n");
 }
-
 
 /// `kubectl attach` on the process runtime: the container's output from now on.
 #[test]

@@ -22,7 +22,7 @@ pub enum KubeletApiError {
         key: &'static str,
         /// Why.
         #[source]
-        source: tls::TlsError,
+        source: Box<tls::TlsError>,
     },
     /// It cannot listen.
     #[error(transparent)]
@@ -46,7 +46,7 @@ pub fn start(
     if !s.is_on(cluster.is_some()) {
         return Ok(None);
     }
-    let tls_err = |key| move |source| KubeletApiError::Tls { key, source };
+    let tls_err = |key| move |source| KubeletApiError::Tls { key, source: Box::new(source) };
     let (cert, key) = if s.tls_cert_file.as_os_str().is_empty() {
         let hostname = crate::base::net::hostname();
         let mut names = vec![hostname.clone()];
@@ -65,7 +65,10 @@ pub fn start(
         Some(tls::load_ca(&auth.client_ca_file).map_err(tls_err("server.authentication.client_ca_file"))?)
     } else {
         match cluster.and_then(|c| c.ca.as_deref()) {
-            Some(pem) => Some(tls::ca_from_pem(&cfg.apiserver.kubeconfig, pem).map_err(tls_err("server.authentication.client_ca_file"))?),
+            Some(pem) => Some(
+                tls::ca_from_pem(&cfg.apiserver.kubeconfig, pem)
+                    .map_err(tls_err("server.authentication.client_ca_file"))?,
+            ),
             None => {
                 log::warn!(
                     "server: no client CA (server.authentication.client_ca_file, or the kubeconfig's): client certificates are not accepted, so the apiserver cannot call this node"

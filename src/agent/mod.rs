@@ -104,7 +104,7 @@ pub enum AgentError {
     Api(#[from] ServerError),
     /// kubelet's HTTPS API could not start.
     #[error("cannot start kubelet's API ([server])")]
-    KubeletApi(#[from] kubeletapi::KubeletApiError),
+    KubeletApi(#[source] Box<kubeletapi::KubeletApiError>),
     /// A cgroup reservation is malformed (validation refuses it earlier).
     #[error(transparent)]
     Reservation(#[from] crate::config::ReservationError),
@@ -843,7 +843,8 @@ impl Agent {
             apiserver: cluster.as_ref().map(|c| (c.link.clone(), c.client.clone())),
         };
         let local_routes = Arc::new(crate::server::routes::Routes::new(api_state.clone(), Default::default()));
-        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, &health)?;
+        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, &health)
+            .map_err(|e| AgentError::KubeletApi(Box::new(e)))?;
         // The Node names the port the apiserver calls: the kubelet API's, else the local API's.
         let port = match &kubelet_api {
             Some(k) => i32::from(k.addr.port()),
@@ -868,11 +869,7 @@ impl Agent {
             }
             None => None,
         };
-        let api = if cfg.api.listen.is_empty() {
-            None
-        } else {
-            Some(ApiServer::start(&cfg.api.listen, api_state)?)
-        };
+        let api = if cfg.api.listen.is_empty() { None } else { Some(ApiServer::start(&cfg.api.listen, api_state)?) };
         log::info!(
             "agent: node {} ({}) running, runtime {}, manifests in {}, state in {}",
             cfg.node_name,

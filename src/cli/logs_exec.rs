@@ -1,8 +1,8 @@
 //! `ferrolet logs` and `ferrolet exec`: the flags turned into `podcmd`'s calls.
 
 use super::flags::Flags;
-use crate::pods::podcmd;
 use crate::config::Config;
+use crate::pods::podcmd;
 use anyhow::bail;
 
 /// The pod and container `logs` and `exec` name: `POD`, `-n`, `-c`.

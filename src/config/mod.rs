@@ -22,11 +22,11 @@ mod server;
 pub use bounds::*;
 pub use choice::{CgroupVersionSetting, Enforcement, ParseChoiceError, RuntimeBackend};
 pub use cluster::ApiserverConfig;
-pub use server::{AuthenticationConfig, AuthorizationConfig, AuthorizationMode, ServerConfig};
 pub use host::{check_state_dir, HostError};
 pub use reserved::{
     parse_resource_list, qos_reserved_memory, reserved_resources, ReservationError, ReservationProblem,
 };
+pub use server::{AuthenticationConfig, AuthorizationConfig, AuthorizationMode, ServerConfig};
 
 /// A configuration problem, with the file and key it concerns.
 #[derive(Debug, thiserror::Error)]

@@ -135,7 +135,10 @@ impl ServerConfig {
         if !(1..=self.max_connections).contains(&self.max_streams) {
             return Err((
                 "server.max_streams",
-                format!("invalid value {}: must be between 1 and max_connections ({})", self.max_streams, self.max_connections),
+                format!(
+                    "invalid value {}: must be between 1 and max_connections ({})",
+                    self.max_streams, self.max_connections
+                ),
             ));
         }
         if self.streaming_connection_idle_timeout.0 < Duration::from_secs(1) {

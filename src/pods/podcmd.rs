@@ -5,11 +5,11 @@
 //! which instance (`choose_instance`), and the exit code of an exec (`exec_exit_code`). The
 //! two executors at the end only call the runtime and print.
 
+use super::ContainerKind;
 use crate::api::fields::RuntimeKind;
 use crate::node::podlogs::{self, Follow, LogError, LogOptions};
 use crate::node::runtime::exec::EXEC_OUTPUT_CAP;
 use crate::node::runtime::{labels, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, RuntimeError};
-use super::ContainerKind;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -414,7 +414,8 @@ pub fn write_logs(
             }
         }
     };
-    let malformed = podlogs::print_logs(&instance.config.log_path, opts, out, Some(&mut still_running)).map_err(logs_err)?;
+    let malformed =
+        podlogs::print_logs(&instance.config.log_path, opts, out, Some(&mut still_running)).map_err(logs_err)?;
     match lost {
         Some(source) => Err(PodCmdError::Follow { subject: subject(c, pod), source }),
         None => Ok(malformed),

@@ -145,10 +145,8 @@ impl Gate {
         }
         if let (Some(token), true, Some(reviews)) = (token, self.settings.token_webhook, &self.reviews) {
             // Keyed by a digest: the cache holds no token.
-            let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
-                .as_ref()
-                .try_into()
-                .unwrap_or([0; 32]);
+            let key: [u8; 32] =
+                ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref().try_into().unwrap_or([0; 32]);
             let answer = match self.tokens.get(&key, now) {
                 Some(a) => a,
                 None => {
@@ -181,7 +179,10 @@ impl Gate {
             Some(a) => a,
             None => {
                 let a = reviews.access_review(user, attrs).map_err(|e| {
-                    Refusal::Failed(format!("Authorization error (user={}, verb={}, resource=nodes, subresource={}): {e}", user.name, attrs.verb, attrs.subresource))
+                    Refusal::Failed(format!(
+                        "Authorization error (user={}, verb={}, resource=nodes, subresource={}): {e}",
+                        user.name, attrs.verb, attrs.subresource
+                    ))
                 })?;
                 let ttl = if a.0 { self.settings.allowed_ttl } else { self.settings.denied_ttl };
                 self.access.put(key, a.clone(), ttl, now);
@@ -200,10 +201,7 @@ impl Gate {
 
 /// kubelet's 403 text.
 pub fn forbidden(user: &User, attrs: &Attributes) -> String {
-    format!(
-        "Forbidden (user={}, verb={}, resource=nodes, subresource={})",
-        user.name, attrs.verb, attrs.subresource
-    )
+    format!("Forbidden (user={}, verb={}, resource=nodes, subresource={})", user.name, attrs.verb, attrs.subresource)
 }
 
 /// The `TokenReview` a bearer token is checked with.

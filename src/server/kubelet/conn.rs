@@ -4,7 +4,9 @@
 //! bound is reached. Its sockets block with timeouts; stopping shuts the socket down.
 
 use super::request::{self, Head, Parsed};
-use super::{pollfd, Shared, HANDSHAKE_TIMEOUT, KEEP_ALIVE, MAX_REQUESTS_PER_CONNECTION, REQUEST_TIMEOUT, WRITE_TIMEOUT};
+use super::{
+    pollfd, Shared, HANDSHAKE_TIMEOUT, KEEP_ALIVE, MAX_REQUESTS_PER_CONNECTION, REQUEST_TIMEOUT, WRITE_TIMEOUT,
+};
 use crate::base::manager::{Exit, StopSignal, WorkerSet, WorkerSetError};
 use crate::base::wake::WakeReceiver;
 use crate::server::http::HeadError;
@@ -49,7 +51,13 @@ impl std::ops::Deref for Sock {
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
 
 /// Accepts until stopped; a connection past the bound is closed at once.
-pub fn accept_loop(listener: &TcpListener, wake: &WakeReceiver, conns: &WorkerSet, shared: &Arc<Shared>, stop: &StopSignal) {
+pub fn accept_loop(
+    listener: &TcpListener,
+    wake: &WakeReceiver,
+    conns: &WorkerSet,
+    shared: &Arc<Shared>,
+    stop: &StopSignal,
+) {
     let mut refused_logged = Instant::now() - Duration::from_secs(60);
     while !stop.is_stopped() {
         let mut fds = [pollfd(listener, libc::POLLIN), pollfd(wake, libc::POLLIN)];

@@ -61,7 +61,8 @@ pub fn query(params: &[(String, String)], now: SystemTime) -> Result<Query, Stri
             }
             "sinceTime" => {
                 since_time = Some(
-                    parse_rfc3339(v).ok_or_else(|| format!("sinceTime: Invalid value: {v:?}: must be an RFC 3339 time"))?,
+                    parse_rfc3339(v)
+                        .ok_or_else(|| format!("sinceTime: Invalid value: {v:?}: must be an RFC 3339 time"))?,
                 );
             }
             _ => {}
@@ -114,9 +115,16 @@ pub fn serve(tls: &mut Tls, head: &Head, pod: &PodPath, runtime: &dyn ContainerR
         !gone
     };
     let body = Limit { inner: Chunked(&mut *tls), left: q.limit_bytes.unwrap_or(u64::MAX) };
-    let result = podcmd::write_logs(runtime, &c, &instance, &pod.pod, q.follow, q.opts, BufWriter::new(body), &mut go_on);
+    let result =
+        podcmd::write_logs(runtime, &c, &instance, &pod.pod, q.follow, q.opts, BufWriter::new(body), &mut go_on);
     if let Err(e) = &result {
-        log::debug!("server: logs of {}/{}/{}: {}", pod.namespace, pod.pod, pod.container, crate::base::errors::Chain(e));
+        log::debug!(
+            "server: logs of {}/{}/{}: {}",
+            pod.namespace,
+            pod.pod,
+            pod.container,
+            crate::base::errors::Chain(e)
+        );
     }
     if gone {
         return Ok(false);
@@ -129,7 +137,8 @@ pub fn serve(tls: &mut Tls, head: &Head, pod: &PodPath, runtime: &dyn ContainerR
 /// Whether the peer of socket `fd` hung up (without reading from it).
 fn hung_up(fd: i32) -> bool {
     let mut fds = [libc::pollfd { fd, events: libc::POLLRDHUP, revents: 0 }];
-    super::poll(&mut fds, Some(Duration::ZERO)).is_ok_and(|n| n > 0 && fds[0].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
+    super::poll(&mut fds, Some(Duration::ZERO))
+        .is_ok_and(|n| n > 0 && fds[0].revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0)
 }
 
 /// Each write a chunk of a chunked body.
@@ -184,7 +193,8 @@ mod tests {
     #[test]
     fn the_query_is_kubelets_and_checked_as_the_apiserver_checks_it() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let q = query(&p(&[("follow", "true"), ("tailLines", "5"), ("timestamps", "1"), ("sinceSeconds", "10")]), now).unwrap();
+        let q = query(&p(&[("follow", "true"), ("tailLines", "5"), ("timestamps", "1"), ("sinceSeconds", "10")]), now)
+            .unwrap();
         assert!(q.follow && q.opts.timestamps && !q.previous);
         assert_eq!(q.opts.tail, Some(5));
         assert_eq!(q.opts.since, Some(now - Duration::from_secs(10)));

@@ -260,8 +260,8 @@ mod tests {
         let commands: Vec<String> = h.params().into_iter().filter(|(k, _)| k == "command").map(|(_, v)| v).collect();
         assert_eq!(commands, ["sh", "-c", "echo hi"]);
         assert!(!h.close && !h.has_body);
-        assert_eq!(head("GET / HTTP/1.0\r\n\r\n").close, true);
-        assert_eq!(head("GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\n").has_body, true);
+        assert!(head("GET / HTTP/1.0\r\n\r\n").close);
+        assert!(head("GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\n").has_body);
         assert_eq!(head("GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n").upgrade(), None);
     }
 
@@ -288,7 +288,9 @@ mod tests {
         assert_eq!(endpoint("/attach/ns/web/c"), Endpoint::Attach(p("ns", "web", None, "c")));
         assert_eq!(endpoint("/portForward/ns/web"), Endpoint::PortForward(p("ns", "web", None, "")));
         assert_eq!(endpoint("/portForward/ns/web/u"), Endpoint::PortForward(p("ns", "web", Some("u"), "")));
-        for missing in ["/exec/ns/web", "/exec/ns", "/containerLogs//web/c", "/run/ns/web/c", "/runningpods/", "/debug/pprof/"] {
+        for missing in
+            ["/exec/ns/web", "/exec/ns", "/containerLogs//web/c", "/run/ns/web/c", "/runningpods/", "/debug/pprof/"]
+        {
             assert_eq!(endpoint(missing), Endpoint::NotFound, "{missing}");
         }
         assert_eq!(endpoint("/pods"), Endpoint::Pods);
@@ -303,6 +305,9 @@ mod tests {
         assert_eq!(subresource("/logs/syslog"), "log");
         assert_eq!(subresource("/exec/a/b/c"), "proxy");
         assert_eq!(subresource("/statsx"), "proxy");
-        assert_eq!((verb("POST"), verb("GET"), verb("PUT"), verb("PATCH"), verb("DELETE")), ("create", "get", "update", "patch", "delete"));
+        assert_eq!(
+            (verb("POST"), verb("GET"), verb("PUT"), verb("PATCH"), verb("DELETE")),
+            ("create", "get", "update", "patch", "delete")
+        );
     }
 }

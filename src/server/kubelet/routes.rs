@@ -57,7 +57,14 @@ fn stream_slot(shared: &Shared) -> Option<StreamSlot<'_>> {
 
 /// Answers `head`, read on a connection from `peer` whose client certificate names
 /// `cert_user`.
-pub fn answer(tls: &mut Tls, head: Head, leftover: Vec<u8>, cert_user: Option<User>, peer: &str, shared: &Shared) -> After {
+pub fn answer(
+    tls: &mut Tls,
+    head: Head,
+    leftover: Vec<u8>,
+    cert_user: Option<User>,
+    peer: &str,
+    shared: &Shared,
+) -> After {
     let now = Instant::now();
     let gate = &shared.inputs.gate;
     let user = match gate.authenticate(cert_user, head.bearer(), now) {
@@ -120,7 +127,15 @@ pub fn answer(tls: &mut Tls, head: Head, leftover: Vec<u8>, cert_user: Option<Us
                 Endpoint::Attach(_) => super::stream::Kind::Attach,
                 _ => super::stream::Kind::PortForward,
             };
-            super::stream::serve(tls, &head, leftover, kind, &pod, shared.settings.stream_idle_timeout, &*shared.inputs.runtime);
+            super::stream::serve(
+                tls,
+                &head,
+                leftover,
+                kind,
+                &pod,
+                shared.settings.stream_idle_timeout,
+                &*shared.inputs.runtime,
+            );
             After::Gone
         }
     }

@@ -67,7 +67,12 @@ pub fn options(params: &[(String, String)], kind: Kind) -> Result<Options, Strin
     let flag = |k: &str| params.iter().any(|(key, v)| key == k && is_true(v));
     let command: Vec<String> = params.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
     let tty = flag("tty");
-    let io = StreamIo { stdin: flag("input") || flag("stdin"), stdout: flag("output") || flag("stdout"), stderr: (flag("error") || flag("stderr")) && !tty, tty };
+    let io = StreamIo {
+        stdin: flag("input") || flag("stdin"),
+        stdout: flag("output") || flag("stdout"),
+        stderr: (flag("error") || flag("stderr")) && !tty,
+        tty,
+    };
     if kind == Kind::Exec && command.is_empty() {
         return Err("you must specify at least one command for the container".into());
     }
@@ -172,7 +177,8 @@ fn serve_or_refuse(
 
 /// The byte-for-byte proxy of an upgraded request to `url`, the runtime's streaming server.
 fn proxy(tls: &mut Tls, head: &Head, leftover: Vec<u8>, url: &str, idle: Duration) -> Result<(), String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| format!("the runtime's streaming URL {url:?} is not http://"))?;
+    let rest =
+        url.strip_prefix("http://").ok_or_else(|| format!("the runtime's streaming URL {url:?} is not http://"))?;
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let addr: SocketAddr = std::net::ToSocketAddrs::to_socket_addrs(host)
         .ok()
@@ -782,18 +788,31 @@ mod tests {
 
     #[test]
     fn options_are_kubelets_with_its_messages() {
-        let o = options(&p(&[("command", "sh"), ("command", "-c"), ("input", "1"), ("output", "1"), ("tty", "1"), ("error", "1")]), Kind::Exec).unwrap();
+        let o = options(
+            &p(&[("command", "sh"), ("command", "-c"), ("input", "1"), ("output", "1"), ("tty", "1"), ("error", "1")]),
+            Kind::Exec,
+        )
+        .unwrap();
         assert_eq!(o.command, ["sh", "-c"]);
         // A terminal has no separate stderr.
         assert_eq!(o.io, StreamIo { stdin: true, stdout: true, stderr: false, tty: true });
-        assert_eq!(options(&p(&[("output", "1")]), Kind::Exec).unwrap_err(), "you must specify at least one command for the container");
-        assert_eq!(options(&p(&[("command", "true")]), Kind::Exec).unwrap_err(), "you must specify at least 1 of stdin, stdout, stderr");
+        assert_eq!(
+            options(&p(&[("output", "1")]), Kind::Exec).unwrap_err(),
+            "you must specify at least one command for the container"
+        );
+        assert_eq!(
+            options(&p(&[("command", "true")]), Kind::Exec).unwrap_err(),
+            "you must specify at least 1 of stdin, stdout, stderr"
+        );
         assert!(options(&p(&[("stdout", "true")]), Kind::Attach).is_ok());
     }
 
     #[test]
     fn the_clients_first_served_protocol_is_chosen() {
-        assert_eq!(negotiate(&["v5.channel.k8s.io", "v4.channel.k8s.io"], &REMOTE_COMMAND_PROTOCOLS), Some("v5.channel.k8s.io"));
+        assert_eq!(
+            negotiate(&["v5.channel.k8s.io", "v4.channel.k8s.io"], &REMOTE_COMMAND_PROTOCOLS),
+            Some("v5.channel.k8s.io")
+        );
         assert_eq!(negotiate(&["v9", "v3.channel.k8s.io"], &REMOTE_COMMAND_PROTOCOLS), Some("v3.channel.k8s.io"));
         assert_eq!(negotiate(&["v9"], &REMOTE_COMMAND_PROTOCOLS), None);
         assert_eq!(negotiate(&[PORT_FORWARD_PROTOCOL], &[PORT_FORWARD_PROTOCOL]), Some(PORT_FORWARD_PROTOCOL));
