@@ -279,6 +279,18 @@ fn samples() -> Vec<Sample> {
         sample(crate::node::podlogs::Malformed::Timestamp),
         sample(crate::node::podlogs::LogError::Read { path: path(), source: io_cause() }),
         sample(crate::node::podlogs::LogError::Write(io_cause())),
+        sample(crate::agent::kubeletapi::KubeletApiError::Tls {
+            key: "server.tls_cert_file",
+            source: Box::new(crate::server::kubelet::tls::TlsError::Read { path: path(), source: input_cause() }),
+        }),
+        sample(crate::agent::kubeletapi::KubeletApiError::Start(crate::server::kubelet::StartError::Bind {
+            addr: "0.0.0.0:10250".into(),
+            source: io_cause(),
+        })),
+        sample(crate::server::kubelet::StartError::Spawn(io_cause())),
+        sample(crate::server::kubelet::tls::TlsError::Read { path: path(), source: input_cause() }),
+        sample(crate::server::kubelet::spdy::SpdyError::UnsupportedVersion { version: 2 }),
+        sample(crate::base::x509::X509Error::TooManyNames { count: 300 }),
     ];
     all.extend(crate::node::prober::httpget_error_samples());
     all.extend(crate::node::devicemanager::endpoint::error_samples());

@@ -80,7 +80,7 @@ pub fn accept_loop(
                     break;
                 }
             };
-            // Accepted sockets do not inherit O_NONBLOCK on Linux; set it plainly anyway.
+            // The listener is non-blocking; its connections block (with deadlines).
             if sock.set_nonblocking(false).is_err() {
                 continue;
             }

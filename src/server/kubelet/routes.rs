@@ -3,7 +3,8 @@
 
 use super::auth::{Attributes, User};
 use super::conn::Tls;
-use super::request::{self, Endpoint, Head};
+use super::request::{self, Endpoint, Head, PodPath};
+use super::stream::Kind;
 use super::Shared;
 use crate::server::conn::Handler;
 use crate::server::http::{self, Response};
@@ -118,27 +119,19 @@ pub fn answer(
                 Ok(false) | Err(_) => After::Gone,
             }
         }
-        Endpoint::Exec(pod) | Endpoint::Attach(pod) | Endpoint::PortForward(pod) => {
-            let Some(_slot) = stream_slot(shared) else {
-                return send(tls, too_many(shared), &head, leftover);
-            };
-            let kind = match request::endpoint(&head.path) {
-                Endpoint::Exec(_) => super::stream::Kind::Exec,
-                Endpoint::Attach(_) => super::stream::Kind::Attach,
-                _ => super::stream::Kind::PortForward,
-            };
-            super::stream::serve(
-                tls,
-                &head,
-                leftover,
-                kind,
-                &pod,
-                shared.settings.stream_idle_timeout,
-                &*shared.inputs.runtime,
-            );
-            After::Gone
-        }
+        Endpoint::Exec(pod) => stream(tls, head, leftover, Kind::Exec, &pod, shared),
+        Endpoint::Attach(pod) => stream(tls, head, leftover, Kind::Attach, &pod, shared),
+        Endpoint::PortForward(pod) => stream(tls, head, leftover, Kind::PortForward, &pod, shared),
     }
+}
+
+/// Serves a stream in a stream slot; the connection is over after it.
+fn stream(tls: &mut Tls, head: Head, leftover: Vec<u8>, kind: Kind, pod: &PodPath, shared: &Shared) -> After {
+    let Some(_slot) = stream_slot(shared) else {
+        return send(tls, too_many(shared), &head, leftover);
+    };
+    super::stream::serve(tls, &head, leftover, kind, pod, shared.settings.stream_idle_timeout, &*shared.inputs.runtime);
+    After::Gone
 }
 
 /// The answer past `max_streams`.
