@@ -60,7 +60,7 @@ fn sighup_applies_the_run_time_keys_and_refuses_a_file_that_needs_a_restart_or_i
         let log = agent.log_text();
         (log.matches("which only a restart applies").count() == 2).then_some(log)
     });
-    assert!(log.contains("node_name, state_dir"), "{log}");
+    assert!(log.contains("node_name, server.listen, state_dir"), "{log}");
     assert!(agent.pod("a").is_some_and(|p| p.status.as_ref().unwrap().phase == "Running"), "pod a still runs");
 
     std::fs::write(&cfg, &changed).unwrap();

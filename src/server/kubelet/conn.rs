@@ -4,6 +4,7 @@
 //! bound is reached. Its sockets block with timeouts; stopping shuts the socket down.
 
 use super::request::{self, Head, Parsed};
+use super::tlsio::{respond, Sock, Tls};
 use super::{
     pollfd, Shared, HANDSHAKE_TIMEOUT, KEEP_ALIVE, MAX_REQUESTS_PER_CONNECTION, REQUEST_TIMEOUT, WRITE_TIMEOUT,
 };
@@ -12,40 +13,9 @@ use crate::base::wake::WakeReceiver;
 use crate::server::http::HeadError;
 use rustls::{ServerConnection, StreamOwned};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A TLS connection as the routes use it.
-pub type Tls = StreamOwned<ServerConnection, Sock>;
-
-/// A connection's socket. Its thread owns it; stopping the thread shuts it down through a
-/// weak reference, so the socket closes as soon as the thread is done with it.
-pub struct Sock(Arc<TcpStream>);
-
-impl Read for Sock {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self.0).read(buf)
-    }
-}
-
-impl Write for Sock {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.0).write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        (&*self.0).flush()
-    }
-}
-
-impl std::ops::Deref for Sock {
-    type Target = TcpStream;
-
-    fn deref(&self) -> &TcpStream {
-        &self.0
-    }
-}
 
 /// The pause after `accept` failed (EMFILE and the like), so it is not spun on.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
@@ -126,7 +96,7 @@ fn serve(sock: Sock, shared: &Shared, stop: &StopSignal) {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(refused) => {
-                let _ = super::routes::respond(&mut tls, refused.status(), &format!("{refused}\n"), true);
+                let _ = respond(&mut tls, refused.status(), &format!("{refused}\n"), true);
                 return;
             }
         };

@@ -4,9 +4,10 @@
 //! `limitBytes`), written as a chunked body flushed after each read of the files. A follow
 //! ends when the container does, or when the client hangs up.
 
-use super::conn::Tls;
+use super::request::is_true;
 use super::request::{Head, PodPath};
-use super::routes::{is_true, respond};
+use super::tlsio::respond;
+use super::tlsio::Tls;
 use crate::base::timefmt::parse_rfc3339;
 use crate::node::podlogs::{LogOptions, MAX_TAIL};
 use crate::node::runtime::ContainerRuntime;

@@ -229,6 +229,11 @@ pub fn verb(method: &str) -> &'static str {
     }
 }
 
+/// A boolean query value as Go's `strconv.ParseBool` reads it (kubelet's decoder).
+pub fn is_true(v: &str) -> bool {
+    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

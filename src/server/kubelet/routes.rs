@@ -2,13 +2,13 @@
 //! streams are handed to `logs` and `stream`.
 
 use super::auth::{Attributes, User};
-use super::conn::Tls;
-use super::request::{self, Endpoint, Head, PodPath};
+use super::request::{self, is_true, Endpoint, Head, PodPath};
 use super::stream::Kind;
+use super::tlsio::Tls;
 use super::Shared;
 use crate::server::conn::Handler;
 use crate::server::http::{self, Response};
-use std::io::{self, Write};
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -20,13 +20,6 @@ pub enum After {
     Close,
     /// It is over (a stream ended, or writing failed).
     Gone,
-}
-
-/// Writes a plain-text answer.
-pub fn respond(tls: &mut impl Write, status: u16, text: &str, close: bool) -> io::Result<()> {
-    let resp = Response { close, ..Response::text(status, text) };
-    tls.write_all(&resp.to_bytes())?;
-    tls.flush()
 }
 
 /// Writes `resp` and says what follows.
@@ -141,9 +134,4 @@ fn too_many(shared: &Shared) -> Response {
         shared.settings.max_streams
     );
     Response { close: true, ..Response::text(429, text) }
-}
-
-/// A boolean query value as Go's `strconv.ParseBool` reads it (kubelet's decoder).
-pub fn is_true(v: &str) -> bool {
-    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }

@@ -7,11 +7,12 @@
 //! runtime share the host's network), and attach following the container's output.
 //! Every stream is bounded by the idle timeout, and ends with the connection.
 
-use super::conn::Tls;
+use super::request::is_true;
 use super::request::{Head, PodPath};
-use super::routes::{is_true, respond};
+use super::tlsio::Tls;
+
 use super::spdy::{self, Frame, Headers, FLAG_FIN};
-use super::tlsio::TlsIo;
+use super::tlsio::{respond, TlsIo};
 use crate::base::errors::Chain;
 use crate::node::podlogs::{self, LineReader};
 use crate::node::runtime::exec::ExecSession;

@@ -1,15 +1,58 @@
-//! A TLS connection driven without blocking, for the streams: the caller polls its socket
-//! with `pollfd`'s events, calls `ready` with what `poll` said, takes what arrived from
-//! `input`, and queues output with `send` (which takes only what fits, so a client that
-//! stops reading slows its own stream down and nothing else).
+//! A connection's TLS: `Tls` (its socket, `Sock`, blocking with deadlines) for requests and
+//! their plain answers (`respond`), and `TlsIo`, the same connection driven without
+//! blocking for the streams: the caller polls its socket with `pollfd`'s events, calls
+//! `ready` with what `poll` said, takes what arrived from `input`, and sends with `send`
+//! (which takes only what the socket takes, so a client that stops reading slows its own
+//! stream down and nothing else).
 
-use super::conn::Tls;
+use crate::server::http::Response;
+use rustls::{ServerConnection, StreamOwned};
 use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
 
 /// Plaintext kept from the client and not yet taken; past it, the socket is not read.
 pub const MAX_INPUT: usize = 256 << 10;
 /// Encrypted output rustls holds before `send` takes no more.
 pub const MAX_OUTPUT: usize = 256 << 10;
+
+/// A TLS connection as the routes use it.
+pub type Tls = StreamOwned<ServerConnection, Sock>;
+
+/// A connection's socket. Its thread owns it; stopping the thread shuts it down through a
+/// weak reference, so the socket closes as soon as the thread is done with it.
+pub struct Sock(pub Arc<TcpStream>);
+
+impl Read for Sock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        (&*self.0).flush()
+    }
+}
+
+impl std::ops::Deref for Sock {
+    type Target = TcpStream;
+
+    fn deref(&self) -> &TcpStream {
+        &self.0
+    }
+}
+
+/// Writes a plain-text answer.
+pub fn respond(tls: &mut impl Write, status: u16, text: &str, close: bool) -> io::Result<()> {
+    let resp = Response { close, ..Response::text(status, text) };
+    tls.write_all(&resp.to_bytes())?;
+    tls.flush()
+}
 
 /// The connection, non-blocking.
 pub struct TlsIo<'a> {
