@@ -290,6 +290,11 @@ fn samples() -> Vec<Sample> {
         sample(crate::server::kubelet::StartError::Spawn(io_cause())),
         sample(crate::server::kubelet::tls::TlsError::Read { path: path(), source: input_cause() }),
         sample(crate::server::kubelet::spdy::SpdyError::UnsupportedVersion { version: 2 }),
+        sample(crate::server::kubelet::websocket::HandshakeError::Protocol {
+            offered: vec!["v5.channel.k8s.io".into()],
+            served: vec!["v4.channel.k8s.io"],
+        }),
+        sample(crate::server::kubelet::websocket::FrameError::ControlTooLong { len: 126 }),
         sample(crate::base::x509::X509Error::TooManyNames { count: 300 }),
     ];
     all.extend(crate::node::prober::httpget_error_samples());

@@ -5,7 +5,7 @@
 //! with time bounds on the handshake, each request head and idle keep-alive, and, for a
 //! stream, on its idle time. `request` parses, `auth` authenticates and authorizes, `routes`
 //! answers, `logs` streams container logs, `stream` serves exec, attach and port-forward
-//! (`spdy` is its framing), `tls` makes the certificate and the TLS settings.
+//! (`spdy` and `websocket` are its framings), `tls` makes the certificate and the TLS settings.
 
 pub mod auth;
 mod conn;
@@ -16,6 +16,7 @@ pub mod spdy;
 pub mod stream;
 pub mod tls;
 mod tlsio;
+pub mod websocket;
 
 use crate::base::manager::{Exit, Health, StopTimeout, Worker, WorkerSet};
 use crate::base::wake::{self, Waker};

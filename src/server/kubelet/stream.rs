@@ -4,7 +4,10 @@
 //! the streaming server: SPDY/3.1 with kubelet's protocols (`v5`…`v1.channel.k8s.io`,
 //! `portforward.k8s.io`), the command run in the container (`ContainerRuntime::exec_session`),
 //! port-forward connected to the pod's port on the host's loopback (the pods of the process
-//! runtime share the host's network), and attach following the container's output.
+//! runtime share the host's network), and attach following the container's output. Exec and
+//! attach are served over WebSocket too, with kubelet's channel protocols (`websocket.rs`),
+//! for the WebSocket clients an apiserver passes through: both transports are a `Session`,
+//! which is all `exec`, `run` and `attach` see; port-forward is SPDY only.
 //! Every stream is bounded by the idle timeout, and ends with the connection.
 
 use super::request::is_true;
@@ -13,6 +16,7 @@ use super::tlsio::Tls;
 
 use super::spdy::{self, Frame, Headers, FLAG_FIN};
 use super::tlsio::{respond, TlsIo};
+use super::websocket;
 use crate::base::errors::Chain;
 use crate::node::podlogs::{self, LineReader};
 use crate::node::runtime::exec::ExecSession;
@@ -142,11 +146,26 @@ fn serve_or_refuse(
     if let Some(url) = url {
         return proxy(tls, head, leftover, &url, idle);
     }
-    if head.upgrade().as_deref() != Some("spdy/3.1") {
-        return Err(match head.upgrade() {
-            Some(u) if !u.is_empty() => format!("unable to upgrade: {u:?} is not served here; use SPDY/3.1"),
-            _ => "Upgrade request required".into(),
-        });
+    match (head.upgrade().as_deref(), &opts) {
+        (Some("spdy/3.1"), _) => {}
+        (Some("websocket"), Some(o)) => {
+            let accepted = websocket::handshake(head, &websocket::CHANNEL_PROTOCOLS).map_err(|e| e.to_string())?;
+            let protocol = websocket::Protocol::named(accepted.protocol)
+                .ok_or_else(|| format!("unable to upgrade: protocol {:?} is not served", accepted.protocol))?;
+            tls.write_all(accepted.response.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
+            let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
+            let mut s = Ws::new(io, idle, protocol);
+            remote_command(&mut s, head, kind, o, protocol.v4, &instance, runtime);
+            s.finish();
+            return Ok(());
+        }
+        (Some("websocket"), None) => {
+            return Err("unable to upgrade: port-forward over WebSocket is not served here; use SPDY/3.1".into())
+        }
+        (Some(u), _) if !u.is_empty() => {
+            return Err(format!("unable to upgrade: {u:?} is not served here; use SPDY/3.1 or WebSocket"))
+        }
+        _ => return Err("Upgrade request required".into()),
     }
     let served: &[&str] = if kind == Kind::PortForward { &[PORT_FORWARD_PROTOCOL] } else { &REMOTE_COMMAND_PROTOCOLS };
     let offered = head.header_values("x-stream-protocol-version");
@@ -164,16 +183,35 @@ fn serve_or_refuse(
     let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
     let mut s = Spdy::new(io, idle);
     let v4 = matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io");
-    let result = match (kind, opts) {
-        (Kind::Exec, Some(o)) => exec(&mut s, &o, v4, |io| runtime.exec_session(&instance.id, &o.command, io)),
-        (Kind::Attach, Some(o)) => attach(&mut s, &o, v4, &instance, runtime),
-        _ => port_forward(&mut s, &pod.pod, &uid),
+    match opts {
+        Some(o) => remote_command(&mut s, head, kind, &o, v4, &instance, runtime),
+        None => {
+            if let Err(e) = port_forward(&mut s, &pod.pod, &uid) {
+                log::debug!("server: {} {}: {e}", head.method, head.path);
+            }
+        }
+    }
+    s.finish();
+    Ok(())
+}
+
+/// Exec or attach served here over `s`, to its end (the caller finishes the session).
+fn remote_command(
+    s: &mut dyn Session,
+    head: &Head,
+    kind: Kind,
+    o: &Options,
+    v4: bool,
+    instance: &ContainerInfo,
+    runtime: &dyn ContainerRuntime,
+) {
+    let result = match kind {
+        Kind::Attach => attach(s, o, v4, instance, runtime),
+        _ => exec(s, o, v4, |io| runtime.exec_session(&instance.id, &o.command, io)),
     };
     if let Err(e) = result {
         log::debug!("server: {} {}: {e}", head.method, head.path);
     }
-    s.finish();
-    Ok(())
 }
 
 /// The byte-for-byte proxy of an upgraded request to `url`, the runtime's streaming server.
@@ -252,49 +290,19 @@ fn splice(io: &mut TlsIo, up: &mut TcpStream, idle: Duration) -> io::Result<()> 
     }
 }
 
-/// A SPDY session over the client's connection.
-struct Spdy<'a> {
+/// The client's connection as a session drives it: what waits for the socket, and the idle
+/// timeout. Shared by SPDY and WebSocket, so both keep the same bounds.
+struct Link<'a> {
     io: TlsIo<'a>,
-    dec: spdy::Decoder,
-    enc: spdy::Encoder,
     /// Encoded frames not yet taken by TLS.
     out: Vec<u8>,
     idle: Duration,
     last: Instant,
-    /// The client said GOAWAY.
-    gone: bool,
 }
 
-impl<'a> Spdy<'a> {
-    fn new(io: TlsIo<'a>, idle: Duration) -> Spdy<'a> {
-        Spdy {
-            io,
-            dec: spdy::Decoder::default(),
-            enc: spdy::Encoder::default(),
-            out: Vec::new(),
-            idle,
-            last: Instant::now(),
-            gone: false,
-        }
-    }
-
-    fn frame(&mut self, f: &Frame) {
-        // Only frames made here, which the codec takes (its bounds are for what it reads).
-        if let Err(e) = self.enc.encode(f, &mut self.out) {
-            log::warn!("server: a SPDY frame was not written: {e}");
-        }
-    }
-
-    /// `data` on stream `id` in frames of at most `DATA_FRAME`, the last with FIN if `fin`.
-    fn data(&mut self, id: u32, data: &[u8], fin: bool) {
-        let mut pieces = data.chunks(DATA_FRAME).peekable();
-        if data.is_empty() && fin {
-            self.frame(&Frame::Data { stream_id: id, flags: FLAG_FIN, data: Vec::new() });
-        }
-        while let Some(p) = pieces.next() {
-            let flags = if fin && pieces.peek().is_none() { FLAG_FIN } else { 0 };
-            self.frame(&Frame::Data { stream_id: id, flags, data: p.to_vec() });
-        }
+impl<'a> Link<'a> {
+    fn new(io: TlsIo<'a>, idle: Duration) -> Link<'a> {
+        Link { io, out: Vec::new(), idle, last: Instant::now() }
     }
 
     fn has_room(&self) -> bool {
@@ -320,10 +328,89 @@ impl<'a> Spdy<'a> {
         Ok(fds[1..].iter().map(|f| f.revents).collect())
     }
 
+    /// Writes what is left (bounded in time); false if the connection failed.
+    fn flush_out(&mut self) -> bool {
+        let deadline = Instant::now() + FINAL_FLUSH;
+        while !self.out.is_empty() && Instant::now() < deadline && !self.io.eof {
+            if self.wait(&[], Duration::from_millis(100)).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// What a remote command (exec, attach) needs of its session, over SPDY or WebSocket.
+trait Session {
+    /// The command's streams once the client has them (with `resize`, a resize stream under
+    /// a terminal).
+    fn open_streams(&mut self, io: &StreamIo, resize: bool) -> io::Result<Streams>;
+    /// What the client sent next on a stream, if anything arrived.
+    fn received(&mut self) -> io::Result<Option<Received>>;
+    /// `data` on stream `id`, then its end if `fin` (when the transport has one).
+    fn data(&mut self, id: u32, data: &[u8], fin: bool);
+    /// Whether more output may be queued.
+    fn has_room(&self) -> bool;
+    /// `Link::wait`.
+    fn wait(&mut self, more: &[libc::pollfd], wait: Duration) -> io::Result<Vec<libc::c_short>>;
+    /// Whether the client is gone.
+    fn closed(&self) -> bool;
+    /// Writes what is left (bounded in time), says goodbye and closes.
+    fn finish(&mut self);
+}
+
+/// Data from the client on a stream; `fin` is its end (a FIN, or the stream reset).
+struct Received {
+    stream: u32,
+    data: Vec<u8>,
+    fin: bool,
+}
+
+/// A SPDY session over the client's connection.
+struct Spdy<'a> {
+    link: Link<'a>,
+    dec: spdy::Decoder,
+    enc: spdy::Encoder,
+    /// The client said GOAWAY.
+    gone: bool,
+}
+
+impl<'a> Spdy<'a> {
+    fn new(io: TlsIo<'a>, idle: Duration) -> Spdy<'a> {
+        Spdy { link: Link::new(io, idle), dec: spdy::Decoder::default(), enc: spdy::Encoder::default(), gone: false }
+    }
+
+    fn frame(&mut self, f: &Frame) {
+        // Only frames made here, which the codec takes (its bounds are for what it reads).
+        if let Err(e) = self.enc.encode(f, &mut self.link.out) {
+            log::warn!("server: a SPDY frame was not written: {e}");
+        }
+    }
+
+    /// `data` on stream `id` in frames of at most `DATA_FRAME`, the last with FIN if `fin`.
+    fn data(&mut self, id: u32, data: &[u8], fin: bool) {
+        let mut pieces = data.chunks(DATA_FRAME).peekable();
+        if data.is_empty() && fin {
+            self.frame(&Frame::Data { stream_id: id, flags: FLAG_FIN, data: Vec::new() });
+        }
+        while let Some(p) = pieces.next() {
+            let flags = if fin && pieces.peek().is_none() { FLAG_FIN } else { 0 };
+            self.frame(&Frame::Data { stream_id: id, flags, data: p.to_vec() });
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.link.has_room()
+    }
+
+    fn wait(&mut self, more: &[libc::pollfd], wait: Duration) -> io::Result<Vec<libc::c_short>> {
+        self.link.wait(more, wait)
+    }
+
     /// The next frame received, answering PINGs.
     fn next(&mut self) -> io::Result<Option<Frame>> {
         loop {
-            let input = self.io.input();
+            let input = self.link.io.input();
             let Some((frame, used)) = self.dec.decode(input).map_err(io::Error::other)? else {
                 return Ok(None);
             };
@@ -338,19 +425,212 @@ impl<'a> Spdy<'a> {
 
     /// Whether the client is gone.
     fn closed(&self) -> bool {
-        self.gone || self.io.drained()
+        self.gone || self.link.io.drained()
     }
 
     /// Writes what is left (bounded in time), says GOAWAY and closes.
     fn finish(&mut self) {
         self.frame(&Frame::GoAway { last_good: 0, status: 0 });
-        let deadline = Instant::now() + FINAL_FLUSH;
-        while !self.out.is_empty() && Instant::now() < deadline && !self.io.eof {
-            if self.wait(&[], Duration::from_millis(100)).is_err() {
-                return;
+        if self.link.flush_out() {
+            self.link.io.close(Duration::from_secs(1));
+        }
+    }
+}
+
+impl Session for Spdy<'_> {
+    /// Waits for the client's streams (answering each), as kubelet's `waitForStreams`.
+    fn open_streams(&mut self, io: &StreamIo, resize: bool) -> io::Result<Streams> {
+        let mut streams = Streams::default();
+        let deadline = Instant::now() + STREAM_CREATION_TIMEOUT;
+        loop {
+            while let Some(f) = self.next()? {
+                if let Frame::SynStream { stream_id, headers, .. } = f {
+                    self.frame(&Frame::SynReply { stream_id, flags: 0, headers: Headers::default() });
+                    let slot = match headers.get("streamtype") {
+                        Some("error") => &mut streams.error,
+                        Some("stdin") => &mut streams.stdin,
+                        Some("stdout") => &mut streams.stdout,
+                        Some("stderr") => &mut streams.stderr,
+                        Some("resize") => &mut streams.resize,
+                        _ => continue,
+                    };
+                    *slot = Some(stream_id);
+                }
+            }
+            // The last reply goes out with the first output.
+            if streams.complete(io, resize) {
+                return Ok(streams);
+            }
+            if self.closed() {
+                return Err(io::Error::other("the client went away before opening its streams"));
+            }
+            let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero());
+            let Some(left) = left else {
+                return Err(io::Error::other("timed out waiting for client to create streams"));
+            };
+            self.wait(&[], left)?;
+        }
+    }
+
+    fn received(&mut self) -> io::Result<Option<Received>> {
+        while let Some(f) = self.next()? {
+            match f {
+                Frame::Data { stream_id, flags, data } => {
+                    return Ok(Some(Received { stream: stream_id, data, fin: flags & FLAG_FIN != 0 }))
+                }
+                Frame::RstStream { stream_id, .. } => {
+                    return Ok(Some(Received { stream: stream_id, data: Vec::new(), fin: true }))
+                }
+                _ => {}
             }
         }
-        self.io.close(Duration::from_secs(1));
+        Ok(None)
+    }
+
+    fn data(&mut self, id: u32, data: &[u8], fin: bool) {
+        Spdy::data(self, id, data, fin)
+    }
+
+    fn has_room(&self) -> bool {
+        Spdy::has_room(self)
+    }
+
+    fn wait(&mut self, more: &[libc::pollfd], wait: Duration) -> io::Result<Vec<libc::c_short>> {
+        Spdy::wait(self, more, wait)
+    }
+
+    fn closed(&self) -> bool {
+        Spdy::closed(self)
+    }
+
+    fn finish(&mut self) {
+        Spdy::finish(self)
+    }
+}
+
+/// The channels of kubelet's WebSocket remote command protocols.
+const WS_STDIN: u32 = 0;
+const WS_STDOUT: u32 = 1;
+const WS_STDERR: u32 = 2;
+const WS_ERROR: u32 = 3;
+const WS_RESIZE: u32 = 4;
+/// How long the client's answer to the close frame is waited for, so that closing does not
+/// reset a connection the client still writes on (and drop output in flight).
+const WS_CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// A WebSocket session over the client's connection, as kubelet's wsstream: the channels
+/// exist from the start, by protocol; there is no end of stdin before v5 (not served), so
+/// the command's stdin stays open until the client goes.
+struct Ws<'a> {
+    link: Link<'a>,
+    dec: websocket::Decoder,
+    protocol: websocket::Protocol,
+    /// The client sent its close frame.
+    gone: bool,
+    /// The close code said at the end: normal, or what the client broke.
+    close_code: u16,
+}
+
+impl<'a> Ws<'a> {
+    fn new(io: TlsIo<'a>, idle: Duration, protocol: websocket::Protocol) -> Ws<'a> {
+        Ws {
+            link: Link::new(io, idle),
+            dec: websocket::Decoder::default(),
+            protocol,
+            gone: false,
+            close_code: websocket::CLOSE_NORMAL,
+        }
+    }
+
+    /// The next message received, answering pings; a close frame marks the client gone.
+    fn next(&mut self) -> io::Result<Option<websocket::Message>> {
+        use websocket::Message;
+        while !self.gone {
+            let input = self.link.io.input();
+            let (used, message) = match self.dec.decode(input) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.close_code = e.close_code();
+                    return Err(io::Error::other(e));
+                }
+            };
+            input.drain(..used);
+            match message {
+                None => return Ok(None),
+                Some(Message::Ping(p)) => websocket::frame(websocket::OP_PONG, &p, &mut self.link.out),
+                Some(Message::Pong) => {}
+                Some(Message::Close(_)) => self.gone = true,
+                Some(m) => return Ok(Some(m)),
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Session for Ws<'_> {
+    fn open_streams(&mut self, io: &StreamIo, _resize: bool) -> io::Result<Streams> {
+        let streams = Streams {
+            error: Some(WS_ERROR),
+            stdin: io.stdin.then_some(WS_STDIN),
+            stdout: io.stdout.then_some(WS_STDOUT),
+            stderr: io.stderr.then_some(WS_STDERR),
+            resize: Some(WS_RESIZE),
+        };
+        // kubelet tells the client the streams are there with an empty message on the
+        // lowest channel it writes.
+        let first = streams.stdout.or(streams.stderr).unwrap_or(WS_ERROR);
+        websocket::channel_frame(self.protocol.base64, first as u8, &[], &mut self.link.out);
+        Ok(streams)
+    }
+
+    fn received(&mut self) -> io::Result<Option<Received>> {
+        while let Some(m) = self.next()? {
+            // Messages on channels the client may not write are ignored, as kubelet does.
+            match websocket::channel_message(self.protocol.base64, &m) {
+                Some((ch, data)) if matches!(u32::from(ch), WS_STDIN | WS_RESIZE) => {
+                    return Ok(Some(Received { stream: u32::from(ch), data, fin: false }))
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// `data` on channel `id` in messages of at most `DATA_FRAME`; the end of a channel is
+    /// not told before v5.
+    fn data(&mut self, id: u32, data: &[u8], _fin: bool) {
+        for piece in data.chunks(DATA_FRAME) {
+            websocket::channel_frame(self.protocol.base64, id as u8, piece, &mut self.link.out);
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        self.link.has_room()
+    }
+
+    fn wait(&mut self, more: &[libc::pollfd], wait: Duration) -> io::Result<Vec<libc::c_short>> {
+        self.link.wait(more, wait)
+    }
+
+    fn closed(&self) -> bool {
+        self.gone || self.link.io.drained()
+    }
+
+    /// Writes what is left and the close frame, waits a little for the client's close, and
+    /// closes.
+    fn finish(&mut self) {
+        websocket::close_frame(self.close_code, &mut self.link.out);
+        if !self.link.flush_out() {
+            return;
+        }
+        let deadline = Instant::now() + WS_CLOSE_WAIT;
+        while self.close_code == websocket::CLOSE_NORMAL && !self.closed() {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
+            if self.wait(&[], left.min(Duration::from_millis(100))).is_err() || self.received().is_err() {
+                break;
+            }
+        }
+        self.link.io.close(Duration::from_secs(1));
     }
 }
 
@@ -371,40 +651,6 @@ impl Streams {
             && (!io.stdout || self.stdout.is_some())
             && (!io.stderr || self.stderr.is_some())
             && (!resize || !io.tty || self.resize.is_some())
-    }
-}
-
-/// Waits for the client's streams (answering each), as kubelet's `waitForStreams`.
-fn open_streams(s: &mut Spdy, io: &StreamIo, resize: bool) -> io::Result<Streams> {
-    let mut streams = Streams::default();
-    let deadline = Instant::now() + STREAM_CREATION_TIMEOUT;
-    loop {
-        while let Some(f) = s.next()? {
-            if let Frame::SynStream { stream_id, headers, .. } = f {
-                s.frame(&Frame::SynReply { stream_id, flags: 0, headers: Headers::default() });
-                let slot = match headers.get("streamtype") {
-                    Some("error") => &mut streams.error,
-                    Some("stdin") => &mut streams.stdin,
-                    Some("stdout") => &mut streams.stdout,
-                    Some("stderr") => &mut streams.stderr,
-                    Some("resize") => &mut streams.resize,
-                    _ => continue,
-                };
-                *slot = Some(stream_id);
-            }
-        }
-        // The last reply goes out with the first output.
-        if streams.complete(io, resize) {
-            return Ok(streams);
-        }
-        if s.closed() {
-            return Err(io::Error::other("the client went away before opening its streams"));
-        }
-        let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero());
-        let Some(left) = left else {
-            return Err(io::Error::other("timed out waiting for client to create streams"));
-        };
-        s.wait(&[], left)?;
     }
 }
 
@@ -465,12 +711,12 @@ fn read_some(file: &File, buf: &mut [u8]) -> Option<Option<usize>> {
 
 /// `exec` served here: the command started by `start` with the streams the client opened.
 fn exec(
-    s: &mut Spdy,
+    s: &mut dyn Session,
     opts: &Options,
     v4: bool,
     start: impl FnOnce(StreamIo) -> Result<ExecSession, crate::node::runtime::RuntimeError>,
 ) -> io::Result<()> {
-    let streams = open_streams(s, &opts.io, true)?;
+    let streams = s.open_streams(&opts.io, true)?;
     let mut session = match start(opts.io) {
         Ok(p) => p,
         Err(e) => {
@@ -493,7 +739,7 @@ fn exec(
 
 /// Passes the streams until the command ends (its exit code) or the client goes (`None`;
 /// the command is killed).
-fn run(s: &mut Spdy, streams: &Streams, p: &mut ExecSession) -> io::Result<Option<i32>> {
+fn run(s: &mut dyn Session, streams: &Streams, p: &mut ExecSession) -> io::Result<Option<i32>> {
     let tty = p.pty().is_some();
     // Output 0 is stdout (the terminal with a tty), 1 stderr.
     let mut open = if tty { [true, false] } else { [p.stdout().is_some(), p.stderr().is_some()] };
@@ -503,20 +749,15 @@ fn run(s: &mut Spdy, streams: &Streams, p: &mut ExecSession) -> io::Result<Optio
     let mut exit = None;
     loop {
         while to_stdin.len() < MAX_PENDING {
-            let Some(f) = s.next()? else { break };
-            match f {
-                Frame::Data { stream_id, flags, data } if Some(stream_id) == streams.stdin => {
-                    to_stdin.extend_from_slice(&data);
-                    stdin_fin |= flags & FLAG_FIN != 0;
+            let Some(r) = s.received()? else { break };
+            if Some(r.stream) == streams.stdin {
+                to_stdin.extend_from_slice(&r.data);
+                stdin_fin |= r.fin;
+            } else if Some(r.stream) == streams.resize {
+                resize_buf.extend_from_slice(&r.data);
+                for (w, h) in resizes(&mut resize_buf) {
+                    let _ = p.resize(w, h);
                 }
-                Frame::Data { stream_id, data, .. } if Some(stream_id) == streams.resize => {
-                    resize_buf.extend_from_slice(&data);
-                    for (w, h) in resizes(&mut resize_buf) {
-                        let _ = p.resize(w, h);
-                    }
-                }
-                Frame::RstStream { stream_id, .. } if Some(stream_id) == streams.stdin => stdin_fin = true,
-                _ => {}
             }
         }
         if s.closed() {
@@ -592,14 +833,20 @@ fn input(p: &ExecSession, tty: bool) -> Option<&File> {
 /// `attach` on a runtime without a streaming server: the container's output from now on,
 /// followed from its log until it ends or the client goes. Its stdin is not attached: such
 /// containers have none.
-fn attach(s: &mut Spdy, opts: &Options, v4: bool, c: &ContainerInfo, runtime: &dyn ContainerRuntime) -> io::Result<()> {
-    let streams = open_streams(s, &opts.io, true)?;
+fn attach(
+    s: &mut dyn Session,
+    opts: &Options,
+    v4: bool,
+    c: &ContainerInfo,
+    runtime: &dyn ContainerRuntime,
+) -> io::Result<()> {
+    let streams = s.open_streams(&opts.io, true)?;
     let mut file = BufReader::new(File::open(&c.config.log_path)?);
     file.seek(SeekFrom::End(0))?;
     let mut lines = LineReader::default();
     let mut checked = Instant::now();
     loop {
-        while s.next()?.is_some() {}
+        while s.received()?.is_some() {}
         if s.closed() {
             return Ok(());
         }
