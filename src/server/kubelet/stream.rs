@@ -246,6 +246,8 @@ fn splice(io: &mut TlsIo, up: &mut TcpStream, idle: Duration) -> io::Result<()> 
     let mut last = Instant::now();
     let mut chunk = vec![0u8; 16 << 10];
     loop {
+        // What rustls held back while the input was full.
+        io.ready(0)?;
         let mut up_events = 0;
         if !up_eof && down.len() < MAX_PENDING {
             up_events |= libc::POLLIN;
@@ -316,7 +318,10 @@ impl<'a> Link<'a> {
     fn wait(&mut self, more: &[libc::pollfd], wait: Duration) -> io::Result<Vec<libc::c_short>> {
         let full = !self.has_room();
         self.io.send(&mut self.out)?;
-        let wait = if full && self.has_room() { Duration::ZERO } else { wait };
+        // Input rustls held back while `input` was full comes in now, for the caller.
+        let had = self.io.buffered();
+        self.io.ready(0)?;
+        let wait = if (full && self.has_room()) || self.io.buffered() > had { Duration::ZERO } else { wait };
         let mut fds = Vec::with_capacity(1 + more.len());
         fds.push(self.io.pollfd());
         fds.extend_from_slice(more);

@@ -86,33 +86,34 @@ impl<'a> TlsIo<'a> {
     pub fn ready(&mut self, revents: libc::c_short) -> io::Result<()> {
         if revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 && !self.eof {
             self.read()?;
+        } else {
+            // What rustls decrypted before `input` was full, now that it may have room: the
+            // socket says nothing about it.
+            self.take_plaintext()?;
         }
         self.flush()
     }
 
     fn read(&mut self) -> io::Result<()> {
-        loop {
+        // rustls holds what did not fit in `input` (and refuses records past 16 KiB of it).
+        while !self.take_plaintext()? && !self.eof {
             match self.tls.conn.read_tls(&mut self.tls.sock) {
-                Ok(0) => {
-                    self.eof = true;
-                    break;
+                Ok(0) => self.eof = true,
+                Ok(_) => {
+                    let state = self.tls.conn.process_new_packets().map_err(io::Error::other)?;
+                    self.eof |= state.peer_has_closed() && state.plaintext_bytes_to_read() == 0;
                 }
-                Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
-            let state = self.tls.conn.process_new_packets().map_err(io::Error::other)?;
-            if state.plaintext_bytes_to_read() > 0 && self.take_plaintext()? {
-                break;
-            }
-            if state.peer_has_closed() {
-                self.eof = true;
-                break;
-            }
         }
-        self.take_plaintext()?;
         Ok(())
+    }
+
+    /// The bytes taken and not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.input.len()
     }
 
     /// Moves decrypted bytes into `input`; true when it is full.
