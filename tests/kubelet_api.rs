@@ -648,3 +648,40 @@ fn websocket_exec_reaches_the_node() {
     drop(tls);
     c.wait("the command killed", || (!running()).then_some(()));
 }
+
+/// Port-forward over WebSocket, as a client the apiserver passes through gets it: each port's
+/// data and error channels start with the port, the data reaches the pod's server, and a
+/// port nothing listens on says why on its error channel.
+#[test]
+fn websocket_port_forward_reaches_the_pod() {
+    let Some(c) = Cluster::start(|t| t) else { return };
+    let web = common::free_port();
+    let pod = c.run_pod(sh_pod("wsweb", &format!("exec python3 -m http.server {web} --bind 127.0.0.1")));
+    let port = c.kubelet_port();
+    let closed = common::free_port();
+    let path = format!("/portForward/default/{pod}?ports={web},{closed}");
+    let messages = c.wait("an answer through the forward", || {
+        let (mut tls, head, rest) = ws_connect(&c, port, &path, "v4.channel.k8s.io");
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        let mut request = vec![0u8];
+        request.extend_from_slice(b"GET / HTTP/1.0\r\n\r\n");
+        tls.write_all(&ws_frame(2, &request)).unwrap();
+        let messages = ws_messages(&mut tls, rest);
+        let data: Vec<u8> = messages
+            .iter()
+            .filter(|(op, p)| *op == 2 && p.first() == Some(&0))
+            .flat_map(|(_, p)| p[1..].to_vec())
+            .collect();
+        String::from_utf8_lossy(&data).contains("HTTP/1.0 200").then_some(messages)
+    });
+    let channel = |n: u8| -> Vec<u8> {
+        messages.iter().filter(|(op, p)| *op == 2 && p.first() == Some(&n)).flat_map(|(_, p)| p[1..].to_vec()).collect()
+    };
+    assert_eq!(&channel(0)[..2], &web.to_le_bytes(), "the data channel starts with its port");
+    assert!(String::from_utf8_lossy(&channel(0)[2..]).contains("Directory listing"));
+    assert_eq!(channel(1), web.to_le_bytes(), "the error channel of a good port says only its port");
+    assert_eq!(&channel(3)[..2], &closed.to_le_bytes());
+    let why = String::from_utf8_lossy(&channel(3)[2..]).to_string();
+    assert!(why.contains(&format!("error forwarding port {closed} to pod {pod}")), "{why}");
+    assert_eq!(messages.last().map(|(op, _)| *op), Some(8), "the server closes");
+}

@@ -44,6 +44,10 @@ pub const REMOTE_COMMAND_PROTOCOLS: [&str; 5] =
     ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
 /// The port-forward protocol.
 pub const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
+/// The WebSocket protocols of port-forward, as kubelet's (and none offered: binary).
+pub const PORT_FORWARD_WS_PROTOCOLS: [&str; 2] = ["v4.channel.k8s.io", "v4.base64.channel.k8s.io"];
+/// Ports one WebSocket port-forward may name.
+const MAX_WS_PORTS: usize = 16;
 /// The client must open its streams within this time of the upgrade (kubelet's
 /// `streamCreationTimeout`).
 pub const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -160,7 +164,18 @@ fn serve_or_refuse(
             return Ok(());
         }
         (Some("websocket"), None) => {
-            return Err("unable to upgrade: port-forward over WebSocket is not served here; use SPDY/3.1".into())
+            let ports = forward_ports(&params)?;
+            let accepted = websocket::handshake(head, &PORT_FORWARD_WS_PROTOCOLS).map_err(|e| e.to_string())?;
+            let protocol = websocket::Protocol::named(accepted.protocol)
+                .ok_or_else(|| format!("unable to upgrade: protocol {:?} is not served", accepted.protocol))?;
+            tls.write_all(accepted.response.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
+            let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
+            let mut s = Ws::new(io, idle, protocol);
+            if let Err(e) = port_forward_ws(&mut s, &ports, &pod.pod, &uid) {
+                log::debug!("server: {} {}: {e}", head.method, head.path);
+            }
+            s.finish();
+            return Ok(());
         }
         (Some(u), _) if !u.is_empty() => {
             return Err(format!("unable to upgrade: {u:?} is not served here; use SPDY/3.1 or WebSocket"))
@@ -1019,6 +1034,94 @@ fn step(s: &mut Spdy, fw: &mut Forward, pod: &str, uid: &str, buf: &mut [u8]) ->
     Ok(())
 }
 
+/// The ports of a WebSocket port-forward (`ports=80,8080`, or repeated), with kubelet's
+/// messages.
+pub fn forward_ports(params: &[(String, String)]) -> Result<Vec<u16>, String> {
+    let mut ports = Vec::new();
+    for value in params.iter().filter(|(k, _)| k == "ports").flat_map(|(_, v)| v.split(',')) {
+        let port = value
+            .trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("unable to parse {value:?} as a port: it must be 1 to 65535"))?;
+        ports.push(port);
+    }
+    if ports.is_empty() {
+        return Err("query parameter \"port\" is required".into());
+    }
+    if ports.len() > MAX_WS_PORTS {
+        return Err(format!("{} ports: at most {MAX_WS_PORTS} may be forwarded at once", ports.len()));
+    }
+    Ok(ports)
+}
+
+/// `portForward` over WebSocket, as kubelet serves it: port `i` has data channel `2i` and
+/// error channel `2i+1`, each starting with the port (2 bytes, little-endian); one
+/// connection to each port, made at once; the stream ends when every connection has.
+fn port_forward_ws(s: &mut Ws, ports: &[u16], pod: &str, uid: &str) -> io::Result<()> {
+    let base64 = s.protocol.base64;
+    let mut forwards: Vec<Forward> = Vec::with_capacity(ports.len());
+    for (i, port) in ports.iter().enumerate() {
+        for ch in [2 * i, 2 * i + 1] {
+            websocket::channel_frame(base64, ch as u8, &port.to_le_bytes(), &mut s.link.out);
+        }
+        let mut fw =
+            Forward { port: *port, data: Some(2 * i as u32), error: Some(2 * i as u32 + 1), ..Default::default() };
+        match connect_local(*port) {
+            Ok(sock) => fw.sock = Some(sock),
+            Err(e) => {
+                let text = format!("error forwarding port {port} to pod {pod}, uid {uid}: {e}");
+                websocket::channel_frame(base64, 2 * i as u8 + 1, text.as_bytes(), &mut s.link.out);
+                fw.done = true;
+            }
+        }
+        forwards.push(fw);
+    }
+    let mut buf = vec![0u8; DATA_FRAME];
+    loop {
+        while let Some(m) = s.next()? {
+            if let Some((ch, data)) = websocket::channel_message(base64, &m) {
+                if let Some(fw) = forwards.get_mut(usize::from(ch) / 2).filter(|_| ch % 2 == 0) {
+                    fw.to_port.extend_from_slice(&data);
+                }
+            }
+        }
+        if s.closed() || forwards.iter().all(|fw| fw.done) {
+            return Ok(());
+        }
+        let mut fds = Vec::new();
+        for fw in forwards.iter_mut().filter(|fw| !fw.done) {
+            let data = fw.data.unwrap_or(0);
+            let Some(sock) = fw.sock.as_mut() else { continue };
+            if !fw.to_port.is_empty() {
+                match sock.write(&fw.to_port) {
+                    Ok(n) => drop(fw.to_port.drain(..n)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => fw.port_eof = true,
+                }
+            }
+            while !fw.port_eof && s.has_room() {
+                match sock.read(&mut buf) {
+                    Ok(0) => fw.port_eof = true,
+                    Ok(n) => websocket::channel_frame(base64, data as u8, &buf[..n], &mut s.link.out),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => fw.port_eof = true,
+                }
+            }
+            fw.done = fw.port_eof;
+            if !fw.done {
+                let mut ev = if s.has_room() { libc::POLLIN } else { 0 };
+                if !fw.to_port.is_empty() {
+                    ev |= libc::POLLOUT;
+                }
+                fds.push(super::pollfd(sock, ev));
+            }
+        }
+        s.wait(&fds, Duration::from_secs(1))?;
+    }
+}
+
 /// Connects to `port` on the loopback (IPv4, then IPv6), non-blocking once connected.
 fn connect_local(port: u16) -> io::Result<TcpStream> {
     let v4 = SocketAddr::from(([127, 0, 0, 1], port));
@@ -1058,6 +1161,16 @@ mod tests {
             "you must specify at least 1 of stdin, stdout, stderr"
         );
         assert!(options(&p(&[("stdout", "true")]), Kind::Attach).is_ok());
+    }
+
+    #[test]
+    fn websocket_forwards_name_their_ports_in_the_query() {
+        assert_eq!(forward_ports(&p(&[("ports", "80,8080"), ("ports", "9000")])), Ok(vec![80, 8080, 9000]));
+        assert_eq!(forward_ports(&p(&[])), Err("query parameter \"port\" is required".into()));
+        assert!(forward_ports(&p(&[("ports", "0")])).unwrap_err().contains("1 to 65535"));
+        assert!(forward_ports(&p(&[("ports", "http")])).is_err());
+        let many = (1..=17).map(|n| n.to_string()).collect::<Vec<_>>().join(",");
+        assert!(forward_ports(&p(&[("ports", many.as_str())])).unwrap_err().contains("at most 16"));
     }
 
     #[test]
