@@ -77,7 +77,8 @@ pub fn start(
             }
         }
     };
-    let config = tls::server_config(chain, private, client_ca).map_err(tls_err("server.tls_cert_file"))?;
+    let serving = tls::ServingCert::new(chain, private).map_err(tls_err("server.tls_cert_file"))?;
+    let config = tls::server_config_for(serving.clone(), client_ca).map_err(tls_err("server.tls_cert_file"))?;
     let reviews: Option<Arc<dyn Reviews>> = cluster.map(|c| c.client.clone() as Arc<dyn Reviews>);
     let az = &s.authorization;
     let gate = Gate::new(
@@ -116,6 +117,7 @@ pub fn start(
         listen: s.listen.clone(),
         node_name: cfg.node_name.clone(),
         tls: config,
+        cert: serving,
         max_connections: s.max_connections,
         max_streams: s.max_streams,
         stream_idle_timeout: s.streaming_connection_idle_timeout.0,

@@ -47,6 +47,8 @@ pub struct Settings {
     pub node_name: String,
     /// The TLS settings (certificate, client CA).
     pub tls: Arc<rustls::ServerConfig>,
+    /// The certificate `tls` serves, replaceable while the server runs.
+    pub cert: Arc<tls::ServingCert>,
     /// Connections at once.
     pub max_connections: usize,
     /// Streams at once (exec, attach, port-forward, followed logs).
@@ -97,6 +99,7 @@ pub struct KubeletServer {
     acceptor: Worker,
     wake: Waker,
     conns: Arc<WorkerSet>,
+    cert: Arc<tls::ServingCert>,
     /// The bound address (useful when the port was 0).
     pub addr: SocketAddr,
 }
@@ -111,6 +114,7 @@ impl KubeletServer {
         let (wake_rx, wake) = wake::pair().map_err(StartError::Spawn)?;
         let conns = Arc::new(WorkerSet::new("the kubelet API's connections", settings.max_connections, health));
         let max = settings.max_connections;
+        let cert = settings.cert.clone();
         let shared = Arc::new(Shared { settings, inputs, streams: AtomicUsize::new(0) });
         let set = conns.clone();
         let acceptor = Worker::spawn("fl-kapi", health, move |stop| {
@@ -121,7 +125,13 @@ impl KubeletServer {
         log::info!(
             "server: serving kubelet's API (logs, exec, attach, port-forward) on https://{addr} (at most {max} connections)"
         );
-        Ok(KubeletServer { acceptor, wake, conns, addr })
+        Ok(KubeletServer { acceptor, wake, conns, cert, addr })
+    }
+
+    /// The serving certificate, to replace when it is renewed (new connections get the new
+    /// one).
+    pub fn serving_cert(&self) -> &Arc<tls::ServingCert> {
+        &self.cert
     }
 
     /// Stops accepting and closes every connection (streams end), waiting up to `timeout`;

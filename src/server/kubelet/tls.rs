@@ -15,7 +15,8 @@ use crate::base::x509::{self, Identity, X509Error};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ServerConnection, WebPkiClientVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, ServerConnection, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -188,8 +189,11 @@ pub fn load_pair(
         source => TlsError::Pem { path: key_file.into(), expected: EXPECT_KEY, source },
     })?;
     // The same check `with_single_cert` makes, here where the files can be named.
-    rustls::sign::CertifiedKey::from_der(chain.clone(), key.clone_key(), &provider())
-        .map_err(|source| TlsError::Pair { cert: cert_file.into(), key: key_file.into(), source })?;
+    CertifiedKey::from_der(chain.clone(), key.clone_key(), &provider()).map_err(|source| TlsError::Pair {
+        cert: cert_file.into(),
+        key: key_file.into(),
+        source,
+    })?;
     Ok((chain, key))
 }
 
@@ -210,13 +214,51 @@ pub fn ca_from_pem(source: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'stat
     Ok(certs)
 }
 
-/// The API's rustls configuration: `chain` and `key` served, TLS 1.2 and 1.3, ALPN
-/// `http/1.1` only. With `client_ca`, client certificates are asked for and verified
-/// against it, and a client without one still completes the handshake (to present a
-/// bearer token); without it, no client certificate is asked for.
+/// The serving certificate, replaceable while the server runs: connections made after
+/// `replace` are served the new pair, those open keep theirs (the rotation through the
+/// cluster's CSR API replaces it).
+#[derive(Debug)]
+pub struct ServingCert(parking_lot::RwLock<Arc<CertifiedKey>>);
+
+impl ServingCert {
+    /// `chain` (leaf first) served with `key`, which must belong to it.
+    pub fn new(chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<Arc<ServingCert>, TlsError> {
+        let certified =
+            CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Config { source })?;
+        Ok(Arc::new(ServingCert(parking_lot::RwLock::new(Arc::new(certified)))))
+    }
+
+    /// Serves `chain` and `key` from the next connection on.
+    pub fn replace(&self, chain: Vec<CertificateDer<'static>>, key: PrivateKeyDer<'static>) -> Result<(), TlsError> {
+        let certified =
+            CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::Config { source })?;
+        *self.0.write() = Arc::new(certified);
+        Ok(())
+    }
+}
+
+impl ResolvesServerCert for ServingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.read().clone())
+    }
+}
+
+/// The API's rustls configuration: `chain` and `key` served (`server_config_for` with a
+/// `ServingCert` of them).
 pub fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    client_ca: Option<Vec<CertificateDer<'static>>>,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    server_config_for(ServingCert::new(chain, key)?, client_ca)
+}
+
+/// The API's rustls configuration: `cert` served, TLS 1.2 and 1.3, ALPN `http/1.1` only.
+/// With `client_ca`, client certificates are asked for and verified against it, and a
+/// client without one still completes the handshake (to present a bearer token); without
+/// it, no client certificate is asked for.
+pub fn server_config_for(
+    cert: Arc<ServingCert>,
     client_ca: Option<Vec<CertificateDer<'static>>>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = provider();
@@ -239,7 +281,7 @@ pub fn server_config(
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(chain, key).map_err(|source| TlsError::Config { source })?;
+    let mut config = builder.with_cert_resolver(cert);
     config.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
     Ok(Arc::new(config))
 }
@@ -473,6 +515,27 @@ mod tests {
         pump(&mut c, &mut s).unwrap();
         assert_eq!(s.protocol_version(), Some(rustls::ProtocolVersion::TLSv1_2));
         exchange(&mut c, &mut s);
+    }
+
+    #[test]
+    fn a_replaced_certificate_is_served_from_the_next_connection_on() {
+        let (first, first_key) = node_a();
+        let cert = ServingCert::new(vec![first.clone()], first_key).unwrap();
+        let config = server_config_for(cert.clone(), None).unwrap();
+        let (second, second_key) = node_a();
+        cert.replace(vec![second.clone()], second_key).unwrap();
+        // A client trusting only the first is refused; one trusting the second connects.
+        let mut c = client(&first, &[], None, "node-a");
+        let mut s = ServerConnection::new(config.clone()).unwrap();
+        assert!(pump(&mut c, &mut s).is_err());
+        let mut c = client(&second, &[], None, "node-a");
+        let mut s = ServerConnection::new(config).unwrap();
+        pump(&mut c, &mut s).unwrap();
+        exchange(&mut c, &mut s);
+        // A key that does not belong to the chain is refused, and the second stays.
+        let (third, _) = node_a();
+        let (_, other_key) = node_a();
+        assert!(cert.replace(vec![third], other_key).is_err());
     }
 
     #[test]
