@@ -552,8 +552,10 @@ fn lock_state_dir(cfg: &Config, purpose: LockPurpose) -> Result<File, AgentError
     // Secrets live here: make the directory and everything in it private again, in case an
     // older version (or a person) left it readable. Not the pods' directories: their
     // volumes have the modes the pods asked for, and hold what the containers wrote.
+    // Nor the kubelet API's key: it stays the owner's, whatever group the state is shared with.
     let pods = dir.join(PODS_DIR);
-    match crate::base::state_files::fix_state_modes(dir, &[&cfg.devices.plugin_dir, &pods]) {
+    let pki = kubeletapi::pki_dir(cfg);
+    match crate::base::state_files::fix_state_modes(dir, &[&cfg.devices.plugin_dir, &pods, &pki]) {
         Ok(0) => {}
         Ok(n) => log::info!("agent: made {n} file(s) and directories under {} private", dir.display()),
         Err(e) => log::warn!("agent: cannot correct the modes under {}: {e}", dir.display()),

@@ -214,6 +214,19 @@ pub fn ca_from_pem(source: &Path, pem: &[u8]) -> Result<Vec<CertificateDer<'stat
     Ok(certs)
 }
 
+/// Makes a kept key the owner's alone again if someone opened it up (said, not fatal).
+fn keep_private(key_file: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(key_file) else { return };
+    if meta.permissions().mode() & 0o077 == 0 {
+        return;
+    }
+    match std::fs::set_permissions(key_file, std::fs::Permissions::from_mode(0o600)) {
+        Ok(()) => log::warn!("server: {} was readable by others; it is 0600 again", key_file.display()),
+        Err(e) => log::warn!("server: {} is readable by others and cannot be made private: {e}", key_file.display()),
+    }
+}
+
 /// The serving certificate, replaceable while the server runs: connections made after
 /// `replace` are served the new pair, those open keep theirs (the rotation through the
 /// cluster's CSR API replaces it).
@@ -300,7 +313,7 @@ pub fn peer_identity(conn: &ServerConnection) -> Option<Identity> {
         Ok(identity) if !identity.common_name.is_empty() => Some(identity),
         Ok(_) => None,
         Err(e) => {
-            log::warn!("kubelet api: a verified client certificate's subject cannot be read: {}", Chain(&e));
+            log::warn!("server: a verified client certificate's subject cannot be read: {}", Chain(&e));
             None
         }
     }
@@ -354,12 +367,13 @@ pub fn ensure_self_signed(
     match load_pair(&cert_file, &key_file) {
         Ok((chain, _)) => {
             warn_if_expired(&cert_file, &chain[0], now);
+            keep_private(&key_file);
             return Ok((cert_file, key_file));
         }
         Err(e) if e.is_not_found() => {
-            log::info!("kubelet api: no serving certificate yet; making a self-signed one in {}", dir.display())
+            log::info!("server: no serving certificate yet; making a self-signed one in {}", dir.display())
         }
-        Err(e) => log::warn!("kubelet api: replacing the self-signed certificate: {}", Chain(&e)),
+        Err(e) => log::warn!("server: replacing the self-signed certificate: {}", Chain(&e)),
     }
     let (cn, names, addrs) = self_signed_subject(hostname, dns_names, ips, now);
     let not_before = now.checked_sub(SELF_SIGNED_BACKDATE).unwrap_or(now);
@@ -379,7 +393,7 @@ pub fn ensure_self_signed(
         state_files::write_atomic_as(path, data.as_bytes(), owner_only)
             .map_err(|source| TlsError::Write { path: path.clone(), source })?;
     }
-    log::info!("kubelet api: wrote a self-signed certificate for {cn} to {}", cert_file.display());
+    log::info!("server: wrote a self-signed certificate for {cn} to {}", cert_file.display());
     Ok((cert_file, key_file))
 }
 
@@ -388,12 +402,12 @@ pub fn ensure_self_signed(
 fn warn_if_expired(path: &Path, leaf: &CertificateDer<'_>, now: SystemTime) {
     match x509::validity(leaf) {
         Ok((_, not_after)) if not_after < now => log::warn!(
-            "kubelet api: {} expired at {}; remove it and its key to have a new one made",
+            "server: {} expired at {}; remove it and its key to have a new one made",
             path.display(),
             not_after.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
         ),
         Ok(_) => {}
-        Err(e) => log::warn!("kubelet api: {}: cannot read its validity: {}", path.display(), Chain(&e)),
+        Err(e) => log::warn!("server: {}: cannot read its validity: {}", path.display(), Chain(&e)),
     }
 }
 
@@ -827,8 +841,11 @@ subjectAltName = DNS:node-a
         std::fs::write(dir.join("other"), "mine").unwrap();
         let first = (std::fs::read(&cert).unwrap(), std::fs::read(&key).unwrap());
         let later = now + Duration::from_secs(60);
+        // A key someone opened up is kept, and made private again.
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
         ensure_self_signed(&dir, "node-a", &[], &ips, later).unwrap();
         assert_eq!((std::fs::read(&cert).unwrap(), std::fs::read(&key).unwrap()), first, "kept");
+        assert_eq!(mode(&key), 0o600);
 
         // A crash after the key was written: the key is not the certificate's.
         let other = x509::self_signed("x", &[], &[], now, SELF_SIGNED_VALIDITY).unwrap();
