@@ -4,7 +4,7 @@
 //! does. Without containerd (tests/cri) or the test venv each test skips.
 
 use crate::common;
-use crate::kubelet_api::{text, TTY_DRIVER};
+use crate::kubelet_api::{ok_or_log, text, TTY_DRIVER};
 
 use common::apiserver::FakeApiserver;
 use common::cri::{busybox, CriNode};
@@ -54,20 +54,7 @@ impl Node {
     }
 
     fn ok(&self, out: Output, what: &str) -> String {
-        if !out.status.success() {
-            let log = self.agent.log_text();
-            let tail: Vec<&str> = log
-                .lines()
-                .filter(|l| l.contains("server"))
-                .rev()
-                .take(30)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            panic!("{what}: {}\n{}\nthe agent's server lines:\n{}", out.status, text(&out), tail.join("\n"));
-        }
-        String::from_utf8(out.stdout).unwrap()
+        ok_or_log(&self.agent, out, what)
     }
 }
 

@@ -100,21 +100,19 @@ pub fn text(out: &Output) -> String {
 impl Cluster {
     /// The output of a command that must have succeeded; else the agent's log says why.
     pub fn ok(&self, out: Output, what: &str) -> String {
-        if !out.status.success() {
-            let log = self.agent.log_text();
-            let tail: Vec<&str> = log
-                .lines()
-                .filter(|l| l.contains("server"))
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
-            panic!("{what}: {}\n{}\nthe agent's server lines:\n{}", out.status, text(&out), tail.join("\n"));
-        }
-        String::from_utf8(out.stdout).unwrap()
+        ok_or_log(&self.agent, out, what)
     }
+}
+
+/// The output of a command that must have succeeded; else the agent's `server` lines say why.
+pub fn ok_or_log(agent: &AgentProcess, out: Output, what: &str) -> String {
+    if !out.status.success() {
+        let log = agent.log_text();
+        let tail: Vec<&str> =
+            log.lines().filter(|l| l.contains("server")).rev().take(40).collect::<Vec<_>>().into_iter().rev().collect();
+        panic!("{what}: {}\n{}\nthe agent's server lines:\n{}", out.status, text(&out), tail.join("\n"));
+    }
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// `kubectl logs` with its options, `logs -f` to the container's end, and `--previous`.

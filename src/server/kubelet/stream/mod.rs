@@ -153,24 +153,15 @@ fn serve_or_refuse(
     match (head.upgrade().as_deref(), &opts) {
         (Some("spdy/3.1"), _) => {}
         (Some("websocket"), Some(o)) => {
-            let accepted = websocket::handshake(head, &websocket::CHANNEL_PROTOCOLS).map_err(|e| e.to_string())?;
-            let protocol = websocket::Protocol::named(accepted.protocol)
-                .ok_or_else(|| format!("unable to upgrade: protocol {:?} is not served", accepted.protocol))?;
-            tls.write_all(accepted.response.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
-            let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
-            let mut s = Ws::new(io, idle, protocol);
-            remote_command(&mut s, head, kind, o, protocol.v4, &instance, runtime);
+            let mut s = websocket_session(tls, head, leftover, &websocket::CHANNEL_PROTOCOLS, idle)?;
+            let v4 = s.protocol.v4;
+            remote_command(&mut s, head, kind, o, v4, &instance, runtime);
             s.finish();
             return Ok(());
         }
         (Some("websocket"), None) => {
             let ports = forward_ports(&params)?;
-            let accepted = websocket::handshake(head, &PORT_FORWARD_WS_PROTOCOLS).map_err(|e| e.to_string())?;
-            let protocol = websocket::Protocol::named(accepted.protocol)
-                .ok_or_else(|| format!("unable to upgrade: protocol {:?} is not served", accepted.protocol))?;
-            tls.write_all(accepted.response.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
-            let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
-            let mut s = Ws::new(io, idle, protocol);
+            let mut s = websocket_session(tls, head, leftover, &PORT_FORWARD_WS_PROTOCOLS, idle)?;
             if let Err(e) = port_forward_ws(&mut s, &ports, &pod.pod, &uid) {
                 log::debug!("server: {} {}: {e}", head.method, head.path);
             }
@@ -208,6 +199,23 @@ fn serve_or_refuse(
     }
     s.finish();
     Ok(())
+}
+
+/// The WebSocket upgrade of `head` with one of the `served` protocols, answered, and its
+/// session.
+fn websocket_session<'a>(
+    tls: &'a mut Tls,
+    head: &Head,
+    leftover: Vec<u8>,
+    served: &[&'static str],
+    idle: Duration,
+) -> Result<Ws<'a>, String> {
+    let accepted = websocket::handshake(head, served).map_err(|e| e.to_string())?;
+    let protocol = websocket::Protocol::named(accepted.protocol)
+        .ok_or_else(|| format!("unable to upgrade: protocol {:?} is not served", accepted.protocol))?;
+    tls.write_all(accepted.response.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
+    let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
+    Ok(Ws::new(io, idle, protocol))
 }
 
 /// Exec or attach served here over `s`, to its end (the caller finishes the session).
