@@ -72,25 +72,12 @@ pub enum Parsed {
 /// Looks for one request head at the start of `buf`. Every bound is checked on partial
 /// input too, so a client can never make the caller buffer more than `MAX_HEAD` bytes.
 pub fn parse_head(buf: &[u8]) -> Parsed {
-    let line_end = buf.iter().position(|&b| b == b'\n');
-    if line_end.unwrap_or(buf.len()) > MAX_REQUEST_LINE {
-        return Parsed::Refused(HeadError::LineTooLong);
-    }
-    // Bytes after the request line: the header fields and their blank line.
-    let header_bytes = |end: usize| line_end.map_or(0, |l| end.saturating_sub(l + 1));
     let mut fields = [httphead::EMPTY_HEADER; MAX_HEADERS];
-    let head = match httphead::request(buf, &mut fields) {
+    let head = match bounded_head(buf, &mut fields) {
         Ok(Some(head)) => head,
-        Ok(None) if header_bytes(buf.len()) > MAX_HEADER_BYTES => return Parsed::Refused(HeadError::HeadersTooLarge),
         Ok(None) => return Parsed::Incomplete,
-        Err((e, part)) => return Parsed::Refused(refusal(e, part)),
+        Err(e) => return Parsed::Refused(e),
     };
-    if header_bytes(head.len) > MAX_HEADER_BYTES {
-        return Parsed::Refused(HeadError::HeadersTooLarge);
-    }
-    if !head.target.starts_with('/') {
-        return Parsed::Refused(HeadError::Malformed("the target must be an absolute path"));
-    }
     // HTTP/1.0 closes unless asked to keep alive; a body we will not read always closes,
     // whatever order the fields come in.
     let (mut close_token, mut keep_alive_token, mut body) = (false, false, false);
@@ -118,6 +105,34 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
     };
     let request = Request { method: head.method.to_string(), path, query, close, http_1_0: head.minor == 0 };
     Parsed::Complete(request, head.len)
+}
+
+/// The request head at the start of `buf` parsed into `fields`, within the bounds
+/// (`MAX_REQUEST_LINE`, `MAX_HEADER_BYTES`, `fields.len()`), which are checked on partial
+/// input too; `Ok(None)` while it is incomplete. The target must be an absolute path.
+pub fn bounded_head<'h, 'b>(
+    buf: &'b [u8],
+    fields: &'h mut [httphead::Header<'b>],
+) -> Result<Option<httphead::RequestHead<'h, 'b>>, HeadError> {
+    let line_end = buf.iter().position(|&b| b == b'\n');
+    if line_end.unwrap_or(buf.len()) > MAX_REQUEST_LINE {
+        return Err(HeadError::LineTooLong);
+    }
+    // Bytes after the request line: the header fields and their blank line.
+    let header_bytes = |end: usize| line_end.map_or(0, |l| end.saturating_sub(l + 1));
+    let head = match httphead::request(buf, fields) {
+        Ok(Some(head)) => head,
+        Ok(None) if header_bytes(buf.len()) > MAX_HEADER_BYTES => return Err(HeadError::HeadersTooLarge),
+        Ok(None) => return Ok(None),
+        Err((e, part)) => return Err(refusal(e, part)),
+    };
+    if header_bytes(head.len) > MAX_HEADER_BYTES {
+        return Err(HeadError::HeadersTooLarge);
+    }
+    if !head.target.starts_with('/') {
+        return Err(HeadError::Malformed("the target must be an absolute path"));
+    }
+    Ok(Some(head))
 }
 
 /// The answer to a head httparse refused.

@@ -2,7 +2,7 @@
 //! routes read), its query, and which endpoint it names. Pure: bytes in, values out.
 
 use crate::base::httphead;
-use crate::server::http::{HeadError, MAX_HEADERS, MAX_HEADER_BYTES, MAX_REQUEST_LINE};
+use crate::server::http::{bounded_head, HeadError, MAX_HEADERS};
 use crate::server::routes::percent_decode;
 
 /// A parsed request head.
@@ -74,25 +74,12 @@ pub enum Parsed {
 /// Looks for one request head at the start of `buf`, with the local API's bounds
 /// (`MAX_REQUEST_LINE`, `MAX_HEADER_BYTES`, `MAX_HEADERS`), checked on partial input too.
 pub fn parse(buf: &[u8]) -> Parsed {
-    let line_end = buf.iter().position(|&b| b == b'\n');
-    if line_end.unwrap_or(buf.len()) > MAX_REQUEST_LINE {
-        return Parsed::Refused(HeadError::LineTooLong);
-    }
-    let header_bytes = |end: usize| line_end.map_or(0, |l| end.saturating_sub(l + 1));
     let mut fields = [httphead::EMPTY_HEADER; MAX_HEADERS];
-    let head = match httphead::request(buf, &mut fields) {
+    let head = match bounded_head(buf, &mut fields) {
         Ok(Some(head)) => head,
-        Ok(None) if header_bytes(buf.len()) > MAX_HEADER_BYTES => return Parsed::Refused(HeadError::HeadersTooLarge),
         Ok(None) => return Parsed::Incomplete,
-        Err((httphead::Error::TooManyHeaders, _)) => return Parsed::Refused(HeadError::TooManyHeaders),
-        Err(_) => return Parsed::Refused(HeadError::Malformed("not an HTTP/1.x request head")),
+        Err(e) => return Parsed::Refused(e),
     };
-    if header_bytes(head.len) > MAX_HEADER_BYTES {
-        return Parsed::Refused(HeadError::HeadersTooLarge);
-    }
-    if !head.target.starts_with('/') {
-        return Parsed::Refused(HeadError::Malformed("the target must be an absolute path"));
-    }
     let mut headers = Vec::with_capacity(head.headers.len());
     for f in head.headers.iter() {
         let Ok(value) = std::str::from_utf8(f.value) else {
@@ -237,6 +224,7 @@ pub fn is_true(v: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::http::{MAX_HEADER_BYTES, MAX_REQUEST_LINE};
 
     fn head(text: &str) -> Head {
         match parse(text.as_bytes()) {
