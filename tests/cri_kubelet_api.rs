@@ -176,3 +176,28 @@ fn kubectl_port_forward_on_containerd() {
     let _ = pf.kill();
     let _ = pf.wait();
 }
+
+/// `kubectl logs` on containerd's log files: `--timestamps`, `--since`, `-f` to the
+/// container's end, and `--previous` after a restart.
+#[test]
+fn kubectl_logs_follow_and_previous_on_containerd() {
+    let Some(n) = Node::start() else { return };
+    let pod = n.run("stamper", "echo one; echo two; sleep 3600", json!({}));
+    wait_for("two lines", WAIT, || {
+        (String::from_utf8(n.kubectl(&["logs", &pod]).stdout).ok()?.lines().count() == 2).then_some(())
+    });
+    let stamped = n.ok(n.kubectl(&["logs", &pod, "--timestamps", "--tail=1"]), "--timestamps");
+    let (stamp, line) = stamped.trim_end().split_once(' ').unwrap();
+    assert!(stamp.starts_with("20") && stamp.ends_with('Z'), "{stamped}");
+    assert_eq!(line, "two");
+    assert_eq!(n.ok(n.kubectl(&["logs", &pod, "--since=1h"]), "--since"), "one\ntwo\n");
+    let pod = n.run("counter", "sleep 1; for i in 1 2 3; do echo tick $i; sleep 1; done", json!({}));
+    assert_eq!(n.ok(n.kubectl(&["logs", "-f", &pod]), "logs -f"), "tick 1\ntick 2\ntick 3\n");
+    let pod = n.run("restarter", "echo run $(cat /proc/sys/kernel/random/uuid); sleep 1; exit 1", json!({}));
+    wait_for("a restart", WAIT, || {
+        let p = n.api.pod("default", &pod)?;
+        (p["status"]["containerStatuses"][0]["restartCount"].as_u64()? >= 1).then_some(())
+    });
+    let previous = n.ok(n.kubectl(&["logs", &pod, "--previous"]), "--previous");
+    assert!(previous.starts_with("run "), "{previous}");
+}

@@ -187,7 +187,7 @@ fn serve_or_refuse(
     );
     tls.write_all(reply.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
     let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
-    let mut s = Spdy::new(io, idle);
+    let mut s = Spdy::new(io, idle, protocol);
     let v4 = matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io");
     match opts {
         Some(o) => remote_command(&mut s, head, kind, &o, v4, &instance, runtime),
@@ -377,7 +377,7 @@ fn exec(
     v4: bool,
     start: impl FnOnce(StreamIo) -> Result<ExecSession, crate::node::runtime::RuntimeError>,
 ) -> io::Result<()> {
-    let streams = s.open_streams(&opts.io, true)?;
+    let streams = s.open_streams(&opts.io)?;
     let mut session = match start(opts.io) {
         Ok(p) => p,
         Err(e) => {
@@ -504,7 +504,7 @@ fn attach(
     c: &ContainerInfo,
     runtime: &dyn ContainerRuntime,
 ) -> io::Result<()> {
-    let streams = s.open_streams(&opts.io, true)?;
+    let streams = s.open_streams(&opts.io)?;
     let mut file = BufReader::new(File::open(&c.config.log_path)?);
     file.seek(SeekFrom::End(0))?;
     let mut lines = LineReader::default();

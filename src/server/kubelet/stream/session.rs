@@ -66,9 +66,9 @@ impl<'a> Link<'a> {
 
 /// What a remote command (exec, attach) needs of its session, over SPDY or WebSocket.
 pub(super) trait Session {
-    /// The command's streams once the client has them (with `resize`, a resize stream under
-    /// a terminal).
-    fn open_streams(&mut self, io: &StreamIo, resize: bool) -> io::Result<Streams>;
+    /// The command's streams once the client has them (under a terminal, a resize stream
+    /// too where the protocol has one).
+    fn open_streams(&mut self, io: &StreamIo) -> io::Result<Streams>;
     /// What the client sent next on a stream, if anything arrived.
     fn received(&mut self) -> io::Result<Option<Received>>;
     /// `data` on stream `id`, then its end if `fin` (when the transport has one).
@@ -97,11 +97,21 @@ pub(super) struct Spdy<'a> {
     enc: spdy::Encoder,
     /// The client said GOAWAY.
     gone: bool,
+    /// The protocol has a resize stream (v3 and later), which a terminal's client opens.
+    resize: bool,
 }
 
 impl<'a> Spdy<'a> {
-    pub(super) fn new(io: TlsIo<'a>, idle: Duration) -> Spdy<'a> {
-        Spdy { link: Link::new(io, idle), dec: spdy::Decoder::default(), enc: spdy::Encoder::default(), gone: false }
+    /// A session of `protocol` (v1 and v2 have no resize stream).
+    pub(super) fn new(io: TlsIo<'a>, idle: Duration, protocol: &str) -> Spdy<'a> {
+        let resize = !matches!(protocol, "v2.channel.k8s.io" | "channel.k8s.io");
+        Spdy {
+            link: Link::new(io, idle),
+            dec: spdy::Decoder::default(),
+            enc: spdy::Encoder::default(),
+            gone: false,
+            resize,
+        }
     }
 
     pub(super) fn frame(&mut self, f: &Frame) {
@@ -163,7 +173,8 @@ impl<'a> Spdy<'a> {
 
 impl Session for Spdy<'_> {
     /// Waits for the client's streams (answering each), as kubelet's `waitForStreams`.
-    fn open_streams(&mut self, io: &StreamIo, resize: bool) -> io::Result<Streams> {
+    fn open_streams(&mut self, io: &StreamIo) -> io::Result<Streams> {
+        let resize = self.resize;
         let mut streams = Streams::default();
         let deadline = Instant::now() + STREAM_CREATION_TIMEOUT;
         loop {
@@ -292,7 +303,7 @@ impl<'a> Ws<'a> {
 }
 
 impl Session for Ws<'_> {
-    fn open_streams(&mut self, io: &StreamIo, _resize: bool) -> io::Result<Streams> {
+    fn open_streams(&mut self, io: &StreamIo) -> io::Result<Streams> {
         let streams = Streams {
             error: Some(WS_ERROR),
             stdin: io.stdin.then_some(WS_STDIN),
