@@ -123,7 +123,14 @@ fn stream(tls: &mut Tls, head: Head, leftover: Vec<u8>, kind: Kind, pod: &PodPat
     let Some(_slot) = stream_slot(shared) else {
         return send(tls, too_many(shared), &head, leftover);
     };
-    super::stream::serve(tls, &head, leftover, kind, pod, shared.settings.stream_idle_timeout, &*shared.inputs.runtime);
+    let req = super::stream::Request {
+        head: &head,
+        kind,
+        pod,
+        idle: shared.settings.stream_idle_timeout,
+        runtime: &*shared.inputs.runtime,
+    };
+    super::stream::serve(tls, leftover, &req);
     After::Gone
 }
 

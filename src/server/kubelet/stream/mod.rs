@@ -96,36 +96,45 @@ pub fn negotiate<'a>(offered: &[&str], served: &[&'a str]) -> Option<&'a str> {
     offered.iter().find_map(|o| served.iter().find(|s| *s == o).copied())
 }
 
+/// A streaming request and what serves it.
+pub struct Request<'a> {
+    /// Its head.
+    pub head: &'a Head,
+    /// Which request.
+    pub kind: Kind,
+    /// The pod (and container) its path names.
+    pub pod: &'a PodPath,
+    /// How long a stream may pass nothing.
+    pub idle: Duration,
+    /// The container runtime.
+    pub runtime: &'a dyn ContainerRuntime,
+}
+
+/// Why a streaming request is not served: the status and text the client gets.
+type Refused = (u16, String);
+
 /// Serves a streaming request to its end.
-pub fn serve(
-    tls: &mut Tls,
-    head: &Head,
-    leftover: Vec<u8>,
-    kind: Kind,
-    pod: &PodPath,
-    idle: Duration,
-    runtime: &dyn ContainerRuntime,
-) {
-    if let Err(text) = serve_or_refuse(tls, head, leftover, kind, pod, idle, runtime) {
-        log::debug!("server: {} {}: {text}", head.method, head.path);
-        let _ = respond(tls, 400, &text, true);
+pub fn serve(tls: &mut Tls, leftover: Vec<u8>, req: &Request) {
+    let head = req.head;
+    match serve_or_refuse(tls, leftover, req) {
+        Ok(Ok(())) => {}
+        // The stream ran and ended early: nothing is left to answer.
+        Ok(Err(e)) => log::debug!("server: {} {}: {e}", head.method, head.path),
+        Err((status, text)) => {
+            log::debug!("server: {} {}: {text}", head.method, head.path);
+            let _ = respond(tls, status, &text, true);
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn serve_or_refuse(
-    tls: &mut Tls,
-    head: &Head,
-    leftover: Vec<u8>,
-    kind: Kind,
-    pod: &PodPath,
-    idle: Duration,
-    runtime: &dyn ContainerRuntime,
-) -> Result<(), String> {
+/// Serves `req` (`Ok`, with how its stream ended), or says why not.
+fn serve_or_refuse(tls: &mut Tls, leftover: Vec<u8>, req: &Request) -> Result<io::Result<()>, Refused> {
+    let (head, kind, pod, idle, runtime) = (req.head, req.kind, req.pod, req.idle, req.runtime);
+    let bad = |text: String| (400, text);
     let params = head.params();
     let opts = match kind {
         Kind::PortForward => None,
-        _ => Some(options(&params, kind)?),
+        _ => Some(options(&params, kind).map_err(bad)?),
     };
     // The container (exec, attach) or the pod's uid (port-forward).
     let target = Target {
@@ -133,72 +142,78 @@ fn serve_or_refuse(
         container: (kind != Kind::PortForward).then(|| pod.container.clone()),
     };
     let (c, _) = podcmd::find(runtime, &target).map_err(|e| match e {
-        podcmd::PodCmdError::PodNotFound { .. } => format!("pod {:?} does not exist", pod.pod),
-        e => Chain(&e).to_string(),
+        podcmd::PodCmdError::PodNotFound { .. } => bad(format!("pod {:?} does not exist", pod.pod)),
+        e => bad(Chain(&e).to_string()),
     })?;
-    let instance = c.instances.first().cloned().ok_or_else(|| format!("pod {:?} has no containers", pod.pod))?;
+    let instance = c.instances.first().cloned().ok_or_else(|| bad(format!("pod {:?} has no containers", pod.pod)))?;
     let uid = labels::get(&instance.config.labels, labels::POD_UID).unwrap_or("").to_string();
     if kind != Kind::PortForward && instance.state != ContainerState::Running {
-        return Err(format!("container {:?} in pod {:?} is not running", c.name, pod.pod));
+        return Err(bad(format!("container {:?} in pod {:?} is not running", c.name, pod.pod)));
     }
     let url = match (kind, &opts) {
         (Kind::Exec, Some(o)) => runtime.exec_url(&instance.id, &o.command, o.io),
         (Kind::Attach, Some(o)) => runtime.attach_url(&instance.id, o.io),
         _ => runtime.port_forward_url(&uid),
     }
-    .map_err(|e| Chain(&e).to_string())?;
+    .map_err(|e| bad(Chain(&e).to_string()))?;
     if let Some(url) = url {
-        return proxy(tls, head, leftover, &url, idle);
+        return proxy(tls, head, leftover, &url, idle).map(Ok).map_err(bad);
     }
-    match (head.upgrade().as_deref(), &opts) {
-        (Some("spdy/3.1"), _) => {}
+    let ended = match (head.upgrade().as_deref(), &opts) {
+        (Some("spdy/3.1"), _) => {
+            let (mut s, v4) = spdy_session(tls, head, leftover, kind, idle)?;
+            let ended = match &opts {
+                Some(o) => remote_command(&mut s, kind, o, v4, &instance, runtime),
+                None => port_forward(&mut s, &pod.pod, &uid),
+            };
+            s.finish();
+            ended
+        }
         (Some("websocket"), Some(o)) => {
             let mut s = websocket_session(tls, head, leftover, &websocket::CHANNEL_PROTOCOLS, idle)?;
             let v4 = s.protocol.v4;
-            remote_command(&mut s, head, kind, o, v4, &instance, runtime);
+            let ended = remote_command(&mut s, kind, o, v4, &instance, runtime);
             s.finish();
-            return Ok(());
+            ended
         }
         (Some("websocket"), None) => {
-            let ports = forward_ports(&params)?;
+            let ports = forward_ports(&params).map_err(bad)?;
             let mut s = websocket_session(tls, head, leftover, &PORT_FORWARD_WS_PROTOCOLS, idle)?;
-            if let Err(e) = port_forward_ws(&mut s, &ports, &pod.pod, &uid) {
-                log::debug!("server: {} {}: {e}", head.method, head.path);
-            }
+            let ended = port_forward_ws(&mut s, &ports, &pod.pod, &uid);
             s.finish();
-            return Ok(());
+            ended
         }
         (Some(u), _) if !u.is_empty() => {
-            return Err(format!("unable to upgrade: {u:?} is not served here; use SPDY/3.1 or WebSocket"))
+            return Err(bad(format!("unable to upgrade: {u:?} is not served here; use SPDY/3.1 or WebSocket")))
         }
-        _ => return Err("Upgrade request required".into()),
-    }
+        _ => return Err(bad("Upgrade request required".into())),
+    };
+    Ok(ended)
+}
+
+/// The SPDY upgrade of `head` with the client's first protocol that `kind` serves, answered,
+/// its session, and whether the protocol is v4 (or v5, which is v4 over SPDY).
+fn spdy_session<'a>(
+    tls: &'a mut Tls,
+    head: &Head,
+    leftover: Vec<u8>,
+    kind: Kind,
+    idle: Duration,
+) -> Result<(Spdy<'a>, bool), Refused> {
     let served: &[&str] = if kind == Kind::PortForward { &[PORT_FORWARD_PROTOCOL] } else { &REMOTE_COMMAND_PROTOCOLS };
     let offered = head.header_values("x-stream-protocol-version");
     let Some(protocol) = negotiate(&offered, served) else {
         let text = format!(
             "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {served:?}"
         );
-        let _ = respond(tls, 403, &text, true);
-        return Ok(());
+        return Err((403, text));
     };
     let reply = format!(
         "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: {protocol}\r\n\r\n"
     );
-    tls.write_all(reply.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
-    let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
-    let mut s = Spdy::new(io, idle, protocol);
-    let v4 = matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io");
-    match opts {
-        Some(o) => remote_command(&mut s, head, kind, &o, v4, &instance, runtime),
-        None => {
-            if let Err(e) = port_forward(&mut s, &pod.pod, &uid) {
-                log::debug!("server: {} {}: {e}", head.method, head.path);
-            }
-        }
-    }
-    s.finish();
-    Ok(())
+    tls.write_all(reply.as_bytes()).and_then(|()| tls.flush()).map_err(|e| (400, e.to_string()))?;
+    let io = TlsIo::new(tls, leftover).map_err(|e| (400, e.to_string()))?;
+    Ok((Spdy::new(io, idle, protocol), matches!(protocol, "v5.channel.k8s.io" | "v4.channel.k8s.io")))
 }
 
 /// The WebSocket upgrade of `head` with one of the `served` protocols, answered, and its
@@ -209,31 +224,28 @@ fn websocket_session<'a>(
     leftover: Vec<u8>,
     served: &[&'static str],
     idle: Duration,
-) -> Result<Ws<'a>, String> {
-    let accepted = websocket::handshake(head, served).map_err(|e| e.to_string())?;
+) -> Result<Ws<'a>, Refused> {
+    let bad = |text: String| (400, text);
+    let accepted = websocket::handshake(head, served).map_err(|e| bad(e.to_string()))?;
     let protocol = websocket::Protocol::named(accepted.protocol)
-        .ok_or_else(|| format!("unable to upgrade: protocol {:?} is not served", accepted.protocol))?;
-    tls.write_all(accepted.response.as_bytes()).and_then(|()| tls.flush()).map_err(|e| e.to_string())?;
-    let io = TlsIo::new(tls, leftover).map_err(|e| e.to_string())?;
+        .ok_or_else(|| bad(format!("unable to upgrade: protocol {:?} is not served", accepted.protocol)))?;
+    tls.write_all(accepted.response.as_bytes()).and_then(|()| tls.flush()).map_err(|e| bad(e.to_string()))?;
+    let io = TlsIo::new(tls, leftover).map_err(|e| bad(e.to_string()))?;
     Ok(Ws::new(io, idle, protocol))
 }
 
 /// Exec or attach served here over `s`, to its end (the caller finishes the session).
 fn remote_command(
     s: &mut dyn Session,
-    head: &Head,
     kind: Kind,
     o: &Options,
     v4: bool,
     instance: &ContainerInfo,
     runtime: &dyn ContainerRuntime,
-) {
-    let result = match kind {
+) -> io::Result<()> {
+    match kind {
         Kind::Attach => attach(s, o, v4, instance, runtime),
         _ => exec(s, o, v4, |io| runtime.exec_session(&instance.id, &o.command, io)),
-    };
-    if let Err(e) = result {
-        log::debug!("server: {} {}: {e}", head.method, head.path);
     }
 }
 
