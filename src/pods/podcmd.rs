@@ -332,6 +332,11 @@ pub fn find(runtime: &dyn ContainerRuntime, target: &Target) -> Result<(PodConta
 }
 
 /// A flag SIGINT and SIGTERM set, instead of ending the process.
+/// Whether container `id` still runs, as the runtime lists it.
+pub fn still_running(runtime: &dyn ContainerRuntime, id: &str) -> Result<bool, RuntimeError> {
+    Ok(runtime.list_containers()?.iter().any(|i| i.id == id && i.state == ContainerState::Running))
+}
+
 /// `find`, its notice said on stderr.
 fn found(runtime: &dyn ContainerRuntime, target: &Target) -> Result<PodContainer, PodCmdError> {
     let (c, notice) = find(runtime, target)?;
@@ -405,9 +410,9 @@ pub fn write_logs(
             return Follow::Go;
         }
         checked = Instant::now();
-        match runtime.list_containers() {
-            Ok(all) if all.iter().any(|i| i.id == instance.id && i.state == ContainerState::Running) => Follow::Go,
-            Ok(_) => Follow::Finish,
+        match still_running(runtime, &instance.id) {
+            Ok(true) => Follow::Go,
+            Ok(false) => Follow::Finish,
             Err(e) => {
                 lost = Some(e);
                 Follow::Stop

@@ -540,11 +540,7 @@ fn attach(
         }
         if checked.elapsed() >= podcmd::RUNNING_CHECK {
             checked = Instant::now();
-            let running = runtime
-                .list_containers()
-                .map_err(|e| io::Error::other(Chain(&e).to_string()))?
-                .iter()
-                .any(|i| i.id == c.id && i.state == ContainerState::Running);
+            let running = podcmd::still_running(runtime, &c.id).map_err(|e| io::Error::other(Chain(&e).to_string()))?;
             if !running {
                 for id in [streams.stdout, streams.stderr].into_iter().flatten() {
                     s.data(id, &[], true);
