@@ -13,4 +13,5 @@ pub mod objects;
 pub mod podlogs;
 pub mod prober;
 pub mod runtime;
+pub mod stats;
 pub mod status;
