@@ -689,6 +689,7 @@ impl Agent {
         let lock = lock_state_dir(cfg, LockPurpose::Run)?;
         let cluster = crate::cluster::connect(cfg).map_err(|e| AgentError::Cluster { source: Box::new(e) })?;
         let statuses = StatusCache::default();
+        let pressure = crate::node::eviction::view::PressureView::default();
         let spawn_err = |name: &str| {
             let name = name.to_string();
             move |source| AgentError::Spawn { name, source }
@@ -842,6 +843,7 @@ impl Agent {
             node: node.clone(),
             images: images_view.clone(),
             runtime: runtime_health.clone(),
+            pressure: pressure.clone(),
             apiserver: cluster.as_ref().map(|c| (c.link.clone(), c.client.clone())),
         };
         let local_routes = Arc::new(crate::server::routes::Routes::new(api_state.clone(), Default::default()));
@@ -860,6 +862,7 @@ impl Agent {
             health: health.clone(),
             runtime_version,
             runtime: runtime_health.clone(),
+            pressure: pressure.clone(),
         };
         let cluster = match cluster {
             Some(c) => {

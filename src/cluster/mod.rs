@@ -210,6 +210,8 @@ pub struct ReportInputs {
     pub runtime_version: String,
     /// Whether the runtime answers.
     pub runtime: crate::node::status::RuntimeHealth,
+    /// The node's pressure conditions (the eviction manager's).
+    pub pressure: crate::node::eviction::view::PressureView,
     /// The port the apiserver calls (`daemonEndpoints.kubeletEndpoint.Port`).
     pub port: i32,
 }
@@ -253,11 +255,8 @@ pub fn node_report(cfg: &Config, inputs: ReportInputs) -> Box<dyn FnMut() -> Nod
         if ready.0 != problems.is_empty() {
             ready = (problems.is_empty(), now);
         }
-        let mut conditions = crate::node::status::health::node_conditions(&problems, started, ready.1, now);
-        crate::node::status::health::set_disk_pressure(
-            &mut conditions,
-            inputs.images.as_ref().and_then(|v| v.disk_pressure()),
-        );
+        let conditions =
+            crate::node::status::health::node_conditions(&problems, inputs.pressure.get(), started, ready.1, now);
         NodeReport { facts: facts.clone(), conditions }
     })
 }

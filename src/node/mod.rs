@@ -6,6 +6,7 @@ pub mod cm;
 pub mod devicemanager;
 pub mod dns;
 pub mod events;
+pub mod eviction;
 pub mod imagegc;
 pub mod images;
 pub mod lifecycle;

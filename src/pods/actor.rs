@@ -9,6 +9,7 @@ use crate::node::events::{EventRecorder, Reference, NORMAL, WARNING};
 use crate::node::runtime::ContainerRuntime;
 use crate::node::status::StatusCache;
 use crate::pods::dir::PodDir;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -58,6 +59,11 @@ impl Actor {
             None => Reference::pod(pod),
         };
         self.recorder.event(&obj, if warning { WARNING } else { NORMAL }, reason, message);
+    }
+
+    /// Records a Warning event on the pod with annotations (kubelet's `AnnotatedEventf`).
+    pub(super) fn annotated_event(&self, pod: &Pod, annotations: BTreeMap<String, String>, reason: &str, message: &str) {
+        self.recorder.annotated_event(&Reference::pod(pod), annotations, WARNING, reason, message);
     }
 
     /// Records a Warning event on the node.

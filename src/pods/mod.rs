@@ -51,6 +51,7 @@ use crate::base::errors::Chain;
 use crate::node::cm::ContainerManager;
 use crate::node::devicemanager::{DeviceUpdate, Devices, DevicesCommand};
 use crate::node::events::EventRecorder;
+use crate::node::eviction::view::EvictPod;
 use crate::node::images::{PullDone, PullRequest};
 use crate::node::lifecycle::{HookDone, HookSink};
 use crate::node::objects::{ObjectsChanged, ObjectsView};
@@ -89,6 +90,8 @@ pub enum PodsCommand {
     Hook(HookDone),
     /// ConfigMaps, Secrets or tokens that pods use changed (from `fl-apiobjects`).
     Objects(ObjectsChanged),
+    /// The eviction manager evicts a pod.
+    Evict(EvictPod),
     /// The complete set of pods a source wants on this node.
     Update {
         /// Source name, e.g. `file`.
@@ -114,6 +117,12 @@ impl From<PullDone> for PodsCommand {
 impl From<HookDone> for PodsCommand {
     fn from(d: HookDone) -> Self {
         PodsCommand::Hook(d)
+    }
+}
+
+impl From<EvictPod> for PodsCommand {
+    fn from(e: EvictPod) -> Self {
+        PodsCommand::Evict(e)
     }
 }
 
@@ -371,6 +380,10 @@ impl crate::base::manager::Manager for PodManager {
             PodsCommand::Objects(changed) => {
                 self.setup.objects_changed(&self.pods, &changed);
                 self.resync = true;
+            }
+            PodsCommand::Evict(e) => {
+                let now = self.act.clock.now();
+                self.resync |= self.evict(e, now);
             }
             PodsCommand::Update { source, pods } => {
                 self.sources.set_desired(source, pods);

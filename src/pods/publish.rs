@@ -91,6 +91,8 @@ pub(super) struct StatusInputs {
     /// Why the pod failed on the node (admission refused it, its active deadline passed):
     /// the status reason and message.
     failed: Option<(Cow<'static, str>, String)>,
+    /// When it was evicted (kubelet's `DisruptionTarget` condition).
+    evicted: Option<SystemTime>,
 }
 
 impl StatusInputs {
@@ -103,6 +105,7 @@ impl StatusInputs {
             && self.sandbox_ready == other.sandbox_ready
             && self.sandbox_ips == other.sandbox_ips
             && self.failed == other.failed
+            && self.evicted == other.evicted
     }
 }
 
@@ -229,6 +232,7 @@ impl Published {
                 Admission::Rejected { reason, message } => Some((reason.clone(), format!("{REJECTED}{message}"))),
                 _ => entry.failure.as_ref().map(|f| (f.reason.into(), f.message.clone())),
             },
+            evicted: entry.failure.as_ref().filter(|f| f.evicted).map(|f| f.stopping.started),
         };
         let devices = seen.devices.filter(|_| pod_needs(pod));
         if devices.is_none() && self.inputs.get(uid).is_some_and(|last| last.same_as(&inputs)) {
@@ -252,6 +256,9 @@ impl Published {
             new.phase = PodPhase::Failed;
             new.reason = reason.to_string();
             new.message = message.clone();
+            if let Some(at) = inputs.evicted {
+                new.conditions.push(status::disruption_target(message, at));
+            }
         }
         if let Some(link) = devices {
             for cs in new.init_container_statuses.iter_mut().chain(new.container_statuses.iter_mut()) {

@@ -165,6 +165,12 @@ pub struct PodFailure {
     pub message: String,
     /// Its containers' stop (never followed by the pod's removal).
     pub stopping: Termination,
+    /// Evicted: the status gets kubelet's `DisruptionTarget` condition, and the pod's
+    /// volumes go once its containers have stopped (the space they held is what eviction
+    /// reclaims).
+    pub evicted: bool,
+    /// An evicted pod's volumes are removed.
+    pub reclaimed: bool,
 }
 
 /// A lifecycle hook running for a container instance.

@@ -7,7 +7,8 @@
 
 use super::actions::{active_deadline_exceeded, KillContainer, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE};
 use super::view::{is_sidecar, PodView, Snapshot};
-use super::{PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
+use super::{Admission, PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
+use crate::node::eviction::view::EvictPod;
 use crate::api::Pod;
 use crate::base::errors::Chain;
 use crate::node::runtime::{ContainerInfo, SandboxInfo};
@@ -120,8 +121,16 @@ impl PodManager {
             t.requested.extend(actions.requested.iter().filter(|id| !refused.contains(&id.as_str())).cloned());
             t.warned |= actions.exceeded_grace.is_some();
         }
-        if let Some(remove) = actions.remove.filter(|_| removing) {
-            self.remove_pod(&pod, remove);
+        match actions.remove {
+            Some(remove) if removing => self.remove_pod(&pod, remove),
+            Some(_) => {
+                let failure = self.pods.get_mut(uid).and_then(|e| e.failure.as_mut());
+                if let Some(f) = failure.filter(|f| f.evicted && !f.reclaimed) {
+                    f.reclaimed = true;
+                    self.remove_evicted_volumes(&pod);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -172,7 +181,41 @@ impl PodManager {
             reason: DEADLINE_EXCEEDED,
             message: DEADLINE_EXCEEDED_MESSAGE.into(),
             stopping: Termination::new(now, entry.pod.spec.termination_grace()),
+            evicted: false,
+            reclaimed: false,
         });
         true
     }
+
+    /// Evicts a pod (the eviction manager's `EvictPod`): it fails with reason `Evicted` and
+    /// the manager's message, and its containers stop with the given grace period (kubelet's
+    /// `killPodFunc` with the override). A pod already stopping or failed is left as it is.
+    /// True when it did.
+    pub(super) fn evict(&mut self, e: EvictPod, now: SystemTime) -> bool {
+        let Some(entry) = self.pods.get_mut(&e.uid) else {
+            log::info!("pods: pod {} to evict is gone already", e.uid);
+            return false;
+        };
+        if entry.termination.is_some() || entry.failure.is_some() || entry.admission != Admission::Admitted {
+            return false;
+        }
+        log::warn!("pods: evicting pod {} (grace period {:?}): {}", entry.pod.key(), e.grace, e.message);
+        self.act.annotated_event(&entry.pod, e.annotations, EVICTED, &e.message);
+        let stopping = Termination::new(now, e.grace);
+        entry.failure = Some(PodFailure { reason: EVICTED, message: e.message, stopping, evicted: true, reclaimed: false });
+        true
+    }
+
+    /// Removes the directory (volumes, files) of an evicted pod whose containers have all
+    /// stopped: an `emptyDir` filling the disk is what a disk eviction reclaims (kubelet
+    /// tears down the volumes of a terminated pod). The pod never runs again.
+    fn remove_evicted_volumes(&mut self, pod: &Pod) {
+        match self.act.pod_dir(pod).remove() {
+            Ok(()) => log::info!("pods: evicted pod {}: its volumes are removed", pod.key()),
+            Err(e) => log::warn!("pods: evicted pod {}: cannot remove its volumes: {}", pod.key(), Chain(&e)),
+        }
+    }
 }
+
+/// kubelet's reason for an evicted pod (`Evicted`), its event's and its status's.
+pub const EVICTED: &str = "Evicted";

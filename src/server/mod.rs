@@ -63,6 +63,8 @@ pub struct ApiState {
     pub images: Option<crate::node::imagegc::ImagesView>,
     /// Whether the container runtime answers (the Node's `Ready`).
     pub runtime: crate::node::status::RuntimeHealth,
+    /// The node's pressure conditions (the eviction manager's).
+    pub pressure: crate::node::eviction::view::PressureView,
     /// Cluster mode's link and client (their series in `/metrics`).
     pub apiserver: Option<(Arc<crate::cluster::apiserver::link::Link>, Arc<crate::cluster::apiserver::ApiClient>)>,
 }

@@ -6,7 +6,7 @@ use super::ApiState;
 use crate::api::{EventList, ListMeta, Node, PodPhase, Quantity};
 use crate::base::metrics::{Encoder, Kind};
 use crate::node::events::store::EventFilter;
-use crate::node::status::health::{device_plugin_check, node_conditions, problems, set_disk_pressure};
+use crate::node::status::health::{device_plugin_check, node_conditions, problems};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -84,8 +84,7 @@ impl Routes {
             }
             ready.1
         };
-        node.status.conditions = node_conditions(&problems, self.started, since, now);
-        set_disk_pressure(&mut node.status.conditions, self.state.images.as_ref().and_then(|v| v.disk_pressure()));
+        node.status.conditions = node_conditions(&problems, self.state.pressure.get(), self.started, since, now);
         node
     }
 

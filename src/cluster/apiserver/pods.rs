@@ -257,8 +257,9 @@ pub fn status_patch(uid: &str, status: &PodStatus, minor: u32) -> serde_json::Va
     serde_json::json!({ "metadata": { "uid": uid }, "status": status })
 }
 
-/// The pod conditions kubelet writes; the others (a readiness gate's, `DisruptionTarget`)
-/// are other writers'.
+/// The pod conditions kubelet always writes; the others (a readiness gate's, a
+/// `DisruptionTarget` the API's eviction set) are other writers', kept unless the status
+/// sets them (kubelet sets `DisruptionTarget` on a pod it evicts).
 const KUBELET_CONDITIONS: [&str; 5] =
     ["PodScheduled", "PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"];
 

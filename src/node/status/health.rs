@@ -3,6 +3,7 @@
 //! cluster mode's node report both build from these.
 
 use crate::api::{NodeCondition, Time};
+use crate::node::eviction::view::{Condition, Pressure};
 use std::time::SystemTime;
 
 /// kubelet's `device-plugin` health check: the registration server's failure, if any.
@@ -24,53 +25,53 @@ pub fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<Strin
     out
 }
 
-/// The node's conditions in kubelet's order and words: the pressure conditions (False; with
-/// the CRI runtime `DiskPressure` follows the image filesystem's eviction signal) and Ready,
-/// False with the problems when there are any.
+/// The node's conditions in kubelet's order and words: the pressure conditions as the
+/// eviction manager last decided (False since the agent started before it first decides),
+/// and Ready, False with the problems when there are any.
 pub fn node_conditions(
     problems: &[String],
+    pressure: Option<Pressure>,
     started: SystemTime,
     ready_since: SystemTime,
     now: SystemTime,
 ) -> Vec<NodeCondition> {
-    let cond = |type_: &str, status: &str, since: SystemTime, reason: &str, message: String| NodeCondition {
+    let cond = |type_: &str, status: &str, since: SystemTime, reason: &str, message: &str| NodeCondition {
         type_: type_.into(),
         status: status.into(),
         last_heartbeat_time: Some(Time(now)),
         last_transition_time: Some(Time(since)),
         reason: reason.into(),
-        message,
+        message: message.into(),
     };
-    // The pressure conditions have held since the agent started.
+    let p = pressure.unwrap_or(Pressure::none(started));
+    let pressure_cond = |type_: &str, c: Condition, yes: [&str; 2], no: [&str; 2]| {
+        let [reason, message] = if c.pressure { yes } else { no };
+        cond(type_, if c.pressure { "True" } else { "False" }, c.since, reason, message)
+    };
     let mut out = vec![
-        cond(
+        pressure_cond(
             "MemoryPressure",
-            "False",
-            started,
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available".into(),
+            p.memory,
+            ["KubeletHasInsufficientMemory", "kubelet has insufficient memory available"],
+            ["KubeletHasSufficientMemory", "kubelet has sufficient memory available"],
         ),
-        cond("DiskPressure", "False", started, "KubeletHasNoDiskPressure", "kubelet has no disk pressure".into()),
-        cond("PIDPressure", "False", started, "KubeletHasSufficientPID", "kubelet has sufficient PID available".into()),
+        pressure_cond(
+            "DiskPressure",
+            p.disk,
+            ["KubeletHasDiskPressure", "kubelet has disk pressure"],
+            ["KubeletHasNoDiskPressure", "kubelet has no disk pressure"],
+        ),
+        pressure_cond(
+            "PIDPressure",
+            p.pid,
+            ["KubeletHasInsufficientPID", "kubelet has insufficient PID available"],
+            ["KubeletHasSufficientPID", "kubelet has sufficient PID available"],
+        ),
     ];
     out.push(if problems.is_empty() {
-        cond("Ready", "True", ready_since, "KubeletReady", "kubelet is posting ready status".into())
+        cond("Ready", "True", ready_since, "KubeletReady", "kubelet is posting ready status")
     } else {
-        cond("Ready", "False", ready_since, "KubeletNotReady", problems.join("; "))
+        cond("Ready", "False", ready_since, "KubeletNotReady", &problems.join("; "))
     });
     out
-}
-
-/// `DiskPressure` as the image filesystem's eviction signal says (`disk`: pressure, and
-/// since when), when there is one (CRI runtime).
-pub fn set_disk_pressure(conditions: &mut [NodeCondition], disk: Option<(bool, SystemTime)>) {
-    let Some((pressure, changed)) = disk else { return };
-    if let Some(c) = conditions.iter_mut().find(|c| c.type_ == "DiskPressure") {
-        c.last_transition_time = Some(Time(changed));
-        if pressure {
-            c.status = "True".into();
-            c.reason = "KubeletHasDiskPressure".into();
-            c.message = "kubelet has disk pressure".into();
-        }
-    }
 }

@@ -241,6 +241,19 @@ fn condition(type_: &str, ok: bool, reason: &str, message: String) -> PodConditi
     }
 }
 
+/// kubelet's `DisruptionTarget` condition of a pod it evicted at `at`: reason
+/// `TerminationByKubelet`, the eviction's message.
+pub fn disruption_target(message: &str, at: SystemTime) -> PodCondition {
+    PodCondition {
+        type_: "DisruptionTarget".into(),
+        status: "True".into(),
+        last_probe_time: None,
+        last_transition_time: Some(Time(at)),
+        reason: "TerminationByKubelet".into(),
+        message: message.into(),
+    }
+}
+
 /// Computes the whole status. `previous` keeps condition transition times stable.
 pub fn pod_status(o: &PodObservation, previous: Option<&PodStatus>, now: SystemTime) -> PodStatus {
     let pod = o.pod;

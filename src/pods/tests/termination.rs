@@ -1,6 +1,7 @@
 //! Graceful termination: order, grace, overrun, removal.
 
 use super::*;
+use std::time::Duration;
 
 /// A running pod with a sidecar and two app containers.
 fn running_pod(node: &mut Node) -> Pod {
@@ -71,4 +72,34 @@ fn a_pod_outliving_its_grace_is_reported_once_and_its_sidecars_get_the_minimum_g
     assert_eq!(node.calls(), [stop("proxy", 2)], "no grace is left: the minimum");
     node.tick();
     assert_eq!(node.calls(), [Call::StopPodSandbox("web".into()), Call::RemovePodSandbox("web".into())]);
+}
+
+#[test]
+fn an_evicted_pod_fails_with_kubelets_reason_message_and_condition_and_its_containers_stop_with_the_given_grace() {
+    let mut node = Node::new();
+    let web = running_pod(&mut node);
+    let message = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. ";
+    let evict = |grace| crate::node::eviction::view::EvictPod {
+        uid: web.metadata.uid.clone(),
+        grace: Duration::from_secs(grace),
+        message: message.into(),
+        annotations: [("starved_resource".to_string(), "memory".to_string())].into(),
+    };
+    node.pm.handle(PodsCommand::Evict(evict(0)));
+    node.tick();
+    assert_eq!(node.events()[0], ("Evicted".into(), message.into()));
+    assert_eq!(node.calls(), [stop("web", 2), stop("worker", 2)], "a hard eviction: the minimum grace");
+    let st = node.status(&web);
+    assert_eq!((st.phase, st.reason.as_str(), st.message.as_str()), (PodPhase::Failed, "Evicted", message));
+    let dt = st.conditions.iter().find(|c| c.type_ == "DisruptionTarget").expect("DisruptionTarget");
+    assert_eq!((dt.status.as_str(), dt.reason.as_str(), dt.message.as_str()), ("True", "TerminationByKubelet", message));
+
+    // A second eviction of the same pod changes nothing; it is never started again.
+    node.pm.handle(PodsCommand::Evict(evict(30)));
+    node.advance(60);
+    node.tick();
+    node.tick();
+    assert!(node.calls().iter().all(|c| !matches!(c, Call::StartContainer(_))), "nothing restarts");
+    assert_eq!(node.reasons().iter().filter(|r| *r == "Evicted").count(), 0, "evicted once");
+    assert_eq!(node.phase(&web), PodPhase::Failed);
 }
