@@ -661,7 +661,8 @@ mod tests {
         assert_eq!(&lines[3][..3], ["MemoryPressure", "False", "KubeletHasSufficientMemory"]);
         assert_eq!(&lines[6][..3], ["Ready", "True", "KubeletReady"]);
         assert!(text.contains("kubelet is posting ready status"), "{text}");
-        node.status.conditions = crate::node::status::health::node_conditions(&["fl-pods died".into()], None, now, now, now);
+        node.status.conditions =
+            crate::node::status::health::node_conditions(&["fl-pods died".into()], None, now, now, now);
         let text = render_node(&node, Output::Table).unwrap();
         let ready: Vec<&str> = text.lines().find(|l| l.starts_with("Ready")).unwrap().split_whitespace().collect();
         assert!(text.contains("STATUS: NotReady"), "{text}");

@@ -62,7 +62,13 @@ impl Actor {
     }
 
     /// Records a Warning event on the pod with annotations (kubelet's `AnnotatedEventf`).
-    pub(super) fn annotated_event(&self, pod: &Pod, annotations: BTreeMap<String, String>, reason: &str, message: &str) {
+    pub(super) fn annotated_event(
+        &self,
+        pod: &Pod,
+        annotations: BTreeMap<String, String>,
+        reason: &str,
+        message: &str,
+    ) {
         self.recorder.annotated_event(&Reference::pod(pod), annotations, WARNING, reason, message);
     }
 

@@ -8,9 +8,9 @@
 use super::actions::{active_deadline_exceeded, KillContainer, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE};
 use super::view::{is_sidecar, PodView, Snapshot};
 use super::{Admission, PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
-use crate::node::eviction::view::EvictPod;
 use crate::api::Pod;
 use crate::base::errors::Chain;
+use crate::node::eviction::view::EvictPod;
 use crate::node::runtime::{ContainerInfo, SandboxInfo};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -202,7 +202,8 @@ impl PodManager {
         log::warn!("pods: evicting pod {} (grace period {:?}): {}", entry.pod.key(), e.grace, e.message);
         self.act.annotated_event(&entry.pod, e.annotations, EVICTED, &e.message);
         let stopping = Termination::new(now, e.grace);
-        entry.failure = Some(PodFailure { reason: EVICTED, message: e.message, stopping, evicted: true, reclaimed: false });
+        entry.failure =
+            Some(PodFailure { reason: EVICTED, message: e.message, stopping, evicted: true, reclaimed: false });
         true
     }
 

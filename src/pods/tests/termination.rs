@@ -92,7 +92,10 @@ fn an_evicted_pod_fails_with_kubelets_reason_message_and_condition_and_its_conta
     let st = node.status(&web);
     assert_eq!((st.phase, st.reason.as_str(), st.message.as_str()), (PodPhase::Failed, "Evicted", message));
     let dt = st.conditions.iter().find(|c| c.type_ == "DisruptionTarget").expect("DisruptionTarget");
-    assert_eq!((dt.status.as_str(), dt.reason.as_str(), dt.message.as_str()), ("True", "TerminationByKubelet", message));
+    assert_eq!(
+        (dt.status.as_str(), dt.reason.as_str(), dt.message.as_str()),
+        ("True", "TerminationByKubelet", message)
+    );
 
     // A second eviction of the same pod changes nothing; it is never started again.
     node.pm.handle(PodsCommand::Evict(evict(30)));
