@@ -35,6 +35,7 @@ mod cri_streams;
 mod cri_volumes;
 mod devices;
 mod events;
+mod eviction;
 mod full_disk;
 mod hooks;
 mod install;

@@ -166,7 +166,10 @@ mod tests {
         }
         let health = Health::default();
         let (tx, rx) = crossbeam_channel::unbounded();
-        let notifier = Notifier::start(&health, move || drop(tx.send(()))).unwrap();
+        let notifier = Notifier::start(&health, move || {
+            let _ = tx.send(());
+        })
+        .unwrap();
         let used: u64 = std::fs::read_to_string(dir.join("memory.usage_in_bytes")).unwrap().trim().parse().unwrap();
         notifier.set(vec![(dir.clone(), used + (16 << 20))]);
         std::thread::sleep(Duration::from_millis(100));
