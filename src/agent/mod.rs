@@ -487,10 +487,7 @@ fn stats_manager(
         runtime: runtime.kind(),
     };
     let collector = Collector::new(settings, driver, runtime);
-    StatsManager::new(
-        collector,
-        Box::new(move || crate::pods::stats::targets(&statuses.pods_and_statuses(), &targets)),
-    )
+    StatsManager::new(collector, Box::new(move || crate::pods::stats::targets(&statuses.pods_and_statuses(), &targets)))
 }
 
 /// The Node as the local API starts from: name, cpu and memory (allocatable less the

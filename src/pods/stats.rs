@@ -99,7 +99,9 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     fn pod(yaml_spec: &str) -> Pod {
-        let y = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u1\nspec:\n{yaml_spec}");
+        let y = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: shop\n  uid: u1\nspec:\n{yaml_spec}"
+        );
         decode_pods("t.yaml", &y).remove(0).unwrap()
     }
 
@@ -108,7 +110,8 @@ mod tests {
             name: name.into(),
             container_id: id.into(),
             state: ContainerState {
-                running: started.map(|s| ContainerStateRunning { started_at: Some(Time(UNIX_EPOCH + Duration::from_secs(s))) }),
+                running: started
+                    .map(|s| ContainerStateRunning { started_at: Some(Time(UNIX_EPOCH + Duration::from_secs(s))) }),
                 ..Default::default()
             },
             ..Default::default()
@@ -177,7 +180,11 @@ mod tests {
         let p = pod(SPEC);
         let s = settings(RuntimeKind::Process, true);
         for phase in [PodPhase::Pending, PodPhase::Succeeded, PodPhase::Failed] {
-            let st = PodStatus { phase, container_statuses: vec![status("app", "process://a1", None)], ..Default::default() };
+            let st = PodStatus {
+                phase,
+                container_statuses: vec![status("app", "process://a1", None)],
+                ..Default::default()
+            };
             assert_eq!(pod_target(&p, &st, &s), None, "{phase:?}");
         }
         // Running with every container restarting (back-off): its cgroup is still there.

@@ -472,7 +472,10 @@ mod tests {
         assert_eq!(m.v1["memory"], PathBuf::from("/sys/fs/cgroup/memory"));
         assert_eq!(m.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));
         let v1 = V1::new(&m);
-        assert_eq!(v1.dir_for("/kubepods", "cpuacct.usage"), Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/kubepods")));
+        assert_eq!(
+            v1.dir_for("/kubepods", "cpuacct.usage"),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/kubepods"))
+        );
         assert_eq!(v1.dirs("/kubepods").len(), 3, "cpu and cpuacct mounted together: one directory");
         assert_eq!(m.v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
         assert_eq!(m.version(None).unwrap(), CgroupVersion::V1);

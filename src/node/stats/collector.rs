@@ -114,7 +114,12 @@ fn runtime_memory_stats(m: &RuntimeMemory, now: SystemTime) -> MemoryStats {
 
 /// A user's share of a filesystem: what it uses (`None`: not measured), with the
 /// filesystem's totals when known.
-pub fn fs_usage(time: SystemTime, totals: Option<FsTotals>, used_bytes: Option<u64>, inodes_used: Option<u64>) -> FsStats {
+pub fn fs_usage(
+    time: SystemTime,
+    totals: Option<FsTotals>,
+    used_bytes: Option<u64>,
+    inodes_used: Option<u64>,
+) -> FsStats {
     FsStats {
         time: Some(time),
         available_bytes: totals.map(|t| t.available),
@@ -133,8 +138,17 @@ pub fn fs_totals(time: SystemTime, t: FsTotals) -> FsStats {
 
 /// A pod's `ephemeral-storage` (kubelet's): its containers' writable layers and logs and its
 /// disk-backed volumes together, with `nodefs`' totals.
-pub fn ephemeral_storage(time: SystemTime, nodefs: Option<FsTotals>, containers: &[ContainerStats], volumes: &[VolumeStats]) -> FsStats {
-    let parts = containers.iter().flat_map(|c| [c.rootfs.as_ref(), c.logs.as_ref()]).flatten().chain(volumes.iter().map(|v| &v.fs));
+pub fn ephemeral_storage(
+    time: SystemTime,
+    nodefs: Option<FsTotals>,
+    containers: &[ContainerStats],
+    volumes: &[VolumeStats],
+) -> FsStats {
+    let parts = containers
+        .iter()
+        .flat_map(|c| [c.rootfs.as_ref(), c.logs.as_ref()])
+        .flatten()
+        .chain(volumes.iter().map(|v| &v.fs));
     let (mut bytes, mut inodes) = (0u64, 0u64);
     for p in parts {
         bytes = bytes.saturating_add(p.used_bytes.unwrap_or(0));
@@ -355,7 +369,11 @@ impl Collector {
         let time = c.time.unwrap_or(now);
         let at = time.duration_since(UNIX_EPOCH).unwrap_or_default();
         let rate = self.cpu.observe(key, CpuSample { usage_ns: c.usage_core_nano_seconds, at });
-        CpuStats { time: Some(time), usage_core_nano_seconds: c.usage_core_nano_seconds, usage_nano_cores: rate.or(c.usage_nano_cores) }
+        CpuStats {
+            time: Some(time),
+            usage_core_nano_seconds: c.usage_core_nano_seconds,
+            usage_nano_cores: rate.or(c.usage_nano_cores),
+        }
     }
 
     /// Reads cgroup `path`, saying a failure other than its absence.
@@ -466,7 +484,9 @@ impl Collector {
         let volumes: Vec<VolumeStats> = p
             .volumes
             .iter()
-            .filter_map(|v: &VolumeTarget| Some(VolumeStats { name: v.name.clone(), fs: self.tree(&v.path, now, started)? }))
+            .filter_map(|v: &VolumeTarget| {
+                Some(VolumeStats { name: v.name.clone(), fs: self.tree(&v.path, now, started)? })
+            })
             .collect();
         let u = match &p.cgroup {
             Some(path) => self.read_cgroup(path, Want { usage: true, pids: true }),
@@ -526,7 +546,8 @@ impl Collector {
         }
         // The writable layer, on the filesystem the runtime names (its snapshotter's).
         let rootfs = r.and_then(|r| r.writable_layer.clone()).map(|w| {
-            let totals = *self.mounts.entry(w.mount_point.clone()).or_insert_with(|| disk::statvfs(&w.mount_point).ok());
+            let totals =
+                *self.mounts.entry(w.mount_point.clone()).or_insert_with(|| disk::statvfs(&w.mount_point).ok());
             fs_usage(w.time.unwrap_or(now), totals, w.used_bytes, w.inodes_used)
         });
         let logs = c.log_dir.as_deref().and_then(|d| self.tree(d, now, started));

@@ -139,7 +139,11 @@ impl ProcReader {
     pub fn new(root: &Path) -> ProcReader {
         // SAFETY: sysconf has no preconditions.
         let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        ProcReader { root: root.into(), buf: Vec::with_capacity(4096), ticks_per_second: u64::try_from(tck).unwrap_or(100).max(1) }
+        ProcReader {
+            root: root.into(),
+            buf: Vec::with_capacity(4096),
+            ticks_per_second: u64::try_from(tck).unwrap_or(100).max(1),
+        }
     }
 
     fn text(&mut self, file: &str) -> io::Result<&str> {
@@ -175,7 +179,8 @@ impl ProcReader {
     /// How many processes and threads exist (`loadavg`).
     pub fn processes(&mut self) -> io::Result<u64> {
         let t = self.text("loadavg")?;
-        parse_loadavg_total(t).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "loadavg: no running/total field"))
+        parse_loadavg_total(t)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "loadavg: no running/total field"))
     }
 
     /// The most process ids the kernel hands out (`sys/kernel/pid_max`, `threads-max`).

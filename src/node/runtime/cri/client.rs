@@ -2,13 +2,15 @@
 //! every error names the endpoint and the call.
 
 use crate::proto::cri::{
-    AttachRequest, CgroupDriver, Container, ContainerFilter, ContainerStatus, ContainerStatusRequest,
-    ContainerStats, ContainerStatsFilter, CreateContainerRequest, ExecRequest, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest,
-    ImageFsInfoResponse, ImageServiceClient, ImageStatusRequest, ListContainerStatsRequest, ListContainersRequest, ListImagesRequest,
-    ListPodSandboxRequest, ListPodSandboxStatsRequest, PodSandbox, PodSandboxFilter, PodSandboxStats, PodSandboxStatsFilter, PodSandboxStatus, PodSandboxStatusRequest, PortForwardRequest,
-    PullImageRequest, PullImageResponse, RemoveContainerRequest, RemoveImageRequest, RemovePodSandboxRequest,
-    ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest, RuntimeServiceClient, RuntimeStatus,
-    StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest, VersionResponse,
+    AttachRequest, CgroupDriver, Container, ContainerFilter, ContainerStats, ContainerStatsFilter, ContainerStatus,
+    ContainerStatusRequest, CreateContainerRequest, ExecRequest, ExecSyncRequest, ExecSyncResponse, Image,
+    ImageFsInfoRequest, ImageFsInfoResponse, ImageServiceClient, ImageStatusRequest, ListContainerStatsRequest,
+    ListContainersRequest, ListImagesRequest, ListPodSandboxRequest, ListPodSandboxStatsRequest, PodSandbox,
+    PodSandboxFilter, PodSandboxStats, PodSandboxStatsFilter, PodSandboxStatus, PodSandboxStatusRequest,
+    PortForwardRequest, PullImageRequest, PullImageResponse, RemoveContainerRequest, RemoveImageRequest,
+    RemovePodSandboxRequest, ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest,
+    RuntimeServiceClient, RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest,
+    StopPodSandboxRequest, VersionRequest, VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;

@@ -616,10 +616,7 @@ pub fn pod_stats(s: &cri::PodSandboxStats) -> RuntimePodStats {
         pod_uid: s.attributes().metadata().uid().to_string(),
         cpu: linux.and_then(|l| l.cpu.as_ref()).and_then(runtime_cpu),
         memory: linux.and_then(|l| l.memory.as_ref()).and_then(runtime_memory),
-        process_count: linux
-            .and_then(|l| l.process.as_ref())
-            .and_then(|p| p.process_count.as_ref())
-            .map(|v| v.value()),
+        process_count: linux.and_then(|l| l.process.as_ref()).and_then(|p| p.process_count.as_ref()).map(|v| v.value()),
     }
 }
 
@@ -1188,9 +1185,15 @@ mod tests {
         let got = container_stats(&s);
         let at = Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
         assert_eq!(got.id, "c1");
-        assert_eq!(got.cpu, Some(RuntimeCpu { time: at, usage_core_nano_seconds: 5_000_000_000, usage_nano_cores: None }));
+        assert_eq!(
+            got.cpu,
+            Some(RuntimeCpu { time: at, usage_core_nano_seconds: 5_000_000_000, usage_nano_cores: None })
+        );
         let m = got.memory.unwrap();
-        assert_eq!((m.working_set_bytes, m.usage_bytes, m.rss_bytes, m.available_bytes), (40 << 20, Some(50 << 20), None, None));
+        assert_eq!(
+            (m.working_set_bytes, m.usage_bytes, m.rss_bytes, m.available_bytes),
+            (40 << 20, Some(50 << 20), None, None)
+        );
         let w = got.writable_layer.unwrap();
         assert_eq!((w.used_bytes, w.inodes_used), (Some(8192), Some(3)));
         assert_eq!(w.mount_point, std::path::PathBuf::from("/var/lib/containerd/snap"));

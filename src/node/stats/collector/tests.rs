@@ -52,7 +52,14 @@ fn a_source_not_seen_in_a_collection_is_forgotten() {
 #[test]
 fn memory_stats_say_what_is_available_below_the_capacity_or_the_limit() {
     let t = UNIX_EPOCH + S;
-    let m = MemoryUsage { usage: 300, inactive_file: 100, limit: Some(1000), rss: 150, page_faults: 9, major_page_faults: 1 };
+    let m = MemoryUsage {
+        usage: 300,
+        inactive_file: 100,
+        limit: Some(1000),
+        rss: 150,
+        page_faults: 9,
+        major_page_faults: 1,
+    };
     let s = memory_stats(&m, None, t);
     assert_eq!((s.working_set_bytes, s.available_bytes, s.usage_bytes, s.rss_bytes), (200, Some(800), 300, 150));
     assert_eq!((s.page_faults, s.major_page_faults, s.time), (9, 1, Some(t)));
@@ -74,7 +81,10 @@ fn ephemeral_storage_adds_layers_logs_and_volumes_under_nodefs_totals() {
     let volumes = [VolumeStats { name: "cache".into(), fs: fs_usage(t, Some(nodefs), Some(100), Some(7)) }];
     let e = ephemeral_storage(t, Some(nodefs), &containers, &volumes);
     assert_eq!((e.used_bytes, e.inodes_used), (Some(135), Some(11)));
-    assert_eq!((e.capacity_bytes, e.available_bytes, e.inodes, e.inodes_free), (Some(1000), Some(400), Some(50), Some(20)));
+    assert_eq!(
+        (e.capacity_bytes, e.available_bytes, e.inodes, e.inodes_free),
+        (Some(1000), Some(400), Some(50), Some(20))
+    );
     let none = ephemeral_storage(t, None, &[], &[]);
     assert_eq!((none.used_bytes, none.capacity_bytes), (Some(0), None));
     let whole = fs_totals(t, nodefs);
@@ -123,7 +133,12 @@ impl FakeNode {
             "1 0 0:1 / {r}/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n2 0 0:2 / {r}/memory rw - cgroup cgroup rw,memory\n3 0 0:3 / {r}/pids rw - cgroup cgroup rw,pids\n",
             r = r.display()
         );
-        for (path, usage) in [("", 900_000_000u64), ("kubepods", 600 << 20), ("kubepods/podu1", 300 << 20), ("kubepods/podu1/app", 200 << 20)] {
+        for (path, usage) in [
+            ("", 900_000_000u64),
+            ("kubepods", 600 << 20),
+            ("kubepods/podu1", 300 << 20),
+            ("kubepods/podu1/app", 200 << 20),
+        ] {
             let d = |c: &str| r.join(c).join(path);
             for c in ["cpu,cpuacct", "memory", "pids"] {
                 std::fs::create_dir_all(d(c)).unwrap();
@@ -132,7 +147,11 @@ impl FakeNode {
             std::fs::write(d("memory").join("memory.usage_in_bytes"), format!("{usage}\n")).unwrap();
             let limit = if path == "kubepods/podu1" { 512u64 << 20 } else { 9223372036854771712 };
             std::fs::write(d("memory").join("memory.limit_in_bytes"), format!("{limit}\n")).unwrap();
-            std::fs::write(d("memory").join("memory.stat"), format!("total_inactive_file {}\ntotal_rss 1000\n", 50 << 20)).unwrap();
+            std::fs::write(
+                d("memory").join("memory.stat"),
+                format!("total_inactive_file {}\ntotal_rss 1000\n", 50 << 20),
+            )
+            .unwrap();
             std::fs::write(d("pids").join("pids.current"), "3\n").unwrap();
         }
         V1::new(&Mounts::parse(&text))

@@ -12,7 +12,8 @@ fn manager(dir: &std::path::Path, seen: Arc<Mutex<Vec<(&'static str, Arc<Snapsho
     settings.proc_root = dir.join("no-proc");
     let runtime = Arc::new(FakeRuntime::new(FakeClock::new(std::time::UNIX_EPOCH)));
     let collector = Collector::new(settings, None, runtime);
-    let targets: TargetSource = Box::new(|| vec![PodTarget { uid: "u1".into(), name: "web".into(), ..Default::default() }]);
+    let targets: TargetSource =
+        Box::new(|| vec![PodTarget { uid: "u1".into(), name: "web".into(), ..Default::default() }]);
     let (first, second) = (seen.clone(), seen);
     StatsManager::new(collector, targets)
         .after_collect(Box::new(move |s| first.lock().push(("first", s.clone()))))
