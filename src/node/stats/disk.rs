@@ -43,6 +43,7 @@ pub struct FsTotals {
 
 impl FsTotals {
     /// The numbers of `statvfs`'s answer.
+    #[allow(clippy::unnecessary_cast)] // 32 bits wide on 32-bit ARM, 64 here
     pub fn from_statvfs(st: &libc::statvfs) -> FsTotals {
         let block = st.f_frsize as u64;
         let capacity = (st.f_blocks as u64).saturating_mul(block);

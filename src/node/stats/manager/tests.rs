@@ -5,9 +5,12 @@ use crate::node::stats::collector::CollectorSettings;
 use crate::node::stats::target::PodTarget;
 use parking_lot::Mutex;
 
+/// What the after-collect work saw: which piece of work, and the snapshot.
+type Seen = Arc<Mutex<Vec<(&'static str, Arc<Snapshot>)>>>;
+
 /// A manager over a node with nothing to read (no cgroups, an empty `/proc`) and one pod;
 /// the after-collect work records the snapshots it saw under `seen`.
-fn manager(dir: &std::path::Path, seen: Arc<Mutex<Vec<(&'static str, Arc<Snapshot>)>>>) -> StatsManager {
+fn manager(dir: &std::path::Path, seen: Seen) -> StatsManager {
     let mut settings = CollectorSettings::new("node1", dir);
     settings.proc_root = dir.join("no-proc");
     let runtime = Arc::new(FakeRuntime::new(FakeClock::new(std::time::UNIX_EPOCH)));
@@ -42,7 +45,7 @@ fn the_first_collection_is_due_at_once_and_the_next_every_period() {
 #[test]
 fn work_after_a_collection_sees_the_published_snapshot_in_the_order_it_was_registered() {
     let dir = tempfile::tempdir().unwrap();
-    let seen: Arc<Mutex<Vec<(&'static str, Arc<Snapshot>)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let mut m = manager(dir.path(), seen.clone());
     let got = m.collect_now();
     let seen = seen.lock();
@@ -54,7 +57,7 @@ fn work_after_a_collection_sees_the_published_snapshot_in_the_order_it_was_regis
 #[test]
 fn asks_to_collect_within_a_second_of_a_collection_are_answered_by_it() {
     let dir = tempfile::tempdir().unwrap();
-    let seen: Arc<Mutex<Vec<(&'static str, Arc<Snapshot>)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let mut m = manager(dir.path(), seen.clone());
     m.handle(StatsCommand::Collect);
     m.handle(StatsCommand::Collect);
