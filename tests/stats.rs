@@ -139,7 +139,8 @@ fn the_collector_reads_a_pods_cgroups_logs_and_volumes_as_the_files_show_them() 
     let burn = container(&p, "burn");
     let cpu = burn.cpu.unwrap();
     let rate = cpu.usage_nano_cores.unwrap();
-    assert!((50_000_000..=260_000_000).contains(&rate), "burn's rate {rate} nanocores under a 200m quota");
+    // Above a tenth of the quota whatever else the machine runs, and never above it.
+    assert!((20_000_000..=260_000_000).contains(&rate), "burn's rate {rate} nanocores under a 200m quota");
     let file = cpu_ns(&*driver, &burn_cg);
     let since = SystemTime::now().duration_since(cpu.time.unwrap()).unwrap();
     assert!(cpu.usage_core_nano_seconds <= file, "{} > {file}", cpu.usage_core_nano_seconds);

@@ -163,6 +163,25 @@ pub fn next_walk(took: Duration) -> Duration {
     took.saturating_mul(100).min(MAX_WALK_AGE)
 }
 
+/// An answer of the runtime's about its `what` stats; a failure is logged once, until it
+/// answers again (`failing` remembers which).
+fn said<T>(failing: &mut bool, what: &str, got: Result<Option<T>, crate::node::runtime::RuntimeError>) -> Option<T> {
+    match got {
+        Ok(v) => {
+            if std::mem::take(failing) {
+                log::info!("stats: the runtime reports its {what} stats again");
+            }
+            v
+        }
+        Err(e) => {
+            if !std::mem::replace(failing, true) {
+                log::warn!("stats: the runtime's {what} stats are not available: {}", Chain(&e));
+            }
+            None
+        }
+    }
+}
+
 /// The last reading of each CPU source, and which collection last saw it.
 #[derive(Default)]
 struct CpuHistory {
@@ -272,8 +291,9 @@ pub struct Collector {
     walks: Walks,
     /// The monotonic origin of CPU readings from files.
     origin: Instant,
-    /// Whether the last call to the runtime's stats failed (said once, not every period).
-    runtime_failing: bool,
+    /// Whether the last `ListContainerStats` and `ListPodSandboxStats` failed (each said once,
+    /// not every period).
+    runtime_failing: [bool; 2],
     /// The filesystems seen this collection, by device.
     filesystems: HashMap<u64, Option<FsTotals>>,
     /// The filesystems the runtime named this collection (its writable layers'), by mount point.
@@ -298,7 +318,7 @@ impl Collector {
             cpu: CpuHistory::default(),
             walks: Walks::default(),
             origin: Instant::now(),
-            runtime_failing: false,
+            runtime_failing: [false; 2],
             filesystems: HashMap::new(),
             mounts: HashMap::new(),
         }
@@ -325,31 +345,15 @@ impl Collector {
     /// The runtime's `ListContainerStats`, by container id (empty when it reports none).
     fn runtime_containers(&mut self) -> HashMap<String, RuntimeContainerStats> {
         let got = self.runtime.container_stats();
-        self.runtime_said(got).map(|v| v.into_iter().map(|c| (c.id.clone(), c)).collect()).unwrap_or_default()
+        let got = said(&mut self.runtime_failing[0], "container", got);
+        got.map(|v| v.into_iter().map(|c| (c.id.clone(), c)).collect()).unwrap_or_default()
     }
 
     /// The runtime's `ListPodSandboxStats`, by pod uid (newest sandbox last wins).
     fn runtime_pods(&mut self) -> HashMap<String, RuntimePodStats> {
         let got = self.runtime.pod_sandbox_stats();
-        self.runtime_said(got).map(|v| v.into_iter().map(|p| (p.pod_uid.clone(), p)).collect()).unwrap_or_default()
-    }
-
-    /// An answer of the runtime's, its failure logged once until it answers again.
-    fn runtime_said<T>(&mut self, got: Result<Option<T>, crate::node::runtime::RuntimeError>) -> Option<T> {
-        match got {
-            Ok(v) => {
-                if std::mem::take(&mut self.runtime_failing) {
-                    log::info!("stats: the runtime reports its stats again");
-                }
-                v
-            }
-            Err(e) => {
-                if !std::mem::replace(&mut self.runtime_failing, true) {
-                    log::warn!("stats: the runtime's stats are not available: {}", Chain(&e));
-                }
-                None
-            }
-        }
+        let got = said(&mut self.runtime_failing[1], "pod sandbox", got);
+        got.map(|v| v.into_iter().map(|p| (p.pod_uid.clone(), p)).collect()).unwrap_or_default()
     }
 
     /// The filesystem of device `dev`, found at `path` (each read once per collection).
