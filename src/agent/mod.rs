@@ -23,6 +23,8 @@ use crate::node::runtime::cri::runtime::LogRotation;
 use crate::node::runtime::cri::{CriClient, CriRuntime};
 use crate::node::runtime::process::ProcessRuntime;
 use crate::node::runtime::{ContainerRuntime, RuntimeError};
+use crate::node::stats::manager::{StatsCommand, StatsManager};
+use crate::node::stats::StatsView;
 use crate::node::status::StatusCache;
 use crate::pods::source::{DirWatcher, FileSource, SourceCommand};
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
@@ -157,6 +159,8 @@ pub struct Agent {
     images: Option<ImagePuller>,
     /// Image garbage collection (CRI backend only).
     image_gc: Option<ManagerHandle<()>>,
+    /// The stats thread (`fl-stats`).
+    stats_thread: Option<ManagerHandle<StatsCommand>>,
     /// The lifecycle hook threads.
     hooks: Option<HookRunner>,
     /// Cluster mode's threads (with a kubeconfig).
@@ -171,6 +175,9 @@ pub struct Agent {
     _owned: Vec<LockFile>,
     /// Pod statuses (what `/pods` serves).
     pub statuses: StatusCache,
+    /// The node's, pods' and containers' usage, collected by `fl-stats` (what the stats
+    /// endpoints, `top` and eviction read).
+    pub stats: StatsView,
     /// Manager liveness (what `/healthz` reports).
     pub health: Health,
 }
@@ -455,6 +462,34 @@ fn start_container_manager(
     }
 }
 
+/// The stats thread, not yet started: it reads the cgroups `cm` makes (or, with pod cgroups
+/// off, the node's root cgroup only, read-only), `/proc`, the state directory's filesystem
+/// and the runtime's stats, for the pods `statuses` shows running.
+fn stats_manager(
+    cfg: &Config,
+    cm: Option<&ContainerManager>,
+    runtime: Arc<dyn ContainerRuntime>,
+    statuses: StatusCache,
+) -> StatsManager {
+    use crate::node::stats::collector::{Collector, CollectorSettings};
+    let cm_settings = cm.and_then(|_| cfg.cgroups.settings().ok());
+    let driver = match cm {
+        Some(cm) => Some(cm.driver()),
+        None => cgroupfs::detect(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version()).ok().map(Arc::from),
+    };
+    let mut settings = CollectorSettings::new(&cfg.node_name, &cfg.state_dir);
+    settings.kubepods = cm_settings.as_ref().map(crate::node::cm::kubepods_path);
+    settings.allocatable_memory = cm.map(|cm| cm.node_allocatable().memory).and_then(|m| u64::try_from(m).ok());
+    let targets = crate::pods::stats::TargetSettings {
+        cgroups: cm_settings,
+        log_root: cfg.pod_logs_dir(),
+        pods_root: cfg.state_dir.join(PODS_DIR),
+        runtime: runtime.kind(),
+    };
+    let collector = Collector::new(settings, driver, runtime);
+    StatsManager::new(collector, Box::new(move || crate::pods::stats::targets(&statuses.pods_and_statuses(), &targets)))
+}
+
 /// The Node as the local API starts from: name, cpu and memory (allocatable less the
 /// configured reservations), `pods` (`max_pods`) and `ephemeral-storage` (the state
 /// directory's filesystem, as kubelet's root directory's).
@@ -719,6 +754,8 @@ impl Agent {
         let (cm, cgroup_lock) = start_container_manager(cfg, &recorder)?;
         let owned: Vec<LockFile> = plugin_lock.into_iter().chain(cgroup_lock).collect();
         let SelectedRuntime { runtime, cri } = open_runtime(cfg, shim_exe, cm.as_ref().map(|cm| cm.driver()), cri)?;
+        let stats = stats_manager(cfg, cm.as_ref(), runtime.clone(), statuses.clone());
+        let stats_view = stats.view();
         let dns = cfg.dns_settings();
         if let Some(d) = &dns {
             check_resolv_conf(d, &recorder, &cfg.node_name);
@@ -817,6 +854,7 @@ impl Agent {
         } else {
             (None, None)
         };
+        let stats_thread = ManagerHandle::spawn("fl-stats", stats, &health).map_err(spawn_err("fl-stats"))?;
         let prober = ManagerHandle::spawn_with_channel("fl-prober", prober, prober_channel, &health)
             .map_err(spawn_err("fl-prober"))?;
         let pods =
@@ -893,6 +931,7 @@ impl Agent {
             cri,
             images,
             image_gc,
+            stats_thread: Some(stats_thread),
             hooks: Some(hooks),
             cluster,
             events: Some(events),
@@ -902,6 +941,7 @@ impl Agent {
             _lock: lock,
             _owned: owned,
             statuses,
+            stats: stats_view,
             health,
         })
     }
@@ -975,7 +1015,7 @@ impl Agent {
 
     /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the
     /// pod manager, the image pulls (cancelled), the prober and its threads, the device
-    /// manager, image GC, the events still queued
+    /// manager, image GC, the stats thread, the events still queued
     /// (delivered), and the API last, so `/healthz` answers until the end. All of it within
     /// one deadline, `shutdown_timeout` from now: each step waits for what time is left, and
     /// once it is spent the rest are signalled and not waited for. Containers keep running;
@@ -993,6 +1033,7 @@ impl Agent {
             (self.images.take(), self.hooks.take(), self.prober.take(), self.prober_threads);
         let (devices, image_gc, cri, events, api) =
             (self.devices.take(), self.image_gc.take(), self.cri.take(), self.events.take(), self.api.take());
+        let stats = self.stats_thread.take();
         let kubelet_api = self.kubelet_api.take();
         let steps: Vec<StopStep> = vec![
             Box::new(move |t| watcher.map_or_else(Vec::new, |w| late(w.stop(t)))),
@@ -1021,6 +1062,7 @@ impl Agent {
             }),
             Box::new(move |t| devices.map_or_else(Vec::new, |d| late(d.stop(t)))),
             Box::new(move |t| image_gc.map_or_else(Vec::new, |g| late(g.stop(t)))),
+            Box::new(move |t| stats.map_or_else(Vec::new, |s| late(s.stop(t)))),
             // Container stops the pod manager asked for finish (each is bounded by its grace
             // period); the containers themselves keep running otherwise.
             Box::new(move |t| cri.map_or_else(Vec::new, |c| named(c.stop(t)))),

@@ -84,6 +84,12 @@ impl Actor {
 
     /// The directory of a pod's container logs.
     pub(super) fn log_dir(&self, pod: &Pod) -> PathBuf {
-        self.cfg.log_root.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
+        pod_log_dir(&self.cfg.log_root, pod)
     }
+}
+
+/// The directory of a pod's container logs under `log_root`: `<namespace>_<name>_<uid>`, as
+/// kubelet's `/var/log/pods`; each container's in its own directory there.
+pub(super) fn pod_log_dir(log_root: &std::path::Path, pod: &Pod) -> PathBuf {
+    log_root.join(format!("{}_{}_{}", pod.metadata.namespace, pod.metadata.name, pod.metadata.uid))
 }

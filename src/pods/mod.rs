@@ -13,7 +13,7 @@
 //! `hooks` (and every kill), `images` (the image gate; pulls run on the pull threads, never
 //! here), `devices` (the one place that speaks to the device manager), `dns` and `publish`
 //! (statuses, probe targets). `fit` decides whether a pod from the apiserver fits in the
-//! node's allocatable (pure).
+//! node's allocatable (pure). `stats` tells the stats thread which pods to measure (pure).
 
 pub mod actions;
 mod actor;
@@ -33,6 +33,7 @@ mod restarts;
 mod setup;
 pub mod source;
 mod state;
+pub mod stats;
 mod sync;
 pub mod termination;
 #[cfg(test)]

@@ -1457,6 +1457,278 @@ impl ::protobuf::Message for Container {
     }
 }
 
+// @@protoc_insertion_point(message:runtime.v1.ContainerAttributes)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ContainerAttributes {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ContainerAttributes.id)
+    pub id: ::std::string::String,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerAttributes.metadata)
+    pub metadata: ::protobuf::MessageField<ContainerMetadata>,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerAttributes.labels)
+    pub labels: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerAttributes.annotations)
+    pub annotations: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ContainerAttributes.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ContainerAttributes {
+    fn default() -> &'a ContainerAttributes {
+        <ContainerAttributes as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ContainerAttributes {
+    pub fn new() -> ContainerAttributes {
+        ::std::default::Default::default()
+    }
+
+    // string id = 1;
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn clear_id(&mut self) {
+        self.id.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_id(&mut self, v: ::std::string::String) {
+        self.id = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_id(&mut self) -> &mut ::std::string::String {
+        &mut self.id
+    }
+
+    // Take field
+    pub fn take_id(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.id, ::std::string::String::new())
+    }
+
+    // .runtime.v1.ContainerMetadata metadata = 2;
+
+    pub fn metadata(&self) -> &ContainerMetadata {
+        self.metadata.as_ref().unwrap_or_else(|| <ContainerMetadata as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_metadata(&mut self) {
+        self.metadata.clear();
+    }
+
+    pub fn has_metadata(&self) -> bool {
+        self.metadata.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_metadata(&mut self, v: ContainerMetadata) {
+        self.metadata = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_metadata(&mut self) -> &mut ContainerMetadata {
+        self.metadata.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_metadata(&mut self) -> ContainerMetadata {
+        self.metadata.take().unwrap_or_else(|| ContainerMetadata::new())
+    }
+
+    // repeated .runtime.v1.ContainerAttributes.LabelsEntry labels = 3;
+
+    pub fn labels(&self) -> &::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &self.labels
+    }
+
+    pub fn clear_labels(&mut self) {
+        self.labels.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_labels(&mut self, v: ::std::collections::HashMap<::std::string::String, ::std::string::String>) {
+        self.labels = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_labels(&mut self) -> &mut ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &mut self.labels
+    }
+
+    // Take field
+    pub fn take_labels(&mut self) -> ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        ::std::mem::replace(&mut self.labels, ::std::collections::HashMap::new())
+    }
+
+    // repeated .runtime.v1.ContainerAttributes.AnnotationsEntry annotations = 4;
+
+    pub fn annotations(&self) -> &::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &self.annotations
+    }
+
+    pub fn clear_annotations(&mut self) {
+        self.annotations.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_annotations(&mut self, v: ::std::collections::HashMap<::std::string::String, ::std::string::String>) {
+        self.annotations = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_annotations(&mut self) -> &mut ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &mut self.annotations
+    }
+
+    // Take field
+    pub fn take_annotations(&mut self) -> ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        ::std::mem::replace(&mut self.annotations, ::std::collections::HashMap::new())
+    }
+}
+
+impl ::protobuf::Message for ContainerAttributes {
+    const NAME: &'static str = "ContainerAttributes";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.id = is.read_string()?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.metadata)?;
+                },
+                26 => {
+                    let len = is.read_raw_varint32()?;
+                    let old_limit = is.push_limit(len as u64)?;
+                    let mut key = ::std::default::Default::default();
+                    let mut value = ::std::default::Default::default();
+                    while let Some(tag) = is.read_raw_tag_or_eof()? {
+                        match tag {
+                            10 => key = is.read_string()?,
+                            18 => value = is.read_string()?,
+                            _ => ::protobuf::rt::skip_field_for_tag(tag, is)?,
+                        };
+                    }
+                    is.pop_limit(old_limit);
+                    self.labels.insert(key, value);
+                },
+                34 => {
+                    let len = is.read_raw_varint32()?;
+                    let old_limit = is.push_limit(len as u64)?;
+                    let mut key = ::std::default::Default::default();
+                    let mut value = ::std::default::Default::default();
+                    while let Some(tag) = is.read_raw_tag_or_eof()? {
+                        match tag {
+                            10 => key = is.read_string()?,
+                            18 => value = is.read_string()?,
+                            _ => ::protobuf::rt::skip_field_for_tag(tag, is)?,
+                        };
+                    }
+                    is.pop_limit(old_limit);
+                    self.annotations.insert(key, value);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.id.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.id);
+        }
+        if let Some(v) = self.metadata.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        for (k, v) in &self.labels {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(entry_size) + entry_size
+        };
+        for (k, v) in &self.annotations {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(entry_size) + entry_size
+        };
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.id.is_empty() {
+            os.write_string(1, &self.id)?;
+        }
+        if let Some(v) = self.metadata.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        for (k, v) in &self.labels {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            os.write_raw_varint32(26)?; // Tag.
+            os.write_raw_varint32(entry_size as u32)?;
+            os.write_string(1, &k)?;
+            os.write_string(2, &v)?;
+        };
+        for (k, v) in &self.annotations {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            os.write_raw_varint32(34)?; // Tag.
+            os.write_raw_varint32(entry_size as u32)?;
+            os.write_string(1, &k)?;
+            os.write_string(2, &v)?;
+        };
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ContainerAttributes {
+        ContainerAttributes::new()
+    }
+
+    fn clear(&mut self) {
+        self.id.clear();
+        self.metadata.clear();
+        self.labels.clear();
+        self.annotations.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ContainerAttributes {
+        static instance: ::protobuf::rt::Lazy<ContainerAttributes> = ::protobuf::rt::Lazy::new();
+        instance.get(ContainerAttributes::new)
+    }
+}
+
 // @@protoc_insertion_point(message:runtime.v1.ContainerConfig)
 #[derive(PartialEq,Clone,Default,Debug)]
 pub struct ContainerConfig {
@@ -2896,6 +3168,468 @@ impl ::protobuf::Message for ContainerStateValue {
     }
 }
 
+// @@protoc_insertion_point(message:runtime.v1.ContainerStats)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ContainerStats {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ContainerStats.attributes)
+    pub attributes: ::protobuf::MessageField<ContainerAttributes>,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerStats.cpu)
+    pub cpu: ::protobuf::MessageField<CpuUsage>,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerStats.memory)
+    pub memory: ::protobuf::MessageField<MemoryUsage>,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerStats.writable_layer)
+    pub writable_layer: ::protobuf::MessageField<FilesystemUsage>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ContainerStats.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ContainerStats {
+    fn default() -> &'a ContainerStats {
+        <ContainerStats as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ContainerStats {
+    pub fn new() -> ContainerStats {
+        ::std::default::Default::default()
+    }
+
+    // .runtime.v1.ContainerAttributes attributes = 1;
+
+    pub fn attributes(&self) -> &ContainerAttributes {
+        self.attributes.as_ref().unwrap_or_else(|| <ContainerAttributes as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_attributes(&mut self) {
+        self.attributes.clear();
+    }
+
+    pub fn has_attributes(&self) -> bool {
+        self.attributes.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_attributes(&mut self, v: ContainerAttributes) {
+        self.attributes = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_attributes(&mut self) -> &mut ContainerAttributes {
+        self.attributes.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_attributes(&mut self) -> ContainerAttributes {
+        self.attributes.take().unwrap_or_else(|| ContainerAttributes::new())
+    }
+
+    // .runtime.v1.CpuUsage cpu = 2;
+
+    pub fn cpu(&self) -> &CpuUsage {
+        self.cpu.as_ref().unwrap_or_else(|| <CpuUsage as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_cpu(&mut self) {
+        self.cpu.clear();
+    }
+
+    pub fn has_cpu(&self) -> bool {
+        self.cpu.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_cpu(&mut self, v: CpuUsage) {
+        self.cpu = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_cpu(&mut self) -> &mut CpuUsage {
+        self.cpu.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_cpu(&mut self) -> CpuUsage {
+        self.cpu.take().unwrap_or_else(|| CpuUsage::new())
+    }
+
+    // .runtime.v1.MemoryUsage memory = 3;
+
+    pub fn memory(&self) -> &MemoryUsage {
+        self.memory.as_ref().unwrap_or_else(|| <MemoryUsage as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_memory(&mut self) {
+        self.memory.clear();
+    }
+
+    pub fn has_memory(&self) -> bool {
+        self.memory.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_memory(&mut self, v: MemoryUsage) {
+        self.memory = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_memory(&mut self) -> &mut MemoryUsage {
+        self.memory.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_memory(&mut self) -> MemoryUsage {
+        self.memory.take().unwrap_or_else(|| MemoryUsage::new())
+    }
+
+    // .runtime.v1.FilesystemUsage writable_layer = 4;
+
+    pub fn writable_layer(&self) -> &FilesystemUsage {
+        self.writable_layer.as_ref().unwrap_or_else(|| <FilesystemUsage as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_writable_layer(&mut self) {
+        self.writable_layer.clear();
+    }
+
+    pub fn has_writable_layer(&self) -> bool {
+        self.writable_layer.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_writable_layer(&mut self, v: FilesystemUsage) {
+        self.writable_layer = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_writable_layer(&mut self) -> &mut FilesystemUsage {
+        self.writable_layer.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_writable_layer(&mut self) -> FilesystemUsage {
+        self.writable_layer.take().unwrap_or_else(|| FilesystemUsage::new())
+    }
+}
+
+impl ::protobuf::Message for ContainerStats {
+    const NAME: &'static str = "ContainerStats";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.attributes)?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.cpu)?;
+                },
+                26 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.memory)?;
+                },
+                34 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.writable_layer)?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if let Some(v) = self.attributes.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.cpu.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.memory.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.writable_layer.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if let Some(v) = self.attributes.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(1, v, os)?;
+        }
+        if let Some(v) = self.cpu.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        if let Some(v) = self.memory.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(3, v, os)?;
+        }
+        if let Some(v) = self.writable_layer.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(4, v, os)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ContainerStats {
+        ContainerStats::new()
+    }
+
+    fn clear(&mut self) {
+        self.attributes.clear();
+        self.cpu.clear();
+        self.memory.clear();
+        self.writable_layer.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ContainerStats {
+        static instance: ContainerStats = ContainerStats {
+            attributes: ::protobuf::MessageField::none(),
+            cpu: ::protobuf::MessageField::none(),
+            memory: ::protobuf::MessageField::none(),
+            writable_layer: ::protobuf::MessageField::none(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.ContainerStatsFilter)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ContainerStatsFilter {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ContainerStatsFilter.id)
+    pub id: ::std::string::String,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerStatsFilter.pod_sandbox_id)
+    pub pod_sandbox_id: ::std::string::String,
+    // @@protoc_insertion_point(field:runtime.v1.ContainerStatsFilter.label_selector)
+    pub label_selector: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ContainerStatsFilter.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ContainerStatsFilter {
+    fn default() -> &'a ContainerStatsFilter {
+        <ContainerStatsFilter as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ContainerStatsFilter {
+    pub fn new() -> ContainerStatsFilter {
+        ::std::default::Default::default()
+    }
+
+    // string id = 1;
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn clear_id(&mut self) {
+        self.id.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_id(&mut self, v: ::std::string::String) {
+        self.id = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_id(&mut self) -> &mut ::std::string::String {
+        &mut self.id
+    }
+
+    // Take field
+    pub fn take_id(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.id, ::std::string::String::new())
+    }
+
+    // string pod_sandbox_id = 2;
+
+    pub fn pod_sandbox_id(&self) -> &str {
+        &self.pod_sandbox_id
+    }
+
+    pub fn clear_pod_sandbox_id(&mut self) {
+        self.pod_sandbox_id.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_pod_sandbox_id(&mut self, v: ::std::string::String) {
+        self.pod_sandbox_id = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_pod_sandbox_id(&mut self) -> &mut ::std::string::String {
+        &mut self.pod_sandbox_id
+    }
+
+    // Take field
+    pub fn take_pod_sandbox_id(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.pod_sandbox_id, ::std::string::String::new())
+    }
+
+    // repeated .runtime.v1.ContainerStatsFilter.LabelSelectorEntry label_selector = 3;
+
+    pub fn label_selector(&self) -> &::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &self.label_selector
+    }
+
+    pub fn clear_label_selector(&mut self) {
+        self.label_selector.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_label_selector(&mut self, v: ::std::collections::HashMap<::std::string::String, ::std::string::String>) {
+        self.label_selector = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_label_selector(&mut self) -> &mut ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &mut self.label_selector
+    }
+
+    // Take field
+    pub fn take_label_selector(&mut self) -> ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        ::std::mem::replace(&mut self.label_selector, ::std::collections::HashMap::new())
+    }
+}
+
+impl ::protobuf::Message for ContainerStatsFilter {
+    const NAME: &'static str = "ContainerStatsFilter";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.id = is.read_string()?;
+                },
+                18 => {
+                    self.pod_sandbox_id = is.read_string()?;
+                },
+                26 => {
+                    let len = is.read_raw_varint32()?;
+                    let old_limit = is.push_limit(len as u64)?;
+                    let mut key = ::std::default::Default::default();
+                    let mut value = ::std::default::Default::default();
+                    while let Some(tag) = is.read_raw_tag_or_eof()? {
+                        match tag {
+                            10 => key = is.read_string()?,
+                            18 => value = is.read_string()?,
+                            _ => ::protobuf::rt::skip_field_for_tag(tag, is)?,
+                        };
+                    }
+                    is.pop_limit(old_limit);
+                    self.label_selector.insert(key, value);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.id.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.id);
+        }
+        if !self.pod_sandbox_id.is_empty() {
+            my_size += ::protobuf::rt::string_size(2, &self.pod_sandbox_id);
+        }
+        for (k, v) in &self.label_selector {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(entry_size) + entry_size
+        };
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.id.is_empty() {
+            os.write_string(1, &self.id)?;
+        }
+        if !self.pod_sandbox_id.is_empty() {
+            os.write_string(2, &self.pod_sandbox_id)?;
+        }
+        for (k, v) in &self.label_selector {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            os.write_raw_varint32(26)?; // Tag.
+            os.write_raw_varint32(entry_size as u32)?;
+            os.write_string(1, &k)?;
+            os.write_string(2, &v)?;
+        };
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ContainerStatsFilter {
+        ContainerStatsFilter::new()
+    }
+
+    fn clear(&mut self) {
+        self.id.clear();
+        self.pod_sandbox_id.clear();
+        self.label_selector.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ContainerStatsFilter {
+        static instance: ::protobuf::rt::Lazy<ContainerStatsFilter> = ::protobuf::rt::Lazy::new();
+        instance.get(ContainerStatsFilter::new)
+    }
+}
+
 // @@protoc_insertion_point(message:runtime.v1.ContainerStatus)
 #[derive(PartialEq,Clone,Default,Debug)]
 pub struct ContainerStatus {
@@ -4122,6 +4856,199 @@ impl ::protobuf::Message for ContainerUser {
     fn default_instance() -> &'static ContainerUser {
         static instance: ContainerUser = ContainerUser {
             linux: ::protobuf::MessageField::none(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.CpuUsage)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct CpuUsage {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.CpuUsage.timestamp)
+    pub timestamp: i64,
+    // @@protoc_insertion_point(field:runtime.v1.CpuUsage.usage_core_nano_seconds)
+    pub usage_core_nano_seconds: ::protobuf::MessageField<UInt64Value>,
+    // @@protoc_insertion_point(field:runtime.v1.CpuUsage.usage_nano_cores)
+    pub usage_nano_cores: ::protobuf::MessageField<UInt64Value>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.CpuUsage.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a CpuUsage {
+    fn default() -> &'a CpuUsage {
+        <CpuUsage as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl CpuUsage {
+    pub fn new() -> CpuUsage {
+        ::std::default::Default::default()
+    }
+
+    // int64 timestamp = 1;
+
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    pub fn clear_timestamp(&mut self) {
+        self.timestamp = 0;
+    }
+
+    // Param is passed by value, moved
+    pub fn set_timestamp(&mut self, v: i64) {
+        self.timestamp = v;
+    }
+
+    // .runtime.v1.UInt64Value usage_core_nano_seconds = 2;
+
+    pub fn usage_core_nano_seconds(&self) -> &UInt64Value {
+        self.usage_core_nano_seconds.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_usage_core_nano_seconds(&mut self) {
+        self.usage_core_nano_seconds.clear();
+    }
+
+    pub fn has_usage_core_nano_seconds(&self) -> bool {
+        self.usage_core_nano_seconds.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_usage_core_nano_seconds(&mut self, v: UInt64Value) {
+        self.usage_core_nano_seconds = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_usage_core_nano_seconds(&mut self) -> &mut UInt64Value {
+        self.usage_core_nano_seconds.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_usage_core_nano_seconds(&mut self) -> UInt64Value {
+        self.usage_core_nano_seconds.take().unwrap_or_else(|| UInt64Value::new())
+    }
+
+    // .runtime.v1.UInt64Value usage_nano_cores = 3;
+
+    pub fn usage_nano_cores(&self) -> &UInt64Value {
+        self.usage_nano_cores.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_usage_nano_cores(&mut self) {
+        self.usage_nano_cores.clear();
+    }
+
+    pub fn has_usage_nano_cores(&self) -> bool {
+        self.usage_nano_cores.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_usage_nano_cores(&mut self, v: UInt64Value) {
+        self.usage_nano_cores = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_usage_nano_cores(&mut self) -> &mut UInt64Value {
+        self.usage_nano_cores.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_usage_nano_cores(&mut self) -> UInt64Value {
+        self.usage_nano_cores.take().unwrap_or_else(|| UInt64Value::new())
+    }
+}
+
+impl ::protobuf::Message for CpuUsage {
+    const NAME: &'static str = "CpuUsage";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                8 => {
+                    self.timestamp = is.read_int64()?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.usage_core_nano_seconds)?;
+                },
+                26 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.usage_nano_cores)?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if self.timestamp != 0 {
+            my_size += ::protobuf::rt::int64_size(1, self.timestamp);
+        }
+        if let Some(v) = self.usage_core_nano_seconds.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.usage_nano_cores.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if self.timestamp != 0 {
+            os.write_int64(1, self.timestamp)?;
+        }
+        if let Some(v) = self.usage_core_nano_seconds.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        if let Some(v) = self.usage_nano_cores.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(3, v, os)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> CpuUsage {
+        CpuUsage::new()
+    }
+
+    fn clear(&mut self) {
+        self.timestamp = 0;
+        self.usage_core_nano_seconds.clear();
+        self.usage_nano_cores.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static CpuUsage {
+        static instance: CpuUsage = CpuUsage {
+            timestamp: 0,
+            usage_core_nano_seconds: ::protobuf::MessageField::none(),
+            usage_nano_cores: ::protobuf::MessageField::none(),
             special_fields: ::protobuf::SpecialFields::new(),
         };
         &instance
@@ -9606,6 +10533,254 @@ impl ::protobuf::Message for LinuxPodSandboxConfig {
     }
 }
 
+// @@protoc_insertion_point(message:runtime.v1.LinuxPodSandboxStats)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct LinuxPodSandboxStats {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.LinuxPodSandboxStats.cpu)
+    pub cpu: ::protobuf::MessageField<CpuUsage>,
+    // @@protoc_insertion_point(field:runtime.v1.LinuxPodSandboxStats.memory)
+    pub memory: ::protobuf::MessageField<MemoryUsage>,
+    // @@protoc_insertion_point(field:runtime.v1.LinuxPodSandboxStats.process)
+    pub process: ::protobuf::MessageField<ProcessUsage>,
+    // @@protoc_insertion_point(field:runtime.v1.LinuxPodSandboxStats.containers)
+    pub containers: ::std::vec::Vec<ContainerStats>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.LinuxPodSandboxStats.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a LinuxPodSandboxStats {
+    fn default() -> &'a LinuxPodSandboxStats {
+        <LinuxPodSandboxStats as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl LinuxPodSandboxStats {
+    pub fn new() -> LinuxPodSandboxStats {
+        ::std::default::Default::default()
+    }
+
+    // .runtime.v1.CpuUsage cpu = 1;
+
+    pub fn cpu(&self) -> &CpuUsage {
+        self.cpu.as_ref().unwrap_or_else(|| <CpuUsage as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_cpu(&mut self) {
+        self.cpu.clear();
+    }
+
+    pub fn has_cpu(&self) -> bool {
+        self.cpu.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_cpu(&mut self, v: CpuUsage) {
+        self.cpu = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_cpu(&mut self) -> &mut CpuUsage {
+        self.cpu.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_cpu(&mut self) -> CpuUsage {
+        self.cpu.take().unwrap_or_else(|| CpuUsage::new())
+    }
+
+    // .runtime.v1.MemoryUsage memory = 2;
+
+    pub fn memory(&self) -> &MemoryUsage {
+        self.memory.as_ref().unwrap_or_else(|| <MemoryUsage as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_memory(&mut self) {
+        self.memory.clear();
+    }
+
+    pub fn has_memory(&self) -> bool {
+        self.memory.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_memory(&mut self, v: MemoryUsage) {
+        self.memory = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_memory(&mut self) -> &mut MemoryUsage {
+        self.memory.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_memory(&mut self) -> MemoryUsage {
+        self.memory.take().unwrap_or_else(|| MemoryUsage::new())
+    }
+
+    // .runtime.v1.ProcessUsage process = 4;
+
+    pub fn process(&self) -> &ProcessUsage {
+        self.process.as_ref().unwrap_or_else(|| <ProcessUsage as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_process(&mut self) {
+        self.process.clear();
+    }
+
+    pub fn has_process(&self) -> bool {
+        self.process.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_process(&mut self, v: ProcessUsage) {
+        self.process = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_process(&mut self) -> &mut ProcessUsage {
+        self.process.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_process(&mut self) -> ProcessUsage {
+        self.process.take().unwrap_or_else(|| ProcessUsage::new())
+    }
+
+    // repeated .runtime.v1.ContainerStats containers = 5;
+
+    pub fn containers(&self) -> &[ContainerStats] {
+        &self.containers
+    }
+
+    pub fn clear_containers(&mut self) {
+        self.containers.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_containers(&mut self, v: ::std::vec::Vec<ContainerStats>) {
+        self.containers = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_containers(&mut self) -> &mut ::std::vec::Vec<ContainerStats> {
+        &mut self.containers
+    }
+
+    // Take field
+    pub fn take_containers(&mut self) -> ::std::vec::Vec<ContainerStats> {
+        ::std::mem::replace(&mut self.containers, ::std::vec::Vec::new())
+    }
+}
+
+impl ::protobuf::Message for LinuxPodSandboxStats {
+    const NAME: &'static str = "LinuxPodSandboxStats";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.cpu)?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.memory)?;
+                },
+                34 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.process)?;
+                },
+                42 => {
+                    self.containers.push(is.read_message()?);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if let Some(v) = self.cpu.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.memory.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.process.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        for value in &self.containers {
+            let len = value.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        };
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if let Some(v) = self.cpu.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(1, v, os)?;
+        }
+        if let Some(v) = self.memory.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        if let Some(v) = self.process.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(4, v, os)?;
+        }
+        for v in &self.containers {
+            ::protobuf::rt::write_message_field_with_cached_size(5, v, os)?;
+        };
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> LinuxPodSandboxStats {
+        LinuxPodSandboxStats::new()
+    }
+
+    fn clear(&mut self) {
+        self.cpu.clear();
+        self.memory.clear();
+        self.process.clear();
+        self.containers.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static LinuxPodSandboxStats {
+        static instance: LinuxPodSandboxStats = LinuxPodSandboxStats {
+            cpu: ::protobuf::MessageField::none(),
+            memory: ::protobuf::MessageField::none(),
+            process: ::protobuf::MessageField::none(),
+            containers: ::std::vec::Vec::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
 // @@protoc_insertion_point(message:runtime.v1.LinuxPodSandboxStatus)
 #[derive(PartialEq,Clone,Default,Debug)]
 pub struct LinuxPodSandboxStatus {
@@ -10333,6 +11508,243 @@ impl ::protobuf::Message for LinuxSandboxSecurityContext {
     }
 }
 
+// @@protoc_insertion_point(message:runtime.v1.ListContainerStatsRequest)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ListContainerStatsRequest {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ListContainerStatsRequest.filter)
+    pub filter: ::protobuf::MessageField<ContainerStatsFilter>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ListContainerStatsRequest.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ListContainerStatsRequest {
+    fn default() -> &'a ListContainerStatsRequest {
+        <ListContainerStatsRequest as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ListContainerStatsRequest {
+    pub fn new() -> ListContainerStatsRequest {
+        ::std::default::Default::default()
+    }
+
+    // .runtime.v1.ContainerStatsFilter filter = 1;
+
+    pub fn filter(&self) -> &ContainerStatsFilter {
+        self.filter.as_ref().unwrap_or_else(|| <ContainerStatsFilter as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_filter(&mut self) {
+        self.filter.clear();
+    }
+
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_filter(&mut self, v: ContainerStatsFilter) {
+        self.filter = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_filter(&mut self) -> &mut ContainerStatsFilter {
+        self.filter.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_filter(&mut self) -> ContainerStatsFilter {
+        self.filter.take().unwrap_or_else(|| ContainerStatsFilter::new())
+    }
+}
+
+impl ::protobuf::Message for ListContainerStatsRequest {
+    const NAME: &'static str = "ListContainerStatsRequest";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.filter)?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if let Some(v) = self.filter.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if let Some(v) = self.filter.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(1, v, os)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ListContainerStatsRequest {
+        ListContainerStatsRequest::new()
+    }
+
+    fn clear(&mut self) {
+        self.filter.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ListContainerStatsRequest {
+        static instance: ListContainerStatsRequest = ListContainerStatsRequest {
+            filter: ::protobuf::MessageField::none(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.ListContainerStatsResponse)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ListContainerStatsResponse {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ListContainerStatsResponse.stats)
+    pub stats: ::std::vec::Vec<ContainerStats>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ListContainerStatsResponse.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ListContainerStatsResponse {
+    fn default() -> &'a ListContainerStatsResponse {
+        <ListContainerStatsResponse as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ListContainerStatsResponse {
+    pub fn new() -> ListContainerStatsResponse {
+        ::std::default::Default::default()
+    }
+
+    // repeated .runtime.v1.ContainerStats stats = 1;
+
+    pub fn stats(&self) -> &[ContainerStats] {
+        &self.stats
+    }
+
+    pub fn clear_stats(&mut self) {
+        self.stats.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_stats(&mut self, v: ::std::vec::Vec<ContainerStats>) {
+        self.stats = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_stats(&mut self) -> &mut ::std::vec::Vec<ContainerStats> {
+        &mut self.stats
+    }
+
+    // Take field
+    pub fn take_stats(&mut self) -> ::std::vec::Vec<ContainerStats> {
+        ::std::mem::replace(&mut self.stats, ::std::vec::Vec::new())
+    }
+}
+
+impl ::protobuf::Message for ListContainerStatsResponse {
+    const NAME: &'static str = "ListContainerStatsResponse";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.stats.push(is.read_message()?);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        for value in &self.stats {
+            let len = value.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        };
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        for v in &self.stats {
+            ::protobuf::rt::write_message_field_with_cached_size(1, v, os)?;
+        };
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ListContainerStatsResponse {
+        ListContainerStatsResponse::new()
+    }
+
+    fn clear(&mut self) {
+        self.stats.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ListContainerStatsResponse {
+        static instance: ListContainerStatsResponse = ListContainerStatsResponse {
+            stats: ::std::vec::Vec::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
 // @@protoc_insertion_point(message:runtime.v1.ListContainersRequest)
 #[derive(PartialEq,Clone,Default,Debug)]
 pub struct ListContainersRequest {
@@ -11038,6 +12450,612 @@ impl ::protobuf::Message for ListPodSandboxResponse {
     fn default_instance() -> &'static ListPodSandboxResponse {
         static instance: ListPodSandboxResponse = ListPodSandboxResponse {
             items: ::std::vec::Vec::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.ListPodSandboxStatsRequest)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ListPodSandboxStatsRequest {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ListPodSandboxStatsRequest.filter)
+    pub filter: ::protobuf::MessageField<PodSandboxStatsFilter>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ListPodSandboxStatsRequest.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ListPodSandboxStatsRequest {
+    fn default() -> &'a ListPodSandboxStatsRequest {
+        <ListPodSandboxStatsRequest as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ListPodSandboxStatsRequest {
+    pub fn new() -> ListPodSandboxStatsRequest {
+        ::std::default::Default::default()
+    }
+
+    // .runtime.v1.PodSandboxStatsFilter filter = 1;
+
+    pub fn filter(&self) -> &PodSandboxStatsFilter {
+        self.filter.as_ref().unwrap_or_else(|| <PodSandboxStatsFilter as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_filter(&mut self) {
+        self.filter.clear();
+    }
+
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_filter(&mut self, v: PodSandboxStatsFilter) {
+        self.filter = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_filter(&mut self) -> &mut PodSandboxStatsFilter {
+        self.filter.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_filter(&mut self) -> PodSandboxStatsFilter {
+        self.filter.take().unwrap_or_else(|| PodSandboxStatsFilter::new())
+    }
+}
+
+impl ::protobuf::Message for ListPodSandboxStatsRequest {
+    const NAME: &'static str = "ListPodSandboxStatsRequest";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.filter)?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if let Some(v) = self.filter.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if let Some(v) = self.filter.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(1, v, os)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ListPodSandboxStatsRequest {
+        ListPodSandboxStatsRequest::new()
+    }
+
+    fn clear(&mut self) {
+        self.filter.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ListPodSandboxStatsRequest {
+        static instance: ListPodSandboxStatsRequest = ListPodSandboxStatsRequest {
+            filter: ::protobuf::MessageField::none(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.ListPodSandboxStatsResponse)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ListPodSandboxStatsResponse {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ListPodSandboxStatsResponse.stats)
+    pub stats: ::std::vec::Vec<PodSandboxStats>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ListPodSandboxStatsResponse.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ListPodSandboxStatsResponse {
+    fn default() -> &'a ListPodSandboxStatsResponse {
+        <ListPodSandboxStatsResponse as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ListPodSandboxStatsResponse {
+    pub fn new() -> ListPodSandboxStatsResponse {
+        ::std::default::Default::default()
+    }
+
+    // repeated .runtime.v1.PodSandboxStats stats = 1;
+
+    pub fn stats(&self) -> &[PodSandboxStats] {
+        &self.stats
+    }
+
+    pub fn clear_stats(&mut self) {
+        self.stats.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_stats(&mut self, v: ::std::vec::Vec<PodSandboxStats>) {
+        self.stats = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_stats(&mut self) -> &mut ::std::vec::Vec<PodSandboxStats> {
+        &mut self.stats
+    }
+
+    // Take field
+    pub fn take_stats(&mut self) -> ::std::vec::Vec<PodSandboxStats> {
+        ::std::mem::replace(&mut self.stats, ::std::vec::Vec::new())
+    }
+}
+
+impl ::protobuf::Message for ListPodSandboxStatsResponse {
+    const NAME: &'static str = "ListPodSandboxStatsResponse";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.stats.push(is.read_message()?);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        for value in &self.stats {
+            let len = value.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        };
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        for v in &self.stats {
+            ::protobuf::rt::write_message_field_with_cached_size(1, v, os)?;
+        };
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ListPodSandboxStatsResponse {
+        ListPodSandboxStatsResponse::new()
+    }
+
+    fn clear(&mut self) {
+        self.stats.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ListPodSandboxStatsResponse {
+        static instance: ListPodSandboxStatsResponse = ListPodSandboxStatsResponse {
+            stats: ::std::vec::Vec::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.MemoryUsage)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct MemoryUsage {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.MemoryUsage.timestamp)
+    pub timestamp: i64,
+    // @@protoc_insertion_point(field:runtime.v1.MemoryUsage.working_set_bytes)
+    pub working_set_bytes: ::protobuf::MessageField<UInt64Value>,
+    // @@protoc_insertion_point(field:runtime.v1.MemoryUsage.available_bytes)
+    pub available_bytes: ::protobuf::MessageField<UInt64Value>,
+    // @@protoc_insertion_point(field:runtime.v1.MemoryUsage.usage_bytes)
+    pub usage_bytes: ::protobuf::MessageField<UInt64Value>,
+    // @@protoc_insertion_point(field:runtime.v1.MemoryUsage.rss_bytes)
+    pub rss_bytes: ::protobuf::MessageField<UInt64Value>,
+    // @@protoc_insertion_point(field:runtime.v1.MemoryUsage.page_faults)
+    pub page_faults: ::protobuf::MessageField<UInt64Value>,
+    // @@protoc_insertion_point(field:runtime.v1.MemoryUsage.major_page_faults)
+    pub major_page_faults: ::protobuf::MessageField<UInt64Value>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.MemoryUsage.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a MemoryUsage {
+    fn default() -> &'a MemoryUsage {
+        <MemoryUsage as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl MemoryUsage {
+    pub fn new() -> MemoryUsage {
+        ::std::default::Default::default()
+    }
+
+    // int64 timestamp = 1;
+
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    pub fn clear_timestamp(&mut self) {
+        self.timestamp = 0;
+    }
+
+    // Param is passed by value, moved
+    pub fn set_timestamp(&mut self, v: i64) {
+        self.timestamp = v;
+    }
+
+    // .runtime.v1.UInt64Value working_set_bytes = 2;
+
+    pub fn working_set_bytes(&self) -> &UInt64Value {
+        self.working_set_bytes.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_working_set_bytes(&mut self) {
+        self.working_set_bytes.clear();
+    }
+
+    pub fn has_working_set_bytes(&self) -> bool {
+        self.working_set_bytes.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_working_set_bytes(&mut self, v: UInt64Value) {
+        self.working_set_bytes = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_working_set_bytes(&mut self) -> &mut UInt64Value {
+        self.working_set_bytes.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_working_set_bytes(&mut self) -> UInt64Value {
+        self.working_set_bytes.take().unwrap_or_else(|| UInt64Value::new())
+    }
+
+    // .runtime.v1.UInt64Value available_bytes = 3;
+
+    pub fn available_bytes(&self) -> &UInt64Value {
+        self.available_bytes.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_available_bytes(&mut self) {
+        self.available_bytes.clear();
+    }
+
+    pub fn has_available_bytes(&self) -> bool {
+        self.available_bytes.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_available_bytes(&mut self, v: UInt64Value) {
+        self.available_bytes = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_available_bytes(&mut self) -> &mut UInt64Value {
+        self.available_bytes.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_available_bytes(&mut self) -> UInt64Value {
+        self.available_bytes.take().unwrap_or_else(|| UInt64Value::new())
+    }
+
+    // .runtime.v1.UInt64Value usage_bytes = 4;
+
+    pub fn usage_bytes(&self) -> &UInt64Value {
+        self.usage_bytes.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_usage_bytes(&mut self) {
+        self.usage_bytes.clear();
+    }
+
+    pub fn has_usage_bytes(&self) -> bool {
+        self.usage_bytes.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_usage_bytes(&mut self, v: UInt64Value) {
+        self.usage_bytes = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_usage_bytes(&mut self) -> &mut UInt64Value {
+        self.usage_bytes.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_usage_bytes(&mut self) -> UInt64Value {
+        self.usage_bytes.take().unwrap_or_else(|| UInt64Value::new())
+    }
+
+    // .runtime.v1.UInt64Value rss_bytes = 5;
+
+    pub fn rss_bytes(&self) -> &UInt64Value {
+        self.rss_bytes.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_rss_bytes(&mut self) {
+        self.rss_bytes.clear();
+    }
+
+    pub fn has_rss_bytes(&self) -> bool {
+        self.rss_bytes.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_rss_bytes(&mut self, v: UInt64Value) {
+        self.rss_bytes = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_rss_bytes(&mut self) -> &mut UInt64Value {
+        self.rss_bytes.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_rss_bytes(&mut self) -> UInt64Value {
+        self.rss_bytes.take().unwrap_or_else(|| UInt64Value::new())
+    }
+
+    // .runtime.v1.UInt64Value page_faults = 6;
+
+    pub fn page_faults(&self) -> &UInt64Value {
+        self.page_faults.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_page_faults(&mut self) {
+        self.page_faults.clear();
+    }
+
+    pub fn has_page_faults(&self) -> bool {
+        self.page_faults.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_page_faults(&mut self, v: UInt64Value) {
+        self.page_faults = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_page_faults(&mut self) -> &mut UInt64Value {
+        self.page_faults.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_page_faults(&mut self) -> UInt64Value {
+        self.page_faults.take().unwrap_or_else(|| UInt64Value::new())
+    }
+
+    // .runtime.v1.UInt64Value major_page_faults = 7;
+
+    pub fn major_page_faults(&self) -> &UInt64Value {
+        self.major_page_faults.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_major_page_faults(&mut self) {
+        self.major_page_faults.clear();
+    }
+
+    pub fn has_major_page_faults(&self) -> bool {
+        self.major_page_faults.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_major_page_faults(&mut self, v: UInt64Value) {
+        self.major_page_faults = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_major_page_faults(&mut self) -> &mut UInt64Value {
+        self.major_page_faults.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_major_page_faults(&mut self) -> UInt64Value {
+        self.major_page_faults.take().unwrap_or_else(|| UInt64Value::new())
+    }
+}
+
+impl ::protobuf::Message for MemoryUsage {
+    const NAME: &'static str = "MemoryUsage";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                8 => {
+                    self.timestamp = is.read_int64()?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.working_set_bytes)?;
+                },
+                26 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.available_bytes)?;
+                },
+                34 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.usage_bytes)?;
+                },
+                42 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.rss_bytes)?;
+                },
+                50 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.page_faults)?;
+                },
+                58 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.major_page_faults)?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if self.timestamp != 0 {
+            my_size += ::protobuf::rt::int64_size(1, self.timestamp);
+        }
+        if let Some(v) = self.working_set_bytes.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.available_bytes.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.usage_bytes.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.rss_bytes.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.page_faults.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.major_page_faults.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if self.timestamp != 0 {
+            os.write_int64(1, self.timestamp)?;
+        }
+        if let Some(v) = self.working_set_bytes.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        if let Some(v) = self.available_bytes.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(3, v, os)?;
+        }
+        if let Some(v) = self.usage_bytes.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(4, v, os)?;
+        }
+        if let Some(v) = self.rss_bytes.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(5, v, os)?;
+        }
+        if let Some(v) = self.page_faults.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(6, v, os)?;
+        }
+        if let Some(v) = self.major_page_faults.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(7, v, os)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> MemoryUsage {
+        MemoryUsage::new()
+    }
+
+    fn clear(&mut self) {
+        self.timestamp = 0;
+        self.working_set_bytes.clear();
+        self.available_bytes.clear();
+        self.usage_bytes.clear();
+        self.rss_bytes.clear();
+        self.page_faults.clear();
+        self.major_page_faults.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static MemoryUsage {
+        static instance: MemoryUsage = MemoryUsage {
+            timestamp: 0,
+            working_set_bytes: ::protobuf::MessageField::none(),
+            available_bytes: ::protobuf::MessageField::none(),
+            usage_bytes: ::protobuf::MessageField::none(),
+            rss_bytes: ::protobuf::MessageField::none(),
+            page_faults: ::protobuf::MessageField::none(),
+            major_page_faults: ::protobuf::MessageField::none(),
             special_fields: ::protobuf::SpecialFields::new(),
         };
         &instance
@@ -12317,6 +14335,278 @@ impl ::protobuf::Message for PodSandbox {
     }
 }
 
+// @@protoc_insertion_point(message:runtime.v1.PodSandboxAttributes)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct PodSandboxAttributes {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxAttributes.id)
+    pub id: ::std::string::String,
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxAttributes.metadata)
+    pub metadata: ::protobuf::MessageField<PodSandboxMetadata>,
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxAttributes.labels)
+    pub labels: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxAttributes.annotations)
+    pub annotations: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.PodSandboxAttributes.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a PodSandboxAttributes {
+    fn default() -> &'a PodSandboxAttributes {
+        <PodSandboxAttributes as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl PodSandboxAttributes {
+    pub fn new() -> PodSandboxAttributes {
+        ::std::default::Default::default()
+    }
+
+    // string id = 1;
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn clear_id(&mut self) {
+        self.id.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_id(&mut self, v: ::std::string::String) {
+        self.id = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_id(&mut self) -> &mut ::std::string::String {
+        &mut self.id
+    }
+
+    // Take field
+    pub fn take_id(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.id, ::std::string::String::new())
+    }
+
+    // .runtime.v1.PodSandboxMetadata metadata = 2;
+
+    pub fn metadata(&self) -> &PodSandboxMetadata {
+        self.metadata.as_ref().unwrap_or_else(|| <PodSandboxMetadata as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_metadata(&mut self) {
+        self.metadata.clear();
+    }
+
+    pub fn has_metadata(&self) -> bool {
+        self.metadata.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_metadata(&mut self, v: PodSandboxMetadata) {
+        self.metadata = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_metadata(&mut self) -> &mut PodSandboxMetadata {
+        self.metadata.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_metadata(&mut self) -> PodSandboxMetadata {
+        self.metadata.take().unwrap_or_else(|| PodSandboxMetadata::new())
+    }
+
+    // repeated .runtime.v1.PodSandboxAttributes.LabelsEntry labels = 3;
+
+    pub fn labels(&self) -> &::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &self.labels
+    }
+
+    pub fn clear_labels(&mut self) {
+        self.labels.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_labels(&mut self, v: ::std::collections::HashMap<::std::string::String, ::std::string::String>) {
+        self.labels = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_labels(&mut self) -> &mut ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &mut self.labels
+    }
+
+    // Take field
+    pub fn take_labels(&mut self) -> ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        ::std::mem::replace(&mut self.labels, ::std::collections::HashMap::new())
+    }
+
+    // repeated .runtime.v1.PodSandboxAttributes.AnnotationsEntry annotations = 4;
+
+    pub fn annotations(&self) -> &::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &self.annotations
+    }
+
+    pub fn clear_annotations(&mut self) {
+        self.annotations.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_annotations(&mut self, v: ::std::collections::HashMap<::std::string::String, ::std::string::String>) {
+        self.annotations = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_annotations(&mut self) -> &mut ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &mut self.annotations
+    }
+
+    // Take field
+    pub fn take_annotations(&mut self) -> ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        ::std::mem::replace(&mut self.annotations, ::std::collections::HashMap::new())
+    }
+}
+
+impl ::protobuf::Message for PodSandboxAttributes {
+    const NAME: &'static str = "PodSandboxAttributes";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.id = is.read_string()?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.metadata)?;
+                },
+                26 => {
+                    let len = is.read_raw_varint32()?;
+                    let old_limit = is.push_limit(len as u64)?;
+                    let mut key = ::std::default::Default::default();
+                    let mut value = ::std::default::Default::default();
+                    while let Some(tag) = is.read_raw_tag_or_eof()? {
+                        match tag {
+                            10 => key = is.read_string()?,
+                            18 => value = is.read_string()?,
+                            _ => ::protobuf::rt::skip_field_for_tag(tag, is)?,
+                        };
+                    }
+                    is.pop_limit(old_limit);
+                    self.labels.insert(key, value);
+                },
+                34 => {
+                    let len = is.read_raw_varint32()?;
+                    let old_limit = is.push_limit(len as u64)?;
+                    let mut key = ::std::default::Default::default();
+                    let mut value = ::std::default::Default::default();
+                    while let Some(tag) = is.read_raw_tag_or_eof()? {
+                        match tag {
+                            10 => key = is.read_string()?,
+                            18 => value = is.read_string()?,
+                            _ => ::protobuf::rt::skip_field_for_tag(tag, is)?,
+                        };
+                    }
+                    is.pop_limit(old_limit);
+                    self.annotations.insert(key, value);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.id.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.id);
+        }
+        if let Some(v) = self.metadata.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        for (k, v) in &self.labels {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(entry_size) + entry_size
+        };
+        for (k, v) in &self.annotations {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(entry_size) + entry_size
+        };
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.id.is_empty() {
+            os.write_string(1, &self.id)?;
+        }
+        if let Some(v) = self.metadata.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        for (k, v) in &self.labels {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            os.write_raw_varint32(26)?; // Tag.
+            os.write_raw_varint32(entry_size as u32)?;
+            os.write_string(1, &k)?;
+            os.write_string(2, &v)?;
+        };
+        for (k, v) in &self.annotations {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            os.write_raw_varint32(34)?; // Tag.
+            os.write_raw_varint32(entry_size as u32)?;
+            os.write_string(1, &k)?;
+            os.write_string(2, &v)?;
+        };
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> PodSandboxAttributes {
+        PodSandboxAttributes::new()
+    }
+
+    fn clear(&mut self) {
+        self.id.clear();
+        self.metadata.clear();
+        self.labels.clear();
+        self.annotations.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static PodSandboxAttributes {
+        static instance: ::protobuf::rt::Lazy<PodSandboxAttributes> = ::protobuf::rt::Lazy::new();
+        instance.get(PodSandboxAttributes::new)
+    }
+}
+
 // @@protoc_insertion_point(message:runtime.v1.PodSandboxConfig)
 #[derive(PartialEq,Clone,Default,Debug)]
 pub struct PodSandboxConfig {
@@ -13487,6 +15777,342 @@ impl ::protobuf::Message for PodSandboxStateValue {
             special_fields: ::protobuf::SpecialFields::new(),
         };
         &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.PodSandboxStats)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct PodSandboxStats {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxStats.attributes)
+    pub attributes: ::protobuf::MessageField<PodSandboxAttributes>,
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxStats.linux)
+    pub linux: ::protobuf::MessageField<LinuxPodSandboxStats>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.PodSandboxStats.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a PodSandboxStats {
+    fn default() -> &'a PodSandboxStats {
+        <PodSandboxStats as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl PodSandboxStats {
+    pub fn new() -> PodSandboxStats {
+        ::std::default::Default::default()
+    }
+
+    // .runtime.v1.PodSandboxAttributes attributes = 1;
+
+    pub fn attributes(&self) -> &PodSandboxAttributes {
+        self.attributes.as_ref().unwrap_or_else(|| <PodSandboxAttributes as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_attributes(&mut self) {
+        self.attributes.clear();
+    }
+
+    pub fn has_attributes(&self) -> bool {
+        self.attributes.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_attributes(&mut self, v: PodSandboxAttributes) {
+        self.attributes = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_attributes(&mut self) -> &mut PodSandboxAttributes {
+        self.attributes.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_attributes(&mut self) -> PodSandboxAttributes {
+        self.attributes.take().unwrap_or_else(|| PodSandboxAttributes::new())
+    }
+
+    // .runtime.v1.LinuxPodSandboxStats linux = 2;
+
+    pub fn linux(&self) -> &LinuxPodSandboxStats {
+        self.linux.as_ref().unwrap_or_else(|| <LinuxPodSandboxStats as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_linux(&mut self) {
+        self.linux.clear();
+    }
+
+    pub fn has_linux(&self) -> bool {
+        self.linux.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_linux(&mut self, v: LinuxPodSandboxStats) {
+        self.linux = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_linux(&mut self) -> &mut LinuxPodSandboxStats {
+        self.linux.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_linux(&mut self) -> LinuxPodSandboxStats {
+        self.linux.take().unwrap_or_else(|| LinuxPodSandboxStats::new())
+    }
+}
+
+impl ::protobuf::Message for PodSandboxStats {
+    const NAME: &'static str = "PodSandboxStats";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.attributes)?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.linux)?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if let Some(v) = self.attributes.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        if let Some(v) = self.linux.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if let Some(v) = self.attributes.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(1, v, os)?;
+        }
+        if let Some(v) = self.linux.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> PodSandboxStats {
+        PodSandboxStats::new()
+    }
+
+    fn clear(&mut self) {
+        self.attributes.clear();
+        self.linux.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static PodSandboxStats {
+        static instance: PodSandboxStats = PodSandboxStats {
+            attributes: ::protobuf::MessageField::none(),
+            linux: ::protobuf::MessageField::none(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.PodSandboxStatsFilter)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct PodSandboxStatsFilter {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxStatsFilter.id)
+    pub id: ::std::string::String,
+    // @@protoc_insertion_point(field:runtime.v1.PodSandboxStatsFilter.label_selector)
+    pub label_selector: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.PodSandboxStatsFilter.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a PodSandboxStatsFilter {
+    fn default() -> &'a PodSandboxStatsFilter {
+        <PodSandboxStatsFilter as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl PodSandboxStatsFilter {
+    pub fn new() -> PodSandboxStatsFilter {
+        ::std::default::Default::default()
+    }
+
+    // string id = 1;
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn clear_id(&mut self) {
+        self.id.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_id(&mut self, v: ::std::string::String) {
+        self.id = v;
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_id(&mut self) -> &mut ::std::string::String {
+        &mut self.id
+    }
+
+    // Take field
+    pub fn take_id(&mut self) -> ::std::string::String {
+        ::std::mem::replace(&mut self.id, ::std::string::String::new())
+    }
+
+    // repeated .runtime.v1.PodSandboxStatsFilter.LabelSelectorEntry label_selector = 2;
+
+    pub fn label_selector(&self) -> &::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &self.label_selector
+    }
+
+    pub fn clear_label_selector(&mut self) {
+        self.label_selector.clear();
+    }
+
+    // Param is passed by value, moved
+    pub fn set_label_selector(&mut self, v: ::std::collections::HashMap<::std::string::String, ::std::string::String>) {
+        self.label_selector = v;
+    }
+
+    // Mutable pointer to the field.
+    pub fn mut_label_selector(&mut self) -> &mut ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        &mut self.label_selector
+    }
+
+    // Take field
+    pub fn take_label_selector(&mut self) -> ::std::collections::HashMap<::std::string::String, ::std::string::String> {
+        ::std::mem::replace(&mut self.label_selector, ::std::collections::HashMap::new())
+    }
+}
+
+impl ::protobuf::Message for PodSandboxStatsFilter {
+    const NAME: &'static str = "PodSandboxStatsFilter";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                10 => {
+                    self.id = is.read_string()?;
+                },
+                18 => {
+                    let len = is.read_raw_varint32()?;
+                    let old_limit = is.push_limit(len as u64)?;
+                    let mut key = ::std::default::Default::default();
+                    let mut value = ::std::default::Default::default();
+                    while let Some(tag) = is.read_raw_tag_or_eof()? {
+                        match tag {
+                            10 => key = is.read_string()?,
+                            18 => value = is.read_string()?,
+                            _ => ::protobuf::rt::skip_field_for_tag(tag, is)?,
+                        };
+                    }
+                    is.pop_limit(old_limit);
+                    self.label_selector.insert(key, value);
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if !self.id.is_empty() {
+            my_size += ::protobuf::rt::string_size(1, &self.id);
+        }
+        for (k, v) in &self.label_selector {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(entry_size) + entry_size
+        };
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if !self.id.is_empty() {
+            os.write_string(1, &self.id)?;
+        }
+        for (k, v) in &self.label_selector {
+            let mut entry_size = 0;
+            entry_size += ::protobuf::rt::string_size(1, &k);
+            entry_size += ::protobuf::rt::string_size(2, &v);
+            os.write_raw_varint32(18)?; // Tag.
+            os.write_raw_varint32(entry_size as u32)?;
+            os.write_string(1, &k)?;
+            os.write_string(2, &v)?;
+        };
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> PodSandboxStatsFilter {
+        PodSandboxStatsFilter::new()
+    }
+
+    fn clear(&mut self) {
+        self.id.clear();
+        self.label_selector.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static PodSandboxStatsFilter {
+        static instance: ::protobuf::rt::Lazy<PodSandboxStatsFilter> = ::protobuf::rt::Lazy::new();
+        instance.get(PodSandboxStatsFilter::new)
     }
 }
 
@@ -14788,6 +17414,155 @@ impl ::protobuf::Message for PortMapping {
             container_port: 0,
             host_port: 0,
             host_ip: ::std::string::String::new(),
+            special_fields: ::protobuf::SpecialFields::new(),
+        };
+        &instance
+    }
+}
+
+// @@protoc_insertion_point(message:runtime.v1.ProcessUsage)
+#[derive(PartialEq,Clone,Default,Debug)]
+pub struct ProcessUsage {
+    // message fields
+    // @@protoc_insertion_point(field:runtime.v1.ProcessUsage.timestamp)
+    pub timestamp: i64,
+    // @@protoc_insertion_point(field:runtime.v1.ProcessUsage.process_count)
+    pub process_count: ::protobuf::MessageField<UInt64Value>,
+    // special fields
+    // @@protoc_insertion_point(special_field:runtime.v1.ProcessUsage.special_fields)
+    pub special_fields: ::protobuf::SpecialFields,
+}
+
+impl<'a> ::std::default::Default for &'a ProcessUsage {
+    fn default() -> &'a ProcessUsage {
+        <ProcessUsage as ::protobuf::Message>::default_instance()
+    }
+}
+
+impl ProcessUsage {
+    pub fn new() -> ProcessUsage {
+        ::std::default::Default::default()
+    }
+
+    // int64 timestamp = 1;
+
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
+    }
+
+    pub fn clear_timestamp(&mut self) {
+        self.timestamp = 0;
+    }
+
+    // Param is passed by value, moved
+    pub fn set_timestamp(&mut self, v: i64) {
+        self.timestamp = v;
+    }
+
+    // .runtime.v1.UInt64Value process_count = 2;
+
+    pub fn process_count(&self) -> &UInt64Value {
+        self.process_count.as_ref().unwrap_or_else(|| <UInt64Value as ::protobuf::Message>::default_instance())
+    }
+
+    pub fn clear_process_count(&mut self) {
+        self.process_count.clear();
+    }
+
+    pub fn has_process_count(&self) -> bool {
+        self.process_count.is_some()
+    }
+
+    // Param is passed by value, moved
+    pub fn set_process_count(&mut self, v: UInt64Value) {
+        self.process_count = ::protobuf::MessageField::some(v);
+    }
+
+    // Mutable pointer to the field.
+    // If field is not initialized, it is initialized with default value first.
+    pub fn mut_process_count(&mut self) -> &mut UInt64Value {
+        self.process_count.mut_or_insert_default()
+    }
+
+    // Take field
+    pub fn take_process_count(&mut self) -> UInt64Value {
+        self.process_count.take().unwrap_or_else(|| UInt64Value::new())
+    }
+}
+
+impl ::protobuf::Message for ProcessUsage {
+    const NAME: &'static str = "ProcessUsage";
+
+    fn is_initialized(&self) -> bool {
+        true
+    }
+
+    fn merge_from(&mut self, is: &mut ::protobuf::CodedInputStream<'_>) -> ::protobuf::Result<()> {
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            match tag {
+                8 => {
+                    self.timestamp = is.read_int64()?;
+                },
+                18 => {
+                    ::protobuf::rt::read_singular_message_into_field(is, &mut self.process_count)?;
+                },
+                tag => {
+                    ::protobuf::rt::read_unknown_or_skip_group(tag, is, self.special_fields.mut_unknown_fields())?;
+                },
+            };
+        }
+        ::std::result::Result::Ok(())
+    }
+
+    // Compute sizes of nested messages
+    #[allow(unused_variables)]
+    fn compute_size(&self) -> u64 {
+        let mut my_size = 0;
+        if self.timestamp != 0 {
+            my_size += ::protobuf::rt::int64_size(1, self.timestamp);
+        }
+        if let Some(v) = self.process_count.as_ref() {
+            let len = v.compute_size();
+            my_size += 1 + ::protobuf::rt::compute_raw_varint64_size(len) + len;
+        }
+        my_size += ::protobuf::rt::unknown_fields_size(self.special_fields.unknown_fields());
+        self.special_fields.cached_size().set(my_size as u32);
+        my_size
+    }
+
+    fn write_to_with_cached_sizes(&self, os: &mut ::protobuf::CodedOutputStream<'_>) -> ::protobuf::Result<()> {
+        if self.timestamp != 0 {
+            os.write_int64(1, self.timestamp)?;
+        }
+        if let Some(v) = self.process_count.as_ref() {
+            ::protobuf::rt::write_message_field_with_cached_size(2, v, os)?;
+        }
+        os.write_unknown_fields(self.special_fields.unknown_fields())?;
+        ::std::result::Result::Ok(())
+    }
+
+    fn special_fields(&self) -> &::protobuf::SpecialFields {
+        &self.special_fields
+    }
+
+    fn mut_special_fields(&mut self) -> &mut ::protobuf::SpecialFields {
+        &mut self.special_fields
+    }
+
+    fn new() -> ProcessUsage {
+        ProcessUsage::new()
+    }
+
+    fn clear(&mut self) {
+        self.timestamp = 0;
+        self.process_count.clear();
+        self.special_fields.clear();
+    }
+
+    fn default_instance() -> &'static ProcessUsage {
+        static instance: ProcessUsage = ProcessUsage {
+            timestamp: 0,
+            process_count: ::protobuf::MessageField::none(),
             special_fields: ::protobuf::SpecialFields::new(),
         };
         &instance

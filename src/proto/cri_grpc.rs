@@ -81,6 +81,20 @@ const METHOD_RUNTIME_SERVICE_LIST_CONTAINERS: ::grpcio::Method<super::cri::ListC
     resp_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
 };
 
+const METHOD_RUNTIME_SERVICE_LIST_CONTAINER_STATS: ::grpcio::Method<super::cri::ListContainerStatsRequest, super::cri::ListContainerStatsResponse> = ::grpcio::Method {
+    ty: ::grpcio::MethodType::Unary,
+    name: "/runtime.v1.RuntimeService/ListContainerStats",
+    req_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+    resp_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+};
+
+const METHOD_RUNTIME_SERVICE_LIST_POD_SANDBOX_STATS: ::grpcio::Method<super::cri::ListPodSandboxStatsRequest, super::cri::ListPodSandboxStatsResponse> = ::grpcio::Method {
+    ty: ::grpcio::MethodType::Unary,
+    name: "/runtime.v1.RuntimeService/ListPodSandboxStats",
+    req_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+    resp_mar: ::grpcio::Marshaller { ser: ::grpcio::pb_ser, de: ::grpcio::pb_de },
+};
+
 const METHOD_RUNTIME_SERVICE_CONTAINER_STATUS: ::grpcio::Method<super::cri::ContainerStatusRequest, super::cri::ContainerStatusResponse> = ::grpcio::Method {
     ty: ::grpcio::MethodType::Unary,
     name: "/runtime.v1.RuntimeService/ContainerStatus",
@@ -332,6 +346,38 @@ impl RuntimeServiceClient {
         self.list_containers_async_opt(req, ::grpcio::CallOption::default())
     }
 
+    pub fn list_container_stats_opt(&self, req: &super::cri::ListContainerStatsRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<super::cri::ListContainerStatsResponse> {
+        self.client.unary_call(&METHOD_RUNTIME_SERVICE_LIST_CONTAINER_STATS, req, opt)
+    }
+
+    pub fn list_container_stats(&self, req: &super::cri::ListContainerStatsRequest) -> ::grpcio::Result<super::cri::ListContainerStatsResponse> {
+        self.list_container_stats_opt(req, ::grpcio::CallOption::default())
+    }
+
+    pub fn list_container_stats_async_opt(&self, req: &super::cri::ListContainerStatsRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::ListContainerStatsResponse>> {
+        self.client.unary_call_async(&METHOD_RUNTIME_SERVICE_LIST_CONTAINER_STATS, req, opt)
+    }
+
+    pub fn list_container_stats_async(&self, req: &super::cri::ListContainerStatsRequest) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::ListContainerStatsResponse>> {
+        self.list_container_stats_async_opt(req, ::grpcio::CallOption::default())
+    }
+
+    pub fn list_pod_sandbox_stats_opt(&self, req: &super::cri::ListPodSandboxStatsRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<super::cri::ListPodSandboxStatsResponse> {
+        self.client.unary_call(&METHOD_RUNTIME_SERVICE_LIST_POD_SANDBOX_STATS, req, opt)
+    }
+
+    pub fn list_pod_sandbox_stats(&self, req: &super::cri::ListPodSandboxStatsRequest) -> ::grpcio::Result<super::cri::ListPodSandboxStatsResponse> {
+        self.list_pod_sandbox_stats_opt(req, ::grpcio::CallOption::default())
+    }
+
+    pub fn list_pod_sandbox_stats_async_opt(&self, req: &super::cri::ListPodSandboxStatsRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::ListPodSandboxStatsResponse>> {
+        self.client.unary_call_async(&METHOD_RUNTIME_SERVICE_LIST_POD_SANDBOX_STATS, req, opt)
+    }
+
+    pub fn list_pod_sandbox_stats_async(&self, req: &super::cri::ListPodSandboxStatsRequest) -> ::grpcio::Result<::grpcio::ClientUnaryReceiver<super::cri::ListPodSandboxStatsResponse>> {
+        self.list_pod_sandbox_stats_async_opt(req, ::grpcio::CallOption::default())
+    }
+
     pub fn container_status_opt(&self, req: &super::cri::ContainerStatusRequest, opt: ::grpcio::CallOption) -> ::grpcio::Result<super::cri::ContainerStatusResponse> {
         self.client.unary_call(&METHOD_RUNTIME_SERVICE_CONTAINER_STATUS, req, opt)
     }
@@ -514,6 +560,12 @@ pub trait RuntimeService {
     fn list_containers(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::ListContainersRequest, sink: ::grpcio::UnarySink<super::cri::ListContainersResponse>) {
         grpcio::unimplemented_call!(ctx, sink)
     }
+    fn list_container_stats(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::ListContainerStatsRequest, sink: ::grpcio::UnarySink<super::cri::ListContainerStatsResponse>) {
+        grpcio::unimplemented_call!(ctx, sink)
+    }
+    fn list_pod_sandbox_stats(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::ListPodSandboxStatsRequest, sink: ::grpcio::UnarySink<super::cri::ListPodSandboxStatsResponse>) {
+        grpcio::unimplemented_call!(ctx, sink)
+    }
     fn container_status(&mut self, ctx: ::grpcio::RpcContext, _req: super::cri::ContainerStatusRequest, sink: ::grpcio::UnarySink<super::cri::ContainerStatusResponse>) {
         grpcio::unimplemented_call!(ctx, sink)
     }
@@ -588,6 +640,14 @@ pub fn create_runtime_service<S: RuntimeService + Send + Clone + 'static>(s: S) 
     let mut instance = s.clone();
     builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_LIST_CONTAINERS, move |ctx, req, resp| {
         instance.list_containers(ctx, req, resp)
+    });
+    let mut instance = s.clone();
+    builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_LIST_CONTAINER_STATS, move |ctx, req, resp| {
+        instance.list_container_stats(ctx, req, resp)
+    });
+    let mut instance = s.clone();
+    builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_LIST_POD_SANDBOX_STATS, move |ctx, req, resp| {
+        instance.list_pod_sandbox_stats(ctx, req, resp)
     });
     let mut instance = s.clone();
     builder = builder.add_unary_handler(&METHOD_RUNTIME_SERVICE_CONTAINER_STATUS, move |ctx, req, resp| {

@@ -67,10 +67,17 @@ pub enum CgroupVersion {
 /// The controllers ferrolet writes to.
 pub const CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
 
+/// The v1 controllers whose hierarchies get ferrolet's cgroups too, and its processes, but
+/// none of its writes: `cpuacct` counts a cgroup's CPU time (`cpuacct.usage`, the stats').
+/// systemd mounts it with `cpu`; a host that mounts it apart would otherwise count no pod's
+/// CPU (kubelet's cgroupfs manager, too, makes a pod's cgroup in every hierarchy).
+pub const ACCOUNTING_CONTROLLERS: [&str; 1] = ["cpuacct"];
+
 /// The cgroup mounts found in a mountinfo file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Mounts {
-    /// v1 controller → mount point (`cpu` → `/sys/fs/cgroup/cpu,cpuacct`).
+    /// v1 controller → mount point (`cpu` → `/sys/fs/cgroup/cpu,cpuacct`), for `CONTROLLERS`
+    /// and `ACCOUNTING_CONTROLLERS`.
     pub v1: BTreeMap<String, PathBuf>,
     /// The cgroup2 mount point.
     pub v2: Option<PathBuf>,
@@ -116,7 +123,7 @@ impl Mounts {
                 "cgroup2" => m.v2 = Some(mount_point),
                 "cgroup" => {
                     for opt in rfields[2].split(',') {
-                        if CONTROLLERS.contains(&opt) {
+                        if CONTROLLERS.contains(&opt) || ACCOUNTING_CONTROLLERS.contains(&opt) {
                             m.v1.insert(opt.to_string(), mount_point.clone());
                         }
                     }
@@ -354,7 +361,8 @@ impl CgroupDriver for V1 {
 
     fn dirs(&self, path: &str) -> Vec<PathBuf> {
         let mut seen = Vec::new();
-        for c in CONTROLLERS {
+        // The written hierarchies first: the first is where `children` looks.
+        for c in CONTROLLERS.into_iter().chain(ACCOUNTING_CONTROLLERS) {
             if let Some(m) = self.mounts.get(c) {
                 let d = m.join(rel(path));
                 if !seen.contains(&d) {
@@ -462,6 +470,13 @@ mod tests {
         let m = Mounts::parse(HYBRID);
         assert_eq!(m.v1["cpu"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));
         assert_eq!(m.v1["memory"], PathBuf::from("/sys/fs/cgroup/memory"));
+        assert_eq!(m.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));
+        let v1 = V1::new(&m);
+        assert_eq!(
+            v1.dir_for("/kubepods", "cpuacct.usage"),
+            Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/kubepods"))
+        );
+        assert_eq!(v1.dirs("/kubepods").len(), 3, "cpu and cpuacct mounted together: one directory");
         assert_eq!(m.v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
         assert_eq!(m.version(None).unwrap(), CgroupVersion::V1);
         assert_eq!(m.version(Some(CgroupVersion::V2)).unwrap(), CgroupVersion::V2);
@@ -473,6 +488,23 @@ mod tests {
             Mounts::parse(r"1 2 0:3 / /mnt/cg\040x rw - cgroup2 cgroup2 rw").v2,
             Some(PathBuf::from("/mnt/cg x"))
         );
+    }
+
+    #[test]
+    fn a_cpuacct_hierarchy_mounted_apart_gets_the_cgroups_and_their_processes_too() {
+        let apart = "\
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+";
+        let v1 = V1::new(&Mounts::parse(apart));
+        let dirs = v1.dirs("/kubepods/podu1");
+        assert_eq!(dirs[0], PathBuf::from("/sys/fs/cgroup/cpu/kubepods/podu1"), "children are listed in cpu's");
+        assert_eq!(dirs.last(), Some(&PathBuf::from("/sys/fs/cgroup/cpuacct/kubepods/podu1")));
+        assert_eq!(v1.procs_files("/kubepods/podu1").len(), 4, "a process joins the accounting cgroup too");
+        assert_eq!(v1.dir_for("/kubepods/podu1", "cpuacct.usage"), Some(dirs[3].clone()));
+        assert_eq!(v1.dir_for("/kubepods/podu1", "cpu.shares"), Some(dirs[0].clone()));
     }
 
     #[test]

@@ -63,6 +63,9 @@ struct Scripts {
     fail_remove: HashSet<String>,
     /// Sandboxes to fail, each leaving a NOT_READY sandbox behind (a missing CNI plugin).
     fail_sandbox: u32,
+    /// What `container_stats` and `pod_sandbox_stats` answer (`None`: not reported).
+    container_stats: Option<Vec<super::stats::RuntimeContainerStats>>,
+    pod_stats: Option<Vec<super::stats::RuntimePodStats>>,
 }
 
 #[derive(Default)]
@@ -227,6 +230,18 @@ impl FakeRuntime {
     /// New pod-network sandboxes get `ips` (none by default).
     pub fn give_pod_ips(&self, ips: &[&str]) {
         self.state.lock().scripts.pod_ips = ips.iter().map(|s| s.to_string()).collect();
+    }
+
+    /// What the runtime reports of its containers' and sandboxes' usage from now on
+    /// (`None`: not reported, as the process runtime).
+    pub fn report_stats(
+        &self,
+        containers: Option<Vec<super::stats::RuntimeContainerStats>>,
+        pods: Option<Vec<super::stats::RuntimePodStats>>,
+    ) {
+        let mut st = self.state.lock();
+        st.scripts.container_stats = containers;
+        st.scripts.pod_stats = pods;
     }
 
     /// Container `name` keeps running when asked to stop (it outlives its grace period).
@@ -457,6 +472,14 @@ impl ContainerRuntime for FakeRuntime {
     fn image_fs_info(&self) -> Result<Vec<ImageFsInfo>, RuntimeError> {
         let used_bytes = self.state.lock().images.values().map(|i| i.size).sum();
         Ok(vec![ImageFsInfo { mount_point: "/fake/images".into(), used_bytes, inodes_used: None }])
+    }
+
+    fn container_stats(&self) -> Result<Option<Vec<super::stats::RuntimeContainerStats>>, RuntimeError> {
+        Ok(self.state.lock().scripts.container_stats.clone())
+    }
+
+    fn pod_sandbox_stats(&self) -> Result<Option<Vec<super::stats::RuntimePodStats>>, RuntimeError> {
+        Ok(self.state.lock().scripts.pod_stats.clone())
     }
 
     fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {

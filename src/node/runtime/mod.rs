@@ -9,6 +9,7 @@ pub mod exec;
 pub mod fake;
 pub mod logrotate;
 pub mod process;
+pub mod stats;
 
 use crate::api::fields::RuntimeKind;
 use crate::api::security::{ContainerSecurity, SandboxSecurity};
@@ -638,6 +639,18 @@ pub trait ContainerRuntime: Send + Sync {
     /// Damaged records moved aside since the last call (each reported once, as an event).
     fn take_quarantined(&self) -> Vec<Quarantined> {
         Vec::new()
+    }
+    /// The usage of every running container of this agent's, as the runtime measures it
+    /// (CRI's `ListContainerStats`), for at most a few seconds; `None` when the runtime does
+    /// not report it (the process runtime: the agent reads its cgroups; a CRI runtime that
+    /// does not implement the call).
+    fn container_stats(&self) -> Result<Option<Vec<stats::RuntimeContainerStats>>, RuntimeError> {
+        Ok(None)
+    }
+    /// The usage of every pod sandbox of this agent's, as the runtime measures it (CRI's
+    /// `ListPodSandboxStats`); `None` as for `container_stats`.
+    fn pod_sandbox_stats(&self) -> Result<Option<Vec<stats::RuntimePodStats>>, RuntimeError> {
+        Ok(None)
     }
 }
 

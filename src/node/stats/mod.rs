@@ -4,6 +4,13 @@
 //! `/metrics/resource`, `ferrolet top` and the eviction manager. Nothing here is computed per
 //! request. The shapes follow kubelet's `stats/v1alpha1` `Summary`.
 
+pub mod cgroup;
+pub mod collector;
+pub mod disk;
+pub mod manager;
+pub mod proc;
+pub mod target;
+
 use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -170,5 +177,11 @@ impl StatsView {
     /// Replaces the snapshot.
     pub fn set(&self, s: Snapshot) {
         *self.0.write() = Some(Arc::new(s));
+    }
+
+    /// Replaces the snapshot with one already shared (the stats thread's, which it also hands
+    /// to what runs after a collection).
+    pub fn publish(&self, s: Arc<Snapshot>) {
+        *self.0.write() = Some(s);
     }
 }

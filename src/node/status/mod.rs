@@ -530,6 +530,11 @@ impl StatusCache {
         Listed(pods)
     }
 
+    /// Every pod with its last status, in no order, shared (not copied).
+    pub fn pods_and_statuses(&self) -> Vec<(Arc<Pod>, Arc<PodStatus>)> {
+        self.pods.read().values().map(|p| (Arc::clone(&p.pod), Arc::clone(&p.status))).collect()
+    }
+
     /// Every pod's last status, in no order.
     pub fn statuses(&self) -> Vec<Arc<PodStatus>> {
         self.pods.read().values().map(|p| Arc::clone(&p.status)).collect()

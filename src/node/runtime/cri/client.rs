@@ -2,13 +2,15 @@
 //! every error names the endpoint and the call.
 
 use crate::proto::cri::{
-    AttachRequest, CgroupDriver, Container, ContainerFilter, ContainerStatus, ContainerStatusRequest,
-    CreateContainerRequest, ExecRequest, ExecSyncRequest, ExecSyncResponse, Image, ImageFsInfoRequest,
-    ImageFsInfoResponse, ImageServiceClient, ImageStatusRequest, ListContainersRequest, ListImagesRequest,
-    ListPodSandboxRequest, PodSandbox, PodSandboxFilter, PodSandboxStatus, PodSandboxStatusRequest, PortForwardRequest,
-    PullImageRequest, PullImageResponse, RemoveContainerRequest, RemoveImageRequest, RemovePodSandboxRequest,
-    ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest, RuntimeServiceClient, RuntimeStatus,
-    StartContainerRequest, StatusRequest, StopContainerRequest, StopPodSandboxRequest, VersionRequest, VersionResponse,
+    AttachRequest, CgroupDriver, Container, ContainerFilter, ContainerStats, ContainerStatsFilter, ContainerStatus,
+    ContainerStatusRequest, CreateContainerRequest, ExecRequest, ExecSyncRequest, ExecSyncResponse, Image,
+    ImageFsInfoRequest, ImageFsInfoResponse, ImageServiceClient, ImageStatusRequest, ListContainerStatsRequest,
+    ListContainersRequest, ListImagesRequest, ListPodSandboxRequest, ListPodSandboxStatsRequest, PodSandbox,
+    PodSandboxFilter, PodSandboxStats, PodSandboxStatsFilter, PodSandboxStatus, PodSandboxStatusRequest,
+    PortForwardRequest, PullImageRequest, PullImageResponse, RemoveContainerRequest, RemoveImageRequest,
+    RemovePodSandboxRequest, ReopenContainerLogRequest, RunPodSandboxRequest, RuntimeConfigRequest,
+    RuntimeServiceClient, RuntimeStatus, StartContainerRequest, StatusRequest, StopContainerRequest,
+    StopPodSandboxRequest, VersionRequest, VersionResponse,
 };
 use grpcio::{CallOption, ChannelBuilder, Environment};
 use std::os::unix::fs::FileTypeExt;
@@ -331,6 +333,33 @@ impl CriClient {
         req.set_filter(filter);
         let mut resp = self.runtime.list_containers_opt(&req, self.opt()).map_err(self.failed("ListContainers"))?;
         Ok(resp.take_containers())
+    }
+
+    /// `ListContainerStats` with `filter`, within `timeout` (or the call timeout, if shorter).
+    pub fn list_container_stats(
+        &self,
+        filter: ContainerStatsFilter,
+        timeout: Duration,
+    ) -> Result<Vec<ContainerStats>, CriError> {
+        let mut req = ListContainerStatsRequest::new();
+        req.set_filter(filter);
+        let opt = CallOption::default().timeout(timeout.min(self.timeout));
+        let mut resp = self.runtime.list_container_stats_opt(&req, opt).map_err(self.failed("ListContainerStats"))?;
+        Ok(resp.take_stats())
+    }
+
+    /// `ListPodSandboxStats` with `filter`, within `timeout` (or the call timeout, if shorter).
+    pub fn list_pod_sandbox_stats(
+        &self,
+        filter: PodSandboxStatsFilter,
+        timeout: Duration,
+    ) -> Result<Vec<PodSandboxStats>, CriError> {
+        let mut req = ListPodSandboxStatsRequest::new();
+        req.set_filter(filter);
+        let opt = CallOption::default().timeout(timeout.min(self.timeout));
+        let mut resp =
+            self.runtime.list_pod_sandbox_stats_opt(&req, opt).map_err(self.failed("ListPodSandboxStats"))?;
+        Ok(resp.take_stats())
     }
 
     /// `ContainerStatus`.

@@ -17,6 +17,7 @@ use crate::base::manager::Cancel;
 use crate::base::manager::{Exit, Health, JobError, JobQueue, StopTimeout, Worker};
 use crate::node::runtime::exec::{ExecStart, EXEC_OUTPUT_CAP};
 use crate::node::runtime::logrotate::{self, LogAction};
+use crate::node::runtime::stats::{RuntimeContainerStats, RuntimePodStats};
 use crate::node::runtime::{
     labels, ContainerConfig, ContainerInfo, ContainerRuntime, ContainerState, ExecResult, ImageFsInfo, ImageInfo,
     PullAuth, RuntimeError, SandboxConfig, SandboxInfo, StreamIo,
@@ -37,6 +38,9 @@ pub const MAX_QUEUED_STOPS: usize = 4096;
 const STOP_THREAD: &str = "fl-cri-stop";
 /// The name of the log rotation thread.
 const LOG_THREAD: &str = "fl-cri-logs";
+/// The longest wait for the runtime's stats (`ListContainerStats`, `ListPodSandboxStats`):
+/// the stats thread has a collection to finish, and an answer older than this is stale.
+pub const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the runtime keeps of a container between relists.
 struct Known {
@@ -513,6 +517,28 @@ impl ContainerRuntime for CriRuntime {
     }
 
     /// From the cache, else asked once (`PodSandboxStatus`) and cached.
+    /// `ListContainerStats` of this node's containers; UNIMPLEMENTED is no answer.
+    fn container_stats(&self) -> Result<Option<Vec<RuntimeContainerStats>>, RuntimeError> {
+        let mut filter = cri::ContainerStatsFilter::new();
+        filter.set_label_selector(self.owner.clone());
+        match self.client.list_container_stats(filter, STATS_TIMEOUT) {
+            Ok(listed) => Ok(Some(listed.iter().map(translate::container_stats).collect())),
+            Err(e) if e.is_unimplemented() => Ok(None),
+            Err(source) => Err(RuntimeError::Cri { object: "container stats".into(), source }),
+        }
+    }
+
+    /// `ListPodSandboxStats` of this node's sandboxes; UNIMPLEMENTED is no answer.
+    fn pod_sandbox_stats(&self) -> Result<Option<Vec<RuntimePodStats>>, RuntimeError> {
+        let mut filter = cri::PodSandboxStatsFilter::new();
+        filter.set_label_selector(self.owner.clone());
+        match self.client.list_pod_sandbox_stats(filter, STATS_TIMEOUT) {
+            Ok(listed) => Ok(Some(listed.iter().map(translate::pod_stats).collect())),
+            Err(e) if e.is_unimplemented() => Ok(None),
+            Err(source) => Err(RuntimeError::Cri { object: "pod sandbox stats".into(), source }),
+        }
+    }
+
     fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {
         if let Some(ips) = self.sandboxes.lock().get(id).and_then(|k| k.ips.clone()) {
             return ips;

@@ -3,6 +3,7 @@
 //! runtime reports (sandboxes and container statuses). No I/O here; the executor in
 //! `runtime.rs` only makes the calls.
 
+use super::super::stats::{RuntimeContainerStats, RuntimeCpu, RuntimeFsUsage, RuntimeMemory, RuntimePodStats};
 use super::super::{
     labels, ContainerConfig, ContainerInfo, ContainerState, ExecResult, ImageFsInfo, ImageInfo, Propagation, PullAuth,
     SandboxConfig, SandboxInfo, StreamIo,
@@ -567,6 +568,58 @@ pub fn pull_image_request(image: &str, auth: Option<&PullAuth>) -> cri::PullImag
     req
 }
 
+/// A CRI `CpuUsage`; `None` without a cumulative usage.
+fn runtime_cpu(c: &cri::CpuUsage) -> Option<RuntimeCpu> {
+    c.usage_core_nano_seconds.as_ref().map(|u| RuntimeCpu {
+        time: time_from_nanos(c.timestamp()),
+        usage_core_nano_seconds: u.value(),
+        usage_nano_cores: c.usage_nano_cores.as_ref().map(|v| v.value()),
+    })
+}
+
+/// A CRI `MemoryUsage`; `None` without a working set.
+fn runtime_memory(m: &cri::MemoryUsage) -> Option<RuntimeMemory> {
+    let v = |f: &protobuf::MessageField<cri::UInt64Value>| f.as_ref().map(|v| v.value());
+    Some(RuntimeMemory {
+        time: time_from_nanos(m.timestamp()),
+        working_set_bytes: v(&m.working_set_bytes)?,
+        available_bytes: v(&m.available_bytes),
+        usage_bytes: v(&m.usage_bytes),
+        rss_bytes: v(&m.rss_bytes),
+        page_faults: v(&m.page_faults),
+        major_page_faults: v(&m.major_page_faults),
+    })
+}
+
+/// A container's usage from a `ListContainerStats` (or `ListPodSandboxStats`) answer; fields
+/// the runtime left out (containerd leaves out what it could not read) stay `None`.
+pub fn container_stats(s: &cri::ContainerStats) -> RuntimeContainerStats {
+    RuntimeContainerStats {
+        id: s.attributes().id().to_string(),
+        cpu: s.cpu.as_ref().and_then(runtime_cpu),
+        memory: s.memory.as_ref().and_then(runtime_memory),
+        writable_layer: s.writable_layer.as_ref().map(|w| RuntimeFsUsage {
+            time: time_from_nanos(w.timestamp()),
+            mount_point: w.fs_id().mountpoint().into(),
+            used_bytes: w.used_bytes.as_ref().map(|v| v.value()),
+            inodes_used: w.inodes_used.as_ref().map(|v| v.value()),
+        }),
+    }
+}
+
+/// A sandbox's usage from a `ListPodSandboxStats` answer (its Linux part; its containers are
+/// asked with `ListContainerStats`).
+pub fn pod_stats(s: &cri::PodSandboxStats) -> RuntimePodStats {
+    let linux = s.linux.as_ref();
+    RuntimePodStats {
+        sandbox_id: s.attributes().id().to_string(),
+        pod_uid: s.attributes().metadata().uid().to_string(),
+        cpu: linux.and_then(|l| l.cpu.as_ref()).and_then(runtime_cpu),
+        memory: linux.and_then(|l| l.memory.as_ref()).and_then(runtime_memory),
+        process_count: linux.and_then(|l| l.process.as_ref()).and_then(|p| p.process_count.as_ref()).map(|v| v.value()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1115,5 +1168,56 @@ mod tests {
         assert_eq!(stream_url("/exec/Ab3", None), None, "no base to resolve against");
         assert_eq!(stream_url("", base), None, "no URL at all");
         assert_eq!(stream_url("/exec/Ab3", Some("not a url")), None);
+    }
+
+    #[test]
+    fn container_stats_keep_what_the_runtime_measured_and_only_that() {
+        let mut s = cri::ContainerStats::new();
+        s.mut_attributes().set_id("c1".into());
+        s.mut_cpu().set_timestamp(1_700_000_000_000_000_000);
+        s.mut_cpu().mut_usage_core_nano_seconds().set_value(5_000_000_000);
+        s.mut_memory().set_timestamp(1_700_000_000_000_000_000);
+        s.mut_memory().mut_working_set_bytes().set_value(40 << 20);
+        s.mut_memory().mut_usage_bytes().set_value(50 << 20);
+        s.mut_writable_layer().mut_fs_id().set_mountpoint("/var/lib/containerd/snap".into());
+        s.mut_writable_layer().mut_used_bytes().set_value(8192);
+        s.mut_writable_layer().mut_inodes_used().set_value(3);
+        let got = container_stats(&s);
+        let at = Some(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        assert_eq!(got.id, "c1");
+        assert_eq!(
+            got.cpu,
+            Some(RuntimeCpu { time: at, usage_core_nano_seconds: 5_000_000_000, usage_nano_cores: None })
+        );
+        let m = got.memory.unwrap();
+        assert_eq!(
+            (m.working_set_bytes, m.usage_bytes, m.rss_bytes, m.available_bytes),
+            (40 << 20, Some(50 << 20), None, None)
+        );
+        let w = got.writable_layer.unwrap();
+        assert_eq!((w.used_bytes, w.inodes_used), (Some(8192), Some(3)));
+        assert_eq!(w.mount_point, std::path::PathBuf::from("/var/lib/containerd/snap"));
+
+        // A runtime that measured nothing (a container just started): nothing is made up.
+        let mut bare = cri::ContainerStats::new();
+        bare.mut_attributes().set_id("c2".into());
+        bare.mut_cpu().set_timestamp(1);
+        bare.mut_memory().mut_usage_bytes().set_value(1);
+        let got = container_stats(&bare);
+        assert_eq!((got.cpu, got.memory, got.writable_layer), (None, None, None));
+    }
+
+    #[test]
+    fn sandbox_stats_name_the_pod_by_its_uid() {
+        let mut s = cri::PodSandboxStats::new();
+        s.mut_attributes().set_id("sb1".into());
+        s.mut_attributes().mut_metadata().set_uid("u1".into());
+        s.mut_linux().mut_cpu().mut_usage_core_nano_seconds().set_value(7);
+        s.mut_linux().mut_process().mut_process_count().set_value(4);
+        let got = pod_stats(&s);
+        assert_eq!((got.sandbox_id.as_str(), got.pod_uid.as_str()), ("sb1", "u1"));
+        assert_eq!(got.cpu.map(|c| c.usage_core_nano_seconds), Some(7));
+        assert_eq!((got.memory, got.process_count), (None, Some(4)));
+        assert_eq!(pod_stats(&cri::PodSandboxStats::new()), RuntimePodStats::default());
     }
 }

@@ -1,0 +1,119 @@
+//! `fl-stats`: collects at start and every `PERIOD` (or when asked), writes the `StatsView`,
+//! then runs what was registered to act on each new snapshot on the same thread, in order
+//! (`after_collect`; the eviction manager's decisions go there), so what acts on usage sees
+//! every snapshot once, right after it is made, and no request ever waits for a collection.
+
+use super::collector::Collector;
+use super::target::TargetSource;
+use super::{Snapshot, StatsView, PERIOD};
+use crate::base::manager::Manager;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The least time between two collections asked for (`StatsCommand::Collect`): a burst of
+/// asks (a memory threshold crossed again and again) costs one collection a second at most.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What the stats thread is asked.
+#[derive(Debug)]
+pub enum StatsCommand {
+    /// Collect now, unless the last collection is under `MIN_INTERVAL` old.
+    Collect,
+}
+
+/// Work run on the stats thread after each collection, with the new snapshot.
+pub type AfterCollect = Box<dyn FnMut(&Arc<Snapshot>) + Send>;
+
+/// The stats thread's state: the collector, where the pods to measure come from, the view it
+/// writes, and what runs after each collection.
+pub struct StatsManager {
+    collector: Collector,
+    targets: TargetSource,
+    view: StatsView,
+    after: Vec<AfterCollect>,
+    /// The first collection is due at once, not a period after the start.
+    first: Option<Instant>,
+    last: Option<Instant>,
+    period: Duration,
+}
+
+impl StatsManager {
+    /// A manager collecting with `collector` the pods `targets` gives, every `PERIOD`.
+    pub fn new(collector: Collector, targets: TargetSource) -> StatsManager {
+        StatsManager {
+            collector,
+            targets,
+            view: StatsView::default(),
+            after: Vec::new(),
+            first: Some(Instant::now()),
+            last: None,
+            period: PERIOD,
+        }
+    }
+
+    /// With `f` run after each collection, after those registered before.
+    pub fn after_collect(mut self, f: AfterCollect) -> StatsManager {
+        self.after.push(f);
+        self
+    }
+
+    /// Collecting every `period` instead of `PERIOD` (tests, the benchmark).
+    pub fn with_period(mut self, period: Duration) -> StatsManager {
+        self.period = period;
+        self
+    }
+
+    /// The view this manager writes (what the APIs, `top` and eviction read).
+    pub fn view(&self) -> StatsView {
+        self.view.clone()
+    }
+
+    /// Collects now, publishes the snapshot, runs the `after_collect` work; returns the
+    /// snapshot.
+    pub fn collect_now(&mut self) -> Arc<Snapshot> {
+        self.first = None;
+        self.last = Some(Instant::now());
+        let targets = (self.targets)();
+        let snapshot = Arc::new(self.collector.collect(&targets));
+        self.view.publish(snapshot.clone());
+        for f in &mut self.after {
+            f(&snapshot);
+        }
+        snapshot
+    }
+}
+
+impl Manager for StatsManager {
+    type Command = StatsCommand;
+
+    fn handle(&mut self, cmd: StatsCommand) {
+        match cmd {
+            StatsCommand::Collect => {
+                if self.last.map_or(true, |t| t.elapsed() >= MIN_INTERVAL) {
+                    self.collect_now();
+                }
+            }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        self.collect_now();
+    }
+
+    fn tick_interval(&self) -> Duration {
+        self.period
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.first
+    }
+
+    fn on_deadline(&mut self) {
+        if self.first.is_some() {
+            self.collect_now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

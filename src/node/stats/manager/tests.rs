@@ -1,0 +1,66 @@
+use super::*;
+use crate::base::clock::FakeClock;
+use crate::node::runtime::fake::FakeRuntime;
+use crate::node::stats::collector::CollectorSettings;
+use crate::node::stats::target::PodTarget;
+use parking_lot::Mutex;
+
+/// What the after-collect work saw: which piece of work, and the snapshot.
+type Seen = Arc<Mutex<Vec<(&'static str, Arc<Snapshot>)>>>;
+
+/// A manager over a node with nothing to read (no cgroups, an empty `/proc`) and one pod;
+/// the after-collect work records the snapshots it saw under `seen`.
+fn manager(dir: &std::path::Path, seen: Seen) -> StatsManager {
+    let mut settings = CollectorSettings::new("node1", dir);
+    settings.proc_root = dir.join("no-proc");
+    let runtime = Arc::new(FakeRuntime::new(FakeClock::new(std::time::UNIX_EPOCH)));
+    let collector = Collector::new(settings, None, runtime);
+    let targets: TargetSource =
+        Box::new(|| vec![PodTarget { uid: "u1".into(), name: "web".into(), ..Default::default() }]);
+    let (first, second) = (seen.clone(), seen);
+    StatsManager::new(collector, targets)
+        .after_collect(Box::new(move |s| first.lock().push(("first", s.clone()))))
+        .after_collect(Box::new(move |s| second.lock().push(("second", s.clone()))))
+}
+
+#[test]
+fn the_first_collection_is_due_at_once_and_the_next_every_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::default();
+    let mut m = manager(dir.path(), seen);
+    assert!(m.next_deadline().is_some_and(|d| d <= Instant::now()), "due at start");
+    assert_eq!(m.tick_interval(), PERIOD);
+    assert!(m.view().get().is_none());
+    m.on_deadline();
+    assert!(m.next_deadline().is_none(), "then only the ticker");
+    let s = m.view().get().unwrap();
+    assert_eq!(s.pods.len(), 1);
+    assert_eq!(s.node.node_name, "node1");
+    m.on_deadline();
+    assert!(Arc::ptr_eq(&s, &m.view().get().unwrap()), "a late deadline collects nothing more");
+    m.on_tick();
+    assert!(!Arc::ptr_eq(&s, &m.view().get().unwrap()), "each tick publishes a new snapshot");
+}
+
+#[test]
+fn work_after_a_collection_sees_the_published_snapshot_in_the_order_it_was_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Seen = Arc::default();
+    let mut m = manager(dir.path(), seen.clone());
+    let got = m.collect_now();
+    let seen = seen.lock();
+    assert_eq!(seen.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["first", "second"]);
+    assert!(seen.iter().all(|(_, s)| Arc::ptr_eq(s, &got)));
+    assert!(Arc::ptr_eq(&got, &m.view().get().unwrap()), "published before the work runs");
+}
+
+#[test]
+fn asks_to_collect_within_a_second_of_a_collection_are_answered_by_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen: Seen = Arc::default();
+    let mut m = manager(dir.path(), seen.clone());
+    m.handle(StatsCommand::Collect);
+    m.handle(StatsCommand::Collect);
+    assert_eq!(seen.lock().len(), 2, "one collection (two pieces of work after it)");
+    assert!(m.next_deadline().is_none(), "an asked collection is the first one too");
+}
