@@ -3,6 +3,8 @@
 //! cluster mode's node report both build from these.
 
 use crate::api::{NodeCondition, Time};
+use crate::node::eviction::messages::condition_text;
+use crate::node::eviction::{NodeConditions, Pressure};
 use std::time::SystemTime;
 
 /// kubelet's `device-plugin` health check: the registration server's failure, if any.
@@ -24,39 +26,59 @@ pub fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<Strin
     out
 }
 
-/// The node's conditions in kubelet's order and words: the pressure conditions (False; with
-/// the CRI runtime `DiskPressure` follows the image filesystem's eviction signal) and Ready,
-/// False with the problems when there are any.
+/// The three pressure conditions in kubelet's order and words, as the eviction manager
+/// holds them: `MemoryPressure`, `DiskPressure`, `PIDPressure`, each True or False since its
+/// last transition.
+pub fn pressure_conditions(pressure: &NodeConditions, now: SystemTime) -> Vec<NodeCondition> {
+    Pressure::ALL
+        .into_iter()
+        .map(|p| {
+            let c = pressure.get(p);
+            let (reason, message) = condition_text(p, c.pressure);
+            NodeCondition {
+                type_: p.as_str().into(),
+                status: if c.pressure { "True" } else { "False" }.into(),
+                last_heartbeat_time: Some(Time(now)),
+                last_transition_time: Some(Time(c.since)),
+                reason: reason.into(),
+                message: message.into(),
+            }
+        })
+        .collect()
+}
+
+/// The node's conditions in kubelet's order and words: the pressure conditions (False since
+/// the agent started; with the CRI runtime `DiskPressure` follows the image filesystem's
+/// eviction signal) and Ready, False with the problems when there are any.
 pub fn node_conditions(
     problems: &[String],
     started: SystemTime,
     ready_since: SystemTime,
     now: SystemTime,
 ) -> Vec<NodeCondition> {
-    let cond = |type_: &str, status: &str, since: SystemTime, reason: &str, message: String| NodeCondition {
-        type_: type_.into(),
+    node_conditions_under(&NodeConditions::calm(started), problems, ready_since, now)
+}
+
+/// The node's conditions with the eviction manager's pressure conditions, then Ready.
+pub fn node_conditions_under(
+    pressure: &NodeConditions,
+    problems: &[String],
+    ready_since: SystemTime,
+    now: SystemTime,
+) -> Vec<NodeCondition> {
+    let mut out = pressure_conditions(pressure, now);
+    let ready = |status: &str, reason: &str, message: String| NodeCondition {
+        type_: "Ready".into(),
         status: status.into(),
         last_heartbeat_time: Some(Time(now)),
-        last_transition_time: Some(Time(since)),
+        last_transition_time: Some(Time(ready_since)),
         reason: reason.into(),
         message,
     };
-    // The pressure conditions have held since the agent started.
-    let mut out = vec![
-        cond(
-            "MemoryPressure",
-            "False",
-            started,
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available".into(),
-        ),
-        cond("DiskPressure", "False", started, "KubeletHasNoDiskPressure", "kubelet has no disk pressure".into()),
-        cond("PIDPressure", "False", started, "KubeletHasSufficientPID", "kubelet has sufficient PID available".into()),
-    ];
     out.push(if problems.is_empty() {
-        cond("Ready", "True", ready_since, "KubeletReady", "kubelet is posting ready status".into())
+        ready("True", "KubeletReady", "kubelet is posting ready status".into())
     } else {
-        cond("Ready", "False", ready_since, "KubeletNotReady", problems.join("; "))
+        ready("False", "KubeletNotReady", problems.join("; "))
     });
     out
 }
