@@ -84,9 +84,8 @@ impl Config {
             );
         }
         let e = &self.eviction;
-        let thresholds =
-            parse_thresholds(&self.hard_statements(), &e.soft, &e.soft_grace_period, &e.minimum_reclaim)
-                .unwrap_or_default();
+        let thresholds = parse_thresholds(&self.hard_statements(), &e.soft, &e.soft_grace_period, &e.minimum_reclaim)
+            .unwrap_or_default();
         Settings {
             thresholds,
             pressure_transition_period: e.pressure_transition_period.0,
@@ -196,7 +195,10 @@ mod tests {
             ],
             "nodefs.available at 0% is off; only the hard memory threshold is copied"
         );
-        assert_eq!((s.max_pod_grace_period, s.pressure_transition_period), (Duration::from_secs(20), Duration::from_secs(30)));
+        assert_eq!(
+            (s.max_pod_grace_period, s.pressure_transition_period),
+            (Duration::from_secs(20), Duration::from_secs(30))
+        );
         assert_eq!(settings("[eviction]\nhard = {}\n").thresholds, [], "an empty table: no hard thresholds");
     }
 

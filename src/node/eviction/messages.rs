@@ -52,9 +52,10 @@ pub fn eviction_message(
     for cs in &stats.containers {
         let Some(c) = containers.iter().find(|c| c.name == cs.name) else { continue };
         let usage = match resource {
-            Resource::EphemeralStorage => cs.logs.and_then(|l| l.used_bytes).map(|logs| {
-                logs.saturating_add(cs.rootfs.and_then(|r| r.used_bytes).unwrap_or(0))
-            }),
+            Resource::EphemeralStorage => cs
+                .logs
+                .and_then(|l| l.used_bytes)
+                .map(|logs| logs.saturating_add(cs.rootfs.and_then(|r| r.used_bytes).unwrap_or(0))),
             Resource::Memory => cs.memory.map(|m| m.working_set_bytes),
             Resource::Inodes | Resource::Pids => None,
         };

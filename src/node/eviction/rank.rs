@@ -168,9 +168,8 @@ pub fn compare(ranking: Ranking, a: &Candidate, b: &Candidate) -> Ordering {
                 .then_with(|| by_priority(a, b))
                 .then_with(|| with_stats(a, b, |x, y| above(b.pod, y).cmp(&above(a.pod, x))))
         }
-        Ranking::Pids => by_priority(a, b).then_with(|| {
-            with_stats(a, b, |x, y| y.process_count.unwrap_or(0).cmp(&x.process_count.unwrap_or(0)))
-        }),
+        Ranking::Pids => by_priority(a, b)
+            .then_with(|| with_stats(a, b, |x, y| y.process_count.unwrap_or(0).cmp(&x.process_count.unwrap_or(0)))),
         Ranking::Disk(parts, resource) => {
             let usage = |p: &Pod, s: &PodStats| disk_usage(p, s, parts, resource);
             with_stats(a, b, |x, y| {

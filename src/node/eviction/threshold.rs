@@ -281,8 +281,8 @@ pub fn parse_thresholds(
     let mut soft = statements(ThresholdTable::Soft, soft)?;
     let mut grace = BTreeMap::new();
     for (name, value) in soft_grace_period {
-        let (signal, d) = parse_grace_period(name, value)
-            .map_err(|e| (ThresholdTable::SoftGracePeriod, name.clone(), e))?;
+        let (signal, d) =
+            parse_grace_period(name, value).map_err(|e| (ThresholdTable::SoftGracePeriod, name.clone(), e))?;
         grace.insert(signal, d);
     }
     let mut reclaim = BTreeMap::new();
@@ -314,8 +314,13 @@ pub fn parse_thresholds(
 /// kubelet's default `evictionHard`: `memory.available<100Mi`, `nodefs.available<10%`,
 /// `imagefs.available<15%`, `nodefs.inodesFree<5%`.
 pub fn default_hard() -> BTreeMap<String, String> {
-    [("memory.available", "100Mi"), ("nodefs.available", "10%"), ("imagefs.available", "15%"), ("nodefs.inodesFree", "5%")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    [
+        ("memory.available", "100Mi"),
+        ("nodefs.available", "10%"),
+        ("imagefs.available", "15%"),
+        ("nodefs.inodesFree", "5%"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }

@@ -96,3 +96,53 @@ pub fn set_disk_pressure(conditions: &mut [NodeCondition], disk: Option<(bool, S
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::eviction::ConditionState;
+    use std::time::Duration;
+
+    #[test]
+    fn the_pressure_conditions_are_the_eviction_managers_in_kubelets_order_and_words() {
+        let t = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let pressure = NodeConditions {
+            memory: ConditionState { pressure: true, since: t(5) },
+            disk: ConditionState { pressure: false, since: t(1) },
+            pid: ConditionState { pressure: true, since: t(7) },
+        };
+        let got: Vec<_> = node_conditions_under(&pressure, &[], t(2), t(9))
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason, c.message, c.last_transition_time, c.last_heartbeat_time))
+            .collect();
+        let row = |ty: &str, st: &str, reason: &str, message: &str, since| {
+            (
+                ty.to_string(),
+                st.to_string(),
+                reason.to_string(),
+                message.to_string(),
+                Some(Time(t(since))),
+                Some(Time(t(9))),
+            )
+        };
+        assert_eq!(
+            got,
+            [
+                row(
+                    "MemoryPressure",
+                    "True",
+                    "KubeletHasInsufficientMemory",
+                    "kubelet has insufficient memory available",
+                    5
+                ),
+                row("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", 1),
+                row("PIDPressure", "True", "KubeletHasInsufficientPID", "kubelet has insufficient PID available", 7),
+                row("Ready", "True", "KubeletReady", "kubelet is posting ready status", 2),
+            ]
+        );
+        let calm = node_conditions(&["x died".into()], t(1), t(2), t(3));
+        assert_eq!(calm.len(), 4);
+        assert!(calm[..3].iter().all(|c| c.status == "False" && c.last_transition_time == Some(Time(t(1)))));
+        assert_eq!((calm[3].status.as_str(), calm[3].message.as_str()), ("False", "x died"));
+    }
+}
