@@ -6,11 +6,12 @@
 //! evict if that is not enough. The executor acts on the `Decision`; after a reclaim it
 //! collects again and asks `reclaim_resolved` before it evicts.
 
+use super::local::local_storage_evictions;
 use super::messages::{eviction_message, threshold_met_message, THRESHOLD_MET_REASON};
-use super::rank::{pick, rank, ranking, Candidate};
+use super::rank::{pick, protection, rank, ranking, Candidate, Protection};
 use super::signals::{observe, NodeInfo, Observations};
 use super::threshold::Threshold;
-use super::{admit, Admission, NodeConditions, Pressure, Resource, Signal, REASON};
+use super::{admit, Admission, Cause, Eviction, NodeConditions, Pressure, Resource, Signal, REASON};
 use crate::api::Pod;
 use crate::node::stats::Snapshot;
 use std::collections::BTreeMap;
@@ -67,28 +68,6 @@ pub struct Reclaim {
     pub to_free: u64,
 }
 
-/// The pod to evict (kubelet's `evictPod`): stopped with `grace`, its status `Failed` with
-/// `reason` and `message`, an `Evicted` Warning event with `annotations`, and in cluster
-/// mode a `DisruptionTarget` condition (reason `DISRUPTION_REASON`, the same message).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Eviction {
-    /// The pod's uid.
-    pub uid: String,
-    /// `namespace/name`, for logs.
-    pub pod: String,
-    /// The signal it is evicted for.
-    pub signal: Signal,
-    /// Its grace period: 0 for a hard threshold, else its own capped by
-    /// `max_pod_grace_period`.
-    pub grace: Duration,
-    /// `Evicted`.
-    pub reason: &'static str,
-    /// kubelet's message.
-    pub message: String,
-    /// The event's annotations.
-    pub annotations: BTreeMap<String, String>,
-}
-
 /// What one step decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
@@ -96,6 +75,9 @@ pub struct Decision {
     pub conditions: NodeConditions,
     /// The conditions that changed in this step (kubelet records `NodeHas…` events).
     pub changed: Vec<Pressure>,
+    /// Pods past their own storage limits (`emptyDir` `sizeLimit`, `ephemeral-storage`
+    /// limits), to evict at once; when there are any, this step decides nothing else.
+    pub local: Vec<Eviction>,
     /// The threshold acted on, if one is met, past its grace period, on a new reading.
     pub starved: Option<Signal>,
     /// Events to record on the node.
@@ -154,18 +136,63 @@ impl EvictionState {
 
     /// One step of kubelet's `synchronize`.
     pub fn synchronize(&mut self, input: &Inputs) -> Decision {
-        let now = input.now;
         let mut decision = Decision {
             conditions: self.conditions,
             changed: Vec::new(),
+            local: Vec::new(),
             starved: None,
             events: Vec::new(),
             reclaim: None,
             evict: None,
         };
+        let order = self.observe_thresholds(input, &mut decision);
+        // Pods past their own limits go first, and alone (kubelet's localStorageEviction).
+        let evictable: Vec<&Pod> =
+            input.pods.iter().map(|p| &**p).filter(|p| protection(p) != Protection::Never).collect();
+        decision.local = local_storage_evictions(&evictable, &input.snapshot.pods, input.node.dedicated_image_fs);
+        if !decision.local.is_empty() {
+            return decision;
+        }
+        let all = &self.settings.thresholds;
+        let obs = &self.last_observations;
+        let Some(&first) = order.first() else { return decision };
+        let threshold = &all[first];
+        let (signal, resource) = (threshold.signal, threshold.signal.resource());
+        decision.starved = Some(signal);
+        decision.events.push(NodeEvent { reason: THRESHOLD_MET_REASON, message: threshold_met_message(resource) });
+        decision.reclaim = reclaim(threshold, obs, input.node);
+
+        let stats: BTreeMap<&str, _> = input.snapshot.pods.iter().map(|s| (s.uid.as_str(), s)).collect();
+        let mut candidates: Vec<Candidate> = input
+            .pods
+            .iter()
+            .map(|p| Candidate { pod: p, stats: stats.get(p.metadata.uid.as_str()).copied() })
+            .collect();
+        rank(ranking(signal, input.node.dedicated_image_fs), &mut candidates);
+        if let Some(c) = pick(&candidates) {
+            let used: Vec<&Threshold> = order.iter().map(|&i| &all[i]).collect();
+            let (message, annotations) = eviction_message(resource, c.pod, c.stats, &used, obs);
+            decision.evict = Some(Eviction {
+                uid: c.pod.metadata.uid.clone(),
+                pod: c.pod.key(),
+                cause: Cause::Threshold(signal),
+                grace: grace_period(threshold, c.pod, self.settings.max_pod_grace_period),
+                reason: REASON,
+                message,
+                annotations,
+            });
+        }
+        decision
+    }
+
+    /// The threshold half of a step: the readings, the thresholds met, the conditions (into
+    /// `decision`), the state kept for the next step; returns the thresholds to act on, in
+    /// eviction order.
+    fn observe_thresholds(&mut self, input: &Inputs, decision: &mut Decision) -> Vec<usize> {
+        let now = input.now;
         let all = &self.settings.thresholds;
         if all.is_empty() {
-            return decision;
+            return Vec::new();
         }
         let obs = observe(input.snapshot, input.node);
         let mut met = thresholds_met(all, 0..all.len(), &obs, false);
@@ -191,40 +218,10 @@ impl EvictionState {
         decision.conditions = self.conditions;
         self.first_observed = first_observed;
         self.conditions_last_observed = last_observed;
-        self.thresholds_met = past_grace.clone();
         let updated = updated_stats(all, &past_grace, &obs, &self.last_observations);
+        self.thresholds_met = past_grace;
         self.last_observations = obs;
-        let obs = &self.last_observations;
-
-        let order = eviction_order(all, updated);
-        let Some(&first) = order.first() else { return decision };
-        let threshold = &all[first];
-        let (signal, resource) = (threshold.signal, threshold.signal.resource());
-        decision.starved = Some(signal);
-        decision.events.push(NodeEvent { reason: THRESHOLD_MET_REASON, message: threshold_met_message(resource) });
-        decision.reclaim = reclaim(threshold, obs, input.node);
-
-        let stats: BTreeMap<&str, _> = input.snapshot.pods.iter().map(|s| (s.uid.as_str(), s)).collect();
-        let mut candidates: Vec<Candidate> = input
-            .pods
-            .iter()
-            .map(|p| Candidate { pod: p, stats: stats.get(p.metadata.uid.as_str()).copied() })
-            .collect();
-        rank(ranking(signal, input.node.dedicated_image_fs), &mut candidates);
-        if let Some(c) = pick(&candidates) {
-            let used: Vec<&Threshold> = order.iter().map(|&i| &all[i]).collect();
-            let (message, annotations) = eviction_message(resource, c.pod, c.stats, &used, obs);
-            decision.evict = Some(Eviction {
-                uid: c.pod.metadata.uid.clone(),
-                pod: c.pod.key(),
-                signal,
-                grace: grace_period(threshold, c.pod, self.settings.max_pod_grace_period),
-                reason: REASON,
-                message,
-                annotations,
-            });
-        }
-        decision
+        eviction_order(all, updated)
     }
 
     /// After a reclaim, whether the new readings meet no threshold, minimum reclaims

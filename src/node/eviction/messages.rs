@@ -121,3 +121,19 @@ pub fn admission_message(conditions: &[Pressure]) -> String {
     let names: Vec<&str> = conditions.iter().map(|p| p.as_str()).collect();
     format!("The node had condition: [{}]. ", names.join(" "))
 }
+
+/// kubelet's message for an `emptyDir` past its `sizeLimit`:
+/// `Usage of EmptyDir volume "data" exceeds the limit "1Gi". `
+pub fn empty_dir_limit_message(volume: &str, limit: &Quantity) -> String {
+    format!("Usage of EmptyDir volume {volume:?} exceeds the limit {:?}. ", limit.to_string())
+}
+
+/// kubelet's message for a pod past its containers' summed `ephemeral-storage` limits.
+pub fn pod_ephemeral_storage_message(limit: &Quantity) -> String {
+    format!("Pod ephemeral local storage usage exceeds the total limit of containers {limit}. ")
+}
+
+/// kubelet's message for a container past its `ephemeral-storage` limit.
+pub fn container_ephemeral_storage_message(container: &str, limit: &Quantity) -> String {
+    format!("Container {container} exceeded its local ephemeral storage limit {:?}. ", limit.to_string())
+}

@@ -10,25 +10,28 @@
 //!   `rankDiskPressureFunc`), and which pods may go at all.
 //! - `messages`: kubelet's words, byte for byte: eviction messages and annotations, node
 //!   conditions, events, admission.
+//! - `local`: pods past their own storage limits (`localStorageEviction`).
 //! - `decide`: kubelet's `synchronize` as one pure step, `EvictionState::synchronize`.
 //! - `admit`: kubelet's `Admit` under pressure.
 //!
 //! Where ferrolet differs from kubelet, on purpose:
 //! - kubelet never evicts a static or mirror pod (`IsCriticalPod`). Here they go last: only
 //!   when every pod left to rank is one, since on a standalone node every pod is static and
-//!   the kernel's OOM killer would otherwise choose. A pod with a priority of
-//!   `SYSTEM_CRITICAL_PRIORITY` or more is never evicted, as kubelet's.
+//!   the kernel's OOM killer would otherwise choose; and a static pod past its own storage
+//!   limits is evicted like any other. A pod with a priority of `SYSTEM_CRITICAL_PRIORITY`
+//!   or more is never evicted, as kubelet's.
 //! - On the process runtime there are no images and no image filesystem: `imagefs.*` are not
 //!   observed (their thresholds never fire), and nodefs pressure reclaims dead containers
 //!   only. kubelet would observe imagefs as nodefs there, so its default
 //!   `imagefs.available<15%` would evict pods at 15 % free with nothing to reclaim.
-//! - A hard threshold evicts with a grace period of 0; kubelet asks for 0 too but its pod
-//!   workers never stop a pod in less than 1 s.
+//! - A hard threshold or a storage limit evicts with a grace period of 0; kubelet asks for
+//!   1 s (`immediateEvictionGracePeriodSeconds`), its pod workers' floor.
 
 use crate::api::Pod;
 
 pub mod admit;
 pub mod decide;
+pub mod local;
 pub mod messages;
 pub mod rank;
 pub mod signals;
@@ -38,7 +41,7 @@ pub mod threshold;
 mod tests;
 
 pub use admit::{admit, Admission};
-pub use decide::{Decision, Eviction, EvictionState, Inputs, NodeEvent, Reclaim, Settings};
+pub use decide::{Decision, EvictionState, Inputs, NodeEvent, Reclaim, Settings};
 pub use signals::{observe, NodeInfo, Observation, Observations};
 pub use threshold::{parse_thresholds, Threshold, ThresholdError, ThresholdTable, ThresholdValue};
 
@@ -175,6 +178,55 @@ impl std::fmt::Display for Resource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Why a pod is evicted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// A threshold of this signal was met.
+    Threshold(Signal),
+    /// An `emptyDir` outgrew its `sizeLimit`.
+    EmptyDirLimit,
+    /// The pod's writable layers, logs and local volumes outgrew its `ephemeral-storage`
+    /// limit.
+    PodEphemeralStorageLimit,
+    /// A container's writable layer and logs outgrew its `ephemeral-storage` limit.
+    ContainerEphemeralStorageLimit,
+}
+
+impl Cause {
+    /// kubelet's `eviction_signal` label of `kubelet_evictions`: the signal, or
+    /// `emptydirfs.limit`, `ephemeralpodfs.limit`, `ephemeralcontainerfs.limit`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Cause::Threshold(s) => s.as_str(),
+            Cause::EmptyDirLimit => "emptydirfs.limit",
+            Cause::PodEphemeralStorageLimit => "ephemeralpodfs.limit",
+            Cause::ContainerEphemeralStorageLimit => "ephemeralcontainerfs.limit",
+        }
+    }
+}
+
+/// A pod to evict (kubelet's `evictPod`): stopped with `grace`, its status `Failed` with
+/// `reason` and `message`, an `Evicted` Warning event with `annotations`, and in cluster
+/// mode a `DisruptionTarget` condition (reason `DISRUPTION_REASON`, the same message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    /// The pod's uid.
+    pub uid: String,
+    /// `namespace/name`, for logs.
+    pub pod: String,
+    /// Why.
+    pub cause: Cause,
+    /// Its grace period: 0 for a hard threshold or a limit, else its own capped by
+    /// `max_pod_grace_period`.
+    pub grace: std::time::Duration,
+    /// `Evicted`.
+    pub reason: &'static str,
+    /// kubelet's message.
+    pub message: String,
+    /// The event's annotations (none for a limit).
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// A node pressure condition, in the order the node reports them.

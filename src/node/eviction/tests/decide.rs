@@ -9,7 +9,7 @@ use crate::node::eviction::decide::{
 };
 use crate::node::eviction::threshold::parse_thresholds;
 use crate::node::eviction::{
-    ConditionState, Decision, Eviction, EvictionState, Inputs, NodeConditions, NodeEvent, NodeInfo, Observation,
+    Cause, ConditionState, Decision, EvictionState, Inputs, NodeConditions, NodeEvent, NodeInfo, Observation,
     Observations, Pressure, Reclaim, Settings, Signal, Threshold,
 };
 use crate::node::stats::{NodeStats, RlimitStats, Snapshot};
@@ -103,6 +103,7 @@ fn hard_memory_pressure_evicts_the_worst_pod_at_once_and_once_per_reading() {
         Decision {
             conditions: NodeConditions::calm(at(0)),
             changed: vec![],
+            local: vec![],
             starved: None,
             events: vec![],
             reclaim: None,
@@ -121,8 +122,8 @@ fn hard_memory_pressure_evicts_the_worst_pod_at_once_and_once_per_reading() {
     assert_eq!(d.reclaim, None, "memory has nothing to reclaim at node level");
     let e = d.evict.unwrap();
     assert_eq!(
-        (e.uid.as_str(), e.pod.as_str(), e.signal, e.grace, e.reason),
-        ("best-effort", "default/best-effort", Signal::MemoryAvailable, Duration::ZERO, "Evicted")
+        (e.uid.as_str(), e.pod.as_str(), e.cause, e.grace, e.reason),
+        ("best-effort", "default/best-effort", Cause::Threshold(Signal::MemoryAvailable), Duration::ZERO, "Evicted")
     );
     assert_eq!(
         e.message,
@@ -356,7 +357,7 @@ fn no_thresholds_no_decisions() {
 fn an_eviction_for_a_pod_without_stats_still_says_why() {
     let p = best_effort("unseen");
     let mut node = Node::new(settings(&[("memory.available", "1Gi")], &[], &[], &[]), vec![p]);
-    let e: Eviction = node.step(10, &snap(10, "100Mi", "5Gi", vec![])).evict.unwrap();
+    let e = node.step(10, &snap(10, "100Mi", "5Gi", vec![])).evict.unwrap();
     assert_eq!(e.message, "The node was low on resource: memory. Threshold quantity: 1Gi, available: 100Mi. ");
     assert!(e.annotations.is_empty());
 }
@@ -453,4 +454,101 @@ fn memory_thresholds_are_acted_on_first() {
         names(eviction_order(&all, vec![1, 2, 3])),
         [Signal::AllocatableMemoryAvailable, Signal::NodeFsAvailable, Signal::PidAvailable]
     );
+}
+
+/// A pod with a 1Gi `emptyDir` `data`, and `ephemeral-storage` limits: `pod_limit` on the
+/// container `app`, `sidecar_limit` on a second container `sidecar`.
+fn limited(name: &str, size_limit: &str, app_limit: &str, sidecar_limit: &str) -> Arc<Pod> {
+    let limits =
+        |l: &str| if l.is_empty() { serde_json::json!({}) } else { serde_json::json!({"ephemeral-storage": l}) };
+    let value = serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "uid": name},
+        "spec": {
+            "containers": [
+                {"name": "app", "image": "busybox", "resources": {"limits": limits(app_limit)}},
+                {"name": "sidecar", "image": "busybox", "resources": {"limits": limits(sidecar_limit)}},
+            ],
+            "volumes": [{"name": "data", "emptyDir": {"sizeLimit": size_limit}}],
+        },
+    });
+    Arc::new(crate::api::from_value(&value).unwrap())
+}
+
+/// Stats of `limited`: `data` holds `volume`; each container's layer and logs.
+fn limited_stats(p: &Pod, volume: &str, app: (&str, &str), sidecar: (&str, &str)) -> PodStats {
+    let c = |name: &str, (root, logs): (&str, &str)| ContainerStats {
+        name: name.into(),
+        rootfs: (!root.is_empty()).then(|| used_bytes(v(root))),
+        logs: Some(used_bytes(v(logs))),
+        ..Default::default()
+    };
+    let total =
+        [app, sidecar].iter().map(|(r, l)| v(if r.is_empty() { "0" } else { r }) + v(l)).sum::<u64>() + v(volume);
+    PodStats {
+        containers: vec![c("app", app), c("sidecar", sidecar)],
+        volumes: vec![VolumeStats { name: "data".into(), fs: used_bytes(v(volume)) }],
+        ephemeral_storage: Some(used_bytes(total)),
+        ..stats_of(p)
+    }
+}
+
+#[test]
+fn pods_past_their_own_storage_limits_are_evicted_at_once_before_any_threshold() {
+    let empty_dir = limited("empty-dir", "1Gi", "", "");
+    let whole_pod = limited("whole-pod", "10Gi", "300Mi", "300Mi");
+    let container = limited("container", "10Gi", "1Gi", "100Mi");
+    let within = limited("within", "1Gi", "1Gi", "1Gi");
+    let critical = {
+        let mut p = (*limited("critical", "1Gi", "", "")).clone();
+        p.spec.other.insert("priority".into(), 2_000_001_000.into());
+        Arc::new(p)
+    };
+    let stats = vec![
+        limited_stats(&empty_dir, "1025Mi", ("", "1Mi"), ("", "1Mi")),
+        limited_stats(&whole_pod, "500Mi", ("", "100Mi"), ("", "1Mi")),
+        limited_stats(&container, "0", ("", "1Mi"), ("90Mi", "20Mi")),
+        limited_stats(&within, "1Gi", ("", "1Mi"), ("", "1Mi")),
+        limited_stats(&critical, "2Gi", ("", "1Mi"), ("", "1Mi")),
+    ];
+    let pods = vec![empty_dir, whole_pod, container, within, critical];
+    let mut node = Node::new(settings(&[("memory.available", "1Gi")], &[], &[], &[]), pods);
+    let d = node.step(10, &snap(10, "100Mi", "5Gi", stats.clone()));
+    let got: Vec<_> = d.local.iter().map(|e| (e.uid.as_str(), e.cause, e.message.as_str(), e.grace)).collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "empty-dir",
+                Cause::EmptyDirLimit,
+                "Usage of EmptyDir volume \"data\" exceeds the limit \"1Gi\". ",
+                Duration::ZERO
+            ),
+            (
+                "whole-pod",
+                Cause::PodEphemeralStorageLimit,
+                "Pod ephemeral local storage usage exceeds the total limit of containers 600Mi. ",
+                Duration::ZERO
+            ),
+            (
+                "container",
+                Cause::ContainerEphemeralStorageLimit,
+                "Container sidecar exceeded its local ephemeral storage limit \"100Mi\". ",
+                Duration::ZERO
+            ),
+        ],
+        "a system-critical pod is never evicted"
+    );
+    assert!(d.local.iter().all(|e| e.annotations.is_empty() && e.reason == "Evicted"));
+    assert!(d.conditions.memory.pressure, "the conditions are still observed");
+    assert_eq!((d.starved, d.evict, d.events.len()), (None, None, 0), "and nothing else is decided");
+    assert_eq!(Cause::ContainerEphemeralStorageLimit.as_str(), "ephemeralcontainerfs.limit");
+    assert_eq!(Cause::Threshold(Signal::PidAvailable).as_str(), "pid.available");
+
+    // With a dedicated image filesystem a container's writable layer does not count.
+    node.info.dedicated_image_fs = true;
+    node.pods.retain(|p| p.metadata.uid == "container");
+    assert_eq!(node.step(20, &snap(20, "1500Mi", "5Gi", stats.clone())).local, []);
+    // And without thresholds the limits still hold.
+    let mut node = Node::new(settings(&[], &[], &[], &[]), vec![limited("empty-dir", "1Gi", "", "")]);
+    assert_eq!(node.step(10, &snap(10, "1Gi", "5Gi", stats)).local.len(), 1);
 }
