@@ -36,7 +36,8 @@ pub struct Inputs<'a> {
     pub snapshot: &'a Snapshot,
     /// Capacities and filesystem layout.
     pub node: &'a NodeInfo,
-    /// The pods that may be evicted: every admitted pod not yet terminated.
+    /// The pods that may be evicted: every admitted pod neither terminated nor already
+    /// being stopped (an evicted pod is left out until it is gone, as kubelet waits for it).
     pub pods: &'a [Arc<Pod>],
     /// The clock.
     pub now: SystemTime,
@@ -122,6 +123,16 @@ impl EvictionState {
     /// What it runs with.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// New settings (a reload): the conditions and when they were last seen carry over;
+    /// what was known of the old thresholds is forgotten, so grace periods start again.
+    pub fn set_settings(&mut self, settings: Settings) {
+        if settings.thresholds != self.settings.thresholds {
+            self.thresholds_met.clear();
+            self.first_observed.clear();
+        }
+        self.settings = settings;
     }
 
     /// The node's pressure conditions.

@@ -69,9 +69,10 @@ fn over_limit(pod: &Pod, stats: &PodStats, dedicated_image_fs: bool) -> Option<(
 /// Every pod of `pods` past one of its own storage limits, to evict at once with no grace
 /// and no event annotations. Pods without stats are skipped.
 pub fn local_storage_evictions(pods: &[&Pod], stats: &[PodStats], dedicated_image_fs: bool) -> Vec<Eviction> {
+    let by_uid: BTreeMap<&str, &PodStats> = stats.iter().map(|s| (s.uid.as_str(), s)).collect();
     pods.iter()
         .filter_map(|pod| {
-            let s = stats.iter().find(|s| s.uid == pod.metadata.uid)?;
+            let s = by_uid.get(pod.metadata.uid.as_str())?;
             let (cause, message) = over_limit(pod, s, dedicated_image_fs)?;
             Some(Eviction {
                 uid: pod.metadata.uid.clone(),

@@ -552,3 +552,22 @@ fn pods_past_their_own_storage_limits_are_evicted_at_once_before_any_threshold()
     let mut node = Node::new(settings(&[], &[], &[], &[]), vec![limited("empty-dir", "1Gi", "", "")]);
     assert_eq!(node.step(10, &snap(10, "1Gi", "5Gi", stats)).local.len(), 1);
 }
+
+#[test]
+fn new_settings_keep_the_conditions_and_restart_grace_periods() {
+    let (pods, stats) = memory_pods();
+    let soft = settings(&[], &[("memory.available", "1Gi")], &[("memory.available", "1m")], &[]);
+    let mut node = Node::new(soft.clone(), pods);
+    node.step(0, &snap(0, "500Mi", "5Gi", stats.clone()));
+    node.state.set_settings(Settings { pressure_transition_period: Duration::from_secs(60), ..soft.clone() });
+    assert_eq!(
+        node.step(60, &snap(60, "500Mi", "5Gi", stats.clone())).evict.map(|e| e.uid),
+        Some("best-effort".into()),
+        "same thresholds: the grace period ran on"
+    );
+    let longer = settings(&[], &[("memory.available", "1Gi")], &[("memory.available", "2m")], &[]);
+    node.state.set_settings(longer);
+    let d = node.step(70, &snap(70, "500Mi", "5Gi", stats.clone()));
+    assert_eq!((d.conditions.memory, d.evict), (under_since(0), None), "held, and the new grace period starts at 70");
+    assert!(node.step(190, &snap(190, "500Mi", "5Gi", stats)).evict.is_some());
+}
