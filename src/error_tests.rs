@@ -172,6 +172,7 @@ fn samples() -> Vec<Sample> {
             source: io_cause(),
         }),
         sample(crate::api::quantity::QuantityError { input: "1.5.0".into() }),
+        sample(crate::node::eviction::ThresholdError::UnsupportedSignal { signal: "mem.available".into() }),
         sample(crate::api::manifest::ManifestError { file: "web.yaml".into(), doc: Some(2), problem: "bad".into() }),
         sample(crate::node::devicemanager::registration::RegistrationError::StatSocket {
             path: "/var/lib/kubelet/device-plugins/gpu.sock".into(),

@@ -4,6 +4,9 @@ use super::types::Pod;
 
 /// Annotation kubelet puts on static pods: where the pod came from.
 pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// Annotation of a mirror pod (the apiserver's copy of a static pod): the static pod's
+/// content hash.
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// Where a pod came from, as kubelet's `kubernetes.io/config.source` says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PodSource {

@@ -87,6 +87,8 @@ impl Config {
             ("devices.allocate_timeout", dv.allocate_timeout.0, MAX_INTERVAL),
             ("devices.endpoint_grace_period", dv.endpoint_grace_period.0, MAX_LONG_PERIOD),
             ("devices.admission_wait", dv.admission_wait.0, MAX_INTERVAL),
+            ("eviction.max_pod_grace_period", self.eviction.max_pod_grace_period.0, MAX_LONG_PERIOD),
+            ("eviction.pressure_transition_period", self.eviction.pressure_transition_period.0, MAX_LONG_PERIOD),
         ] {
             if d > max {
                 return bad(key, format!("invalid value {d:?}: must be at most {max:?}"));

@@ -1,32 +1,15 @@
 //! The image GC keys (kubelet's `imageGC*` and `imageMinimumGCAge`/`imageMaximumGCAge`,
-//! ferrolet's absolute thresholds, keep-list and imagefs eviction threshold): their checks,
-//! with kubelet's rules, and the settings `fl-imagegc` runs with.
+//! ferrolet's absolute thresholds and keep-list): their checks, with kubelet's rules, and the
+//! settings `fl-imagegc` runs with (its imagefs eviction signal is `[eviction] hard`'s
+//! `imagefs.available`).
 
 use super::Config;
-use crate::node::imagegc::manager::{ImageGcSettings, Threshold};
+use crate::node::imagegc::manager::ImageGcSettings;
 use crate::node::imagegc::Policy;
 use std::time::Duration;
 
 /// The most names `image_gc_keep` may hold.
 const MAX_KEEP: usize = 256;
-
-/// `eviction_hard_imagefs_available`: `"15%"`, a size (`"2Gi"`), or `""` (off).
-pub fn parse_threshold(s: &str) -> Result<Option<Threshold>, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(None);
-    }
-    if let Some(p) = s.strip_suffix('%') {
-        return match p.trim().parse::<u8>() {
-            Ok(p) if p <= 100 => Ok(Some(Threshold::Percent(p))),
-            _ => Err(format!("invalid value {s:?}: a percentage must be from 0% to 100%")),
-        };
-    }
-    match crate::api::Quantity::parse(s) {
-        Ok(q) if !q.is_negative() => Ok(Some(Threshold::Bytes(q.value() as u64))),
-        _ => Err(format!("invalid value {s:?}: must be a percentage of the image filesystem like \"15%\", a size like \"2Gi\", or \"\" (off)")),
-    }
-}
 
 /// kubelet's default minimum image age (`imageMinimumGCAge`), also what 0 stands for.
 const DEFAULT_MIN_AGE: Duration = Duration::from_secs(120);
@@ -87,7 +70,7 @@ pub fn check(cfg: &Config) -> Result<(), (&'static str, String)> {
     if let Some(k) = cfg.image_gc_keep.iter().find(|k| k.trim().is_empty() || k.len() > 512) {
         return Err(("image_gc_keep", format!("invalid entry {k:?}: must be an image name or id (at most 512 bytes)")));
     }
-    parse_threshold(&cfg.eviction_hard_imagefs_available).map(drop).map_err(|e| ("eviction_hard_imagefs_available", e))
+    Ok(())
 }
 
 impl Config {
@@ -105,7 +88,7 @@ impl Config {
             },
             keep: self.image_gc_keep.clone(),
             period: self.image_gc_period.0,
-            eviction: parse_threshold(&self.eviction_hard_imagefs_available).ok().flatten(),
+            eviction: self.image_fs_eviction(),
         }
     }
 }

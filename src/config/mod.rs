@@ -13,6 +13,7 @@ use std::time::Duration;
 mod bounds;
 mod choice;
 mod cluster;
+mod eviction;
 mod host;
 mod imagegc;
 pub mod reload;
@@ -22,6 +23,7 @@ mod server;
 pub use bounds::*;
 pub use choice::{CgroupVersionSetting, Enforcement, ParseChoiceError, RuntimeBackend};
 pub use cluster::ApiserverConfig;
+pub use eviction::EvictionConfig;
 pub use host::{check_state_dir, HostError};
 pub use reserved::{
     parse_resource_list, qos_reserved_memory, reserved_resources, ReservationError, ReservationProblem,
@@ -156,9 +158,9 @@ pub struct Config {
     pub image_gc_keep: Vec<String>,
     /// How often an image GC pass runs (kubelet's 5m).
     pub image_gc_period: Dur,
-    /// Below this much free on the image filesystem, every unused image is removed at once
-    /// (kubelet's `evictionHard` `imagefs.available`): `"15%"`, a size, or `""` (off).
-    pub eviction_hard_imagefs_available: String,
+    /// Deprecated: `[eviction] hard."imagefs.available"` (kubelet's `evictionHard`
+    /// `imagefs.available`), which it sets when given; setting both is an error.
+    pub eviction_hard_imagefs_available: Option<String>,
     /// How often the manifest directory is checked for changes.
     pub manifest_check_interval: Dur,
     /// How often the pod manager relists containers and syncs every pod.
@@ -185,6 +187,8 @@ pub struct Config {
     pub apiserver: ApiserverConfig,
     /// kubelet's authenticated HTTPS API (`kubectl logs`, `exec`, `port-forward`).
     pub server: ServerConfig,
+    /// Node-pressure eviction.
+    pub eviction: EvictionConfig,
 }
 
 /// `[devices]`.
@@ -422,7 +426,7 @@ impl Default for Config {
             image_gc_low_threshold_bytes_free: None,
             image_gc_keep: Vec::new(),
             image_gc_period: Dur(Duration::from_secs(300)),
-            eviction_hard_imagefs_available: "15%".into(),
+            eviction_hard_imagefs_available: None,
             manifest_check_interval: Dur(Duration::from_secs(1)),
             sync_frequency: Dur(Duration::from_secs(1)),
             shutdown_timeout: Dur(Duration::from_secs(10)),
@@ -436,6 +440,7 @@ impl Default for Config {
             devices: DevicesConfig::default(),
             apiserver: ApiserverConfig::default(),
             server: ServerConfig::default(),
+            eviction: EvictionConfig::default(),
         }
     }
 }
@@ -747,6 +752,9 @@ impl Config {
         if let Err((key, message)) = imagegc::check(self) {
             return bad(key, message);
         }
+        if let Err((key, message)) = eviction::check(self) {
+            return bad(&key, message);
+        }
         if let Err((key, message)) = self.apiserver.check() {
             return bad(key, message);
         }
@@ -935,7 +943,7 @@ mod tests {
         );
         assert_eq!(
             err("eviction_hard_imagefs_available = \"15 percent\"\n"),
-            "f.toml: eviction_hard_imagefs_available: invalid value \"15 percent\": must be a percentage of the image filesystem like \"15%\", a size like \"2Gi\", or \"\" (off)"
+            "f.toml: eviction_hard_imagefs_available: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
         );
         let c = Config::parse(
             "f.toml",

@@ -1,6 +1,7 @@
 //! The node's own machinery, below the pod manager: the container runtimes, cgroups
-//! (`cm`), device plugins, events, image pulls and image GC, probes, lifecycle hooks, pod
-//! DNS, container logs as `ferrolet logs` reads them, and pod and node status.
+//! (`cm`), device plugins, events, eviction under node pressure, image pulls and image GC,
+//! probes, lifecycle hooks, pod DNS, container logs as `ferrolet logs` reads them, and pod
+//! and node status.
 
 pub mod cm;
 pub mod devicemanager;

@@ -8,7 +8,7 @@ use crate::api::manifest::CONFIG_HASH_ANNOTATION;
 use crate::api::Pod;
 
 /// The annotation that makes a pod a mirror pod.
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub const MIRROR_ANNOTATION: &str = crate::api::source::CONFIG_MIRROR_ANNOTATION;
 
 /// The mirror pod of static pod `pod` on node `node` (uid `node_uid`).
 pub fn mirror_pod(pod: &Pod, node: &str, node_uid: &str) -> serde_json::Value {

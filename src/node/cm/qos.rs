@@ -108,6 +108,12 @@ pub fn pod_limits(pod: &Pod) -> (i64, i64) {
     (pod_sum(pod, "cpu", limits), pod_sum(pod, "memory", limits))
 }
 
+/// A pod's effective limit of one resource, by the same rule as `pod_request` (0 where no
+/// container declares one).
+pub fn pod_limit(pod: &Pod, name: &str) -> i64 {
+    pod_sum(pod, name, limits)
+}
+
 /// Whether every container (init and app) declares a limit for `name`.
 pub fn all_declare_limit(pod: &Pod, name: &str) -> bool {
     pod.spec.init_containers.iter().chain(&pod.spec.containers).all(|c| c.resources.limits.contains_key(name))

@@ -5,7 +5,8 @@
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use super::NodeConditions;
+use std::time::Duration;
 
 /// A pod the eviction manager stops: it ends `Failed` with reason `Evicted`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,47 +21,19 @@ pub struct EvictPod {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// One pressure condition: whether it holds, and since when that is so.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Condition {
-    /// Under pressure.
-    pub pressure: bool,
-    /// When it last changed (the agent's start before any change).
-    pub since: SystemTime,
-}
-
-/// The node's pressure conditions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pressure {
-    /// `MemoryPressure`.
-    pub memory: Condition,
-    /// `DiskPressure`.
-    pub disk: Condition,
-    /// `PIDPressure`.
-    pub pid: Condition,
-}
-
-impl Pressure {
-    /// No pressure since `since`.
-    pub fn none(since: SystemTime) -> Pressure {
-        let c = Condition { pressure: false, since };
-        Pressure { memory: c, disk: c, pid: c }
-    }
-}
-
 /// The last pressure conditions: written by the eviction manager (`fl-stats`), read by the
 /// pod manager's admission and the node's conditions. Empty until the manager first decides.
 #[derive(Clone, Default)]
-pub struct PressureView(Arc<RwLock<Option<Pressure>>>);
+pub struct PressureView(Arc<RwLock<Option<NodeConditions>>>);
 
 impl PressureView {
     /// The conditions, if decided yet.
-    pub fn get(&self) -> Option<Pressure> {
+    pub fn get(&self) -> Option<NodeConditions> {
         *self.0.read()
     }
 
     /// Replaces the conditions.
-    pub fn set(&self, p: Pressure) {
+    pub fn set(&self, p: NodeConditions) {
         *self.0.write() = Some(p);
     }
 }

@@ -3,7 +3,8 @@
 //! cluster mode's node report both build from these.
 
 use crate::api::{NodeCondition, Time};
-use crate::node::eviction::view::{Condition, Pressure};
+use crate::node::eviction::messages::condition_text;
+use crate::node::eviction::{NodeConditions, Pressure};
 use std::time::SystemTime;
 
 /// kubelet's `device-plugin` health check: the registration server's failure, if any.
@@ -25,53 +26,110 @@ pub fn problems(dead: &[String], checks: &[(&str, Option<String>)]) -> Vec<Strin
     out
 }
 
+/// The three pressure conditions in kubelet's order and words, as the eviction manager
+/// holds them: `MemoryPressure`, `DiskPressure`, `PIDPressure`, each True or False since its
+/// last transition.
+pub fn pressure_conditions(pressure: &NodeConditions, now: SystemTime) -> Vec<NodeCondition> {
+    Pressure::ALL
+        .into_iter()
+        .map(|p| {
+            let c = pressure.get(p);
+            let (reason, message) = condition_text(p, c.pressure);
+            NodeCondition {
+                type_: p.as_str().into(),
+                status: if c.pressure { "True" } else { "False" }.into(),
+                last_heartbeat_time: Some(Time(now)),
+                last_transition_time: Some(Time(c.since)),
+                reason: reason.into(),
+                message: message.into(),
+            }
+        })
+        .collect()
+}
+
 /// The node's conditions in kubelet's order and words: the pressure conditions as the
-/// eviction manager last decided (False since the agent started before it first decides),
-/// and Ready, False with the problems when there are any.
+/// eviction manager last decided them (False since the agent started, before it first
+/// decides), and Ready, False with the problems when there are any.
 pub fn node_conditions(
     problems: &[String],
-    pressure: Option<Pressure>,
+    pressure: Option<NodeConditions>,
     started: SystemTime,
     ready_since: SystemTime,
     now: SystemTime,
 ) -> Vec<NodeCondition> {
-    let cond = |type_: &str, status: &str, since: SystemTime, reason: &str, message: &str| NodeCondition {
-        type_: type_.into(),
+    node_conditions_under(&pressure.unwrap_or(NodeConditions::calm(started)), problems, ready_since, now)
+}
+
+/// The node's conditions with the eviction manager's pressure conditions, then Ready.
+pub fn node_conditions_under(
+    pressure: &NodeConditions,
+    problems: &[String],
+    ready_since: SystemTime,
+    now: SystemTime,
+) -> Vec<NodeCondition> {
+    let mut out = pressure_conditions(pressure, now);
+    let ready = |status: &str, reason: &str, message: String| NodeCondition {
+        type_: "Ready".into(),
         status: status.into(),
         last_heartbeat_time: Some(Time(now)),
-        last_transition_time: Some(Time(since)),
+        last_transition_time: Some(Time(ready_since)),
         reason: reason.into(),
-        message: message.into(),
+        message,
     };
-    let p = pressure.unwrap_or(Pressure::none(started));
-    let pressure_cond = |type_: &str, c: Condition, yes: [&str; 2], no: [&str; 2]| {
-        let [reason, message] = if c.pressure { yes } else { no };
-        cond(type_, if c.pressure { "True" } else { "False" }, c.since, reason, message)
-    };
-    let mut out = vec![
-        pressure_cond(
-            "MemoryPressure",
-            p.memory,
-            ["KubeletHasInsufficientMemory", "kubelet has insufficient memory available"],
-            ["KubeletHasSufficientMemory", "kubelet has sufficient memory available"],
-        ),
-        pressure_cond(
-            "DiskPressure",
-            p.disk,
-            ["KubeletHasDiskPressure", "kubelet has disk pressure"],
-            ["KubeletHasNoDiskPressure", "kubelet has no disk pressure"],
-        ),
-        pressure_cond(
-            "PIDPressure",
-            p.pid,
-            ["KubeletHasInsufficientPID", "kubelet has insufficient PID available"],
-            ["KubeletHasSufficientPID", "kubelet has sufficient PID available"],
-        ),
-    ];
     out.push(if problems.is_empty() {
-        cond("Ready", "True", ready_since, "KubeletReady", "kubelet is posting ready status")
+        ready("True", "KubeletReady", "kubelet is posting ready status".into())
     } else {
-        cond("Ready", "False", ready_since, "KubeletNotReady", &problems.join("; "))
+        ready("False", "KubeletNotReady", problems.join("; "))
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::eviction::ConditionState;
+    use std::time::Duration;
+
+    #[test]
+    fn the_pressure_conditions_are_the_eviction_managers_in_kubelets_order_and_words() {
+        let t = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let pressure = NodeConditions {
+            memory: ConditionState { pressure: true, since: t(5) },
+            disk: ConditionState { pressure: false, since: t(1) },
+            pid: ConditionState { pressure: true, since: t(7) },
+        };
+        let got: Vec<_> = node_conditions_under(&pressure, &[], t(2), t(9))
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason, c.message, c.last_transition_time, c.last_heartbeat_time))
+            .collect();
+        let row = |ty: &str, st: &str, reason: &str, message: &str, since| {
+            (
+                ty.to_string(),
+                st.to_string(),
+                reason.to_string(),
+                message.to_string(),
+                Some(Time(t(since))),
+                Some(Time(t(9))),
+            )
+        };
+        assert_eq!(
+            got,
+            [
+                row(
+                    "MemoryPressure",
+                    "True",
+                    "KubeletHasInsufficientMemory",
+                    "kubelet has insufficient memory available",
+                    5
+                ),
+                row("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", 1),
+                row("PIDPressure", "True", "KubeletHasInsufficientPID", "kubelet has insufficient PID available", 7),
+                row("Ready", "True", "KubeletReady", "kubelet is posting ready status", 2),
+            ]
+        );
+        let calm = node_conditions(&["x died".into()], None, t(1), t(2), t(3));
+        assert_eq!(calm.len(), 4);
+        assert!(calm[..3].iter().all(|c| c.status == "False" && c.last_transition_time == Some(Time(t(1)))));
+        assert_eq!((calm[3].status.as_str(), calm[3].message.as_str()), ("False", "x died"));
+    }
 }
