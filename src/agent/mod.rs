@@ -832,6 +832,9 @@ impl Agent {
             Some(c) => c.version().to_string(),
             None => format!("process://{}", env!("CARGO_PKG_VERSION")),
         };
+        // What the stats endpoints read. Nothing writes it yet: until the collector
+        // (`fl-stats`) owns it, they answer that there are no metrics yet.
+        let stats = crate::node::stats::StatsView::default();
         let api_state = ApiState {
             statuses: statuses.clone(),
             health: health.clone(),
@@ -843,9 +846,10 @@ impl Agent {
             images: images_view.clone(),
             runtime: runtime_health.clone(),
             apiserver: cluster.as_ref().map(|c| (c.link.clone(), c.client.clone())),
+            stats: stats.clone(),
         };
         let local_routes = Arc::new(crate::server::routes::Routes::new(api_state.clone(), Default::default()));
-        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, &health)
+        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, stats, &health)
             .map_err(|e| AgentError::KubeletApi(Box::new(e)))?;
         // The Node names the port the apiserver calls: the kubelet API's, else the local API's.
         let port = match &kubelet_api {
