@@ -53,4 +53,5 @@ mod reload;
 mod restart;
 mod security;
 mod static_bin;
+mod stats_api;
 mod volumes;
