@@ -227,9 +227,17 @@ fn metrics_server_reads_what_the_pods_cgroups_say_on_both_apis() {
         assert!(only["node"].get(gone).is_none(), "{gone} in {local}");
     }
 
-    // ferrolet top reads the same summary.
-    let top = c.agent.cli(&["top", "pods"]);
-    let row = top.lines().find(|l| l.starts_with(&format!("{pod} "))).unwrap_or_else(|| panic!("{top}"));
+    // ferrolet top reads the same summary; a pod is shown once its CPU rate is known (the
+    // collection after the one that first saw it).
+    let deadline = Instant::now() + SNAPSHOT_WAIT;
+    let (top, row) = loop {
+        let top = c.agent.cli(&["top", "pods"]);
+        if let Some(row) = top.lines().find(|l| l.starts_with(&format!("{pod} "))) {
+            break (top.clone(), row.to_string());
+        }
+        assert!(Instant::now() < deadline, "no {pod} in ferrolet top pods:\n{top}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let cells: Vec<&str> = row.split_whitespace().collect();
     assert!(cells[1].ends_with('m') && cells[2].ends_with("Mi"), "{top}");
     let node_top = c.agent.cli(&["top", "node"]);
