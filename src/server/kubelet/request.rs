@@ -131,7 +131,7 @@ pub enum Endpoint {
     PortForward(PodPath),
     /// Paths kubelet serves that ferrolet does not (`/run`, `/runningpods`, `/debug/pprof`,
     /// `/logs`, `/checkpoint`, `/cri`, `/metrics/cadvisor`), `/stats` other than
-    /// `/stats/summary` (as kubelet, which serves no other since 1.28), and anything else.
+    /// `/stats/summary` (current kubelets serve no other), and anything else.
     NotFound,
 }
 
