@@ -128,7 +128,7 @@ struct Bounded {
 impl std::io::Write for Bounded {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
         if self.buf.len() + b.len() > self.max {
-            return Err(std::io::Error::other(format!("past {} bytes", self.max)));
+            return Err(std::io::Error::other("the response buffer is full"));
         }
         self.buf.extend_from_slice(b);
         Ok(b.len())
