@@ -100,6 +100,9 @@ fn samples() -> Vec<Sample> {
             source: crate::server::pool::PoolError::SetUpReactor { source: io_cause() },
         }),
         sample(crate::server::http::HeadError::LineTooLong),
+        sample(crate::server::stats::SummaryError::TooLarge { max: 16 << 20, source: json_cause() }),
+        sample(crate::server::stats::Unavailable::NotYet),
+        sample(crate::server::stats::Unavailable::Stale { at: std::time::UNIX_EPOCH }),
         sample(crate::node::runtime::process::ExecLimitsError::CheckArgument { index: 1, len: 200_000 }),
         sample(cri_cause()),
         sample(crate::node::runtime::cri::translate::TranslateError::Encode {

@@ -1,4 +1,4 @@
-//! The `ferrolet` command line: `run`, `validate`, `get …`, `describe`, `logs`, `exec`,
+//! The `ferrolet` command line: `run`, `validate`, `get …`, `describe`, `top`, `logs`, `exec`,
 //! `plan`, `drain`, `version` (and the internal `shim`, which the process runtime starts
 //! once per container). This file parses and dispatches; each subcommand is in
 //! `ferrolet::cli`.
@@ -6,7 +6,8 @@
 use ferrolet::cli::flags::{help_for, parse_flags, split_at_dashes, Flags, USAGE};
 use ferrolet::cli::logging::{abort_on_panic, end_quietly_on_a_closed_stdout, init_logging, log_panics};
 use ferrolet::cli::{
-    drain::drain, get::describe, get::get, logs_exec::exec, logs_exec::logs, plan::plan, run::run, validate::validate,
+    drain::drain, get::describe, get::get, logs_exec::exec, logs_exec::logs, plan::plan, run::run, top::top,
+    validate::validate,
 };
 use std::process::ExitCode;
 
@@ -31,7 +32,18 @@ fn main() -> ExitCode {
     abort_on_panic();
     if matches!(
         cmd.as_str(),
-        "get" | "describe" | "logs" | "exec" | "validate" | "plan" | "version" | "--version" | "help" | "-h" | "--help"
+        "get"
+            | "describe"
+            | "top"
+            | "logs"
+            | "exec"
+            | "validate"
+            | "plan"
+            | "version"
+            | "--version"
+            | "help"
+            | "-h"
+            | "--help"
     ) {
         end_quietly_on_a_closed_stdout();
     }
@@ -60,6 +72,7 @@ fn main() -> ExitCode {
         "get" => get(flags).map(|_| 0),
         "drain" => drain(flags).map(|_| 0),
         "describe" => describe(flags).map(|_| 0),
+        "top" => top(flags).map(|_| 0),
         "logs" => logs(flags),
         "exec" => exec(flags),
         "plan" => plan(flags).map(done),

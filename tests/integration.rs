@@ -56,4 +56,5 @@ mod restart;
 mod security;
 mod static_bin;
 mod stats;
+mod stats_api;
 mod volumes;

@@ -40,6 +40,7 @@ pub fn start(
     cluster: Option<&Cluster>,
     runtime: Arc<dyn ContainerRuntime>,
     local: Arc<crate::server::routes::Routes>,
+    stats: crate::node::stats::StatsView,
     health: &crate::base::manager::Health,
 ) -> Result<Option<KubeletServer>, KubeletApiError> {
     let s = &cfg.server;
@@ -123,5 +124,5 @@ pub fn start(
         stream_idle_timeout: s.streaming_connection_idle_timeout.0,
         configz,
     };
-    Ok(Some(KubeletServer::start(settings, Inputs { runtime, local, gate }, health)?))
+    Ok(Some(KubeletServer::start(settings, Inputs { runtime, local, gate, stats }, health)?))
 }

@@ -883,9 +883,10 @@ impl Agent {
             runtime: runtime_health.clone(),
             pressure: pressure.clone(),
             apiserver: cluster.as_ref().map(|c| (c.link.clone(), c.client.clone())),
+            stats: stats_view.clone(),
         };
         let local_routes = Arc::new(crate::server::routes::Routes::new(api_state.clone(), Default::default()));
-        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, &health)
+        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, stats_view.clone(), &health)
             .map_err(|e| AgentError::KubeletApi(Box::new(e)))?;
         // The Node names the port the apiserver calls: the kubelet API's, else the local API's.
         let port = match &kubelet_api {

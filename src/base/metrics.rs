@@ -87,6 +87,16 @@ impl<'a> Encoder<'a> {
         let _ = writeln!(self.out, " {value}");
     }
 
+    /// One sample line with a timestamp in milliseconds since the epoch, as kubelet's
+    /// resource metrics carry the time each value was read: `name{labels} value 1700000000000`
+    /// (none when `timestamp_ms` is `None`).
+    pub fn sample_at(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display, timestamp_ms: Option<i64>) {
+        match timestamp_ms {
+            None => self.sample(name, labels, value),
+            Some(ms) => self.sample(name, labels, format_args!("{value} {ms}")),
+        }
+    }
+
     /// A family with one unlabelled sample.
     pub fn single(&mut self, name: &str, kind: Kind, help: &str, value: impl Display) {
         self.family(name, kind, help);
@@ -107,6 +117,54 @@ impl<'a> Encoder<'a> {
         self.sample(&bucket, &with_le, h.count);
         self.sample(&format!("{name}_sum"), labels, h.sum);
         self.sample(&format!("{name}_count"), labels, h.count);
+    }
+}
+
+/// A float written as Prometheus' Go text encoder writes it (`strconv.FormatFloat(v, 'g',
+/// -1, 64)`): the shortest digits that read back as the same value, in exponent form when
+/// the exponent is below -4 or 6 and above (`1.4667776e+07`, `0.0001`, `123456.5`), and
+/// `0`, `NaN`, `+Inf`, `-Inf`. Scrapers parse either form; this keeps ferrolet's pages byte for
+/// byte like kubelet's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GoFloat(pub f64);
+
+impl Display for GoFloat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        if v.is_nan() {
+            return f.write_str("NaN");
+        }
+        if v.is_infinite() {
+            return f.write_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+        }
+        if v == 0.0 {
+            // The encoder writes -0 as 0 too.
+            return f.write_str("0");
+        }
+        // Rust's `{:e}` gives the same shortest round-trip digits as Go: `d.ddde±x`.
+        let sci = format!("{:e}", v.abs());
+        let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+        if v < 0.0 {
+            f.write_str("-")?;
+        }
+        if !(-4..6).contains(&exp) {
+            let (first, rest) = digits.split_at(1);
+            let sign = if exp < 0 { '-' } else { '+' };
+            let point = if rest.is_empty() { "" } else { "." };
+            return write!(f, "{first}{point}{rest}e{sign}{:02}", exp.abs());
+        }
+        // The decimal point sits after `exp + 1` digits.
+        let point = exp + 1;
+        if point <= 0 {
+            write!(f, "0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+        } else if point as usize >= digits.len() {
+            write!(f, "{digits}{}", "0".repeat(point as usize - digits.len()))
+        } else {
+            let (int, frac) = digits.split_at(point as usize);
+            write!(f, "{int}.{frac}")
+        }
     }
 }
 
@@ -325,6 +383,46 @@ mod tests {
     fn help_escapes_backslash_and_newline_but_keeps_quotes() {
         let text = render(|e| e.family("m", Kind::Counter, "a \"b\"\\\nc"));
         assert_eq!(text, "# HELP m a \"b\"\\\\\\nc\n# TYPE m counter\n");
+    }
+
+    #[test]
+    fn floats_are_written_as_gos_text_encoder_writes_them() {
+        let cases: [(f64, &str); 16] = [
+            (0.0, "0"),
+            (1.0, "1"),
+            (-1.0, "-1"),
+            (9.062226, "9.062226"),
+            (14_667_776.0, "1.4667776e+07"),
+            (1_000_000.0, "1e+06"),
+            (999_999.0, "999999"),
+            (123_456.5, "123456.5"),
+            (100_000.0, "100000"),
+            (0.0001, "0.0001"),
+            (0.00001234, "1.234e-05"),
+            (1.7e9, "1.7e+09"),
+            (1_698_143_234.5, "1.6981432345e+09"),
+            (2.5e-300, "2.5e-300"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(GoFloat(v).to_string(), want, "{v:?}");
+        }
+        assert_eq!(GoFloat(f64::NAN).to_string(), "NaN");
+        assert_eq!(GoFloat(-0.5).to_string(), "-0.5");
+        // Whatever the form, it reads back as the same value.
+        for v in [1e21, 123_456_789.123, 3.0e-7, 42.000_001] {
+            assert_eq!(GoFloat(v).to_string().parse::<f64>().unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn a_sample_may_carry_a_timestamp_in_milliseconds() {
+        let text = render(|e| {
+            e.sample_at("m", &[("pod", "p")], GoFloat(0.5), Some(1_700_000_000_123));
+            e.sample_at("n", &[], 1, None);
+        });
+        assert_eq!(text, "m{pod=\"p\"} 0.5 1700000000123\nn 1\n");
     }
 
     #[test]

@@ -21,6 +21,9 @@ usage:
   ferrolet get node|devices [-o json|yaml] [--server ADDR | --config FILE]   capacity, device plugins
   ferrolet get images [-o json|yaml] [--server ADDR | --config FILE]   images, and whether GC may remove them
   ferrolet describe pod NAME [--server ADDR | --config FILE]
+  ferrolet top pods [NAME] [-n NAMESPACE | -A] [--containers] [--sort-by cpu|memory]
+                    [--server ADDR | --config FILE]   CPU and memory in use, as kubectl top
+  ferrolet top node [--server ADDR | --config FILE]
   ferrolet plan cgroups [--config FILE] [-o json] [--cpus N] [--memory Q] [--system-reserved cpu=…,memory=…]
                         [--kube-reserved …] [--qos-reserved memory=N%] [--cgroup-version 1|2]
                         [--cgroup-root PATH] MANIFEST...   the cgroups and values ferrolet would write
@@ -73,6 +76,26 @@ pub const DESCRIBE_HELP: &str = "\
 usage: ferrolet describe pod NAME [--server ADDR | --config FILE]
 
 Shows one pod of a running agent, with its containers and events.
+";
+
+/// `ferrolet top --help`.
+pub const TOP_HELP: &str = "\
+usage: ferrolet top pods [NAME] [-n NAMESPACE | -A] [--containers] [--sort-by cpu|memory]
+                         [--server ADDR | --config FILE]
+       ferrolet top node [NAME] [--server ADDR | --config FILE]
+
+Shows the CPU and memory a running agent's pods, or its node, use now, as kubectl top does:
+CPU as the rate over the last collection (10s), in millicores; memory as the working set
+(what the OOM killer and eviction see), in MiB. It reads the agent's /stats/summary.
+
+  -n, --namespace NS    pods of namespace NS (default: default)
+  -A, --all-namespaces  pods of every namespace, with a NAMESPACE column
+      --containers      one row per container
+      --sort-by KEY     cpu or memory, the largest first (default: by name)
+
+top node shows CPU(%) and MEMORY(%) of the node's allocatable CPU and memory, as /node
+reports them. A pod appears once each of its containers was measured twice (10s after it
+started); before the agent's first collection, top says that metrics are not available yet.
 ";
 
 /// `ferrolet plan --help`.
@@ -149,6 +172,7 @@ pub fn help_for(cmd: &str) -> &'static str {
         "validate" => VALIDATE_HELP,
         "get" => GET_HELP,
         "describe" => DESCRIBE_HELP,
+        "top" => TOP_HELP,
         "plan" => PLAN_HELP,
         "drain" => DRAIN_HELP,
         "logs" => LOGS_HELP,
@@ -179,6 +203,10 @@ pub struct Flags {
     pub tail: Option<String>,
     pub follow: bool,
     pub timestamps: bool,
+    /// `top`: `-A`, `--containers`, `--sort-by`.
+    pub all_namespaces: bool,
+    pub containers: bool,
+    pub sort_by: Option<String>,
     /// `exec`: `--timeout`, and the command after `--`.
     pub timeout: Option<String>,
     pub command: Option<Vec<String>>,
@@ -236,6 +264,9 @@ pub fn parse_flags(args: impl IntoIterator<Item = std::ffi::OsString>) -> anyhow
             Short('f') | Long("follow") => f.follow = true,
             Long("timestamps") => f.timestamps = true,
             Long("timeout") => f.timeout = Some(value(&mut p, &flag)?),
+            Short('A') | Long("all-namespaces") => f.all_namespaces = true,
+            Long("containers") => f.containers = true,
+            Long("sort-by") => f.sort_by = Some(value(&mut p, &flag)?),
             Long(name) if PLAN_FLAGS.contains(&name) => {
                 let key = PLAN_FLAGS.iter().copied().find(|n| *n == name).unwrap_or("cpus");
                 f.plan.insert(key, value(&mut p, &flag)?);
@@ -306,6 +337,14 @@ mod tests {
     }
 
     #[test]
+    fn top_flags_are_kubectls() {
+        let f = parse(&["pods", "-A", "--containers", "--sort-by", "memory"]).unwrap();
+        assert!(f.all_namespaces && f.containers);
+        assert_eq!((f.positional, f.sort_by.as_deref()), (vec!["pods".to_string()], Some("memory")));
+        assert!(parse(&["pods", "--all-namespaces"]).unwrap().all_namespaces);
+    }
+
+    #[test]
     fn help_is_returned_not_acted_on_and_wins_over_later_flags() {
         assert!(parse(&["--help"]).unwrap().help);
         assert!(parse(&["pods", "-h", "--bogus"]).unwrap().help);
@@ -321,7 +360,7 @@ mod tests {
 
     #[test]
     fn every_subcommand_has_its_own_help() {
-        for cmd in ["run", "validate", "get", "describe", "logs", "exec", "plan", "drain", "version"] {
+        for cmd in ["run", "validate", "get", "describe", "top", "logs", "exec", "plan", "drain", "version"] {
             let h = help_for(cmd);
             assert!(h.starts_with(&format!("usage: ferrolet {cmd}")), "{cmd}: {h}");
         }

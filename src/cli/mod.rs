@@ -7,6 +7,7 @@ pub mod logging;
 pub mod logs_exec;
 pub mod plan;
 pub mod run;
+pub mod top;
 pub mod validate;
 use crate::api::{ContainerState, Event, EventList, Pod, PodList, PodPhase};
 use crate::base::timefmt::human_age;
@@ -50,29 +51,60 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest response the CLI reads (a PodList of 500 pods is about 3 MiB).
 const MAX_RESPONSE_BYTES: u64 = 64 << 20;
 
-fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Result<T> {
+/// An answer of the local API: its status and body.
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// The body (at most `MAX_RESPONSE_BYTES`).
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// The body's first line, for a message (control characters escaped, at most 300 bytes).
+    pub fn first_line(&self) -> String {
+        let text = String::from_utf8_lossy(&self.body);
+        let line: String = text.lines().next().unwrap_or("").chars().take(300).collect();
+        crate::base::logsafe::Escaped(&line).to_string()
+    }
+}
+
+/// `GET http://{server}{path}`, whatever the status.
+fn fetch_answer(server: &str, path: &str) -> anyhow::Result<Answer> {
     use anyhow::Context as _;
     let url = format!("http://{server}{path}");
-    let config = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).build();
+    let config = ureq::Agent::config_builder().timeout_global(Some(FETCH_TIMEOUT)).http_status_as_error(false).build();
     let agent: ureq::Agent = config.into();
-    let body = agent
-        .get(&url)
-        .call()
-        .map_err(|e| match e {
-            // The agent answered, with an error of its own: say that, not "cannot reach".
-            ureq::Error::StatusCode(code) => anyhow::anyhow!("the ferrolet API at {url} answered HTTP {code}"),
-            e => anyhow::anyhow!(
-                "cannot reach the ferrolet API at {url}: {e} (is `ferrolet run` running? use --server to point elsewhere)"
-            )
-        })?
+    let mut resp = agent.get(&url).call().map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach the ferrolet API at {url}: {e} (is `ferrolet run` running? use --server to point elsewhere)"
+        )
+    })?;
+    let status = resp.status().as_u16();
+    let body = resp
         .body_mut()
         .with_config()
         .limit(MAX_RESPONSE_BYTES)
         .read_to_vec()
         .with_context(|| format!("reading the response of {url}"))?;
+    Ok(Answer { status, body })
+}
+
+/// Decodes a JSON answer of `path` (from `server`) into `T`; any status but 200 is an error
+/// that says what the agent answered.
+fn decode_answer<T: serde::de::DeserializeOwned>(server: &str, path: &str, answer: &Answer) -> anyhow::Result<T> {
+    use anyhow::Context as _;
+    let url = format!("http://{server}{path}");
+    if answer.status != 200 {
+        // The agent answered, with an error of its own: say that, not "cannot reach".
+        anyhow::bail!("the ferrolet API at {url} answered HTTP {}: {}", answer.status, answer.first_line());
+    }
     let value: serde_json::Value =
-        serde_json::from_slice(&body).with_context(|| format!("decoding the response of {url}"))?;
+        serde_json::from_slice(&answer.body).with_context(|| format!("decoding the response of {url}"))?;
     crate::api::decode(&value).map_err(|e| anyhow::anyhow!("decoding the response of {url}: {e}"))
+}
+
+fn fetch<T: serde::de::DeserializeOwned>(server: &str, path: &str) -> anyhow::Result<T> {
+    decode_answer(server, path, &fetch_answer(server, path)?)
 }
 
 /// Fetches `/pods` from the agent at `server` (`host:port`).

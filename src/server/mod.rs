@@ -1,8 +1,9 @@
 //! The local read-only HTTP API: `/healthz`, `/pods`, `/events`, `/node`, `/devices`,
-//! `/metrics`. It binds to loopback by default; it never listens on all addresses unless
-//! configured. `http` parses and writes HTTP/1.1 with hard bounds, `conn` serves
-//! connections without blocking (one reactor thread, a fixed set of workers), `routes`
-//! answers requests.
+//! `/images`, `/metrics`, `/stats/summary`, `/metrics/resource`. It binds to loopback by
+//! default; it never listens on all addresses unless configured. `http` parses and writes
+//! HTTP/1.1 with hard bounds, `conn` serves connections without blocking (one reactor
+//! thread, a fixed set of workers), `routes` answers requests, `stats` renders the usage
+//! statistics (for kubelet's API too).
 
 pub mod conn;
 pub mod http;
@@ -10,6 +11,7 @@ pub mod jobs;
 pub mod kubelet;
 pub mod pool;
 pub mod routes;
+pub mod stats;
 
 use crate::api::Node;
 use crate::base::manager::{Health, StopTimeout};
@@ -65,6 +67,8 @@ pub struct ApiState {
     pub runtime: crate::node::status::RuntimeHealth,
     /// The node's pressure conditions (the eviction manager's).
     pub pressure: crate::node::eviction::view::PressureView,
+    /// The last usage snapshot (`/stats/summary`, `/metrics/resource`).
+    pub stats: crate::node::stats::StatsView,
     /// Cluster mode's link and client (their series in `/metrics`).
     pub apiserver: Option<(Arc<crate::cluster::apiserver::link::Link>, Arc<crate::cluster::apiserver::ApiClient>)>,
 }
@@ -89,7 +93,7 @@ impl ApiServer {
         let running = pool::spawn(listener, routes, limits.clone(), stats, &health)
             .map_err(|source| ServerError::Spawn { addr: addr.into(), source })?;
         log::info!(
-            "api: serving /healthz /pods /events /node /devices /metrics on http://{bound} (at most {} connections)",
+            "api: serving /healthz /pods /events /node /devices /images /metrics /stats/summary /metrics/resource on http://{bound} (at most {} connections)",
             limits.max_connections
         );
         Ok(ApiServer { running, addr: bound })

@@ -1,8 +1,9 @@
-//! The routes of the local API as plain functions: request in, response out.
+//! The routes of the local API as plain functions: request in, response out (`/stats/summary`
+//! and `/metrics/resource` are rendered by `stats`, which kubelet's API shares).
 
 use super::conn::{Handler, ServerStats};
 use super::http::{Request, Response};
-use super::ApiState;
+use super::{stats, ApiState};
 use crate::api::{EventList, ListMeta, Node, PodPhase, Quantity};
 use crate::base::metrics::{Encoder, Kind};
 use crate::node::events::store::EventFilter;
@@ -126,6 +127,12 @@ impl Routes {
                 Err(e) => Response::text(400, format!("{e}\n")),
             },
             "/metrics" => Response { content_type: "text/plain; version=0.0.4", ..Response::text(200, self.metrics()) },
+            "/metrics/resource" => stats::resource_metrics_response(&s.stats, SystemTime::now()),
+            "/stats/summary" => {
+                let params = parse_query(&req.query);
+                let only = stats::only_cpu_and_memory(params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                stats::summary_response(&s.stats, only, SystemTime::now())
+            }
             "/devices" | "/devices/" => {
                 let view = s.devices.as_ref().map(|d| d.to_json()).unwrap_or_else(
                     || serde_json::json!({"registrationServer": "off (devices.plugin_dir is empty)", "resources": [], "allocations": []}),
@@ -218,6 +225,18 @@ pub fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `a=1&b=x%20y&b=z` as (key, value) pairs, `+` as a space, percent-decoded.
+pub fn parse_query(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
 }
 
 fn hex(b: u8) -> Option<u8> {

@@ -1,6 +1,6 @@
 //! kubelet's authenticated HTTPS API (`[server]`, port 10250), which the apiserver calls for
 //! `kubectl logs`, `exec`, `attach`, `port-forward` and `cp`, and which metrics scrapers
-//! call with service account tokens. One thread (`fl-kapi`) accepts; each connection gets a
+//! call with service account tokens (`/metrics`, `/metrics/resource`, `/stats/summary`). One thread (`fl-kapi`) accepts; each connection gets a
 //! thread of its own (`fl-kapi-conn`, at most `max_connections`; more are closed at once),
 //! with time bounds on the handshake, each request head and idle keep-alive, and, for a
 //! stream, on its idle time. `request` parses, `auth` authenticates and authorizes, `routes`
@@ -67,6 +67,8 @@ pub struct Inputs {
     pub local: Arc<crate::server::routes::Routes>,
     /// Authentication and authorization.
     pub gate: auth::Gate,
+    /// The last usage snapshot (`/stats/summary`, `/metrics/resource`).
+    pub stats: crate::node::stats::StatsView,
 }
 
 /// Everything a connection thread shares.

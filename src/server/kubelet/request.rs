@@ -3,7 +3,7 @@
 
 use crate::base::httphead;
 use crate::server::http::{bounded_head, HeadError, MAX_HEADERS};
-use crate::server::routes::percent_decode;
+use crate::server::routes::{parse_query, percent_decode};
 
 /// A parsed request head.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,18 +106,6 @@ pub fn parse(buf: &[u8]) -> Parsed {
     Parsed::Complete(out, head.len)
 }
 
-/// `a=1&b=x%20y&b=z` as (key, value) pairs, `+` as a space, percent-decoded.
-pub fn parse_query(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
 /// What a path names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Endpoint {
@@ -129,6 +117,10 @@ pub enum Endpoint {
     Configz,
     /// `/metrics`, `/metrics/probes`.
     Metrics,
+    /// `/metrics/resource`: kubelet's resource metrics (what metrics-server scrapes).
+    MetricsResource,
+    /// `/stats/summary`: kubelet's stats `Summary`.
+    StatsSummary,
     /// `/containerLogs/{namespace}/{pod}/{container}`.
     ContainerLogs(PodPath),
     /// `/exec/{namespace}/{pod}/{container}` (an optional uid before the container, as kubelet).
@@ -138,7 +130,8 @@ pub enum Endpoint {
     /// `/portForward/{namespace}/{pod}`.
     PortForward(PodPath),
     /// Paths kubelet serves that ferrolet does not (`/run`, `/runningpods`, `/debug/pprof`,
-    /// `/stats`, `/logs`, `/checkpoint`, `/cri`), and anything else.
+    /// `/logs`, `/checkpoint`, `/cri`, `/metrics/cadvisor`), `/stats` other than
+    /// `/stats/summary` (current kubelets serve no other), and anything else.
     NotFound,
 }
 
@@ -180,6 +173,8 @@ pub fn endpoint(path: &str) -> Endpoint {
         ["pods"] | ["pods", ""] => Some(Endpoint::Pods),
         ["configz"] => Some(Endpoint::Configz),
         ["metrics"] | ["metrics", "probes"] => Some(Endpoint::Metrics),
+        ["metrics", "resource"] => Some(Endpoint::MetricsResource),
+        ["stats", "summary"] => Some(Endpoint::StatsSummary),
         ["containerLogs", rest @ ..] => pod(rest, true).map(Endpoint::ContainerLogs),
         ["exec", rest @ ..] => pod(rest, true).map(Endpoint::Exec),
         ["attach", rest @ ..] => pod(rest, true).map(Endpoint::Attach),
@@ -288,6 +283,18 @@ mod tests {
         }
         assert_eq!(endpoint("/pods"), Endpoint::Pods);
         assert_eq!(endpoint("/metrics/probes"), Endpoint::Metrics);
+        assert_eq!(endpoint("/metrics/resource"), Endpoint::MetricsResource);
+        assert_eq!(endpoint("/stats/summary"), Endpoint::StatsSummary);
+        for other in [
+            "/stats",
+            "/stats/",
+            "/stats/container",
+            "/stats/default/web/uid/c",
+            "/stats/summary/x",
+            "/metrics/cadvisor",
+        ] {
+            assert_eq!(endpoint(other), Endpoint::NotFound, "{other}");
+        }
     }
 
     #[test]

@@ -8,9 +8,10 @@ use super::tlsio::Tls;
 use super::Shared;
 use crate::server::conn::Handler;
 use crate::server::http::{self, Response};
+use crate::server::stats;
 use std::io::Write;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// What the connection does after a request.
 pub enum After {
@@ -82,7 +83,9 @@ pub fn answer(
     log::debug!("server: {peer}: {} {} by {}", head.method, head.path, user.name);
     let endpoint = request::endpoint(&head.path);
     let streams = matches!(endpoint, Endpoint::Exec(_) | Endpoint::Attach(_) | Endpoint::PortForward(_));
-    if !streams && !matches!(head.method.as_str(), "GET" | "HEAD") {
+    // kubelet routes POST to `/stats/summary` too (a body, once a query, is not read).
+    let summary_post = endpoint == Endpoint::StatsSummary && head.method == "POST";
+    if !streams && !summary_post && !matches!(head.method.as_str(), "GET" | "HEAD") {
         return send(tls, Response::text(405, "405: Method Not Allowed"), &head, leftover);
     }
     let local = |path: &str| {
@@ -99,6 +102,14 @@ pub fn answer(
         Endpoint::Healthz => send(tls, local("/healthz"), &head, leftover),
         Endpoint::Pods => send(tls, local("/pods"), &head, leftover),
         Endpoint::Metrics => send(tls, local("/metrics"), &head, leftover),
+        Endpoint::MetricsResource => {
+            send(tls, stats::resource_metrics_response(&shared.inputs.stats, SystemTime::now()), &head, leftover)
+        }
+        Endpoint::StatsSummary => {
+            let params = head.params();
+            let only = stats::only_cpu_and_memory(params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            send(tls, stats::summary_response(&shared.inputs.stats, only, SystemTime::now()), &head, leftover)
+        }
         Endpoint::Configz => send(tls, Response::json(shared.settings.configz.clone()), &head, leftover),
         Endpoint::NotFound => send(tls, Response::text(404, "404 page not found\n"), &head, leftover),
         Endpoint::ContainerLogs(pod) => {
