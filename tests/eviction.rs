@@ -89,10 +89,10 @@ fn a_best_effort_pod_filling_memory_is_evicted_before_a_guaranteed_one_and_befor
         "guaranteed.yaml",
         &filler("steady", "    resources: {limits: {memory: 64Mi, cpu: 100m}}\n", 8, 16),
     );
-    sb.write_manifest("hog.yaml", &filler("hog", "", 10, 560));
+    sb.write_manifest("hog.yaml", &filler("hog", "", 5, 560));
     let agent = AgentProcess::start_with(&sb, |t| {
         let t = t.replace("[cgroups]\n", &format!("[cgroups]\nkube_reserved = {{ memory = \"{reserved}\" }}\n"));
-        format!("{t}[eviction]\nhard = {{ \"memory.available\" = \"100Mi\" }}\npressure_transition_period = \"5s\"\n")
+        format!("{t}[eviction]\nhard = {{ \"memory.available\" = \"150Mi\" }}\npressure_transition_period = \"5s\"\n")
     });
     agent.running("steady", T);
     let started = Instant::now();
@@ -100,7 +100,7 @@ fn a_best_effort_pod_filling_memory_is_evicted_before_a_guaranteed_one_and_befor
     let took = started.elapsed();
     let message = status_message(&hog);
     assert!(
-        message.starts_with("The node was low on resource: memory. Threshold quantity: 100Mi, available: "),
+        message.starts_with("The node was low on resource: memory. Threshold quantity: 150Mi, available: "),
         "{message}"
     );
     assert!(message.contains("Container hog was using "), "{message}");
@@ -231,12 +231,12 @@ fn on_containerd_a_best_effort_pod_filling_memory_is_evicted_and_a_guaranteed_on
         "guaranteed.yaml",
         &on_image(filler("steady", "    resources: {limits: {memory: 64Mi, cpu: 100m}}\n", 8, 16)),
     );
-    node.sb.write_manifest("hog.yaml", &on_image(filler("hog", "", 10, 560)));
+    node.sb.write_manifest("hog.yaml", &on_image(filler("hog", "", 5, 560)));
     let agent = node.start_with(
         |t| {
             let t = t.replace("[cgroups]\n", &format!("[cgroups]\nkube_reserved = {{ memory = \"{reserved}\" }}\n"));
             format!(
-                "{t}[eviction]\nhard = {{ \"memory.available\" = \"100Mi\" }}\npressure_transition_period = \"5s\"\n"
+                "{t}[eviction]\nhard = {{ \"memory.available\" = \"150Mi\" }}\npressure_transition_period = \"5s\"\n"
             )
         },
         "debug",

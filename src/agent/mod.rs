@@ -1,5 +1,6 @@
 //! Builds the managers, wires their channels, and starts and stops them in order.
 
+pub mod eviction;
 pub mod kubeletapi;
 pub mod notify;
 use crate::base::clock::RealClock;
@@ -159,8 +160,10 @@ pub struct Agent {
     images: Option<ImagePuller>,
     /// Image garbage collection (CRI backend only).
     image_gc: Option<ManagerHandle<()>>,
-    /// The stats thread (`fl-stats`).
+    /// The stats thread (`fl-stats`), which runs the eviction manager.
     stats_thread: Option<ManagerHandle<StatsCommand>>,
+    /// The kernel's memory notification for the eviction manager (`fl-memcg`, cgroup v1).
+    memcg: Option<crate::node::eviction::memcg::Notifier>,
     /// The lifecycle hook threads.
     hooks: Option<HookRunner>,
     /// Cluster mode's threads (with a kubeconfig).
@@ -490,6 +493,15 @@ fn stats_manager(
     StatsManager::new(collector, Box::new(move || crate::pods::stats::targets(&statuses.pods_and_statuses(), &targets)))
 }
 
+/// Whether the runtime's image filesystem is another filesystem than the state directory's
+/// (kubelet's `HasDedicatedImageFs`): the device of its mount point differs.
+fn dedicated_image_fs(runtime: &dyn ContainerRuntime, state_dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| m.dev());
+    let image = runtime.image_fs_info().ok().and_then(|fs| fs.first().map(|f| f.mount_point.clone()));
+    image.is_some_and(|m| dev(&m).is_some() && dev(&m) != dev(state_dir))
+}
+
 /// The Node as the local API starts from: name, cpu and memory (allocatable less the
 /// configured reservations), `pods` (`max_pods`) and `ephemeral-storage` (the state
 /// directory's filesystem, as kubelet's root directory's).
@@ -756,6 +768,20 @@ impl Agent {
         let SelectedRuntime { runtime, cri } = open_runtime(cfg, shim_exe, cm.as_ref().map(|cm| cm.driver()), cri)?;
         let stats = stats_manager(cfg, cm.as_ref(), runtime.clone(), statuses.clone());
         let stats_view = stats.view();
+        let eviction_node = {
+            let driver = cm.as_ref().map(|c| c.driver());
+            let kubepods =
+                cm.as_ref().and_then(|_| cfg.cgroups.settings().ok()).map(|s| crate::node::cm::kubepods_path(&s));
+            let memory =
+                eviction::memory_targets(driver.as_deref(), kubepods.as_deref(), cfg.eviction.memory_notification);
+            let info = crate::node::eviction::NodeInfo {
+                memory_capacity: u64::try_from(NodeResources::from_proc().memory).ok(),
+                allocatable_memory: cm.as_ref().and_then(|c| u64::try_from(c.node_allocatable().memory).ok()),
+                dedicated_image_fs: cri.is_some() && dedicated_image_fs(&*runtime, &cfg.state_dir),
+                images: cri.is_some(),
+            };
+            (info, memory)
+        };
         let dns = cfg.dns_settings();
         if let Some(d) = &dns {
             check_resolv_conf(d, &recorder, &cfg.node_name);
@@ -782,7 +808,7 @@ impl Agent {
             cm,
         );
         let runtime_health = crate::node::status::RuntimeHealth::default();
-        let pm = pm.with_runtime_health(runtime_health.clone());
+        let pm = pm.with_runtime_health(runtime_health.clone()).with_pressure(pressure.clone());
         let objects = crate::node::objects::ObjectsView::default();
         let pm = if cluster.is_some() {
             pm.with_source(crate::api::manifest::PodSource::Api).with_objects(objects.clone())
@@ -854,7 +880,22 @@ impl Agent {
         } else {
             (None, None)
         };
-        let stats_thread = ManagerHandle::spawn("fl-stats", stats, &health).map_err(spawn_err("fl-stats"))?;
+        let stats_channel = crossbeam_channel::unbounded();
+        let wiring = eviction::Wiring {
+            node: eviction_node.0,
+            memory: eviction_node.1,
+            runtime: runtime.clone(),
+            statuses: statuses.clone(),
+            pods_root: cfg.state_dir.join(PODS_DIR),
+            evict: Publisher::to(pods_channel.0.clone()),
+            recorder: recorder.clone(),
+            pressure: pressure.clone(),
+            delete_unused_images: None,
+        };
+        let (stats, memcg) =
+            eviction::attach(cfg, stats, stats_channel.0.clone(), wiring, &health).map_err(spawn_err("fl-memcg"))?;
+        let stats_thread = ManagerHandle::spawn_with_channel("fl-stats", stats, stats_channel, &health)
+            .map_err(spawn_err("fl-stats"))?;
         let prober = ManagerHandle::spawn_with_channel("fl-prober", prober, prober_channel, &health)
             .map_err(spawn_err("fl-prober"))?;
         let pods =
@@ -886,8 +927,9 @@ impl Agent {
             stats: stats_view.clone(),
         };
         let local_routes = Arc::new(crate::server::routes::Routes::new(api_state.clone(), Default::default()));
-        let kubelet_api = kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, stats_view.clone(), &health)
-            .map_err(|e| AgentError::KubeletApi(Box::new(e)))?;
+        let kubelet_api =
+            kubeletapi::start(cfg, cluster.as_ref(), runtime.clone(), local_routes, stats_view.clone(), &health)
+                .map_err(|e| AgentError::KubeletApi(Box::new(e)))?;
         // The Node names the port the apiserver calls: the kubelet API's, else the local API's.
         let port = match &kubelet_api {
             Some(k) => i32::from(k.addr.port()),
@@ -933,6 +975,7 @@ impl Agent {
             images,
             image_gc,
             stats_thread: Some(stats_thread),
+            memcg,
             hooks: Some(hooks),
             cluster,
             events: Some(events),
@@ -1034,7 +1077,7 @@ impl Agent {
             (self.images.take(), self.hooks.take(), self.prober.take(), self.prober_threads);
         let (devices, image_gc, cri, events, api) =
             (self.devices.take(), self.image_gc.take(), self.cri.take(), self.events.take(), self.api.take());
-        let stats = self.stats_thread.take();
+        let (stats, memcg) = (self.stats_thread.take(), self.memcg.take());
         let kubelet_api = self.kubelet_api.take();
         let steps: Vec<StopStep> = vec![
             Box::new(move |t| watcher.map_or_else(Vec::new, |w| late(w.stop(t)))),
@@ -1064,6 +1107,7 @@ impl Agent {
             Box::new(move |t| devices.map_or_else(Vec::new, |d| late(d.stop(t)))),
             Box::new(move |t| image_gc.map_or_else(Vec::new, |g| late(g.stop(t)))),
             Box::new(move |t| stats.map_or_else(Vec::new, |s| late(s.stop(t)))),
+            Box::new(move |t| memcg.map_or_else(Vec::new, |m| late(m.stop(t)))),
             // Container stops the pod manager asked for finish (each is bounded by its grace
             // period); the containers themselves keep running otherwise.
             Box::new(move |t| cri.map_or_else(Vec::new, |c| named(c.stop(t)))),

@@ -10,6 +10,7 @@ use super::view::Snapshot;
 use super::{config_hash, Admission, PodEntry, Termination, SYSCTL_FORBIDDEN, UNEXPECTED_ADMISSION_ERROR};
 use crate::api::manifest::PodSource;
 use crate::api::{Pod, PodPhase, Time};
+use crate::node::eviction::{self, view::PressureView, Admission::Refuse};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -33,6 +34,9 @@ pub(super) struct Sources {
     deleted: HashSet<String>,
     /// Pod directories left by pods that no longer exist were removed (once per run).
     dirs_swept: bool,
+    /// The node's pressure conditions (the eviction manager's): new pods are refused under
+    /// pressure as kubelet's eviction admission refuses them.
+    pub(super) pressure: PressureView,
 }
 
 impl Default for Sources {
@@ -44,6 +48,7 @@ impl Default for Sources {
             seen: HashSet::new(),
             deleted: HashSet::new(),
             dirs_swept: false,
+            pressure: PressureView::default(),
         }
     }
 }
@@ -162,6 +167,9 @@ impl Sources {
                 let message = format!("forbidden sysctl: {name:?} not allowlisted");
                 act.event(pod, None, true, SYSCTL_FORBIDDEN, &message);
                 admission = Admission::Rejected { reason: SYSCTL_FORBIDDEN.into(), message };
+            } else if let Some((reason, message)) = self.under_pressure(pod, snap) {
+                act.event(pod, None, true, reason, &message);
+                admission = Admission::Rejected { reason: reason.into(), message };
             } else if let Some(short) = self.misfit(pods, act, devices, pod, snap, &mut usage) {
                 // kubelet's resource fit (GeneralPredicates): the pod fails and never runs.
                 let (reason, message) = (short.reason(), short.message());
@@ -215,6 +223,18 @@ impl Sources {
             return None;
         }
         Some(short)
+    }
+
+    /// kubelet's eviction admission: the reason and message a new pod is refused with under
+    /// node pressure. A pod whose containers already run (after an agent restart) is kept.
+    fn under_pressure(&self, pod: &Pod, snap: &Snapshot) -> Option<(&'static str, String)> {
+        let conditions = self.pressure.get()?;
+        let Refuse { reason, message } = eviction::admit(&conditions, pod) else { return None };
+        if snap.pod(&pod.metadata.uid).running().next().is_some() {
+            log::warn!("pods: pod {} already runs; admitting it though {message}", pod.key());
+            return None;
+        }
+        Some((reason, message))
     }
 
     /// What the pods kubelet calls active hold: pods a source still wants, not refused at

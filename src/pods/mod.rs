@@ -233,6 +233,13 @@ impl PodManager {
         self
     }
 
+    /// Admits new pods under the node's pressure conditions as kubelet's eviction manager
+    /// does (`PressureView`, written by it).
+    pub fn with_pressure(mut self, pressure: crate::node::eviction::view::PressureView) -> Self {
+        self.sources.pressure = pressure;
+        self
+    }
+
     /// Pods also come from `source` (the apiserver's, in cluster mode): orphans are told
     /// apart only once it has reported too.
     pub fn with_source(mut self, source: PodSource) -> Self {

@@ -63,9 +63,23 @@ impl Armed {
 
 /// The running `fl-memcg`: `set` replaces what it watches.
 pub struct Notifier {
+    thresholds: Thresholds,
+    worker: Worker,
+}
+
+/// Sets what `fl-memcg` watches (a clone goes to the eviction manager).
+#[derive(Clone)]
+pub struct Thresholds {
     want: Arc<Mutex<Option<Vec<(PathBuf, u64)>>>>,
     wake: Waker,
-    worker: Worker,
+}
+
+impl Thresholds {
+    /// Watches these (memory cgroup directory, usage threshold) pairs from now on.
+    pub fn set(&self, thresholds: Vec<(PathBuf, u64)>) {
+        *self.want.lock() = Some(thresholds);
+        self.wake.wake();
+    }
 }
 
 impl Notifier {
@@ -75,19 +89,18 @@ impl Notifier {
         let want = Arc::new(Mutex::new(None));
         let shared = want.clone();
         let worker = Worker::spawn(THREAD, health, move |stop| watch(&shared, &wake_rx, &stop, &crossed))?;
-        Ok(Notifier { want, wake, worker })
+        Ok(Notifier { thresholds: Thresholds { want, wake }, worker })
     }
 
-    /// Watches these (memory cgroup directory, usage threshold) pairs from now on.
-    pub fn set(&self, thresholds: Vec<(PathBuf, u64)>) {
-        *self.want.lock() = Some(thresholds);
-        self.wake.wake();
+    /// What sets the thresholds it watches.
+    pub fn thresholds(&self) -> Thresholds {
+        self.thresholds.clone()
     }
 
     /// Stops the thread within `timeout`.
     pub fn stop(mut self, timeout: Duration) -> Result<(), StopTimeout> {
         self.worker.signal_stop();
-        self.wake.wake();
+        self.thresholds.wake.wake();
         self.worker.join(Instant::now() + timeout).map_err(|e| StopTimeout { timeout, ..e })
     }
 }
@@ -171,7 +184,7 @@ mod tests {
         })
         .unwrap();
         let used: u64 = std::fs::read_to_string(dir.join("memory.usage_in_bytes")).unwrap().trim().parse().unwrap();
-        notifier.set(vec![(dir.clone(), used + (16 << 20))]);
+        notifier.thresholds().set(vec![(dir.clone(), used + (16 << 20))]);
         std::thread::sleep(Duration::from_millis(100));
         assert!(rx.try_recv().is_err(), "nothing crossed yet");
         // A child in the cgroup that fills 32 MiB of page cache on a tmpfs.

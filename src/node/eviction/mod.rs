@@ -32,6 +32,7 @@ use crate::api::Pod;
 pub mod admit;
 pub mod decide;
 pub mod local;
+pub mod manager;
 pub mod memcg;
 pub mod messages;
 pub mod rank;

@@ -2,10 +2,10 @@
 //! (`PressureView`, read by admission, `/node` and the Node's status) and the pod it evicts
 //! (`EvictPod`, sent to the pod manager).
 
+use super::NodeConditions;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use super::NodeConditions;
 use std::time::Duration;
 
 /// A pod the eviction manager stops: it ends `Failed` with reason `Evicted`.

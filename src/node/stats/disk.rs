@@ -2,8 +2,9 @@
 //! bounded walk of one directory tree (a pod's `emptyDir`, a container's logs) that counts
 //! the blocks and inodes it holds as kubelet's `du` does: blocks as `st_blocks` × 512, each
 //! hard-linked inode once, without following symbolic links or crossing into another
-//! filesystem (a mount inside the tree), and not at all when the tree is itself in memory (a
-//! `medium: Memory` `emptyDir`'s tmpfs is memory, not disk). A walk opens each directory
+//! filesystem (a mount inside the tree). A tree on a tmpfs is counted too: `nodefs` itself
+//! may be one on a small device (a `medium: Memory` `emptyDir` is left out by the pod's
+//! targets, as it is memory). A walk opens each directory
 //! relative to its parent with `O_NOFOLLOW`, so a workload that swaps a directory for a link
 //! while it is walked cannot lead it out of its tree, and it stops after `max_entries`
 //! entries, saying so, so that no pod can make the stats thread slow.
@@ -24,6 +25,7 @@ pub const MAX_ENTRIES: usize = 100_000;
 pub const MAX_DEPTH: usize = 64;
 
 /// `TMPFS_MAGIC` and `RAMFS_MAGIC`: filesystems in memory.
+#[cfg(test)]
 const MEMORY_FS: [i64; 2] = [0x0102_1994, 0x8584_58f6];
 
 /// A filesystem's size and what is left of it (`statvfs`), in bytes and inodes.
@@ -167,6 +169,7 @@ fn fstatat(dir: RawFd, name: &CStr, flags: i32) -> io::Result<libc::stat> {
 }
 
 /// Whether the filesystem of `fd` is in memory (tmpfs, ramfs).
+#[cfg(test)]
 fn in_memory(fd: RawFd) -> io::Result<bool> {
     // SAFETY: an all-zero statfs is a valid value for the call to fill.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -183,13 +186,9 @@ fn bytes_of(st: &libc::stat) -> u64 {
 }
 
 /// Walks the tree at `path` (a directory, not followed if a link) and counts what it holds,
-/// visiting at most `max_entries` entries. `Ok(None)`: the tree is in memory (a tmpfs), not
-/// on disk. A file that goes while it is walked is skipped.
+/// visiting at most `max_entries` entries. A file that goes while it is walked is skipped.
 pub fn du(path: &Path, max_entries: usize) -> io::Result<Option<DiskUsage>> {
     let root = open_dir(libc::AT_FDCWD, &c_path(path)?)?;
-    if in_memory(root.as_raw_fd())? {
-        return Ok(None);
-    }
     let st = fstatat(root.as_raw_fd(), c".", 0)?;
     let dev = st.st_dev;
     let mut usage = DiskUsage { dev, bytes: bytes_of(&st), inodes: 1, visited: 1, truncated: false };

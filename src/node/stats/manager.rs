@@ -21,8 +21,9 @@ pub enum StatsCommand {
     Collect,
 }
 
-/// Work run on the stats thread after each collection, with the new snapshot.
-pub type AfterCollect = Box<dyn FnMut(&Arc<Snapshot>) + Send>;
+/// Work run on the stats thread after each collection, with the new snapshot and a way to
+/// collect again at once (the eviction manager's check after a node-level reclaim).
+pub type AfterCollect = Box<dyn FnMut(&Arc<Snapshot>, &mut dyn FnMut() -> Arc<Snapshot>) + Send>;
 
 /// The stats thread's state: the collector, where the pods to measure come from, the view it
 /// writes, and what runs after each collection.
@@ -35,7 +36,14 @@ pub struct StatsManager {
     first: Option<Instant>,
     last: Option<Instant>,
     period: Duration,
+    /// A cheap check between collections (the eviction manager's memory watch): when it
+    /// says so, a collection runs at once.
+    watch: Option<(Duration, Watch)>,
+    next_watch: Option<Instant>,
 }
+
+/// A check run between collections; true asks for a collection now.
+pub type Watch = Box<dyn FnMut() -> bool + Send>;
 
 impl StatsManager {
     /// A manager collecting with `collector` the pods `targets` gives, every `PERIOD`.
@@ -48,6 +56,8 @@ impl StatsManager {
             first: Some(Instant::now()),
             last: None,
             period: PERIOD,
+            watch: None,
+            next_watch: None,
         }
     }
 
@@ -68,16 +78,28 @@ impl StatsManager {
         self.view.clone()
     }
 
+    /// Runs `check` every `every` between collections; a collection follows at once when it
+    /// returns true (at most one per `MIN_INTERVAL`).
+    pub fn watch(mut self, every: Duration, check: Watch) -> StatsManager {
+        self.next_watch = Some(Instant::now() + every);
+        self.watch = Some((every, check));
+        self
+    }
+
     /// Collects now, publishes the snapshot, runs the `after_collect` work; returns the
     /// snapshot.
     pub fn collect_now(&mut self) -> Arc<Snapshot> {
         self.first = None;
         self.last = Some(Instant::now());
-        let targets = (self.targets)();
-        let snapshot = Arc::new(self.collector.collect(&targets));
-        self.view.publish(snapshot.clone());
-        for f in &mut self.after {
-            f(&snapshot);
+        let StatsManager { collector, targets, view, after, .. } = self;
+        let mut collect = || {
+            let snapshot = Arc::new(collector.collect(&targets()));
+            view.publish(snapshot.clone());
+            snapshot
+        };
+        let snapshot = collect();
+        for f in after.iter_mut() {
+            f(&snapshot, &mut collect);
         }
         snapshot
     }
@@ -105,12 +127,23 @@ impl Manager for StatsManager {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.first
+        match (self.first, self.next_watch) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn on_deadline(&mut self) {
-        if self.first.is_some() {
+        let now = Instant::now();
+        if self.first.is_some_and(|t| now >= t) {
             self.collect_now();
+        }
+        let Some((every, check)) = self.watch.as_mut() else { return };
+        if self.next_watch.is_some_and(|t| now >= t) {
+            self.next_watch = Some(now + *every);
+            if check() && self.last.map_or(true, |t| t.elapsed() >= MIN_INTERVAL) {
+                self.collect_now();
+            }
         }
     }
 }

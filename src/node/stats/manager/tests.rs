@@ -19,8 +19,8 @@ fn manager(dir: &std::path::Path, seen: Seen) -> StatsManager {
         Box::new(|| vec![PodTarget { uid: "u1".into(), name: "web".into(), ..Default::default() }]);
     let (first, second) = (seen.clone(), seen);
     StatsManager::new(collector, targets)
-        .after_collect(Box::new(move |s| first.lock().push(("first", s.clone()))))
-        .after_collect(Box::new(move |s| second.lock().push(("second", s.clone()))))
+        .after_collect(Box::new(move |s, _| first.lock().push(("first", s.clone()))))
+        .after_collect(Box::new(move |s, _| second.lock().push(("second", s.clone()))))
 }
 
 #[test]
