@@ -224,7 +224,9 @@ mod tests {
         assert!(c.eviction_settings().thresholds.iter().all(|t| t.signal != Signal::ImageFsAvailable), "\"\" is off");
         let c = Config::parse("f.toml", "eviction_hard_imagefs_available = \"10.5%\"\n").unwrap();
         assert!(
-            c.eviction_settings().thresholds.contains(&hard(Signal::ImageFsAvailable, ThresholdValue::Percentage(0.105))),
+            c.eviction_settings()
+                .thresholds
+                .contains(&hard(Signal::ImageFsAvailable, ThresholdValue::Percentage(0.105))),
             "a percentage, as [eviction] hard takes it"
         );
         assert_eq!(

@@ -270,7 +270,10 @@ fn delete_unused_reports_what_it_could_not_remove_and_a_listing_it_could_not_mak
         "{e:?}"
     );
     let text = Chain(&e).to_string();
-    assert!(text.starts_with("freed 13958643712 bytes, but failed to remove sha256:b:1: removing sha256:b:1"), "{text}");
+    assert!(
+        text.starts_with("freed 13958643712 bytes, but failed to remove sha256:b:1: removing sha256:b:1"),
+        "{text}"
+    );
     assert_eq!(node.removed(), ["a:1", "c:1", "d:1", "e:1"], "b's failure is passed over");
     let left: Vec<String> = node.gc.view().images().into_iter().filter(|i| i.kept.is_none()).map(|i| i.id).collect();
     assert_eq!(left, ["sha256:b:1"], "b is still recorded, removable");
@@ -289,8 +292,8 @@ fn the_eviction_manager_asks_through_the_thread_and_gets_the_answer() {
     images(&node);
     let Node { gc, rt, clock, _dir, .. } = node;
     let health = crate::base::manager::Health::default();
-    let handle = crate::base::manager::ManagerHandle::spawn_with_channel("fl-imagegc", gc, command_channel(), &health)
-        .unwrap();
+    let handle =
+        crate::base::manager::ManagerHandle::spawn_with_channel("fl-imagegc", gc, command_channel(), &health).unwrap();
     let client = ImageGcClient::new(handle.sender());
     let wait = Duration::from_secs(30);
     // Nothing is old enough yet: the images were first seen by this request.
