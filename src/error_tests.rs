@@ -176,6 +176,12 @@ fn samples() -> Vec<Sample> {
         }),
         sample(crate::api::quantity::QuantityError { input: "1.5.0".into() }),
         sample(crate::node::eviction::ThresholdError::UnsupportedSignal { signal: "mem.available".into() }),
+        sample(crate::node::imagegc::DeleteUnusedError::ListImages { source: runtime_cause() }),
+        sample(crate::node::imagegc::DeleteUnusedError::RemoveImages {
+            freed: 1 << 20,
+            images: vec!["sha256:a".into(), "sha256:b".into()],
+            source: runtime_cause(),
+        }),
         sample(crate::api::manifest::ManifestError { file: "web.yaml".into(), doc: Some(2), problem: "bad".into() }),
         sample(crate::node::devicemanager::registration::RegistrationError::StatSocket {
             path: "/var/lib/kubelet/device-plugins/gpu.sock".into(),

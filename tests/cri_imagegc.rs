@@ -1,17 +1,24 @@
-//! Image garbage collection against a real containerd of this test's own (GC removes
-//! images, so it must not see the images other tests run): images of different sizes, one
-//! used by a running pod, one by an exited container, one by another node's container on
-//! the same containerd, one unused; thresholds
-//! that make every pass want more than there is. The unused image goes; the used ones, the
-//! sandbox image and the kept one never; the shortfall event names exactly the unused
-//! image's size; `/images` and `ferrolet get images` say why each is kept. Without the
-//! harness the test skips with the reason.
+//! Image garbage collection against a real containerd of each test's own (GC removes
+//! images, so it must not see the images other tests run).
+//!
+//! The periodic pass: images of different sizes, one used by a running pod, one by an
+//! exited container, one by another node's container on the same containerd, one unused;
+//! thresholds that make every pass want more than there is. The unused image goes; the
+//! used ones, the sandbox image and the kept one never; the shortfall event names exactly
+//! the unused image's size; `/images` and `ferrolet get images` say why each is kept.
+//!
+//! The eviction manager's request (`DeleteUnused`), sent through the agent's own wiring
+//! (`Agent::image_gc`) with the periodic pass off: the unused image goes at once and the
+//! answer is its size. Without the harness the tests skip with the reason.
 
 use crate::common;
 
 use common::cri::{CriNode, OwnContainerd};
-use common::{container, manifest, wait_for};
+use common::{container, ferrolet_bin, manifest, wait_for};
+use ferrolet::agent::Agent;
 use ferrolet::api::EventList;
+use ferrolet::config::Config;
+use ferrolet::node::imagegc::DeleteUnusedError;
 use std::io::Write;
 use std::time::Duration;
 
@@ -181,4 +188,55 @@ fn gc_removes_the_unused_image_and_never_one_in_use_the_sandbox_image_or_a_kept_
     for name in ["run", "done"] {
         node.own(&node.pod(&agent, name).unwrap().metadata.uid);
     }
+}
+
+#[test]
+fn the_eviction_managers_request_removes_every_unused_image_at_once_and_answers_its_size() {
+    if common::cri::endpoint().is_none() {
+        return;
+    }
+    let containerd = OwnContainerd::start();
+    let Some(node) = CriNode::on(containerd.endpoint()) else { return };
+    let dir = node.sb.work();
+    image(&containerd, &dir, "localhost/du-running:1", 1 << 20);
+    image(&containerd, &dir, "localhost/du-unused:1", 4 << 20);
+    let client = common::cri::client(&containerd.endpoint());
+    let size_of = |name: &str| {
+        let listed = client.list_images().unwrap();
+        listed.iter().find(|i| i.repo_tags().iter().any(|t| t == name)).map(|i| i.size())
+    };
+    let unused = size_of("localhost/du-unused:1").expect("imported");
+    node.sb.write_manifest(
+        "run.yaml",
+        &manifest(
+            "run",
+            "  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: localhost/du-running:1\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n",
+        ),
+    );
+    // No periodic pass (high 100, no maximum age): only the request removes anything.
+    let gc = "image_gc_high_threshold_percent = 100\nimage_gc_low_threshold_percent = 80\nimage_minimum_gc_age = \"1s\"\nimage_gc_keep = [\"localhost/busybox:latest\"]\n";
+    let cfg = Config::parse("cri.toml", &format!("{gc}{}", node.config_text())).unwrap();
+    let agent = Agent::start(&cfg, &ferrolet_bin()).unwrap();
+    let requests = agent.image_gc().expect("image GC runs on the CRI runtime");
+    let name = format!("run-{}", node.node);
+    let uid = wait_for("the pod running", WAIT, || {
+        let pod = agent.statuses.list().pods().find(|p| p.metadata.name == name)?;
+        container(&pod, "app")?.state.running.is_some().then(|| pod.metadata.uid.clone())
+    });
+    node.own(&uid);
+    // The first request may be the first detection: an image seen for less than
+    // image_minimum_gc_age stays. A second, later one finds it old enough.
+    let first = requests.delete_unused(WAIT).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = requests.clone().delete_unused(WAIT).unwrap();
+    assert_eq!(first + second, unused, "the answers are the unused image's size ({first} + {second})");
+    assert_eq!(size_of("localhost/du-unused:1"), None, "removed");
+    for kept in ["localhost/du-running:1", "localhost/busybox:latest", "localhost/pause:catatonit"] {
+        assert!(size_of(kept).is_some(), "{kept} was removed");
+    }
+    assert_eq!(requests.delete_unused(WAIT).unwrap(), 0, "nothing unused is left");
+    let late = agent.stop();
+    assert!(late.is_empty(), "{late:?}");
+    let e = requests.delete_unused(WAIT).unwrap_err();
+    assert!(matches!(e, DeleteUnusedError::NotRunning), "{e:?}");
 }

@@ -14,6 +14,7 @@ use crate::node::eviction::manager::{EvictionManager, Executors, MemoryTargets, 
 use crate::node::eviction::memcg::Notifier;
 use crate::node::eviction::view::{EvictPod, PressureView};
 use crate::node::eviction::NodeInfo;
+use crate::node::imagegc::ImageGcClient;
 use crate::node::runtime::{ContainerRuntime, ContainerState};
 use crate::node::stats::manager::{StatsCommand, StatsManager};
 use crate::node::status::StatusCache;
@@ -21,6 +22,9 @@ use crossbeam_channel::Sender;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
+
+/// How long a reclaim waits for `fl-imagegc` to remove the unused images.
+const IMAGE_RECLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Where the memory signals are read between collections: the root and `kubepods` memory
 /// cgroups (v1 `memory.usage_in_bytes`, with their directories for the kernel notification
@@ -54,8 +58,8 @@ pub struct Wiring {
     pub recorder: EventRecorder,
     /// Where the conditions go.
     pub pressure: PressureView,
-    /// Asks `fl-imagegc` to remove every unused image (CRI); the bytes freed.
-    pub delete_unused_images: Option<Box<dyn Fn() -> Result<u64, String> + Send>>,
+    /// `fl-imagegc`, which removes every unused image when asked (CRI).
+    pub images: Option<ImageGcClient>,
 }
 
 /// Hooks the eviction manager onto `stats` (whose commands arrive on `stats_tx`); returns
@@ -80,12 +84,12 @@ pub fn attach(
     } else {
         None
     };
-    let Wiring { node, memory, runtime, statuses, pods_root, evict, recorder, pressure, delete_unused_images } = w;
+    let Wiring { node, memory, runtime, statuses, pods_root, evict, recorder, pressure, images } = w;
     let active = statuses.clone();
     let run = Executors {
         pods: Box::new(move || evictable(&active.pods_and_statuses())),
         cleaned: Box::new(move |uid| cleaned(statuses.phase(uid), &pods_root, uid)),
-        reclaim: Box::new(move |r| reclaim(r, &*runtime, delete_unused_images.as_deref())),
+        reclaim: Box::new(move |r| reclaim(r, &*runtime, images.as_ref())),
         evict,
     };
     let state = EvictionState::new(settings, SystemTime::now());
@@ -114,11 +118,7 @@ fn cleaned(phase: Option<PodPhase>, pods_root: &Path, uid: &str) -> bool {
 }
 
 /// kubelet's node-level reclaim: every dead container, then (CRI) every unused image.
-fn reclaim(
-    r: &Reclaim,
-    runtime: &dyn ContainerRuntime,
-    images: Option<&(dyn Fn() -> Result<u64, String> + Send)>,
-) -> u64 {
+fn reclaim(r: &Reclaim, runtime: &dyn ContainerRuntime, images: Option<&ImageGcClient>) -> u64 {
     let mut freed = 0;
     if r.dead_containers {
         match runtime.list_containers() {
@@ -132,10 +132,10 @@ fn reclaim(
             }
         }
     }
-    if let Some(delete) = images.filter(|_| r.unused_images) {
-        match delete() {
+    if let Some(gc) = images.filter(|_| r.unused_images) {
+        match gc.delete_unused(IMAGE_RECLAIM_WAIT) {
             Ok(bytes) => freed += bytes,
-            Err(e) => log::warn!("eviction: removing unused images: {e}"),
+            Err(e) => log::warn!("eviction: removing unused images: {}", crate::base::errors::Chain(&e)),
         }
     }
     freed

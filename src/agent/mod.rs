@@ -16,6 +16,7 @@ use crate::node::events::correlator::{EventCorrelator, EventLimits};
 use crate::node::events::sink::{self, RetryPolicy};
 use crate::node::events::store::EventStore;
 use crate::node::events::{EventMetrics, EventRecorder, Reference, NORMAL, WARNING};
+use crate::node::imagegc::{ImageGcClient, ImageGcCommand};
 use crate::node::images::{ImagePuller, PullerSettings};
 use crate::node::lifecycle::HookRunner;
 use crate::node::prober::pool::ProberThreads;
@@ -159,7 +160,7 @@ pub struct Agent {
     /// The image pull threads (CRI backend only: the process runtime ignores images).
     images: Option<ImagePuller>,
     /// Image garbage collection (CRI backend only).
-    image_gc: Option<ManagerHandle<()>>,
+    image_gc: Option<ManagerHandle<ImageGcCommand>>,
     /// The stats thread (`fl-stats`), which runs the eviction manager.
     stats_thread: Option<ManagerHandle<StatsCommand>>,
     /// The kernel's memory notification for the eviction manager (`fl-memcg`, cgroup v1).
@@ -716,6 +717,11 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     Ok(sandboxes.len())
 }
 
+/// A client of `fl-imagegc`, when it runs.
+fn image_gc_client(handle: Option<&ManagerHandle<ImageGcCommand>>) -> Option<ImageGcClient> {
+    handle.map(|h| ImageGcClient::new(h.sender()))
+}
+
 impl Agent {
     /// Starts every manager: runtime, pod manager, static pod source, then the local API.
     /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.
@@ -875,7 +881,9 @@ impl Agent {
                 &cfg.state_dir,
             );
             let view = gc.view();
-            let handle = ManagerHandle::spawn("fl-imagegc", gc, &health).map_err(spawn_err("fl-imagegc"))?;
+            let channel = crate::node::imagegc::manager::command_channel();
+            let handle = ManagerHandle::spawn_with_channel("fl-imagegc", gc, channel, &health)
+                .map_err(spawn_err("fl-imagegc"))?;
             (Some(handle), Some(view))
         } else {
             (None, None)
@@ -890,7 +898,7 @@ impl Agent {
             evict: Publisher::to(pods_channel.0.clone()),
             recorder: recorder.clone(),
             pressure: pressure.clone(),
-            delete_unused_images: None,
+            images: image_gc_client(image_gc.as_ref()),
         };
         let (stats, memcg) =
             eviction::attach(cfg, stats, stats_channel.0.clone(), wiring, &health).map_err(spawn_err("fl-memcg"))?;
@@ -998,6 +1006,13 @@ impl Agent {
     /// kubelet's HTTPS API's bound address, if it runs.
     pub fn kubelet_api_addr(&self) -> Option<std::net::SocketAddr> {
         self.kubelet_api.as_ref().map(|a| a.addr)
+    }
+
+    /// How to ask `fl-imagegc` to remove every unused image (`ImageGcClient::delete_unused`,
+    /// the eviction manager's imagefs reclaim); `None` when image GC does not run (the
+    /// process runtime has no images).
+    pub fn image_gc(&self) -> Option<ImageGcClient> {
+        image_gc_client(self.image_gc.as_ref())
     }
 
     /// Applies a reloaded configuration's run-time keys that differ from what runs

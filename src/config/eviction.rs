@@ -6,7 +6,7 @@
 
 use super::{Config, Dur, MAX_LONG_PERIOD};
 use crate::node::eviction::threshold::{default_hard, parse_statement, parse_thresholds, ThresholdTable};
-use crate::node::eviction::{Settings, Signal, ThresholdValue};
+use crate::node::eviction::{Settings, Signal};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -92,17 +92,6 @@ impl Config {
             max_pod_grace_period: e.max_pod_grace_period.0,
         }
     }
-
-    /// The hard `imagefs.available` threshold, as image GC's eviction signal understands it
-    /// (a percentage rounded to a whole one, or bytes); `None` when off.
-    pub(super) fn image_fs_eviction(&self) -> Option<crate::node::imagegc::manager::Threshold> {
-        use crate::node::imagegc::manager::Threshold;
-        let value = self.hard_statements().remove(Signal::ImageFsAvailable.as_str())?;
-        match parse_statement(Signal::ImageFsAvailable.as_str(), &value).ok()??.value {
-            ThresholdValue::Quantity(q) => Some(Threshold::Bytes(u64::try_from(q.value()).unwrap_or(0))),
-            ThresholdValue::Percentage(p) => Some(Threshold::Percent((p * 100.0).round().clamp(0.0, 100.0) as u8)),
-        }
-    }
 }
 
 /// The first problem with `[eviction]` (and the deprecated key): (key, message).
@@ -141,7 +130,7 @@ pub fn check(cfg: &Config) -> Result<(), (String, String)> {
 mod tests {
     use super::*;
     use crate::node::eviction::threshold::Operator;
-    use crate::node::eviction::Threshold;
+    use crate::node::eviction::{Threshold, ThresholdValue};
 
     fn err(text: &str) -> String {
         Config::parse("f.toml", text).unwrap_err().to_string()
@@ -231,12 +220,15 @@ mod tests {
         let t = c.eviction_settings().thresholds;
         assert!(t.contains(&hard(Signal::ImageFsAvailable, q("2Gi"))), "{t:?}");
         assert!(t.iter().any(|t| t.signal == Signal::MemoryAvailable), "the other defaults stay: {t:?}");
-        assert_eq!(c.image_gc_settings().eviction, Some(crate::node::imagegc::manager::Threshold::Bytes(2 << 30)));
         let c = Config::parse("f.toml", "eviction_hard_imagefs_available = \"\"\n").unwrap();
         assert!(c.eviction_settings().thresholds.iter().all(|t| t.signal != Signal::ImageFsAvailable), "\"\" is off");
-        assert_eq!(c.image_gc_settings().eviction, None);
-        let c = Config::parse("f.toml", "[eviction]\nhard = { \"imagefs.available\" = \"10.4%\" }\n").unwrap();
-        assert_eq!(c.image_gc_settings().eviction, Some(crate::node::imagegc::manager::Threshold::Percent(10)));
+        let c = Config::parse("f.toml", "eviction_hard_imagefs_available = \"10.5%\"\n").unwrap();
+        assert!(
+            c.eviction_settings()
+                .thresholds
+                .contains(&hard(Signal::ImageFsAvailable, ThresholdValue::Percentage(0.105))),
+            "a percentage, as [eviction] hard takes it"
+        );
         assert_eq!(
             err("eviction_hard_imagefs_available = \"10%\"\n[eviction]\nhard = { \"imagefs.available\" = \"15%\" }\n"),
             "f.toml: eviction_hard_imagefs_available: set, and so is [eviction] hard.\"imagefs.available\": keep only the latter (eviction_hard_imagefs_available is its deprecated spelling)"

@@ -1,7 +1,7 @@
 //! The image GC keys (kubelet's `imageGC*` and `imageMinimumGCAge`/`imageMaximumGCAge`,
 //! ferrolet's absolute thresholds and keep-list): their checks, with kubelet's rules, and the
-//! settings `fl-imagegc` runs with (its imagefs eviction signal is `[eviction] hard`'s
-//! `imagefs.available`).
+//! settings `fl-imagegc` runs with. Imagefs pressure (`[eviction] hard."imagefs.available"`)
+//! is the eviction manager's (`config/eviction.rs`), which asks `fl-imagegc` to reclaim.
 
 use super::Config;
 use crate::node::imagegc::manager::ImageGcSettings;
@@ -88,7 +88,6 @@ impl Config {
             },
             keep: self.image_gc_keep.clone(),
             period: self.image_gc_period.0,
-            eviction: self.image_fs_eviction(),
         }
     }
 }

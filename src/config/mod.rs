@@ -953,11 +953,6 @@ mod tests {
         let s = c.image_gc_settings();
         assert_eq!(s.policy.min_age, Duration::from_secs(120), "kubelet turns 0 into 2m");
         assert_eq!((s.policy.high_bytes_free, s.policy.low_bytes_free), (Some(1 << 30), Some(2 << 30)));
-        assert_eq!(s.eviction, Some(crate::node::imagegc::manager::Threshold::Bytes(512 << 20)));
-        assert_eq!(
-            Config::default().image_gc_settings().eviction,
-            Some(crate::node::imagegc::manager::Threshold::Percent(15))
-        );
     }
 
     #[test]

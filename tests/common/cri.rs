@@ -86,9 +86,9 @@ impl CriNode {
     }
 
     /// The agent's configuration. The image filesystem is this machine's disk, shared with
-    /// everything else on it: the disk-pressure signal (every unused image removed while
-    /// under 15 % is free) is off, or a full disk would change what the tests see. Its
-    /// decisions are tested against a fake runtime.
+    /// everything else on it: its eviction threshold (under 15 % free, the eviction manager
+    /// has every unused image removed) is off, or a full disk would change what the tests
+    /// see. Its decisions are tested against a fake runtime.
     pub fn config_text(&self) -> String {
         format!(
             "node_name = {:?}\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\n\

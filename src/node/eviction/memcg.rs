@@ -67,10 +67,13 @@ pub struct Notifier {
     worker: Worker,
 }
 
+/// (memory cgroup directory, usage threshold) pairs to watch, taken by the thread when set.
+type Wanted = Arc<Mutex<Option<Vec<(PathBuf, u64)>>>>;
+
 /// Sets what `fl-memcg` watches (a clone goes to the eviction manager).
 #[derive(Clone)]
 pub struct Thresholds {
-    want: Arc<Mutex<Option<Vec<(PathBuf, u64)>>>>,
+    want: Wanted,
     wake: Waker,
 }
 
@@ -86,7 +89,7 @@ impl Notifier {
     /// Starts the thread; `crossed` runs each time a threshold is crossed (either way).
     pub fn start(health: &Health, crossed: impl Fn() + Send + 'static) -> io::Result<Notifier> {
         let (wake_rx, wake) = wake::pair()?;
-        let want = Arc::new(Mutex::new(None));
+        let want: Wanted = Arc::new(Mutex::new(None));
         let shared = want.clone();
         let worker = Worker::spawn(THREAD, health, move |stop| watch(&shared, &wake_rx, &stop, &crossed))?;
         Ok(Notifier { thresholds: Thresholds { want, wake }, worker })

@@ -4,13 +4,12 @@
 //! too: their images are in use, as kubelet counts them) and updates the records and the
 //! view `/images` serves. Every `image_gc_period` (kubelet's 5 min) it runs a pass: images
 //! unused past `image_maximum_gc_age`, then, when the image filesystem is fuller than the
-//! high threshold, least recently used images until it is down to the low one. Every
-//! `PRESSURE_PERIOD` (10 s, kubelet's eviction monitoring) it checks the image filesystem
-//! against `eviction_hard_imagefs_available` and, below it, removes every unused image at
-//! once (kubelet's eviction manager calling `DeleteUnusedImages`). Removal failures do not
-//! stop a pass. Events on the node, in kubelet's words: `InvalidDiskCapacity`,
-//! `FreeDiskSpaceFailed` (not again while the bytes eligible stay the same), `ImageGCFailed`
-//! (a second failed pass in a row), `EvictionThresholdMet`.
+//! high threshold, least recently used images until it is down to the low one. On
+//! `ImageGcCommand::DeleteUnused` (the eviction manager reclaiming the image filesystem,
+//! which alone decides imagefs pressure) it removes every unused image at once, kubelet's
+//! `DeleteUnusedImages`. Removal failures do not stop a pass. Events on the node, in
+//! kubelet's words: `InvalidDiskCapacity`, `FreeDiskSpaceFailed` (not again while the bytes
+//! eligible stay the same), `ImageGCFailed` (a second failed pass in a row).
 
 use super::store::Store;
 use super::{
@@ -22,6 +21,7 @@ use crate::base::errors::Chain;
 use crate::base::metrics::{Encoder, Kind};
 use crate::node::events::{EventRecorder, Reference, WARNING};
 use crate::node::runtime::{ContainerRuntime, RuntimeError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,29 +30,6 @@ use std::time::{Duration, SystemTime};
 
 /// How often images and their use are detected (kubelet refreshes its list every 30 s).
 pub const DETECT_PERIOD: Duration = Duration::from_secs(30);
-/// How often the image filesystem is checked against the eviction threshold.
-pub const PRESSURE_PERIOD: Duration = Duration::from_secs(10);
-
-/// `eviction_hard_imagefs_available`: a share of the image filesystem, or bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Threshold {
-    /// Percent of capacity.
-    Percent(u8),
-    /// Bytes.
-    Bytes(u64),
-}
-
-impl Threshold {
-    /// Whether `fs` has less available than this.
-    pub fn crossed(self, fs: FsStats) -> bool {
-        let limit = match self {
-            Threshold::Percent(p) => fs.capacity / 100 * u64::from(p),
-            Threshold::Bytes(b) => b,
-        };
-        fs.available < limit
-    }
-}
-
 /// What the image GC is configured with.
 #[derive(Clone, Debug)]
 pub struct ImageGcSettings {
@@ -64,8 +41,92 @@ pub struct ImageGcSettings {
     pub keep: Vec<String>,
     /// How often a pass runs.
     pub period: Duration,
-    /// Below this much free on the image filesystem, every unused image goes at once.
-    pub eviction: Option<Threshold>,
+}
+
+/// What `fl-imagegc` is asked to do.
+#[derive(Debug)]
+pub enum ImageGcCommand {
+    /// Remove every image no container uses and old enough (kubelet's `DeleteUnusedImages`,
+    /// what the eviction manager asks under imagefs pressure). `reply` gets the bytes freed;
+    /// it needs room for the answer (`bounded(1)`), as `fl-imagegc` never waits on it.
+    DeleteUnused {
+        /// Where the answer goes.
+        reply: Sender<Result<u64, DeleteUnusedError>>,
+    },
+}
+
+/// How many commands may wait for `fl-imagegc`. The eviction manager asks at most once per
+/// stats period; more waiting means the thread is inside a long pass.
+pub const MAX_QUEUED: usize = 4;
+
+/// `fl-imagegc`'s command channel, bounded by `MAX_QUEUED`.
+pub fn command_channel() -> (Sender<ImageGcCommand>, Receiver<ImageGcCommand>) {
+    crossbeam_channel::bounded(MAX_QUEUED)
+}
+
+/// Why removing the unused images failed, or got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteUnusedError {
+    /// Listing the images or the containers failed: nothing was removed.
+    #[error("failed to list images")]
+    ListImages {
+        /// The runtime's error.
+        #[source]
+        source: RuntimeError,
+    },
+    /// Some images could not be removed; the others were.
+    #[error("freed {freed} bytes, but failed to remove {}", images.join(", "))]
+    RemoveImages {
+        /// Bytes freed by the removals that worked.
+        freed: u64,
+        /// The ids of the images that are still there.
+        images: Vec<String>,
+        /// The first removal's error.
+        #[source]
+        source: RuntimeError,
+    },
+    /// `fl-imagegc` is not running (the agent is stopping).
+    #[error("image garbage collection is not running")]
+    NotRunning,
+    /// `MAX_QUEUED` commands are already waiting.
+    #[error("image garbage collection has {MAX_QUEUED} requests waiting already")]
+    QueueFull,
+    /// No answer within the time the caller gave (the removal goes on all the same).
+    #[error("no answer from image garbage collection within {waited:?}")]
+    NoReply {
+        /// How long the caller waited.
+        waited: Duration,
+    },
+}
+
+/// How another thread (the eviction manager's) asks `fl-imagegc` for work; cloneable.
+#[derive(Clone, Debug)]
+pub struct ImageGcClient {
+    commands: Sender<ImageGcCommand>,
+}
+
+impl ImageGcClient {
+    /// A client sending to `commands` (`fl-imagegc`'s channel, from `command_channel`).
+    pub fn new(commands: Sender<ImageGcCommand>) -> ImageGcClient {
+        ImageGcClient { commands }
+    }
+
+    /// Asks for every unused image to be removed (`ImageGcCommand::DeleteUnused`) and waits
+    /// up to `timeout` for the bytes freed. Never blocks on a full queue.
+    pub fn delete_unused(&self, timeout: Duration) -> Result<u64, DeleteUnusedError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        match self.commands.try_send(ImageGcCommand::DeleteUnused { reply }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(DeleteUnusedError::QueueFull),
+            Err(TrySendError::Disconnected(_)) => return Err(DeleteUnusedError::NotRunning),
+        }
+        match answer.recv_timeout(timeout) {
+            Ok(result) => result,
+            Err(RecvTimeoutError::Timeout) => Err(DeleteUnusedError::NoReply { waited: timeout }),
+            // The thread stopped with the command unanswered.
+            Err(RecvTimeoutError::Disconnected) => Err(DeleteUnusedError::NotRunning),
+        }
+    }
 }
 
 /// One image as `/images` and `ferrolet get images` show it.
@@ -92,8 +153,6 @@ pub struct ImageView {
 struct ViewState {
     images: Vec<ImageView>,
     fs: Option<FsStats>,
-    /// Below the eviction threshold, and since when that last changed.
-    disk_pressure: Option<(bool, SystemTime)>,
     collected_age: u64,
     collected_space: u64,
 }
@@ -107,12 +166,6 @@ impl ImagesView {
     /// The images, largest first.
     pub fn images(&self) -> Vec<ImageView> {
         self.0.read().images.clone()
-    }
-
-    /// Whether the image filesystem is below its eviction threshold, and since when that
-    /// holds; `None` before the first check.
-    pub fn disk_pressure(&self) -> Option<(bool, SystemTime)> {
-        self.0.read().disk_pressure
     }
 
     /// The GC's metrics, in the Prometheus text format.
@@ -150,6 +203,14 @@ enum Reason {
     Space,
 }
 
+/// An image that could not be removed: its id and the runtime's error.
+type Failure = (String, RuntimeError);
+
+/// A failure as a pass's error text says it.
+fn failure_text((id, e): &Failure) -> String {
+    format!("image {id}: {}", Chain(e))
+}
+
 /// Reads the capacity and free space of the filesystem holding a path.
 pub type FsReader = Box<dyn Fn(&Path) -> std::io::Result<FsStats> + Send>;
 
@@ -168,7 +229,6 @@ pub struct ImageGc {
     /// Set at the first detection: a pass comes a whole period after it, as kubelet's first
     /// comes 5 minutes after its first detection.
     next_pass: Option<SystemTime>,
-    next_pressure: SystemTime,
     /// Passes that failed in a row.
     failures: u32,
     /// The bytes eligible at the last `FreeDiskSpaceFailed`: not said again while they stay
@@ -200,7 +260,6 @@ impl ImageGc {
             records,
             up_since: now,
             next_detect: now,
-            next_pressure: now,
             failures: 0,
             last_shortfall: None,
             view: ImagesView::default(),
@@ -281,8 +340,8 @@ impl ImageGc {
     }
 
     /// Removes `ids` in order until `want` bytes are freed (each counted under `reason` and
-    /// forgotten when it goes); returns the bytes freed and the failures.
-    fn remove(&mut self, ids: &[(String, u64)], want: Option<u64>, reason: Reason) -> (u64, Vec<String>) {
+    /// forgotten when it goes); returns the bytes freed and the failures (id, error).
+    fn remove(&mut self, ids: &[(String, u64)], want: Option<u64>, reason: Reason) -> (u64, Vec<Failure>) {
         let mut freed = 0u64;
         let mut errors = Vec::new();
         for (id, size) in ids {
@@ -300,7 +359,7 @@ impl ImageGc {
                         Reason::Space => v.collected_space += 1,
                     }
                 }
-                Err(e) => errors.push(format!("image {id}: {}", Chain(&e))),
+                Err(e) => errors.push((id.clone(), e)),
             }
         }
         (freed, errors)
@@ -308,7 +367,7 @@ impl ImageGc {
 
     /// Removes the unused images, least recently used first, until `want` bytes are freed
     /// (kubelet's `freeSpace`); returns the bytes freed, the bytes eligible, the failures.
-    fn free_space(&mut self, want: u64, began: SystemTime, p: &Protected) -> (u64, u64, Vec<String>) {
+    fn free_space(&mut self, want: u64, began: SystemTime, p: &Protected) -> (u64, u64, Vec<Failure>) {
         let order = eviction_order(&self.records, p);
         let candidates: Vec<(String, u64)> = space_candidates(&order, began, self.settings.policy.min_age)
             .into_iter()
@@ -331,7 +390,7 @@ impl ImageGc {
                 (id, size)
             })
             .collect();
-        errors.extend(self.remove(&old, None, Reason::Age).1);
+        errors.extend(self.remove(&old, None, Reason::Age).1.iter().map(failure_text));
         let fs = self.fs_stats()?;
         if fs.capacity == 0 {
             let message = "invalid capacity 0 on image filesystem";
@@ -347,7 +406,7 @@ impl ImageGc {
                 fs.capacity
             );
             let (freed, eligible, failed) = self.free_space(want, now, &p);
-            errors.extend(failed);
+            errors.extend(failed.iter().map(failure_text));
             if freed < want {
                 let message = format!("Failed to garbage collect required amount of images. Attempted to free {want} bytes, but only found {eligible} bytes eligible to free.");
                 // Said again only when what could be freed changed (kubelet says it every pass).
@@ -387,59 +446,35 @@ impl ImageGc {
         }
     }
 
-    /// The eviction signal: below the threshold, every unused image goes at once (kubelet's
-    /// eviction manager reclaiming the image filesystem with `DeleteUnusedImages`).
-    pub fn check_pressure(&mut self, now: SystemTime) {
-        let Some(threshold) = self.settings.eviction else { return };
-        let fs = match self.fs_stats() {
-            Ok(fs) => fs,
-            Err(e) => {
-                log::debug!("imagegc: {e}");
-                return;
-            }
-        };
-        let crossed = threshold.crossed(fs);
-        let was = {
-            let mut v = self.view.0.write();
-            let was = v.disk_pressure.is_some_and(|(p, _)| p);
-            if v.disk_pressure.map(|(p, _)| p) != Some(crossed) {
-                v.disk_pressure = Some((crossed, now));
-            }
-            was
-        };
-        match (was, crossed) {
-            (false, true) => self.event("EvictionThresholdMet", "Attempting to reclaim ephemeral-storage"),
-            (true, false) => log::info!("imagegc: the image filesystem is above its eviction threshold again"),
-            _ => {}
-        }
-        if !crossed {
-            return;
-        }
-        let p = match self.detect(now, false) {
-            Ok(p) => p,
-            Err(e) => {
-                log::warn!("imagegc: cannot list images to reclaim the image filesystem: {}", Chain(&e));
-                return;
-            }
-        };
-        let (freed, _, errors) = self.free_space(u64::MAX, now, &p);
+    /// kubelet's `DeleteUnusedImages`, on the eviction manager's request: detects, then
+    /// removes every image no container uses, old enough and not used since `now` (a pass's
+    /// removal with no limit); returns the bytes freed. Freeing "everything" is never short,
+    /// so it says no `FreeDiskSpaceFailed`: whether it was enough is the eviction manager's
+    /// to judge.
+    pub fn delete_unused(&mut self, now: SystemTime) -> Result<u64, DeleteUnusedError> {
+        let p = self.detect(now, false).map_err(|source| DeleteUnusedError::ListImages { source })?;
+        let (freed, eligible, failures) = self.free_space(u64::MAX, now, &p);
         self.publish(&p, now);
-        if freed > 0 || !errors.is_empty() {
-            log::warn!(
-                "imagegc: image filesystem below its eviction threshold ({} of {} bytes free): removed every unused image, {freed} bytes{}",
-                fs.available,
-                fs.capacity,
-                if errors.is_empty() { String::new() } else { format!("; failed: {}", errors.join("; ")) }
-            );
+        // Asked again every stats period while the pressure lasts: quiet once nothing is left.
+        let level = if freed > 0 || !failures.is_empty() { log::Level::Info } else { log::Level::Debug };
+        log::log!(
+            level,
+            "imagegc: eviction asked for every unused image to go: freed {freed} of {eligible} bytes eligible{}",
+            if failures.is_empty() { String::new() } else { format!(", {} removals failed", failures.len()) }
+        );
+        let mut failures = failures.into_iter();
+        match failures.next() {
+            None => Ok(freed),
+            Some((first, source)) => Err(DeleteUnusedError::RemoveImages {
+                freed,
+                images: std::iter::once(first).chain(failures.map(|(id, _)| id)).collect(),
+                source,
+            }),
         }
     }
 
-    /// What is due at `now`: a detection, the pressure check, a pass.
+    /// What is due at `now`: a detection, a pass.
     pub fn tick(&mut self, now: SystemTime) {
-        if now >= self.next_pressure {
-            self.next_pressure = now + PRESSURE_PERIOD.min(self.settings.period);
-            self.check_pressure(now);
-        }
         if self.next_pass.is_some_and(|t| now >= t) {
             self.next_pass = Some(now + self.settings.period);
             if self.settings.policy.periodic() {
@@ -460,9 +495,17 @@ impl ImageGc {
 }
 
 impl crate::base::manager::Manager for ImageGc {
-    type Command = ();
+    type Command = ImageGcCommand;
 
-    fn handle(&mut self, _: ()) {}
+    fn handle(&mut self, cmd: ImageGcCommand) {
+        match cmd {
+            ImageGcCommand::DeleteUnused { reply } => {
+                let result = self.delete_unused(self.clock.now());
+                // A caller that gave up waiting gets nothing; the images are gone all the same.
+                let _ = reply.try_send(result);
+            }
+        }
+    }
 
     fn on_tick(&mut self) {
         let now = self.clock.now();
@@ -470,7 +513,7 @@ impl crate::base::manager::Manager for ImageGc {
     }
 
     fn tick_interval(&self) -> Duration {
-        PRESSURE_PERIOD.min(DETECT_PERIOD).min(self.settings.period)
+        DETECT_PERIOD.min(self.settings.period)
     }
 }
 

@@ -2,14 +2,15 @@
 //! data: which images the node knows and since when (`detect`), the order they go in
 //! (`eviction_order`), how much to free (`amount_to_free`), which images a pass removes
 //! (`space_candidates`, `old_images`) and why an image is kept (`keep_reason`). The
-//! `fl-imagegc` thread (`manager`) makes the runtime calls, reads the filesystem and
-//! records the events; `store` persists when each image was first seen and last used, so an
+//! `fl-imagegc` thread (`manager`) makes the runtime calls, reads the filesystem, records
+//! the events and removes every unused image when the eviction manager asks (`DeleteUnused`,
+//! kubelet's `DeleteUnusedImages`); `store` persists when each image was first seen and last used, so an
 //! agent restart does not make old images look new (kubelet forgets them).
 
 pub mod manager;
 pub mod store;
 
-pub use manager::{ImageGc, ImageGcSettings, ImageView, ImagesView};
+pub use manager::{DeleteUnusedError, ImageGc, ImageGcClient, ImageGcCommand, ImageGcSettings, ImageView, ImagesView};
 
 use crate::node::runtime::ImageInfo;
 use std::collections::{BTreeMap, HashSet};

@@ -33,7 +33,6 @@ fn settings() -> ImageGcSettings {
         },
         keep: vec!["keep-me:1".into()],
         period: Duration::from_secs(300),
-        eviction: Some(Threshold::Percent(15)),
     }
 }
 
@@ -221,34 +220,114 @@ fn first_seen_and_last_used_survive_an_agent_restart() {
 }
 
 #[test]
-fn below_the_eviction_threshold_every_unused_image_goes_at_once_said_once() {
-    let mut node = Node::new(settings(), 20 * GIB);
+fn delete_unused_removes_every_unused_image_old_enough_at_once_and_answers_the_bytes_freed() {
+    // Plenty of room: a pass would remove nothing; eviction decides that the disk is short.
+    let mut node = Node::new(settings(), 90 * GIB);
     images(&node);
     node.gc.detect(node.clock.now(), false).unwrap();
     node.advance(600);
-    node.gc.check_pressure(node.clock.now());
-    assert_eq!(node.removed(), Vec::<String>::new(), "20 % free is above 15 %");
-    assert_eq!(node.gc.view().disk_pressure(), Some((false, node.clock.now())));
-    node.available.store(14 * GIB, Ordering::Relaxed);
-    let t = node.advance(10);
-    node.gc.check_pressure(t);
-    assert_eq!(node.gc.view().disk_pressure(), Some((true, t)), "the node's DiskPressure");
-    assert_eq!(node.removed(), ["a:1", "b:1", "c:1", "d:1", "e:1"]);
+    // Seen just now: younger than image_minimum_gc_age, so it stays, as kubelet's freeSpace.
+    node.rt.add_image("new:1", 7 * GIB);
+    let freed = node.gc.delete_unused(node.clock.now()).unwrap();
+    assert_eq!(freed, 15 * GIB, "a 1 + b 2 + c 3 + d 4 + e 5");
+    assert_eq!(node.removed(), ["a:1", "b:1", "c:1", "d:1", "e:1"], "least recently used first, all of them");
+    let kept: Vec<(String, Option<String>)> =
+        node.gc.view().images().into_iter().map(|i| (i.tags[0].clone(), i.kept)).collect();
     assert_eq!(
-        node.events(),
-        [("EvictionThresholdMet".to_string(), "Attempting to reclaim ephemeral-storage".to_string())]
+        kept,
+        [
+            ("exited:1".to_string(), Some("in use".to_string())),
+            ("keep-me:1".to_string(), Some("on image_gc_keep".to_string())),
+            ("pause:3.9".to_string(), Some("sandbox image".to_string())),
+            ("pinned:1".to_string(), Some("pinned".to_string())),
+            ("running:1".to_string(), Some("in use".to_string())),
+            ("new:1".to_string(), Some("younger than image_minimum_gc_age".to_string())),
+        ],
+        "the removed images are forgotten; the rest say why they stay"
     );
-    node.gc.check_pressure(node.advance(10));
-    assert_eq!(node.events(), [], "said when the pressure begins");
-    assert_eq!(node.gc.view().disk_pressure(), Some((true, t)), "since it began");
+    let mut metrics = String::new();
+    node.gc.view().render_metrics(&mut metrics);
+    assert!(metrics.contains("kubelet_image_garbage_collected_total{reason=\"space\"} 5"), "{metrics}");
+    assert_eq!(node.events(), [], "no FreeDiskSpaceFailed: freeing everything is never short");
+    // Asked again with nothing left: nothing to free, and no error.
+    assert_eq!(node.gc.delete_unused(node.advance(10)).unwrap(), 0);
+    assert_eq!(node.removed(), Vec::<String>::new());
+    // The new image, once old enough, goes at the next request.
+    assert_eq!(node.gc.delete_unused(node.advance(120)).unwrap(), 7 * GIB);
+    assert_eq!(node.removed(), ["new:1"]);
 }
 
 #[test]
-fn high_100_without_a_maximum_age_runs_no_pass_but_the_eviction_signal_still_reclaims() {
+fn delete_unused_reports_what_it_could_not_remove_and_a_listing_it_could_not_make() {
+    let mut node = Node::new(settings(), 90 * GIB);
+    images(&node);
+    node.rt.fail_remove_image("b:1");
+    node.gc.detect(node.clock.now(), false).unwrap();
+    node.advance(600);
+    let e = node.gc.delete_unused(node.clock.now()).unwrap_err();
+    assert!(
+        matches!(&e, DeleteUnusedError::RemoveImages { freed, images, .. } if *freed == 13 * GIB && images == &["sha256:b:1"]),
+        "{e:?}"
+    );
+    let text = Chain(&e).to_string();
+    assert!(
+        text.starts_with("freed 13958643712 bytes, but failed to remove sha256:b:1: removing sha256:b:1"),
+        "{text}"
+    );
+    assert_eq!(node.removed(), ["a:1", "c:1", "d:1", "e:1"], "b's failure is passed over");
+    let left: Vec<String> = node.gc.view().images().into_iter().filter(|i| i.kept.is_none()).map(|i| i.id).collect();
+    assert_eq!(left, ["sha256:b:1"], "b is still recorded, removable");
+
+    // The containers cannot be listed: nothing is known to be unused, nothing goes.
+    node.rt.fail_list(1);
+    let e = node.gc.delete_unused(node.advance(10)).unwrap_err();
+    assert!(matches!(e, DeleteUnusedError::ListImages { .. }), "{e:?}");
+    assert_eq!(Chain(&e).to_string(), "failed to list images: runtime state fake: scripted failure");
+    assert_eq!(node.removed(), Vec::<String>::new());
+}
+
+#[test]
+fn the_eviction_manager_asks_through_the_thread_and_gets_the_answer() {
+    let node = Node::new(settings(), 90 * GIB);
+    images(&node);
+    let Node { gc, rt, clock, _dir, .. } = node;
+    let health = crate::base::manager::Health::default();
+    let handle =
+        crate::base::manager::ManagerHandle::spawn_with_channel("fl-imagegc", gc, command_channel(), &health).unwrap();
+    let client = ImageGcClient::new(handle.sender());
+    let wait = Duration::from_secs(30);
+    // Nothing is old enough yet: the images were first seen by this request.
+    assert_eq!(client.clone().delete_unused(wait).unwrap(), 0);
+    clock.advance(Duration::from_secs(600));
+    assert_eq!(client.delete_unused(wait).unwrap(), 15 * GIB);
+    let removed = rt.take_calls().into_iter().filter(|c| matches!(c, Call::RemoveImage(_))).count();
+    assert_eq!(removed, 5);
+    handle.stop(wait).unwrap();
+    assert!(matches!(client.delete_unused(wait), Err(DeleteUnusedError::NotRunning)));
+}
+
+#[test]
+fn a_request_never_blocks_on_a_busy_thread_and_the_queue_is_bounded() {
+    // A thread that takes no commands (inside a long pass).
+    let (tx, rx) = command_channel();
+    let client = ImageGcClient::new(tx);
+    let short = Duration::from_millis(1);
+    for _ in 0..MAX_QUEUED {
+        let e = client.delete_unused(short).unwrap_err();
+        assert!(matches!(e, DeleteUnusedError::NoReply { waited } if waited == short), "{e:?}");
+    }
+    let e = client.delete_unused(short).unwrap_err();
+    assert!(matches!(e, DeleteUnusedError::QueueFull), "{e:?}");
+    assert_eq!(e.to_string(), "image garbage collection has 4 requests waiting already");
+    drop(rx);
+    assert!(matches!(client.delete_unused(short), Err(DeleteUnusedError::NotRunning)));
+}
+
+#[test]
+fn high_100_without_a_maximum_age_runs_no_pass_but_delete_unused_still_reclaims() {
     let mut s = settings();
     s.policy.high_percent = 100;
     s.policy.low_percent = 90;
-    s.eviction = Some(Threshold::Bytes(GIB / 2));
     let mut node = Node::new(s, 2 * GIB);
     images(&node);
     node.gc.tick(node.clock.now());
@@ -257,15 +336,13 @@ fn high_100_without_a_maximum_age_runs_no_pass_but_the_eviction_signal_still_rec
         node.gc.tick(t);
     }
     assert_eq!(node.removed(), Vec::<String>::new(), "98 % used, but no pass");
-    node.available.store(GIB / 4, Ordering::Relaxed);
-    let t = node.advance(10);
-    node.gc.tick(t);
+    assert_eq!(node.gc.delete_unused(node.advance(10)).unwrap(), 15 * GIB);
     assert_eq!(node.removed(), ["a:1", "b:1", "c:1", "d:1", "e:1"]);
 }
 
 #[test]
 fn the_first_pass_comes_a_whole_period_after_the_first_detection() {
-    let mut node = Node::new(ImageGcSettings { eviction: None, ..settings() }, 10 * GIB);
+    let mut node = Node::new(settings(), 10 * GIB);
     images(&node);
     node.gc.tick(node.clock.now());
     assert_eq!(node.removed(), Vec::<String>::new(), "only a detection");
