@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{container, manifest, wait_for, AgentProcess, Sandbox};
+use common::{container, manifest, wait_for, with_eviction, AgentProcess, Sandbox};
 use ferrolet::api::{Node, Pod, PodPhase};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -92,7 +92,7 @@ fn a_best_effort_pod_filling_memory_is_evicted_before_a_guaranteed_one_and_befor
     sb.write_manifest("hog.yaml", &filler("hog", "", 5, 560));
     let agent = AgentProcess::start_with(&sb, |t| {
         let t = t.replace("[cgroups]\n", &format!("[cgroups]\nkube_reserved = {{ memory = \"{reserved}\" }}\n"));
-        format!("{t}[eviction]\nhard = {{ \"memory.available\" = \"150Mi\" }}\npressure_transition_period = \"5s\"\n")
+        with_eviction(&t, "hard = { \"memory.available\" = \"150Mi\" }\npressure_transition_period = \"5s\"\n")
     });
     agent.running("steady", T);
     let started = Instant::now();
@@ -159,7 +159,7 @@ fn an_empty_dir_filling_a_small_nodefs_evicts_its_pod_and_its_directory_goes() {
         ),
     );
     let agent = AgentProcess::start_with(&sb, |t| {
-        format!("{t}[eviction]\nhard = {{ \"nodefs.available\" = \"30%\" }}\npressure_transition_period = \"5s\"\n")
+        with_eviction(&t, "hard = { \"nodefs.available\" = \"30%\" }\npressure_transition_period = \"5s\"\n")
     });
     agent.running("quiet", T);
     let disk = evicted(&agent, "disk", Duration::from_secs(90));
@@ -207,8 +207,9 @@ fn a_pod_forking_past_pid_available_is_evicted() {
     let threshold = pids_available() - 1500;
     let agent = AgentProcess::start_with(&sb, |t| {
         let t = t.replace("[cgroups]\n", "[cgroups]\npod_pids_limit = 3000\n");
-        format!(
-            "{t}[eviction]\nhard = {{ \"pid.available\" = \"{threshold}\" }}\npressure_transition_period = \"5s\"\n"
+        with_eviction(
+            &t,
+            &format!("hard = {{ \"pid.available\" = \"{threshold}\" }}\npressure_transition_period = \"5s\"\n"),
         )
     });
     let bomb = evicted(&agent, "bomb", Duration::from_secs(90));
@@ -235,9 +236,7 @@ fn on_containerd_a_best_effort_pod_filling_memory_is_evicted_and_a_guaranteed_on
     let agent = node.start_with(
         |t| {
             let t = t.replace("[cgroups]\n", &format!("[cgroups]\nkube_reserved = {{ memory = \"{reserved}\" }}\n"));
-            format!(
-                "{t}[eviction]\nhard = {{ \"memory.available\" = \"150Mi\" }}\npressure_transition_period = \"5s\"\n"
-            )
+            with_eviction(&t, "hard = { \"memory.available\" = \"150Mi\" }\npressure_transition_period = \"5s\"\n")
         },
         "debug",
     );

@@ -504,29 +504,39 @@ fn dedicated_image_fs(runtime: &dyn ContainerRuntime, state_dir: &std::path::Pat
 }
 
 /// The Node as the local API starts from: name, cpu and memory (allocatable less the
-/// configured reservations), `pods` (`max_pods`) and `ephemeral-storage` (the state
+/// configured reservations and the hard eviction threshold), `pods` (`max_pods`) and `ephemeral-storage` (the state
 /// directory's filesystem, as kubelet's root directory's).
 fn node_object(cfg: &Config) -> crate::api::Node {
     use crate::api::Quantity;
+    use crate::node::eviction::Signal;
     let capacity = NodeResources::from_proc();
-    let alloc = cfg.cgroups.settings().map(|s| crate::node::cm::allocatable(&s, &capacity)).unwrap_or(capacity);
-    let storage = crate::node::imagegc::manager::statvfs(&cfg.state_dir).ok().map(|fs| {
-        ("ephemeral-storage".to_string(), Quantity::from_value(i64::try_from(fs.capacity).unwrap_or(i64::MAX), true))
-    });
-    let resources = |r: &NodeResources| {
+    let mut alloc = cfg.cgroups.settings().map(|s| crate::node::cm::allocatable(&s, &capacity)).unwrap_or(capacity);
+    let storage = crate::node::imagegc::manager::statvfs(&cfg.state_dir)
+        .ok()
+        .map(|fs| i64::try_from(fs.capacity).unwrap_or(i64::MAX));
+    // Less the hard eviction thresholds, as kubelet's node allocatable (the cgroup keeps them,
+    // so eviction acts before the kernel's OOM killer).
+    let thresholds = cfg.eviction_settings().thresholds;
+    let hard = |signal, capacity: i64| {
+        let t = thresholds.iter().find(|t| t.signal == signal && t.grace_period.is_zero());
+        t.map_or(0, |t| t.value.quantity(capacity).value())
+    };
+    alloc.memory = (alloc.memory - hard(Signal::MemoryAvailable, capacity.memory)).max(0);
+    let alloc_storage = storage.map(|s| (s - hard(Signal::NodeFsAvailable, s)).max(0));
+    let resources = |r: &NodeResources, storage: Option<i64>| {
         [
             ("cpu".to_string(), Quantity::from_milli(r.cpu_millis)),
             ("memory".to_string(), Quantity::from_value(r.memory, true)),
             ("pods".to_string(), Quantity::from_value(cfg.max_pods as i64, false)),
         ]
         .into_iter()
-        .chain(storage.clone())
+        .chain(storage.map(|s| ("ephemeral-storage".to_string(), Quantity::from_value(s, true))))
         .collect()
     };
     let mut node = crate::api::Node { api_version: "v1".into(), kind: "Node".into(), ..Default::default() };
     node.metadata.name = cfg.node_name.clone();
-    node.status.capacity = resources(&capacity);
-    node.status.allocatable = resources(&alloc);
+    node.status.capacity = resources(&capacity, storage);
+    node.status.allocatable = resources(&alloc, alloc_storage);
     node
 }
 

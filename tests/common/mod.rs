@@ -247,9 +247,12 @@ impl Sandbox {
     pub fn plugin_dir(&self) -> PathBuf {
         self.dir.path().join("device-plugins")
     }
+    /// The test agent's configuration. Eviction watches memory only: the disk is this
+    /// machine's, shared with everything else on it, and how full it is must not change what
+    /// a test sees (`tests/eviction.rs` sets its own thresholds with `with_eviction`).
     pub fn config_text(&self, port: u16) -> String {
         format!(
-            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n",
+            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n{EVICTION}",
             self.state(),
             self.manifests(),
             self.plugin_dir(),
@@ -274,6 +277,15 @@ impl Drop for Sandbox {
         use ferrolet::node::cm::ownership::{cgroup_root_lock_path, LOCK_DIR};
         let _ = std::fs::remove_file(cgroup_root_lock_path(Path::new(LOCK_DIR), &self.cgroup_root()));
     }
+}
+
+/// The `[eviction]` section the test configurations end with.
+pub const EVICTION: &str = "[eviction]\nhard = { \"memory.available\" = \"100Mi\" }\n";
+
+/// A test configuration `text` with its `[eviction]` section (the last) replaced by `section`.
+pub fn with_eviction(text: &str, section: &str) -> String {
+    let head = text.strip_suffix(EVICTION).expect("the configuration ends with its [eviction] section");
+    format!("{head}[eviction]\n{section}")
 }
 
 /// The cgroup root `/ferrolet-KIND-NAME` of the agent whose files are in `dir` (named after
