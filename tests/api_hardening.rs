@@ -91,6 +91,8 @@ fn fd_exhaustion_is_reported_by_healthz_and_the_listener_recovers() {
     let sb = Sandbox::new();
     let agent = AgentProcess::start(&sb);
     let pid = agent.child.id();
+    // Settled first: the first stats collection has opened what the memory watches keep open.
+    wait_for("the first stats collection", Duration::from_secs(20), || agent.get("/stats/summary").ok());
     let mut keep = connect(&agent);
     assert_eq!(request(&mut keep, "/healthz").unwrap().1, "ok");
 

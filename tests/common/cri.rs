@@ -94,15 +94,15 @@ impl CriNode {
             "node_name = {:?}\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\n\
              manifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\nruntime = \"cri\"\n\
              container_runtime_endpoint = {:?}\n[api]\nlisten = \"127.0.0.1:{}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[logs]\npod_logs_dir = {:?}\n\
-             [devices]\nplugin_dir = \"\"\n[cgroups]\nroot = {:?}\n{}",
+             [devices]\nplugin_dir = \"\"\n{}[cgroups]\nroot = {:?}\n",
             self.node,
             self.sb.state(),
             self.sb.manifests(),
             self.endpoint,
             self.port,
             self.pod_logs(),
-            self.cgroup_root,
-            super::EVICTION
+            super::EVICTION,
+            self.cgroup_root
         )
     }
 

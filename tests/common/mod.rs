@@ -252,7 +252,7 @@ impl Sandbox {
     /// a test sees (`tests/eviction.rs` sets its own thresholds with `with_eviction`).
     pub fn config_text(&self, port: u16) -> String {
         format!(
-            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[devices]\nplugin_dir = {:?}\n[cgroups]\nroot = {:?}\n{EVICTION}",
+            "node_name = \"testnode\"\nnode_ip = \"127.0.0.1\"\nstate_dir = {:?}\nmanifest_dir = {:?}\nmanifest_check_interval = \"200ms\"\nsync_frequency = \"200ms\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n[server]\nlisten = \"127.0.0.1:0\"\n[devices]\nplugin_dir = {:?}\n{EVICTION}[cgroups]\nroot = {:?}\n",
             self.state(),
             self.manifests(),
             self.plugin_dir(),
@@ -279,13 +279,14 @@ impl Drop for Sandbox {
     }
 }
 
-/// The `[eviction]` section the test configurations end with.
+/// The `[eviction]` section of the test configurations (before `[cgroups]`, which they end
+/// with, so tests can add `[cgroups]` keys at the end).
 pub const EVICTION: &str = "[eviction]\nhard = { \"memory.available\" = \"100Mi\" }\n";
 
-/// A test configuration `text` with its `[eviction]` section (the last) replaced by `section`.
+/// A test configuration `text` with its `[eviction]` section's keys replaced by `section`.
 pub fn with_eviction(text: &str, section: &str) -> String {
-    let head = text.strip_suffix(EVICTION).expect("the configuration ends with its [eviction] section");
-    format!("{head}[eviction]\n{section}")
+    assert!(text.contains(EVICTION), "the configuration has the tests' [eviction] section");
+    text.replacen(EVICTION, &format!("[eviction]\n{section}"), 1)
 }
 
 /// The cgroup root `/ferrolet-KIND-NAME` of the agent whose files are in `dir` (named after

@@ -52,28 +52,58 @@ pub struct MemoryTargets {
 }
 
 /// The usage levels the 1 s check compares with, shared between the manager (which sets
-/// them after each collection) and the check on the same thread.
+/// them after each collection) and the check on the same thread. Each file stays open while
+/// it is watched and is read from its start each time: no open or close per check.
 #[derive(Clone, Default)]
-pub struct MemoryWatch(Arc<Mutex<Vec<(UsageSource, u64)>>>);
+pub struct MemoryWatch(Arc<Mutex<Vec<Watched>>>);
+
+/// One watched usage: where, its file once opened, the level.
+struct Watched {
+    source: UsageSource,
+    file: Option<std::fs::File>,
+    level: u64,
+}
 
 impl MemoryWatch {
     /// Whether a watched usage is at or above its level now (a memory threshold is met):
     /// the stats thread then collects at once.
     pub fn crossed(&self) -> bool {
-        self.0.lock().iter().any(|(source, level)| read_usage(source).is_some_and(|u| u >= *level))
+        self.0.lock().iter_mut().any(|w| w.read().is_some_and(|u| u >= w.level))
+    }
+
+    /// Watches these levels from now on, keeping the files already open.
+    fn set(&self, levels: Vec<(UsageSource, u64)>) {
+        let mut watched = self.0.lock();
+        let mut old: Vec<Watched> = std::mem::take(&mut *watched);
+        for (source, level) in levels {
+            let file = old.iter().position(|w| w.source == source).and_then(|i| old.swap_remove(i).file);
+            watched.push(Watched { source, file, level });
+        }
     }
 }
 
-fn read_usage(source: &UsageSource) -> Option<u64> {
-    match source {
-        UsageSource::File(path) => crate::base::inputfile::read_to_string(path, 4096).ok()?.trim().parse().ok(),
-        UsageSource::Meminfo => {
-            let text = crate::base::inputfile::read_to_string(std::path::Path::new("/proc/meminfo"), 64 << 10).ok()?;
-            let field = |name: &str| -> Option<u64> {
-                let line = text.lines().find(|l| l.starts_with(name))?;
-                line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+impl Watched {
+    fn read(&mut self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        if self.file.is_none() {
+            let path = match &self.source {
+                UsageSource::File(p) => p.as_path(),
+                UsageSource::Meminfo => std::path::Path::new("/proc/meminfo"),
             };
-            Some(field("MemTotal:")?.saturating_sub(field("MemFree:")?))
+            self.file = std::fs::File::open(path).ok();
+        }
+        let mut buf = [0u8; 4096];
+        let n = self.file.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        match self.source {
+            UsageSource::File(_) => text.trim().parse().ok(),
+            UsageSource::Meminfo => {
+                let field = |name: &str| -> Option<u64> {
+                    let line = text.lines().find(|l| l.starts_with(name))?;
+                    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
+                };
+                Some(field("MemTotal:")?.saturating_sub(field("MemFree:")?))
+            }
         }
     }
 }
@@ -219,6 +249,6 @@ impl EvictionManager {
         if let Some(n) = &self.notifier {
             n.set(notify);
         }
-        *self.watch.0.lock() = levels;
+        self.watch.set(levels);
     }
 }

@@ -114,7 +114,7 @@ fn watch(
     stop: &StopSignal,
     crossed: &dyn Fn(),
 ) -> Exit {
-    let mut armed: Vec<Armed> = Vec::new();
+    let mut armed: Vec<(PathBuf, u64, Armed)> = Vec::new();
     let mut failed: Option<String> = None;
     loop {
         if stop.is_stopped() {
@@ -123,12 +123,13 @@ fn watch(
         if wake_rx.drain() == Drained::Closed {
             return Exit::Done;
         }
-        if let Some(new) = want.lock().take() {
+        let new = want.lock().take().filter(|new| !same(&armed, new));
+        if let Some(new) = new {
             // The new ones first: a crossing between the two sets is not missed.
             let mut next = Vec::new();
             for (dir, bytes) in new.into_iter().take(MAX_THRESHOLDS) {
                 match Armed::arm(&dir, bytes) {
-                    Ok(a) => next.push(a),
+                    Ok(a) => next.push((dir, bytes, a)),
                     Err(e) => {
                         let why = format!("{}: {e}", dir.display());
                         if failed.as_deref() != Some(&why) {
@@ -141,7 +142,7 @@ fn watch(
             armed = next;
         }
         let mut fds = vec![wake_rx.as_raw_fd()];
-        fds.extend(armed.iter().map(|a| a.event.as_raw_fd()));
+        fds.extend(armed.iter().map(|(_, _, a)| a.event.as_raw_fd()));
         let ready = match crate::base::fds::poll_readable(&fds, None) {
             Ok(r) => r,
             Err(e) => {
@@ -149,10 +150,20 @@ fn watch(
                 return Exit::Failed;
             }
         };
-        if armed.iter().zip(&ready[1..]).filter(|(_, r)| **r != 0).fold(false, |any, (a, _)| a.take() || any) {
+        if armed.iter().zip(&ready[1..]).filter(|(_, r)| **r != 0).fold(false, |any, ((_, _, a), _)| a.take() || any) {
             crossed();
         }
     }
+}
+
+/// Whether `new` is what is armed, give or take 1 % (at least 4 MiB) of each level: the
+/// levels move with the page cache at every collection, and re-arming each time would open
+/// and close three files every 10 s for nothing.
+fn same(armed: &[(PathBuf, u64, Armed)], new: &[(PathBuf, u64)]) -> bool {
+    armed.len() == new.len()
+        && armed.iter().zip(new).all(|((dir, level, _), (new_dir, new_level))| {
+            dir == new_dir && level.abs_diff(*new_level) <= (*level / 100).max(4 << 20)
+        })
 }
 
 #[cfg(test)]
