@@ -191,7 +191,7 @@ BENCH_CRI_BASE := /tmp/ferrolet-cri-bench
 ## The footprint benchmark measures the static x86_64 binary when `make static` has built it.
 STATIC_BIN = $(abspath $(TARGET_DIR))/x86_64-unknown-linux-musl/release/ferrolet
 bench: deps
-	$(CARGO) bench --locked --bench agent --bench events --bench cgroups --bench prober --bench devices --bench stats
+	$(CARGO) bench --locked --bench agent --bench events --bench cgroups --bench prober --bench devices --bench stats --bench eviction
 	@if [ -x $(STATIC_BIN) ]; then FERROLET_BIN=$(STATIC_BIN) $(CARGO) bench --locked --bench footprint; \
 	else echo "footprint: no $(STATIC_BIN) (run make static first): measuring the release build"; \
 	  $(CARGO) bench --locked --bench footprint; fi

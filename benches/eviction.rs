@@ -119,6 +119,7 @@ fn run(notification: bool) {
 }
 
 fn main() {
+    // SAFETY: geteuid has no preconditions.
     if !Path::new("/sys/fs/cgroup/memory").is_dir() || unsafe { libc::geteuid() } != 0 {
         println!("eviction: needs root and cgroup v1 memory; skipped");
         return;

@@ -256,3 +256,20 @@ fn on_containerd_a_best_effort_pod_filling_memory_is_evicted_and_a_guaranteed_on
     let kubepods = PathBuf::from(format!("/sys/fs/cgroup/memory{}/kubepods", node.cgroup_root));
     assert_eq!(oom_kills(&kubepods), 0, "the kernel's OOM killer acted in {}", kubepods.display());
 }
+
+#[test]
+fn a_pod_writing_past_its_empty_dirs_size_limit_is_evicted_with_kubelets_message() {
+    let sb = Sandbox::new();
+    sb.write_manifest(
+        "limited.yaml",
+        &manifest(
+            "limited",
+            "  terminationGracePeriodSeconds: 1\n  volumes:\n  - {name: scratch, emptyDir: {sizeLimit: 4Mi}}\n  containers:\n  - name: limited\n    image: x\n    volumeMounts: [{name: scratch, mountPath: /scratch}]\n    command: [sh, -c, 'head -c 8388608 /dev/zero > /scratch/f; exec sleep 3600']\n",
+        ),
+    );
+    let agent = AgentProcess::start(&sb);
+    let pod = evicted(&agent, "limited", Duration::from_secs(60));
+    assert_eq!(status_message(&pod), "Usage of EmptyDir volume \"scratch\" exceeds the limit \"4Mi\". ");
+    let uid = pod.metadata.uid.clone();
+    wait_for("its directory to go", T, || (!sb.state().join("pods").join(&uid).exists()).then_some(()));
+}

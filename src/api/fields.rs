@@ -184,12 +184,6 @@ fn volume_uses(pod: &Pod, runtime: RuntimeKind, out: &mut Vec<FieldUse>) {
             if d.medium == "HugePages" {
                 let why = "huge page volumes are not supported by ferrolet";
                 out.push(FieldUse { path: format!("{base}.emptyDir.medium"), verdict: Verdict::Refused(why.into()) });
-            } else if d.medium.is_empty() && d.size_limit.is_some() {
-                let why = "a disk-backed emptyDir is not measured, so the pod is never evicted for outgrowing it (a Memory one is a tmpfs of that size)";
-                out.push(FieldUse {
-                    path: format!("{base}.emptyDir.sizeLimit"),
-                    verdict: Verdict::Accepted(why.into()),
-                });
             }
         }
     }
@@ -480,9 +474,8 @@ mod tests {
         let p = pod("  volumes:\n  - {name: scratch, emptyDir: {sizeLimit: 1Gi}}\n  - {name: huge, emptyDir: {medium: HugePages}}\n  - {name: claim, persistentVolumeClaim: {claimName: c}}\n  - name: both\n    projected:\n      sources:\n      - downwardAPI: {items: [{path: name, fieldRef: {fieldPath: metadata.name}}]}\n      - serviceAccountToken: {path: token}\n  containers:\n  - name: app\n    image: busybox\n    securityContext: {privileged: true}\n    volumeMounts:\n    - {name: scratch, mountPath: /a, recursiveReadOnly: Disabled}\n    - {name: both, mountPath: /b, recursiveReadOnly: IfPossible, mountPropagation: Bidirectional}\n    - {name: huge, mountPath: /c, recursiveReadOnly: Enabled}\n");
         let described: Vec<String> = check(&p, RuntimeKind::Process).iter().map(FieldUse::describe).collect();
         assert_eq!(
-            described[..7],
+            described[..6],
             [
-                "spec.volumes[0].emptyDir.sizeLimit: accepted, no effect here: a disk-backed emptyDir is not measured, so the pod is never evicted for outgrowing it (a Memory one is a tmpfs of that size)",
                 "spec.volumes[1].emptyDir.medium: refused: huge page volumes are not supported by ferrolet",
                 "spec.volumes[2].persistentVolumeClaim: refused: the persistentVolumeClaim volume source is not supported by ferrolet (it mounts emptyDir, hostPath, downwardAPI, configMap, secret and projected volumes of downwardAPI, configMap, secret and serviceAccountToken sources)",
                 "spec.containers[0].volumeMounts[1].mountPropagation: refused: the process runtime cannot propagate a container's mounts back to the host",

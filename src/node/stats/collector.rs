@@ -241,7 +241,7 @@ impl Walks {
         }
         let started = Instant::now();
         let usage = match disk::du(path, max_entries) {
-            Ok(u) => u,
+            Ok(u) => Some(u),
             Err(e) => {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     log::debug!("stats: cannot measure {}: {}", path.display(), Chain(&e));

@@ -187,7 +187,7 @@ fn bytes_of(st: &libc::stat) -> u64 {
 
 /// Walks the tree at `path` (a directory, not followed if a link) and counts what it holds,
 /// visiting at most `max_entries` entries. A file that goes while it is walked is skipped.
-pub fn du(path: &Path, max_entries: usize) -> io::Result<Option<DiskUsage>> {
+pub fn du(path: &Path, max_entries: usize) -> io::Result<DiskUsage> {
     let root = open_dir(libc::AT_FDCWD, &c_path(path)?)?;
     let st = fstatat(root.as_raw_fd(), c".", 0)?;
     let dev = st.st_dev;
@@ -241,7 +241,7 @@ pub fn du(path: &Path, max_entries: usize) -> io::Result<Option<DiskUsage>> {
             }
         }
     }
-    Ok(Some(usage))
+    Ok(usage)
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ fn a_tree_counts_its_blocks_and_inodes_and_each_hard_link_once() {
     std::fs::write(root.join("a/b/two"), vec![7u8; 5000]).unwrap();
     std::fs::hard_link(root.join("a/one"), root.join("again")).unwrap();
     let want_bytes = ["", "a", "a/b", "a/one", "a/b/two"].iter().map(|p| blocks(&root.join(p))).sum::<u64>();
-    let u = du(&root, MAX_ENTRIES).unwrap().unwrap();
+    let u = du(&root, MAX_ENTRIES).unwrap();
     assert_eq!(u.bytes, want_bytes, "the second link to one adds nothing");
     assert_eq!(u.inodes, 5, "vol, a, a/b, one, two");
     assert_eq!(u.visited, 6, "every entry looked at, the link too");
@@ -43,7 +43,7 @@ fn links_are_not_followed_out_of_the_tree() {
     std::fs::write(outside.join("big"), vec![1u8; 1 << 20]).unwrap();
     std::os::unix::fs::symlink(&outside, root.join("to-dir")).unwrap();
     std::os::unix::fs::symlink(outside.join("big"), root.join("to-file")).unwrap();
-    let u = du(&root, MAX_ENTRIES).unwrap().unwrap();
+    let u = du(&root, MAX_ENTRIES).unwrap();
     assert_eq!(u.inodes, 3, "the root and the two links themselves");
     assert!(u.bytes < 1 << 20, "nothing of what they point at: {}", u.bytes);
     // A root that is itself a link is refused, not followed.
@@ -58,7 +58,7 @@ fn a_walk_stops_at_its_bound_and_says_so() {
     for i in 0..50 {
         std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
     }
-    let u = du(dir.path(), 10).unwrap().unwrap();
+    let u = du(dir.path(), 10).unwrap();
     assert!(u.truncated);
     assert_eq!(u.visited, 10);
     assert_eq!(u.inodes, 10, "the root and nine files");
@@ -70,7 +70,7 @@ fn a_walk_stops_at_its_bound_and_says_so() {
     }
     std::fs::create_dir_all(&deep).unwrap();
     std::fs::write(deep.join("bottom"), b"x").unwrap();
-    let u = du(&dir.path().join("deep"), MAX_ENTRIES).unwrap().unwrap();
+    let u = du(&dir.path().join("deep"), MAX_ENTRIES).unwrap();
     assert!(u.truncated);
     assert_eq!(u.inodes as usize, MAX_DEPTH + 1, "each directory down to the depth bound, not the file at the bottom");
 }
@@ -119,9 +119,9 @@ fn a_memory_volume_is_not_disk_and_a_mount_inside_a_tree_is_not_its() {
     let on_disk = du(&disk, MAX_ENTRIES);
     unmount(&memory);
     unmount(&inner);
-    assert!(on_memory.unwrap().unwrap().bytes >= 1 << 20, "a tree on a tmpfs is counted (nodefs may be one)");
+    assert!(on_memory.unwrap().bytes >= 1 << 20, "a tree on a tmpfs is counted (nodefs may be one)");
     assert!(mounted_inner);
-    let u = on_disk.unwrap().unwrap();
+    let u = on_disk.unwrap();
     assert_eq!(u.inodes, 1, "the tree's root only: the mount point belongs to the tmpfs");
     assert!(u.bytes < 1 << 20);
 }
