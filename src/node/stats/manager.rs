@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The least time between two collections asked for (`StatsCommand::Collect`): a burst of
-/// asks (a memory threshold crossed again and again) costs one collection a second at most.
-pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// asks (a memory threshold crossed again and again) costs two collections a second at most.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// What the stats thread is asked.
 #[derive(Debug)]
 pub enum StatsCommand {
-    /// Collect now, unless the last collection is under `MIN_INTERVAL` old.
+    /// Collect now, or once the last collection is `MIN_INTERVAL` old.
     Collect,
 }
 
@@ -32,8 +32,9 @@ pub struct StatsManager {
     targets: TargetSource,
     view: StatsView,
     after: Vec<AfterCollect>,
-    /// The first collection is due at once, not a period after the start.
-    first: Option<Instant>,
+    /// A collection due before the next tick: the first, at once after the start, or one
+    /// asked for within `MIN_INTERVAL` of the last.
+    due: Option<Instant>,
     last: Option<Instant>,
     period: Duration,
     /// A cheap check between collections (the eviction manager's memory watch): when it
@@ -53,7 +54,7 @@ impl StatsManager {
             targets,
             view: StatsView::default(),
             after: Vec::new(),
-            first: Some(Instant::now()),
+            due: Some(Instant::now()),
             last: None,
             period: PERIOD,
             watch: None,
@@ -86,10 +87,21 @@ impl StatsManager {
         self
     }
 
+    /// Collects now, or, when the last collection is under `MIN_INTERVAL` old, as soon as it
+    /// is that old (never dropped: a memory spike right after a collection is still seen).
+    fn collect_soon(&mut self) {
+        match self.last.map(|t| t + MIN_INTERVAL).filter(|due| *due > Instant::now()) {
+            Some(due) => self.due = Some(self.due.map_or(due, |d| d.min(due))),
+            None => {
+                self.collect_now();
+            }
+        }
+    }
+
     /// Collects now, publishes the snapshot, runs the `after_collect` work; returns the
     /// snapshot.
     pub fn collect_now(&mut self) -> Arc<Snapshot> {
-        self.first = None;
+        self.due = None;
         self.last = Some(Instant::now());
         let StatsManager { collector, targets, view, after, .. } = self;
         let mut collect = || {
@@ -110,11 +122,7 @@ impl Manager for StatsManager {
 
     fn handle(&mut self, cmd: StatsCommand) {
         match cmd {
-            StatsCommand::Collect => {
-                if self.last.map_or(true, |t| t.elapsed() >= MIN_INTERVAL) {
-                    self.collect_now();
-                }
-            }
+            StatsCommand::Collect => self.collect_soon(),
         }
     }
 
@@ -127,7 +135,7 @@ impl Manager for StatsManager {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        match (self.first, self.next_watch) {
+        match (self.due, self.next_watch) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -135,14 +143,14 @@ impl Manager for StatsManager {
 
     fn on_deadline(&mut self) {
         let now = Instant::now();
-        if self.first.is_some_and(|t| now >= t) {
+        if self.due.is_some_and(|t| now >= t) {
             self.collect_now();
         }
         let Some((every, check)) = self.watch.as_mut() else { return };
         if self.next_watch.is_some_and(|t| now >= t) {
             self.next_watch = Some(now + *every);
-            if check() && self.last.map_or(true, |t| t.elapsed() >= MIN_INTERVAL) {
-                self.collect_now();
+            if check() {
+                self.collect_soon();
             }
         }
     }

@@ -55,12 +55,20 @@ fn work_after_a_collection_sees_the_published_snapshot_in_the_order_it_was_regis
 }
 
 #[test]
-fn asks_to_collect_within_a_second_of_a_collection_are_answered_by_it() {
+fn an_ask_within_min_interval_of_a_collection_is_kept_for_when_that_has_passed() {
     let dir = tempfile::tempdir().unwrap();
     let seen: Seen = Arc::default();
     let mut m = manager(dir.path(), seen.clone());
     m.handle(StatsCommand::Collect);
-    m.handle(StatsCommand::Collect);
-    assert_eq!(seen.lock().len(), 2, "one collection (two pieces of work after it)");
     assert!(m.next_deadline().is_none(), "an asked collection is the first one too");
+    let asked = Instant::now();
+    m.handle(StatsCommand::Collect);
+    m.handle(StatsCommand::Collect);
+    assert_eq!(seen.lock().len(), 2, "one collection so far (two pieces of work after it)");
+    let due = m.next_deadline().expect("the asks are kept, not dropped");
+    assert!(due > asked && due <= asked + MIN_INTERVAL, "{due:?}");
+    std::thread::sleep(due.saturating_duration_since(Instant::now()));
+    m.on_deadline();
+    assert_eq!(seen.lock().len(), 4, "both asks answered by one more collection");
+    assert!(m.next_deadline().is_none());
 }
