@@ -57,9 +57,13 @@ fn pod(name: &str, signal: &Path) -> String {
     )
 }
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
+/// `p50 X ms, max Y ms` of `v`, or why there is none.
+fn p50_max(v: &mut [f64]) -> String {
+    if v.is_empty() {
+        return "none (every pod was evicted before its write ended)".into();
+    }
     v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
+    format!("p50 {:.0} ms, max {:.0} ms ({} rounds)", v[(v.len() - 1) / 2], v[v.len() - 1], v.len())
 }
 
 fn run(notification: bool) {
@@ -113,26 +117,10 @@ fn run(notification: bool) {
     }
     let how = if notification { "kernel notification + 1 s watch" } else { "1 s watch alone" };
     println!(
-        "eviction: memory spike to eviction ({how}, {ROUNDS} rounds): from the write's start p50 {:.0} ms, max {:.0} ms; from its end p50 {:.0} ms, max {:.0} ms",
-        percentile(&mut from_start, 0.5),
-        percentile(&mut from_start, 1.0),
-        percentile(&mut from_end, 0.5),
-        percentile(&mut from_end, 1.0),
+        "eviction: memory spike to eviction ({how}): from the write's start {}; from its end {}",
+        p50_max(&mut from_start),
+        p50_max(&mut from_end)
     );
-}
-
-/// The CPU ticks (utime + stime, 1/100 s) of the agent's thread `name`.
-fn thread_ticks(pid: u32, name: &str) -> u64 {
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-        if std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim() == name {
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            let rest: Vec<&str> =
-                stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
-            return rest.get(11).and_then(|u| u.parse::<u64>().ok()).unwrap_or(0)
-                + rest.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-        }
-    }
-    0
 }
 
 fn stats_thread_at_100_pods() {
@@ -151,9 +139,10 @@ fn stats_thread_at_100_pods() {
     std::thread::sleep(Duration::from_secs(15));
     let pid = agent.child.id();
     let window = Duration::from_secs(60);
-    let (s0, m0) = (thread_ticks(pid, "fl-stats"), thread_ticks(pid, "fl-memcg"));
+    let ticks = |name: &str| support::thread_ticks(pid).get(name).copied().unwrap_or(0);
+    let (s0, m0) = (ticks("fl-stats"), ticks("fl-memcg"));
     std::thread::sleep(window);
-    let (s1, m1) = (thread_ticks(pid, "fl-stats"), thread_ticks(pid, "fl-memcg"));
+    let (s1, m1) = (ticks("fl-stats"), ticks("fl-memcg"));
     let share = |ticks: u64| ticks as f64 / 100.0 / window.as_secs_f64() * 100.0;
     println!(
         "eviction: in the agent with 100 pods, over {window:?}: fl-stats {:.3} % of one core ({} ticks: 6 collections with their eviction decisions, 60 memory checks), fl-memcg {:.3} %",

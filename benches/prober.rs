@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{bin, cpu_ticks, http_get, rss_kib, status_field, Agent};
+use support::{bin, cpu_ticks, http_get, rss_kib, status_field, thread_ticks, Agent};
 
 const PODS: usize = 500;
 
@@ -69,22 +69,6 @@ fn wait_ready(agent: &Agent, n: usize) {
     while http_get(agent.port, "/pods").map(|b| b.matches("\"ready\":true").count()).unwrap_or(0) < n {
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// CPU ticks per thread name (numbered probe threads summed as `fl-probe`).
-fn thread_ticks(pid: u32) -> std::collections::BTreeMap<String, u64> {
-    let mut out = std::collections::BTreeMap::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
-        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim().to_string();
-        let name = name.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('-').to_string();
-        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
-        let f: Vec<&str> = rest.split(' ').collect();
-        let ticks = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
-            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        *out.entry(name).or_insert(0) += ticks;
-    }
-    out
 }
 
 fn metric(text: &str, prefix: &str) -> Option<f64> {

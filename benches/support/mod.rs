@@ -168,3 +168,20 @@ fn cgroup_root(dir: &Path) -> String {
     let run = dir.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().trim_start_matches('.').to_string());
     common::cgroup_root_of(&format!("bench-{}", run.unwrap_or_default()), dir)
 }
+
+/// CPU ticks (utime + stime, in 1/100 s) of process `pid`'s threads by name, numbered
+/// threads summed under their common name (`fl-probe-3` as `fl-probe`).
+pub fn thread_ticks(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim().to_string();
+        let name = name.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches('-').to_string();
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let ticks = f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        *out.entry(name).or_insert(0) += ticks;
+    }
+    out
+}

@@ -506,17 +506,15 @@ fn dedicated_image_fs(runtime: &dyn ContainerRuntime, state_dir: &std::path::Pat
 /// The Node as the local API starts from: name, cpu and memory (allocatable less the
 /// configured reservations and the hard eviction threshold), `pods` (`max_pods`) and `ephemeral-storage` (the state
 /// directory's filesystem, as kubelet's root directory's).
-fn node_object(cfg: &Config) -> crate::api::Node {
+fn node_object(cfg: &Config, thresholds: &[crate::node::eviction::Threshold]) -> crate::api::Node {
     use crate::api::Quantity;
     use crate::node::eviction::Signal;
     let capacity = NodeResources::from_proc();
     let mut alloc = cfg.cgroups.settings().map(|s| crate::node::cm::allocatable(&s, &capacity)).unwrap_or(capacity);
-    let storage = crate::node::imagegc::manager::statvfs(&cfg.state_dir)
-        .ok()
-        .map(|fs| i64::try_from(fs.capacity).unwrap_or(i64::MAX));
+    let storage =
+        crate::node::stats::disk::statvfs(&cfg.state_dir).ok().map(|fs| i64::try_from(fs.capacity).unwrap_or(i64::MAX));
     // Less the hard eviction thresholds, as kubelet's node allocatable (the cgroup keeps them,
     // so eviction acts before the kernel's OOM killer).
-    let thresholds = cfg.eviction_settings().thresholds;
     let hard = |signal, capacity: i64| {
         let t = thresholds.iter().find(|t| t.signal == signal && t.grace_period.is_zero());
         t.map_or(0, |t| t.value.quantity(capacity).value())
@@ -803,7 +801,8 @@ impl Agent {
             check_resolv_conf(d, &recorder, &cfg.node_name);
         }
         // The node's resources, read once: admission, the local API and the apiserver share them.
-        let node = node_object(cfg);
+        let eviction_settings = cfg.eviction_settings();
+        let node = node_object(cfg, &eviction_settings.thresholds);
         let pm = PodManager::new(
             PodManagerConfig {
                 node_name: cfg.node_name.clone(),
@@ -898,8 +897,10 @@ impl Agent {
         } else {
             (None, None)
         };
-        let stats_channel = crossbeam_channel::unbounded();
+        // One ask waiting is enough: it is answered by the next collection.
+        let stats_channel = crossbeam_channel::bounded(1);
         let wiring = eviction::Wiring {
+            node_name: cfg.node_name.clone(),
             node: eviction_node.0,
             memory: eviction_node.1,
             runtime: runtime.clone(),
@@ -910,8 +911,8 @@ impl Agent {
             pressure: pressure.clone(),
             images: image_gc_client(image_gc.as_ref()),
         };
-        let (stats, memcg) =
-            eviction::attach(cfg, stats, stats_channel.0.clone(), wiring, &health).map_err(spawn_err("fl-memcg"))?;
+        let (stats, memcg) = eviction::attach(eviction_settings, stats, stats_channel.0.clone(), wiring, &health)
+            .map_err(spawn_err("fl-memcg"))?;
         let stats_thread = ManagerHandle::spawn_with_channel("fl-stats", stats, stats_channel, &health)
             .map_err(spawn_err("fl-stats"))?;
         let prober = ManagerHandle::spawn_with_channel("fl-prober", prober, prober_channel, &health)
@@ -1107,6 +1108,9 @@ impl Agent {
         let steps: Vec<StopStep> = vec![
             Box::new(move |t| watcher.map_or_else(Vec::new, |w| late(w.stop(t)))),
             Box::new(move |t| source.map_or_else(Vec::new, |s| late(s.stop(t)))),
+            // Before the pod manager: nothing is evicted or reclaimed while it stops.
+            Box::new(move |t| stats.map_or_else(Vec::new, |s| late(s.stop(t)))),
+            Box::new(move |t| memcg.map_or_else(Vec::new, |m| late(m.stop(t)))),
             Box::new(move |t| pods.map_or_else(Vec::new, |p| late(p.stop(t)))),
             Box::new(move |t| cluster.map_or_else(Vec::new, |c| named(c.stop(t)))),
             // Pulls in flight are cancelled (the runtime stops them); nobody waits for them.
@@ -1131,8 +1135,6 @@ impl Agent {
             }),
             Box::new(move |t| devices.map_or_else(Vec::new, |d| late(d.stop(t)))),
             Box::new(move |t| image_gc.map_or_else(Vec::new, |g| late(g.stop(t)))),
-            Box::new(move |t| stats.map_or_else(Vec::new, |s| late(s.stop(t)))),
-            Box::new(move |t| memcg.map_or_else(Vec::new, |m| late(m.stop(t)))),
             // Container stops the pod manager asked for finish (each is bounded by its grace
             // period); the containers themselves keep running otherwise.
             Box::new(move |t| cri.map_or_else(Vec::new, |c| named(c.stop(t)))),

@@ -162,14 +162,15 @@ impl Sources {
             }
             log::info!("pods: pod {} added (uid {uid})", pod.key());
             let mut admission = Admission::Admitted;
-            if let Some(name) = crate::api::security::forbidden_sysctl(pod, &act.cfg.allowed_unsafe_sysctls) {
+            // kubelet's admit handlers in its order: eviction's, then sysctls', then the fit.
+            if let Some((reason, message)) = self.under_pressure(pod, snap) {
+                act.event(pod, None, true, reason, &message);
+                admission = Admission::Rejected { reason: reason.into(), message };
+            } else if let Some(name) = crate::api::security::forbidden_sysctl(pod, &act.cfg.allowed_unsafe_sysctls) {
                 // kubelet's sysctl admission: the pod fails and never runs.
                 let message = format!("forbidden sysctl: {name:?} not allowlisted");
                 act.event(pod, None, true, SYSCTL_FORBIDDEN, &message);
                 admission = Admission::Rejected { reason: SYSCTL_FORBIDDEN.into(), message };
-            } else if let Some((reason, message)) = self.under_pressure(pod, snap) {
-                act.event(pod, None, true, reason, &message);
-                admission = Admission::Rejected { reason: reason.into(), message };
             } else if let Some(short) = self.misfit(pods, act, devices, pod, snap, &mut usage) {
                 // kubelet's resource fit (GeneralPredicates): the pod fails and never runs.
                 let (reason, message) = (short.reason(), short.message());

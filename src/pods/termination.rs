@@ -10,7 +10,7 @@ use super::view::{is_sidecar, PodView, Snapshot};
 use super::{Admission, PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
 use crate::api::Pod;
 use crate::base::errors::Chain;
-use crate::node::eviction::view::EvictPod;
+use crate::node::eviction::{self, view::EvictPod};
 use crate::node::runtime::{ContainerInfo, SandboxInfo};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -200,10 +200,15 @@ impl PodManager {
             return false;
         }
         log::warn!("pods: evicting pod {} (grace period {:?}): {}", entry.pod.key(), e.grace, e.message);
-        self.act.annotated_event(&entry.pod, e.annotations, EVICTED, &e.message);
+        self.act.annotated_event(&entry.pod, e.annotations, eviction::REASON, &e.message);
         let stopping = Termination::new(now, e.grace);
-        entry.failure =
-            Some(PodFailure { reason: EVICTED, message: e.message, stopping, evicted: true, reclaimed: false });
+        entry.failure = Some(PodFailure {
+            reason: eviction::REASON,
+            message: e.message,
+            stopping,
+            evicted: true,
+            reclaimed: false,
+        });
         true
     }
 
@@ -217,6 +222,3 @@ impl PodManager {
         }
     }
 }
-
-/// kubelet's reason for an evicted pod (`Evicted`), its event's and its status's.
-pub const EVICTED: &str = "Evicted";

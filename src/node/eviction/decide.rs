@@ -11,7 +11,7 @@ use super::messages::{eviction_message, threshold_met_message, THRESHOLD_MET_REA
 use super::rank::{pick, protection, rank, ranking, Candidate, Protection};
 use super::signals::{observe, NodeInfo, Observations};
 use super::threshold::Threshold;
-use super::{admit, Admission, Cause, Eviction, NodeConditions, Pressure, Resource, Signal, REASON};
+use super::{admit, Admission, Cause, Eviction, NodeConditions, Pressure, Resource, Signal};
 use crate::api::Pod;
 use crate::node::stats::Snapshot;
 use std::collections::BTreeMap;
@@ -56,12 +56,8 @@ pub struct NodeEvent {
 /// `reclaimNodeLevelResources`): dead containers, then unused images.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reclaim {
-    /// The starved signal.
+    /// The starved signal. Dead containers go first (kubelet's `DeleteAllUnusedContainers`).
     pub signal: Signal,
-    /// Its resource.
-    pub resource: Resource,
-    /// Remove every container that is not running (kubelet's `DeleteAllUnusedContainers`).
-    pub dead_containers: bool,
     /// Then every image no container uses (kubelet's `DeleteUnusedImages`).
     pub unused_images: bool,
     /// How much has to be freed for the threshold and its minimum reclaim to be met again,
@@ -125,16 +121,6 @@ impl EvictionState {
         &self.settings
     }
 
-    /// New settings (a reload): the conditions and when they were last seen carry over;
-    /// what was known of the old thresholds is forgotten, so grace periods start again.
-    pub fn set_settings(&mut self, settings: Settings) {
-        if settings.thresholds != self.settings.thresholds {
-            self.thresholds_met.clear();
-            self.first_observed.clear();
-        }
-        self.settings = settings;
-    }
-
     /// The node's pressure conditions.
     pub fn conditions(&self) -> NodeConditions {
         self.conditions
@@ -188,7 +174,6 @@ impl EvictionState {
                 pod: c.pod.key(),
                 cause: Cause::Threshold(signal),
                 grace: grace_period(threshold, c.pod, self.settings.max_pod_grace_period),
-                reason: REASON,
                 message,
                 annotations,
             });
@@ -343,7 +328,7 @@ pub fn reclaim(threshold: &Threshold, obs: &Observations, node: &NodeInfo) -> Op
         }
         u64::try_from(want.saturating_sub(o.available)).unwrap_or(0)
     });
-    Some(Reclaim { signal, resource: signal.resource(), dead_containers: true, unused_images: node.images, to_free })
+    Some(Reclaim { signal, unused_images: node.images, to_free })
 }
 
 /// The grace period of a pod evicted for `threshold`: 0 for a hard threshold; else the

@@ -4,7 +4,7 @@
 //! evicted at once, whatever the node's thresholds, with kubelet's message.
 
 use super::messages::{container_ephemeral_storage_message, empty_dir_limit_message, pod_ephemeral_storage_message};
-use super::{Cause, Eviction, REASON};
+use super::{Cause, Eviction};
 use crate::api::{Pod, Quantity};
 use crate::node::cm::qos::pod_limit;
 use crate::node::stats::{FsStats, PodStats};
@@ -79,7 +79,6 @@ pub fn local_storage_evictions(pods: &[&Pod], stats: &[PodStats], dedicated_imag
                 pod: pod.key(),
                 cause,
                 grace: Duration::ZERO,
-                reason: REASON,
                 message,
                 annotations: BTreeMap::new(),
             })

@@ -93,74 +93,57 @@ impl Watched {
             self.file = std::fs::File::open(path).ok();
         }
         let mut buf = [0u8; 4096];
-        let n = self.file.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let Ok(n) = self.file.as_ref()?.read_at(&mut buf, 0) else {
+            // Opened again at the next check (the cgroup may have been made again).
+            self.file = None;
+            return None;
+        };
         let text = std::str::from_utf8(&buf[..n]).ok()?;
         match self.source {
             UsageSource::File(_) => text.trim().parse().ok(),
-            UsageSource::Meminfo => {
-                let field = |name: &str| -> Option<u64> {
-                    let line = text.lines().find(|l| l.starts_with(name))?;
-                    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kib| kib * 1024)
-                };
-                Some(field("MemTotal:")?.saturating_sub(field("MemFree:")?))
-            }
+            UsageSource::Meminfo => crate::node::stats::proc::parse_meminfo(text).map(|m| m.usage()),
         }
     }
 }
 
-/// What the manager acts through; built by the agent.
-pub struct Executors {
+/// What the manager reads and acts through; built by the agent.
+pub struct Parts {
+    /// The node's capacities and filesystems.
+    pub node: NodeInfo,
+    /// The node's name (its events).
+    pub node_name: String,
     /// The pods that may be evicted: admitted, neither stopping nor finished.
     pub pods: Box<dyn Fn() -> Vec<Arc<Pod>> + Send>,
     /// Whether an evicted pod is cleaned up: its containers stopped and its directory gone.
     pub cleaned: Box<dyn Fn(&str) -> bool + Send>,
-    /// Reclaims at node level; the bytes freed.
+    /// Reclaims at node level (dead containers, unused images); the bytes of images freed.
     pub reclaim: Box<dyn FnMut(&Reclaim) -> u64 + Send>,
     /// Where evictions go (the pod manager).
     pub evict: Publisher<EvictPod>,
+    /// Where the conditions go.
+    pub pressure: PressureView,
+    /// Node events.
+    pub recorder: EventRecorder,
+    /// Where memory is watched between collections.
+    pub memory: MemoryTargets,
+    /// `fl-memcg`'s thresholds, when the kernel notification is on.
+    pub notifier: Option<Thresholds>,
 }
 
 /// The executor, owned by the `after_collect` hook of `fl-stats`.
 pub struct EvictionManager {
     state: EvictionState,
-    node: NodeInfo,
-    node_name: String,
-    run: Executors,
-    pressure: PressureView,
-    recorder: EventRecorder,
-    memory: MemoryTargets,
+    run: Parts,
     watch: MemoryWatch,
-    notifier: Option<Thresholds>,
     /// The pod evicted last, until it is cleaned up or `CLEANUP_WAIT` has passed.
     waiting: Option<(String, Instant)>,
 }
 
 impl EvictionManager {
-    /// A manager over `state`, publishing conditions into `pressure`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        state: EvictionState,
-        node: NodeInfo,
-        node_name: &str,
-        run: Executors,
-        pressure: PressureView,
-        recorder: EventRecorder,
-        memory: MemoryTargets,
-        notifier: Option<Thresholds>,
-    ) -> EvictionManager {
-        pressure.set(state.conditions());
-        EvictionManager {
-            state,
-            node,
-            node_name: node_name.into(),
-            run,
-            pressure,
-            recorder,
-            memory,
-            watch: MemoryWatch::default(),
-            notifier,
-            waiting: None,
-        }
+    /// A manager over `state`, publishing its conditions at once.
+    pub fn new(state: EvictionState, run: Parts) -> EvictionManager {
+        run.pressure.set(state.conditions());
+        EvictionManager { state, run, watch: MemoryWatch::default(), waiting: None }
     }
 
     /// The levels the 1 s check reads (kept current by `step`).
@@ -172,7 +155,7 @@ impl EvictionManager {
     pub fn step(&mut self, snapshot: &Arc<Snapshot>, collect: &mut dyn FnMut() -> Arc<Snapshot>) {
         let now = SystemTime::now();
         let pods = (self.run.pods)();
-        let decision = self.state.synchronize(&Inputs { snapshot, node: &self.node, pods: &pods, now });
+        let decision = self.state.synchronize(&Inputs { snapshot, node: &self.run.node, pods: &pods, now });
         self.publish_conditions(&decision);
         self.set_memory_levels(snapshot);
         if let Some((uid, since)) = &self.waiting {
@@ -190,19 +173,20 @@ impl EvictionManager {
             return;
         }
         for ev in &decision.events {
-            self.recorder.event(&Reference::node(&self.node_name), WARNING, ev.reason, &ev.message);
+            self.run.recorder.event(&Reference::node(&self.run.node_name), WARNING, ev.reason, &ev.message);
         }
         if let Some(r) = &decision.reclaim {
             let freed = (self.run.reclaim)(r);
             let again = collect();
-            if self.state.reclaim_resolved(&again, &self.node) {
+            if self.state.reclaim_resolved(&again, &self.run.node) {
                 log::info!(
-                    "eviction: {} met; node-level reclaim freed {freed} bytes, enough: no pod evicted",
-                    r.signal
+                    "eviction: {} met, {} to free; node-level reclaim (images: {freed} bytes) was enough",
+                    r.signal,
+                    r.to_free
                 );
                 return;
             }
-            log::info!("eviction: {} met; node-level reclaim freed {freed} bytes, not enough", r.signal);
+            log::info!("eviction: {} met; node-level reclaim (images: {freed} bytes) was not enough", r.signal);
         }
         match decision.evict {
             Some(e) => self.send(e),
@@ -217,18 +201,24 @@ impl EvictionManager {
     }
 
     fn send(&mut self, e: super::Eviction) {
-        log::warn!("eviction: evicting pod {} (grace period {:?}): {}", e.pod, e.grace, e.message);
+        log::warn!(
+            "eviction: evicting pod {} ({}, grace period {:?}): {}",
+            e.pod,
+            e.cause.as_str(),
+            e.grace,
+            e.message
+        );
         self.waiting = Some((e.uid.clone(), Instant::now()));
         self.run.evict.publish(EvictPod { uid: e.uid, grace: e.grace, message: e.message, annotations: e.annotations });
     }
 
     fn publish_conditions(&mut self, decision: &Decision) {
-        self.pressure.set(decision.conditions);
+        self.run.pressure.set(decision.conditions);
         for &p in &decision.changed {
             let on = decision.conditions.get(p).pressure;
             log::info!("eviction: node condition {p} is now {}", if on { "True" } else { "False" });
-            let message = condition_event_message(&self.node_name, p, on);
-            self.recorder.event(&Reference::node(&self.node_name), NORMAL, condition_event(p, on), &message);
+            let message = condition_event_message(&self.run.node_name, p, on);
+            self.run.recorder.event(&Reference::node(&self.run.node_name), NORMAL, condition_event(p, on), &message);
         }
     }
 
@@ -238,15 +228,15 @@ impl EvictionManager {
         let mut notify = Vec::new();
         for t in &self.state.settings().thresholds {
             let target = match t.signal {
-                Signal::MemoryAvailable => &self.memory.node,
-                Signal::AllocatableMemoryAvailable => &self.memory.pods,
+                Signal::MemoryAvailable => &self.run.memory.node,
+                Signal::AllocatableMemoryAvailable => &self.run.memory.pods,
                 _ => continue,
             };
             let (Some((source, memcg)), Some(level)) = (target, memcg_usage_threshold(t, snapshot)) else { continue };
             levels.push((source.clone(), level));
             notify.extend(memcg.clone().map(|dir| (dir, level)));
         }
-        if let Some(n) = &self.notifier {
+        if let Some(n) = &self.run.notifier {
             n.set(notify);
         }
         self.watch.set(levels);

@@ -2,8 +2,9 @@
 //! memory cgroup's usage crosses a threshold (`cgroup.event_control` with an eventfd over
 //! `memory.usage_in_bytes`), so the eviction manager acts on a memory spike at once instead
 //! of at its next 10 s collection. The thresholds are set from each collection
-//! (`usage_threshold`): usage = working set + inactive file, so the kernel's usage threshold
-//! is the working set the signal's threshold allows plus the inactive file pages now.
+//! (`signals::memcg_usage_threshold`): usage = working set + inactive file, so the kernel's
+//! usage threshold is the working set the signal's threshold allows plus the inactive file
+//! pages now.
 //! cgroup v2 has no usage threshold notification; there the eviction manager's 1 s memory
 //! check is what reacts between collections.
 
@@ -22,14 +23,6 @@ pub const THREAD: &str = "fl-memcg";
 
 /// The most thresholds watched at once (the node's and `kubepods`').
 const MAX_THRESHOLDS: usize = 4;
-
-/// The usage (`memory.usage_in_bytes`) at which the working set leaves `threshold` bytes of
-/// `capacity` available, given the inactive file pages now (kubelet's
-/// `UpdateThreshold`: capacity − threshold + inactive file). `None` when the threshold is
-/// not below the capacity.
-pub fn usage_threshold(capacity: u64, threshold: u64, inactive_file: u64) -> Option<u64> {
-    capacity.checked_sub(threshold).filter(|&t| t > 0).map(|t| t.saturating_add(inactive_file))
-}
 
 /// One registered threshold: the eventfd the kernel signals, and the usage file it watches
 /// (held open while registered). Dropping it unregisters it.
@@ -169,13 +162,6 @@ fn same(armed: &[(PathBuf, u64, Armed)], new: &[(PathBuf, u64)]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_usage_threshold_is_the_allowed_working_set_plus_inactive_file() {
-        assert_eq!(usage_threshold(1000, 100, 50), Some(950));
-        assert_eq!(usage_threshold(1000, 1000, 50), None, "a threshold of the whole capacity cannot be watched");
-        assert_eq!(usage_threshold(1000, 2000, 0), None);
-    }
 
     #[test]
     fn arming_a_missing_cgroup_fails_naming_nothing_but_the_io_error() {

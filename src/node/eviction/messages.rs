@@ -48,7 +48,8 @@ pub fn eviction_message(
     }
     let Some(stats) = stats else { return (message, annotations) };
     let (mut names, mut usages) = (Vec::new(), Vec::new());
-    let containers: Vec<_> = pod.spec.containers.iter().chain(&pod.spec.init_containers).collect();
+    // kubelet's `evictionMessage` names app containers only.
+    let containers: Vec<_> = pod.spec.containers.iter().collect();
     for cs in &stats.containers {
         let Some(c) = containers.iter().find(|c| c.name == cs.name) else { continue };
         let usage = match resource {

@@ -24,8 +24,8 @@
 //!   observed (their thresholds never fire), and nodefs pressure reclaims dead containers
 //!   only. kubelet would observe imagefs as nodefs there, so its default
 //!   `imagefs.available<15%` would evict pods at 15 % free with nothing to reclaim.
-//! - A hard threshold or a storage limit evicts with a grace period of 0; kubelet asks for
-//!   1 s (`immediateEvictionGracePeriodSeconds`), its pod workers' floor.
+//! - `max_pod_grace_period = 0` means the pod's own grace period; kubelet's 0 means none
+//!   (its minimum of 2 s).
 
 use crate::api::Pod;
 
@@ -224,8 +224,6 @@ pub struct Eviction {
     /// Its grace period: 0 for a hard threshold or a limit, else its own capped by
     /// `max_pod_grace_period`.
     pub grace: std::time::Duration,
-    /// `Evicted`.
-    pub reason: &'static str,
     /// kubelet's message.
     pub message: String,
     /// The event's annotations (none for a limit).

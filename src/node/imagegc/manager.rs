@@ -520,16 +520,7 @@ impl crate::base::manager::Manager for ImageGc {
 /// The capacity and free space (for unprivileged users, as `df`) of the filesystem
 /// holding `path`.
 pub fn statvfs(path: &Path) -> std::io::Result<FsStats> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: an all-zero statvfs is a valid value for the call to fill.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a valid out pointer.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let block = st.f_frsize as u64;
-    Ok(FsStats { capacity: st.f_blocks as u64 * block, available: st.f_bavail as u64 * block })
+    crate::node::stats::disk::statvfs(path).map(|t| FsStats { capacity: t.capacity, available: t.available })
 }
 
 #[cfg(test)]

@@ -174,11 +174,6 @@ impl StatsView {
         self.0.read().clone()
     }
 
-    /// Replaces the snapshot.
-    pub fn set(&self, s: Snapshot) {
-        *self.0.write() = Some(Arc::new(s));
-    }
-
     /// Replaces the snapshot with one already shared (the stats thread's, which it also hands
     /// to what runs after a collection).
     pub fn publish(&self, s: Arc<Snapshot>) {

@@ -249,7 +249,7 @@ pub fn disruption_target(message: &str, at: SystemTime) -> PodCondition {
         status: "True".into(),
         last_probe_time: None,
         last_transition_time: Some(Time(at)),
-        reason: "TerminationByKubelet".into(),
+        reason: crate::node::eviction::DISRUPTION_REASON.into(),
         message: message.into(),
     }
 }

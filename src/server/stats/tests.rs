@@ -320,7 +320,7 @@ fn the_responses_say_why_there_is_nothing_to_serve() {
     let r = resource_metrics_response(&view, now);
     assert_eq!((r.status, r.content_type), (200, METRICS_CONTENT_TYPE));
     assert!(String::from_utf8_lossy(&r.body).ends_with("resource_scrape_error 1\n"));
-    view.set(snapshot());
+    view.publish(std::sync::Arc::new(snapshot()));
     let r = summary_response(&view, true, now);
     assert_eq!((r.status, r.content_type), (200, "application/json"));
     assert_eq!(String::from_utf8(r.body).unwrap().as_bytes(), summary_json(&snapshot(), true).unwrap());

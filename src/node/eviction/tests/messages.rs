@@ -47,7 +47,7 @@ fn the_issues_memory_message_exactly() {
 }
 
 #[test]
-fn only_containers_past_their_requests_are_named_apps_and_init_containers_alike() {
+fn only_app_containers_past_their_requests_are_named_as_kubelet_names_them() {
     let mut p = (*best_effort("p")).clone();
     let template = p.spec.containers[0].clone();
     let c = |name: &str, req: Option<&str>| {
@@ -71,9 +71,9 @@ fn only_containers_past_their_requests_are_named_apps_and_init_containers_alike(
         eviction_message(Resource::Memory, &p, Some(&stats), &[&t], &observed(Signal::MemoryAvailable, 1000, v("1Gi")));
     assert_eq!(
         message,
-        "The node was low on resource: memory. Threshold quantity: 107374184, available: 1k. Container b was using 1000001, request is 0, has larger consumption of memory. Container sidecar was using 2Mi, request is 1Mi, has larger consumption of memory. "
+        "The node was low on resource: memory. Threshold quantity: 107374184, available: 1k. Container b was using 1000001, request is 0, has larger consumption of memory. "
     );
-    assert_eq!(ann, annotations("b,sidecar", "1000001,2Mi", "memory"));
+    assert_eq!(ann, annotations("b", "1000001", "memory"), "a sidecar past its request is not named");
 }
 
 #[test]

@@ -516,7 +516,6 @@ impl ContainerRuntime for CriRuntime {
         Ok(out)
     }
 
-    /// From the cache, else asked once (`PodSandboxStatus`) and cached.
     /// `ListContainerStats` of this node's containers; UNIMPLEMENTED is no answer.
     fn container_stats(&self) -> Result<Option<Vec<RuntimeContainerStats>>, RuntimeError> {
         let mut filter = cri::ContainerStatsFilter::new();
@@ -539,6 +538,7 @@ impl ContainerRuntime for CriRuntime {
         }
     }
 
+    /// From the cache, else asked once (`PodSandboxStatus`) and cached.
     fn pod_sandbox_ips(&self, id: &str) -> Vec<String> {
         if let Some(ips) = self.sandboxes.lock().get(id).and_then(|k| k.ips.clone()) {
             return ips;
