@@ -91,8 +91,14 @@ fn fd_exhaustion_is_reported_by_healthz_and_the_listener_recovers() {
     let sb = Sandbox::new();
     let agent = AgentProcess::start(&sb);
     let pid = agent.child.id();
-    // Settled first: the first stats collection has opened what the memory watches keep open.
+    // Settled first: the first stats collection has been made, and the eviction manager's
+    // kernel notification (cgroup v1) armed, so no other thread opens and closes files while
+    // the fds run out.
     wait_for("the first stats collection", Duration::from_secs(20), || agent.get("/stats/summary").ok());
+    let armed = std::time::Instant::now() + Duration::from_secs(5);
+    while !agent.log_text().contains("notification armed") && std::time::Instant::now() < armed {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut keep = connect(&agent);
     assert_eq!(request(&mut keep, "/healthz").unwrap().1, "ok");
 

@@ -166,10 +166,8 @@ impl EvictionManager {
             self.waiting = None;
         }
         if !decision.local.is_empty() {
-            for e in decision.local {
-                log::warn!("eviction: pod {} is past its own storage limit: {}", e.pod, e.message);
-                self.send(e);
-            }
+            // Pods past their own storage limits go first, and alone.
+            decision.local.into_iter().for_each(|e| self.send(e));
             return;
         }
         for ev in &decision.events {
@@ -188,15 +186,10 @@ impl EvictionManager {
             }
             log::info!("eviction: {} met; node-level reclaim (images: {freed} bytes) was not enough", r.signal);
         }
-        match decision.evict {
-            Some(e) => self.send(e),
-            None if decision.starved.is_some() => {
-                log::warn!(
-                    "eviction: {} met, but no pod may be evicted",
-                    decision.starved.unwrap_or(Signal::MemoryAvailable)
-                )
-            }
-            None => {}
+        match (decision.evict, decision.starved) {
+            (Some(e), _) => self.send(e),
+            (None, Some(signal)) => log::warn!("eviction: {signal} met, but no pod may be evicted"),
+            (None, None) => {}
         }
     }
 

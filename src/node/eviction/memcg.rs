@@ -122,7 +122,13 @@ fn watch(
             let mut next = Vec::new();
             for (dir, bytes) in new.into_iter().take(MAX_THRESHOLDS) {
                 match Armed::arm(&dir, bytes) {
-                    Ok(a) => next.push((dir, bytes, a)),
+                    Ok(a) => {
+                        log::debug!(
+                            "eviction: memory threshold notification armed on {} at {bytes} bytes",
+                            dir.display()
+                        );
+                        next.push((dir, bytes, a))
+                    }
                     Err(e) => {
                         let why = format!("{}: {e}", dir.display());
                         if failed.as_deref() != Some(&why) {
