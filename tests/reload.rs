@@ -65,9 +65,10 @@ fn sighup_applies_the_run_time_keys_and_refuses_a_file_that_needs_a_restart_or_i
 
     std::fs::write(&cfg, &changed).unwrap();
     hup(&agent);
+    // The prober applies its part on its own thread, after the agent says what it applied.
     let log = wait_for("the reload", T, || {
         let log = agent.log_text();
-        log.contains("SIGHUP: applied").then_some(log)
+        (log.contains("SIGHUP: applied") && log.contains("prober: at most")).then_some(log)
     });
     assert!(log.contains("SIGHUP: applied log_level, manifest_dir, prober.max_threads, events.spam_burst"), "{log}");
     assert!(log.contains("prober: at most 3 probe threads (was 8)"), "{log}");
