@@ -86,19 +86,25 @@ fn set_nofile(pid: u32, soft: u64) -> libc::rlimit {
     old
 }
 
+/// Waits until the agent holds what it keeps open once started: the first stats collection
+/// made, the eviction manager's kernel notifications armed (cgroup v1: the root's and
+/// `kubepods`'), and its 1 s memory watch's files open. Until then other threads open files,
+/// and close some, beside the API's.
+fn settled(agent: &AgentProcess) {
+    wait_for("the first stats collection", Duration::from_secs(20), || agent.get("/stats/summary").ok());
+    let armed = std::time::Instant::now() + Duration::from_secs(5);
+    while agent.log_text().matches("notification armed").count() < 2 && std::time::Instant::now() < armed {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+}
+
 #[test]
 fn fd_exhaustion_is_reported_by_healthz_and_the_listener_recovers() {
     let sb = Sandbox::new();
     let agent = AgentProcess::start(&sb);
     let pid = agent.child.id();
-    // Settled first: the first stats collection has been made, and the eviction manager's
-    // kernel notification (cgroup v1) armed, so no other thread opens and closes files while
-    // the fds run out.
-    wait_for("the first stats collection", Duration::from_secs(20), || agent.get("/stats/summary").ok());
-    let armed = std::time::Instant::now() + Duration::from_secs(5);
-    while !agent.log_text().contains("notification armed") && std::time::Instant::now() < armed {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    settled(&agent);
     let mut keep = connect(&agent);
     assert_eq!(request(&mut keep, "/healthz").unwrap().1, "ok");
 
@@ -137,6 +143,7 @@ fn idle_connections_are_bounded_and_cost_no_thread() {
     let sb = Sandbox::new();
     let agent = AgentProcess::start(&sb);
     let pid = agent.child.id();
+    settled(&agent);
     let (fds_before, threads_before) = (open_fds(pid), proc_status(pid, "Threads:"));
     let idle: Vec<TcpStream> = (0..700).map(|_| TcpStream::connect(("127.0.0.1", agent.port)).unwrap()).collect();
     std::thread::sleep(Duration::from_secs(1));
