@@ -432,3 +432,26 @@ fn a_node_list_over_32_mib_is_read_in_pages_after_a_restart_and_every_pod_keeps_
         (phase(&api, "late").as_deref() == Some("Running")).then_some(())
     });
 }
+
+#[test]
+fn an_evicted_pod_reaches_the_apiserver_failed_with_kubelets_reason_and_disruption_target() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let sb = Sandbox::new();
+    let agent = start_agent(&sb, &api);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratchy"},
+           "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 1,
+                    "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "4Mi"}}],
+                    "containers": [{"name": "app", "image": "busybox:1.36",
+                                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                                    "command": ["sh", "-c", "head -c 8388608 /dev/zero > /scratch/f; exec sleep 3600"]}]}});
+    api.create_pod("default", &pod);
+    let status = wait_long(&agent, &api, "the evicted pod's status", Duration::from_secs(60), || {
+        let status = api.pod("default", "scratchy")?.get("status")?.clone();
+        (status["phase"] == "Failed" && status["reason"] == "Evicted").then_some(status)
+    });
+    assert_eq!(status["message"], "Usage of EmptyDir volume \"scratch\" exceeds the limit \"4Mi\". ");
+    let conditions = status["conditions"].as_array().unwrap();
+    let target = conditions.iter().find(|c| c["type"] == "DisruptionTarget").expect("DisruptionTarget");
+    assert_eq!((&target["status"], &target["reason"]), (&json!("True"), &json!("TerminationByKubelet")));
+    assert_eq!(target["message"], status["message"]);
+}
