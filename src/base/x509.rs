@@ -93,6 +93,15 @@ pub enum X509Error {
     },
 }
 
+/// A certificate signing request and its private key, both PEM.
+#[derive(Clone)]
+pub struct CertificateRequest {
+    /// The PKCS#10 request (`CERTIFICATE REQUEST`).
+    pub csr_pem: String,
+    /// The PKCS#8 private key (`PRIVATE KEY`).
+    pub key_pem: String,
+}
+
 /// A self-signed certificate and its private key, both PEM.
 #[derive(Clone)]
 pub struct SelfSigned {
@@ -164,6 +173,8 @@ const OID_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x0f];
 const OID_EXT_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
 /// subjectAltName (2.5.29.17).
 const OID_SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
+/// PKCS#9 extensionRequest (1.2.840.113549.1.9.14).
+const OID_EXTENSION_REQUEST: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x0e];
 /// id-kp-serverAuth (1.3.6.1.5.5.7.3.1).
 const OID_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
 
@@ -184,11 +195,7 @@ pub fn self_signed(
     let validity = tlv(SEQUENCE, &[&der_time(not_before, "notBefore")?, &der_time(not_after, "notAfter")?]);
 
     let rng = SystemRandom::new();
-    let alg = &ECDSA_P256_SHA256_ASN1_SIGNING;
-    let pkcs8 =
-        EcdsaKeyPair::generate_pkcs8(alg, &rng).map_err(|_| X509Error::Crypto { step: "generate a P-256 key" })?;
-    let key = EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng)
-        .map_err(|_| X509Error::Crypto { step: "load the generated P-256 key" })?;
+    let (pkcs8, key) = new_key(&rng)?;
     let mut serial = [0u8; 16];
     rng.fill(&mut serial).map_err(|_| X509Error::Crypto { step: "draw a random serial number" })?;
     // Positive (top bit clear) and minimal DER (first byte not zero): 16 bytes exactly.
@@ -198,6 +205,57 @@ pub fn self_signed(
     let signature = key.sign(&rng, &tbs).map_err(|_| X509Error::Crypto { step: "sign the certificate" })?;
     let cert = tlv(SEQUENCE, &[&tbs, &signature_algorithm(), &bit_string(signature.as_ref())]);
     Ok(SelfSigned { cert_pem: pem("CERTIFICATE", &cert), key_pem: pem("PRIVATE KEY", pkcs8.as_ref()) })
+}
+
+/// A new ECDSA P-256 key (PKCS#8) and the key pair to sign with.
+fn new_key(rng: &SystemRandom) -> Result<(ring::pkcs8::Document, EcdsaKeyPair), X509Error> {
+    let alg = &ECDSA_P256_SHA256_ASN1_SIGNING;
+    let pkcs8 =
+        EcdsaKeyPair::generate_pkcs8(alg, rng).map_err(|_| X509Error::Crypto { step: "generate a P-256 key" })?;
+    let key = EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), rng)
+        .map_err(|_| X509Error::Crypto { step: "load the generated P-256 key" })?;
+    Ok((pkcs8, key))
+}
+
+/// A new ECDSA P-256 key and a PKCS#10 certificate signing request for it (SHA-256), as
+/// kubelet files one with the cluster's CSR API: subject `O=<each of organizations>,
+/// CN=<common_name>` (`O=system:nodes, CN=system:node:<name>` for a node), and, when
+/// `dns_names` or `ips` are given, an extensionRequest for that subjectAltName (a serving
+/// certificate's). The key never leaves the caller.
+pub fn certificate_request(
+    common_name: &str,
+    organizations: &[&str],
+    dns_names: &[String],
+    ips: &[IpAddr],
+) -> Result<CertificateRequest, X509Error> {
+    check_names(common_name, dns_names, ips)?;
+    if let Some(bad) =
+        organizations.iter().find(|o| o.is_empty() || o.len() > MAX_COMMON_NAME || o.chars().any(char::is_control))
+    {
+        return Err(X509Error::CommonName { name: cut(bad, 80) });
+    }
+    let rng = SystemRandom::new();
+    let (pkcs8, key) = new_key(&rng)?;
+    let rdn = |oid: &[u8], value: &str| {
+        tlv(SET, &[&tlv(SEQUENCE, &[&tlv(OID, &[oid]), &tlv(UTF8_STRING, &[value.as_bytes()])])])
+    };
+    let mut rdns: Vec<Vec<u8>> = organizations.iter().map(|o| rdn(OID_O, o)).collect();
+    rdns.push(rdn(OID_CN, common_name));
+    let rdns: Vec<&[u8]> = rdns.iter().map(Vec::as_slice).collect();
+    let attributes = match subject_alt_name(dns_names, ips) {
+        Some(san) => {
+            let extensions = tlv(SEQUENCE, &[&san]);
+            tlv(CONTEXT_0, &[&tlv(SEQUENCE, &[&tlv(OID, &[OID_EXTENSION_REQUEST]), &tlv(SET, &[&extensions])])])
+        }
+        None => tlv(CONTEXT_0, &[]),
+    };
+    let info = tlv(
+        SEQUENCE,
+        &[&tlv(INTEGER, &[&[0]]), &tlv(SEQUENCE, &rdns), &public_key_info(key.public_key().as_ref()), &attributes],
+    );
+    let signature = key.sign(&rng, &info).map_err(|_| X509Error::Crypto { step: "sign the request" })?;
+    let csr = tlv(SEQUENCE, &[&info, &signature_algorithm(), &bit_string(signature.as_ref())]);
+    Ok(CertificateRequest { csr_pem: pem("CERTIFICATE REQUEST", &csr), key_pem: pem("PRIVATE KEY", pkcs8.as_ref()) })
 }
 
 /// The subject of a DER certificate: its CN and every O (see `Identity`).
@@ -285,8 +343,7 @@ fn tbs_certificate(
     let version = tlv(CONTEXT_0, &[&tlv(INTEGER, &[&[2]])]);
     let name =
         tlv(SEQUENCE, &[&tlv(SET, &[&tlv(SEQUENCE, &[&tlv(OID, &[OID_CN]), &tlv(UTF8_STRING, &[cn.as_bytes()])])])]);
-    let algorithm = tlv(SEQUENCE, &[&tlv(OID, &[OID_EC_PUBLIC_KEY]), &tlv(OID, &[OID_P256])]);
-    let spki = tlv(SEQUENCE, &[&algorithm, &bit_string(public_key)]);
+    let spki = public_key_info(public_key);
 
     let mut extensions = vec![
         // CA:FALSE is the default, so the value is an empty SEQUENCE; critical as Go writes it.
@@ -295,15 +352,7 @@ fn tbs_certificate(
         extension(OID_KEY_USAGE, true, &tlv(BIT_STRING, &[&[7, 0x80]])),
         extension(OID_EXT_KEY_USAGE, false, &tlv(SEQUENCE, &[&tlv(OID, &[OID_SERVER_AUTH])])),
     ];
-    if !dns_names.is_empty() || !ips.is_empty() {
-        let mut names: Vec<Vec<u8>> = dns_names.iter().map(|n| tlv(SAN_DNS, &[n.as_bytes()])).collect();
-        names.extend(ips.iter().map(|ip| match ip {
-            IpAddr::V4(v4) => tlv(SAN_IP, &[&v4.octets()]),
-            IpAddr::V6(v6) => tlv(SAN_IP, &[&v6.octets()]),
-        }));
-        let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
-        extensions.push(extension(OID_SUBJECT_ALT_NAME, false, &tlv(SEQUENCE, &names)));
-    }
+    extensions.extend(subject_alt_name(dns_names, ips));
     let extensions: Vec<&[u8]> = extensions.iter().map(Vec::as_slice).collect();
     let extensions = tlv(CONTEXT_3, &[&tlv(SEQUENCE, &extensions)]);
 
@@ -311,6 +360,26 @@ fn tbs_certificate(
         SEQUENCE,
         &[&version, &tlv(INTEGER, &[serial]), &signature_algorithm(), &name, validity, &name, &spki, &extensions],
     )
+}
+
+/// A P-256 SubjectPublicKeyInfo.
+fn public_key_info(public_key: &[u8]) -> Vec<u8> {
+    let algorithm = tlv(SEQUENCE, &[&tlv(OID, &[OID_EC_PUBLIC_KEY]), &tlv(OID, &[OID_P256])]);
+    tlv(SEQUENCE, &[&algorithm, &bit_string(public_key)])
+}
+
+/// The subjectAltName extension of `dns_names` and `ips`; `None` when both are empty.
+fn subject_alt_name(dns_names: &[String], ips: &[IpAddr]) -> Option<Vec<u8>> {
+    if dns_names.is_empty() && ips.is_empty() {
+        return None;
+    }
+    let mut names: Vec<Vec<u8>> = dns_names.iter().map(|n| tlv(SAN_DNS, &[n.as_bytes()])).collect();
+    names.extend(ips.iter().map(|ip| match ip {
+        IpAddr::V4(v4) => tlv(SAN_IP, &[&v4.octets()]),
+        IpAddr::V6(v6) => tlv(SAN_IP, &[&v6.octets()]),
+    }));
+    let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+    Some(extension(OID_SUBJECT_ALT_NAME, false, &tlv(SEQUENCE, &names)))
 }
 
 /// AlgorithmIdentifier ecdsa-with-SHA256 (no parameters, RFC 5758).
@@ -801,5 +870,33 @@ mod tests {
         assert_eq!(r.read().unwrap(), (OCTET_STRING, &big[..]));
         assert!(r.is_empty());
         assert_eq!(&tlv(OCTET_STRING, &[&[1; 200]])[..3], &[OCTET_STRING, 0x81, 200]);
+    }
+
+    #[test]
+    fn a_node_certificate_request_verifies_and_names_its_subject_and_alt_names() {
+        let ips = ["10.0.0.7".parse().unwrap()];
+        let req = certificate_request("system:node:edge1", &["system:nodes"], &["edge1".to_string()], &ips).unwrap();
+        assert!(req.csr_pem.starts_with("-----BEGIN CERTIFICATE REQUEST-----\n"));
+        assert!(req.key_pem.starts_with("-----BEGIN PRIVATE KEY-----\n"));
+        assert!(certificate_request("", &["system:nodes"], &[], &[]).is_err(), "no common name");
+        assert!(certificate_request("x", &[""], &[], &[]).is_err(), "an empty organization");
+        // OpenSSL checks the self-signature and prints what it read, where it is installed.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("node.csr");
+        std::fs::write(&file, &req.csr_pem).unwrap();
+        let out = match std::process::Command::new("openssl")
+            .args(["req", "-verify", "-noout", "-text", "-in"])
+            .arg(&file)
+            .output()
+        {
+            Ok(out) => out,
+            Err(e) => return eprintln!("skipping the OpenSSL check: {e}"),
+        };
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("verify OK") || text.contains("Certificate request self-signature verify OK"), "{text}");
+        assert!(text.contains("O = system:nodes, CN = system:node:edge1"), "{text}");
+        assert!(text.contains("DNS:edge1, IP Address:10.0.0.7"), "{text}");
+        assert!(text.contains("ecdsa-with-SHA256") && text.contains("prime256v1"), "{text}");
     }
 }
