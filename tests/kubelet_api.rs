@@ -463,51 +463,13 @@ fn kubectl_attach_follows_the_containers_output() {
     assert!(!seen.contains("tick 0\n"), "{seen}");
 }
 
-/// Accepts any server certificate: the test reaches the node's self-made one by address.
-#[derive(Debug)]
-struct AnyServer(std::sync::Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 type TlsClient = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
 
 /// A TLS connection to the node's kubelet port as the apiserver (its kubelet client
 /// certificate), having sent a WebSocket upgrade of `path` offering `protocol`; the
 /// response head and the bytes read past it.
 fn ws_connect(c: &Cluster, port: u16, path: &str, protocol: &str) -> (TlsClient, String, Vec<u8>) {
+    use ferrolet::node::prober::httpget::AnyCertificate;
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
@@ -517,7 +479,8 @@ fn ws_connect(c: &Cluster, port: u16, path: &str, protocol: &str) -> (TlsClient,
         .with_safe_default_protocol_versions()
         .unwrap()
         .dangerous()
-        .with_custom_certificate_verifier(std::sync::Arc::new(AnyServer(provider)))
+        // Any server certificate: the test reaches the node's self-made one by address.
+        .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
         .with_client_auth_cert(certs, key)
         .unwrap();
     let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), "127.0.0.1".try_into().unwrap()).unwrap();

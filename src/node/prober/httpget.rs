@@ -208,7 +208,7 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
 /// Takes any server certificate, as Go's `InsecureSkipVerify`; the handshake's signatures
 /// are still checked against the certificate's key, as Go does.
 #[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+pub struct AnyCertificate(pub Arc<rustls::crypto::CryptoProvider>);
 
 impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(

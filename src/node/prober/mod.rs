@@ -10,7 +10,7 @@
 //! (a success like the ones before) waits in the `Inbox` for the next wake-up instead of
 //! making one.
 
-mod httpget;
+pub mod httpget;
 pub mod job;
 pub mod metrics;
 pub mod pool;

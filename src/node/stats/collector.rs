@@ -334,8 +334,10 @@ impl Collector {
         self.filesystems.clear();
         self.mounts.clear();
         let mut report = RuntimeReport { containers: self.runtime_containers(), pods: None };
-        let node = self.node();
-        let nodefs = disk::statvfs(&self.settings.nodefs).ok();
+        let nodefs = disk::statvfs(&self.settings.nodefs)
+            .map_err(|e| log::debug!("stats: nodefs {}: {}", self.settings.nodefs.display(), Chain(&e)))
+            .ok();
+        let node = self.node(nodefs);
         let pods = pods.iter().map(|p| self.pod(p, nodefs, &mut report)).collect();
         self.cpu.sweep();
         self.walks.sweep();
@@ -390,7 +392,7 @@ impl Collector {
         usage
     }
 
-    fn node(&mut self) -> NodeStats {
+    fn node(&mut self, nodefs: Option<FsTotals>) -> NodeStats {
         let now = SystemTime::now();
         let meminfo = self.proc.meminfo().map_err(|e| log::debug!("stats: /proc/meminfo: {}", Chain(&e))).ok();
         let stat = self.proc.stat().ok();
@@ -425,16 +427,15 @@ impl Collector {
         let cpu = cgroup_cpu
             .or_else(|| Some(("/proc/stat", self.proc.cpu_ns(stat.as_ref()?)?)))
             .map(|(key, ns)| self.file_cpu(key, ns, now));
-        let fs = disk::statvfs(&self.settings.nodefs)
-            .map_err(|e| log::debug!("stats: nodefs {}: {}", self.settings.nodefs.display(), Chain(&e)))
-            .ok()
-            .map(|t| fs_totals(now, t));
+        let fs = nodefs.map(|t| fs_totals(now, t));
         let image_fs = self.image_fs(now);
-        let rlimit = self.proc.processes().ok().map(|running| RlimitStats {
-            time: Some(now),
-            max_pid: self.proc.max_pid().unwrap_or(0),
-            num_of_running_processes: running,
-        });
+        // Both or neither: a limit of 0 would read as no process id left (`pid.available`).
+        let rlimit = match (self.proc.processes().ok(), self.proc.max_pid()) {
+            (Some(running), Some(max_pid)) => {
+                Some(RlimitStats { time: Some(now), max_pid, num_of_running_processes: running })
+            }
+            _ => None,
+        };
         let (pods_cpu, pods_memory) = match self.settings.kubepods.clone() {
             Some(path) => {
                 let u = self.read_cgroup(&path, Want { usage: true, pids: false });
