@@ -29,9 +29,9 @@ pub enum KubeletApiError {
     Start(#[from] crate::server::kubelet::StartError),
 }
 
-/// Where the self-signed certificate is kept.
+/// Where the self-signed certificate is kept (with the certificates from the cluster).
 pub fn pki_dir(cfg: &Config) -> std::path::PathBuf {
-    cfg.state_dir.join("pki")
+    cfg.apiserver.cert_dir(&cfg.state_dir)
 }
 
 /// Starts the server `cfg.server` describes (when it is on).
@@ -125,4 +125,18 @@ pub fn start(
         configz,
     };
     Ok(Some(KubeletServer::start(settings, Inputs { runtime, local, gate, stats }, health)?))
+}
+
+/// Puts a serving pair from the cluster in use on `server`: connections from then on are
+/// served it (for `apiserver.server_tls_bootstrap`).
+pub fn serving_install(server: &KubeletServer) -> crate::cluster::certs::manager::Install {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert = server.serving_cert().clone();
+    Box::new(move |pair: &crate::cluster::certs::store::Pair| {
+        let chain =
+            CertificateDer::pem_slice_iter(&pair.cert_pem).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        let key = PrivateKeyDer::from_pem_slice(&pair.key_pem).map_err(|e| e.to_string())?;
+        cert.replace(chain, key).map_err(|e| crate::base::errors::Chain(&e).to_string())
+    })
 }

@@ -967,8 +967,21 @@ impl Agent {
         let cluster = match cluster {
             Some(c) => {
                 let report = crate::cluster::node_report(cfg, report);
+                let serving = kubelet_api
+                    .as_ref()
+                    .filter(|_| cfg.apiserver.server_tls_bootstrap)
+                    .map(kubeletapi::serving_install);
                 let threads = c
-                    .start(cfg, pods.sender(), objects, statuses.clone(), report, events.metrics.clone(), &health)
+                    .start(
+                        cfg,
+                        serving,
+                        pods.sender(),
+                        objects,
+                        statuses.clone(),
+                        report,
+                        events.metrics.clone(),
+                        &health,
+                    )
                     .map_err(spawn_err("fl-apisync"))?;
                 Some(threads)
             }

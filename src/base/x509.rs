@@ -100,6 +100,15 @@ pub struct CertificateRequest {
     pub csr_pem: String,
     /// The PKCS#8 private key (`PRIVATE KEY`).
     pub key_pem: String,
+    /// The public key's SubjectPublicKeyInfo (DER), which kubelet's CSR names digest.
+    pub public_key_info: Vec<u8>,
+}
+
+impl std::fmt::Debug for CertificateRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("CertificateRequest").field("csr_pem", &self.csr_pem).finish_non_exhaustive()
+    }
 }
 
 /// A self-signed certificate and its private key, both PEM.
@@ -217,12 +226,25 @@ fn new_key(rng: &SystemRandom) -> Result<(ring::pkcs8::Document, EcdsaKeyPair), 
     Ok((pkcs8, key))
 }
 
-/// A new ECDSA P-256 key and a PKCS#10 certificate signing request for it (SHA-256), as
-/// kubelet files one with the cluster's CSR API: subject `O=<each of organizations>,
+/// A new ECDSA P-256 key and a PKCS#10 certificate signing request for it (see
+/// `certificate_request_for_key`).
+pub fn certificate_request(
+    common_name: &str,
+    organizations: &[&str],
+    dns_names: &[String],
+    ips: &[IpAddr],
+) -> Result<CertificateRequest, X509Error> {
+    let (pkcs8, _) = new_key(&SystemRandom::new())?;
+    certificate_request_for_key(pkcs8.as_ref(), common_name, organizations, dns_names, ips)
+}
+
+/// A PKCS#10 certificate signing request (SHA-256) for the ECDSA P-256 key `pkcs8` (DER),
+/// as kubelet files one with the cluster's CSR API: subject `O=<each of organizations>,
 /// CN=<common_name>` (`O=system:nodes, CN=system:node:<name>` for a node), and, when
 /// `dns_names` or `ips` are given, an extensionRequest for that subjectAltName (a serving
 /// certificate's). The key never leaves the caller.
-pub fn certificate_request(
+pub fn certificate_request_for_key(
+    pkcs8: &[u8],
     common_name: &str,
     organizations: &[&str],
     dns_names: &[String],
@@ -235,7 +257,8 @@ pub fn certificate_request(
         return Err(X509Error::CommonName { name: cut(bad, 80) });
     }
     let rng = SystemRandom::new();
-    let (pkcs8, key) = new_key(&rng)?;
+    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8, &rng)
+        .map_err(|_| X509Error::Crypto { step: "load the P-256 key" })?;
     let rdn = |oid: &[u8], value: &str| {
         tlv(SET, &[&tlv(SEQUENCE, &[&tlv(OID, &[oid]), &tlv(UTF8_STRING, &[value.as_bytes()])])])
     };
@@ -249,13 +272,25 @@ pub fn certificate_request(
         }
         None => tlv(CONTEXT_0, &[]),
     };
-    let info = tlv(
-        SEQUENCE,
-        &[&tlv(INTEGER, &[&[0]]), &tlv(SEQUENCE, &rdns), &public_key_info(key.public_key().as_ref()), &attributes],
-    );
+    let public_key_info = public_key_info(key.public_key().as_ref());
+    let info = tlv(SEQUENCE, &[&tlv(INTEGER, &[&[0]]), &tlv(SEQUENCE, &rdns), &public_key_info, &attributes]);
     let signature = key.sign(&rng, &info).map_err(|_| X509Error::Crypto { step: "sign the request" })?;
     let csr = tlv(SEQUENCE, &[&info, &signature_algorithm(), &bit_string(signature.as_ref())]);
-    Ok(CertificateRequest { csr_pem: pem("CERTIFICATE REQUEST", &csr), key_pem: pem("PRIVATE KEY", pkcs8.as_ref()) })
+    Ok(CertificateRequest {
+        csr_pem: pem("CERTIFICATE REQUEST", &csr),
+        key_pem: private_key_pem(pkcs8),
+        public_key_info,
+    })
+}
+
+/// A PKCS#8 private key (DER) as PEM (`PRIVATE KEY`).
+pub fn private_key_pem(pkcs8: &[u8]) -> String {
+    pem("PRIVATE KEY", pkcs8)
+}
+
+/// A new ECDSA P-256 private key, PKCS#8 DER (for `certificate_request_for_key`).
+pub fn new_private_key() -> Result<Vec<u8>, X509Error> {
+    Ok(new_key(&SystemRandom::new())?.0.as_ref().to_vec())
 }
 
 /// The subject of a DER certificate: its CN and every O (see `Identity`).
@@ -290,6 +325,41 @@ pub fn validity(cert_der: &[u8]) -> Result<(SystemTime, SystemTime), X509Error> 
     let not_after = parse_time(tag, not_after)?;
     times.end("a validity with more than two times")?;
     Ok((not_before, not_after))
+}
+
+/// The subjectAltName of a DER certificate: its DNS names and IP addresses, in order
+/// (other kinds of names are passed over; none when it has no such extension).
+pub fn subject_alt_names(cert_der: &[u8]) -> Result<(Vec<String>, Vec<IpAddr>), X509Error> {
+    let tbs = TbsFields::read(cert_der)?;
+    let (mut dns, mut ips) = (Vec::new(), Vec::new());
+    let Some(extensions) = tbs.extensions()? else { return Ok((dns, ips)) };
+    let mut list = Reader::new(Reader::new(extensions).expect(SEQUENCE, "extensions that are not a SEQUENCE")?);
+    while !list.is_empty() {
+        let mut ext = Reader::new(list.expect(SEQUENCE, "an extension that is not a SEQUENCE")?);
+        let oid = ext.expect(OID, "an extension without an OID")?;
+        if ext.peek() == Some(BOOLEAN) {
+            ext.read()?;
+        }
+        let value = ext.expect(OCTET_STRING, "an extension without a value")?;
+        if oid != OID_SUBJECT_ALT_NAME {
+            continue;
+        }
+        let mut names = Reader::new(Reader::new(value).expect(SEQUENCE, "a subjectAltName that is not a SEQUENCE")?);
+        while !names.is_empty() {
+            match names.read()? {
+                (SAN_DNS, name) => dns.push(
+                    std::str::from_utf8(name).map_err(|_| X509Error::StringValue { kind: "dNSName" })?.to_string(),
+                ),
+                (SAN_IP, ip) => ips.push(match ip.len() {
+                    4 => IpAddr::from(<[u8; 4]>::try_from(ip).unwrap_or_default()),
+                    16 => IpAddr::from(<[u8; 16]>::try_from(ip).unwrap_or_default()),
+                    _ => return Err(X509Error::Malformed { what: "an iPAddress of neither 4 nor 16 bytes" }),
+                }),
+                _ => {}
+            }
+        }
+    }
+    Ok((dns, ips))
 }
 
 /// `common_name`, `dns_names` and `ips` checked against the bounds `self_signed` keeps.
@@ -550,10 +620,12 @@ struct TbsFields<'a> {
     validity: &'a [u8],
     /// The subject Name's contents.
     subject: &'a [u8],
+    /// What follows the subject (read only by `extensions`).
+    rest: &'a [u8],
 }
 
 impl<'a> TbsFields<'a> {
-    /// Walks a certificate to its subject (the fields after it are not looked at).
+    /// Walks a certificate to its subject (the fields after it are read on demand).
     fn read(cert_der: &'a [u8]) -> Result<TbsFields<'a>, X509Error> {
         if cert_der.len() > MAX_CERT_DER {
             return Err(X509Error::TooLarge { len: cert_der.len() });
@@ -570,7 +642,21 @@ impl<'a> TbsFields<'a> {
         tbs.expect(SEQUENCE, "no issuer")?;
         let validity = tbs.expect(SEQUENCE, "no validity")?;
         let subject = tbs.expect(SEQUENCE, "no subject")?;
-        Ok(TbsFields { validity, subject })
+        Ok(TbsFields { validity, subject, rest: tbs.rest })
+    }
+
+    /// The `[3]` extensions' contents, when there are any.
+    fn extensions(&self) -> Result<Option<&'a [u8]>, X509Error> {
+        let mut tbs = Reader::new(self.rest);
+        tbs.expect(SEQUENCE, "no subjectPublicKeyInfo")?;
+        while !tbs.is_empty() {
+            // issuerUniqueID [1], subjectUniqueID [2], extensions [3].
+            let (tag, contents) = tbs.read()?;
+            if tag == CONTEXT_3 {
+                return Ok(Some(contents));
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -898,5 +984,22 @@ mod tests {
         assert!(text.contains("O = system:nodes, CN = system:node:edge1"), "{text}");
         assert!(text.contains("DNS:edge1, IP Address:10.0.0.7"), "{text}");
         assert!(text.contains("ecdsa-with-SHA256") && text.contains("prime256v1"), "{text}");
+    }
+
+    #[test]
+    fn a_request_for_a_kept_key_carries_that_key_and_the_alt_names_read_back() {
+        let key = new_private_key().unwrap();
+        let a = certificate_request_for_key(&key, "system:node:n", &["system:nodes"], &[], &[]).unwrap();
+        let b = certificate_request_for_key(&key, "system:node:n", &["system:nodes"], &[], &[]).unwrap();
+        assert_eq!(a.public_key_info, b.public_key_info, "the same key, so the same digested CSR name");
+        let other = certificate_request("system:node:n", &["system:nodes"], &[], &[]).unwrap();
+        assert_ne!(a.public_key_info, other.public_key_info);
+        assert!(certificate_request_for_key(b"not a key", "x", &[], &[], &[]).is_err());
+        let ips: Vec<IpAddr> = vec!["10.0.0.7".parse().unwrap(), "fd00::7".parse().unwrap()];
+        let names = vec!["edge-1".to_string(), "edge-1.local".to_string()];
+        let made = self_signed("edge-1", &names, &ips, SystemTime::now(), Duration::from_secs(60)).unwrap();
+        assert_eq!(subject_alt_names(&der_of(&made.cert_pem)).unwrap(), (names, ips));
+        let bare = self_signed("edge-1", &[], &[], SystemTime::now(), Duration::from_secs(60)).unwrap();
+        assert_eq!(subject_alt_names(&der_of(&bare.cert_pem)).unwrap(), (vec![], vec![]));
     }
 }

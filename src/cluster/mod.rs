@@ -5,6 +5,7 @@
 //! the agent's managers publish. Without a kubeconfig none of it runs.
 
 pub mod apiserver;
+pub mod certs;
 use crate::api::{Node, NodeSystemInfo, Quantity};
 use crate::base::manager::{Health, ManagerHandle, Publisher, StopTimeout, Worker, WorkerSet};
 use crate::cluster::apiserver::link::Link;
@@ -15,6 +16,7 @@ use crate::cluster::apiserver::spool::Bounds;
 use crate::cluster::apiserver::sync::{ApiSync, NodeReport};
 use crate::cluster::apiserver::watch::{ApiPods, PodWatch, PodsView, SOURCE};
 use crate::cluster::apiserver::{kubeconfig, ApiClient};
+use crate::cluster::certs::manager::{CertManager, ClientPart, Install, Setup};
 use crate::config::Config;
 use crate::node::events::broadcaster::Broadcaster;
 use crate::node::events::correlator::{EventCorrelator, EventLimits};
@@ -61,6 +63,8 @@ pub struct Cluster {
     /// The kubeconfig's CA bundle (PEM), the cluster's CA: the kubelet API's client CA
     /// unless `server.authentication.client_ca_file` says otherwise.
     pub ca: Option<Vec<u8>>,
+    /// The client certificate's part of `fl-certs`, when it is managed.
+    client_cert: Option<ClientPart>,
     view: PodsView,
 }
 
@@ -70,22 +74,101 @@ fn client_settings(c: &crate::config::ApiserverConfig) -> crate::cluster::apiser
 }
 
 /// Reads the configured kubeconfig; `None` without one (static pods only). Nothing is
-/// asked of the apiserver yet: one that cannot be reached is not a start-up error.
+/// asked of the apiserver yet: one that cannot be reached is not a start-up error. With
+/// `bootstrap_kubeconfig`, a kubeconfig that is missing, unreadable or whose certificate
+/// expired is not one either: the client starts without credentials and `fl-certs` asks
+/// for a certificate with the bootstrap token.
 pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
-    let path = &cfg.apiserver.kubeconfig;
+    let a = &cfg.apiserver;
+    let path = &a.kubeconfig;
     if path.as_os_str().is_empty() {
         return Ok(None);
     }
-    let conn = kubeconfig::load(path)?;
-    let client = ApiClient::new(&conn, client_settings(&cfg.apiserver))
-        .map_err(|e| ClusterError::Client { path: path.clone(), source: Box::new(e) })?;
-    log::info!("apiserver: cluster mode: node {} of {} ({})", cfg.node_name, conn.server, path.display());
-    let link = Arc::new(Link::new(&conn.server, Bounds::default()));
-    Ok(Some(Cluster { client: Arc::new(client), link, ca: conn.ca.clone(), view: PodsView::default() }))
+    let settings = client_settings(a);
+    let bootstrap = (!a.bootstrap_kubeconfig.as_os_str().is_empty()).then(|| a.bootstrap_kubeconfig.clone());
+    let client_err = |p: &std::path::Path| {
+        let p = p.to_path_buf();
+        move |e| ClusterError::Client { path: p, source: Box::new(e) }
+    };
+    let loaded = kubeconfig::load(path);
+    let (conn, kept_path) = match (loaded, &bootstrap) {
+        (Ok(conn), _) => (conn, path.clone()),
+        (Err(e), Some(b)) => {
+            if std::fs::symlink_metadata(path).is_ok() {
+                log::warn!("apiserver: {e}; joining with the bootstrap kubeconfig {}", b.display());
+            }
+            (kubeconfig::load(b)?, b.clone())
+        }
+        (Err(e), None) => return Err(e.into()),
+    };
+    let from_bootstrap = kept_path != *path;
+    // The client certificate is managed here when TLS bootstrap may be needed, or when it
+    // is to be renewed (a kubeconfig with a token has none to renew).
+    let cert_auth = matches!(conn.auth, kubeconfig::Auth::ClientCert { .. }) && !from_bootstrap;
+    let managed = bootstrap.is_some() || (a.rotate_certificates && cert_auth);
+    if !managed {
+        let client = ApiClient::new(&conn, settings).map_err(client_err(path))?;
+        return Ok(Some(Cluster::new(cfg, &conn, client, None)));
+    }
+    // The pair in use: the store's (renewed here) before the kubeconfig's own.
+    let store = certs::store::CertStore::new(&a.cert_dir(&cfg.state_dir), certs::Kind::Client.prefix());
+    let current = match store.load() {
+        Ok(Some(p)) => Ok(Some(p)),
+        Ok(None) => match &conn.auth {
+            kubeconfig::Auth::ClientCert { cert, key } if cert_auth => {
+                certs::store::Pair::parse(cert, key).map(Some).map_err(|e| format!("{}: {e}", path.display()))
+            }
+            _ => Ok(None),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    let template = certs::Template::client(&cfg.node_name);
+    let start = certs::start(
+        current.as_ref().map(Option::as_ref).map_err(Clone::clone),
+        &template,
+        a.rotate_certificates,
+        SystemTime::now(),
+        crate::base::random::random_f64(),
+    );
+    let current = current.ok().flatten();
+    let client = match (&start, &current) {
+        (certs::Start::Use(_), Some(p)) => {
+            let client = ApiClient::new(&conn, settings).map_err(client_err(path))?;
+            client.set_client_cert(&p.cert_pem, &p.key_pem).map_err(client_err(&store.current_path()))?;
+            client
+        }
+        (certs::Start::Request { why }, _) if bootstrap.is_some() => {
+            ApiClient::without_credentials(&conn, settings, &format!("TLS bootstrap: {why}"))
+        }
+        // Nothing better to use: requests fail, and `fl-certs` says why.
+        _ => ApiClient::new(&conn, settings).map_err(client_err(path))?,
+    };
+    let part = ClientPart {
+        start,
+        current,
+        bootstrap,
+        kubeconfig: path.clone(),
+        cluster: kubeconfig::Connection { auth: kubeconfig::Auth::Anonymous, ..conn.clone() },
+    };
+    Ok(Some(Cluster::new(cfg, &conn, client, Some(part))))
+}
+
+impl Cluster {
+    fn new(cfg: &Config, conn: &kubeconfig::Connection, client: ApiClient, client_cert: Option<ClientPart>) -> Cluster {
+        log::info!(
+            "apiserver: cluster mode: node {} of {} ({})",
+            cfg.node_name,
+            conn.server,
+            cfg.apiserver.kubeconfig.display()
+        );
+        let link = Arc::new(Link::new(&conn.server, Bounds::default()));
+        Cluster { client: Arc::new(client), link, ca: conn.ca.clone(), client_cert, view: PodsView::default() }
+    }
 }
 
 /// Cluster mode's threads.
 pub struct ClusterThreads {
+    certs: Option<Worker>,
     watch: Worker,
     sync: ManagerHandle<()>,
     objects: ManagerHandle<ObjectsCommand>,
@@ -108,11 +191,14 @@ impl Cluster {
         })
     }
 
-    /// Starts `fl-apiwatch`, `fl-apiobjects` (writing `objects`) and `fl-apisync`.
+    /// Starts `fl-certs` (when a certificate is managed: the client one, or the serving one
+    /// `serving` puts in use), `fl-apiwatch`, `fl-apiobjects` (writing `objects`) and
+    /// `fl-apisync`.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
-        self,
+        mut self,
         cfg: &Config,
+        serving: Option<Install>,
         pods: crossbeam_channel::Sender<PodsCommand>,
         objects: ObjectsView,
         statuses: StatusCache,
@@ -120,6 +206,25 @@ impl Cluster {
         metrics: Arc<EventMetrics>,
         health: &Health,
     ) -> std::io::Result<ClusterThreads> {
+        let a = &cfg.apiserver;
+        let serving = serving.map(|install| {
+            (certs::Template::serving(&cfg.node_name, &crate::base::net::hostname(), &cfg.node_ip), install)
+        });
+        let client_cert = self.client_cert.take();
+        let certs = if client_cert.is_some() || serving.is_some() {
+            let setup = Setup {
+                node: cfg.node_name.clone(),
+                dir: a.cert_dir(&cfg.state_dir),
+                rotate: a.rotate_certificates,
+                settings: client_settings(a),
+                client: client_cert,
+                serving,
+            };
+            let manager = CertManager::new(setup, self.client.clone());
+            Some(Worker::spawn("fl-certs", health, move |stop| manager.run(stop))?)
+        } else {
+            None
+        };
         let sync = ApiSync::new(
             self.client.clone(),
             self.link.clone(),
@@ -171,7 +276,7 @@ impl Cluster {
             view: self.view.clone(),
         };
         let watch = Worker::spawn("fl-apiwatch", health, move |stop| watch.run(stop))?;
-        Ok(ClusterThreads { watch, sync, objects, watchers })
+        Ok(ClusterThreads { certs, watch, sync, objects, watchers })
     }
 }
 
@@ -185,6 +290,9 @@ impl ClusterThreads {
         let in_call = crate::node::prober::pool::IN_CALL_STOP_TIMEOUT.min(timeout);
         if let Err(e) = self.watch.stop(in_call) {
             log::info!("apiserver: the pod watch is left to end by itself ({e})");
+        }
+        if let Some(Err(e)) = self.certs.map(|c| c.stop(in_call)) {
+            log::info!("certificates: left to end by itself ({e})");
         }
         for late in self.watchers.stop(in_call) {
             log::info!("apiserver: {late}: left to end by itself");

@@ -1,4 +1,5 @@
-//! `[apiserver]`: cluster mode (kubelet's `--kubeconfig`, `kubeAPIQPS`, `kubeAPIBurst`,
+//! `[apiserver]`: cluster mode (kubelet's `--kubeconfig`, `--bootstrap-kubeconfig`,
+//! `--cert-dir`, `rotateCertificates`, `serverTLSBootstrap`, `kubeAPIQPS`, `kubeAPIBurst`,
 //! `--node-labels`, `--register-with-taints`). Without a kubeconfig the agent runs static
 //! pods alone.
 
@@ -14,7 +15,22 @@ use std::time::Duration;
 #[serde(deny_unknown_fields, default)]
 pub struct ApiserverConfig {
     /// The kubeconfig to reach the kube-apiserver with; empty: no cluster (static pods only).
+    /// With `bootstrap_kubeconfig`, where the kubeconfig the node gets is written.
     pub kubeconfig: PathBuf,
+    /// A kubeconfig with a bootstrap token (kubelet's `--bootstrap-kubeconfig`): when
+    /// `kubeconfig` is missing or its certificate expired, the node asks the cluster's CSR
+    /// API for a client certificate with it. Empty: no TLS bootstrap.
+    pub bootstrap_kubeconfig: PathBuf,
+    /// Where the node's certificates and keys are kept (kubelet's `--cert-dir`); empty:
+    /// `<state_dir>/pki`.
+    pub cert_dir: PathBuf,
+    /// Whether the client certificate is renewed through the CSR API before it expires
+    /// (kubelet's `rotateCertificates`).
+    pub rotate_certificates: bool,
+    /// Whether the kubelet API's serving certificate is asked of the cluster's CSR API
+    /// (signer `kubernetes.io/kubelet-serving`) and renewed (kubelet's
+    /// `serverTLSBootstrap`); until it is issued the self-signed one is served.
+    pub server_tls_bootstrap: bool,
     /// Requests per second on average (kubelet's `kubeAPIQPS`).
     pub qps: f64,
     /// Requests at once above it (kubelet's `kubeAPIBurst`).
@@ -45,6 +61,10 @@ impl Default for ApiserverConfig {
     fn default() -> Self {
         ApiserverConfig {
             kubeconfig: PathBuf::new(),
+            bootstrap_kubeconfig: PathBuf::new(),
+            cert_dir: PathBuf::new(),
+            rotate_certificates: true,
+            server_tls_bootstrap: false,
             qps: 50.0,
             burst: 100,
             event_qps: 50.0,
@@ -148,7 +168,28 @@ impl ApiserverConfig {
         for t in &self.register_with_taints {
             parse_taint(t).map_err(|e| ("apiserver.register_with_taints", e))?;
         }
+        if !self.bootstrap_kubeconfig.as_os_str().is_empty() && self.kubeconfig.as_os_str().is_empty() {
+            return Err((
+                "apiserver.bootstrap_kubeconfig",
+                "needs apiserver.kubeconfig: the path where the kubeconfig the node gets is written".into(),
+            ));
+        }
+        if self.server_tls_bootstrap && self.kubeconfig.as_os_str().is_empty() {
+            return Err((
+                "apiserver.server_tls_bootstrap",
+                "needs apiserver.kubeconfig: the serving certificate is asked of the cluster".into(),
+            ));
+        }
         Ok(())
+    }
+
+    /// Where the node's certificates are kept (`cert_dir`, else `<state_dir>/pki`).
+    pub fn cert_dir(&self, state_dir: &std::path::Path) -> PathBuf {
+        if self.cert_dir.as_os_str().is_empty() {
+            state_dir.join("pki")
+        } else {
+            self.cert_dir.clone()
+        }
     }
 
     /// The taints (checked: `check` passed).

@@ -603,8 +603,12 @@ impl Config {
             if !cfg.devices.plugin_dir.as_os_str().is_empty() {
                 cfg.devices.plugin_dir = cwd.join(&cfg.devices.plugin_dir);
             }
-            if !cfg.apiserver.kubeconfig.as_os_str().is_empty() {
-                cfg.apiserver.kubeconfig = cwd.join(&cfg.apiserver.kubeconfig);
+            for path in
+                [&mut cfg.apiserver.kubeconfig, &mut cfg.apiserver.bootstrap_kubeconfig, &mut cfg.apiserver.cert_dir]
+            {
+                if !path.as_os_str().is_empty() {
+                    *path = cwd.join(&*path);
+                }
             }
             cfg.apiserver.kept_key = cwd.join(&cfg.apiserver.kept_key);
         }
@@ -760,6 +764,18 @@ impl Config {
         }
         if let Err((key, message)) = self.server.check(!self.apiserver.kubeconfig.as_os_str().is_empty()) {
             return bad(key, message);
+        }
+        if self.apiserver.server_tls_bootstrap && self.server.enabled == Some(false) {
+            return bad(
+                "apiserver.server_tls_bootstrap",
+                "asks for the kubelet API's serving certificate, but server.enabled is false".into(),
+            );
+        }
+        if self.apiserver.server_tls_bootstrap && !self.server.tls_cert_file.as_os_str().is_empty() {
+            return bad(
+                "apiserver.server_tls_bootstrap",
+                "the serving certificate comes from the cluster, so server.tls_cert_file must be empty".into(),
+            );
         }
         let cg = &self.cgroups;
         if !cg.root.starts_with('/') {

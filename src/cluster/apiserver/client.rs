@@ -77,6 +77,13 @@ pub enum ApiError {
         #[source]
         source: ureq::Error,
     },
+    /// The node has no credentials yet (TLS bootstrap has not got a certificate): the
+    /// apiserver is as good as away.
+    #[error("no client certificate yet: {why}")]
+    NoCredentials {
+        /// What it waits for.
+        why: String,
+    },
     /// An answer other than 2xx.
     #[error("{method} {url}: HTTP {code}{}{}", if reason.is_empty() { String::new() } else { format!(" {reason}") }, if message.is_empty() { String::new() } else { format!(": {message}") })]
     Status {
@@ -117,7 +124,8 @@ impl ApiError {
     /// Whether the apiserver could not be reached or did not answer (as opposed to an
     /// answer that refused the request).
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, ApiError::Transport { .. }) || self.code().is_some_and(|c| c >= 500 || c == 429)
+        matches!(self, ApiError::Transport { .. } | ApiError::NoCredentials { .. })
+            || self.code().is_some_and(|c| c >= 500 || c == 429)
     }
 
     /// An answer with HTTP status `code` and nothing else (for tests).
@@ -130,7 +138,9 @@ impl ApiError {
     /// (502, 503, 504) in front of it. Other 5xx and 429 are a busy apiserver, still there;
     /// an answer over `MAX_BODY_BYTES` came from an apiserver that is there.
     pub fn is_away(&self) -> bool {
-        (matches!(self, ApiError::Transport { .. }) && !self.is_too_large()) || matches!(self.code(), Some(502..=504))
+        (matches!(self, ApiError::Transport { .. }) && !self.is_too_large())
+            || matches!(self, ApiError::NoCredentials { .. })
+            || matches!(self.code(), Some(502..=504))
     }
 
     /// Whether the answer was larger than `MAX_BODY_BYTES`.
@@ -193,70 +203,70 @@ fn system_ca_bundle() -> std::path::PathBuf {
 
 /// A client of one apiserver.
 pub struct ApiClient {
-    agent: ureq::Agent,
-    server: String,
-    auth: Auth,
+    /// The server and how it is verified (`auth` is in `creds`).
+    conn: Connection,
+    settings: ClientSettings,
+    creds: parking_lot::RwLock<Creds>,
     limiter: Mutex<TokenBucket>,
     /// Requests made (sent, whatever their answer), for `/metrics`.
     pub requests: crate::base::metrics::Counter,
 }
 
+/// The credentials requests go with: the agent (its TLS holds the client certificate) and
+/// the bearer token, if any; no agent while TLS bootstrap waits for a certificate.
+struct Creds {
+    agent: Result<ureq::Agent, String>,
+    auth: Auth,
+}
+
 impl std::fmt::Debug for ApiClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiClient").field("server", &self.server).field("auth", &self.auth).finish()
+        f.debug_struct("ApiClient").field("server", &self.conn.server).field("auth", &self.creds.read().auth).finish()
     }
 }
 
 impl ApiClient {
     /// A client of the apiserver `conn` describes.
     pub fn new(conn: &Connection, settings: ClientSettings) -> Result<ApiClient, ApiError> {
-        use ureq::tls::{ClientCert, PrivateKey, RootCerts, TlsConfig};
-        let mut tls = TlsConfig::builder().disable_verification(conn.insecure);
-        if !conn.insecure {
-            let system;
-            let ca = match &conn.ca {
-                Some(ca) => ca.as_slice(),
-                None => {
-                    let path = system_ca_bundle();
-                    system = crate::base::inputfile::read_to_string(&path, MAX_CA_BYTES)
-                        .map_err(|source| ApiError::SystemCa { path, source })?;
-                    system.as_bytes()
-                }
-            };
-            let certs = pem_certificates(ca).map_err(|source| ApiError::Credentials { what: "CA", source })?;
-            tls = tls.root_certs(RootCerts::new_with_certs(&certs));
-        }
-        if let Auth::ClientCert { cert, key } = &conn.auth {
-            let chain = pem_certificates(cert)
-                .map_err(|source| ApiError::Credentials { what: "client certificate", source })?;
-            let key =
-                PrivateKey::from_pem(key).map_err(|source| ApiError::Credentials { what: "client key", source })?;
-            tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
-        }
-        // Each open connection holds its buffers: ureq's 128 KiB each way would be 10 MiB for
-        // the watches of 40 ConfigMaps and Secrets. An apiserver's answer header is far below
-        // 16 KiB, and a body streams through.
-        let config = ureq::Agent::config_builder()
-            .input_buffer_size(BUFFER_BYTES)
-            .output_buffer_size(BUFFER_BYTES)
-            .max_response_header_size(BUFFER_BYTES)
-            .tls_config(tls.build())
-            .timeout_global(Some(settings.timeout))
-            .http_status_as_error(false)
-            .user_agent(format!("ferrolet/{}", env!("CARGO_PKG_VERSION")))
-            .build();
-        Ok(ApiClient {
-            agent: config.into(),
-            server: conn.server.clone(),
-            auth: conn.auth.clone(),
+        let agent = agent(conn, settings)?;
+        Ok(ApiClient::with(conn, settings, Creds { agent: Ok(agent), auth: conn.auth.clone() }))
+    }
+
+    /// A client of the apiserver `conn` describes (its `auth` is not used) that has no
+    /// credentials yet: every request is `ApiError::NoCredentials` with `why` until
+    /// `set_client_cert`.
+    pub fn without_credentials(conn: &Connection, settings: ClientSettings, why: &str) -> ApiClient {
+        ApiClient::with(conn, settings, Creds { agent: Err(why.into()), auth: Auth::Anonymous })
+    }
+
+    fn with(conn: &Connection, settings: ClientSettings, creds: Creds) -> ApiClient {
+        ApiClient {
+            conn: Connection { auth: Auth::Anonymous, ..conn.clone() },
+            settings,
+            creds: parking_lot::RwLock::new(creds),
             limiter: Mutex::new(TokenBucket::new(settings.qps, settings.burst, Instant::now())),
             requests: Default::default(),
-        })
+        }
+    }
+
+    /// Requests made from now on authenticate with the client certificate `cert` (PEM
+    /// chain) and its `key`; those in flight finish with the credentials they started
+    /// with. The pair is checked first: one that cannot be used changes nothing.
+    pub fn set_client_cert(&self, cert: &[u8], key: &[u8]) -> Result<(), ApiError> {
+        let auth = Auth::ClientCert { cert: cert.to_vec(), key: key.to_vec() };
+        let agent = agent(&Connection { auth: auth.clone(), ..self.conn.clone() }, self.settings)?;
+        *self.creds.write() = Creds { agent: Ok(agent), auth };
+        Ok(())
+    }
+
+    /// Whether requests have credentials (TLS bootstrap is not waiting for them).
+    pub fn has_credentials(&self) -> bool {
+        self.creds.read().agent.is_ok()
     }
 
     /// The `Authorization` header, if any (a token file is read now: it may be rotated).
-    fn authorization(&self) -> Result<Option<String>, ApiError> {
-        match &self.auth {
+    fn authorization(auth: &Auth) -> Result<Option<String>, ApiError> {
+        match auth {
             Auth::Token(t) => Ok(Some(format!("Bearer {t}"))),
             Auth::TokenFile(path) => {
                 let t = crate::base::inputfile::read_to_string(path, MAX_TOKEN_BYTES)
@@ -296,10 +306,15 @@ impl ApiClient {
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }
-        let url = format!("{}{path}", self.server);
+        let (agent, auth) = {
+            let creds = self.creds.read();
+            let agent = creds.agent.clone().map_err(|why| ApiError::NoCredentials { why })?;
+            (agent, ApiClient::authorization(&creds.auth)?)
+        };
+        let url = format!("{}{path}", self.conn.server);
         let transport = |source| ApiError::Transport { method, url: url.clone(), source };
         let mut req = ureq::http::Request::builder().method(method).uri(&url).header("Accept", "application/json");
-        if let Some(auth) = self.authorization()? {
+        if let Some(auth) = auth {
             req = req.header("Authorization", auth);
         }
         if let Some((content_type, _)) = body {
@@ -307,11 +322,11 @@ impl ApiClient {
         }
         let req = req.body(body.map(|(_, b)| b.to_vec()).unwrap_or_default()).map_err(|e| transport(e.into()))?;
         let req = match timeout {
-            Some(t) => self.agent.configure_request(req).timeout_global(Some(t)).build(),
+            Some(t) => agent.configure_request(req).timeout_global(Some(t)).build(),
             None => req,
         };
         self.requests.inc();
-        let resp = self.agent.run(req).map_err(transport)?;
+        let resp = agent.run(req).map_err(transport)?;
         Ok((url, resp))
     }
 
@@ -344,7 +359,7 @@ impl ApiClient {
     ) -> Result<T, ApiError> {
         let body = serde_json::to_vec(value).map_err(|e| ApiError::Decode {
             method,
-            url: format!("{}{path}", self.server),
+            url: format!("{}{path}", self.conn.server),
             what: "request",
             message: e.to_string(),
         })?;
@@ -371,7 +386,7 @@ impl ApiClient {
     ) -> Result<T, ApiError> {
         serde_json::from_slice(bytes).map_err(|e| ApiError::Decode {
             method,
-            url: format!("{}{path}", self.server),
+            url: format!("{}{path}", self.conn.server),
             what: std::any::type_name::<T>().rsplit("::").next().unwrap_or("value"),
             message: e.to_string(),
         })
@@ -383,6 +398,46 @@ fn status_error(method: &'static str, url: String, code: u16, bytes: &[u8]) -> A
     let status: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let field = |k: &str| status.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
     ApiError::Status { method, url, code, reason: field("reason"), message: field("message") }
+}
+
+/// The HTTP agent for `conn`: its CA (or the system's), or no verification when it is
+/// `insecure`; its client certificate, if any; `settings`' deadline.
+fn agent(conn: &Connection, settings: ClientSettings) -> Result<ureq::Agent, ApiError> {
+    use ureq::tls::{ClientCert, PrivateKey, RootCerts, TlsConfig};
+    let mut tls = TlsConfig::builder().disable_verification(conn.insecure);
+    if !conn.insecure {
+        let system;
+        let ca = match &conn.ca {
+            Some(ca) => ca.as_slice(),
+            None => {
+                let path = system_ca_bundle();
+                system = crate::base::inputfile::read_to_string(&path, MAX_CA_BYTES)
+                    .map_err(|source| ApiError::SystemCa { path, source })?;
+                system.as_bytes()
+            }
+        };
+        let certs = pem_certificates(ca).map_err(|source| ApiError::Credentials { what: "CA", source })?;
+        tls = tls.root_certs(RootCerts::new_with_certs(&certs));
+    }
+    if let Auth::ClientCert { cert, key } = &conn.auth {
+        let chain =
+            pem_certificates(cert).map_err(|source| ApiError::Credentials { what: "client certificate", source })?;
+        let key = PrivateKey::from_pem(key).map_err(|source| ApiError::Credentials { what: "client key", source })?;
+        tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+    }
+    // Each open connection holds its buffers: ureq's 128 KiB each way would be 10 MiB for
+    // the watches of 40 ConfigMaps and Secrets. An apiserver's answer header is far below
+    // 16 KiB, and a body streams through.
+    let config = ureq::Agent::config_builder()
+        .input_buffer_size(BUFFER_BYTES)
+        .output_buffer_size(BUFFER_BYTES)
+        .max_response_header_size(BUFFER_BYTES)
+        .tls_config(tls.build())
+        .timeout_global(Some(settings.timeout))
+        .http_status_as_error(false)
+        .user_agent(format!("ferrolet/{}", env!("CARGO_PKG_VERSION")))
+        .build();
+    Ok(config.into())
 }
 
 /// The size of a connection's input and output buffers, and the largest answer header.

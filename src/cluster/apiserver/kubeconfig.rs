@@ -230,6 +230,26 @@ pub fn parse(
     Ok(Connection { server, ca, insecure: cluster.insecure_skip_tls_verify, auth })
 }
 
+/// The kubeconfig TLS bootstrap leaves, as kubelet writes it: `conn`'s server, its CA
+/// inline (or `insecure-skip-tls-verify`), and a user whose certificate and key are both
+/// in `pair_file` (the certificate store's current pair, renewed in place).
+pub fn node_text(conn: &Connection, pair_file: &Path) -> String {
+    use base64::Engine;
+    let q = |s: &str| serde_json::Value::from(s).to_string();
+    let trust = match (&conn.ca, conn.insecure) {
+        (_, true) => "    insecure-skip-tls-verify: true\n".to_string(),
+        (Some(ca), false) => {
+            format!("    certificate-authority-data: {}\n", base64::engine::general_purpose::STANDARD.encode(ca))
+        }
+        (None, false) => String::new(),
+    };
+    let pair = q(&pair_file.to_string_lossy());
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n{trust}    server: {server}\n  name: default-cluster\ncontexts:\n- context:\n    cluster: default-cluster\n    namespace: default\n    user: default-auth\n  name: default-context\ncurrent-context: default-context\npreferences: {{}}\nusers:\n- name: default-auth\n  user:\n    client-certificate: {pair}\n    client-key: {pair}\n",
+        server = q(&conn.server),
+    )
+}
+
 /// Standard base64 (with or without padding); `None` when it is not.
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
@@ -380,5 +400,28 @@ mod tests {
                 prop_assert_eq!(parse_text(&text).map(|c| c.server), Ok(format!("https://{host}:{port}")));
             }
         }
+    }
+
+    #[test]
+    fn the_node_kubeconfig_bootstrap_writes_reads_back_with_the_pair_file() {
+        let conn = Connection {
+            server: "https://10.0.0.1:6443".into(),
+            ca: Some(b"-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n".to_vec()),
+            insecure: false,
+            auth: Auth::Token("abcdef.0123456789abcdef".into()),
+        };
+        let text = node_text(&conn, Path::new("/var/lib/ferrolet/pki/kubelet-client-current.pem"));
+        let read = |p: &Path| {
+            assert_eq!(p, Path::new("/var/lib/ferrolet/pki/kubelet-client-current.pem"));
+            Ok(b"PAIR".to_vec())
+        };
+        let back = parse(Path::new("/etc/ferrolet/kubelet.conf"), &text, &read).unwrap();
+        assert_eq!(back.server, conn.server);
+        assert_eq!(back.ca, conn.ca);
+        assert!(!back.insecure);
+        assert_eq!(back.auth, Auth::ClientCert { cert: b"PAIR".to_vec(), key: b"PAIR".to_vec() });
+        let insecure = Connection { insecure: true, ca: None, ..conn };
+        let back = parse(Path::new("/k"), &node_text(&insecure, Path::new("/p.pem")), &|_: &Path| Ok(vec![])).unwrap();
+        assert!(back.insecure && back.ca.is_none());
     }
 }

@@ -66,10 +66,13 @@ impl Link {
         let mut st = self.state.lock();
         if st.offline_since.is_none() {
             st.offline_since = Some(Instant::now());
+            let why = match e {
+                ApiError::NoCredentials { .. } => format!("{e}"),
+                _ => format!("cannot be reached ({})", crate::base::errors::Chain(e)),
+            };
             log::warn!(
-                "apiserver: {} cannot be reached ({}); working offline: pods keep running, statuses and events are kept until it is back",
+                "apiserver: {} {why}; working offline: pods keep running, statuses and events are kept until it is back",
                 self.server,
-                crate::base::errors::Chain(e)
             );
         } else {
             log::debug!("apiserver: still away: {}", crate::base::errors::Chain(e));

@@ -147,6 +147,10 @@ impl PodWatch {
                     if !self.link.failed(&e) {
                         log::warn!("apiserver: listing this node's pods failed: {}", crate::base::errors::Chain(&e));
                     }
+                    if matches!(e, ApiError::NoCredentials { .. }) {
+                        // Nothing is sent while TLS bootstrap waits: look again soon.
+                        backoff = Duration::from_secs(1);
+                    }
                     if !published.sent {
                         self.publish_kept(&mut published);
                     }
