@@ -195,7 +195,7 @@ bench: deps
 	@if [ -x $(STATIC_BIN) ]; then FERROLET_BIN=$(STATIC_BIN) $(CARGO) bench --locked --bench footprint; \
 	else echo "footprint: no $(STATIC_BIN) (run make static first): measuring the release build"; \
 	  $(CARGO) bench --locked --bench footprint; fi
-	@FERROLET_TEST_VENV=$(TEST_VENV) tests/apiserver/setup.sh && FERROLET_TEST_VENV=$(TEST_VENV) $(CARGO) bench --locked --bench cluster --bench objects
+	@FERROLET_TEST_VENV=$(TEST_VENV) tests/apiserver/setup.sh && FERROLET_TEST_VENV=$(TEST_VENV) $(CARGO) bench --locked --bench cluster --bench objects --bench bootstrap
 	@export FERROLET_CRI_BASE=$(BENCH_CRI_BASE) FERROLET_CRI_CGROUP=/ferrolet-cri-bench; \
 	trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
 	tests/cri/up.sh || exit 1; \

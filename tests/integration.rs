@@ -16,6 +16,7 @@ mod api_hardening;
 mod apiserver_fake;
 mod architecture;
 mod bad_input;
+mod certificates;
 mod cgroups;
 mod cluster;
 mod cluster_objects;
