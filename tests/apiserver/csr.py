@@ -335,7 +335,7 @@ def certificate_error(raw):
 def _b64(value):
     try:
         return base64.b64decode(value, validate=True) if value is not None else None
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, TypeError):
         return None
 
 
@@ -354,6 +354,26 @@ def _has_duplicate_usage(csr):
 
 def _condition_types(csr):
     return [c.get("type") or "" for c in (csr.get("status") or {}).get("conditions") or []]
+
+
+def well_typed(csr):
+    """Whether the fields validation looks at have their JSON types (else the schema says
+    what is wrong, as the apiserver's decoder would)."""
+    spec, status = csr.get("spec"), csr.get("status")
+    if not isinstance(spec, dict) or not isinstance(status, (dict, type(None))):
+        return False
+    status = status or {}
+
+    def strings(v):
+        return v is None or isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+    exp = spec.get("expirationSeconds")
+    return (all(isinstance(spec.get(k), (str, type(None))) for k in ("request", "signerName"))
+            and strings(spec.get("usages")) and (exp is None or isinstance(exp, int) and not isinstance(exp, bool))
+            and isinstance(status.get("certificate"), (str, type(None)))
+            and (status.get("conditions") is None or isinstance(status["conditions"], list)
+                 and all(isinstance(c, dict) and all(isinstance(c.get(k), (str, type(None))) for k in ("type", "status"))
+                         for c in status["conditions"])))
 
 
 def validation_errors(csr, old=None, sub=""):

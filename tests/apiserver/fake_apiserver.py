@@ -1006,8 +1006,12 @@ class Api:
     def _prepare_csr(self, obj, user):
         """PrepareForCreate: the requester's name, uid, groups and extra, whatever the request
         said, and no status (nobody creates a pre-approved request)."""
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        obj["spec"] = spec
+        if obj.get("spec") is None:
+            obj["spec"] = {}
+        spec = obj["spec"]
+        obj["status"] = {}
+        if not isinstance(spec, dict):
+            return  # the schema says what is wrong with it
         for f in ("username", "uid", "groups", "extra"):
             spec.pop(f, None)
         spec["username"] = user.name
@@ -1016,7 +1020,6 @@ class Api:
         spec["groups"] = list(user.groups)
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra.items()}
-        obj["status"] = {}
 
     @staticmethod
     def _csr_update_strategy(sub, old, new):
@@ -1250,7 +1253,7 @@ class Api:
         change of `old`); failures are recorded."""
         if a.resource == CSRS:
             # The registry's own validation first, with its words; the schema after it.
-            errors = csr.validation_errors(obj, old, a.sub) or self.schemas.validate(obj)
+            errors = (csr.validation_errors(obj, old, a.sub) if csr.well_typed(obj) else []) or self.schemas.validate(obj)
         else:
             errors = k8s.update_errors(old, obj) if old is not None and a.resource in ("configmaps", "secrets") else []
             errors += self.schemas.validate(obj)
