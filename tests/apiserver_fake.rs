@@ -1534,3 +1534,62 @@ fn issue_cert_makes_a_key_and_a_certificate_of_the_cluster_ca_with_any_validity(
     );
     assert_eq!(code, 200);
 }
+
+#[test]
+fn another_signer_sets_the_certificate_once_through_status_and_needs_the_sign_verb() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let subject = format!("/O=system:nodes/CN={}", node_user(NODE));
+    let csr = csr_object("elsewhere", "example.com/edge-signer", &subject, None, &CLIENT_USAGES, None);
+    create_csr(&api, &api.node_agent(), &csr);
+    api.approve_csr("elsewhere");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!issued(&api.csr("elsewhere").unwrap()), "no signer for example.com here");
+
+    let now = std::time::SystemTime::now();
+    let (pem, _) = api.issue_cert(&node_user(NODE), &["system:nodes"], now, now + Duration::from_secs(3600));
+    let with_certificate = |pem: &str| {
+        let mut csr = api.csr("elsewhere").unwrap();
+        csr["status"]["certificate"] = json!(base64_of(pem.as_bytes()));
+        csr
+    };
+    // The node may not; a user allowed to update the status still needs `sign` on the signer.
+    let path = format!("{CSRS}/elsewhere/status");
+    let (code, _) = api.call(&api.node_agent(), "PUT", &path, Some((JSON, &with_certificate(&pem))));
+    assert_eq!(code, 403);
+    let (cert, key) = api.user_cert("signer", &[]);
+    let signer = api.tls_agent(&cert, &key);
+    api.allow_rule(&json!({"user": "signer", "verbs": ["update"], "resource": "certificatesigningrequests",
+                           "subresource": "status", "apiGroup": "certificates.k8s.io"}));
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate(&pem))));
+    assert_eq!(code, 403, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("user not permitted to sign requests with signerName \"example.com/edge-signer\""));
+    api.allow_rule(&json!({"user": "signer", "verbs": ["sign"], "resource": "signers",
+                           "name": "example.com/edge-signer", "apiGroup": "certificates.k8s.io"}));
+    let (code, signed) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate(&pem))));
+    assert_eq!(code, 200, "{signed}");
+    assert_eq!(condition_types(&signed), ["Approved"], "the approval stays as it was");
+    assert_eq!(report(&api, "elsewhere")["certificate"]["subject"], subject.as_str());
+
+    // Once set, the certificate stays; the status cannot approve or deny.
+    let (other, _) = api.issue_cert(&node_user(NODE), &["system:nodes"], now, now + Duration::from_secs(60));
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate(&other))));
+    assert_eq!(code, 422, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("status.certificate: Forbidden: updates may not modify existing certificate content"));
+    let mut denied = api.csr("elsewhere").unwrap();
+    denied["status"]["conditions"] = json!([denied["status"]["conditions"][0], {"type": "Denied", "status": "True"}]);
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &denied)));
+    assert_eq!(code, 422, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .contains("Forbidden: updates may not add a condition of type \"Denied\""));
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate("no certificate here"))));
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(api.counters()["csr_signed"], 1);
+}
