@@ -212,18 +212,14 @@ class Request:
                         self.ips.append(str(ipaddress.ip_address(value)))
 
     def pem(self):
+        """The request as PEM (what `openssl ca` reads)."""
         body = base64.encodebytes(self.der).decode().replace("\n", "")
         lines = [body[i:i + 64] for i in range(0, len(body), 64)]
         return ("-----BEGIN CERTIFICATE REQUEST-----\n" + "\n".join(lines) + "\n-----END CERTIFICATE REQUEST-----\n").encode()
 
-    def subject_args(self):
-        """The subject as `openssl req -subj` takes it, in the request's order."""
-        short = {OID_CN: "CN", OID_O: "O", "2.5.4.11": "OU", "2.5.4.6": "C", "2.5.4.8": "ST", "2.5.4.7": "L",
-                 "2.5.4.5": "serialNumber"}
-        return "".join(f"/{short.get(oid, oid)}={_escape(v)}" for oid, v in self.subject) or "/"
-
 
 def _escape(value):
+    """A subject value for `openssl req -subj`, its separators escaped."""
     return re.sub(r"([/+\\=])", r"\\\1", value)
 
 

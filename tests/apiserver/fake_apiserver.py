@@ -120,8 +120,6 @@ VERBS = {
 }
 # What the Node authorizer's node rules (the system:node role) allow on CSRs.
 NODE_CSR_VERBS = ("create", "get", "list", "watch")
-# kubectl certificate approve's condition (what approve_csr writes too).
-KUBECTL_APPROVE = ("KubectlApprove", "This CSR was approved by kubectl certificate approve.")
 # The approver's recognizers (sarapprove.go), in order: the subresource the requester needs
 # `create` on, and the condition's message.
 APPROVER_RECOGNIZERS = (
@@ -257,7 +255,7 @@ class Api:
         self.approver_on = True
         self.csr_queue = queue.Queue()
         self.csr_counts = {"csr_created": 0, "csr_approved": 0, "csr_denied": 0, "csr_signed": 0}
-        self.csr_order = {}  # name -> creation sequence, for /control/csrs
+        self.csr_order = {}  # name -> the resourceVersion it was created at, for /control/csrs
         self.controller_errors = []
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE):
             self.store.write("namespaces", self._new_meta({"apiVersion": "v1", "kind": "Namespace",
@@ -1044,7 +1042,8 @@ class Api:
         for c in conditions:
             if not isinstance(c, dict):
                 continue
-            c.setdefault("lastUpdateTime", now)
+            if not c.get("lastUpdateTime"):
+                c["lastUpdateTime"] = now
             if not c.get("lastTransitionTime"):
                 same = [o for o in old_status.get("conditions") or []
                         if o.get("type") == c.get("type") and o.get("status") == c.get("status")
@@ -1182,7 +1181,8 @@ class Api:
         for sub, message in APPROVER_RECOGNIZERS:
             if sub == "selfnodeclient" and spec.get("username") != req.common_name:
                 continue
-            review = {"user": spec.get("username", ""), "groups": list(spec.get("groups") or []),
+            review = {"user": spec.get("username", ""), "uid": spec.get("uid", ""),
+                      "groups": list(spec.get("groups") or []), "extra": spec.get("extra") or {},
                       "resourceAttributes": {"group": CERTIFICATES_GROUP, "resource": CSRS, "verb": "create",
                                              "subresource": sub}}
             try:
@@ -1439,10 +1439,9 @@ class Api:
 
     def _prepare(self, a, obj):
         """What decoding and conversion do to a written object before it is validated."""
-        if a.resource == CSRS:
+        if a.resource in ("configmaps", "secrets", CSRS):
             k8s.decode_bytes_fields(obj)
-        elif a.resource in ("configmaps", "secrets"):
-            k8s.decode_bytes_fields(obj)
+        if a.resource in ("configmaps", "secrets"):
             (k8s.prepare_secret if a.resource == "secrets" else k8s.prepare_config_map)(obj)
         elif a.resource == "pods" and not a.sub:
             k8s.normalize_pod_service_account(obj)

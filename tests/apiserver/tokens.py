@@ -106,8 +106,6 @@ BOOTSTRAP_SECRET_PREFIX = "bootstrap-token-"
 BOOTSTRAP_SECRET_TYPE = "bootstrap.kubernetes.io/token"
 BOOTSTRAP_USER_PREFIX = "system:bootstrap:"
 BOOTSTRAP_GROUP = "system:bootstrappers"
-# What kubeadm puts its tokens in (kubeadm token create's default --groups).
-KUBEADM_NODE_TOKEN_GROUP = "system:bootstrappers:kubeadm:default-node-token"
 BOOTSTRAP_EXTRA_GROUP = re.compile(r"^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$")
 
 
