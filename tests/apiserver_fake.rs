@@ -1161,9 +1161,11 @@ fn expired_wrong_and_unusable_bootstrap_tokens_get_401_and_expired_ones_are_clea
     assert_eq!(get_csrs("signer.0123456789abcdef").0, 401);
 
     // Expired: 401, and the token cleaner deletes its Secret.
-    let short = api.create_bootstrap_token(None, Duration::from_secs(2));
+    let short = api.create_bootstrap_token(None, Duration::from_secs(4));
     assert_eq!(get_csrs(&short).0, 200);
-    common::wait_for("the short token to expire", STEP, || (get_csrs(&short).0 == 401).then_some(()));
+    common::wait_for("the short token to expire", Duration::from_secs(10), || {
+        (get_csrs(&short).0 == 401).then_some(())
+    });
     let name = format!("bootstrap-token-{}", short.split('.').next().unwrap());
     common::wait_for("the token cleaner", STEP, || api.secret("kube-system", &name).is_none().then_some(()));
     assert!(api.secret("kube-system", "bootstrap-token-signer").is_some(), "a token without expiration stays");
