@@ -4,7 +4,11 @@
 
 use crate::common;
 
-use common::apiserver::{node_user, CutMode, FakeApiserver, KeyType, Options, WatchStream};
+use base64::Engine;
+use common::apiserver::{
+    node_user, openssl_csr, CutMode, FakeApiserver, KeyType, Options, WatchStream, CSRS, KUBEADM_NODE_TOKEN_GROUP,
+    KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -1002,6 +1006,592 @@ fn config_maps_and_secrets_are_validated_as_the_apiserver_does() {
 }
 
 fn base64_of(bytes: &[u8]) -> String {
-    use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+// ---- TLS bootstrap: bootstrap tokens, CSRs, csrapproving and csrsigning --------------------------
+
+const CLIENT_USAGES: [&str; 3] = ["digital signature", "key encipherment", "client auth"];
+const SERVING_USAGES: [&str; 3] = ["digital signature", "key encipherment", "server auth"];
+/// How long the controllers may take over a CSR (openssl signs in a few milliseconds).
+const SIGNING: Duration = Duration::from_secs(10);
+const YEAR: u64 = 365 * 24 * 3600;
+const BACKDATE: u64 = 300;
+
+/// A CSR named `name` for `signer` with a new request for `subject` (and `san`), asking for
+/// `usages` and, if given, `expiration` seconds.
+fn csr_object(
+    name: &str,
+    signer: &str,
+    subject: &str,
+    san: Option<&str>,
+    usages: &[&str],
+    expiration: Option<u64>,
+) -> Value {
+    let (request, _key) = openssl_csr(subject, san);
+    let mut csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+                         "metadata": {"name": name},
+                         "spec": {"request": base64_of(request.as_bytes()), "signerName": signer, "usages": usages}});
+    if let Some(seconds) = expiration {
+        csr["spec"]["expirationSeconds"] = json!(seconds);
+    }
+    csr
+}
+
+fn node_client_csr(name: &str, expiration: Option<u64>) -> Value {
+    let subject = format!("/O=system:nodes/CN={}", node_user(NODE));
+    csr_object(name, KUBELET_CLIENT_SIGNER, &subject, None, &CLIENT_USAGES, expiration)
+}
+
+fn create_csr(api: &FakeApiserver, agent: &ureq::Agent, csr: &Value) -> Value {
+    let (code, created) = api.call(agent, "POST", CSRS, Some((JSON, csr)));
+    assert_eq!(code, 201, "{created}");
+    created
+}
+
+fn issued(csr: &Value) -> bool {
+    csr["status"]["certificate"].is_string()
+}
+
+fn condition_types(csr: &Value) -> Vec<String> {
+    let conditions = csr["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    conditions.iter().map(|c| c["type"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// What /control/csrs says of CSR `name`.
+fn report(api: &FakeApiserver, name: &str) -> Value {
+    api.csrs().into_iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("CSR {name} not reported"))
+}
+
+/// `openssl verify` of the certificate CSR `csr` was issued against the cluster CA.
+fn assert_verifies_against_the_ca(api: &FakeApiserver, csr: &Value) {
+    let pem = base64::engine::general_purpose::STANDARD.decode(csr["status"]["certificate"].as_str().unwrap()).unwrap();
+    let path = api.dir().join(format!("{}.crt", csr["metadata"]["name"].as_str().unwrap()));
+    std::fs::write(&path, pem).unwrap();
+    let out = std::process::Command::new("openssl")
+        .arg("verify")
+        .arg("-CAfile")
+        .arg(api.ca_cert())
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl verify: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn validity_seconds(cert: &Value) -> u64 {
+    cert["notAfterUnix"].as_u64().unwrap() - cert["notBeforeUnix"].as_u64().unwrap()
+}
+
+#[test]
+fn a_bootstrap_token_authenticates_as_system_bootstrap_and_may_post_csrs_but_not_list_pods() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let token = api.create_bootstrap_token(None, Duration::from_secs(600));
+    let id = token.split('.').next().unwrap();
+    let user = format!("system:bootstrap:{id}");
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
+    let (code, answer) =
+        api.call(&api.node_agent(), "POST", "/apis/authentication.k8s.io/v1/tokenreviews", Some((JSON, &review)));
+    assert_eq!(code, 201, "{answer}");
+    assert_eq!(
+        answer["status"]["user"],
+        json!({"username": user, "groups": ["system:bootstrappers", KUBEADM_NODE_TOKEN_GROUP, "system:authenticated"]})
+    );
+
+    let agent = api.bearer_agent(&token);
+    let (code, status) = api.call(&agent, "GET", "/api/v1/pods", None);
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        format!(
+            "pods is forbidden: User \"{user}\" cannot list resource \"pods\" in API group \"\" at the cluster scope"
+        )
+    );
+    // kubeadm:get-nodes: a Node by name (404 while there is none), but not the list.
+    assert_eq!(api.call(&agent, "GET", &format!("/api/v1/nodes/{NODE}"), None).0, 404);
+    assert_eq!(api.call(&agent, "GET", "/api/v1/nodes", None).0, 403);
+
+    // The requester fields are the caller's, whatever the request says.
+    let mut csr = node_client_csr("node-csr-1", None);
+    csr["spec"]["username"] = json!("kubernetes-admin");
+    csr["spec"]["groups"] = json!(["system:masters"]);
+    csr["spec"]["extra"] = json!({"scopes": ["all"]});
+    csr["status"] = json!({"conditions": [{"type": "Approved", "status": "True", "reason": "Mine"}]});
+    let created = create_csr(&api, &agent, &csr);
+    assert_eq!(created["spec"]["username"], user.as_str());
+    assert_eq!(
+        created["spec"]["groups"],
+        json!(["system:bootstrappers", KUBEADM_NODE_TOKEN_GROUP, "system:authenticated"])
+    );
+    assert!(created["spec"]["extra"].is_null() && created["spec"]["uid"].is_null(), "{created}");
+    assert_eq!(created["status"], json!({}), "nobody creates an approved request");
+    let (code, _) = api.call(&agent, "GET", &format!("{CSRS}/node-csr-1"), None);
+    assert_eq!(code, 200);
+
+    // kubectl with the kubeconfig kubeadm would write for the kubelet.
+    let kubeconfig = api.bootstrap_kubeconfig(&token);
+    let out = api.kubectl_as(&kubeconfig, &["get", "csr", "-o", "name"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "certificatesigningrequest.certificates.k8s.io/node-csr-1");
+    let out = api.kubectl_as(&kubeconfig, &["get", "pods"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("User \"{user}\" cannot list")), "{out:?}");
+}
+
+#[test]
+fn expired_wrong_and_unusable_bootstrap_tokens_get_401_and_expired_ones_are_cleaned_up() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let token = api.create_bootstrap_token(None, Duration::from_secs(600));
+    let id = token.split('.').next().unwrap();
+    let get_csrs = |token: &str| api.call(&api.bearer_agent(token), "GET", CSRS, None);
+    assert_eq!(get_csrs(&token).0, 200);
+    for bad in [format!("{id}.0000000000000000"), "zzzzzz.0123456789abcdef".to_string(), format!("{token}x")] {
+        let (code, status) = get_csrs(&bad);
+        assert_eq!((code, status["reason"].as_str()), (401, Some("Unauthorized")), "{bad}: {status}");
+    }
+    // A token not marked for authentication (only for signing cluster-info) does not log in.
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
+                        "metadata": {"name": "bootstrap-token-signer", "namespace": "kube-system"},
+                        "stringData": {"token-id": "signer", "token-secret": "0123456789abcdef",
+                                       "usage-bootstrap-signing": "true"}});
+    api.create("/api/v1/namespaces/kube-system/secrets", &secret);
+    assert_eq!(get_csrs("signer.0123456789abcdef").0, 401);
+
+    // Expired: 401, and the token cleaner deletes its Secret.
+    let short = api.create_bootstrap_token(None, Duration::from_secs(4));
+    assert_eq!(get_csrs(&short).0, 200);
+    common::wait_for("the short token to expire", Duration::from_secs(10), || {
+        (get_csrs(&short).0 == 401).then_some(())
+    });
+    let name = format!("bootstrap-token-{}", short.split('.').next().unwrap());
+    common::wait_for("the token cleaner", STEP, || api.secret("kube-system", &name).is_none().then_some(()));
+    assert!(api.secret("kube-system", "bootstrap-token-signer").is_some(), "a token without expiration stays");
+    assert_eq!(get_csrs(&token).0, 200);
+}
+
+#[test]
+fn a_bootstrappers_kubelet_client_csr_is_auto_approved_and_signed_with_the_requested_identity() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let token = api.create_bootstrap_token(None, Duration::from_secs(600));
+    let agent = api.bearer_agent(&token);
+    // What client-go's csr.WaitForCertificate does: a watch on the one name.
+    let (_, list) = api.call(&agent, "GET", &format!("{CSRS}?fieldSelector=metadata.name%3Dnode-csr-1"), None);
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let watch = WatchStream::open(
+        &api,
+        &agent,
+        &format!("{CSRS}?fieldSelector=metadata.name%3Dnode-csr-1&watch=true&resourceVersion={rv}&timeoutSeconds=30"),
+    );
+    assert_eq!(watch.status, 200);
+    create_csr(&api, &agent, &node_client_csr("other", None)); // not this watch's
+    let created = create_csr(&api, &agent, &node_client_csr("node-csr-1", None));
+    let before = unix_now();
+
+    let ev = watch.event(SIGNING);
+    assert_eq!((ev["type"].as_str(), ev["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("node-csr-1")));
+    let ev = watch.event(SIGNING);
+    assert_eq!(ev["type"], "MODIFIED");
+    let approved = &ev["object"]["status"]["conditions"][0];
+    assert_eq!(
+        (
+            approved["type"].as_str(),
+            approved["status"].as_str(),
+            approved["reason"].as_str(),
+            approved["message"].as_str()
+        ),
+        (
+            Some("Approved"),
+            Some("True"),
+            Some("AutoApproved"),
+            Some("Auto approving kubelet client certificate after SubjectAccessReview.")
+        )
+    );
+    assert!(approved["lastUpdateTime"].is_string() && approved["lastTransitionTime"].is_string(), "{approved}");
+    let ev = watch.event(SIGNING);
+    assert_eq!(ev["type"], "MODIFIED");
+    assert!(issued(&ev["object"]), "{ev}");
+    assert_eq!(ev["object"]["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_verifies_against_the_ca(&api, &ev["object"]);
+
+    let cert = report(&api, "node-csr-1")["certificate"].clone();
+    assert_eq!(cert["subject"], format!("/O=system:nodes/CN={}", node_user(NODE)));
+    assert_eq!(cert["keyUsage"], json!(["Digital Signature", "Key Encipherment"]));
+    assert_eq!(cert["extendedKeyUsage"], json!(["TLS Web Client Authentication"]));
+    assert_eq!((cert["isCA"].as_bool(), cert["sans"].as_array().map(Vec::len)), (Some(false), Some(0)));
+    // --cluster-signing-duration (a year): backdated 5 minutes, and a year from then.
+    let not_before = cert["notBeforeUnix"].as_u64().unwrap();
+    assert!(not_before + BACKDATE >= before - 5 && not_before + BACKDATE <= unix_now(), "{cert}");
+    assert_eq!(validity_seconds(&cert), YEAR);
+
+    let counters = api.counters();
+    assert_eq!(
+        [&counters["csr_created"], &counters["csr_approved"], &counters["csr_signed"], &counters["csr_denied"]],
+        [2, 2, 2, 0],
+        "{counters}"
+    );
+    assert_eq!(counters["controller_errors"], 0);
+}
+
+#[test]
+fn expiration_seconds_under_600_is_invalid_900_is_honoured_and_more_than_the_signing_duration_is_clamped() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let (code, status) = api.call(&agent, "POST", CSRS, Some((JSON, &node_client_csr("short", Some(599)))));
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "CertificateSigningRequest.certificates.k8s.io \"short\" is invalid: spec.expirationSeconds: Invalid value: 599: \
+         may not specify a duration less than 600 seconds (10 minutes)"
+    );
+
+    // A node's own client CSR is approved through kubeadm's selfnodeclient binding.
+    let signed = |name: &str| api.wait_for_csr(name, "issued", SIGNING, issued);
+    create_csr(&api, &agent, &node_client_csr("fifteen-minutes", Some(900)));
+    let csr = signed("fifteen-minutes");
+    assert_eq!(
+        csr["status"]["conditions"][0]["message"],
+        "Auto approving self kubelet client certificate after SubjectAccessReview."
+    );
+    // Short-lived (under 8 h): NotAfter = now + 900, NotBefore = now - 5 min.
+    assert_eq!(validity_seconds(&report(&api, "fifteen-minutes")["certificate"]), 900 + BACKDATE);
+
+    api.set_signing_duration(Duration::from_secs(2 * 3600));
+    create_csr(&api, &agent, &node_client_csr("a-day", Some(24 * 3600)));
+    signed("a-day");
+    assert_eq!(validity_seconds(&report(&api, "a-day")["certificate"]), 2 * 3600 + BACKDATE);
+
+    // A signing duration under 10 minutes (the tests' rotations): expirationSeconds' floor of
+    // 600 does not lift it.
+    api.set_signing_duration(Duration::from_secs(120));
+    create_csr(&api, &agent, &node_client_csr("default-ttl", None));
+    create_csr(&api, &agent, &node_client_csr("ten-minutes", Some(600)));
+    for name in ["default-ttl", "ten-minutes"] {
+        signed(name);
+        assert_eq!(validity_seconds(&report(&api, name)["certificate"]), 120 + BACKDATE, "{name}");
+    }
+}
+
+#[test]
+fn serving_csrs_stay_pending_until_approved_and_are_signed_with_their_alt_names() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let subject = format!("/O=system:nodes/CN={}", node_user(NODE));
+    let csr = csr_object(
+        "serving-1",
+        KUBELET_SERVING_SIGNER,
+        &subject,
+        Some("DNS:edge-1,IP:192.0.2.10"),
+        &SERVING_USAGES,
+        None,
+    );
+    create_csr(&api, &agent, &csr);
+    std::thread::sleep(Duration::from_secs(1)); // the approver has looked at it by now
+    let pending = api.csr("serving-1").unwrap();
+    assert!(condition_types(&pending).is_empty() && !issued(&pending), "never auto-approved: {pending}");
+    let table = api.kubectl(&["get", "csr"]);
+    assert!(table.contains("kubernetes.io/kubelet-serving") && table.contains("Pending"), "{table}");
+
+    // kubectl certificate approve sends the approval as protobuf, which the fake does not serve.
+    let out = api.kubectl_output(&["certificate", "approve", "serving-1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown format"), "{out:?}");
+
+    api.approve_csr("serving-1");
+    let csr = api.wait_for_csr("serving-1", "issued", SIGNING, issued);
+    assert_eq!(csr["status"]["conditions"][0]["reason"], "KubectlApprove");
+    assert_verifies_against_the_ca(&api, &csr);
+    let cert = report(&api, "serving-1")["certificate"].clone();
+    assert_eq!(cert["sans"], json!(["DNS:edge-1", "IP:192.0.2.10"]));
+    assert_eq!(cert["extendedKeyUsage"], json!(["TLS Web Server Authentication"]));
+    assert_eq!(cert["subject"], subject.as_str());
+    let row = api.kubectl(&["get", "csr", "serving-1", "--no-headers"]);
+    assert!(row.contains("Approved,Issued") && row.contains(&node_user(NODE)), "{row}");
+}
+
+#[test]
+fn kubelet_csrs_the_signer_does_not_accept_fail_with_signer_validation_failure() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let cn = node_user(NODE);
+    let client = |name: &str, subject: &str, san: Option<&str>| {
+        create_csr(&api, &agent, &csr_object(name, KUBELET_CLIENT_SIGNER, subject, san, &CLIENT_USAGES, None))
+    };
+    client("wrong-org", &format!("/O=example/CN={cn}"), None);
+    client("with-san", &format!("/O=system:nodes/CN={cn}"), Some("DNS:edge-1"));
+    client("wrong-cn", "/O=system:nodes/CN=edge-1", None);
+    let serving = csr_object(
+        "serving-no-san",
+        KUBELET_SERVING_SIGNER,
+        &format!("/O=system:nodes/CN={cn}"),
+        None,
+        &SERVING_USAGES,
+        None,
+    );
+    create_csr(&api, &agent, &serving);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        condition_types(&api.csr("wrong-org").unwrap()).is_empty(),
+        "not a kubelet client CSR: never auto-approved"
+    );
+
+    for (name, why) in [
+        ("wrong-org", "subject organization is not system:nodes"),
+        ("with-san", "DNS subjectAltNames are not allowed"),
+        ("wrong-cn", "subject common name does not begin with system:node:"),
+        ("serving-no-san", "DNS or IP subjectAltName is required"),
+    ] {
+        api.approve_csr(name);
+        let csr = api.wait_for_csr(name, "failed", SIGNING, |c| condition_types(c).contains(&"Failed".to_string()));
+        let failed = &csr["status"]["conditions"][1];
+        assert_eq!(
+            (failed["status"].as_str(), failed["reason"].as_str(), failed["message"].as_str()),
+            (Some("True"), Some("SignerValidationFailure"), Some(why)),
+            "{name}"
+        );
+        assert!(!issued(&csr), "{name}");
+    }
+    let row = api.kubectl(&["get", "csr", "wrong-org", "--no-headers"]);
+    assert!(row.contains("Approved,Failed"), "{row}");
+}
+
+#[test]
+fn denied_is_final_and_approving_takes_the_approve_verb_on_the_signer() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    api.set_csr_approver(false);
+    let agent = api.node_agent();
+    create_csr(&api, &agent, &node_client_csr("denied", None));
+    create_csr(&api, &agent, &node_client_csr("approved", None));
+
+    // A node may not approve its own request; a user needs update on the approval
+    // subresource (RBAC) and then `approve` on the signer (CertificateApproval admission).
+    let approval = |agent: &ureq::Agent, name: &str| {
+        let mut csr = api.csr(name).unwrap();
+        csr["status"]["conditions"] = json!([{"type": "Approved", "status": "True", "reason": "Mine"}]);
+        api.call(agent, "PUT", &format!("{CSRS}/{name}/approval"), Some((JSON, &csr)))
+    };
+    assert_eq!(approval(&agent, "approved").0, 403);
+    let (cert, key) = api.user_cert("alice", &["ops"]);
+    let alice = api.tls_agent(&cert, &key);
+    api.allow_rule(&json!({"user": "alice", "verbs": ["update"], "resource": "certificatesigningrequests",
+                           "subresource": "approval", "apiGroup": "certificates.k8s.io"}));
+    let (code, status) = approval(&alice, "approved");
+    assert_eq!(code, 403, "{status}");
+    assert_eq!(
+        status["message"],
+        "certificatesigningrequests.certificates.k8s.io \"approved\" is forbidden: user not permitted to approve \
+         requests with signerName \"kubernetes.io/kube-apiserver-client-kubelet\""
+    );
+    api.allow_rule(&json!({"user": "alice", "verbs": ["approve"], "resource": "signers", "name": "kubernetes.io/*",
+                           "apiGroup": "certificates.k8s.io"}));
+    assert_eq!(approval(&alice, "approved").0, 200);
+    api.wait_for_csr("approved", "issued", SIGNING, issued);
+
+    api.deny_csr("denied", "NotThisNode", "no such machine in the inventory");
+    api.set_csr_approver(true);
+    std::thread::sleep(Duration::from_secs(1));
+    let csr = api.csr("denied").unwrap();
+    assert_eq!(condition_types(&csr), ["Denied"], "{csr}");
+    assert!(!issued(&csr));
+    assert_eq!(csr["status"]["conditions"][0]["message"], "no such machine in the inventory");
+    let (code, status) = api.csr_approval("denied", "Approved", "KubectlApprove", "approve anyway");
+    assert_eq!(code, 422, "{status}");
+    assert!(
+        status["message"].as_str().unwrap().ends_with(
+            "status.conditions[1].type: Invalid value: \"Approved\": Approved and Denied conditions are mutually exclusive"
+        ),
+        "{status}"
+    );
+    let mut undenied = csr.clone();
+    undenied["status"]["conditions"] = json!([]);
+    let (code, status) = api.api("PUT", &format!("{CSRS}/denied/approval"), Some(&undenied));
+    assert_eq!(code, 422, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .contains("Forbidden: updates may not remove a condition of type \"Denied\""));
+    let counters = api.counters();
+    assert_eq!(
+        (&counters["csr_denied"], &counters["csr_approved"], &counters["csr_signed"]),
+        (&json!(1), &json!(1), &json!(1))
+    );
+}
+
+#[test]
+fn csrs_are_validated_with_the_apiservers_words() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let agent = api.node_agent();
+    let invalid = |csr: &Value| {
+        let (code, status) = api.call(&agent, "POST", CSRS, Some((JSON, csr)));
+        assert_eq!(code, 422, "{status}");
+        let message = status["message"].as_str().unwrap().to_string();
+        message.split_once(" is invalid: ").unwrap().1.to_string()
+    };
+    let mut csr = node_client_csr("x", None);
+    csr["spec"]["request"] = json!(base64_of(b"hello"));
+    assert_eq!(
+        invalid(&csr),
+        "spec.request: Invalid value: []byte{0x68, 0x65, 0x6c, 0x6c, 0x6f}: PEM block type must be CERTIFICATE REQUEST"
+    );
+    let mut csr = node_client_csr("x", None);
+    csr["spec"]["usages"] = json!(["client auth", "client auth", "sign everything"]);
+    csr["spec"].as_object_mut().unwrap().remove("signerName");
+    let why = invalid(&csr);
+    assert!(
+        why.starts_with("[spec.usages[2]: Unsupported value: \"sign everything\": supported values: \"any\", "),
+        "{why}"
+    );
+    assert!(
+        why.ends_with(", spec.usages[1]: Duplicate value: \"client auth\", spec.signerName: Required value]"),
+        "{why}"
+    );
+    let mut csr = node_client_csr("x", None);
+    csr["spec"]["usages"] = json!([]);
+    csr["spec"]["signerName"] = json!("kubelet-client");
+    assert_eq!(
+        invalid(&csr),
+        "[spec.usages: Required value, spec.signerName: Invalid value: \"kubelet-client\": must be a fully qualified \
+         domain and path of the form 'example.com/signer-name']"
+    );
+    // A request whose signature does not verify (one bit of it flipped).
+    let (request, _) = openssl_csr("/O=system:nodes/CN=system:node:edge-1", None);
+    let der: String = request.lines().filter(|l| !l.starts_with("-----")).collect();
+    let mut bytes = base64::engine::general_purpose::STANDARD.decode(der).unwrap();
+    let last = bytes.len() - 3;
+    bytes[last] ^= 1;
+    let pem = format!(
+        "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+        base64::engine::general_purpose::STANDARD.encode(&bytes)
+    );
+    let mut csr = node_client_csr("x", None);
+    csr["spec"]["request"] = json!(base64_of(pem.as_bytes()));
+    assert!(invalid(&csr).ends_with(": x509: ECDSA verification failure"));
+    let mut csr = node_client_csr("x", None);
+    csr["spec"]["request"] = json!("not base64!");
+    let (code, status) = api.call(&agent, "POST", CSRS, Some((JSON, &csr)));
+    assert_eq!(code, 400, "{status}");
+
+    // generateName, and a name that is taken.
+    let mut csr = node_client_csr("", None);
+    csr["metadata"] = json!({"generateName": "csr-"});
+    let created = create_csr(&api, &agent, &csr);
+    let name = created["metadata"]["name"].as_str().unwrap();
+    assert!(name.starts_with("csr-") && name.len() == 9, "{name}");
+    csr["metadata"] = json!({"name": name});
+    let (code, status) = api.call(&agent, "POST", CSRS, Some((JSON, &csr)));
+    assert_eq!((code, status["reason"].as_str()), (409, Some("AlreadyExists")), "{status}");
+    assert_eq!(status["message"], format!("certificatesigningrequests.certificates.k8s.io \"{name}\" already exists"));
+    assert!(api.validation_failures().iter().any(|f| f["resource"] == "certificatesigningrequests"));
+    // The spec is immutable through the resource itself; a node may not delete CSRs.
+    let mut changed = api.csr(name).unwrap();
+    changed["spec"]["usages"] = json!(["client auth"]);
+    changed["metadata"]["labels"] = json!({"node": NODE});
+    let (code, updated) = api.api("PUT", &format!("{CSRS}/{name}"), Some(&changed));
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(
+        (updated["spec"]["usages"].clone(), updated["metadata"]["labels"]["node"].as_str()),
+        (json!(CLIENT_USAGES), Some(NODE))
+    );
+    assert_eq!(api.call(&agent, "DELETE", &format!("{CSRS}/{name}"), None).0, 403);
+    api.delete_object(&format!("{CSRS}/{name}"));
+    assert!(api.csr(name).is_none());
+}
+
+#[test]
+fn issue_cert_makes_a_key_and_a_certificate_of_the_cluster_ca_with_any_validity() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let now = std::time::SystemTime::now();
+    let (cert, key) = api.issue_cert(
+        &node_user(NODE),
+        &["system:nodes"],
+        now - Duration::from_secs(7200),
+        now - Duration::from_secs(3600),
+    );
+    assert!(cert.starts_with("-----BEGIN CERTIFICATE-----") && key.starts_with("-----BEGIN EC PRIVATE KEY-----"));
+    let (cert_path, key_path) = (api.dir().join("expired.crt"), api.dir().join("expired.key"));
+    std::fs::write(&cert_path, &cert).unwrap();
+    std::fs::write(&key_path, &key).unwrap();
+    let verify = std::process::Command::new("openssl")
+        .arg("verify")
+        .arg("-CAfile")
+        .arg(api.ca_cert())
+        .arg(&cert_path)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&verify.stdout).contains("certificate has expired")
+            || String::from_utf8_lossy(&verify.stderr).contains("certificate has expired"),
+        "{verify:?}"
+    );
+    let (cert, key) = api.issue_cert(&node_user(NODE), &["system:nodes"], now, now + Duration::from_secs(3600));
+    std::fs::write(&cert_path, &cert).unwrap();
+    std::fs::write(&key_path, &key).unwrap();
+    // A valid one logs in as the node.
+    let (code, _) = api.call(
+        &api.tls_agent(&cert_path, &key_path),
+        "GET",
+        &format!("/api/v1/nodes?fieldSelector=metadata.name%3D{NODE}"),
+        None,
+    );
+    assert_eq!(code, 200);
+}
+
+#[test]
+fn another_signer_sets_the_certificate_once_through_status_and_needs_the_sign_verb() {
+    let Some(api) = FakeApiserver::start(NODE) else { return };
+    let subject = format!("/O=system:nodes/CN={}", node_user(NODE));
+    let csr = csr_object("elsewhere", "example.com/edge-signer", &subject, None, &CLIENT_USAGES, None);
+    create_csr(&api, &api.node_agent(), &csr);
+    api.approve_csr("elsewhere");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!issued(&api.csr("elsewhere").unwrap()), "no signer for example.com here");
+
+    let now = std::time::SystemTime::now();
+    let (pem, _) = api.issue_cert(&node_user(NODE), &["system:nodes"], now, now + Duration::from_secs(3600));
+    let with_certificate = |pem: &str| {
+        let mut csr = api.csr("elsewhere").unwrap();
+        csr["status"]["certificate"] = json!(base64_of(pem.as_bytes()));
+        csr
+    };
+    // The node may not; a user allowed to update the status still needs `sign` on the signer.
+    let path = format!("{CSRS}/elsewhere/status");
+    let (code, _) = api.call(&api.node_agent(), "PUT", &path, Some((JSON, &with_certificate(&pem))));
+    assert_eq!(code, 403);
+    let (cert, key) = api.user_cert("signer", &[]);
+    let signer = api.tls_agent(&cert, &key);
+    api.allow_rule(&json!({"user": "signer", "verbs": ["update"], "resource": "certificatesigningrequests",
+                           "subresource": "status", "apiGroup": "certificates.k8s.io"}));
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate(&pem))));
+    assert_eq!(code, 403, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("user not permitted to sign requests with signerName \"example.com/edge-signer\""));
+    api.allow_rule(&json!({"user": "signer", "verbs": ["sign"], "resource": "signers",
+                           "name": "example.com/edge-signer", "apiGroup": "certificates.k8s.io"}));
+    let (code, signed) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate(&pem))));
+    assert_eq!(code, 200, "{signed}");
+    assert_eq!(condition_types(&signed), ["Approved"], "the approval stays as it was");
+    assert_eq!(report(&api, "elsewhere")["certificate"]["subject"], subject.as_str());
+
+    // Once set, the certificate stays; the status cannot approve or deny.
+    let (other, _) = api.issue_cert(&node_user(NODE), &["system:nodes"], now, now + Duration::from_secs(60));
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate(&other))));
+    assert_eq!(code, 422, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("status.certificate: Forbidden: updates may not modify existing certificate content"));
+    let mut denied = api.csr("elsewhere").unwrap();
+    denied["status"]["conditions"] = json!([denied["status"]["conditions"][0], {"type": "Denied", "status": "True"}]);
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &denied)));
+    assert_eq!(code, 422, "{status}");
+    assert!(status["message"]
+        .as_str()
+        .unwrap()
+        .contains("Forbidden: updates may not add a condition of type \"Denied\""));
+    let (code, status) = api.call(&signer, "PUT", &path, Some((JSON, &with_certificate("no certificate here"))));
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(api.counters()["csr_signed"], 1);
 }

@@ -5,10 +5,13 @@ HTTP/1.1 over TLS; the user is the client certificate's CN (verified against the
 its groups the O fields, or a bearer token's (the tests' static tokens, service account
 tokens issued here). It serves exactly what a kubelet uses
 (Nodes, Leases, Pods with list+watch, pod status, mirror pods, Events, ConfigMaps, Secrets,
-ServiceAccounts and their tokens; discovery and tables for kubectl; TokenReview and
-SubjectAccessReview; pods/log, exec, attach and portforward passed on to the pod's kubelet)
-with the real apiserver's semantics, the Node authorizer and NodeRestriction admission for `system:node:*` users, the
-ServiceAccount admission plugin on request, and strict schema validation of what is written.
+ServiceAccounts and their tokens, CertificateSigningRequests; discovery and tables for
+kubectl; TokenReview and SubjectAccessReview; pods/log, exec, attach and portforward passed on
+to the pod's kubelet) with the real apiserver's semantics, bootstrap tokens, the Node
+authorizer and NodeRestriction admission for `system:node:*` users, the ServiceAccount
+admission plugin on request, the CSR admission plugins, and strict schema validation of what
+is written. A controller thread does what kube-controller-manager's csrapproving, csrsigning
+and tokencleaner controllers do.
 
 A second, plain-HTTP port on 127.0.0.1 is for the tests: the same API as `system:masters`
 (never faulted, never logged) and /control/* (faults, request log, counters, dumps).
@@ -34,7 +37,9 @@ import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import csr
 import k8s
+import tokens
 from k8s import ApiError
 from store import Store, Watch, encode_event
 from tokens import API_AUDIENCES, EXPIRATION_EXTENSION_SECONDS, Issuer
@@ -74,11 +79,18 @@ RESOURCES = {
         Resource("configmaps", "", "ConfigMap", True, ["cm"]),
         Resource("secrets", "", "Secret", True, []),
         Resource("serviceaccounts", "", "ServiceAccount", True, ["sa"], ("token",)),
+        Resource("certificatesigningrequests", "certificates.k8s.io", "CertificateSigningRequest", False, ["csr"],
+                 ("approval", "status")),
     )
 }
+CSRS = "certificatesigningrequests"
+CERTIFICATES_GROUP = "certificates.k8s.io"
+# The API groups served besides the core one, for discovery.
+GROUPS = ("coordination.k8s.io", CERTIFICATES_GROUP)
 # What a subresource takes (discovery): kind, group, version, verbs.
 SUBRESOURCES = {
     "status": (None, None, None, ["get", "patch", "update"]),
+    "approval": (None, None, None, ["get", "patch", "update"]),
     "binding": ("Binding", None, None, ["create"]),
     "token": ("TokenRequest", "authentication.k8s.io", "v1", ["create"]),
     "log": (None, None, None, ["get"]),
@@ -104,7 +116,25 @@ VERBS = {
     "configmaps": ["create", "delete", "get", "list", "patch", "update", "watch"],
     "secrets": ["create", "delete", "get", "list", "patch", "update", "watch"],
     "serviceaccounts": ["create", "delete", "get", "list", "patch", "update", "watch"],
+    "certificatesigningrequests": ["create", "delete", "get", "list", "patch", "update", "watch"],
 }
+# What the Node authorizer's node rules (the system:node role) allow on CSRs.
+NODE_CSR_VERBS = ("create", "get", "list", "watch")
+# The approver's recognizers (sarapprove.go), in order: the subresource the requester needs
+# `create` on, and the condition's message.
+APPROVER_RECOGNIZERS = (
+    ("selfnodeclient", "Auto approving self kubelet client certificate after SubjectAccessReview."),
+    ("nodeclient", "Auto approving kubelet client certificate after SubjectAccessReview."),
+)
+# The RBAC kubeadm init sets up for node certificates, as the tests' rules: nodes' own client
+# certificates are renewed without anyone approving them.
+KUBEADM_NODE_RULES = (
+    {"group": "system:nodes", "verbs": ["create"], "resource": CSRS, "subresource": "selfnodeclient",
+     "apiGroup": CERTIFICATES_GROUP, "binding": "kubeadm:node-autoapprove-certificate-rotation",
+     "role": "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"},
+)
+# How often the token cleaner looks for expired bootstrap tokens.
+TOKEN_CLEANER_PERIOD = 1.0
 
 
 class User:
@@ -195,10 +225,11 @@ class Api:
     `extend_token_expiration` is kube-apiserver's --service-account-extend-token-expiration;
     `max_token_seconds` (0: none) caps every token's lifetime as its
     --service-account-max-token-expiration does, but below the real one's 1 hour minimum, so
-    a test sees renewals within seconds."""
+    a test sees renewals within seconds. `authority` is the cluster CA the CSR signer signs with.
+    """
 
     def __init__(self, store, schemas, version, issuer=None, ca_pem="", service_account_admission=False,
-                 extend_token_expiration=False, max_token_seconds=0):
+                 extend_token_expiration=False, max_token_seconds=0, authority=None):
         self.store = store
         self.schemas = schemas
         self.version = version
@@ -214,8 +245,18 @@ class Api:
         # TokenReviews and SubjectAccessReviews answered, for tests of a node's caches.
         self.auth_lock = threading.Lock()
         self.static_tokens = {}
-        self.rules = []
+        self.rules = [dict(r, effect="allow") for r in KUBEADM_NODE_RULES]
         self.reviews = []
+        # kube-controller-manager's certificate controllers: the CA, --cluster-signing-duration,
+        # whether csrapproving runs, the CSRs to look at (names), and what they did.
+        self.authority = authority
+        self.csr_lock = threading.Lock()
+        self.signing_seconds = csr.DEFAULT_SIGNING_SECONDS
+        self.approver_on = True
+        self.csr_queue = queue.Queue()
+        self.csr_counts = {"csr_created": 0, "csr_approved": 0, "csr_denied": 0, "csr_signed": 0}
+        self.csr_order = {}  # name -> the resourceVersion it was created at, for /control/csrs
+        self.controller_errors = []
         for ns in ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE):
             self.store.write("namespaces", self._new_meta({"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]},
@@ -270,6 +311,12 @@ class Api:
         self.authorize(user, attrs, query)
         if sub == "token" and verb != "create":
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+        ctype = (headers.get("Content-Type") or "").split(";")[0].strip()
+        if verb in ("create", "update") and body and ctype not in ("", "application/json", "*/*"):
+            # As the apiserver answers a body it has no decoder for; protobuf (what kubectl's
+            # typed clients send) is not served here.
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                                                        "media types include: application/json")
         return getattr(self, "do_" + verb)(attrs, query, headers, body, user)
 
     def _unknown(self, user):
@@ -289,11 +336,12 @@ class Api:
                          "platform": "linux/amd64"},
             "/api": {"kind": "APIVersions", "versions": ["v1"],
                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
-            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group_doc("coordination.k8s.io")]},
-            "/apis/coordination.k8s.io": dict(self._group_doc("coordination.k8s.io"), kind="APIGroup", apiVersion="v1"),
+            "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group_doc(g) for g in GROUPS]},
             "/api/v1": self._resource_list(""),
-            "/apis/coordination.k8s.io/v1": self._resource_list("coordination.k8s.io"),
         }
+        for g in GROUPS:
+            docs[f"/apis/{g}"] = dict(self._group_doc(g), kind="APIGroup", apiVersion="v1")
+            docs[f"/apis/{g}/v1"] = self._resource_list(g)
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, "ok")
         if path in docs:
@@ -371,6 +419,9 @@ class Api:
                 why = ""
         elif a.resource in ("configmaps", "secrets") or (a.resource == "serviceaccounts" and a.verb == "get" and not a.sub):
             why = self._authorize_read_namespaced(node, a)
+        elif a.resource == CSRS:
+            if a.verb not in NODE_CSR_VERBS or a.sub:
+                why = ""  # the node rules: create, get, list and watch of CSRs themselves
         elif a.resource == "serviceaccounts":
             if a.verb != "create" or not a.name:
                 why = "can only create tokens for individual service accounts"
@@ -427,7 +478,8 @@ class Api:
     def add_rule(self, rule, effect):
         """A rule from the control port: `user` or `group`, `verbs`, then `resource` (with
         `subresource`, `apiGroup`, `namespace`, `name`: absent matches any; `*` matches any)
-        or `nonResourceURLs` (a trailing `*` matches a prefix). `effect` allow or deny: a deny
+        or `nonResourceURLs` (a trailing `*` matches a prefix); `binding` and `role` name the
+        ClusterRoleBinding and ClusterRole in the allowing reason. `effect` allow or deny: a deny
         answers SubjectAccessReviews with denied=true, as a webhook authorizer may."""
         if not (rule.get("user") or rule.get("group")) or not rule.get("verbs"):
             raise ValueError("a rule needs user or group, and verbs")
@@ -436,7 +488,8 @@ class Api:
         verbs = rule["verbs"]
         rule = dict(rule, effect=effect, verbs=verbs.split(",") if isinstance(verbs, str) else list(verbs))
         with self.auth_lock:
-            self.rules.append(rule)
+            if rule not in self.rules:  # kubeadm's bindings are made once, however often asked
+                self.rules.append(rule)
         return rule
 
     def rule_decision(self, name, groups, verb, group, resource, sub, namespace, rname, path=None):
@@ -465,7 +518,8 @@ class Api:
                     who = f'User "{rule["user"]}"' if rule.get("user") else f'Group "{rule["group"]}"'
                     if effect == "deny":
                         return "deny", f"denied by the fake apiserver's rule for {who}"
-                    return "allow", f'RBAC: allowed by ClusterRoleBinding "fake-apiserver:rules" of ClusterRole "fake-apiserver:rules" to {who}'
+                    binding, role = rule.get("binding", "fake-apiserver:rules"), rule.get("role", "fake-apiserver:rules")
+                    return "allow", f'RBAC: allowed by ClusterRoleBinding "{binding}" of ClusterRole "{role}" to {who}'
         return None, ""
 
     def authenticate_token(self, token, audiences=None):
@@ -478,6 +532,15 @@ class Api:
             static = self.static_tokens.get(token)
         if static is not None:  # audience-agnostic: good for whatever was asked
             return static, audiences, ""
+        parts = tokens.bootstrap_token_parts(token)
+        if parts is not None:
+            who = self.bootstrap_user(*parts)
+            # Not audience-aware: good for the apiserver's own audiences only
+            # (WrapAudienceAgnosticToken).
+            good_for = [a for a in audiences if a in API_AUDIENCES]
+            if who is not None and good_for:
+                return who, good_for, ""
+            return None, [], "[invalid bearer token, token lookup failed]"
         claims = self.issuer.claims_of(token) if token.count(".") == 2 else None
         if claims is None:
             return None, [], "[invalid bearer token, token lookup failed]"
@@ -496,6 +559,16 @@ class Api:
                     ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
                     uid=sa["uid"], extra=extra)
         return user, [a for a in claims["aud"] if a in audiences], ""
+
+    def bootstrap_user(self, token_id, token_secret):
+        """The bootstrap token authenticator: the user of the `bootstrap-token-<id>` Secret in
+        kube-system that holds this token and allows authentication, else None."""
+        secret = self.store.get("secrets", tokens.BOOTSTRAP_NAMESPACE, tokens.BOOTSTRAP_SECRET_PREFIX + token_id)
+        found = tokens.bootstrap_identity(secret, token_id, token_secret, time.time())
+        if found is None:
+            return None
+        name, groups = found
+        return User(name, groups + ["system:authenticated"])
 
     def _token_invalid(self, claims, audiences):
         """Why a service account token issued here is no longer good (serviceaccount's
@@ -926,13 +999,264 @@ class Api:
         if any("persistentVolumeClaim" in v for v in spec.get("volumes") or []):
             deny(f'node "{node}" can not create pods that reference persistentvolumeclaims')
 
+    # ---- CertificateSigningRequests: the registry's strategies and admission ------------------------
+
+    def _prepare_csr(self, obj, user):
+        """PrepareForCreate: the requester's name, uid, groups and extra, whatever the request
+        said, and no status (nobody creates a pre-approved request)."""
+        if obj.get("spec") is None:
+            obj["spec"] = {}
+        spec = obj["spec"]
+        obj["status"] = {}
+        if not isinstance(spec, dict):
+            return  # the schema says what is wrong with it
+        for f in ("username", "uid", "groups", "extra"):
+            spec.pop(f, None)
+        spec["username"] = user.name
+        if user.uid:
+            spec["uid"] = user.uid
+        spec["groups"] = list(user.groups)
+        if user.extra:
+            spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+
+    @staticmethod
+    def _csr_update_strategy(sub, old, new):
+        """PrepareForUpdate of the resource (spec and status stay), of /status (spec stays,
+        and the Approved and Denied conditions as they were) and of /approval (only the
+        conditions change); conditions get their lastUpdateTime and lastTransitionTime."""
+        new["spec"] = copy.deepcopy(old.get("spec"))
+        old_status = old.get("status") or {}
+        if not sub:
+            new["status"] = copy.deepcopy(old_status)
+            return
+        status = new.get("status") if isinstance(new.get("status"), dict) else {}
+        conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+        if sub == "status":
+            for typ in (csr.APPROVED, csr.DENIED):
+                was = [c for c in old_status.get("conditions") or [] if c.get("type") == typ]
+                at = [i for i, c in enumerate(conditions) if isinstance(c, dict) and c.get("type") == typ]
+                if len(was) == len(at):
+                    for i, c in zip(at, was):
+                        conditions[i] = copy.deepcopy(c)
+        now = k8s.fmt_time(k8s.now())
+        for c in conditions:
+            if not isinstance(c, dict):
+                continue
+            if not c.get("lastUpdateTime"):
+                c["lastUpdateTime"] = now
+            if not c.get("lastTransitionTime"):
+                same = [o for o in old_status.get("conditions") or []
+                        if o.get("type") == c.get("type") and o.get("status") == c.get("status")
+                        and o.get("lastTransitionTime")]
+                c["lastTransitionTime"] = same[0]["lastTransitionTime"] if same else now
+        if sub == "approval":
+            status = dict(copy.deepcopy(old_status), conditions=conditions)
+        else:
+            status["conditions"] = conditions
+        if not status.get("conditions"):
+            status.pop("conditions", None)
+        new["status"] = status
+
+    def _may_sign_as(self, user, verb, signer):
+        """IsAuthorizedForSignerName: `verb` on the `signers` resource named `signer`, or
+        `domain/*` of it."""
+        if user.admin():
+            return True
+        for name in (signer, signer.split("/")[0] + "/*"):
+            if self.rule_decision(user.name, user.groups, verb, CERTIFICATES_GROUP, "signers", "", "", name)[0] == "allow":
+                return True
+        return False
+
+    def _admit_csr(self, user, a, new, old):
+        """The CSR admission plugins: CertificateSubjectRestriction on create (no system:masters
+        from the kube-apiserver-client signer), CertificateApproval on /approval (`approve` on
+        the signer), CertificateSigning on a /status that changes the certificate or the
+        conditions (`sign` on the signer)."""
+        spec = (old if old is not None else new).get("spec") or {}
+        signer, name = spec.get("signerName", ""), a.name or new["metadata"].get("name", "")
+
+        def deny(msg):
+            raise ApiError(403, "Forbidden", f'{CSRS}.{CERTIFICATES_GROUP} "{name}" is forbidden: {msg}',
+                           {"name": name, "group": CERTIFICATES_GROUP, "kind": CSRS})
+
+        if old is None:
+            if signer == csr.KUBE_APISERVER_CLIENT:
+                req = csr.parse_request(base64.b64decode(spec.get("request") or ""))
+                if "system:masters" in req.organizations:
+                    deny(f"use of {csr.KUBE_APISERVER_CLIENT} signer with system:masters group is not allowed")
+            return
+        if a.sub == "approval" and not self._may_sign_as(user, "approve", signer):
+            deny(f'user not permitted to approve requests with signerName "{signer}"')
+        if a.sub == "status":
+            before, after = old.get("status") or {}, new.get("status") or {}
+            changed = before.get("certificate") != after.get("certificate") or \
+                before.get("conditions") != after.get("conditions")
+            if changed and not self._may_sign_as(user, "sign", signer):
+                deny(f'user not permitted to sign requests with signerName "{signer}"')
+
+    def _csr_changed(self, old, new):
+        """After a CSR was written (store locked): counts approvals, denials and issued
+        certificates, and gives the controllers its name."""
+        with self.csr_lock:
+            for typ, key in ((csr.APPROVED, "csr_approved"), (csr.DENIED, "csr_denied")):
+                if len(csr.conditions_of(new, typ)) > len(csr.conditions_of(old or {}, typ)):
+                    self.csr_counts[key] += 1
+            if (new.get("status") or {}).get("certificate") and not ((old or {}).get("status") or {}).get("certificate"):
+                self.csr_counts["csr_signed"] += 1
+        self.csr_queue.put(new["metadata"]["name"])
+
+    # ---- kube-controller-manager: csrapproving, csrsigning, tokencleaner ------------------------------
+
+    def run_controllers(self, stop):
+        """The controller thread's loop until `stop` is set: each CSR name from the queue is
+        synced (approved, then signed), and every TOKEN_CLEANER_PERIOD expired bootstrap tokens
+        are deleted."""
+        next_clean = 0.0
+        while not stop.is_set():
+            try:
+                name = self.csr_queue.get(timeout=0.2)
+            except queue.Empty:
+                name = None
+            try:
+                if name is not None:
+                    self.sync_csr(name)
+                if time.time() >= next_clean:
+                    next_clean = time.time() + TOKEN_CLEANER_PERIOD
+                    self.clean_bootstrap_tokens()
+            except Exception:  # a bug here must not end the controllers: it is counted and logged
+                self.controller_errors.append(traceback.format_exc())
+                sys.stderr.write(f"fake-apiserver: controller error:\n{traceback.format_exc()}")
+
+    def sync_csr(self, name):
+        """One look at CSR `name`, as csrapproving and then csrsigning handle it: a pending
+        kubelet client request is approved when its requester may create
+        `certificatesigningrequests/selfnodeclient` (a node renewing its own) or `/nodeclient`;
+        an approved one that has not failed, for a signer served here, is checked
+        (ValidateKubelet*CSR: a Failed condition, SignerValidationFailure, when it does not
+        pass) and signed."""
+        obj = self.store.get(CSRS, "", name)
+        if obj is None or (obj.get("status") or {}).get("certificate"):
+            return
+        spec = obj.get("spec") or {}
+        try:
+            req = csr.parse_request(base64.b64decode(spec.get("request") or ""))
+        except csr.CsrError:
+            return  # "unable to parse csr": validation has let nothing like it in
+        if not csr.conditions_of(obj, csr.APPROVED) and not csr.conditions_of(obj, csr.DENIED):
+            condition = self._approver_decision(obj, req) if self.approver_on else None
+            if condition is None:
+                return
+            obj = self._controller_update(obj, condition)
+            if obj is None:
+                return
+        if not csr.conditions_of(obj, csr.APPROVED) or csr.conditions_of(obj, csr.FAILED):
+            return
+        signer = spec.get("signerName")
+        if signer not in csr.SIGNED_HERE or self.authority is None:
+            return
+        usages = spec.get("usages") or []
+        why = csr.SIGNER_CHECKS[signer](req, usages)
+        if why:
+            self._controller_update(obj, {"type": csr.FAILED, "status": "True", "reason": "SignerValidationFailure",
+                                          "message": why})
+            return
+        with self.csr_lock:
+            ttl = self.signing_seconds
+        lifetime = csr.certificate_lifetime(ttl, spec.get("expirationSeconds"))
+        try:
+            not_before, not_after = csr.validity(int(time.time()), lifetime, self.authority.not_after)
+            pem = self.authority.sign(req, usages, not_before, not_after)
+        except csr.CsrError as e:  # the real signer logs it and retries; here it is recorded
+            self.controller_errors.append(f"error auto signing csr: {e}")
+            return
+        self._controller_update(obj, None, base64.b64encode(pem).decode())
+
+    def _approver_decision(self, obj, req):
+        """sarApprover.handle: the Approved condition for a kubelet client CSR whose requester
+        passes a SubjectAccessReview for one of the recognizers, else None. (Its reviews are
+        answered here directly, and not counted with the tests' ones.)"""
+        spec = obj.get("spec") or {}
+        if not csr.is_kubelet_client(obj, req):
+            return None
+        for sub, message in APPROVER_RECOGNIZERS:
+            if sub == "selfnodeclient" and spec.get("username") != req.common_name:
+                continue
+            review = {"user": spec.get("username", ""), "uid": spec.get("uid", ""),
+                      "groups": list(spec.get("groups") or []), "extra": spec.get("extra") or {},
+                      "resourceAttributes": {"group": CERTIFICATES_GROUP, "resource": CSRS, "verb": "create",
+                                             "subresource": sub}}
+            try:
+                allowed = self._subject_access_review(review).get("allowed")
+            except ApiError:
+                allowed = False
+            if allowed:
+                return {"type": csr.APPROVED, "status": "True", "reason": "AutoApproved", "message": message}
+        return None
+
+    def _controller_update(self, seen, condition, certificate=None):
+        """The controller's UpdateApproval (a condition) or UpdateStatus (a condition or the
+        certificate) of CSR `seen`, unless it changed meanwhile (then it is looked at again
+        from the queue): the stored object, or None."""
+        name = seen["metadata"]["name"]
+        with self.store.lock:
+            old = self.store.get(CSRS, "", name)
+            if old is None or old["metadata"]["resourceVersion"] != seen["metadata"]["resourceVersion"]:
+                if old is not None:
+                    self.csr_queue.put(name)
+                return None
+            new = copy.deepcopy(old)
+            status = new.setdefault("status", {})
+            now = k8s.fmt_time(k8s.now())
+            if condition is not None:
+                status.setdefault("conditions", []).append(dict(condition, lastUpdateTime=now, lastTransitionTime=now))
+            if certificate is not None:
+                status["certificate"] = certificate
+            written = self.store.write(CSRS, new, "MODIFIED")
+            self._csr_changed(old, written)
+            return written
+
+    def clean_bootstrap_tokens(self):
+        """The tokencleaner: expired bootstrap token Secrets in kube-system are deleted."""
+        now = time.time()
+        with self.store.lock:
+            secrets, _ = self.store.list("secrets", tokens.BOOTSTRAP_NAMESPACE, [("type", "=", tokens.BOOTSTRAP_SECRET_TYPE)])
+            for secret in secrets:
+                if tokens.bootstrap_expired(secret, now):
+                    self.store.remove("secrets", tokens.BOOTSTRAP_NAMESPACE, secret["metadata"]["name"])
+
+    def csr_report(self):
+        """Every CSR, in the order they were created, for /control/csrs: name, requester,
+        signerName, usages, expirationSeconds, conditions and the issued certificate as
+        `openssl x509` reads it."""
+        items, _ = self.store.list(CSRS, "")
+        with self.csr_lock:
+            order = dict(self.csr_order)
+        items.sort(key=lambda o: (int(order.get(o["metadata"]["name"], 0)), o["metadata"]["name"]))
+        out = []
+        for o in items:
+            spec, status = o.get("spec") or {}, o.get("status") or {}
+            cert = status.get("certificate")
+            out.append({
+                "name": o["metadata"]["name"], "uid": o["metadata"]["uid"],
+                "requester": {"username": spec.get("username", ""), "uid": spec.get("uid", ""),
+                              "groups": spec.get("groups") or [], "extra": spec.get("extra") or {}},
+                "signerName": spec.get("signerName", ""), "usages": spec.get("usages") or [],
+                "expirationSeconds": spec.get("expirationSeconds"), "conditions": status.get("conditions") or [],
+                "certificate": csr.describe_certificate(base64.b64decode(cert)) if cert else None,
+            })
+        return out
+
     # ---- validation ----------------------------------------------------------------------------
 
     def validate(self, user, a, obj, what, old=None):
         """422 unless `obj` is valid (and, for an update of a ConfigMap or Secret, a valid
         change of `old`); failures are recorded."""
-        errors = k8s.update_errors(old, obj) if old is not None and a.resource in ("configmaps", "secrets") else []
-        errors += self.schemas.validate(obj)
+        if a.resource == CSRS:
+            # The registry's own validation first, with its words; the schema after it.
+            errors = (csr.validation_errors(obj, old, a.sub) if csr.well_typed(obj) else []) or self.schemas.validate(obj)
+        else:
+            errors = k8s.update_errors(old, obj) if old is not None and a.resource in ("configmaps", "secrets") else []
+            errors += self.schemas.validate(obj)
         if not errors:
             return
         meta = obj.get("metadata") or {}
@@ -1084,12 +1408,17 @@ class Api:
         if a.resource == "pods" and self.service_account_admission:
             self._require_namespace(a.namespace)  # NamespaceLifecycle admits first
             self._admit_service_account(a, obj)
+        if a.resource == CSRS:
+            self._prepare_csr(obj, user)
         self.admit(user, a, obj, None)
         self.validate(user, a, obj, "create")
+        if a.resource == CSRS:
+            self._admit_csr(user, a, obj, None)
         with self.store.lock:
             self._require_namespace(a.namespace if a.res().namespaced else None)
             if self.store.get(a.resource, a.namespace, meta["name"]) is not None:
-                raise ApiError(409, "AlreadyExists", f'{a.resource} "{meta["name"]}" already exists',
+                gr = f"{a.resource}.{a.res().group}" if a.res().group else a.resource
+                raise ApiError(409, "AlreadyExists", f'{gr} "{meta["name"]}" already exists',
                                {"name": meta["name"], "group": a.res().group, "kind": a.resource})
             self._new_meta(obj)
             if a.resource == "pods":
@@ -1101,12 +1430,18 @@ class Api:
                 obj["status"] = {"phase": "Active"}
             created = self.store.write(a.resource, obj, "ADDED")
             self._reconcile(a.resource, a.namespace, meta["name"])
+            if a.resource == CSRS:
+                with self.csr_lock:
+                    self.csr_counts["csr_created"] += 1
+                    self.csr_order[meta["name"]] = created["metadata"]["resourceVersion"]
+                self._csr_changed(None, created)
             return Response(201, created)
 
     def _prepare(self, a, obj):
         """What decoding and conversion do to a written object before it is validated."""
-        if a.resource in ("configmaps", "secrets"):
+        if a.resource in ("configmaps", "secrets", CSRS):
             k8s.decode_bytes_fields(obj)
+        if a.resource in ("configmaps", "secrets"):
             (k8s.prepare_secret if a.resource == "secrets" else k8s.prepare_config_map)(obj)
         elif a.resource == "pods" and not a.sub:
             k8s.normalize_pod_service_account(obj)
@@ -1222,7 +1557,9 @@ class Api:
             self._check_preconditions(a, old, obj["metadata"].get("uid"), obj["metadata"].get("resourceVersion"))
             new = self._merge_update(a, old, obj)
             self.admit(user, a, new, old)
-            self.validate(user, a, obj, "update", old)
+            self.validate(user, a, new if a.resource == CSRS else obj, "update", old)
+            if a.resource == CSRS:
+                self._admit_csr(user, a, new, old)
             return self._store_update(a, old, new)
 
     def do_patch(self, a, query, headers, body, user):
@@ -1246,6 +1583,8 @@ class Api:
             new = self._merge_update(a, old, patched)
             self.admit(user, a, new, old)
             self.validate(user, a, new, "patch", old)
+            if a.resource == CSRS:
+                self._admit_csr(user, a, new, old)
             return self._store_update(a, old, new)
 
     def _merge_update(self, a, old, obj):
@@ -1274,6 +1613,8 @@ class Api:
                     new["status"] = copy.deepcopy(old["status"])
                 else:
                     new.pop("status", None)
+        if a.resource == CSRS:
+            self._csr_update_strategy(a.sub, old, new)
         if new.get("spec") is None:
             new.pop("spec", None)
         return new
@@ -1288,6 +1629,8 @@ class Api:
             return Response(200, old)
         written = self.store.write(a.resource, new, "MODIFIED")
         self._reconcile(a.resource, a.namespace, a.name)
+        if a.resource == CSRS:
+            self._csr_changed(old, written)
         return Response(200, written)
 
     def do_delete(self, a, query, headers, body, user):
@@ -2131,7 +2474,7 @@ class App:
         self.api = Api(self.store, k8s.Schemas(args.kube_version), args.kube_version, issuer=Issuer(args.certs),
                        ca_pem=ca_pem, service_account_admission=args.service_account_admission,
                        extend_token_expiration=args.extend_token_expiration,
-                       max_token_seconds=args.max_token_seconds)
+                       max_token_seconds=args.max_token_seconds, authority=csr.Authority(args.certs))
         self.faults = Faults()
         self.log = Log()
         self.ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -2184,6 +2527,22 @@ class App:
 
     # ---- the control port ----
 
+    def issue_cert(self, params):
+        """/control/issue-cert: a key and a certificate of the cluster CA with any validity."""
+        groups = params.get("groups") or []
+        groups = groups.split(",") if isinstance(groups, str) else list(groups)
+        usages = params.get("usages") or ["digital signature", "client auth"]
+        usages = usages.split(",") if isinstance(usages, str) else list(usages)
+        times = [k8s.parse_time(params.get(k)) for k in ("not_before", "not_after")]
+        if not params.get("cn") or None in times:
+            return Response(400, {"error": "cn, not_before and not_after (RFC 3339) are required"})
+        try:
+            cert, key = self.api.authority.issue(params["cn"], [g for g in groups if g], int(times[0].timestamp()),
+                                                 int(times[1].timestamp()), usages)
+        except csr.CsrError as e:
+            return Response(400, {"error": str(e)})
+        return Response(200, {"cert": cert.decode(), "key": key.decode()})
+
     def control(self, method, path, query, body):
         try:
             params = dict(query)
@@ -2233,6 +2592,9 @@ class App:
             with self.api.auth_lock:
                 for kind, key in (("TokenReview", "tokenreviews"), ("SubjectAccessReview", "subjectaccessreviews")):
                     counters[key] = sum(1 for r in self.api.reviews if r["kind"] == kind)
+            with self.api.csr_lock:
+                counters.update(self.api.csr_counts)
+            counters["controller_errors"] = len(self.api.controller_errors)
             return Response(200, counters)
         if (method, op) == ("GET", "reviews"):
             with self.api.auth_lock:
@@ -2252,9 +2614,34 @@ class App:
             except ValueError as e:
                 return Response(400, {"error": str(e)})
         if (method, op) == ("POST", "reset-rules"):
-            with self.api.auth_lock:
-                self.api.rules.clear()
+            with self.api.auth_lock:  # back to kubeadm's own bindings
+                self.api.rules[:] = [dict(r, effect="allow") for r in KUBEADM_NODE_RULES]
             return Response(200, {})
+        if (method, op) == ("POST", "csr-approver"):
+            on = str(params.get("on", "true")).lower()
+            if on not in ("true", "false"):
+                return Response(400, {"error": "on: true or false"})
+            self.api.approver_on = on == "true"
+            if self.api.approver_on:  # it looks at every CSR again, as after a restart
+                for o in self.store.list(CSRS, "")[0]:
+                    self.api.csr_queue.put(o["metadata"]["name"])
+            return Response(200, {"on": self.api.approver_on})
+        if (method, op) == ("POST", "signing-duration"):
+            try:
+                seconds = int(params.get("seconds"))
+                if seconds <= 0:
+                    raise ValueError
+            except (TypeError, ValueError):
+                return Response(400, {"error": "seconds: a positive number of seconds"})
+            with self.api.csr_lock:
+                self.api.signing_seconds = seconds
+            return Response(200, {"seconds": seconds})
+        if (method, op) == ("POST", "issue-cert"):
+            return self.issue_cert(params)
+        if (method, op) == ("GET", "csrs"):
+            return Response(200, {"csrs": self.api.csr_report()})
+        if (method, op) == ("GET", "controller-errors"):
+            return Response(200, {"errors": list(self.api.controller_errors)})
         if (method, op) == ("POST", "upgrade-close"):
             if params.get("mode") not in ("half", "both"):
                 return Response(400, {"error": "mode: half or both"})
@@ -2294,6 +2681,7 @@ def main():
 
     app = App(args)
     app.start_tls()
+    threading.Thread(target=app.api.run_controllers, args=(threading.Event(),), name="controllers", daemon=True).start()
     control = Server(("127.0.0.1", args.control_port), app, None)
     threading.Thread(target=control.serve_forever, kwargs={"poll_interval": 0.05}, name="control", daemon=True).start()
     info = {"port": app.port, "control_port": control.server_address[1], "pid": os.getpid()}

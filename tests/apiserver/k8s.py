@@ -178,6 +178,7 @@ KINDS = {
     "Secret": ("v1", "io.k8s.api.core.v1.Secret"),
     "ServiceAccount": ("v1", "io.k8s.api.core.v1.ServiceAccount"),
     "TokenRequest": ("authentication.k8s.io/v1", "io.k8s.api.authentication.v1.TokenRequest"),
+    "CertificateSigningRequest": ("certificates.k8s.io/v1", "io.k8s.api.certificates.v1.CertificateSigningRequest"),
 }
 
 
@@ -388,7 +389,8 @@ def semantic_errors(obj):
     errs = []
     meta = obj.get("metadata") or {}
     name = meta.get("name") or ""
-    if obj.get("kind") not in ("Binding",):
+    # A CSR's name is anything (ValidateCertificateRequestName); its own validation checks it.
+    if obj.get("kind") not in ("Binding", "CertificateSigningRequest"):
         for m in dns_subdomain_errors(name):
             errs.append(("metadata.name", f"Invalid value: {name!r}: {m}"))
     for k, v in (meta.get("labels") or {}).items():
@@ -472,18 +474,23 @@ def go_base64(value):
 
 
 def decode_bytes_fields(obj):
-    """400 as the apiserver's decoder answers a ConfigMap's binaryData or a Secret's data
-    that is not base64."""
+    """400 as the apiserver's decoder answers a ConfigMap's binaryData, a Secret's data or a
+    CertificateSigningRequest's spec.request and status.certificate that is not base64."""
     kind = obj.get("kind")
-    field = {"ConfigMap": "binaryData", "Secret": "data"}.get(kind)
-    values = obj.get(field) if field else None
-    if not isinstance(values, dict):
-        return
-    for v in values.values():
+    if kind == "CertificateSigningRequest":
+        values = [(obj.get(part) or {}).get(key) for part, key in (("spec", "request"), ("status", "certificate"))
+                  if isinstance(obj.get(part), dict)]
+        version = "certificates.k8s.io/v1"
+    else:
+        field = {"ConfigMap": "binaryData", "Secret": "data"}.get(kind)
+        values = obj.get(field) if field else None
+        values = list(values.values()) if isinstance(values, dict) else []
+        version = "v1"
+    for v in values:
         try:
             go_base64(v if isinstance(v, str) else None)
         except ValueError as e:
-            raise ApiError(400, "BadRequest", f'{kind} in version "v1" cannot be handled as a {kind}: {e}')
+            raise ApiError(400, "BadRequest", f'{kind} in version "{version}" cannot be handled as a {kind}: {e}')
 
 
 def prepare_secret(obj):
@@ -808,6 +815,7 @@ FIELD_LABELS = {
     "configmaps": {"metadata.name", "metadata.namespace"},
     "secrets": {"metadata.name", "metadata.namespace", "type"},
     "serviceaccounts": {"metadata.name", "metadata.namespace"},
+    "certificatesigningrequests": {"metadata.name", "spec.signerName"},
 }
 
 
@@ -912,6 +920,8 @@ COLUMNS = {
     "configmaps": [_col("Name", fmt="name"), _col("Data", "integer"), _col("Age")],
     "secrets": [_col("Name", fmt="name"), _col("Type"), _col("Data", "integer"), _col("Age")],
     "serviceaccounts": [_col("Name", fmt="name"), _col("Secrets", "integer"), _col("Age")],
+    "certificatesigningrequests": [_col("Name", fmt="name"), _col("Age"), _col("SignerName"), _col("Requestor"),
+                                   _col("RequestedDuration"), _col("Condition")],
 }
 
 
@@ -1085,5 +1095,19 @@ def _service_account_row(sa):
     return [sa["metadata"].get("name"), len(sa.get("secrets") or []), since(sa["metadata"].get("creationTimestamp"))]
 
 
+def _csr_row(csr):
+    """printCertificateSigningRequest: the condition is Denied, Approved or Pending, then
+    ,Failed and ,Issued."""
+    spec, st = csr.get("spec") or {}, csr.get("status") or {}
+    types = {c.get("type") for c in st.get("conditions") or []}
+    condition = "Denied" if "Denied" in types else "Approved" if "Approved" in types else "Pending"
+    condition += ",Failed" if "Failed" in types else ""
+    condition += ",Issued" if st.get("certificate") else ""
+    exp = spec.get("expirationSeconds")
+    return [csr["metadata"].get("name"), since(csr["metadata"].get("creationTimestamp")), spec.get("signerName") or "<none>",
+            spec.get("username", ""), human_duration(exp) if exp is not None else "<none>", condition]
+
+
 ROW = {"pods": _pod_row, "nodes": _node_row, "events": _event_row, "leases": _lease_row, "namespaces": _namespace_row,
-       "configmaps": _config_map_row, "secrets": _secret_row, "serviceaccounts": _service_account_row}
+       "configmaps": _config_map_row, "secrets": _secret_row, "serviceaccounts": _service_account_row,
+       "certificatesigningrequests": _csr_row}

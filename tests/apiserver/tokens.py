@@ -1,12 +1,16 @@
 """Service account tokens as the kube-apiserver issues them (TokenRequest): JWTs signed RS256
 with a key made at start (`sa.key`, `sa.pub` in the certificates' directory, as kubeadm has
 them), with the claims of a bound token. Signing is `openssl dgst -sha256 -sign`: no
-Python crypto package is needed."""
+Python crypto package is needed. Also what the bootstrap token authenticator makes of a
+`bootstrap-token-<id>` Secret (plugin/pkg/auth/authenticator/token/bootstrap)."""
 
 import base64
+import binascii
+import datetime
 import hashlib
 import json
 import os
+import re
 import subprocess
 import threading
 import uuid
@@ -92,3 +96,69 @@ class Issuer:
         """The claims of a token issued here, or None."""
         with self.lock:
             return self.claims.get(token)
+
+
+# ---- bootstrap tokens (k8s.io/cluster-bootstrap: token/api, util/secrets, util/tokens) ----------
+
+BOOTSTRAP_TOKEN = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
+BOOTSTRAP_NAMESPACE = "kube-system"
+BOOTSTRAP_SECRET_PREFIX = "bootstrap-token-"
+BOOTSTRAP_SECRET_TYPE = "bootstrap.kubernetes.io/token"
+BOOTSTRAP_USER_PREFIX = "system:bootstrap:"
+BOOTSTRAP_GROUP = "system:bootstrappers"
+BOOTSTRAP_EXTRA_GROUP = re.compile(r"^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$")
+
+
+def bootstrap_token_parts(token):
+    """(id, secret) of a token shaped as a bootstrap token, else None (the authenticator
+    leaves it to the others)."""
+    m = BOOTSTRAP_TOKEN.match(token)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _secret_value(secret, key):
+    try:
+        return base64.b64decode((secret.get("data") or {}).get(key) or "", validate=True).decode()
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return ""
+
+
+def bootstrap_expired(secret, now):
+    """util/secrets.HasExpired: an `expiration` that is past, or that does not parse (RFC 3339),
+    is expired; none never expires."""
+    text = _secret_value(secret, "expiration")
+    if not text:
+        return False
+    try:
+        t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return True
+    if t.tzinfo is None or not re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)$", text):
+        return True
+    return t.timestamp() <= now
+
+
+def bootstrap_identity(secret, token_id, token_secret, now):
+    """(user name, groups) for bootstrap token `token_id.token_secret` from its Secret (None:
+    missing), as AuthenticateToken: the Secret not being deleted, of the bootstrap type, with
+    the same token-secret and token-id, not expired, marked usage-bootstrap-authentication=true
+    and with valid auth-extra-groups; else None. The groups are system:bootstrappers and the
+    extra ones, sorted and without duplicates."""
+    if secret is None or (secret.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    if secret.get("type") != BOOTSTRAP_SECRET_TYPE or not secret.get("data"):
+        return None
+    if _secret_value(secret, "token-secret") != token_secret or _secret_value(secret, "token-id") != token_id:
+        return None
+    if bootstrap_expired(secret, now):
+        return None
+    if _secret_value(secret, "usage-bootstrap-authentication") != "true":
+        return None
+    groups = {BOOTSTRAP_GROUP}
+    extra = _secret_value(secret, "auth-extra-groups")
+    if extra:
+        for g in extra.split(","):
+            if not BOOTSTRAP_EXTRA_GROUP.match(g):
+                return None
+            groups.add(g)
+    return BOOTSTRAP_USER_PREFIX + token_id, sorted(groups)

@@ -7,7 +7,9 @@
 //! `create_secret`, `tokens_issued`, `jwt_claims`); for the kubelet's own API, reached
 //! through the apiserver (`pods/log`, `exec`, `attach`, `portforward`): the apiserver's
 //! kubelet client certificate, user certificates and bearer tokens, authorization rules,
-//! TokenReview and SubjectAccessReview counts, and kubectl as any user.
+//! TokenReview and SubjectAccessReview counts, and kubectl as any user; for TLS bootstrap:
+//! bootstrap tokens and their kubeconfig, the CSRs and the controllers that approve and sign
+//! them, and certificates of the cluster CA with any validity.
 //! Dropping it kills the server it started (that child, by its pid) and removes its files.
 
 use base64::Engine;
@@ -16,7 +18,7 @@ use serde_json::{json, Value};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The environment variable naming the test venv (`make test` sets it).
 pub const VENV_ENV: &str = "FERROLET_TEST_VENV";
@@ -24,6 +26,15 @@ pub const VENV_ENV: &str = "FERROLET_TEST_VENV";
 pub const DEFAULT_VENV: &str = "/var/tmp/ferrolet-test-venv";
 /// The file `setup.sh` writes in the venv once kubernetes-validate and kubectl work.
 pub const READY_MARKER: &str = ".ferrolet-ready";
+/// The group `kubeadm token create` puts bootstrap tokens in, which kubeadm's RBAC lets post
+/// CSRs and have them auto-approved.
+pub const KUBEADM_NODE_TOKEN_GROUP: &str = "system:bootstrappers:kubeadm:default-node-token";
+/// The CertificateSigningRequests collection.
+pub const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+/// The signer of kubelet client certificates.
+pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+/// The signer of kubelet serving certificates (never auto-approved).
+pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 /// The node user's name for node `node`, as the Node authorizer expects it.
 pub fn node_user(node: &str) -> String {
     format!("system:node:{node}")
@@ -597,6 +608,160 @@ impl FakeApiserver {
         self.control_op("GET", "reviews")["reviews"].as_array().cloned().unwrap_or_default()
     }
 
+    // ---- TLS bootstrap: bootstrap tokens, CertificateSigningRequests, the cluster CA -----------
+
+    /// Creates a bootstrap token as `kubeadm token create` does, and the RBAC `kubeadm init`
+    /// gives its group: the `bootstrap-token-<id>` Secret in kube-system (type
+    /// `bootstrap.kubernetes.io/token`, usable for authentication and signing, expiring after
+    /// `ttl`, in `extra_group`, by default kubeadm's `system:bootstrappers:kubeadm:default-node-token`),
+    /// and rules that let that group create, get, list and watch CSRs (`system:node-bootstrapper`),
+    /// have kubelet client CSRs auto-approved (`.../nodeclient`) and get Nodes
+    /// (`kubeadm:get-nodes`). Returns the token, `<id>.<secret>` (random).
+    pub fn create_bootstrap_token(&self, extra_group: Option<&str>, ttl: Duration) -> String {
+        let random = ferrolet::base::random::random_id();
+        let (id, secret) = (&random[..6], &random[6..22]);
+        let group = extra_group.unwrap_or(KUBEADM_NODE_TOKEN_GROUP);
+        let expiration = ferrolet::base::timefmt::rfc3339(SystemTime::now() + ttl);
+        let token_secret = json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
+            "metadata": {"name": format!("bootstrap-token-{id}"), "namespace": "kube-system"},
+            "stringData": {"token-id": id, "token-secret": secret, "expiration": expiration,
+                           "usage-bootstrap-authentication": "true", "usage-bootstrap-signing": "true",
+                           "auth-extra-groups": group}});
+        self.create("/api/v1/namespaces/kube-system/secrets", &token_secret);
+        let csrs = json!({"apiGroup": "certificates.k8s.io", "resource": "certificatesigningrequests"});
+        for (binding, role, verbs, subresource, target) in [
+            (
+                "kubeadm:kubelet-bootstrap",
+                "system:node-bootstrapper",
+                &["create", "get", "list", "watch"][..],
+                "",
+                &csrs,
+            ),
+            (
+                "kubeadm:node-autoapprove-bootstrap",
+                "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+                &["create"][..],
+                "nodeclient",
+                &csrs,
+            ),
+            ("kubeadm:get-nodes", "kubeadm:get-nodes", &["get"][..], "", &json!({"apiGroup": "", "resource": "nodes"})),
+        ] {
+            let mut rule = json!({"group": group, "verbs": verbs, "subresource": subresource, "binding": binding,
+                                  "role": role});
+            rule.as_object_mut().unwrap().extend(target.as_object().unwrap().clone());
+            self.allow_rule(&rule);
+        }
+        format!("{id}.{secret}")
+    }
+
+    /// A kubeconfig with bootstrap token `token`, as kubeadm writes `bootstrap-kubelet.conf`
+    /// (server, CA inline, user `tls-bootstrap-token-user`), at `DIR/bootstrap-kubelet-<id>.conf`.
+    pub fn bootstrap_kubeconfig(&self, token: &str) -> PathBuf {
+        let id = token.split('.').next().unwrap_or(token);
+        let path = self.dir().join(format!("bootstrap-kubelet-{id}.conf"));
+        let ca = base64::engine::general_purpose::STANDARD.encode(std::fs::read(self.ca_cert()).unwrap());
+        let text = format!(
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: {}\n  name: kubernetes\n\
+             contexts:\n- context:\n    cluster: kubernetes\n    user: tls-bootstrap-token-user\n  \
+             name: tls-bootstrap-token-user@kubernetes\ncurrent-context: tls-bootstrap-token-user@kubernetes\n\
+             kind: Config\npreferences: {{}}\nusers:\n- name: tls-bootstrap-token-user\n  user:\n    token: {token}\n",
+            self.url()
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A ureq agent trusting the test CA that sends `Authorization: Bearer <token>` and no
+    /// client certificate (a bootstrap token's, a static token's).
+    pub fn bearer_agent(&self, token: &str) -> ureq::Agent {
+        use ureq::tls::{Certificate, RootCerts, TlsConfig};
+        let ca = Certificate::from_pem(&std::fs::read(self.ca_cert()).unwrap()).unwrap();
+        let tls = TlsConfig::builder().root_certs(RootCerts::new_with_certs(&[ca])).build();
+        let header = ureq::http::HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+        ureq::Agent::config_builder()
+            .tls_config(tls)
+            .http_status_as_error(false)
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .middleware(move |mut req: ureq::http::Request<ureq::SendBody>, next: ureq::middleware::MiddlewareNext| {
+                req.headers_mut().insert("Authorization", header.clone());
+                next.handle(req)
+            })
+            .build()
+            .into()
+    }
+
+    /// Every CSR, in the order they were created: name, uid, requester (username, uid, groups,
+    /// extra), signerName, usages, expirationSeconds, conditions, and the issued certificate as
+    /// `openssl x509` reads it (`subject` `/O=../CN=..`, `issuer`, `serial`, `notBefore`,
+    /// `notAfter` (RFC 3339) and `notBeforeUnix`, `notAfterUnix`, `sans` (`DNS:x`, `IP:a.b.c.d`),
+    /// `keyUsage`, `extendedKeyUsage` (openssl's words), `isCA`), or null.
+    pub fn csrs(&self) -> Vec<Value> {
+        self.control_op("GET", "csrs")["csrs"].as_array().cloned().unwrap_or_default()
+    }
+    /// CertificateSigningRequest `name` as stored, or `None`.
+    pub fn csr(&self, name: &str) -> Option<Value> {
+        self.get(&format!("{CSRS}/{name}"))
+    }
+    /// Waits until CSR `name` satisfies `done` (e.g. it has a certificate) and returns it.
+    pub fn wait_for_csr(&self, name: &str, what: &str, timeout: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        super::wait_for(&format!("CSR {name} {what}"), timeout, || self.csr(name).filter(|c| done(c)))
+    }
+    /// Adds a condition (`Approved` or `Denied`, status True) to CSR `name` through its
+    /// approval subresource as the admin, as `kubectl certificate approve|deny` does, whatever
+    /// the answer: (status, body).
+    pub fn csr_approval(&self, name: &str, condition: &str, reason: &str, message: &str) -> (u16, Value) {
+        let mut csr = self.csr(name).unwrap_or_else(|| panic!("no CSR {name}"));
+        let conditions = csr["status"].as_object_mut().map(|s| s.entry("conditions").or_insert(json!([])));
+        let Some(Value::Array(conditions)) = conditions else { panic!("CSR {name} has no status: {csr}") };
+        conditions.push(json!({"type": condition, "status": "True", "reason": reason, "message": message}));
+        self.api("PUT", &format!("{CSRS}/{name}/approval"), Some(&csr))
+    }
+    /// Approves CSR `name` as `kubectl certificate approve` does (reason `KubectlApprove`);
+    /// panics unless the update succeeds.
+    pub fn approve_csr(&self, name: &str) {
+        let (code, body) = self.csr_approval(
+            name,
+            "Approved",
+            "KubectlApprove",
+            "This CSR was approved by kubectl certificate approve.",
+        );
+        assert_eq!(code, 200, "approve CSR {name}: {body}");
+    }
+    /// Denies CSR `name` with `reason` and `message`, as `kubectl certificate deny` does;
+    /// panics unless the update succeeds.
+    pub fn deny_csr(&self, name: &str, reason: &str, message: &str) {
+        let (code, body) = self.csr_approval(name, "Denied", reason, message);
+        assert_eq!(code, 200, "deny CSR {name}: {body}");
+    }
+    /// Turns kube-controller-manager's CSR approver (csrapproving) off, so that CSRs stay
+    /// pending until a test approves or denies them, or on again (it then looks at every CSR).
+    pub fn set_csr_approver(&self, on: bool) {
+        self.control_op("POST", &format!("csr-approver?on={on}"));
+    }
+    /// kube-controller-manager's `--cluster-signing-duration` (default a year): the longest
+    /// certificate the signer issues, and what it issues when a CSR asks for no
+    /// `expirationSeconds`. Below 10 minutes is allowed here (the tests' rotations).
+    pub fn set_signing_duration(&self, duration: Duration) {
+        self.control_op("POST", &format!("signing-duration?seconds={}", duration.as_secs().max(1)));
+    }
+    /// A new EC P-256 key and a client certificate of the cluster CA for it (CN `cn`, one O per
+    /// group, usages digital signature and client auth) valid from `not_before` to `not_after`,
+    /// in the past if need be (an expired certificate): (certificate PEM, key PEM).
+    pub fn issue_cert(
+        &self,
+        cn: &str,
+        groups: &[&str],
+        not_before: SystemTime,
+        not_after: SystemTime,
+    ) -> (String, String) {
+        use ferrolet::base::timefmt::rfc3339;
+        let body =
+            json!({"cn": cn, "groups": groups, "not_before": rfc3339(not_before), "not_after": rfc3339(not_after)});
+        let answer = self.control_post("issue-cert", &body);
+        (answer["cert"].as_str().unwrap().to_string(), answer["key"].as_str().unwrap().to_string())
+    }
+
     // ---- what happened -----------------------------------------------------------------------
 
     /// Every request the TLS port served, in order.
@@ -740,6 +905,24 @@ fn key_type_name(key_type: KeyType) -> &'static str {
         KeyType::Rsa => "rsa",
         KeyType::Ec => "ec",
     }
+}
+
+/// A PKCS#10 request made by `openssl req` with a new EC P-256 key, for subject `subject`
+/// (`/O=system:nodes/CN=system:node:X`) and, if given, subjectAltNames `san`
+/// (`DNS:x,IP:192.0.2.10`): (request PEM, key PEM), as a kubelet would make them.
+pub fn openssl_csr(subject: &str, san: Option<&str>) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key.pem");
+    let mut cmd = Command::new("openssl");
+    cmd.args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", subject])
+        .arg("-keyout")
+        .arg(&key);
+    if let Some(san) = san {
+        cmd.args(["-addext", &format!("subjectAltName={san}")]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "openssl req: {}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8(out.stdout).unwrap(), std::fs::read_to_string(key).unwrap())
 }
 
 /// `method url` with `agent` and an optional (content type, JSON body).
