@@ -259,6 +259,14 @@ impl ApiClient {
         Ok(())
     }
 
+    /// A client of the same apiserver, with the same limits, that authenticates with the
+    /// client certificate `cert` and its `key` (to try a new pair before switching to it).
+    pub fn with_client_cert(&self, cert: &[u8], key: &[u8]) -> Result<ApiClient, ApiError> {
+        let conn =
+            Connection { auth: Auth::ClientCert { cert: cert.to_vec(), key: key.to_vec() }, ..self.conn.clone() };
+        ApiClient::new(&conn, self.settings)
+    }
+
     /// Whether requests have credentials (TLS bootstrap is not waiting for them).
     pub fn has_credentials(&self) -> bool {
         self.creds.read().agent.is_ok()

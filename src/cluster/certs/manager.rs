@@ -130,9 +130,13 @@ impl CertManager {
                     Some(now)
                 }
             };
-            let c = client.clone();
-            let install: Install =
-                Box::new(move |p: &Pair| c.set_client_cert(&p.cert_pem, &p.key_pem).map_err(|e| Chain(&e).to_string()));
+            let (c, node) = (client.clone(), setup.node.clone());
+            let install: Install = Box::new(move |p: &Pair| {
+                if c.has_credentials() {
+                    works(&c, p, &node)?;
+                }
+                c.set_client_cert(&p.cert_pem, &p.key_pem).map_err(|e| Chain(&e).to_string())
+            });
             slots.push(Slot {
                 kind: Kind::Client,
                 template: Template::client(&setup.node),
@@ -477,6 +481,28 @@ impl CertManager {
         }
         slot.failures = slot.failures.saturating_add(1);
         slot.state = State::Idle(Some(now + pause));
+    }
+}
+
+/// Whether the apiserver takes the new client pair `pair`, tried with one request (the
+/// node's own Node: any answer but 401 says it authenticates); the pair in use stays until
+/// then. A TLS failure with the new pair while the current one gets an answer is a refusal
+/// too (the apiserver checks client certificates in the handshake); when neither gets an
+/// answer nothing can be told, and the new pair, which the cluster's signer issued for this
+/// key, is taken.
+fn works(current: &ApiClient, pair: &Pair, node: &str) -> Result<(), String> {
+    use crate::cluster::apiserver::ApiError;
+    let trial = current.with_client_cert(&pair.cert_pem, &pair.key_pem).map_err(|e| Chain(&e).to_string())?;
+    let path = format!("/api/v1/nodes/{node}");
+    let refused = |e: &ApiError| format!("the apiserver does not take it: {}", Chain(e));
+    match trial.send("GET", &path, None) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == Some(401) => Err(refused(&e)),
+        Err(e @ ApiError::Transport { .. }) => match current.send("GET", &path, None) {
+            Err(ApiError::Transport { .. } | ApiError::NoCredentials { .. }) => Ok(()),
+            _ => Err(refused(&e)),
+        },
+        Err(_) => Ok(()),
     }
 }
 
