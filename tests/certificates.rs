@@ -153,6 +153,26 @@ fn a_node_with_only_a_bootstrap_token_joins_registers_and_runs_a_pod() {
         "{log}"
     );
 
+    // kubelet's certificate metrics, as kube-prometheus's alerts read them.
+    let metrics = ureq::get(&format!("http://127.0.0.1:{}/metrics", agent.port))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    let ttl: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("kubelet_certificate_manager_client_ttl_seconds "))
+        .unwrap_or_else(|| panic!("{metrics}"))
+        .parse()
+        .unwrap();
+    assert!(ttl > 300.0 * 86_400.0 && ttl <= 366.0 * 86_400.0, "the signer's year: {ttl}");
+    assert!(metrics.contains("kubelet_certificate_manager_client_expiration_renew_errors 0\n"), "{metrics}");
+    assert!(
+        !metrics.contains("kubelet_certificate_manager_server_ttl_seconds"),
+        "no serving certificate from the cluster"
+    );
+
     // Restarted, it uses what it got: no new CSR, the same pod still running.
     drop(agent);
     let agent = start(&sb, &extra);

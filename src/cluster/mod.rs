@@ -237,6 +237,8 @@ impl Cluster {
         .with_event_limits(cfg.apiserver.event_qps, cfg.apiserver.event_burst);
         let channel = crossbeam_channel::bounded(1);
         self.link.set_wake(channel.0.clone());
+        // The first pass (the Node's registration) at once, not after the first tick.
+        let _ = channel.0.try_send(());
         let sync = ManagerHandle::spawn_with_channel("fl-apisync", sync, channel, health)?;
         let keep = match Keep::open(&cfg.state_dir.join(KEPT_DIR), &cfg.apiserver.kept_key) {
             Ok(k) => Some(k),

@@ -365,6 +365,7 @@ impl Routes {
                 "Requests made to the apiserver (watches included).",
                 client.requests.get(),
             );
+            client.certs.encode(&mut enc, std::time::SystemTime::now());
         }
         let dead = state.health.dead();
         Encoder::new(&mut out).single(

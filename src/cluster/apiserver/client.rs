@@ -207,9 +207,13 @@ pub struct ApiClient {
     conn: Connection,
     settings: ClientSettings,
     creds: parking_lot::RwLock<Creds>,
+    /// Ready after `set_client_cert` (one waiter: the pod watch, while TLS bootstrap waits).
+    creds_set: (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>),
     limiter: Mutex<TokenBucket>,
     /// Requests made (sent, whatever their answer), for `/metrics`.
     pub requests: crate::base::metrics::Counter,
+    /// The certificates `fl-certs` manages, for `/metrics`.
+    pub certs: crate::cluster::certs::CertMetrics,
 }
 
 /// The credentials requests go with: the agent (its TLS holds the client certificate) and
@@ -244,8 +248,10 @@ impl ApiClient {
             conn: Connection { auth: Auth::Anonymous, ..conn.clone() },
             settings,
             creds: parking_lot::RwLock::new(creds),
+            creds_set: crossbeam_channel::bounded(1),
             limiter: Mutex::new(TokenBucket::new(settings.qps, settings.burst, Instant::now())),
             requests: Default::default(),
+            certs: Default::default(),
         }
     }
 
@@ -256,7 +262,14 @@ impl ApiClient {
         let auth = Auth::ClientCert { cert: cert.to_vec(), key: key.to_vec() };
         let agent = agent(&Connection { auth: auth.clone(), ..self.conn.clone() }, self.settings)?;
         *self.creds.write() = Creds { agent: Ok(agent), auth };
+        let _ = self.creds_set.0.try_send(());
         Ok(())
+    }
+
+    /// Ready once credentials were set (`set_client_cert`): what to wait on while requests
+    /// are `ApiError::NoCredentials`.
+    pub fn credentials_set(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.creds_set.1
     }
 
     /// A client of the same apiserver, with the same limits, that authenticates with the

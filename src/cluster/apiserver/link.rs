@@ -43,10 +43,14 @@ impl Link {
         self.state.lock().offline_since.is_none()
     }
 
-    /// A request got an answer: if the apiserver was away, says it is back.
+    /// A request got an answer: if the apiserver was away, says it is back and wakes the
+    /// sender (what waited goes now, not at its next tick).
     pub fn reached(&self) {
         let mut st = self.state.lock();
         if let Some(since) = st.offline_since.take() {
+            if let Some(w) = &*self.wake.lock() {
+                let _ = w.try_send(());
+            }
             log::info!(
                 "apiserver: {} reached again after {}s; delivering {} kept writes ({} dropped while away)",
                 self.server,

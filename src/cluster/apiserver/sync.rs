@@ -619,9 +619,15 @@ enum Next {
 impl crate::base::manager::Manager for ApiSync {
     type Command = ();
 
-    /// A spooled write: deliver it now.
+    /// A wake: at start, the apiserver back after it was away, or a spooled write. What
+    /// waited goes now (registering the Node first, if it is not yet), not at the next tick.
     fn handle(&mut self, _: ()) {
-        if self.link.online() && self.retry_at.is_none() && self.deliver_at.is_none() && self.node_uid.is_some() {
+        if !self.link.online() {
+            return;
+        }
+        if self.node_uid.is_none() || (self.waiting_for_link && self.retry_at.is_some()) {
+            self.pass();
+        } else if self.retry_at.is_none() && self.deliver_at.is_none() {
             self.deliver();
         }
     }

@@ -148,8 +148,14 @@ impl PodWatch {
                         log::warn!("apiserver: listing this node's pods failed: {}", crate::base::errors::Chain(&e));
                     }
                     if matches!(e, ApiError::NoCredentials { .. }) {
-                        // Nothing is sent while TLS bootstrap waits: look again soon.
-                        backoff = Duration::from_secs(1);
+                        // Nothing is sent while TLS bootstrap waits: list once it has a
+                        // certificate (or every 30 s, to say so again at debug level).
+                        crossbeam_channel::select! {
+                            recv(stop.receiver()) -> _ => return Exit::Done,
+                            recv(self.client.credentials_set()) -> _ => {}
+                            default(MAX_BACKOFF) => {}
+                        }
+                        backoff = Duration::ZERO;
                     }
                     if !published.sent {
                         self.publish_kept(&mut published);

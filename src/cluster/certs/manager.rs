@@ -130,6 +130,9 @@ impl CertManager {
                     Some(now)
                 }
             };
+            if let Some(p) = &part.current {
+                client.certs.set_expiry(Kind::Client, p.not_after);
+            }
             let (c, node) = (client.clone(), setup.node.clone());
             let install: Install = Box::new(move |p: &Pair| {
                 if c.has_credentials() {
@@ -164,6 +167,9 @@ impl CertManager {
                 super::Start::Use(at) => {
                     match current.as_ref().map(&mut install) {
                         Some(Ok(())) => {
+                            if let Some(p) = &current {
+                                client.certs.set_expiry(Kind::Serving, p.not_after);
+                            }
                             log::info!(
                                 "certificates: serving the certificate from {} (valid until {})",
                                 store.current_path().display(),
@@ -407,6 +413,7 @@ impl CertManager {
             rfc3339(pair.not_after),
             deadline.map(|d| format!(", renewed from {}", rfc3339(d))).unwrap_or_default()
         );
+        self.client.certs.set_expiry(slot.kind, pair.not_after);
         slot.current = Some(pair);
         slot.failures = 0;
         slot.state = State::Idle(deadline);
@@ -473,6 +480,7 @@ impl CertManager {
     /// `fail`, said at error level when `loud` whatever came before.
     fn fail_loud(&mut self, i: usize, now: SystemTime, why: String, loud: bool) {
         let slot = &mut self.slots[i];
+        self.client.certs.failed(slot.kind);
         let pause = super::retry_after(slot.failures);
         if slot.failures == 0 || loud {
             log::error!("certificates: {why}; trying again in {}s", pause.as_secs());

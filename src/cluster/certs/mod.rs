@@ -13,6 +13,80 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime};
 use store::Pair;
 
+/// kubelet's certificate manager metrics, which kube-prometheus alerts on
+/// (`KubeletClientCertificateExpiration`, `...RenewalErrors`, and the server ones): the
+/// expiry of each certificate managed here, and the renewals that failed. Written by
+/// `fl-certs`, read by `/metrics`.
+#[derive(Debug, Default)]
+pub struct CertMetrics {
+    /// The client certificate's notAfter (Unix seconds); 0: not managed yet.
+    client_not_after: std::sync::atomic::AtomicI64,
+    /// The serving certificate's notAfter (Unix seconds); 0: not issued here yet.
+    server_not_after: std::sync::atomic::AtomicI64,
+    client_errors: crate::base::metrics::Counter,
+    server_errors: crate::base::metrics::Counter,
+}
+
+impl CertMetrics {
+    /// `kind`'s certificate in use now expires at `not_after`.
+    pub fn set_expiry(&self, kind: Kind, not_after: SystemTime) {
+        let secs = not_after.duration_since(SystemTime::UNIX_EPOCH).map_or(1, |d| d.as_secs().max(1));
+        let cell = match kind {
+            Kind::Client => &self.client_not_after,
+            Kind::Serving => &self.server_not_after,
+        };
+        cell.store(i64::try_from(secs).unwrap_or(i64::MAX), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// An attempt to get `kind`'s certificate failed.
+    pub fn failed(&self, kind: Kind) {
+        match kind {
+            Kind::Client => self.client_errors.inc(),
+            Kind::Serving => self.server_errors.inc(),
+        }
+    }
+
+    /// kubelet's series, the TTLs as of `now` (negative once expired); a certificate not
+    /// managed here has none.
+    pub fn encode(&self, enc: &mut crate::base::metrics::Encoder, now: SystemTime) {
+        use crate::base::metrics::Kind as K;
+        let now = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let load = |c: &std::sync::atomic::AtomicI64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let client = load(&self.client_not_after);
+        if client > 0 {
+            enc.single(
+                "kubelet_certificate_manager_client_ttl_seconds",
+                K::Gauge,
+                "Seconds until the client certificate expires (negative once it has).",
+                client as f64 - now,
+            );
+            enc.single(
+                "kubelet_certificate_manager_client_expiration_renew_errors",
+                K::Counter,
+                "Failed attempts to get or renew the client certificate.",
+                self.client_errors.get(),
+            );
+        }
+        let server = load(&self.server_not_after);
+        if server > 0 {
+            enc.single(
+                "kubelet_certificate_manager_server_ttl_seconds",
+                K::Gauge,
+                "Seconds until the serving certificate expires (negative once it has).",
+                server as f64 - now,
+            );
+        }
+        if server > 0 || self.server_errors.get() > 0 {
+            enc.single(
+                "kubelet_server_expiration_renew_errors",
+                K::Counter,
+                "Failed attempts to get or renew the serving certificate.",
+                self.server_errors.get(),
+            );
+        }
+    }
+}
+
 /// Which of the node's certificates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -185,6 +259,27 @@ mod tests {
         assert_eq!(rotation_deadline(nb, na, 0.0), nb + Duration::from_secs(294));
         assert_eq!(rotation_deadline(nb, na, 1.0), nb + Duration::from_secs(378));
         assert_eq!(rotation_deadline(to, from, 0.5), to, "an inverted validity renews at once");
+    }
+
+    #[test]
+    fn the_metrics_are_kubelets_and_only_for_what_is_managed() {
+        let m = CertMetrics::default();
+        let render = |m: &CertMetrics| {
+            let mut out = String::new();
+            m.encode(&mut crate::base::metrics::Encoder::new(&mut out), at(1_000));
+            out
+        };
+        assert_eq!(render(&m), "");
+        m.set_expiry(Kind::Client, at(4_600));
+        m.failed(Kind::Client);
+        let out = render(&m);
+        assert!(out.contains("kubelet_certificate_manager_client_ttl_seconds 3600\n"), "{out}");
+        assert!(out.contains("kubelet_certificate_manager_client_expiration_renew_errors 1\n"), "{out}");
+        assert!(!out.contains("server"), "{out}");
+        m.failed(Kind::Serving);
+        assert!(render(&m).contains("kubelet_server_expiration_renew_errors 1\n"));
+        m.set_expiry(Kind::Serving, at(400));
+        assert!(render(&m).contains("kubelet_certificate_manager_server_ttl_seconds -600\n"), "expired: negative");
     }
 
     #[test]
