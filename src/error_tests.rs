@@ -253,9 +253,7 @@ fn samples() -> Vec<Sample> {
             what: "client key",
             source: ureq::Error::Io(io_cause()),
         }),
-        sample(crate::cluster::apiserver::ApiError::NoCredentials {
-            why: "TLS bootstrap: there is none yet".into(),
-        }),
+        sample(crate::cluster::apiserver::ApiError::NoCredentials { why: "TLS bootstrap: there is none yet".into() }),
         sample(crate::cluster::certs::store::StoreError {
             path: "/var/lib/ferrolet/pki/kubelet-client-current.pem".into(),
             message: "the key does not belong to the certificate".into(),

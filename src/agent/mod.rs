@@ -943,6 +943,7 @@ impl Agent {
             runtime: runtime_health.clone(),
             pressure: pressure.clone(),
             apiserver: cluster.as_ref().map(|c| (c.link.clone(), c.client.clone())),
+            certs: cluster.as_ref().map(|c| c.cert_metrics.clone()),
             stats: stats_view.clone(),
         };
         let local_routes = Arc::new(crate::server::routes::Routes::new(api_state.clone(), Default::default()));

@@ -65,6 +65,8 @@ pub struct Cluster {
     pub ca: Option<Vec<u8>>,
     /// The client certificate's part of `fl-certs`, when it is managed.
     client_cert: Option<ClientPart>,
+    /// What `fl-certs` manages, for `/metrics`.
+    pub cert_metrics: Arc<certs::CertMetrics>,
     view: PodsView,
 }
 
@@ -102,10 +104,11 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
         (Err(e), None) => return Err(e.into()),
     };
     let from_bootstrap = kept_path != *path;
-    // The client certificate is managed here when TLS bootstrap may be needed, or when it
-    // is to be renewed (a kubeconfig with a token has none to renew).
+    // The client certificate is managed here when TLS bootstrap may be needed or it is to
+    // be renewed; a kubeconfig with a token that loads is used as it is (kubelet ignores the
+    // bootstrap kubeconfig then too).
     let cert_auth = matches!(conn.auth, kubeconfig::Auth::ClientCert { .. }) && !from_bootstrap;
-    let managed = bootstrap.is_some() || (a.rotate_certificates && cert_auth);
+    let managed = from_bootstrap || (cert_auth && (bootstrap.is_some() || a.rotate_certificates));
     if !managed {
         let client = ApiClient::new(&conn, settings).map_err(client_err(path))?;
         return Ok(Some(Cluster::new(cfg, &conn, client, None)));
@@ -123,13 +126,8 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
         Err(e) => Err(e.to_string()),
     };
     let template = certs::Template::client(&cfg.node_name);
-    let start = certs::start(
-        current.as_ref().map(Option::as_ref).map_err(Clone::clone),
-        &template,
-        a.rotate_certificates,
-        SystemTime::now(),
-        crate::base::random::random_f64(),
-    );
+    let start =
+        certs::start(&current, &template, a.rotate_certificates, SystemTime::now(), crate::base::random::random_f64());
     let current = current.ok().flatten();
     let client = match (&start, &current) {
         (certs::Start::Use(_), Some(p)) => {
@@ -148,6 +146,7 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
         current,
         bootstrap,
         kubeconfig: path.clone(),
+        write_kubeconfig: from_bootstrap,
         cluster: kubeconfig::Connection { auth: kubeconfig::Auth::Anonymous, ..conn.clone() },
     };
     Ok(Some(Cluster::new(cfg, &conn, client, Some(part))))
@@ -162,7 +161,14 @@ impl Cluster {
             cfg.apiserver.kubeconfig.display()
         );
         let link = Arc::new(Link::new(&conn.server, Bounds::default()));
-        Cluster { client: Arc::new(client), link, ca: conn.ca.clone(), client_cert, view: PodsView::default() }
+        Cluster {
+            client: Arc::new(client),
+            link,
+            ca: conn.ca.clone(),
+            client_cert,
+            cert_metrics: Arc::default(),
+            view: PodsView::default(),
+        }
     }
 }
 
@@ -220,7 +226,7 @@ impl Cluster {
                 client: client_cert,
                 serving,
             };
-            let manager = CertManager::new(setup, self.client.clone());
+            let manager = CertManager::new(setup, self.client.clone(), self.cert_metrics.clone());
             Some(Worker::spawn("fl-certs", health, move |stop| manager.run(stop))?)
         } else {
             None

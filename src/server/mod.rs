@@ -71,6 +71,8 @@ pub struct ApiState {
     pub stats: crate::node::stats::StatsView,
     /// Cluster mode's link and client (their series in `/metrics`).
     pub apiserver: Option<(Arc<crate::cluster::apiserver::link::Link>, Arc<crate::cluster::apiserver::ApiClient>)>,
+    /// What `fl-certs` manages (cluster mode), for `/metrics`.
+    pub certs: Option<Arc<crate::cluster::certs::CertMetrics>>,
 }
 
 /// The running API server.

@@ -365,7 +365,9 @@ impl Routes {
                 "Requests made to the apiserver (watches included).",
                 client.requests.get(),
             );
-            client.certs.encode(&mut enc, std::time::SystemTime::now());
+        }
+        if let Some(certs) = &state.certs {
+            certs.encode(&mut Encoder::new(&mut out), std::time::SystemTime::now());
         }
         let dead = state.health.dead();
         Encoder::new(&mut out).single(

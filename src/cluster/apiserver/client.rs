@@ -212,8 +212,6 @@ pub struct ApiClient {
     limiter: Mutex<TokenBucket>,
     /// Requests made (sent, whatever their answer), for `/metrics`.
     pub requests: crate::base::metrics::Counter,
-    /// The certificates `fl-certs` manages, for `/metrics`.
-    pub certs: crate::cluster::certs::CertMetrics,
 }
 
 /// The credentials requests go with: the agent (its TLS holds the client certificate) and
@@ -251,7 +249,6 @@ impl ApiClient {
             creds_set: crossbeam_channel::bounded(1),
             limiter: Mutex::new(TokenBucket::new(settings.qps, settings.burst, Instant::now())),
             requests: Default::default(),
-            certs: Default::default(),
         }
     }
 

@@ -52,6 +52,9 @@ pub struct ClientPart {
     pub bootstrap: Option<PathBuf>,
     /// Where the kubeconfig the node gets is written after a bootstrap.
     pub kubeconfig: PathBuf,
+    /// Whether it is to be written at start too (it cannot be read, and the store has a
+    /// good pair: a crash came between the two).
+    pub write_kubeconfig: bool,
     /// The cluster (server, CA) that kubeconfig names.
     pub cluster: Connection,
 }
@@ -105,6 +108,7 @@ struct Waiting {
 /// The thread's state.
 pub struct CertManager {
     client: Arc<ApiClient>,
+    metrics: Arc<super::CertMetrics>,
     dir: PathBuf,
     rotate: bool,
     settings: ClientSettings,
@@ -115,13 +119,14 @@ pub struct CertManager {
 
 impl CertManager {
     /// The manager of what `setup` names; `client` is the node's client, whose credentials
-    /// the client certificate replaces. A serving pair already in the store that is still
+    /// the client certificate replaces; `metrics` says what it manages. A serving pair already in the store that is still
     /// good is put in use at once.
-    pub fn new(setup: Setup, client: Arc<ApiClient>) -> CertManager {
+    pub fn new(setup: Setup, client: Arc<ApiClient>, metrics: Arc<super::CertMetrics>) -> CertManager {
         let now = SystemTime::now();
         let mut slots = Vec::new();
         let mut bootstrap = None;
         let mut kubeconfig = None;
+        let mut write_at_start = false;
         if let Some(part) = setup.client {
             let at = match &part.start {
                 super::Start::Use(at) => *at,
@@ -131,7 +136,7 @@ impl CertManager {
                 }
             };
             if let Some(p) = &part.current {
-                client.certs.set_expiry(Kind::Client, p.not_after);
+                metrics.set_expiry(Kind::Client, p.not_after);
             }
             let (c, node) = (client.clone(), setup.node.clone());
             let install: Install = Box::new(move |p: &Pair| {
@@ -151,63 +156,25 @@ impl CertManager {
             });
             bootstrap = part.bootstrap;
             kubeconfig = Some((part.kubeconfig, part.cluster));
+            write_at_start = part.write_kubeconfig && matches!(part.start, super::Start::Use(_));
         }
-        if let Some((template, mut install)) = setup.serving {
-            let store = CertStore::new(&setup.dir, Kind::Serving.prefix());
-            let loaded = store.load().map_err(|e| e.to_string());
-            let current = loaded.as_ref().ok().and_then(Option::clone);
-            let start = super::start(
-                loaded.as_ref().map(Option::as_ref).map_err(Clone::clone),
-                &template,
-                setup.rotate,
-                now,
-                crate::base::random::random_f64(),
-            );
-            let (current, at) = match start {
-                super::Start::Use(at) => {
-                    match current.as_ref().map(&mut install) {
-                        Some(Ok(())) => {
-                            if let Some(p) = &current {
-                                client.certs.set_expiry(Kind::Serving, p.not_after);
-                            }
-                            log::info!(
-                                "certificates: serving the certificate from {} (valid until {})",
-                                store.current_path().display(),
-                                current.as_ref().map(|p| rfc3339(p.not_after)).unwrap_or_default()
-                            );
-                            (current, at)
-                        }
-                        Some(Err(e)) => {
-                            log::warn!("certificates: the stored serving certificate cannot be served ({e}); asking for a new one");
-                            (None, Some(now))
-                        }
-                        None => (None, Some(now)),
-                    }
-                }
-                super::Start::Request { why } => {
-                    log::info!("certificates: asking the cluster for a serving certificate: {why}; the self-signed one is served until then");
-                    (None, Some(now))
-                }
-            };
-            slots.push(Slot {
-                kind: Kind::Serving,
-                template,
-                store,
-                current,
-                state: State::Idle(at),
-                failures: 0,
-                install,
-            });
+        if let Some((template, install)) = setup.serving {
+            slots.push(serving_slot(&setup.dir, setup.rotate, template, install, &metrics, now));
         }
-        CertManager {
+        let manager = CertManager {
             client,
+            metrics,
             dir: setup.dir,
             rotate: setup.rotate,
             settings: setup.settings,
             bootstrap,
             kubeconfig,
             slots,
+        };
+        if write_at_start {
+            manager.write_kubeconfig();
         }
+        manager
     }
 
     /// The thread's body.
@@ -413,7 +380,7 @@ impl CertManager {
             rfc3339(pair.not_after),
             deadline.map(|d| format!(", renewed from {}", rfc3339(d))).unwrap_or_default()
         );
-        self.client.certs.set_expiry(slot.kind, pair.not_after);
+        self.metrics.set_expiry(slot.kind, pair.not_after);
         slot.current = Some(pair);
         slot.failures = 0;
         slot.state = State::Idle(deadline);
@@ -480,7 +447,7 @@ impl CertManager {
     /// `fail`, said at error level when `loud` whatever came before.
     fn fail_loud(&mut self, i: usize, now: SystemTime, why: String, loud: bool) {
         let slot = &mut self.slots[i];
-        self.client.certs.failed(slot.kind);
+        self.metrics.failed(slot.kind);
         let pause = super::retry_after(slot.failures);
         if slot.failures == 0 || loud {
             log::error!("certificates: {why}; trying again in {}s", pause.as_secs());
@@ -490,6 +457,50 @@ impl CertManager {
         slot.failures = slot.failures.saturating_add(1);
         slot.state = State::Idle(Some(now + pause));
     }
+}
+
+/// The serving certificate's slot: the pair in the store put in use at once when it is
+/// still good and names what `template` asks, else one asked for now.
+fn serving_slot(
+    dir: &std::path::Path,
+    rotate: bool,
+    template: Template,
+    install: Install,
+    metrics: &super::CertMetrics,
+    now: SystemTime,
+) -> Slot {
+    let store = CertStore::new(dir, Kind::Serving.prefix());
+    let loaded = store.load().map_err(|e| e.to_string());
+    let decision = super::start(&loaded, &template, rotate, now, crate::base::random::random_f64());
+    let mut slot = Slot {
+        kind: Kind::Serving,
+        template,
+        store,
+        current: None,
+        state: State::Idle(Some(now)),
+        failures: 0,
+        install,
+    };
+    match (decision, loaded) {
+        (super::Start::Use(at), Ok(Some(pair))) => match (slot.install)(&pair) {
+            Ok(()) => {
+                log::info!(
+                    "certificates: serving the certificate from {} (valid until {})",
+                    slot.store.current_path().display(),
+                    rfc3339(pair.not_after)
+                );
+                metrics.set_expiry(Kind::Serving, pair.not_after);
+                slot.current = Some(pair);
+                slot.state = State::Idle(at);
+            }
+            Err(e) => log::warn!("certificates: the stored serving certificate cannot be served ({e}); asking for a new one"),
+        },
+        (super::Start::Request { why }, _) => log::info!(
+            "certificates: asking the cluster for a serving certificate: {why}; the self-signed one is served until then"
+        ),
+        _ => {}
+    }
+    slot
 }
 
 /// Whether the apiserver takes the new client pair `pair`, tried with one request (the

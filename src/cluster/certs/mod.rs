@@ -215,7 +215,7 @@ pub enum Start {
 /// that says what `template` asks is used (renewed at its deadline when `rotate`), anything
 /// else is requested anew.
 pub fn start(
-    current: Result<Option<&Pair>, String>,
+    current: &Result<Option<Pair>, String>,
     template: &Template,
     rotate: bool,
     now: SystemTime,
@@ -316,22 +316,22 @@ mod tests {
         // `self_signed` has no O: a template without one matches it.
         let mut t = Template::serving("n", "n", "10.0.0.7");
         t.organizations.clear();
-        match start(Ok(Some(&pair)), &t, true, now, 0.0) {
+        match start(&Ok(Some(pair.clone())), &t, true, now, 0.0) {
             Start::Use(Some(d)) => assert_eq!(d, pair.not_before + Duration::from_secs(700)),
             other => panic!("{other:?}"),
         }
-        assert_eq!(start(Ok(Some(&pair)), &t, false, now, 0.0), Start::Use(None));
+        assert_eq!(start(&Ok(Some(pair.clone())), &t, false, now, 0.0), Start::Use(None));
         let later = now + Duration::from_secs(2000);
         assert!(
-            matches!(start(Ok(Some(&pair)), &t, true, later, 0.0), Start::Request { why } if why.contains("expired at"))
+            matches!(start(&Ok(Some(pair.clone())), &t, true, later, 0.0), Start::Request { why } if why.contains("expired at"))
         );
         let moved = Template::serving("n", "n", "10.0.0.8");
         assert!(
-            matches!(start(Ok(Some(&pair)), &moved, true, now, 0.0), Start::Request { why } if why.contains("does not name"))
+            matches!(start(&Ok(Some(pair.clone())), &moved, true, now, 0.0), Start::Request { why } if why.contains("does not name"))
         );
-        assert_eq!(start(Ok(None), &t, true, now, 0.0), Start::Request { why: "there is none yet".into() });
+        assert_eq!(start(&Ok(None), &t, true, now, 0.0), Start::Request { why: "there is none yet".into() });
         assert!(
-            matches!(start(Err("bad".into()), &t, true, now, 0.0), Start::Request { why } if why.contains("(bad)"))
+            matches!(start(&Err("bad".into()), &t, true, now, 0.0), Start::Request { why } if why.contains("(bad)"))
         );
     }
 }

@@ -107,7 +107,16 @@ impl CertStore {
         let err =
             |path: &Path, what: &str, e: io::Error| StoreError { path: path.into(), message: format!("{what}: {e}") };
         ensure_private_dir(&self.dir).map_err(|e| err(&self.dir, "cannot make the directory private", e))?;
-        let name = format!("{}-{}.pem", self.prefix, stamp(now));
+        // Two pairs in one second (a very short lifetime) get `-1`, `-2`: the previous one
+        // is never overwritten.
+        let base = format!("{}-{}", self.prefix, stamp(now));
+        let name = (0..100)
+            .map(|n| if n == 0 { format!("{base}.pem") } else { format!("{base}-{n}.pem") })
+            .find(|n| std::fs::symlink_metadata(self.dir.join(n)).is_err())
+            .ok_or_else(|| StoreError {
+                path: self.dir.join(format!("{base}.pem")),
+                message: "100 pairs in one second".into(),
+            })?;
         let file = self.dir.join(&name);
         let mut data = pair.cert_pem.clone();
         if !data.ends_with(b"\n") {
@@ -200,6 +209,19 @@ mod tests {
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.find("BEGIN CERTIFICATE").unwrap() < text.find("BEGIN PRIVATE KEY").unwrap());
 
+        // A second pair in the same second does not overwrite the first.
+        let again = pair(Duration::from_secs(3600));
+        let file = store.update(&again, t0).unwrap();
+        assert_eq!(file.file_name().unwrap(), "kubelet-client-2026-11-18-11-06-40-1.pem");
+        assert_eq!(
+            Pair::parse(
+                &std::fs::read(dir.join("kubelet-client-2026-11-18-11-06-40.pem")).unwrap(),
+                &std::fs::read(dir.join("kubelet-client-2026-11-18-11-06-40.pem")).unwrap()
+            )
+            .unwrap()
+            .leaf,
+            first.leaf
+        );
         let second = pair(Duration::from_secs(7200));
         store.update(&second, t0 + Duration::from_secs(60)).unwrap();
         let third = pair(Duration::from_secs(7200));
