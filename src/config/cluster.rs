@@ -203,6 +203,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tls_bootstrap_needs_a_kubeconfig_to_write_and_the_cert_dir_defaults_under_the_state() {
+        let c = ApiserverConfig { bootstrap_kubeconfig: "/etc/ferrolet/bootstrap.conf".into(), ..Default::default() };
+        let (key, message) = c.check().unwrap_err();
+        assert_eq!(key, "apiserver.bootstrap_kubeconfig");
+        assert!(message.contains("needs apiserver.kubeconfig"), "{message}");
+        let c = ApiserverConfig { kubeconfig: "/etc/ferrolet/kubelet.conf".into(), ..c };
+        assert_eq!(c.check(), Ok(()));
+        let serving = ApiserverConfig { server_tls_bootstrap: true, ..Default::default() };
+        assert_eq!(serving.check().unwrap_err().0, "apiserver.server_tls_bootstrap");
+        assert_eq!(c.cert_dir(std::path::Path::new("/var/lib/ferrolet")), PathBuf::from("/var/lib/ferrolet/pki"));
+        let c = ApiserverConfig { cert_dir: "/etc/ferrolet/pki".into(), ..c };
+        assert_eq!(c.cert_dir(std::path::Path::new("/var/lib/ferrolet")), PathBuf::from("/etc/ferrolet/pki"));
+        assert!(ApiserverConfig::default().rotate_certificates, "on by default, as kubelet's");
+    }
+
+    #[test]
     fn node_labels_in_kubernetes_namespaces_are_limited_to_kubelets_set() {
         let with = |k: &str| ApiserverConfig {
             node_labels: BTreeMap::from([(k.to_string(), "x".to_string())]),

@@ -891,6 +891,19 @@ mod tests {
     }
 
     #[test]
+    fn a_serving_certificate_from_the_cluster_excludes_a_configured_one_and_a_disabled_server() {
+        let base = "[apiserver]\nkubeconfig = \"/k\"\nserver_tls_bootstrap = true\n";
+        assert!(Config::parse("f.toml", base).is_ok());
+        let e = err(&format!("{base}[server]\ntls_cert_file = \"/c\"\ntls_private_key_file = \"/k\"\n"));
+        assert!(
+            e.contains("apiserver.server_tls_bootstrap") && e.contains("server.tls_cert_file must be empty"),
+            "{e}"
+        );
+        let e = err(&format!("{base}[server]\nenabled = false\n"));
+        assert!(e.contains("server.enabled is false"), "{e}");
+    }
+
+    #[test]
     fn empty_file_gives_defaults() {
         let c = Config::parse("f.toml", "").unwrap();
         assert_eq!(c.api.listen, "127.0.0.1:10255");
