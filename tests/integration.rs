@@ -58,4 +58,5 @@ mod security;
 mod static_bin;
 mod stats;
 mod stats_api;
+mod vm_cgroup2;
 mod volumes;

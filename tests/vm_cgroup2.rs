@@ -1,0 +1,530 @@
+//! ferrolet on a real cgroup v2 host: a VM (qemu, Debian's kernel, an initramfs built here
+//! with busybox and the ferrolet binary under test) mounts cgroup2 with every controller
+//! enabled at the root and swap on zram, runs the agent on the process runtime with four
+//! pods, and prints what the kernel shows (`FLVM ...` lines on its serial console,
+//! `tests/vm/test.sh`). Checked against kubelet's v2 values: the tree and its `cpu.weight`,
+//! `cpu.max`, `memory.max` and `pids.max`, delegation, process placement, whole-container
+//! OOM kill (`memory.oom.group`), no swap for containers (`memory.swap.max`), and removal.
+//! Needs `tests/vm/setup.sh` (which `make test` runs); skips without qemu or the kernel.
+
+use crate::common;
+
+use ferrolet::api::{Pod, PodList};
+use ferrolet::node::cm::helpers::{milli_cpu_to_shares, shares_to_weight_linear};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The environment variable naming the directory `tests/vm/setup.sh` filled.
+const VM_DIR_ENV: &str = "FERROLET_VM_DIR";
+/// Its default.
+const VM_DIR: &str = "/var/tmp/ferrolet-vm";
+/// One boot, from qemu's start to its power-off (TCG takes about 45 s here).
+const BOOT_TIMEOUT: Duration = Duration::from_secs(150);
+/// How long a KVM boot may take to reach `/init`; a KVM that does not boot (nested
+/// virtualisation that is half there) is then given up for TCG.
+const KVM_START_TIMEOUT: Duration = Duration::from_secs(20);
+/// The VM's CPUs (kubepods' weight follows from them).
+const VM_CPUS: i64 = 2;
+
+/// The pods, started in phases by `tests/vm/test.sh` (by file name).
+fn manifests() -> [(&'static str, String); 4] {
+    let pod = |name: &str, restart: &str, script: &str, resources: &str| {
+        common::manifest(
+            name,
+            &format!(
+                "  terminationGracePeriodSeconds: 2\n  restartPolicy: {restart}\n  containers:\n  - name: app\n    image: busybox\n    command: [sh, -c, {script:?}]\n{resources}"
+            ),
+        )
+    };
+    [
+        (
+            "guaranteed.yaml",
+            pod("guaranteed", "Always", "exec sleep 300", "    resources:\n      limits: {cpu: 500m, memory: 64Mi}\n"),
+        ),
+        (
+            "burstable.yaml",
+            pod(
+                "burstable",
+                "Always",
+                "exec sleep 301",
+                "    resources:\n      requests: {cpu: 250m, memory: 32Mi}\n      limits: {cpu: '1', memory: 96Mi}\n",
+            ),
+        ),
+        ("besteffort.yaml", pod("besteffort", "Always", "exec sleep 302", "")),
+        // The shell stays the container's first process and `sleep 1000` a second one, so an
+        // OOM kill of `tail` alone (memory.oom.group 0) leaves the container running.
+        (
+            "oom.yaml",
+            pod("oom", "Never", "sleep 1000 & sleep 2; tail /dev/zero; wait", "    resources:\n      limits: {memory: 32Mi}\n"),
+        ),
+    ]
+}
+
+/// What the VM printed: `FLVM key=value`, `FLVM dir TAG PATH`, `FLVM file TAG PATH NAME VALUE`,
+/// `FLVM proc TAG PATH PID CMDLINE`, `FLVM pods TAG JSON`, `FLVM oom ...`.
+#[derive(Default)]
+struct Report {
+    values: BTreeMap<String, String>,
+    dirs: BTreeSet<(String, String)>,
+    files: BTreeMap<(String, String, String), String>,
+    procs: Vec<(String, String, String)>,
+    pods: BTreeMap<String, Vec<Pod>>,
+    oom: Vec<String>,
+    errors: Vec<String>,
+}
+
+impl Report {
+    fn parse(console: &str) -> Report {
+        let mut r = Report::default();
+        for line in console.lines().map(|l| l.trim_end_matches('\r')) {
+            // The first line follows the firmware's terminal escapes on the same line.
+            let Some(rest) = line.find("FLVM ").map(|at| &line[at + 5..]) else { continue };
+            let mut words = rest.splitn(2, ' ');
+            let (kind, tail) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            match kind {
+                "dir" => {
+                    if let Some((tag, path)) = tail.split_once(' ') {
+                        r.dirs.insert((tag.into(), path.into()));
+                    }
+                }
+                "file" => {
+                    let f: Vec<&str> = tail.splitn(4, ' ').collect();
+                    if f.len() >= 3 {
+                        let value = f.get(3).unwrap_or(&"").trim().to_string();
+                        r.files.insert((f[0].into(), f[1].into(), f[2].into()), value);
+                    }
+                }
+                "proc" => {
+                    let f: Vec<&str> = tail.splitn(4, ' ').collect();
+                    if f.len() == 4 {
+                        r.procs.push((f[0].into(), f[1].into(), f[3].trim().into()));
+                    }
+                }
+                "pods" => {
+                    if let Some((tag, json)) = tail.split_once(' ') {
+                        match serde_json::from_str::<PodList>(json) {
+                            Ok(list) => {
+                                r.pods.insert(tag.into(), list.items);
+                            }
+                            Err(e) => r.errors.push(format!("the pods at {tag} do not decode: {e}")),
+                        }
+                    }
+                }
+                "oom" => {
+                    if let Some(e) = tail.strip_prefix("error=") {
+                        r.errors.push(format!("oom: {e}"));
+                    }
+                    r.oom.push(tail.into());
+                }
+                _ => {
+                    let (k, v) = rest.split_once('=').unwrap_or((rest, ""));
+                    if k == "error" {
+                        r.errors.push(v.into());
+                    }
+                    r.values.insert(k.trim().into(), v.into());
+                }
+            }
+        }
+        r
+    }
+
+    fn file(&self, tag: &str, path: &str, name: &str) -> Option<&str> {
+        self.files.get(&(tag.into(), path.into(), name.into())).map(|s| s.as_str())
+    }
+
+    fn pod(&self, tag: &str, name: &str) -> Option<&Pod> {
+        self.pods.get(tag)?.iter().find(|p| p.metadata.name == format!("{name}-vm"))
+    }
+}
+
+/// The checks' failures, all of them, so one run shows everything that differs.
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    /// Control file `name` of cgroup `path` as dumped at `tag` is `want`.
+    fn file(&mut self, r: &Report, tag: &str, path: &str, name: &str, want: &str) {
+        match r.file(tag, path, name) {
+            Some(got) if got == want => {}
+            got => self.0.push(format!("{path}/{name} ({tag}): {got:?}, want {want:?}")),
+        }
+    }
+
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(what());
+        }
+    }
+}
+
+/// A newc cpio archive, written as the kernel's initramfs unpacker reads it.
+struct Cpio {
+    out: Vec<u8>,
+    ino: u32,
+    dirs: BTreeSet<String>,
+}
+
+impl Cpio {
+    fn new() -> Cpio {
+        Cpio { out: Vec::new(), ino: 1, dirs: BTreeSet::new() }
+    }
+
+    fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
+        let name = name.trim_start_matches('/');
+        let header = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            0,
+            0,
+            name.len() + 1,
+            0
+        );
+        self.ino += 1;
+        self.out.extend_from_slice(header.as_bytes());
+        self.out.extend_from_slice(name.as_bytes());
+        self.out.push(0);
+        self.pad();
+        self.out.extend_from_slice(data);
+        self.pad();
+    }
+
+    fn pad(&mut self) {
+        while self.out.len() % 4 != 0 {
+            self.out.push(0);
+        }
+    }
+
+    /// Directory `path` and its parents (the unpacker makes no parents itself).
+    fn dir(&mut self, path: &str) {
+        let mut at = String::new();
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            at = format!("{at}/{part}");
+            if self.dirs.insert(at.clone()) {
+                self.entry(&at, 0o040755, &[]);
+            }
+        }
+    }
+
+    /// A regular file at `path` (its directory made first).
+    fn file(&mut self, path: &str, mode: u32, data: &[u8]) {
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            self.dir(parent);
+        }
+        self.entry(path, 0o100000 | mode, data);
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, &[]);
+        self.out
+    }
+}
+
+/// The shared libraries and the loader `ldd` names for `bin` (none for a static binary).
+fn libraries(bin: &Path) -> Vec<PathBuf> {
+    let Ok(out) = Command::new("ldd").arg(bin).output() else { return Vec::new() };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let path = l.split("=>").last()?.split_whitespace().next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect()
+}
+
+/// The gzipped initramfs: busybox, ferrolet and its libraries, the kernel modules, the
+/// scripts and the manifests.
+fn initramfs(vm_dir: &Path, busybox: &Path, out: &Path) {
+    let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vm");
+    let mut cpio = Cpio::new();
+    cpio.file("/init", 0o755, &read(&here.join("init")));
+    cpio.file("/bin/busybox", 0o755, &read(busybox));
+    cpio.file("/vm/test.sh", 0o755, &read(&here.join("test.sh")));
+    let bin = common::ferrolet_bin();
+    cpio.file("/vm/ferrolet", 0o755, &read(&bin));
+    for lib in libraries(&bin) {
+        cpio.file(lib.to_str().unwrap(), 0o755, &read(&lib));
+    }
+    let modules = vm_dir.join("modules");
+    let order = std::fs::read_to_string(modules.join("order")).unwrap_or_default();
+    cpio.file("/vm/modules/order", 0o644, order.as_bytes());
+    for m in order.lines().filter(|l| !l.is_empty()) {
+        cpio.file(&format!("/vm/modules/{m}"), 0o644, &read(&modules.join(m)));
+    }
+    for (name, text) in manifests() {
+        cpio.file(&format!("/vm/manifests/{name}"), 0o644, text.as_bytes());
+    }
+    for d in ["/proc", "/sys", "/dev", "/tmp", "/var", "/run", "/etc"] {
+        cpio.dir(d);
+    }
+    let mut gzip = Command::new("gzip")
+        .arg("-1")
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(out).unwrap())
+        .spawn()
+        .expect("gzip runs");
+    gzip.stdin.take().unwrap().write_all(&cpio.finish()).unwrap();
+    assert!(gzip.wait().unwrap().success(), "gzip failed");
+}
+
+/// How a boot ended.
+enum Boot {
+    /// The console, through `FLVM done` and power-off (or the timeout, which the checks see).
+    Ran(String),
+    /// KVM never reached `/init` (the console so far).
+    NoStart(String),
+}
+
+/// Boots the VM once with `accel` (`kvm` or `tcg`), bounded in time; qemu is killed at the end.
+fn boot(vm_dir: &Path, initrd: &Path, accel: &str) -> Boot {
+    let mut cmd = Command::new("qemu-system-x86_64");
+    if accel == "kvm" {
+        cmd.args(["-enable-kvm", "-cpu", "host"]);
+    } else {
+        cmd.args(["-accel", "tcg"]);
+    }
+    cmd.args(["-smp", &VM_CPUS.to_string(), "-m", "512M", "-kernel"])
+        .arg(vm_dir.join("vmlinuz"))
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", "console=ttyS0 quiet loglevel=1 panic=-1", "-nographic", "-nodefaults", "-serial", "stdio"])
+        .arg("-no-reboot")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("qemu-system-x86_64 starts");
+    let (tx, rx) = mpsc::channel::<String>();
+    let out = child.stdout.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let tx2 = tx.clone();
+    // Both readers end when qemu exits (or is killed): their pipes close.
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx2.send(format!("qemu: {line}"));
+        }
+    });
+    let start = Instant::now();
+    let mut console = String::new();
+    let (mut started, mut done) = (false, false);
+    loop {
+        let limit = if accel == "kvm" && !started { KVM_START_TIMEOUT } else { BOOT_TIMEOUT };
+        let Some(left) = limit.checked_sub(start.elapsed()) else {
+            console.push_str(&format!("(the test: no power-off after {:?}; qemu killed)\n", start.elapsed()));
+            break;
+        };
+        match rx.recv_timeout(left.min(Duration::from_millis(500))) {
+            Ok(line) => {
+                started |= line.trim_end().ends_with("FLVM boot");
+                done |= line.trim_end().ends_with("FLVM done");
+                console.push_str(&line);
+                console.push('\n');
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break, // qemu exited
+        }
+        if done && child.try_wait().ok().flatten().is_some() {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    if accel == "kvm" && !started {
+        return Boot::NoStart(console);
+    }
+    Boot::Ran(console)
+}
+
+/// The VM's directory when `tests/vm/setup.sh` made it ready, with qemu and a static
+/// busybox; otherwise skipped, saying why.
+fn vm_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let dir = std::env::var_os(VM_DIR_ENV).map_or_else(|| PathBuf::from(VM_DIR), PathBuf::from);
+    if !dir.join(".ferrolet-ready").exists() || !dir.join("vmlinuz").exists() {
+        common::skip(&format!(
+            "no VM kernel in {} (tests/vm/setup.sh, which make test runs, downloads it; FERROLET_SKIP_VM=1 skips it)",
+            dir.display()
+        ));
+        return None;
+    }
+    if Command::new("qemu-system-x86_64").arg("--version").output().is_err() {
+        common::skip("no qemu-system-x86_64 (tests/vm/setup.sh installs qemu-system-x86)");
+        return None;
+    }
+    let busybox = PathBuf::from("/bin/busybox");
+    match common::elf_machine_and_interp(&busybox) {
+        Some((_, false)) => {}
+        _ => {
+            common::skip("no static /bin/busybox (tests/vm/setup.sh installs busybox-static)");
+            return None;
+        }
+    }
+    let gzip = Command::new("gzip").arg("--version").output();
+    if gzip.is_err() {
+        common::skip("no gzip");
+        return None;
+    }
+    Some((dir, busybox))
+}
+
+#[test]
+fn a_cgroup_v2_vm_gets_kubelets_values_whole_container_oom_kills_and_removal() {
+    let Some((vm_dir, busybox)) = vm_or_skip() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let initrd = work.path().join("initrd.gz");
+    initramfs(&vm_dir, &busybox, &initrd);
+
+    let start = Instant::now();
+    let kvm = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
+    let (accel, console) = match kvm.then(|| boot(&vm_dir, &initrd, "kvm")) {
+        Some(Boot::Ran(console)) => ("kvm", console),
+        Some(Boot::NoStart(console)) => {
+            let tail: Vec<&str> = console.lines().rev().take(3).collect();
+            eprintln!("vm: KVM did not boot within {KVM_START_TIMEOUT:?} ({tail:?}); TCG instead");
+            match boot(&vm_dir, &initrd, "tcg") {
+                Boot::Ran(c) | Boot::NoStart(c) => ("tcg", c),
+            }
+        }
+        None => match boot(&vm_dir, &initrd, "tcg") {
+            Boot::Ran(c) | Boot::NoStart(c) => ("tcg", c),
+        },
+    };
+    eprintln!("vm: booted and tested with {accel} in {:.1} s", start.elapsed().as_secs_f64());
+    let r = Report::parse(&console);
+    let fail = check(&r);
+    assert!(
+        fail.0.is_empty(),
+        "the cgroup v2 VM ({accel}) differs from kubelet in {} ways:\n  {}\n\nthe VM's console:\n{console}",
+        fail.0.len(),
+        fail.0.join("\n  ")
+    );
+}
+
+/// Every check of one boot's report.
+fn check(r: &Report) -> Failures {
+    let mut f = Failures::default();
+    f.check(r.values.contains_key("done"), || "the VM never printed `FLVM done`".into());
+    for e in &r.errors {
+        f.0.push(format!("the VM: {e}"));
+    }
+    let (Some(g), Some(b), Some(e)) =
+        (r.pod("running", "guaranteed"), r.pod("running", "burstable"), r.pod("running", "besteffort"))
+    else {
+        f.0.push("the three pods are not on /pods".into());
+        return f;
+    };
+    let qos = |p: &Pod| p.status.as_ref().map(|s| s.qos_class.clone()).unwrap_or_default();
+    f.check(qos(g) == "Guaranteed" && qos(b) == "Burstable" && qos(e) == "BestEffort", || {
+        format!("QoS classes: {}, {}, {}", qos(g), qos(b), qos(e))
+    });
+    let gp = format!("/kubepods/pod{}", g.metadata.uid);
+    let bp = format!("/kubepods/burstable/pod{}", b.metadata.uid);
+    let ep = format!("/kubepods/besteffort/pod{}", e.metadata.uid);
+    let has_swap = r.values.get("swap_kb").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) > 0;
+    if !has_swap {
+        eprintln!("vm: no swap in the VM (zram); memory.swap.max is not checked");
+    }
+
+    // kubepods: the node's allocatable (no reservations in the VM's configuration).
+    let kubepods_weight = shares_to_weight_linear(milli_cpu_to_shares(VM_CPUS * 1000));
+    f.file(r, "running", "/kubepods", "cpu.weight", &kubepods_weight.to_string());
+    f.check(kubepods_weight == 79, || format!("2 CPUs weigh {kubepods_weight}, want 79"));
+    let mem_total = r.values.get("mem_total_kb").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) * 1024;
+    f.file(r, "running", "/kubepods", "memory.max", &(mem_total / 4096 * 4096).to_string());
+    f.file(r, "running", "/kubepods", "pids.max", r.values.get("pid_max").map_or("?", |s| s.as_str()));
+    // The QoS cgroups: burstable weighs the Burstable pods' cpu requests (250m).
+    f.file(r, "running", "/kubepods/burstable", "cpu.weight", "10");
+    f.file(r, "running", "/kubepods/besteffort", "cpu.weight", "1");
+    // Pod cgroups: kubelet's linear weight, quota over a 100 ms period, the summed limits.
+    for (path, weight, max, memory) in [
+        (&gp, "20", "50000 100000", "67108864"),
+        (&bp, "10", "100000 100000", "100663296"),
+        (&ep, "1", "max 100000", "max"),
+    ] {
+        f.file(r, "running", path, "cpu.weight", weight);
+        f.file(r, "running", path, "cpu.max", max);
+        f.file(r, "running", path, "memory.max", memory);
+        f.file(r, "running", path, "pids.max", "max");
+    }
+    // Container cgroups: runc's quadratic weight, the container's own limits, the whole
+    // container killed on OOM, no swap.
+    for (path, weight, max, memory, command) in [
+        (&gp, "59", "50000 100000", "67108864", "sleep 300"),
+        (&bp, "35", "100000 100000", "100663296", "sleep 301"),
+        (&ep, "1", "max 100000", "max", "sleep 302"),
+    ] {
+        let c = format!("{path}/app");
+        f.file(r, "running", &c, "cpu.weight", weight);
+        f.file(r, "running", &c, "cpu.max", max);
+        f.file(r, "running", &c, "memory.max", memory);
+        f.file(r, "running", &c, "memory.oom.group", "1");
+        if has_swap {
+            f.file(r, "running", &c, "memory.swap.max", "0");
+        }
+        let placed = r.procs.iter().any(|(tag, p, cmd)| tag == "running" && *p == c && cmd == command);
+        f.check(placed, || format!("no `{command}` in {c}/cgroup.procs"));
+    }
+    // Delegation: every level hands cpu, memory and pids to its children; the root every
+    // controller the kernel has.
+    let want: Vec<&str> = ["cpu", "memory", "pids"].into();
+    for path in ["/kubepods", "/kubepods/burstable", "/kubepods/besteffort", &gp, &bp, &ep] {
+        let got = r.file("running", path, "cgroup.subtree_control").unwrap_or("");
+        let got: BTreeSet<&str> = got.split_whitespace().collect();
+        f.check(want.iter().all(|c| got.contains(c)), || format!("{path}/cgroup.subtree_control: {got:?}"));
+    }
+    let root: BTreeSet<&str> =
+        r.file("running", "/", "cgroup.subtree_control").unwrap_or("").split_whitespace().collect();
+    let controllers = r.values.get("controllers").map_or("", |s| s.as_str());
+    for c in ["cpu", "memory", "pids", "io", "cpuset", "hugetlb"] {
+        f.check(!controllers.split_whitespace().any(|x| x == c) || root.contains(c), || {
+            format!("the VM's root does not delegate {c}: {root:?}")
+        });
+    }
+
+    // The OOM: the whole container killed, reported as OOMKilled.
+    let oom_cg = r.oom.iter().find_map(|l| l.strip_prefix("cgroup=")?.split_whitespace().next());
+    match oom_cg {
+        Some(cg) => {
+            f.file(r, "oom", cg, "memory.max", "33554432");
+            f.file(r, "oom", cg, "memory.oom.group", "1");
+            if has_swap {
+                f.file(r, "oom", cg, "memory.swap.max", "0");
+            }
+        }
+        None => f.0.push("the OOM pod's container was never seen".into()),
+    }
+    for l in r.oom.iter().filter(|l| l.starts_with("alive ")) {
+        f.0.push(format!("after the OOM, still {l} (kubelet's memory.oom.group=1 kills the whole container)"));
+    }
+    let reason = r.pod("oom", "oom").and_then(|p| common::container(p, "app")).and_then(|c| {
+        c.state.terminated.as_ref().map(|t| t.reason.clone()).or_else(|| c.last_state.terminated.as_ref().map(|t| t.reason.clone()))
+    });
+    f.check(reason.as_deref() == Some("OOMKilled"), || {
+        let status = r.pod("oom", "oom").map(|p| serde_json::to_string(&p.status).unwrap());
+        format!("the OOM pod's container ended with {reason:?}, want OOMKilled; its status: {status:?}")
+    });
+
+    // Removal: the deleted pod's cgroup goes, the others stay, burstable's weight drops back
+    // (the OOM pod left in it requests no cpu).
+    f.check(r.dirs.contains(&("running".into(), bp.clone())), || format!("{bp} was never there"));
+    f.check(!r.dirs.contains(&("removed".into(), bp.clone())), || format!("{bp} is still there after its manifest went"));
+    f.check(r.pod("removed", "burstable").is_none(), || "the deleted pod is still on /pods".into());
+    f.check(r.dirs.contains(&("removed".into(), gp.clone())), || format!("{gp} went with another pod's manifest"));
+    f.file(r, "removed", "/kubepods/burstable", "cpu.weight", "1");
+    f
+}
