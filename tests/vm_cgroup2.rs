@@ -59,7 +59,12 @@ fn manifests() -> [(&'static str, String); 4] {
         // OOM kill of `tail` alone (memory.oom.group 0) leaves the container running.
         (
             "oom.yaml",
-            pod("oom", "Never", "sleep 1000 & sleep 2; tail /dev/zero; wait", "    resources:\n      limits: {memory: 32Mi}\n"),
+            pod(
+                "oom",
+                "Never",
+                "sleep 1000 & sleep 2; tail /dev/zero; wait",
+                "    resources:\n      limits: {memory: 32Mi}\n",
+            ),
         ),
     ]
 }
@@ -395,7 +400,7 @@ fn a_cgroup_v2_vm_gets_kubelets_values_whole_container_oom_kills_and_removal() {
         Some(Boot::Ran(console)) => ("kvm", console),
         Some(Boot::NoStart(console)) => {
             let tail: Vec<&str> = console.lines().rev().take(3).collect();
-            eprintln!("vm: KVM did not boot within {KVM_START_TIMEOUT:?} ({tail:?}); TCG instead");
+            eprintln!("vm: KVM did not reach /init (within {KVM_START_TIMEOUT:?}: {tail:?}); TCG instead");
             match boot(&vm_dir, &initrd, "tcg") {
                 Boot::Ran(c) | Boot::NoStart(c) => ("tcg", c),
             }
@@ -405,6 +410,12 @@ fn a_cgroup_v2_vm_gets_kubelets_values_whole_container_oom_kills_and_removal() {
         },
     };
     eprintln!("vm: booted and tested with {accel} in {:.1} s", start.elapsed().as_secs_f64());
+    // The VM's summary lines (not the dumps), for a person reading --nocapture.
+    for l in console.lines().filter(|l| !l.contains("FLVM dir ") && !l.contains("FLVM file ")) {
+        if let Some(at) = l.find("FLVM ").filter(|_| !l.contains("FLVM proc ") && !l.contains("FLVM pods ")) {
+            eprintln!("vm: {}", &l[at + 5..]);
+        }
+    }
     let r = Report::parse(&console);
     let fail = check(&r);
     assert!(
@@ -512,7 +523,11 @@ fn check(r: &Report) -> Failures {
         f.0.push(format!("after the OOM, still {l} (kubelet's memory.oom.group=1 kills the whole container)"));
     }
     let reason = r.pod("oom", "oom").and_then(|p| common::container(p, "app")).and_then(|c| {
-        c.state.terminated.as_ref().map(|t| t.reason.clone()).or_else(|| c.last_state.terminated.as_ref().map(|t| t.reason.clone()))
+        c.state
+            .terminated
+            .as_ref()
+            .map(|t| t.reason.clone())
+            .or_else(|| c.last_state.terminated.as_ref().map(|t| t.reason.clone()))
     });
     f.check(reason.as_deref() == Some("OOMKilled"), || {
         let status = r.pod("oom", "oom").map(|p| serde_json::to_string(&p.status).unwrap());
@@ -522,7 +537,9 @@ fn check(r: &Report) -> Failures {
     // Removal: the deleted pod's cgroup goes, the others stay, burstable's weight drops back
     // (the OOM pod left in it requests no cpu).
     f.check(r.dirs.contains(&("running".into(), bp.clone())), || format!("{bp} was never there"));
-    f.check(!r.dirs.contains(&("removed".into(), bp.clone())), || format!("{bp} is still there after its manifest went"));
+    f.check(!r.dirs.contains(&("removed".into(), bp.clone())), || {
+        format!("{bp} is still there after its manifest went")
+    });
     f.check(r.pod("removed", "burstable").is_none(), || "the deleted pod is still on /pods".into());
     f.check(r.dirs.contains(&("removed".into(), gp.clone())), || format!("{gp} went with another pod's manifest"));
     f.file(r, "removed", "/kubepods/burstable", "cpu.weight", "1");
