@@ -51,6 +51,12 @@ pub fn plan(flags: Flags) -> anyhow::Result<bool> {
             .and_then(|m| m.version(cfg.cgroups.forced_version()))
             .unwrap_or(CgroupVersion::V2),
     };
+    // Swap limits as the agent writes them on this host: when its kernel accounts swap.
+    if p.get("cgroup-version").is_none() {
+        if let Ok(driver) = cm::cgroupfs::detect(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version()) {
+            capacity.swap = cm::swap_accounted(&*driver, &cm::kubepods_path(&settings));
+        }
+    }
     let mut pods = Vec::new();
     let mut ok = true;
     for f in &flags.positional[1..] {

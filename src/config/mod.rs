@@ -279,6 +279,11 @@ pub struct CgroupsConfig {
     pub cpu_cfs_quota: bool,
     /// cgroup v2 `cpu.weight` conversion for container cgroups: `quadratic` or `linear`.
     pub container_cpu_weight: crate::node::cm::WeightFormula,
+    /// kubelet's `singleProcessOOMKill`: false sets v2 `memory.oom.group` on container
+    /// cgroups (an OOM kills the whole container).
+    pub single_process_oom_kill: bool,
+    /// kubelet's `memorySwap.swapBehavior`: `NoSwap` or `LimitedSwap` (v2).
+    pub swap_behavior: crate::node::cm::SwapBehavior,
 }
 
 impl Default for CgroupsConfig {
@@ -294,6 +299,8 @@ impl Default for CgroupsConfig {
             pod_pids_limit: -1,
             cpu_cfs_quota: true,
             container_cpu_weight: crate::node::cm::WeightFormula::Quadratic,
+            single_process_oom_kill: false,
+            swap_behavior: crate::node::cm::SwapBehavior::NoSwap,
         }
     }
 }
@@ -309,6 +316,8 @@ impl CgroupsConfig {
             pod_pids_limit: self.pod_pids_limit,
             cpu_cfs_quota: self.cpu_cfs_quota,
             container_weight: self.container_cpu_weight,
+            single_process_oom_kill: self.single_process_oom_kill,
+            swap_behavior: self.swap_behavior,
         })
     }
 

@@ -185,7 +185,7 @@ pub trait CgroupDriver: Send + Sync {
     fn dir_for(&self, path: &str, file: &str) -> Option<PathBuf>;
     /// The memory controller's directory (where OOM kills are counted).
     fn memory_dir(&self, path: &str) -> Option<PathBuf>;
-    /// Makes the controllers usable below `path`'s parent (v2 `cgroup.subtree_control`).
+    /// Makes every controller usable below `path`'s parent (v2 `cgroup.subtree_control`).
     fn enable_controllers(&self, path: &str) -> Result<(), CgroupError>;
 
     /// Creates the cgroup and any missing ancestors in every hierarchy ferrolet uses.
@@ -417,17 +417,17 @@ impl CgroupDriver for V2 {
     }
 
     fn enable_controllers(&self, path: &str) -> Result<(), CgroupError> {
-        // Every ancestor of the new cgroup must delegate cpu, memory and pids to its children.
+        // Every ancestor of the new cgroup delegates every controller it has to its children
+        // (as runc does): cpu, memory and pids for the limits written here, and io, cpuset,
+        // hugetlb and the others for pods and runtimes that set them.
         let mut dir = self.mount.clone();
         let parts: Vec<&str> = rel(path).split('/').filter(|p| !p.is_empty()).collect();
         for part in parts {
             let available = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
             let enabled = fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
-            let missing: Vec<String> = CONTROLLERS
-                .iter()
-                .filter(|c| {
-                    available.split_whitespace().any(|a| a == **c) && !enabled.split_whitespace().any(|e| e == **c)
-                })
+            let missing: Vec<String> = available
+                .split_whitespace()
+                .filter(|c| !enabled.split_whitespace().any(|e| e == *c))
                 .map(|c| format!("+{c}"))
                 .collect();
             if !missing.is_empty() {
@@ -529,5 +529,23 @@ mod tests {
         assert_eq!(sleeper.wait().unwrap().signal(), Some(libc::SIGKILL));
         assert!(!cg.exists(), "the whole tree is gone");
         kill_and_remove(&cg).expect("a cgroup that is gone is already removed");
+    }
+
+    #[test]
+    fn v2_delegates_every_controller_each_ancestor_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = "cpuset cpu io memory hugetlb pids rdma misc";
+        std::fs::write(dir.path().join("cgroup.controllers"), all).unwrap();
+        std::fs::write(dir.path().join("cgroup.subtree_control"), "cpu memory").unwrap();
+        std::fs::create_dir(dir.path().join("kubepods")).unwrap();
+        std::fs::write(dir.path().join("kubepods/cgroup.controllers"), "cpu io memory pids").unwrap();
+        std::fs::write(dir.path().join("kubepods/cgroup.subtree_control"), "").unwrap();
+        V2::new(dir.path()).enable_controllers("/kubepods/burstable").unwrap();
+        // A real subtree_control adds what is written; the fake file holds the last write.
+        let root = std::fs::read_to_string(dir.path().join("cgroup.subtree_control")).unwrap();
+        assert_eq!(root, "+cpuset +io +hugetlb +pids +rdma +misc", "what was not enabled yet, all of it");
+        let kubepods = std::fs::read_to_string(dir.path().join("kubepods/cgroup.subtree_control")).unwrap();
+        assert_eq!(kubepods, "+cpu +io +memory +pids");
+        assert!(dir.path().join("kubepods/burstable").is_dir());
     }
 }

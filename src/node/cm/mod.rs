@@ -40,6 +40,19 @@ pub enum WeightFormula {
     Linear,
 }
 
+/// kubelet's `memorySwap.swapBehavior`: how much swap a container may use (cgroup v2,
+/// where the kernel accounts swap per cgroup).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub enum SwapBehavior {
+    /// No container swaps (`memory.swap.max` 0): at its limit it is OOM-killed, as without
+    /// swap. kubelet's default.
+    #[default]
+    NoSwap,
+    /// A container of a Burstable pod swaps up to its share of the node's swap, its memory
+    /// request over the node's memory (kubelet's formula); every other container none.
+    LimitedSwap,
+}
+
 /// The resources of one cgroup, before conversion to control files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ResourceConfig {
@@ -53,6 +66,10 @@ pub struct ResourceConfig {
     pub memory: Option<i64>,
     /// Process limit.
     pub pids: Option<i64>,
+    /// Swap limit in bytes (v2 `memory.swap.max`; containers, when swap is accounted).
+    pub swap: Option<i64>,
+    /// Whether an OOM kill takes the whole cgroup (v2 `memory.oom.group`; containers).
+    pub oom_group: bool,
 }
 
 impl ResourceConfig {
@@ -86,6 +103,12 @@ impl ResourceConfig {
                 if let Some(m) = self.memory {
                     f.insert("memory.max".into(), m.to_string());
                 }
+                if let Some(sw) = self.swap {
+                    f.insert("memory.swap.max".into(), sw.to_string());
+                }
+                if self.oom_group {
+                    f.insert("memory.oom.group".into(), "1".into());
+                }
             }
         }
         if let Some(p) = self.pids {
@@ -104,6 +127,9 @@ pub struct NodeResources {
     pub memory: i64,
     /// Process ids.
     pub pids: i64,
+    /// Swap that containers may be given (`SwapTotal`), when the kernel accounts swap per
+    /// cgroup (v2 `memory.swap.max`); `None` when it does not (v1, or no swap accounting).
+    pub swap: Option<i64>,
 }
 
 impl NodeResources {
@@ -116,7 +142,7 @@ impl NodeResources {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(32_768);
-        NodeResources { cpu_millis: cpus * 1000, memory, pids }
+        NodeResources { cpu_millis: cpus * 1000, memory, pids, swap: None }
     }
 }
 
@@ -137,6 +163,12 @@ pub struct CmSettings {
     pub cpu_cfs_quota: bool,
     /// Container `cpu.weight` conversion on v2.
     pub container_weight: WeightFormula,
+    /// kubelet's `singleProcessOOMKill`: false (the default) sets v2 `memory.oom.group` on
+    /// every container cgroup, so an OOM kills the whole container, not one of its
+    /// processes.
+    pub single_process_oom_kill: bool,
+    /// kubelet's `memorySwap.swapBehavior`.
+    pub swap_behavior: SwapBehavior,
 }
 
 impl Default for CmSettings {
@@ -149,6 +181,8 @@ impl Default for CmSettings {
             pod_pids_limit: -1,
             cpu_cfs_quota: true,
             container_weight: WeightFormula::Quadratic,
+            single_process_oom_kill: false,
+            swap_behavior: SwapBehavior::NoSwap,
         }
     }
 }
@@ -259,6 +293,7 @@ pub fn allocatable(s: &CmSettings, capacity: &NodeResources) -> NodeResources {
         cpu_millis: sub(capacity.cpu_millis, s.system_reserved.cpu_millis, s.kube_reserved.cpu_millis),
         memory: sub(capacity.memory, s.system_reserved.memory, s.kube_reserved.memory),
         pids: sub(capacity.pids, s.system_reserved.pids, s.kube_reserved.pids),
+        swap: capacity.swap,
     }
 }
 
@@ -319,6 +354,7 @@ pub fn pod_config(s: &CmSettings, pod: &Pod) -> ResourceConfig {
         cpu_period: if cpu_limited && quota.is_some() { Some(QUOTA_PERIOD) } else { None },
         memory: if mem_limited && mem_lim > 0 { Some(mem_lim) } else { None },
         pids: (s.pod_pids_limit > 0).then_some(s.pod_pids_limit),
+        ..Default::default()
     }
 }
 
@@ -335,8 +371,28 @@ pub fn container_config(s: &CmSettings, c: &Container) -> ResourceConfig {
         cpu_quota: quota,
         cpu_period: quota.map(|_| QUOTA_PERIOD),
         memory: get(&c.resources.limits, "memory").filter(|m| *m > 0),
-        pids: None,
+        ..Default::default()
     }
+}
+
+/// kubelet's swap limit of container `c` of `pod` (`memory.swap.max`), on a node with
+/// `node_memory` bytes of memory and `node_swap` of swap: none under `NoSwap`; under
+/// `LimitedSwap`, a container of a Burstable pod that is not critical, and whose memory
+/// request is set and below its limit, gets `request / node_memory * node_swap`; any other
+/// none.
+pub fn container_swap(behavior: SwapBehavior, pod: &Pod, c: &Container, node_memory: i64, node_swap: i64) -> i64 {
+    let memory = |list: &BTreeMap<String, crate::api::Quantity>| list.get("memory").map_or(0, |q| q.value());
+    let (request, limit) = (memory(&c.resources.requests), memory(&c.resources.limits));
+    let limited = behavior == SwapBehavior::LimitedSwap
+        && qos::pod_qos(pod) == QosClass::Burstable
+        && !crate::api::source::is_critical(pod)
+        && request > 0
+        && request != limit
+        && node_memory > 0;
+    if !limited {
+        return 0;
+    }
+    (request as f64 / node_memory as f64 * node_swap.max(0) as f64) as i64
 }
 
 impl PlannedCgroup {
@@ -366,10 +422,22 @@ pub fn plan_pod(s: &CmSettings, version: CgroupVersion, pod: &Pod) -> PlannedCgr
     }
 }
 
-/// Container `c`'s cgroup, under its pod's.
-pub fn plan_container(s: &CmSettings, version: CgroupVersion, pod: &Pod, c: &Container) -> PlannedCgroup {
+/// Container `c`'s cgroup, under its pod's, on a node with `capacity` (its memory and swap
+/// decide the swap limit).
+pub fn plan_container(
+    s: &CmSettings,
+    version: CgroupVersion,
+    capacity: &NodeResources,
+    pod: &Pod,
+    c: &Container,
+) -> PlannedCgroup {
     let path = join(&pod_path(s, pod), &c.name);
-    let planned = PlannedCgroup::new(path, Level::Container, container_config(s, c), version, s.container_weight);
+    let r = ResourceConfig {
+        swap: capacity.swap.map(|swap| container_swap(s.swap_behavior, pod, c, capacity.memory, swap)),
+        oom_group: !s.single_process_oom_kill,
+        ..container_config(s, c)
+    };
+    let planned = PlannedCgroup::new(path, Level::Container, r, version, s.container_weight);
     PlannedCgroup { pod: Some(pod.key()), container: Some(c.name.clone()), ..planned }
 }
 
@@ -383,7 +451,11 @@ pub fn plan(s: &CmSettings, version: CgroupVersion, capacity: &NodeResources, po
         cgroups.push(plan_pod(s, version, p));
         if containers {
             cgroups.extend(
-                p.spec.init_containers.iter().chain(&p.spec.containers).map(|c| plan_container(s, version, p, c)),
+                p.spec
+                    .init_containers
+                    .iter()
+                    .chain(&p.spec.containers)
+                    .map(|c| plan_container(s, version, capacity, p, c)),
             );
         }
     }
@@ -471,6 +543,16 @@ pub struct ContainerManager {
     foreign: HashSet<String>,
 }
 
+/// The node's swap (`SwapTotal`) when the kernel accounts swap per cgroup: v2, and
+/// `memory.swap.max` beside `kubepods`' `memory.max`. kubelet's `swapControllerAvailable`.
+pub fn swap_accounted(driver: &dyn CgroupDriver, kubepods: &str) -> Option<i64> {
+    use procfs::Current;
+    if driver.version() != CgroupVersion::V2 || !driver.memory_dir(kubepods)?.join("memory.swap.max").exists() {
+        return None;
+    }
+    procfs::Meminfo::current().ok().map(|m| i64::try_from(m.swap_total).unwrap_or(i64::MAX))
+}
+
 impl ContainerManager {
     /// Creates `kubepods` and the QoS cgroups and enforces node allocatable; fails when the
     /// hierarchy cannot be written at all.
@@ -497,6 +579,7 @@ impl ContainerManager {
         };
         // Creating kubepods is the test of whether enforcement is possible at all.
         cm.driver.create(&kubepods_path(&cm.settings))?;
+        cm.capacity.swap = swap_accounted(&*cm.driver, &kubepods_path(&cm.settings));
         cm.enforce_allocatable();
         cm.update_qos(&[])?;
         Ok(cm)
@@ -579,7 +662,7 @@ impl ContainerManager {
     pub fn container(&self, pod: &Pod, c: &Container) -> LinuxContainerConfig {
         LinuxContainerConfig {
             cgroup_parent: pod_path(&self.settings, pod),
-            files: plan_container(&self.settings, self.driver.version(), pod, c).files,
+            files: plan_container(&self.settings, self.driver.version(), &self.capacity, pod, c).files,
             oom_score_adj: qos::oom_score_adj(pod, c, self.capacity.memory),
         }
     }
@@ -741,7 +824,7 @@ mod tests {
     }
 
     fn node() -> NodeResources {
-        NodeResources { cpu_millis: 3000, memory: 8 << 30, pids: 4096 }
+        NodeResources { cpu_millis: 3000, memory: 8 << 30, pids: 4096, swap: None }
     }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -751,8 +834,8 @@ mod tests {
     #[test]
     fn the_v1_tree_for_mixed_pods() {
         let settings = CmSettings {
-            system_reserved: NodeResources { cpu_millis: 500, memory: 1 << 30, pids: 0 },
-            kube_reserved: NodeResources { cpu_millis: 500, memory: 0, pids: 96 },
+            system_reserved: NodeResources { cpu_millis: 500, memory: 1 << 30, pids: 0, swap: None },
+            kube_reserved: NodeResources { cpu_millis: 500, memory: 0, pids: 96, swap: None },
             ..Default::default()
         };
         let pods = mixed();
@@ -803,6 +886,75 @@ mod tests {
         let linear = CmSettings { container_weight: WeightFormula::Linear, ..Default::default() };
         let p = plan(&linear, CgroupVersion::V2, &node(), &refs, true);
         assert_eq!(files(&p, "/kubepods/podg1/app")["cpu.weight"], "39");
+    }
+
+    #[test]
+    fn v2_containers_are_killed_whole_on_oom_and_do_not_swap_by_default() {
+        let pods = mixed();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        // The kernel accounts swap: 2Gi of it.
+        let swap = NodeResources { swap: Some(2 << 30), ..node() };
+        let p = plan(&CmSettings::default(), CgroupVersion::V2, &swap, &refs, true);
+        for c in p.cgroups.iter().filter(|c| c.level == Level::Container) {
+            assert_eq!(c.files["memory.oom.group"], "1", "{}", c.path);
+            assert_eq!(c.files["memory.swap.max"], "0", "{}", c.path);
+        }
+        for c in p.cgroups.iter().filter(|c| c.level != Level::Container) {
+            assert!(
+                !c.files.contains_key("memory.oom.group") && !c.files.contains_key("memory.swap.max"),
+                "{}",
+                c.path
+            );
+        }
+        // Without swap accounting no swap file is written (it is not there to write).
+        let p = plan(&CmSettings::default(), CgroupVersion::V2, &node(), &refs, true);
+        assert!(!files(&p, "/kubepods/burstable/podb1/app").contains_key("memory.swap.max"));
+        assert_eq!(files(&p, "/kubepods/burstable/podb1/app")["memory.oom.group"], "1");
+        // singleProcessOOMKill: the kernel picks one process, as on v1.
+        let single = CmSettings { single_process_oom_kill: true, ..Default::default() };
+        let p = plan(&single, CgroupVersion::V2, &swap, &refs, true);
+        assert!(!files(&p, "/kubepods/podg1/app").contains_key("memory.oom.group"));
+        // v1 has neither file.
+        let p = plan(&CmSettings::default(), CgroupVersion::V1, &swap, &refs, true);
+        assert!(p
+            .cgroups
+            .iter()
+            .all(|c| !c.files.keys().any(|f| f.starts_with("memory.swap") || f == "memory.oom.group")));
+    }
+
+    #[test]
+    fn limited_swap_gives_burstable_containers_their_share_of_the_nodes_swap() {
+        let limited = CmSettings { swap_behavior: SwapBehavior::LimitedSwap, ..Default::default() };
+        let pods = [
+            pod("g", "g1", &[("app", "", "cpu=1,memory=1Gi")]),
+            pod(
+                "b",
+                "b1",
+                &[("app", "memory=1Gi", "memory=2Gi"), ("nolimit", "memory=512Mi", ""), ("none", "cpu=1", "")],
+            ),
+            pod("b2", "b2", &[("same", "memory=1Gi", "memory=1Gi"), ("other", "cpu=1", "")]),
+            pod("e", "e1", &[("app", "", "")]),
+        ];
+        let refs: Vec<&Pod> = pods.iter().collect();
+        // 8Gi of memory, 2Gi of swap: a 1Gi request is an eighth, 256Mi of swap.
+        let node = NodeResources { swap: Some(2 << 30), ..node() };
+        let p = plan(&limited, CgroupVersion::V2, &node, &refs, true);
+        let swap = |path: &str| files(&p, path)["memory.swap.max"].clone();
+        assert_eq!(swap("/kubepods/burstable/podb1/app"), (256i64 << 20).to_string());
+        assert_eq!(swap("/kubepods/burstable/podb1/nolimit"), (128i64 << 20).to_string());
+        assert_eq!(swap("/kubepods/burstable/podb1/none"), "0", "no memory request");
+        assert_eq!(swap("/kubepods/burstable/podb2/same"), "0", "request equals limit");
+        assert_eq!(swap("/kubepods/podg1/app"), "0", "Guaranteed");
+        assert_eq!(swap("/kubepods/besteffort/pode1/app"), "0", "BestEffort");
+        // Critical pods (static, mirror, system priority) never swap.
+        let mut critical = pods[1].clone();
+        critical.metadata.annotations.insert(crate::api::source::CONFIG_SOURCE_ANNOTATION.into(), "file".into());
+        assert_eq!(
+            container_swap(SwapBehavior::LimitedSwap, &critical, &critical.spec.containers[0], 8 << 30, 2 << 30),
+            0
+        );
+        assert_eq!(container_swap(SwapBehavior::NoSwap, &pods[1], &pods[1].spec.containers[0], 8 << 30, 2 << 30), 0);
+        assert_eq!(container_swap(SwapBehavior::LimitedSwap, &pods[1], &pods[1].spec.containers[0], 0, 2 << 30), 0);
     }
 
     #[test]

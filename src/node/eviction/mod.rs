@@ -27,8 +27,6 @@
 //! - `max_pod_grace_period = 0` means the pod's own grace period; kubelet's 0 means none
 //!   (its minimum of 2 s).
 
-use crate::api::Pod;
-
 pub mod admit;
 pub mod decide;
 pub mod local;
@@ -58,10 +56,7 @@ pub const OFFENDING_CONTAINERS_KEY: &str = "offending_containers";
 pub const OFFENDING_CONTAINERS_USAGE_KEY: &str = "offending_containers_usage";
 /// The event annotation naming the starved resource.
 pub const STARVED_RESOURCE_KEY: &str = "starved_resource";
-/// kubelet's `SystemCriticalPriority`: a pod with this priority or more is never evicted
-/// and always admitted (`system-cluster-critical` is 2000000000, `system-node-critical`
-/// 2000001000).
-pub const SYSTEM_CRITICAL_PRIORITY: i64 = 2_000_000_000;
+pub use crate::api::source::{is_critical, is_mirror, is_static, pod_priority, SYSTEM_CRITICAL_PRIORITY};
 /// The annotation of a mirror pod (the apiserver's copy of a static pod).
 pub const MIRROR_ANNOTATION: &str = crate::api::source::CONFIG_MIRROR_ANNOTATION;
 /// The taint a pod tolerates to be admitted under memory pressure though BestEffort.
@@ -309,26 +304,4 @@ impl NodeConditions {
     pub fn active(&self) -> Vec<Pressure> {
         Pressure::ALL.into_iter().filter(|p| self.get(*p).pressure).collect()
     }
-}
-
-/// A pod's priority (`spec.priority`, which the apiserver fills from its priority class);
-/// 0 when unset, as kubelet's `PodPriority`.
-pub fn pod_priority(pod: &Pod) -> i64 {
-    pod.spec.other.get("priority").and_then(serde_json::Value::as_i64).unwrap_or(0)
-}
-
-/// kubelet's `IsStaticPod`: a source annotation other than `api`.
-pub fn is_static(pod: &Pod) -> bool {
-    pod.metadata.annotations.get(crate::api::source::CONFIG_SOURCE_ANNOTATION).is_some_and(|s| s != "api")
-}
-
-/// kubelet's `IsMirrorPod`.
-pub fn is_mirror(pod: &Pod) -> bool {
-    pod.metadata.annotations.contains_key(MIRROR_ANNOTATION)
-}
-
-/// kubelet's `IsCriticalPod`: static, mirror, or a priority of `SYSTEM_CRITICAL_PRIORITY` or
-/// more. Such pods are admitted whatever the pressure.
-pub fn is_critical(pod: &Pod) -> bool {
-    is_static(pod) || is_mirror(pod) || pod_priority(pod) >= SYSTEM_CRITICAL_PRIORITY
 }
