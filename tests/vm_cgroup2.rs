@@ -492,13 +492,16 @@ fn check(r: &Report) -> Failures {
         let placed = r.procs.iter().any(|(tag, p, cmd)| tag == "running" && *p == c && cmd == command);
         f.check(placed, || format!("no `{command}` in {c}/cgroup.procs"));
     }
-    // Delegation: every level hands cpu, memory and pids to its children; the root every
-    // controller the kernel has.
-    let want: Vec<&str> = ["cpu", "memory", "pids"].into();
+    // Delegation: every level above a container hands every controller it has (cpu, memory
+    // and pids for the limits above; io, cpuset, hugetlb and the rest, as runc does) to its
+    // children.
     for path in ["/kubepods", "/kubepods/burstable", "/kubepods/besteffort", &gp, &bp, &ep] {
-        let got = r.file("running", path, "cgroup.subtree_control").unwrap_or("");
-        let got: BTreeSet<&str> = got.split_whitespace().collect();
-        f.check(want.iter().all(|c| got.contains(c)), || format!("{path}/cgroup.subtree_control: {got:?}"));
+        let words =
+            |name| -> BTreeSet<&str> { r.file("running", path, name).unwrap_or("").split_whitespace().collect() };
+        let (has, delegated) = (words("cgroup.controllers"), words("cgroup.subtree_control"));
+        f.check(["cpu", "memory", "pids"].iter().all(|c| has.contains(c)) && delegated == has, || {
+            format!("{path}: cgroup.subtree_control {delegated:?}, want every controller of cgroup.controllers {has:?}")
+        });
     }
     let root: BTreeSet<&str> =
         r.file("running", "/", "cgroup.subtree_control").unwrap_or("").split_whitespace().collect();

@@ -83,7 +83,7 @@ pods() { say "pods $1 $(get /pods | tr -d '\n')"; }
 dump_one() {
   p=${2#$CG}
   say "dir $1 $p"
-  for f in cgroup.subtree_control cpu.weight cpu.max memory.max memory.swap.max memory.oom.group pids.max; do
+  for f in cgroup.controllers cgroup.subtree_control cpu.weight cpu.max memory.max memory.swap.max memory.oom.group pids.max; do
     [ -f "$2/$f" ] && say "file $1 $p $f $(tr '\n' ' ' <"$2/$f")"
   done
   for pid in $(cat "$2/cgroup.procs"); do
