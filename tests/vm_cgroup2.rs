@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const VM_DIR_ENV: &str = "FERROLET_VM_DIR";
 /// Its default.
 const VM_DIR: &str = "/var/tmp/ferrolet-vm";
-/// One boot, from qemu's start to its power-off: about 20 s with TCG when every check
+/// One boot, from qemu's start to its power-off: 16-20 s with TCG when every check
 /// passes, 55 s when the OOM checks fail (the VM waits for them); the VM's own waits add up
 /// to 125 s at most.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(150);
