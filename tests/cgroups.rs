@@ -97,6 +97,20 @@ fn pods_of_each_qos_class_get_kernel_enforced_cgroups_and_lose_them_on_removal()
     }
     assert_eq!(read(&*d, &want, "memory.limit_in_bytes"), (64u64 << 20).to_string());
     assert_eq!(read(&*d, &want, "cpu.cfs_quota_us"), "50000");
+    // kubelet's OOM scores by QoS class: Guaranteed -997, BestEffort 1000, Burstable by its
+    // memory request (none here: 999, the top of its range).
+    let score = |pod: &ferrolet::api::Pod| {
+        let pid = workload_pid(&sb.state(), &container(pod, "app").unwrap().container_id).unwrap();
+        std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap().trim().to_string()
+    };
+    assert_eq!((score(b).as_str(), score(e).as_str()), ("999", "1000"));
+    if ferrolet::base::procs::has_capability(ferrolet::base::procs::CAP_SYS_RESOURCE) {
+        assert_eq!(score(g), "-997");
+    } else {
+        // This sandbox cannot lower a score: 0, and the agent said why at start.
+        assert_eq!(score(g), "0");
+        assert!(agent.log_text().contains("the agent lacks CAP_SYS_RESOURCE"), "{}", agent.log_text());
+    }
 
     // Removal: the pod cgroup goes, and the burstable shares drop back.
     std::fs::remove_file(sb.manifests().join("b.yaml")).unwrap();

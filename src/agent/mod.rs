@@ -412,6 +412,13 @@ fn start_container_manager(
         return Ok((None, None));
     }
     let settings = cg.settings()?;
+    if cfg.runtime == crate::config::RuntimeBackend::Process
+        && !crate::base::procs::has_capability(crate::base::procs::CAP_SYS_RESOURCE)
+    {
+        log::warn!(
+            "cm: the agent lacks CAP_SYS_RESOURCE: containers of Guaranteed and Burstable pods keep oom_score_adj 0 instead of kubelet's -997 (Guaranteed) or lower, so the kernel's OOM killer may pick them before others"
+        );
+    }
     let kubepods = crate::node::cm::kubepods_path(&settings);
     let shared = |source| AgentError::Shared { source };
     ownership::kubelet_sharing_root(Path::new("/proc"), &settings.root).map_err(shared)?;

@@ -134,6 +134,20 @@ pub fn open_files_limit() -> u64 {
     }
 }
 
+/// `CAP_SYS_RESOURCE`, which lowering an `oom_score_adj` below what a process inherited needs.
+pub const CAP_SYS_RESOURCE: u32 = 24;
+
+/// Whether this process has capability `cap` in its effective set (`CapEff` of
+/// `/proc/self/status`); false when it cannot be read.
+pub fn has_capability(cap: u32) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|mask| cap < 64 && mask & (1 << cap) != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

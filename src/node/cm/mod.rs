@@ -478,7 +478,8 @@ pub struct LinuxContainerConfig {
     pub cgroup_parent: String,
     /// Control files for the container cgroup, already in the host's version.
     pub files: BTreeMap<String, String>,
-    /// The container's `oom_score_adj` by QoS class (kubelet's policy; a CRI runtime sets it).
+    /// The container's `oom_score_adj` by QoS class (kubelet's policy): a CRI runtime sets
+    /// it, and the process runtime's workload sets it before it runs its command.
     #[serde(default)]
     pub oom_score_adj: i64,
 }

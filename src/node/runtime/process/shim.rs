@@ -499,6 +499,20 @@ fn spawn_workload(dir: &Path, record: &ContainerRecord, procs: &[PathBuf]) -> io
         None
     };
     let status_fd = status_pipe.as_ref().map(|(_, w)| w.as_raw_fd());
+    // kubelet's OOM score by QoS class (Guaranteed -997, BestEffort 1000, Burstable by its
+    // memory request), written by the workload itself before it drops its capabilities
+    // (lowering it needs CAP_SYS_RESOURCE); formatted now, no allocation after the fork.
+    // Without CAP_SYS_RESOURCE (some sandboxes) a score below the inherited 0 cannot be
+    // set: 0 then, the lowest it may have (the agent said so at start).
+    let oom_score = cfg.linux.as_ref().map(|l| {
+        let value =
+            if l.oom_score_adj < 0 && !procs::has_capability(procs::CAP_SYS_RESOURCE) { 0 } else { l.oom_score_adj };
+        let text = value.to_string();
+        let mut buf = [0u8; 24];
+        let n = text.len().min(buf.len());
+        buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+        (buf, n)
+    });
     // The step of `build::enter` that failed, if one did.
     let (mut step_read, step_write) = fds::pipe()?;
     let step_fd = step_write.as_raw_fd();
@@ -523,6 +537,9 @@ fn spawn_workload(dir: &Path, record: &ContainerRecord, procs: &[PathBuf]) -> io
             fds::cloexec_above_stdio()?;
             // The cgroups first: joining them needs the shim's own identity.
             join_cgroups(&fds)?;
+            if let Some((buf, n)) = &oom_score {
+                set_oom_score_adj(&buf[..*n])?;
+            }
             if let Some(e) = &entry {
                 if let Err((step, err)) = build::enter(e) {
                     libc::write(step_fd, [step as u8].as_ptr().cast(), 1);
@@ -545,6 +562,26 @@ fn spawn_workload(dir: &Path, record: &ContainerRecord, procs: &[PathBuf]) -> io
         }
     })?;
     Ok((child, status_pipe.map(|(r, _)| r)))
+}
+
+/// Writes `value` (decimal text) to this process's `oom_score_adj`; between fork and exec
+/// (open, write and close only).
+fn set_oom_score_adj(value: &[u8]) -> io::Result<()> {
+    // SAFETY: a static NUL-terminated path, a buffer that lives through the call, and an
+    // fd closed on every path.
+    unsafe {
+        let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let written = libc::write(fd, value.as_ptr().cast(), value.len());
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if written < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
 }
 
 /// In a new PID namespace's first process, between fork and exec: forks again; the new
