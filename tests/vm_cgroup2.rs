@@ -79,6 +79,8 @@ struct Report {
     dirs: BTreeSet<(String, String)>,
     files: BTreeMap<(String, String, String), String>,
     procs: Vec<(String, String, String)>,
+    /// (tag, cgroup, pid) → `oom_score_adj`.
+    scores: BTreeMap<(String, String, String), String>,
     pods: BTreeMap<String, Vec<Pod>>,
     oom: Vec<String>,
     errors: Vec<String>,
@@ -103,6 +105,12 @@ impl Report {
                     if f.len() >= 3 {
                         let value = f.get(3).unwrap_or(&"").trim().to_string();
                         r.files.insert((f[0].into(), f[1].into(), f[2].into()), value);
+                    }
+                }
+                "score" => {
+                    let f: Vec<&str> = tail.splitn(4, ' ').collect();
+                    if f.len() == 4 {
+                        r.scores.insert((f[0].into(), f[1].into(), f[2].into()), f[3].trim().into());
                     }
                 }
                 "proc" => {
@@ -491,6 +499,17 @@ fn check(r: &Report) -> Failures {
         }
         let placed = r.procs.iter().any(|(tag, p, cmd)| tag == "running" && *p == c && cmd == command);
         f.check(placed, || format!("no `{command}` in {c}/cgroup.procs"));
+    }
+    // kubelet's OOM scores by QoS class (the VM's root may lower them): Guaranteed -997,
+    // BestEffort 1000, Burstable 1000 − 1000 × its 32Mi memory request / MemTotal.
+    let burstable = (1000 - 1000 * (32u64 << 20) / mem_total.max(1)).clamp(2, 999);
+    for (path, want) in [(&gp, "-997".to_string()), (&bp, burstable.to_string()), (&ep, "1000".to_string())] {
+        let c = format!("{path}/app");
+        let scores: Vec<&String> =
+            r.scores.iter().filter(|((tag, p, _), _)| tag == "running" && *p == c).map(|(_, s)| s).collect();
+        f.check(!scores.is_empty() && scores.iter().all(|s| **s == want), || {
+            format!("{c}: oom_score_adj {scores:?}, want {want}")
+        });
     }
     // Delegation: every level above a container hands every controller it has (cpu, memory
     // and pids for the limits above; io, cpuset, hugetlb and the rest, as runc does) to its

@@ -87,6 +87,7 @@ dump_one() {
     [ -f "$2/$f" ] && say "file $1 $p $f $(tr '\n' ' ' <"$2/$f")"
   done
   for pid in $(cat "$2/cgroup.procs"); do
+    say "score $1 $p $pid $(cat "/proc/$pid/oom_score_adj" 2>/dev/null)"
     say "proc $1 $p $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
   done
 }
