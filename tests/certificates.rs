@@ -10,7 +10,7 @@ use common::{AgentProcess, Sandbox};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 const NODE: &str = "testnode";
 const WAIT: Duration = Duration::from_secs(40);
@@ -36,29 +36,8 @@ fn pki(sb: &Sandbox) -> PathBuf {
 }
 
 /// `f` until it gives a value within `within`; a timeout shows both logs.
-fn wait<T>(
-    agent: &AgentProcess,
-    api: &FakeApiserver,
-    what: &str,
-    within: Duration,
-    mut f: impl FnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if Instant::now() > deadline {
-            let log = agent.log_text();
-            let tail: Vec<&str> = log.lines().rev().take(80).collect::<Vec<_>>().into_iter().rev().collect();
-            panic!(
-                "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
-                tail.join("\n"),
-                api.log_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+fn wait<T>(agent: &AgentProcess, api: &FakeApiserver, what: &str, within: Duration, f: impl FnMut() -> Option<T>) -> T {
+    common::apiserver::wait_logged(agent, api, what, within, f)
 }
 
 fn ready(api: &FakeApiserver) -> Option<()> {

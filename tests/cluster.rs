@@ -40,24 +40,7 @@ fn wait_long<T>(
     within: Duration,
     f: impl FnMut() -> Option<T>,
 ) -> T {
-    let mut f = f;
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if std::time::Instant::now() > deadline {
-            let log = agent.log_text();
-            let tail: Vec<&str> = log.lines().rev().take(60).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            panic!(
-                "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
-                tail.join("\n"),
-                api.log_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::apiserver::wait_logged(agent, api, what, within, f)
 }
 
 fn phase(api: &FakeApiserver, name: &str) -> Option<String> {

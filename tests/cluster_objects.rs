@@ -29,23 +29,8 @@ fn key_path(sb: &Sandbox) -> PathBuf {
 }
 
 /// `wait_for`, but a timeout shows the agent's log and the fake's.
-fn wait<T>(agent: &AgentProcess, api: &FakeApiserver, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if std::time::Instant::now() > deadline {
-            let log = agent.log_text();
-            let tail: Vec<&str> = log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
-            panic!(
-                "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
-                tail.join("\n"),
-                api.log_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+fn wait<T>(agent: &AgentProcess, api: &FakeApiserver, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    common::apiserver::wait_logged(agent, api, what, WAIT, f)
 }
 
 fn pod(api: &FakeApiserver, name: &str) -> Value {

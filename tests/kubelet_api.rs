@@ -38,23 +38,8 @@ impl Cluster {
     }
 
     /// `f` until it gives a value; a timeout shows both logs.
-    pub fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(v) = f() {
-                return v;
-            }
-            if Instant::now() > deadline {
-                let log = self.agent.log_text();
-                let tail: Vec<&str> = log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
-                panic!(
-                    "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
-                    tail.join("\n"),
-                    self.api.log_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+    pub fn wait<T>(&self, what: &str, f: impl FnMut() -> Option<T>) -> T {
+        common::apiserver::wait_logged(&self.agent, &self.api, what, WAIT, f)
     }
 
     /// Creates `pod` and waits until it runs.

@@ -131,9 +131,9 @@ pub fn connect(cfg: &Config) -> Result<Option<Cluster>, ClusterError> {
     let current = current.ok().flatten();
     let client = match (&start, &current) {
         (certs::Start::Use(_), Some(p)) => {
-            let client = ApiClient::new(&conn, settings).map_err(client_err(path))?;
-            client.set_client_cert(&p.cert_pem, &p.key_pem).map_err(client_err(&store.current_path()))?;
-            client
+            let auth = kubeconfig::Auth::ClientCert { cert: p.cert_pem.clone(), key: p.key_pem.clone() };
+            let with_pair = kubeconfig::Connection { auth, ..conn.clone() };
+            ApiClient::new(&with_pair, settings).map_err(client_err(&store.current_path()))?
         }
         (certs::Start::Request { why }, _) if bootstrap.is_some() => {
             ApiClient::without_credentials(&conn, settings, &format!("TLS bootstrap: {why}"))

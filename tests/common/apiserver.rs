@@ -140,6 +140,33 @@ struct Ready {
     pid: u32,
 }
 
+/// `f` until it gives a value, for up to `within`; a timeout panics with the end of the
+/// agent's log and of the fake's.
+pub fn wait_logged<T>(
+    agent: &super::AgentProcess,
+    api: &FakeApiserver,
+    what: &str,
+    within: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let log = agent.log_text();
+            let tail: Vec<&str> = log.lines().rev().take(80).collect::<Vec<_>>().into_iter().rev().collect();
+            panic!(
+                "timed out waiting for {what}; the agent's log:\n{}\nthe fake's:\n{}",
+                tail.join("\n"),
+                api.log_tail()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A running fake kube-apiserver for one node.
 pub struct FakeApiserver {
     child: Child,
