@@ -6,6 +6,7 @@
 //! (a self-signed certificate; a certificate's subject and validity).
 
 pub mod clock;
+pub mod dbus;
 pub mod errors;
 pub mod fds;
 pub mod httphead;
