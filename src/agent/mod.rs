@@ -119,11 +119,13 @@ pub enum AgentError {
         #[source]
         source: crate::node::runtime::cri::CriError,
     },
-    /// The CRI runtime places cgroups through systemd, and ferrolet's are cgroupfs paths.
-    #[error("the CRI runtime at {endpoint} uses the systemd cgroup driver, but ferrolet's pod cgroups are cgroupfs paths: configure its runc with SystemdCgroup = false, or set [cgroups] enforcement = \"off\"")]
+    /// The CRI runtime's cgroup driver is not the one configured.
+    #[error("the CRI runtime at {endpoint}: {message}")]
     CgroupDriver {
         /// The endpoint.
         endpoint: String,
+        /// The two drivers and what to change.
+        message: String,
     },
     /// The CRI runtime does not say which pause image it uses, and none is configured.
     #[error("the CRI runtime at {endpoint} does not report its sandbox image: set pod_sandbox_image")]
@@ -337,15 +339,13 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
             "cri: {endpoint}: {why}: pods without hostNetwork cannot start until the runtime's network is ready"
         );
     }
-    // Pod cgroups are cgroupfs paths: a runtime on the systemd driver would misplace them.
-    match client.cgroup_driver().map_err(cri_err)? {
-        Some(crate::proto::cri::CgroupDriver::SYSTEMD) if cfg.cgroups.enforcement != Enforcement::Off => {
-            return Err(AgentError::CgroupDriver { endpoint: endpoint.clone() })
-        }
+    // Its driver decides ferrolet's (`cgroups.driver = "auto"`), or must agree with it.
+    let driver = client.cgroup_driver().map_err(cri_err)?;
+    match driver {
         Some(driver) => log::info!("cri: the runtime's cgroup driver is {driver:?}"),
         None => log::info!(
             "cri: the runtime does not report its cgroup driver (RuntimeConfig is unimplemented before containerd 2.0); \
-             pod cgroups are cgroupfs paths, so its runc must use cgroupfs (SystemdCgroup = false)"
+             its runc must use ferrolet's driver (SystemdCgroup = true with the systemd driver, false with cgroupfs)"
         ),
     }
     let pause = if cfg.pod_sandbox_image.is_empty() {
@@ -356,7 +356,8 @@ fn cri_runtime(cfg: &Config, health: &Health) -> Result<CriRuntime, AgentError> 
     };
     log::info!("cri: pod sandboxes use {pause}");
     Ok(CriRuntime::new(client, &pause, &cfg.node_name, health)
-        .with_version(version.runtime_name(), version.runtime_version()))
+        .with_version(version.runtime_name(), version.runtime_version())
+        .with_cgroup_driver(driver.map(|d| d == crate::proto::cri::CgroupDriver::SYSTEMD)))
 }
 
 fn process_runtime(cfg: &Config, shim_exe: &Path) -> Result<ProcessRuntime, AgentError> {
@@ -442,7 +443,7 @@ fn start_container_manager(
         Err(e) => return Err(shared(e)),
     };
     let records = crate::node::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
-    let started = cgroupfs::detect(&cg.mountinfo, cg.forced_version())
+    let started = cgroupfs::open(&cg.mountinfo, cg.forced_version(), &settings)
         .map_err(crate::node::cm::CmError::from)
         .and_then(|driver| {
             ContainerManager::start(
@@ -698,9 +699,11 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
     }
     // Pod cgroups go too, when ferrolet manages them here.
     if cfg.cgroups.enforcement != Enforcement::Off {
-        if let (Ok(driver), Ok(settings)) =
-            (cgroupfs::detect(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version()), cfg.cgroups.settings())
-        {
+        let settings = cfg.cgroups.settings().ok();
+        let driver = settings
+            .as_ref()
+            .and_then(|s| cgroupfs::open(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version(), s).ok());
+        if let (Some(settings), Some(driver)) = (settings, driver) {
             let records = crate::node::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
             for s in &sandboxes {
                 if let Err(e) = crate::node::cm::remove_pod_cgroup(&*driver, &settings, &records, &s.config.pod_uid) {
@@ -737,6 +740,24 @@ fn image_gc_client(handle: Option<&ManagerHandle<ImageGcCommand>>) -> Option<Ima
     handle.map(|h| ImageGcClient::new(h.sender()))
 }
 
+/// `cfg` with `cgroups.driver` decided (`CgroupDriverSetting::resolve`): the CRI runtime's
+/// own driver where it reports one, else systemd where it is the init system with its bus
+/// up; a runtime on the other driver than the one configured is refused.
+fn with_cgroup_driver(cfg: &Config, cri: Option<&CriRuntime>) -> Result<Config, AgentError> {
+    use crate::config::CgroupDriverSetting;
+    let mut cfg = cfg.clone();
+    if cfg.cgroups.enforcement == Enforcement::Off {
+        return Ok(cfg);
+    }
+    let booted = crate::node::cm::systemd::booted() && crate::node::cm::systemd::system_bus().exists();
+    let systemd =
+        cfg.cgroups.driver.resolve(booted, cri.and_then(CriRuntime::systemd_cgroups)).map_err(|message| {
+            AgentError::CgroupDriver { endpoint: cfg.container_runtime_endpoint.clone(), message }
+        })?;
+    cfg.cgroups.driver = if systemd { CgroupDriverSetting::Systemd } else { CgroupDriverSetting::Cgroupfs };
+    Ok(cfg)
+}
+
 impl Agent {
     /// Starts every manager: runtime, pod manager, static pod source, then the local API.
     /// `shim_exe` is the ferrolet binary, started as `ferrolet shim` per container.
@@ -749,6 +770,7 @@ impl Agent {
         let health = Health::default();
         // The runtime is checked before anything is made, the state directory included.
         let cri = cri_if_selected(cfg, &health, go_on)?;
+        let cfg = &with_cgroup_driver(cfg, cri.as_deref())?;
         if let Some(c) = &cri {
             let rotation = LogRotation { max_size: cfg.logs.max_size.0, max_files: cfg.logs.max_files };
             c.start_log_rotation(rotation, &health)

@@ -112,6 +112,41 @@ choice! {
     }
 }
 
+choice! {
+    /// `cgroups.driver` (kubelet's `cgroupDriver`): who makes the pod cgroups.
+    CgroupDriverSetting {
+        /// The CRI runtime's driver where it reports one; otherwise systemd where systemd is
+        /// the init system with its bus up, cgroupfs elsewhere (OpenRC, busybox init).
+        Auto = "auto",
+        /// Directories ferrolet makes in the cgroup filesystem.
+        Cgroupfs = "cgroupfs",
+        /// Transient slices systemd makes (`kubepods.slice`, ...), over D-Bus.
+        Systemd = "systemd",
+    }
+}
+
+impl CgroupDriverSetting {
+    /// Whether this setting means the systemd driver, given whether systemd runs here with
+    /// its bus (`booted`) and which driver the CRI runtime reports (`runtime`, `Some(true)`
+    /// for systemd). An explicit setting the runtime contradicts is refused: the runtime
+    /// would place containers where ferrolet does not look.
+    pub fn resolve(self, booted: bool, runtime: Option<bool>) -> Result<bool, String> {
+        let name = |systemd: bool| if systemd { "systemd" } else { "cgroupfs" };
+        match (self, runtime) {
+            (CgroupDriverSetting::Auto, Some(r)) => Ok(r),
+            (CgroupDriverSetting::Auto, None) => Ok(booted),
+            (explicit, Some(r)) if r != (explicit == CgroupDriverSetting::Systemd) => Err(format!(
+                "the CRI runtime uses the {} cgroup driver and cgroups.driver is \"{}\": set cgroups.driver = \"{}\" (or \"auto\"), or configure the runtime's runc with SystemdCgroup = {}",
+                name(r),
+                explicit,
+                name(r),
+                !r
+            )),
+            (explicit, _) => Ok(explicit == CgroupDriverSetting::Systemd),
+        }
+    }
+}
+
 impl CgroupVersionSetting {
     /// The forced version, if any.
     pub fn forced(self) -> Option<crate::node::cm::cgroupfs::CgroupVersion> {
@@ -132,6 +167,21 @@ mod tests {
         runtime: RuntimeBackend,
         enforcement: Enforcement,
         version: CgroupVersionSetting,
+    }
+
+    #[test]
+    fn the_cgroup_driver_follows_the_runtime_then_the_host_and_a_contradiction_is_refused() {
+        use CgroupDriverSetting::*;
+        assert_eq!(Auto.resolve(true, None), Ok(true));
+        assert_eq!(Auto.resolve(false, None), Ok(false));
+        assert_eq!(Auto.resolve(false, Some(true)), Ok(true), "the runtime's driver wins");
+        assert_eq!(Auto.resolve(true, Some(false)), Ok(false));
+        assert_eq!(Systemd.resolve(false, None), Ok(true));
+        assert_eq!(Cgroupfs.resolve(true, None), Ok(false));
+        assert_eq!(Systemd.resolve(true, Some(true)), Ok(true));
+        let e = Cgroupfs.resolve(true, Some(true)).unwrap_err();
+        assert_eq!(e, "the CRI runtime uses the systemd cgroup driver and cgroups.driver is \"cgroupfs\": set cgroups.driver = \"systemd\" (or \"auto\"), or configure the runtime's runc with SystemdCgroup = false");
+        assert!(Systemd.resolve(true, Some(false)).unwrap_err().contains("SystemdCgroup = true"));
     }
 
     #[test]

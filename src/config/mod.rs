@@ -21,7 +21,7 @@ mod reserved;
 mod server;
 
 pub use bounds::*;
-pub use choice::{CgroupVersionSetting, Enforcement, ParseChoiceError, RuntimeBackend};
+pub use choice::{CgroupDriverSetting, CgroupVersionSetting, Enforcement, ParseChoiceError, RuntimeBackend};
 pub use cluster::ApiserverConfig;
 pub use eviction::EvictionConfig;
 pub use host::{check_state_dir, HostError};
@@ -263,6 +263,8 @@ pub struct CgroupsConfig {
     pub enforcement: Enforcement,
     /// `auto`, `1` or `2`.
     pub version: CgroupVersionSetting,
+    /// `auto`, `cgroupfs` or `systemd` (kubelet's `cgroupDriver`).
+    pub driver: CgroupDriverSetting,
     /// Parent of `kubepods` in the cgroup hierarchy.
     pub root: String,
     /// Where the cgroup mounts are read from.
@@ -291,6 +293,7 @@ impl Default for CgroupsConfig {
         CgroupsConfig {
             enforcement: Enforcement::Auto,
             version: CgroupVersionSetting::Auto,
+            driver: CgroupDriverSetting::Auto,
             root: "/".into(),
             mountinfo: PathBuf::from("/proc/self/mountinfo"),
             system_reserved: BTreeMap::new(),
@@ -318,7 +321,16 @@ impl CgroupsConfig {
             container_weight: self.container_cpu_weight,
             single_process_oom_kill: self.single_process_oom_kill,
             swap_behavior: self.swap_behavior,
+            systemd: self.systemd_driver(),
         })
+    }
+
+    /// Whether pod cgroups are systemd's slices: `systemd`, or `auto` where systemd is the
+    /// init system with its bus up. The agent first makes `auto` follow a CRI runtime's own
+    /// driver (`CgroupDriverSetting::resolve`).
+    pub fn systemd_driver(&self) -> bool {
+        let booted = crate::node::cm::systemd::booted() && crate::node::cm::systemd::system_bus().exists();
+        self.driver.resolve(booted, None).unwrap_or(false)
     }
 
     /// The forced cgroup version, if any.

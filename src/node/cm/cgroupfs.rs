@@ -53,6 +53,17 @@ pub enum CgroupError {
         #[source]
         source: io::Error,
     },
+    /// systemd's manager refused or did not answer (the systemd driver).
+    #[error("systemd: {action} {unit}")]
+    Systemd {
+        /// The unit.
+        unit: String,
+        /// What was asked ("starting", "stopping", ...).
+        action: &'static str,
+        /// Cause.
+        #[source]
+        source: Box<crate::base::dbus::DbusError>,
+    },
 }
 
 /// cgroup v1 (one hierarchy per controller) or v2 (one unified hierarchy).
@@ -187,6 +198,12 @@ pub trait CgroupDriver: Send + Sync {
     fn memory_dir(&self, path: &str) -> Option<PathBuf>;
     /// Makes every controller usable below `path`'s parent (v2 `cgroup.subtree_control`).
     fn enable_controllers(&self, path: &str) -> Result<(), CgroupError>;
+
+    /// Whether systemd makes the cgroups (the systemd driver): a container's cgroup is then
+    /// a scope started around its process (`systemd::start_scope`), not a directory.
+    fn systemd(&self) -> bool {
+        false
+    }
 
     /// Creates the cgroup and any missing ancestors in every hierarchy ferrolet uses.
     fn create(&self, path: &str) -> Result<(), CgroupError> {
@@ -440,6 +457,23 @@ impl CgroupDriver for V2 {
         }
         Ok(())
     }
+}
+
+/// The driver for `settings`: the cgroupfs driver of the mounts' version (`detect`), inside
+/// the systemd driver when pod cgroups are systemd's slices.
+pub fn open(
+    mountinfo: &Path,
+    forced: Option<CgroupVersion>,
+    settings: &super::CmSettings,
+) -> Result<Box<dyn CgroupDriver>, CgroupError> {
+    let fs = detect(mountinfo, forced)?;
+    if !settings.systemd {
+        return Ok(fs);
+    }
+    let driver = super::systemd::Systemd::new(fs, &super::systemd::system_bus());
+    let version = driver.version()?;
+    log::info!("cm: pod cgroups are systemd {version}'s slices (cgroups.driver = \"systemd\")");
+    Ok(Box::new(driver))
 }
 
 /// Picks the driver from a mountinfo file and an optional forced version.

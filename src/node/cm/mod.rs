@@ -17,6 +17,7 @@ pub mod cgroupfs;
 pub mod helpers;
 pub mod ownership;
 pub mod qos;
+pub mod systemd;
 
 use crate::api::{Container, Pod};
 use crate::node::events::{EventRecorder, Reference, NORMAL, WARNING};
@@ -169,6 +170,9 @@ pub struct CmSettings {
     pub single_process_oom_kill: bool,
     /// kubelet's `memorySwap.swapBehavior`.
     pub swap_behavior: SwapBehavior,
+    /// The systemd driver's names: `kubepods` is `/kubepods.slice`, a pod
+    /// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice`.
+    pub systemd: bool,
 }
 
 impl Default for CmSettings {
@@ -183,6 +187,7 @@ impl Default for CmSettings {
             container_weight: WeightFormula::Quadratic,
             single_process_oom_kill: false,
             swap_behavior: SwapBehavior::NoSwap,
+            systemd: false,
         }
     }
 }
@@ -267,23 +272,53 @@ fn join(a: &str, b: &str) -> String {
     format!("{}/{}", a.trim_end_matches('/'), b)
 }
 
+/// The path of cgroup name `parts` below the root (kubelet's `CgroupName`): joined as
+/// directories by the cgroupfs driver, nested slices by the systemd driver.
+fn cgroup_path(s: &CmSettings, parts: &[&str]) -> String {
+    if s.systemd {
+        let all: Vec<&str> = s.root.split('/').chain(parts.iter().copied()).collect();
+        return systemd::slice_path(&all);
+    }
+    parts.iter().fold(s.root.clone(), |path, part| join(&path, part))
+}
+
+/// The cgroup name of a QoS class's parent of pod cgroups.
+fn qos_parts(class: QosClass) -> &'static [&'static str] {
+    match class {
+        QosClass::Guaranteed => &["kubepods"],
+        QosClass::Burstable => &["kubepods", "burstable"],
+        QosClass::BestEffort => &["kubepods", "besteffort"],
+    }
+}
+
 /// `kubepods` under the root.
 pub fn kubepods_path(s: &CmSettings) -> String {
-    join(&s.root, "kubepods")
+    cgroup_path(s, &["kubepods"])
 }
 
 /// The QoS parent of a pod's cgroup.
 pub fn qos_path(s: &CmSettings, class: QosClass) -> String {
-    match class {
-        QosClass::Guaranteed => kubepods_path(s),
-        QosClass::Burstable => join(&kubepods_path(s), "burstable"),
-        QosClass::BestEffort => join(&kubepods_path(s), "besteffort"),
-    }
+    cgroup_path(s, qos_parts(class))
+}
+
+/// The cgroup of pod `uid` in QoS class `class`.
+fn pod_path_in(s: &CmSettings, class: QosClass, uid: &str) -> String {
+    let pod = format!("pod{uid}");
+    cgroup_path(s, &[qos_parts(class), &[pod.as_str()]].concat())
 }
 
 /// The pod's cgroup.
 pub fn pod_path(s: &CmSettings, pod: &Pod) -> String {
-    join(&qos_path(s, pod_qos(pod)), &format!("pod{}", pod.metadata.uid))
+    pod_path_in(s, pod_qos(pod), &pod.metadata.uid)
+}
+
+/// The pod UID of a child cgroup of a QoS parent, if it is a pod's (`pod<uid>`, or the
+/// systemd driver's `…-pod<uid>.slice`).
+fn pod_uid_of(s: &CmSettings, child: &str) -> Option<String> {
+    if s.systemd {
+        return systemd::pod_uid_of_slice(child);
+    }
+    child.strip_prefix("pod").map(str::to_string)
 }
 
 /// Capacity − system-reserved − kube-reserved (never negative).
@@ -431,7 +466,9 @@ pub fn plan_container(
     pod: &Pod,
     c: &Container,
 ) -> PlannedCgroup {
-    let path = join(&pod_path(s, pod), &c.name);
+    // The systemd driver's container cgroup is a scope named by the container's ID.
+    let leaf = if s.systemd { systemd::container_scope("<container-id>") } else { c.name.clone() };
+    let path = join(&pod_path(s, pod), &leaf);
     let r = ResourceConfig {
         swap: capacity.swap.map(|swap| container_swap(s.swap_behavior, pod, c, capacity.memory, swap)),
         oom_group: !s.single_process_oom_kill,
@@ -493,7 +530,7 @@ pub fn remove_pod_cgroup(
     uid: &str,
 ) -> Result<(), CmError> {
     for class in [QosClass::Guaranteed, QosClass::Burstable, QosClass::BestEffort] {
-        let path = join(&qos_path(s, class), &format!("pod{uid}"));
+        let path = pod_path_in(s, class, uid);
         driver.destroy(&path)?;
         records.forget(&path)?;
     }
@@ -699,15 +736,15 @@ impl ContainerManager {
         for class in [QosClass::Guaranteed, QosClass::Burstable, QosClass::BestEffort] {
             let parent = qos_path(&self.settings, class);
             for child in self.driver.children(&parent) {
-                let Some(uid) = child.strip_prefix("pod") else { continue };
+                let Some(uid) = pod_uid_of(&self.settings, &child) else { continue };
                 let path = join(&parent, &child);
                 seen.insert(path.clone());
-                let known = known(uid);
+                let known = known(&uid);
                 // Looked up only where it decides something: a known pod's cgroup is kept.
                 let recorded = !known && self.records.contains(&path);
                 match orphan_action(known, recorded) {
                     OrphanAction::Keep => {}
-                    OrphanAction::Remove => found.push((uid.to_string(), path)),
+                    OrphanAction::Remove => found.push((uid, path)),
                     OrphanAction::LeaveAlone => self.report_foreign(&path),
                 }
             }
@@ -718,8 +755,8 @@ impl ContainerManager {
         if self.last_record_sweep.map_or(true, |t| now.duration_since(t) >= RECORD_SWEEP_PERIOD) {
             self.last_record_sweep = Some(now);
             for path in self.records.list() {
-                let uid = path.rsplit('/').next().and_then(|c| c.strip_prefix("pod")).unwrap_or_default();
-                if !seen.contains(&path) && !known(uid) && !self.driver.exists(&path) {
+                let uid = path.rsplit('/').next().and_then(|c| pod_uid_of(&self.settings, c)).unwrap_or_default();
+                if !seen.contains(&path) && !known(&uid) && !self.driver.exists(&path) {
                     if let Err(e) = self.records.forget(&path) {
                         log::warn!("cm: {}", crate::base::errors::Chain(&e));
                     }
@@ -1090,5 +1127,68 @@ mod tests {
         assert_eq!(foreign.len(), 1, "reported once: {foreign:?}");
         assert_eq!(foreign[0].type_, WARNING);
         assert!(foreign[0].message.starts_with("Pod cgroup /kubepods/besteffort/pode1 was not created by this agent"));
+    }
+
+    #[test]
+    fn the_systemd_driver_names_the_same_tree_as_nested_slices_with_containers_in_scopes() {
+        let sd = CmSettings { systemd: true, ..Default::default() };
+        let mut pods = mixed();
+        pods[1].metadata.uid = "0e1b-22".into();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let p = plan(&sd, CgroupVersion::V2, &node(), &refs, true);
+        let paths: Vec<&str> =
+            p.cgroups.iter().filter(|c| c.level != Level::Container).map(|c| c.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/kubepods.slice",
+                "/kubepods.slice/kubepods-burstable.slice",
+                "/kubepods.slice/kubepods-besteffort.slice",
+                "/kubepods.slice/kubepods-podg1.slice",
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0e1b_22.slice",
+                "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pode1.slice",
+            ]
+        );
+        let app = p.cgroups.iter().find(|c| c.container.as_deref() == Some("app")).unwrap();
+        assert_eq!(app.path, "/kubepods.slice/kubepods-podg1.slice/ferrolet-<container-id>.scope");
+        // The same files as cgroupfs: only the names differ.
+        let fs = plan(&CmSettings::default(), CgroupVersion::V2, &node(), &refs, true);
+        let values = |p: &Plan| p.cgroups.iter().map(|c| c.files.clone()).collect::<Vec<_>>();
+        assert_eq!(values(&p), values(&fs));
+        // Under a root of its own: `/ferrolet` is ferrolet.slice.
+        let rooted = CmSettings { root: "/ferrolet".into(), ..sd.clone() };
+        assert_eq!(
+            qos_path(&rooted, QosClass::Burstable),
+            "/ferrolet.slice/ferrolet-kubepods.slice/ferrolet-kubepods-burstable.slice"
+        );
+        // Pod slices give their UID back (the orphan cleanup's lookup); QoS slices none.
+        assert_eq!(pod_uid_of(&sd, "kubepods-burstable-pod0e1b_22.slice").as_deref(), Some("0e1b-22"));
+        assert_eq!(pod_uid_of(&sd, "kubepods-burstable.slice"), None);
+        assert_eq!(pod_uid_of(&CmSettings::default(), "pod0e1b-22").as_deref(), Some("0e1b-22"));
+    }
+
+    #[test]
+    fn the_orphan_cleanup_finds_pod_slices_by_their_escaped_uid() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let sd = CmSettings { systemd: true, ..Default::default() };
+        let mut pods = mixed();
+        pods[1].metadata.uid = "0e1b-22".into();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let p = plan(&sd, CgroupVersion::V2, &node(), &refs, false);
+        let driver = fake_tree(dir.path(), CgroupVersion::V2, &p);
+        let (tx, _rx) = crossbeam_channel::unbounded();
+        let recorder = EventRecorder::new(tx, "ferrolet", "n1", Default::default());
+        let records = PodCgroupRecords::new(state.path());
+        let burstable = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0e1b_22.slice";
+        records.record(burstable).unwrap();
+        let mut cm = ContainerManager::start(driver.clone(), sd, node(), recorder, "n1", records.clone()).unwrap();
+        // Known by its UID with dashes: kept.
+        cm.on_tick(&refs, &|uid| uid == "0e1b-22");
+        assert!(driver.exists(burstable));
+        // No longer known: ours, so removed.
+        cm.on_tick(&refs, &|_| false);
+        assert!(!driver.exists(burstable));
+        assert!(driver.exists("/kubepods.slice/kubepods-podg1.slice"), "never recorded: left alone");
     }
 }

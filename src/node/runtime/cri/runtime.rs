@@ -101,6 +101,8 @@ pub struct CriRuntime {
     /// What a relative streaming URL from the runtime is resolved against (containerd
     /// answers with absolute ones).
     stream_base: Option<String>,
+    /// Whether the runtime said it uses the systemd cgroup driver (`None`: it did not say).
+    systemd_cgroups: Option<bool>,
 }
 
 impl CriRuntime {
@@ -122,6 +124,7 @@ impl CriRuntime {
             version: String::new(),
             name: "cri".into(),
             stream_base: None,
+            systemd_cgroups: None,
         }
     }
 
@@ -136,6 +139,18 @@ impl CriRuntime {
     fn stream_url(&self, url: String, object: String) -> Result<String, RuntimeError> {
         translate::stream_url(&url, self.stream_base.as_deref())
             .ok_or(RuntimeError::Stream { object, source: stream::StreamError::BadUrl { url } })
+    }
+
+    /// The same runtime, known to use the systemd cgroup driver (`Some(true)`), cgroupfs
+    /// (`Some(false)`), or not saying (`RuntimeConfig`).
+    pub fn with_cgroup_driver(mut self, systemd: Option<bool>) -> CriRuntime {
+        self.systemd_cgroups = systemd;
+        self
+    }
+
+    /// Whether the runtime said it uses the systemd cgroup driver.
+    pub fn systemd_cgroups(&self) -> Option<bool> {
+        self.systemd_cgroups
     }
 
     /// The same runtime, named `name` (`containerd`) at `version` (`1.6.20`).

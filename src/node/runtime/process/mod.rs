@@ -34,7 +34,7 @@ pub mod root;
 pub mod security;
 pub mod shim;
 
-pub use records::{files, ContainerCgroup, ContainerRecord, ExitRecord, ShimIdentity, ShimState};
+pub use records::{files, ContainerCgroup, ContainerRecord, ContainerScope, ExitRecord, ShimIdentity, ShimState};
 
 use super::exec::{ExecSession, ExecStart};
 use crate::api::fields::RuntimeKind;
@@ -283,10 +283,28 @@ impl ProcessRuntime {
         self
     }
 
-    /// Creates `<cgroup_parent>/<name>` with its control files.
-    fn create_cgroup(&self, config: &ContainerConfig) -> Result<Option<ContainerCgroup>, RuntimeError> {
+    /// Creates `<cgroup_parent>/<name>` with its control files; on the systemd driver, says
+    /// which scope the shim starts in the pod's slice (`ferrolet-<id>.scope`).
+    fn create_cgroup(&self, id: &str, config: &ContainerConfig) -> Result<Option<ContainerCgroup>, RuntimeError> {
         let (Some(driver), Some(linux)) = (&self.cgroups, &config.linux) else { return Ok(None) };
-        let path = format!("{}/{}", linux.cgroup_parent.trim_end_matches('/'), config.name);
+        let parent = linux.cgroup_parent.trim_end_matches('/');
+        if driver.systemd() {
+            let unit = crate::node::cm::systemd::container_scope(id);
+            let path = format!("{parent}/{unit}");
+            let writes = linux
+                .files
+                .iter()
+                .filter_map(|(file, value)| driver.dir_for(&path, file).map(|d| (d.join(file), value.clone())))
+                .collect();
+            let slice = parent.rsplit('/').next().unwrap_or_default().to_string();
+            return Ok(Some(ContainerCgroup {
+                dirs: driver.dirs(&path),
+                procs: driver.procs_files(&path),
+                memory: driver.memory_dir(&path),
+                scope: Some(ContainerScope { unit, slice, limits: linux.files.clone(), writes }),
+            }));
+        }
+        let path = format!("{parent}/{}", config.name);
         let err = |e: crate::node::cm::cgroupfs::CgroupError| RuntimeError::CreateContainer {
             name: config.name.clone(),
             message: Chain(&e).to_string(),
@@ -297,6 +315,7 @@ impl ProcessRuntime {
             dirs: driver.dirs(&path),
             procs: driver.procs_files(&path),
             memory: driver.memory_dir(&path),
+            scope: None,
         }))
     }
 
@@ -518,7 +537,7 @@ impl ContainerRuntime for ProcessRuntime {
                 state_files::MAX_RECORD_SIZE
             )));
         }
-        record.cgroup = self.create_cgroup(config)?;
+        record.cgroup = self.create_cgroup(&id, config)?;
         self.make_record_dir(&self.container_dir(&id), files::CONFIG, &record)?;
         self.cache.lock().insert(id.clone(), Cached { record: Some(Arc::new(record)), last: None });
         Ok(id)

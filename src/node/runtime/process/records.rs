@@ -88,6 +88,23 @@ pub struct ContainerCgroup {
     pub procs: Vec<PathBuf>,
     /// The memory controller's directory, read to tell an OOM kill from other kills.
     pub memory: Option<PathBuf>,
+    /// On the systemd driver: the scope the shim starts before its workload joins it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ContainerScope>,
+}
+
+/// A container's transient scope (the systemd driver): `dirs` are its cgroup, which systemd
+/// makes when the shim starts it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ContainerScope {
+    /// `ferrolet-<container id>.scope`.
+    pub unit: String,
+    /// Its pod's slice.
+    pub slice: String,
+    /// The container's control files and values (also the scope's properties).
+    pub limits: std::collections::BTreeMap<String, String>,
+    /// Where each of them is written once the scope is there, in name order.
+    pub writes: Vec<(PathBuf, String)>,
 }
 
 /// What the shim writes first: who it is and which container it runs, so a running

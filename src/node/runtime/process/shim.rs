@@ -177,9 +177,15 @@ fn run(dir: &Path) -> io::Result<()> {
     }
     let mut log = LogFile::open(&cfg.log_path, record.log_max_size, record.log_max_files);
     let cgroup = record.cgroup.clone().unwrap_or_default();
-    let oom_before = cgroup.memory.as_deref().and_then(oom_kills);
+    // A scope's cgroup is made below, with no OOM kill counted yet.
+    let oom_before = cgroup.memory.as_deref().and_then(oom_kills).or(cgroup.scope.as_ref().map(|_| 0));
 
-    let (mut child, mut init_status) = match spawn_workload(dir, &record, &cgroup.procs) {
+    // The scope's placeholder goes once the workload is in the scope (or failed to start).
+    let scope = cgroup.scope.as_ref().map(start_scope).transpose();
+    let spawned = scope
+        .map_err(|e| io::Error::other(errors::Chain(&e).to_string()))
+        .and_then(|_placeholder| spawn_workload(dir, &record, &cgroup.procs));
+    let (mut child, mut init_status) = match spawned {
         Ok(c) => c,
         Err(e) => {
             let msg = format!(
@@ -438,6 +444,49 @@ fn write_exit(dir: &Path, exit: &ExitRecord) -> io::Result<()> {
     }
 }
 
+/// A placeholder process holding a new scope until the workload is in it (killed and
+/// reaped when dropped).
+struct Placeholder(libc::pid_t);
+
+impl Drop for Placeholder {
+    fn drop(&mut self) {
+        // SAFETY: kill and waitpid of the shim's own child.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+            libc::waitpid(self.0, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// Starts the container's scope (the systemd driver) around a placeholder process and
+/// writes its control files; the workload then joins the scope's cgroup as it would join a
+/// cgroupfs one, and the placeholder goes. (systemd starts a scope only around a process,
+/// stops it when it is empty, and the workload's pid is not known before it runs.)
+fn start_scope(scope: &super::ContainerScope) -> Result<Placeholder, crate::node::cm::cgroupfs::CgroupError> {
+    use crate::node::cm::{cgroupfs, systemd};
+    // SAFETY: the child only calls async-signal-safe functions (prctl, pause).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let source = io::Error::last_os_error();
+        return Err(cgroupfs::CgroupError::CreateCgroup { path: scope.unit.clone().into(), source });
+    }
+    if pid == 0 {
+        // SAFETY: as above; it waits for the SIGKILL of `Placeholder::drop`, or the shim's death.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            loop {
+                libc::pause();
+            }
+        }
+    }
+    let placeholder = Placeholder(pid);
+    systemd::start_scope(&systemd::system_bus(), &scope.unit, &scope.slice, pid as u32, &scope.limits)?;
+    for (file, value) in &scope.writes {
+        cgroupfs::write_control_file(file, value)?;
+    }
+    Ok(placeholder)
+}
+
 /// Kills what is left in a container cgroup and removes it (best effort: the orphan
 /// cleanup of the pod cgroup catches anything left).
 pub fn remove_cgroup(cg: &super::ContainerCgroup) {
@@ -649,7 +698,7 @@ mod tests {
             std::fs::create_dir_all(d).unwrap();
             std::fs::write(d.join("cgroup.procs"), "").unwrap();
         }
-        let cg = super::super::ContainerCgroup { dirs: dirs.clone(), procs: Vec::new(), memory: None };
+        let cg = super::super::ContainerCgroup { dirs: dirs.clone(), procs: Vec::new(), memory: None, scope: None };
         remove_cgroup(&cg);
         assert!(dirs.iter().all(|d| !d.exists()));
         assert!(dirs.iter().all(|d| d.parent().unwrap().exists()), "the pod cgroup stays");
