@@ -304,6 +304,30 @@ fn without_cgroup_access_pods_run_unenforced_unless_enforcement_is_required() {
 }
 
 #[test]
+fn the_systemd_driver_without_systemd_is_a_clear_error_and_auto_picks_cgroupfs_here() {
+    if std::path::Path::new("/run/systemd/system").exists() {
+        eprintln!("skipped: systemd is the init system here (the systemd driver is tested in tests/vm_systemd.rs)");
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = run_with_config(&sb, "driver = \"systemd\"\nenforcement = \"required\"\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "but cgroups cannot be used: systemd: reading the version of systemd: /run/dbus/system_bus_socket"
+        ),
+        "{err}"
+    );
+    // Where systemd is not PID 1, auto is cgroupfs.
+    let out = run_with_config(&sb, "driver = \"auto\"\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("cm: pod cgroups on cgroup v"), "{err}");
+    assert!(!err.contains("systemd"), "{err}");
+}
+
+#[test]
 fn a_pod_whose_cgroup_cannot_be_created_does_not_start_and_says_why() {
     let sb = Sandbox::new();
     // A fake v1 tree where kubepods and the QoS cgroups have their control files but a new
