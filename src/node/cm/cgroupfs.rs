@@ -94,6 +94,8 @@ pub struct Mounts {
     pub v2: Option<PathBuf>,
     /// Every cgroup hierarchy's mount point (v1 ones ferrolet does not write included).
     pub all: Vec<PathBuf>,
+    /// Named v1 hierarchies without controllers (`name=systemd` → `/sys/fs/cgroup/systemd`).
+    pub named: BTreeMap<String, PathBuf>,
 }
 
 /// Undoes mountinfo's octal escapes (`\040` is a space).
@@ -134,6 +136,9 @@ impl Mounts {
                 "cgroup2" => m.v2 = Some(mount_point),
                 "cgroup" => {
                     for opt in rfields[2].split(',') {
+                        if let Some(name) = opt.strip_prefix("name=") {
+                            m.named.insert(name.to_string(), mount_point.clone());
+                        }
                         if CONTROLLERS.contains(&opt) || ACCOUNTING_CONTROLLERS.contains(&opt) {
                             m.v1.insert(opt.to_string(), mount_point.clone());
                         }
@@ -470,7 +475,14 @@ pub fn open(
     if !settings.systemd {
         return Ok(fs);
     }
-    let driver = super::systemd::Systemd::new(fs, &super::systemd::system_bus());
+    // On v1 systemd tracks a unit's processes in its own hierarchy (and, on a hybrid host,
+    // the unified one): a container joins its scope there too, or systemd sees it empty.
+    let mounts = Mounts::read(mountinfo)?;
+    let tracking = match fs.version() {
+        CgroupVersion::V1 => mounts.named.get("systemd").into_iter().chain(mounts.v2.as_ref()).cloned().collect(),
+        CgroupVersion::V2 => Vec::new(),
+    };
+    let driver = super::systemd::Systemd::new(fs, &super::systemd::system_bus(), tracking);
     let version = driver.version()?;
     log::info!("cm: pod cgroups are systemd {version}'s slices (cgroups.driver = \"systemd\")");
     Ok(Box::new(driver))
@@ -502,6 +514,8 @@ mod tests {
     #[test]
     fn a_hybrid_host_uses_v1_and_a_pure_v2_host_v2() {
         let m = Mounts::parse(HYBRID);
+        // systemd's own hierarchy, where it tracks a unit's processes on v1.
+        assert_eq!(m.named.get("systemd"), Some(&PathBuf::from("/sys/fs/cgroup/systemd")));
         assert_eq!(m.v1["cpu"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));
         assert_eq!(m.v1["memory"], PathBuf::from("/sys/fs/cgroup/memory"));
         assert_eq!(m.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"));

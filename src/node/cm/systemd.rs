@@ -194,7 +194,12 @@ pub fn start_scope(
     props.push(("Slice", Value::str(slice)));
     props.push(("Delegate", Value::Bool(true)));
     props.push(("PIDs", Value::Array(Type::U32, vec![Value::U32(pid)])));
-    props.extend(properties(files).into_iter().map(|(k, v)| (k, Value::U64(v))));
+    let limits = properties(files);
+    if !limits.iter().any(|(k, _)| *k == "TasksMax") {
+        // Not systemd's DefaultTasksMax (15 % of the node's): the pod's pids.max limits it.
+        props.push(("TasksMax", Value::U64(INFINITY)));
+    }
+    props.extend(limits.into_iter().map(|(k, v)| (k, Value::U64(v))));
     let body = vec![
         Value::str(unit),
         Value::str("fail"),
@@ -228,12 +233,16 @@ pub struct Systemd {
     fs: Box<dyn CgroupDriver>,
     bus: PathBuf,
     conn: parking_lot::Mutex<Option<Connection>>,
+    /// The hierarchies systemd tracks processes in besides those `fs` writes (v1: its
+    /// `name=systemd` one and a hybrid host's unified one).
+    tracking: Vec<PathBuf>,
 }
 
 impl Systemd {
-    /// A driver over `fs`, talking to systemd on the bus socket `bus`.
-    pub fn new(fs: Box<dyn CgroupDriver>, bus: &Path) -> Systemd {
-        Systemd { fs, bus: bus.into(), conn: parking_lot::Mutex::new(None) }
+    /// A driver over `fs`, talking to systemd on the bus socket `bus`; processes also join
+    /// their cgroup in the `tracking` hierarchies (mount points).
+    pub fn new(fs: Box<dyn CgroupDriver>, bus: &Path, tracking: Vec<PathBuf>) -> Systemd {
+        Systemd { fs, bus: bus.into(), conn: parking_lot::Mutex::new(None), tracking }
     }
 
     /// Checks that systemd answers on the bus (its `Version`), for the start-up log.
@@ -312,6 +321,13 @@ impl CgroupDriver for Systemd {
 
     fn systemd(&self) -> bool {
         true
+    }
+
+    /// The written hierarchies' and the tracking ones': a process in a scope must be in it
+    /// where systemd looks, or systemd takes the scope for empty and stops it.
+    fn procs_files(&self, path: &str) -> Vec<PathBuf> {
+        let tracked = self.tracking.iter().map(|m| m.join(path.trim_start_matches('/')).join("cgroup.procs"));
+        self.fs.procs_files(path).into_iter().chain(tracked).collect()
     }
 
     /// A slice is started as a transient unit (its parent slices with it, by systemd); a
