@@ -174,6 +174,16 @@ fn samples() -> Vec<Sample> {
             path: "/sys/fs/cgroup/kubepods".into(),
             source: io_cause(),
         }),
+        sample(crate::node::cm::cgroupfs::CgroupError::Systemd {
+            unit: "kubepods-burstable.slice".into(),
+            action: "starting",
+            source: Box::new(crate::base::dbus::DbusError::Remote {
+                name: "org.freedesktop.systemd1.UnitExists".into(),
+                message: "Unit kubepods-burstable.slice was already loaded or has a fragment file.".into(),
+            }),
+        }),
+        sample(crate::base::dbus::DbusError::Connect { path: crate::base::dbus::SYSTEM_BUS.into(), source: io_cause() }),
+        sample(crate::base::dbus::DbusError::Timeout(Duration::from_secs(10))),
         sample(crate::api::quantity::QuantityError { input: "1.5.0".into() }),
         sample(crate::node::eviction::ThresholdError::UnsupportedSignal { signal: "mem.available".into() }),
         sample(crate::node::imagegc::DeleteUnusedError::ListImages { source: runtime_cause() }),
