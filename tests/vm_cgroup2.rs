@@ -176,15 +176,16 @@ impl Failures {
     }
 }
 
-/// A newc cpio archive, written as the kernel's initramfs unpacker reads it.
-struct Cpio {
+/// A newc cpio archive, written as the kernel's initramfs unpacker reads it (vm_systemd's
+/// initramfs too).
+pub(crate) struct Cpio {
     out: Vec<u8>,
     ino: u32,
     dirs: BTreeSet<String>,
 }
 
 impl Cpio {
-    fn new() -> Cpio {
+    pub(crate) fn new() -> Cpio {
         Cpio { out: Vec::new(), ino: 1, dirs: BTreeSet::new() }
     }
 
@@ -222,7 +223,7 @@ impl Cpio {
     }
 
     /// Directory `path` and its parents (the unpacker makes no parents itself).
-    fn dir(&mut self, path: &str) {
+    pub(crate) fn dir(&mut self, path: &str) {
         let mut at = String::new();
         for part in path.split('/').filter(|p| !p.is_empty()) {
             at = format!("{at}/{part}");
@@ -233,21 +234,21 @@ impl Cpio {
     }
 
     /// A regular file at `path` (its directory made first).
-    fn file(&mut self, path: &str, mode: u32, data: &[u8]) {
+    pub(crate) fn file(&mut self, path: &str, mode: u32, data: &[u8]) {
         if let Some((parent, _)) = path.rsplit_once('/') {
             self.dir(parent);
         }
         self.entry(path, 0o100000 | mode, data);
     }
 
-    fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, &[]);
         self.out
     }
 }
 
 /// The shared libraries and the loader `ldd` names for `bin` (none for a static binary).
-fn libraries(bin: &Path) -> Vec<PathBuf> {
+pub(crate) fn libraries(bin: &Path) -> Vec<PathBuf> {
     let Ok(out) = Command::new("ldd").arg(bin).output() else { return Vec::new() };
     String::from_utf8_lossy(&out.stdout)
         .lines()

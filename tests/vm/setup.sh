@@ -8,11 +8,26 @@
 # prints one line `vm: ...`. Idempotent: a ready directory with the current package is left
 # as it is. When it cannot (FERROLET_SKIP_VM=1, not root, apt fails) it prints why the VM
 # test will skip and exits 0 without the marker.
+# Then the systemd VM test's image (tests/vm_systemd.rs): tests/vm/systemd/mkimage.sh, which
+# installs mmdebstrap when missing and keeps an image already there; if it fails, that test
+# skips (said here, log in /tmp/ferrolet-vm-systemd.log) and this still exits 0.
 set -euo pipefail
 DIR=${FERROLET_VM_DIR:-/var/tmp/ferrolet-vm}
 READY="$DIR/.ferrolet-ready"
 LOG=/tmp/ferrolet-vm-setup.log
+HERE=$(cd "$(dirname "$0")" && pwd)
 skip() { rm -f "$READY"; echo "vm: the cgroup v2 VM test will be skipped: $*"; exit 0; }
+# ready MESSAGE: the kernel is there; the systemd image next (its own skip), then exit 0.
+ready() {
+  echo "vm: ready at $DIR ($*)"
+  local log=/tmp/ferrolet-vm-systemd.log start=$SECONDS
+  if FERROLET_VM_DIR="$DIR" "$HERE/systemd/mkimage.sh" >"$log" 2>&1; then
+    echo "vm: systemd image ready at $DIR/systemd ($((SECONDS - start)) s)"
+  else
+    echo "vm: the systemd VM test will be skipped: tests/vm/systemd/mkimage.sh failed (see $log)"
+  fi
+  exit 0
+}
 
 [ "${FERROLET_SKIP_VM:-0}" = 1 ] && skip "FERROLET_SKIP_VM=1"
 : >"$LOG"
@@ -36,14 +51,12 @@ if [ -z "$pkg" ]; then
 fi
 if [ -z "$pkg" ] && [ -f "$READY" ] && [ -s "$DIR/vmlinuz" ]; then
   # Offline (no package lists): the kernel already here is kept.
-  echo "vm: ready at $DIR ($(cat "$READY"); apt could not say whether a newer kernel exists)"
-  exit 0
+  ready "$(cat "$READY"); apt could not say whether a newer kernel exists"
 fi
 [ -n "$pkg" ] || skip "apt knows no linux-image-amd64 (see $LOG)"
 ver=$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')
 if [ -f "$READY" ] && [ "$(cat "$READY")" = "$pkg $ver" ] && [ -s "$DIR/vmlinuz" ]; then
-  echo "vm: ready at $DIR ($pkg $ver)"
-  exit 0
+  ready "$pkg $ver"
 fi
 rm -f "$READY"
 mkdir -p "$DIR"
@@ -85,4 +98,6 @@ add_module() { # $1: a module's name
 }
 for m in zram lz4_compress lz4 overlay; do add_module "$m"; done
 echo "$pkg $ver" >"$READY"
-echo "vm: ready at $DIR ($pkg $ver)"
+rm -rf "$work"
+trap - EXIT
+ready "$pkg $ver"
