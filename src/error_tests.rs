@@ -182,7 +182,10 @@ fn samples() -> Vec<Sample> {
                 message: "Unit kubepods-burstable.slice was already loaded or has a fragment file.".into(),
             }),
         }),
-        sample(crate::base::dbus::DbusError::Connect { path: crate::base::dbus::SYSTEM_BUS.into(), source: io_cause() }),
+        sample(crate::base::dbus::DbusError::Connect {
+            path: crate::base::dbus::SYSTEM_BUS.into(),
+            source: io_cause(),
+        }),
         sample(crate::base::dbus::DbusError::Timeout(Duration::from_secs(10))),
         sample(crate::api::quantity::QuantityError { input: "1.5.0".into() }),
         sample(crate::node::eviction::ThresholdError::UnsupportedSignal { signal: "mem.available".into() }),

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a started or stopped unit's cgroup may take to appear or go.
 const UNIT_WAIT: Duration = Duration::from_secs(10);
+/// How long a control file may take to appear once a property asks for its controller.
+const CONTROLLER_WAIT: Duration = Duration::from_secs(2);
 /// The property value systemd reads as "no limit" (`infinity`).
 pub const INFINITY: u64 = u64::MAX;
 
@@ -367,7 +369,19 @@ impl CgroupDriver for Systemd {
                     .map_err(systemd_err(unit, "setting the properties of"))?;
             }
         }
-        self.fs.apply(path, files)
+        // systemd enables a controller in the parent once a unit's property needs it, after
+        // it answers: a control file may take a moment to appear.
+        let deadline = Instant::now() + CONTROLLER_WAIT;
+        loop {
+            match self.fs.apply(path, files) {
+                Err(CgroupError::WriteControlFile { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Whatever is left in the slice is killed and its cgroups removed; then the unit is

@@ -2,14 +2,16 @@
 # Builds a Debian 12 root filesystem with systemd as PID 1 for a VM (tests/vm/systemd/README.md),
 # offline from the host's apt mirror, cached under $FERROLET_VM_DIR/systemd
 # (default /var/tmp/ferrolet-vm/systemd):
-#   rootfs.ext4   mmdebstrap --variant=essential + systemd, systemd-sysv, dbus (sparse raw ext4)
+#   rootfs.ext4   mmdebstrap --variant=essential + $PACKAGES (sparse raw ext4): systemd and
+#                 its bus, and containerd with runc and catatonit (the CRI case's pause)
 #   modules/      virtio_pci, virtio_blk, ext4 and their dependencies, from the same kernel
 #                 package as $FERROLET_VM_DIR/vmlinuz (tests/vm/setup.sh), in load order
 # Nothing goes into /boot and no kernel is installed on the host. Idempotent: an existing
-# image is kept (FORCE=1 rebuilds). Needs root (mmdebstrap's root mode, mkfs.ext4 -d).
+# image with the same package list (.packages) is kept (FORCE=1 rebuilds). Needs root (mmdebstrap's root mode, mkfs.ext4 -d).
 set -euo pipefail
 VMDIR=${FERROLET_VM_DIR:-/var/tmp/ferrolet-vm}
 DIR=$VMDIR/systemd
+PACKAGES=systemd,systemd-sysv,dbus,containerd,runc,catatonit
 SUITE=${SUITE:-bookworm}
 HERE=$(cd "$(dirname "$0")" && pwd)
 log() { echo "sysvm: $*" >&2; }
@@ -64,7 +66,7 @@ if [ "$(cat "$DIR/modules/.kernel" 2>/dev/null)" != "$pkg" ]; then
 fi
 
 # 2. The root filesystem.
-if [ -s "$DIR/rootfs.ext4" ] && [ "${FORCE:-0}" != 1 ]; then
+if [ -s "$DIR/rootfs.ext4" ] && [ "$(cat "$DIR/.packages" 2>/dev/null)" = "$PACKAGES" ] && [ "${FORCE:-0}" != 1 ]; then
   log "image ready: $DIR/rootfs.ext4"
   exit 0
 fi
@@ -82,7 +84,7 @@ rm -rf "$DIR/.root"
 start=$(date +%s)
 log "mmdebstrap $SUITE from $mirror and $security"
 mmdebstrap --variant=essential --mode=root \
-  --include=systemd,systemd-sysv,dbus \
+  --include="$PACKAGES" \
   --aptopt='Acquire::Check-Valid-Until "false"' "${aptopts[@]}" \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \
@@ -99,5 +101,6 @@ rm -f "$DIR/rootfs.ext4.new"
 truncate -s "$((used + 256))M" "$DIR/rootfs.ext4.new"
 mkfs.ext4 -q -L ferrolet-root -d "$DIR/.root" "$DIR/rootfs.ext4.new"
 mv "$DIR/rootfs.ext4.new" "$DIR/rootfs.ext4"
+echo "$PACKAGES" >"$DIR/.packages"
 rm -rf "$DIR/.root"
 log "image built in $(($(date +%s) - start)) s: tree ${used} MB, $(du -m "$DIR/rootfs.ext4" | cut -f1) MB on disk ($(du -m --apparent-size "$DIR/rootfs.ext4" | cut -f1) MB apparent)"
