@@ -443,7 +443,7 @@ fn start_container_manager(
         Err(e) => return Err(shared(e)),
     };
     let records = crate::node::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
-    let started = cgroupfs::open(&cg.mountinfo, cg.forced_version(), &settings)
+    let started = crate::node::cm::open_driver(&cg.mountinfo, cg.forced_version(), &settings)
         .map_err(crate::node::cm::CmError::from)
         .and_then(|driver| {
             ContainerManager::start(
@@ -702,7 +702,7 @@ pub fn drain(cfg: &Config, shim_exe: &Path) -> Result<usize, AgentError> {
         let settings = cfg.cgroups.settings().ok();
         let driver = settings
             .as_ref()
-            .and_then(|s| cgroupfs::open(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version(), s).ok());
+            .and_then(|s| crate::node::cm::open_driver(&cfg.cgroups.mountinfo, cfg.cgroups.forced_version(), s).ok());
         if let (Some(settings), Some(driver)) = (settings, driver) {
             let records = crate::node::cm::ownership::PodCgroupRecords::new(&cfg.state_dir);
             for s in &sandboxes {
@@ -749,11 +749,11 @@ fn with_cgroup_driver(cfg: &Config, cri: Option<&CriRuntime>) -> Result<Config, 
     if cfg.cgroups.enforcement == Enforcement::Off {
         return Ok(cfg);
     }
-    let booted = crate::node::cm::systemd::booted() && crate::node::cm::systemd::system_bus().exists();
-    let systemd =
-        cfg.cgroups.driver.resolve(booted, cri.and_then(CriRuntime::systemd_cgroups)).map_err(|message| {
-            AgentError::CgroupDriver { endpoint: cfg.container_runtime_endpoint.clone(), message }
-        })?;
+    let systemd = cfg
+        .cgroups
+        .driver
+        .resolve(crate::node::cm::systemd::available(), cri.and_then(CriRuntime::systemd_cgroups))
+        .map_err(|message| AgentError::CgroupDriver { endpoint: cfg.container_runtime_endpoint.clone(), message })?;
     cfg.cgroups.driver = if systemd { CgroupDriverSetting::Systemd } else { CgroupDriverSetting::Cgroupfs };
     Ok(cfg)
 }

@@ -329,8 +329,7 @@ impl CgroupsConfig {
     /// init system with its bus up. The agent first makes `auto` follow a CRI runtime's own
     /// driver (`CgroupDriverSetting::resolve`).
     pub fn systemd_driver(&self) -> bool {
-        let booted = crate::node::cm::systemd::booted() && crate::node::cm::systemd::system_bus().exists();
-        self.driver.resolve(booted, None).unwrap_or(false)
+        self.driver.resolve(crate::node::cm::systemd::available(), None).unwrap_or(false)
     }
 
     /// The forced cgroup version, if any.

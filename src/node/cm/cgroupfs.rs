@@ -464,30 +464,6 @@ impl CgroupDriver for V2 {
     }
 }
 
-/// The driver for `settings`: the cgroupfs driver of the mounts' version (`detect`), inside
-/// the systemd driver when pod cgroups are systemd's slices.
-pub fn open(
-    mountinfo: &Path,
-    forced: Option<CgroupVersion>,
-    settings: &super::CmSettings,
-) -> Result<Box<dyn CgroupDriver>, CgroupError> {
-    let fs = detect(mountinfo, forced)?;
-    if !settings.systemd {
-        return Ok(fs);
-    }
-    // On v1 systemd tracks a unit's processes in its own hierarchy (and, on a hybrid host,
-    // the unified one): a container joins its scope there too, or systemd sees it empty.
-    let mounts = Mounts::read(mountinfo)?;
-    let tracking = match fs.version() {
-        CgroupVersion::V1 => mounts.named.get("systemd").into_iter().chain(mounts.v2.as_ref()).cloned().collect(),
-        CgroupVersion::V2 => Vec::new(),
-    };
-    let driver = super::systemd::Systemd::new(fs, &super::systemd::system_bus(), tracking);
-    let version = driver.version()?;
-    log::info!("cm: pod cgroups are systemd {version}'s slices (cgroups.driver = \"systemd\")");
-    Ok(Box::new(driver))
-}
-
 /// Picks the driver from a mountinfo file and an optional forced version.
 pub fn detect(mountinfo: &Path, forced: Option<CgroupVersion>) -> Result<Box<dyn CgroupDriver>, CgroupError> {
     let mounts = Mounts::read(mountinfo)?;

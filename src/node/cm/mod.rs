@@ -581,6 +581,30 @@ pub struct ContainerManager {
     foreign: HashSet<String>,
 }
 
+/// The driver for `settings`: the cgroupfs driver of the mounts' version (`detect`), inside
+/// the systemd driver when pod cgroups are systemd's slices.
+pub fn open_driver(
+    mountinfo: &std::path::Path,
+    forced: Option<CgroupVersion>,
+    settings: &CmSettings,
+) -> Result<Box<dyn CgroupDriver>, CgroupError> {
+    let fs = cgroupfs::detect(mountinfo, forced)?;
+    if !settings.systemd {
+        return Ok(fs);
+    }
+    // On v1 systemd tracks a unit's processes in its own hierarchy (and, on a hybrid host,
+    // the unified one): a container joins its scope there too, or systemd sees it empty.
+    let mounts = cgroupfs::Mounts::read(mountinfo)?;
+    let tracking = match fs.version() {
+        CgroupVersion::V1 => mounts.named.get("systemd").into_iter().chain(mounts.v2.as_ref()).cloned().collect(),
+        CgroupVersion::V2 => Vec::new(),
+    };
+    let driver = systemd::Systemd::new(fs, &systemd::system_bus(), tracking);
+    let version = driver.version()?;
+    log::info!("cm: pod cgroups are systemd {version}'s slices (cgroups.driver = \"systemd\")");
+    Ok(Box::new(driver))
+}
+
 /// The node's swap (`SwapTotal`) when the kernel accounts swap per cgroup: v2, and
 /// `memory.swap.max` beside `kubepods`' `memory.max`. kubelet's `swapControllerAvailable`.
 pub fn swap_accounted(driver: &dyn CgroupDriver, kubepods: &str) -> Option<i64> {

@@ -30,9 +30,10 @@ pub const INFINITY: u64 = u64::MAX;
 /// The directory systemd makes when it runs as the init system (`sd_booted(3)`).
 pub const SYSTEMD_RUN_DIR: &str = "/run/systemd/system";
 
-/// Whether systemd is the init system here (`sd_booted`).
-pub fn booted() -> bool {
-    Path::new(SYSTEMD_RUN_DIR).is_dir()
+/// Whether systemd is the init system here (`sd_booted`) with its bus up: where `auto`
+/// picks the systemd driver.
+pub fn available() -> bool {
+    Path::new(SYSTEMD_RUN_DIR).is_dir() && system_bus().exists()
 }
 
 /// A part of a cgroup name as a slice name part: a dash is a level of systemd's tree, so it
