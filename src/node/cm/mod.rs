@@ -600,7 +600,7 @@ pub fn open_driver(
         CgroupVersion::V2 => Vec::new(),
     };
     let driver = systemd::Systemd::new(fs, &systemd::system_bus(), tracking);
-    let version = driver.version()?;
+    let version = driver.systemd_version()?;
     log::info!("cm: pod cgroups are systemd {version}'s slices (cgroups.driver = \"systemd\")");
     Ok(Box::new(driver))
 }

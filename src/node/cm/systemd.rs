@@ -249,7 +249,7 @@ impl Systemd {
     }
 
     /// Checks that systemd answers on the bus (its `Version`), for the start-up log.
-    pub fn version(&self) -> Result<String, CgroupError> {
+    pub fn systemd_version(&self) -> Result<String, CgroupError> {
         let body = vec![Value::str("org.freedesktop.systemd1.Manager"), Value::str("Version")];
         let call = Message::call(
             "org.freedesktop.systemd1",
