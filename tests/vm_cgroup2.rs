@@ -8,27 +8,18 @@
 //! Needs `tests/vm/setup.sh` (which `make test` runs); skips without qemu or the kernel.
 
 use crate::common;
+use crate::common::vm::{boot, libraries, vm_or_skip, Cpio, Qemu};
 
 use ferrolet::api::{Pod, PodList};
 use ferrolet::node::cm::helpers::{milli_cpu_to_shares, shares_to_weight_linear};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The environment variable naming the directory `tests/vm/setup.sh` filled.
-const VM_DIR_ENV: &str = "FERROLET_VM_DIR";
-/// Its default.
-const VM_DIR: &str = "/var/tmp/ferrolet-vm";
 /// One boot, from qemu's start to its power-off: 16-20 s with TCG when every check
 /// passes, 55 s when the OOM checks fail (the VM waits for them); the VM's own waits add up
 /// to 125 s at most.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(150);
-/// How long a KVM boot may take to reach `/init`; a KVM that does not boot (nested
-/// virtualisation that is half there) is then given up for TCG.
-const KVM_START_TIMEOUT: Duration = Duration::from_secs(20);
 /// The VM's CPUs (kubepods' weight follows from them).
 const VM_CPUS: i64 = 2;
 
@@ -176,89 +167,6 @@ impl Failures {
     }
 }
 
-/// A newc cpio archive, written as the kernel's initramfs unpacker reads it (vm_systemd's
-/// initramfs too).
-pub(crate) struct Cpio {
-    out: Vec<u8>,
-    ino: u32,
-    dirs: BTreeSet<String>,
-}
-
-impl Cpio {
-    pub(crate) fn new() -> Cpio {
-        Cpio { out: Vec::new(), ino: 1, dirs: BTreeSet::new() }
-    }
-
-    fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
-        let name = name.trim_start_matches('/');
-        let header = format!(
-            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
-            self.ino,
-            mode,
-            0,
-            0,
-            1,
-            0,
-            data.len(),
-            0,
-            0,
-            0,
-            0,
-            name.len() + 1,
-            0
-        );
-        self.ino += 1;
-        self.out.extend_from_slice(header.as_bytes());
-        self.out.extend_from_slice(name.as_bytes());
-        self.out.push(0);
-        self.pad();
-        self.out.extend_from_slice(data);
-        self.pad();
-    }
-
-    fn pad(&mut self) {
-        while self.out.len() % 4 != 0 {
-            self.out.push(0);
-        }
-    }
-
-    /// Directory `path` and its parents (the unpacker makes no parents itself).
-    pub(crate) fn dir(&mut self, path: &str) {
-        let mut at = String::new();
-        for part in path.split('/').filter(|p| !p.is_empty()) {
-            at = format!("{at}/{part}");
-            if self.dirs.insert(at.clone()) {
-                self.entry(&at, 0o040755, &[]);
-            }
-        }
-    }
-
-    /// A regular file at `path` (its directory made first).
-    pub(crate) fn file(&mut self, path: &str, mode: u32, data: &[u8]) {
-        if let Some((parent, _)) = path.rsplit_once('/') {
-            self.dir(parent);
-        }
-        self.entry(path, 0o100000 | mode, data);
-    }
-
-    pub(crate) fn finish(mut self) -> Vec<u8> {
-        self.entry("TRAILER!!!", 0, &[]);
-        self.out
-    }
-}
-
-/// The shared libraries and the loader `ldd` names for `bin` (none for a static binary).
-pub(crate) fn libraries(bin: &Path) -> Vec<PathBuf> {
-    let Ok(out) = Command::new("ldd").arg(bin).output() else { return Vec::new() };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let path = l.split("=>").last()?.split_whitespace().next()?;
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect()
-}
-
 /// The gzipped initramfs: busybox, ferrolet and its libraries, the kernel modules, the
 /// scripts and the manifests.
 fn initramfs(vm_dir: &Path, busybox: &Path, out: &Path) {
@@ -285,117 +193,24 @@ fn initramfs(vm_dir: &Path, busybox: &Path, out: &Path) {
     for d in ["/proc", "/sys", "/dev", "/tmp", "/var", "/run", "/etc"] {
         cpio.dir(d);
     }
-    let mut gzip = Command::new("gzip")
-        .arg("-1")
-        .stdin(Stdio::piped())
-        .stdout(std::fs::File::create(out).unwrap())
-        .spawn()
-        .expect("gzip runs");
-    gzip.stdin.take().unwrap().write_all(&cpio.finish()).unwrap();
-    assert!(gzip.wait().unwrap().success(), "gzip failed");
+    cpio.gzip_to(out);
 }
 
-/// How a boot ended.
-enum Boot {
-    /// The console, through `FLVM done` and power-off (or the timeout, which the checks see).
-    Ran(String),
-    /// KVM never reached `/init` (the console so far).
-    NoStart(String),
-}
-
-/// Boots the VM once with `accel` (`kvm` or `tcg`), bounded in time; qemu is killed at the end.
-fn boot(vm_dir: &Path, initrd: &Path, accel: &str) -> Boot {
-    let mut cmd = Command::new("qemu-system-x86_64");
-    if accel == "kvm" {
-        cmd.args(["-enable-kvm", "-cpu", "host"]);
-    } else {
-        cmd.args(["-accel", "tcg"]);
-    }
-    cmd.args(["-smp", &VM_CPUS.to_string(), "-m", "512M", "-kernel"])
-        .arg(vm_dir.join("vmlinuz"))
-        .arg("-initrd")
-        .arg(initrd)
-        .args(["-append", "console=ttyS0 quiet loglevel=1 panic=-1", "-nographic", "-nodefaults", "-serial", "stdio"])
-        .arg("-no-reboot")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("qemu-system-x86_64 starts");
-    let (tx, rx) = mpsc::channel::<String>();
-    let out = child.stdout.take().unwrap();
-    let err = child.stderr.take().unwrap();
-    let tx2 = tx.clone();
-    // Both readers end when qemu exits (or is killed): their pipes close.
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx2.send(format!("qemu: {line}"));
-        }
-    });
-    let start = Instant::now();
-    let mut console = String::new();
-    let (mut started, mut done) = (false, false);
-    loop {
-        let limit = if accel == "kvm" && !started { KVM_START_TIMEOUT } else { BOOT_TIMEOUT };
-        let Some(left) = limit.checked_sub(start.elapsed()) else {
-            console.push_str(&format!("(the test: no power-off after {:?}; qemu killed)\n", start.elapsed()));
-            break;
-        };
-        match rx.recv_timeout(left.min(Duration::from_millis(500))) {
-            Ok(line) => {
-                started |= line.trim_end().ends_with("FLVM boot");
-                done |= line.trim_end().ends_with("FLVM done");
-                console.push_str(&line);
-                console.push('\n');
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break, // qemu exited
-        }
-        if done && child.try_wait().ok().flatten().is_some() {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    if accel == "kvm" && !started {
-        return Boot::NoStart(console);
-    }
-    Boot::Ran(console)
-}
-
-/// The VM's directory when `tests/vm/setup.sh` made it ready, with qemu and a static
-/// busybox; otherwise skipped, saying why.
-fn vm_or_skip() -> Option<(PathBuf, PathBuf)> {
-    let dir = std::env::var_os(VM_DIR_ENV).map_or_else(|| PathBuf::from(VM_DIR), PathBuf::from);
-    if !dir.join(".ferrolet-ready").exists() || !dir.join("vmlinuz").exists() {
-        common::skip(&format!(
-            "no VM kernel in {} (tests/vm/setup.sh, which make test runs, downloads it; FERROLET_SKIP_VM=1 skips it)",
-            dir.display()
-        ));
-        return None;
-    }
-    if Command::new("qemu-system-x86_64").arg("--version").output().is_err() {
-        common::skip("no qemu-system-x86_64 (tests/vm/setup.sh installs qemu-system-x86)");
-        return None;
-    }
-    let busybox = PathBuf::from("/bin/busybox");
-    match common::elf_machine_and_interp(&busybox) {
-        Some((_, false)) => {}
-        _ => {
-            common::skip("no static /bin/busybox (tests/vm/setup.sh installs busybox-static)");
-            return None;
-        }
-    }
-    let gzip = Command::new("gzip").arg("--version").output();
-    if gzip.is_err() {
-        common::skip("no gzip");
-        return None;
-    }
-    Some((dir, busybox))
+/// The VM's qemu run: the initramfs holds the whole root; 512 MiB.
+fn qemu(vm_dir: &Path, initrd: &Path) -> Qemu<'static> {
+    let args = [
+        "-smp".into(),
+        VM_CPUS.to_string().into(),
+        "-m".into(),
+        "512M".into(),
+        "-kernel".into(),
+        vm_dir.join("vmlinuz").into_os_string(),
+        "-initrd".into(),
+        initrd.as_os_str().to_owned(),
+        "-append".into(),
+        "console=ttyS0 quiet loglevel=1 panic=-1".into(),
+    ];
+    Qemu { args: args.into(), started: "FLVM boot", done: "FLVM done", timeout: BOOT_TIMEOUT }
 }
 
 #[test]
@@ -406,20 +221,7 @@ fn a_cgroup_v2_vm_gets_kubelets_values_whole_container_oom_kills_and_removal() {
     initramfs(&vm_dir, &busybox, &initrd);
 
     let start = Instant::now();
-    let kvm = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
-    let (accel, console) = match kvm.then(|| boot(&vm_dir, &initrd, "kvm")) {
-        Some(Boot::Ran(console)) => ("kvm", console),
-        Some(Boot::NoStart(console)) => {
-            let tail: Vec<&str> = console.lines().rev().take(3).collect();
-            eprintln!("vm: KVM did not reach /init (within {KVM_START_TIMEOUT:?}: {tail:?}); TCG instead");
-            match boot(&vm_dir, &initrd, "tcg") {
-                Boot::Ran(c) | Boot::NoStart(c) => ("tcg", c),
-            }
-        }
-        None => match boot(&vm_dir, &initrd, "tcg") {
-            Boot::Ran(c) | Boot::NoStart(c) => ("tcg", c),
-        },
-    };
+    let (accel, console) = boot(&qemu(&vm_dir, &initrd), "vm");
     eprintln!("vm: booted and tested with {accel} in {:.1} s", start.elapsed().as_secs_f64());
     // The VM's summary lines (not the dumps), for a person reading --nocapture.
     for l in console.lines().filter(|l| !l.contains("FLVM dir ") && !l.contains("FLVM file ")) {

@@ -25,24 +25,15 @@ use crate::common;
 use ferrolet::api::{Pod, PodList};
 use ferrolet::node::cm::helpers::{milli_cpu_to_shares, shares_to_weight_linear};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::vm_cgroup2::{libraries, Cpio};
+use crate::common::vm::{boot, libraries, vm_or_skip, Cpio, Qemu};
 
-/// The environment variable naming the directory `tests/vm/setup.sh` filled.
-const VM_DIR_ENV: &str = "FERROLET_VM_DIR";
-/// Its default.
-const VM_DIR: &str = "/var/tmp/ferrolet-vm";
 /// One boot, from qemu's start to its power-off. The VM's own waits add up to about 150 s
 /// at most (tests/vm/systemd/sdvm-test.sh); a passing run takes far less (docs/building.md).
 const BOOT_TIMEOUT: Duration = Duration::from_secs(240);
-/// How long a KVM boot may take to reach the initramfs's end; a KVM that does not boot
-/// (nested virtualisation that is half there) is then given up for TCG.
-const KVM_START_TIMEOUT: Duration = Duration::from_secs(20);
 /// The VM's CPUs (kubepods' weight follows from them).
 const VM_CPUS: i64 = 2;
 /// The node's name in the VM (static pods are named `<name>-<node>`).
@@ -351,130 +342,40 @@ fn initramfs(vm_dir: &Path, busybox: &Path, work: &Path, case: Case) -> PathBuf 
         cpio.dir(d);
     }
     let out = work.join("initrd.gz");
-    let mut gzip = Command::new("gzip")
-        .arg("-1")
-        .stdin(Stdio::piped())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .spawn()
-        .expect("gzip runs");
-    gzip.stdin.take().unwrap().write_all(&cpio.finish()).unwrap();
-    assert!(gzip.wait().unwrap().success(), "gzip failed");
+    cpio.gzip_to(&out);
     out
 }
 
-/// How a boot ended.
-enum Boot {
-    /// The console, through `SDVM done` and power-off (or the timeout, which the checks see).
-    Ran(String),
-    /// KVM never reached the initramfs's end (the console so far).
-    NoStart(String),
-}
-
-/// Boots the VM once with `accel` (`kvm` or `tcg`), the image as a `snapshot=on` disk,
-/// bounded in time; qemu is killed at the end.
-fn boot(vm_dir: &Path, initrd: &Path, accel: &str, case: Case) -> Boot {
-    let mut cmd = Command::new("qemu-system-x86_64");
-    if accel == "kvm" {
-        cmd.args(["-enable-kvm", "-cpu", "host"]);
-    } else {
-        cmd.args(["-accel", "tcg", "-cpu", "max"]);
-    }
+/// The VM's qemu run for `case`: the image as a `snapshot=on` disk (never changed), 1 GiB.
+fn qemu(vm_dir: &Path, initrd: &Path, case: Case) -> Qemu<'static> {
     let disk = vm_dir.join("systemd/rootfs.ext4");
-    cmd.args(["-smp", &VM_CPUS.to_string(), "-m", "1G", "-kernel"])
-        .arg(vm_dir.join("vmlinuz"))
-        .arg("-initrd")
-        .arg(initrd)
-        .arg("-drive")
-        .arg(format!("file={},format=raw,if=virtio,snapshot=on", disk.display()))
-        .arg("-append")
-        .arg(format!(
-            "console=ttyS0 panic=-1 quiet systemd.getty_auto=0 systemd.show_status=0{}",
-            if case.v1 { " systemd.unified_cgroup_hierarchy=0" } else { "" }
-        ))
-        .args(["-nographic", "-nodefaults", "-serial", "stdio", "-no-reboot"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("qemu-system-x86_64 starts");
-    let (tx, rx) = mpsc::channel::<String>();
-    let out = child.stdout.take().unwrap();
-    let err = child.stderr.take().unwrap();
-    let tx2 = tx.clone();
-    // Both readers end when qemu exits (or is killed): their pipes close.
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx2.send(format!("qemu: {line}"));
-        }
-    });
-    let start = Instant::now();
-    let mut console = String::new();
-    let (mut started, mut done) = (false, false);
-    loop {
-        let limit = if accel == "kvm" && !started { KVM_START_TIMEOUT } else { BOOT_TIMEOUT };
-        let Some(left) = limit.checked_sub(start.elapsed()) else {
-            console.push_str(&format!("(the test: no power-off after {:?}; qemu killed)\n", start.elapsed()));
-            break;
-        };
-        match rx.recv_timeout(left.min(Duration::from_millis(500))) {
-            Ok(line) => {
-                started |= line.contains("SDVM initramfs=done");
-                done |= line.contains("SDVM done");
-                console.push_str(&line);
-                console.push('\n');
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break, // qemu exited
-        }
-        if done && child.try_wait().ok().flatten().is_some() {
-            break;
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    if accel == "kvm" && !started {
-        return Boot::NoStart(console);
-    }
-    Boot::Ran(console)
+    let v1 = if case.v1 { " systemd.unified_cgroup_hierarchy=0" } else { "" };
+    let args = [
+        "-smp".into(),
+        VM_CPUS.to_string().into(),
+        "-m".into(),
+        "1G".into(),
+        "-kernel".into(),
+        vm_dir.join("vmlinuz").into_os_string(),
+        "-initrd".into(),
+        initrd.as_os_str().to_owned(),
+        "-drive".into(),
+        format!("file={},format=raw,if=virtio,snapshot=on", disk.display()).into(),
+        "-append".into(),
+        format!("console=ttyS0 panic=-1 quiet systemd.getty_auto=0 systemd.show_status=0{v1}").into(),
+    ];
+    Qemu { args: args.into(), started: "SDVM initramfs=done", done: "SDVM done", timeout: BOOT_TIMEOUT }
 }
 
-/// The VM's directory when the kernel and the systemd image are there, with qemu and a
-/// static busybox; otherwise skipped, saying why.
-fn vm_or_skip() -> Option<(PathBuf, PathBuf)> {
-    let dir = std::env::var_os(VM_DIR_ENV).map_or_else(|| PathBuf::from(VM_DIR), PathBuf::from);
-    if !dir.join(".ferrolet-ready").exists() || !dir.join("vmlinuz").exists() {
-        common::skip(&format!(
-            "no VM kernel in {} (tests/vm/setup.sh, which make test runs, downloads it; FERROLET_SKIP_VM=1 skips it)",
-            dir.display()
-        ));
-        return None;
-    }
+/// The VM directory when the systemd image is there too; otherwise skipped, saying why.
+fn systemd_vm_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let (dir, busybox) = vm_or_skip()?;
     let image = dir.join("systemd/rootfs.ext4");
     if !image.exists() || !dir.join("systemd/modules/order").exists() {
         common::skip(&format!(
             "no systemd VM image {} (tests/vm/systemd/mkimage.sh builds it; tests/vm/setup.sh, which make test runs, calls it)",
             image.display()
         ));
-        return None;
-    }
-    if Command::new("qemu-system-x86_64").arg("--version").output().is_err() {
-        common::skip("no qemu-system-x86_64 (tests/vm/setup.sh installs qemu-system-x86)");
-        return None;
-    }
-    let busybox = PathBuf::from("/bin/busybox");
-    match common::elf_machine_and_interp(&busybox) {
-        Some((_, false)) => {}
-        _ => {
-            common::skip("no static /bin/busybox (tests/vm/setup.sh installs busybox-static)");
-            return None;
-        }
-    }
-    if Command::new("gzip").arg("--version").output().is_err() {
-        common::skip("no gzip");
         return None;
     }
     Some((dir, busybox))
@@ -497,27 +398,12 @@ fn containerd_on_systemd_cgroups_runs_pods_in_ferrolets_slices() {
 
 /// Boots the VM for `case` (KVM where it works, TCG otherwise) and checks what it printed.
 fn run(case: Case) {
-    let Some((vm_dir, busybox)) = vm_or_skip() else { return };
+    let Some((vm_dir, busybox)) = systemd_vm_or_skip() else { return };
     let _one = BOOTS.lock().unwrap_or_else(|e| e.into_inner());
     let work = tempfile::tempdir().unwrap();
     let initrd = initramfs(&vm_dir, &busybox, work.path(), case);
     let start = Instant::now();
-    let kvm = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
-    let (accel, console) = match kvm.then(|| boot(&vm_dir, &initrd, "kvm", case)) {
-        Some(Boot::Ran(console)) => ("kvm", console),
-        Some(Boot::NoStart(console)) => {
-            let tail: Vec<&str> = console.lines().rev().take(3).collect();
-            eprintln!(
-                "sdvm: KVM did not reach the initramfs's end (within {KVM_START_TIMEOUT:?}: {tail:?}); TCG instead"
-            );
-            match boot(&vm_dir, &initrd, "tcg", case) {
-                Boot::Ran(c) | Boot::NoStart(c) => ("tcg", c),
-            }
-        }
-        None => match boot(&vm_dir, &initrd, "tcg", case) {
-            Boot::Ran(c) | Boot::NoStart(c) => ("tcg", c),
-        },
-    };
+    let (accel, console) = boot(&qemu(&vm_dir, &initrd, case), "sdvm");
     eprintln!("sdvm: {case:?} booted and tested with {accel} in {:.1} s", start.elapsed().as_secs_f64());
     // The VM's summary lines and the units, for a person reading --nocapture.
     for l in console.lines() {

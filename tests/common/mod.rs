@@ -9,6 +9,7 @@ pub mod apiserver;
 pub mod cri;
 pub mod plugin;
 pub mod registry;
+pub mod vm;
 
 use ferrolet::api::{ContainerStatus, Pod, PodList};
 use ferrolet::node::runtime::process::ShimState;
