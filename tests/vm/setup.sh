@@ -80,23 +80,8 @@ cp "$work/root/boot/vmlinuz-$kver" "$DIR/vmlinuz"
 # runtime falls back to a read-only bind of /).
 mods="$work/root/lib/modules/$kver"
 : >"$DIR/modules/order"
-add_module() { # $1: a module's name
-  local name=$1 f dep
-  grep -qx "$name.ko" "$DIR/modules/order" && return 0
-  f=$(find "$mods" -name "$name.ko*" | head -n1)
-  [ -n "$f" ] || f=$(find "$mods" -name "${name//_/-}.ko*" | head -n1)
-  [ -n "$f" ] || return 0 # built into the kernel
-  case "$f" in
-    *.xz) xz -dc "$f" >"$DIR/modules/$name.ko" ;;
-    *.zst) zstd -qdc "$f" >"$DIR/modules/$name.ko" ;;
-    *) cp "$f" "$DIR/modules/$name.ko" ;;
-  esac
-  for dep in $(tr '\0' '\n' <"$DIR/modules/$name.ko" | sed -n 's/^depends=//p' | tr ',' ' '); do
-    add_module "$dep"
-  done
-  echo "$name.ko" >>"$DIR/modules/order"
-}
-for m in zram lz4_compress lz4 overlay; do add_module "$m"; done
+. "$HERE/modules.sh"
+for m in zram lz4_compress lz4 overlay; do add_module "$mods" "$DIR/modules" "$m"; done
 echo "$pkg $ver" >"$READY"
 rm -rf "$work"
 trap - EXIT

@@ -42,25 +42,10 @@ if [ "$(cat "$DIR/modules/.kernel" 2>/dev/null)" != "$pkg" ]; then
   dpkg-deb -x "$work"/*.deb "$work/root"
   rm -rf "$DIR/modules"; mkdir -p "$DIR/modules"; : >"$DIR/modules/order"
   mods="$work/root/lib/modules/$kver"
-  add_module() { # dependencies first (the .modinfo's depends=; the package has no modules.dep)
-    local name=$1 f dep
-    grep -qx "$name.ko" "$DIR/modules/order" && return 0
-    f=$(find "$mods" -name "$name.ko*" | head -n1)
-    [ -n "$f" ] || f=$(find "$mods" -name "${name//_/-}.ko*" | head -n1)
-    [ -n "$f" ] || return 0 # built in
-    case "$f" in
-      *.xz) xz -dc "$f" >"$DIR/modules/$name.ko" ;;
-      *.zst) zstd -qdc "$f" >"$DIR/modules/$name.ko" ;;
-      *) cp "$f" "$DIR/modules/$name.ko" ;;
-    esac
-    for dep in $(tr '\0' '\n' <"$DIR/modules/$name.ko" | sed -n 's/^depends=//p' | tr ',' ' '); do
-      add_module "$dep"
-    done
-    echo "$name.ko" >>"$DIR/modules/order"
-  }
+  . "$HERE/../modules.sh"
   # crc32c_generic: ext4 asks the crypto API for crc32c at mount (no modprobe in the initramfs;
   # TCG's CPU has no SSE4.2 for crc32c_intel).
-  for m in virtio_pci virtio_blk crc32c_generic ext4; do add_module "$m"; done
+  for m in virtio_pci virtio_blk crc32c_generic ext4; do add_module "$mods" "$DIR/modules" "$m"; done
   echo "$pkg" >"$DIR/modules/.kernel"
   rm -rf "$work"; trap - EXIT
 fi
