@@ -5,45 +5,30 @@
 //! 8 exec probes that hang past their 30 s timeout and 20 HTTP probes at 1 s, to show that
 //! a slow probe holds up only its own worker. Prints numbers; asserts nothing.
 //! The probe-cost case: 100 pods, each with an HTTP readiness and a TCP liveness probe at
-//! 1 s (200 probes/s), three rounds: the agent's CPU per probe and in % of one core, the
-//! lateness, and the rate the servers saw (proof that the probes ran).
+//! 1 s (200 probes/s), against targets in a process of their own (`support/probe_target.py`)
+//! that close first, then against targets that wait for the prober to close; three rounds
+//! each, beside three of the same pods without probes: the agent's CPU in % of one core
+//! and per probe, what the probes alone cost, the lateness, and the rate the targets saw
+//! (proof that the probes ran).
 //! `cargo bench --bench prober -- slow` (or `fast`, `cost`) runs one case only.
 
 mod support;
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{bin, cpu_ticks, http_get, rss_kib, status_field, thread_ticks, Agent};
 
 const PODS: usize = 500;
 
-/// Requests and connections the probe targets have seen.
-struct Hits {
-    http: Arc<AtomicUsize>,
-    tcp: Arc<AtomicUsize>,
-}
-
-impl Hits {
-    fn total(&self) -> usize {
-        self.http.load(Ordering::SeqCst) + self.tcp.load(Ordering::SeqCst)
-    }
-}
-
-fn servers() -> ((u16, u16), Hits) {
-    let (http, http_hits) = support::common::ok_http_server();
+/// In-process probe targets for the 1000-worker and slow cases: an HTTP server and a TCP
+/// port that accepts.
+fn servers() -> (u16, u16) {
+    let (http, _) = support::common::ok_http_server();
     let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = tcp.local_addr().unwrap().port();
-    let tcp_hits = Arc::new(AtomicUsize::new(0));
-    let count = tcp_hits.clone();
-    std::thread::spawn(move || {
-        for _conn in tcp.incoming() {
-            count.fetch_add(1, Ordering::SeqCst);
-        }
-    });
-    ((http, port), Hits { http: http_hits, tcp: tcp_hits })
+    std::thread::spawn(move || for _conn in tcp.incoming() {});
+    (http, port)
 }
 
 fn pod(i: usize, probes: Option<(u16, u16)>) -> String {
@@ -202,6 +187,50 @@ const COST_WARM_UP: Duration = Duration::from_secs(25);
 /// How long each round of the probe-cost case is measured.
 const COST_WINDOW: Duration = Duration::from_secs(30);
 
+/// Probe targets in a process of their own (`support/probe_target.py`, one epoll loop), as
+/// a real service is: `mode` `server` closes each connection first (as Python's
+/// http.server and most health endpoints do), `client` waits for the prober to close.
+struct Target {
+    child: std::process::Child,
+    ports: (u16, u16),
+    stats: u16,
+}
+
+impl Target {
+    fn start(mode: &str) -> Target {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/support/probe_target.py");
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .arg(mode)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the probe targets");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let p: Vec<u16> = line.split_whitespace().skip(1).filter_map(|w| w.parse().ok()).collect();
+        assert_eq!(p.len(), 3, "probe_target.py said {line:?}");
+        Target { child, ports: (p[0], p[1]), stats: p[2] }
+    }
+
+    /// HTTP requests plus TCP connections seen so far.
+    fn hits(&self) -> usize {
+        use std::io::Read;
+        let mut s = String::new();
+        std::net::TcpStream::connect(("127.0.0.1", self.stats)).unwrap().read_to_string(&mut s).unwrap();
+        s.split_whitespace().filter_map(|w| w.parse::<usize>().ok()).sum()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        // Its stdin closes: it exits.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 /// What one round of the probe-cost case measured.
 struct Round {
     /// Agent CPU, % of one core.
@@ -210,13 +239,14 @@ struct Round {
     per_probe: f64,
     /// Lateness p50, p99, max in ms.
     late: [f64; 3],
-    /// Probes per second the servers saw.
+    /// Probes per second the targets saw.
     rate: f64,
 }
 
-/// One round of the probe-cost case.
-fn cost_round(dir: &Path, ports: (u16, u16), hits: &Hits) -> Round {
-    write_pods(dir, COST_PODS, Some(ports));
+/// One round of the probe-cost case: `COST_PODS` pods, probing `target` (none: the same
+/// pods without probes, the baseline).
+fn cost_round(dir: &Path, target: Option<&Target>) -> Round {
+    write_pods(dir, COST_PODS, target.map(|t| t.ports));
     let (agent, _) = Agent::start(dir);
     agent.wait_running(COST_PODS, Duration::from_secs(120));
     wait_ready(&agent, COST_PODS);
@@ -224,9 +254,10 @@ fn cost_round(dir: &Path, ports: (u16, u16), hits: &Hits) -> Round {
     // burst of 200 first probes has left that window.
     std::thread::sleep(COST_WARM_UP);
     let pid = agent.child.id();
-    let (c0, h0, w) = (cpu_ticks(pid), hits.total(), Instant::now());
+    let hits = || target.map_or(0, Target::hits);
+    let (c0, h0, w) = (cpu_ticks(pid), hits(), Instant::now());
     std::thread::sleep(COST_WINDOW);
-    let (c1, h1, secs) = (cpu_ticks(pid), hits.total(), w.elapsed().as_secs_f64());
+    let (c1, h1, secs) = (cpu_ticks(pid), hits(), w.elapsed().as_secs_f64());
     let m = http_get(agent.port, "/metrics").unwrap_or_default();
     let cpu_secs = (c1 - c0) as f64 / 100.0;
     let probes = (h1 - h0) as f64;
@@ -242,32 +273,46 @@ fn cost_round(dir: &Path, ports: (u16, u16), hits: &Hits) -> Round {
     }
 }
 
-/// Three rounds of the probe-cost case, reported as min / median / max.
-fn probe_cost(dir: &Path, ports: (u16, u16), hits: &Hits) {
-    let rounds: Vec<_> = (0..3).map(|i| cost_round(&dir.join(format!("cost{i}")), ports, hits)).collect();
-    let stat = |f: &dyn Fn(&Round) -> f64| {
-        let mut v: Vec<f64> = rounds.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        format!("{:.2} / {:.2} / {:.2}", v[0], v[1], v[2])
-    };
+/// min / median / max of `f` over `rounds`.
+fn stat(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> String {
+    let mut v: Vec<f64> = rounds.iter().map(f).collect();
+    v.sort_by(f64::total_cmp);
+    format!("{:.2} / {:.2} / {:.2}", v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+/// The probe-cost case: three rounds of the pods without probes (the baseline), then three
+/// with each closing order; what the probes alone cost is the round's CPU less the
+/// baseline's median, over the probes the targets saw.
+fn probe_cost(dir: &Path) {
     println!(
-        "probe cost, {COST_PODS} pods with an HTTP and a TCP probe at 1 s, 3 rounds of {COST_WINDOW:?} (min / median / max):"
+        "probe cost, {COST_PODS} pods with an HTTP and a TCP probe at 1 s against targets in a process of their own, 3 rounds of {COST_WINDOW:?} each (min / median / max):"
     );
-    println!("  probes/s seen by the servers {}", stat(&|r| r.rate));
-    println!("  agent CPU % of one core      {}", stat(&|r| r.cpu));
-    println!("  agent CPU µs per probe       {}", stat(&|r| r.per_probe));
-    println!("  lateness p50 ms              {}", stat(&|r| r.late[0]));
-    println!("  lateness p99 ms              {}", stat(&|r| r.late[1]));
-    println!("  lateness max ms              {}", stat(&|r| r.late[2]));
+    let base: Vec<_> = (0..3).map(|i| cost_round(&dir.join(format!("base{i}")), None)).collect();
+    let mut idle: Vec<f64> = base.iter().map(|r| r.cpu).collect();
+    idle.sort_by(f64::total_cmp);
+    let idle = idle[1];
+    println!("  {COST_PODS} pods, no probes: agent CPU % of one core {}", stat(&base, &|r| r.cpu));
+    for mode in ["server", "client"] {
+        let target = Target::start(mode);
+        let rounds: Vec<_> = (0..3).map(|i| cost_round(&dir.join(format!("cost-{mode}{i}")), Some(&target))).collect();
+        println!("  the {mode} closes first:");
+        println!("    probes/s seen by the targets   {}", stat(&rounds, &|r| r.rate));
+        println!("    agent CPU % of one core        {}", stat(&rounds, &|r| r.cpu));
+        println!("    agent CPU µs per probe         {}", stat(&rounds, &|r| r.per_probe));
+        println!("    the probes alone, µs per probe {}", stat(&rounds, &|r| (r.cpu - idle) / 100.0 / r.rate * 1e6));
+        println!("    lateness p50 ms                {}", stat(&rounds, &|r| r.late[0]));
+        println!("    lateness p99 ms                {}", stat(&rounds, &|r| r.late[1]));
+        println!("    lateness max ms                {}", stat(&rounds, &|r| r.late[2]));
+    }
 }
 
 fn main() {
-    let (ports, hits) = servers();
+    let ports = servers();
     let dir = tempfile::tempdir().unwrap();
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     println!("prober benchmark ({}, release build)", bin().display());
     if only.is_none() || only.as_deref() == Some("cost") {
-        probe_cost(dir.path(), ports, &hits);
+        probe_cost(dir.path());
     }
     if only.is_none() || only.as_deref() == Some("fast") {
         let (base_rss, _) = run(&dir.path().join("a"), None);
