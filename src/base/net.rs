@@ -33,18 +33,6 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-/// Whether the peer of a connected TCP socket has closed its side (a FIN or a reset is
-/// waiting): a non-blocking peek that reads nothing.
-pub fn peer_closed(sock: &impl std::os::fd::AsRawFd) -> bool {
-    let mut byte = 0u8;
-    // SAFETY: recv into a one-byte buffer we own, with MSG_PEEK (nothing is consumed) and
-    // MSG_DONTWAIT (it never blocks).
-    let n = unsafe {
-        libc::recv(sock.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-    };
-    n == 0 || (n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECONNRESET))
-}
-
 /// Sets `SO_LINGER` on `sock` to `seconds`: 0 makes a close discard unsent data and send a
 /// reset; kubelet's probe dialer uses 1.
 pub fn set_linger(sock: &impl std::os::fd::AsRawFd, seconds: i32) {
@@ -59,29 +47,5 @@ pub fn set_linger(sock: &impl std::os::fd::AsRawFd, seconds: i32) {
             (&linger as *const libc::linger).cast(),
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::{TcpListener, TcpStream};
-
-    #[test]
-    fn a_peer_that_closed_is_told_from_one_that_did_not_without_blocking() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (server, _) = listener.accept().unwrap();
-        assert!(!peer_closed(&client), "the server is still there");
-        std::io::Write::write_all(&mut &server, b"x").unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        assert!(!peer_closed(&client), "unread data is not a close, and stays unread");
-        drop(server);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        // The byte is still first in line: peek sees it, not the FIN behind it.
-        assert!(!peer_closed(&client));
-        let mut buf = [0u8; 1];
-        assert_eq!(std::io::Read::read(&mut &client, &mut buf).unwrap(), 1);
-        assert!(peer_closed(&client), "now only the FIN is there");
     }
 }

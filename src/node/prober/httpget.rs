@@ -130,11 +130,11 @@ pub(super) fn get(
             Err(e) if is_timeout(&e) => return Err(HttpGetError::Timeout),
             Err(source) => return Err(HttpGetError::Connect { addr, source }),
         };
+        // As kubelet's dialer: a short TIME_WAIT at high probe rates.
+        crate::base::net::set_linger(&stream, 1);
         let mut sock = Deadlined { stream: &stream, deadline };
         if !tls {
-            let response = exchange(&mut sock, req, buf);
-            close_like_kubelet(&stream);
-            return response;
+            return exchange(&mut sock, req, buf);
         }
         let name = rustls::pki_types::ServerName::try_from(host)
             .map_err(|_| HttpGetError::ServerName { host: host.into() })?
@@ -144,21 +144,8 @@ pub(super) fn get(
         while conn.is_handshaking() {
             conn.complete_io(&mut sock).map_err(|e| io_error(e, |source| HttpGetError::Handshake { source }))?;
         }
-        let response = exchange(&mut rustls::Stream::new(&mut conn, &mut sock), req, buf);
-        close_like_kubelet(&stream);
-        response
+        exchange(&mut rustls::Stream::new(&mut conn, &mut sock), req, buf)
     })
-}
-
-/// Before the probe's socket closes: kubelet's dialer sets `SO_LINGER` to 1 s (a close
-/// waits up to 1 s for its FIN to be acknowledged, kubelet's answer to TIME_WAIT at high
-/// probe rates). Where the server has closed first (most do, after `Connection: close`),
-/// this close ends the connection with no TIME_WAIT here, and lingering would only put the
-/// thread to sleep until the acknowledgement: it is set only where the server has not.
-fn close_like_kubelet(stream: &TcpStream) {
-    if !crate::base::net::peer_closed(stream) {
-        crate::base::net::set_linger(stream, 1);
-    }
 }
 
 /// Sends `req` on `stream` and reads the response with `buf`.

@@ -86,10 +86,7 @@ pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outco
     let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
     match TcpStream::connect_timeout(&addr, left) {
         Ok(s) => {
-            // kubelet's dialer's 1 s SO_LINGER, unless the server has closed already.
-            if !crate::base::net::peer_closed(&s) {
-                crate::base::net::set_linger(&s, 1);
-            }
+            crate::base::net::set_linger(&s, 1);
             Outcome::Success(String::new())
         }
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {
