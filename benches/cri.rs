@@ -5,6 +5,7 @@
 //!   through ferrolet, against the same CRI calls made directly (RunPodSandbox,
 //!   CreateContainer, StartContainer); 20 pods each way, one at a time, in turns. Pods use
 //!   `imagePullPolicy: IfNotPresent` (the harness's images are imported, not pullable).
+//! - 20 pods written at once (as after a reboot): from the writes to each container started
 //! - 20 pods on the pod network, each with an HTTP readiness and an exec liveness probe:
 //!   the agent's RSS and CPU
 //! - 100 containers (50 pods of two) with no probes: the agent's CPU, which is the relist
@@ -143,6 +144,37 @@ fn pod_starts(endpoint: &str) {
     );
 }
 
+/// 20 pods written at once, as after a node's reboot: from the writes to each container's
+/// start (containerd's clock): the first, the median and the last.
+fn pods_at_once(endpoint: &str) {
+    let c = client(endpoint);
+    let node = CriNode::on(endpoint.into()).unwrap();
+    let agent = node.start_with(|t| t.replace("sync_frequency = \"200ms\"", "sync_frequency = \"1s\""), "info");
+    let spec = format!(
+        "  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: c\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n",
+        busybox()
+    );
+    let t0 = SystemTime::now();
+    for i in 0..PODS {
+        node.sb.write_manifest(&format!("burst{i}.yaml"), &manifest(&format!("burst{i}"), &spec));
+    }
+    let mut starts: Vec<Duration> = (0..PODS)
+        .map(|i| {
+            let pod = format!("burst{i}-{}", node.node);
+            let started = wait_for("the pod's container to run", Duration::from_secs(120), || started_at(&c, &pod));
+            Duration::from_nanos((started - nanos(t0)).max(0) as u64)
+        })
+        .collect();
+    drop(agent);
+    starts.sort();
+    println!(
+        "{PODS} pods written at once, to each container started (containerd's clock): first {:.0} ms, median {:.0} ms, last {:.0} ms",
+        ms(starts[0]),
+        ms(percentile(&starts, 0.5)),
+        ms(starts[PODS - 1])
+    );
+}
+
 /// The agent's CPU (% of one core) over `secs`.
 fn cpu_percent(agent: &AgentProcess, secs: u64) -> f64 {
     let pid = agent.child.id();
@@ -245,7 +277,19 @@ fn main() {
         println!("skipped: FERROLET_CRI_ENDPOINT is not set (make bench starts the harness's containerd)");
         return;
     };
-    pod_starts(&endpoint);
-    probed_pods(&endpoint);
-    idle_containers(&endpoint);
+    // `cargo bench --bench cri -- at-once` (or `starts`, `probes`, `idle`) runs one case only.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let run = |case: &str| only.as_deref().map_or(true, |o| o == case);
+    if run("starts") {
+        pod_starts(&endpoint);
+    }
+    if run("at-once") {
+        pods_at_once(&endpoint);
+    }
+    if run("probes") {
+        probed_pods(&endpoint);
+    }
+    if run("idle") {
+        idle_containers(&endpoint);
+    }
 }
