@@ -111,21 +111,14 @@ pub fn properties(files: &BTreeMap<String, String>) -> Vec<(&'static str, u64)> 
             "memory.limit_in_bytes" => "MemoryLimit",
             "memory.swap.max" => "MemorySwapMax",
             "pids.max" => "TasksMax",
-            "cpu.max" => {
+            // v2 `cpu.max` is "quota period"; v1 keeps the period in a file of its own.
+            "cpu.max" | "cpu.cfs_quota_us" => {
                 let mut parts = value.split_whitespace();
-                let (quota, period) = (parts.next().unwrap_or("max"), parts.next().and_then(|p| p.parse().ok()));
-                let period = period.unwrap_or(crate::api::limits::QUOTA_PERIOD);
+                let quota = parts.next().unwrap_or("max");
+                let period = parts.next().or(files.get("cpu.cfs_period_us").map(String::as_str));
+                let period = period.and_then(|p| p.parse().ok()).unwrap_or(crate::api::limits::QUOTA_PERIOD);
                 let per_sec =
                     limit(quota).map_or(INFINITY, |q| if q == INFINITY { q } else { quota_per_sec(q, period) });
-                props.push(("CPUQuotaPerSecUSec", per_sec));
-                props.push(("CPUQuotaPeriodUSec", period));
-                continue;
-            }
-            "cpu.cfs_quota_us" => {
-                let period = files.get("cpu.cfs_period_us").and_then(|p| p.parse().ok());
-                let period = period.unwrap_or(crate::api::limits::QUOTA_PERIOD);
-                let per_sec =
-                    limit(value).map_or(INFINITY, |q| if q == INFINITY { q } else { quota_per_sec(q, period) });
                 props.push(("CPUQuotaPerSecUSec", per_sec));
                 props.push(("CPUQuotaPeriodUSec", period));
                 continue;
@@ -156,6 +149,30 @@ fn common_properties(description: String) -> Vec<(&'static str, Value)> {
         ("MemoryAccounting", Value::Bool(true)),
         ("TasksAccounting", Value::Bool(true)),
     ]
+}
+
+/// `StartTransientUnit` of `unit` with `props` and no auxiliary units.
+fn start_transient(unit: &str, mode: &str, props: Vec<(&str, Value)>) -> Message {
+    let aux = Value::Array(Type::Struct(vec![Type::Str, property_array(vec![]).type_of()]), vec![]);
+    manager_call("StartTransientUnit", vec![Value::str(unit), Value::str(mode), property_array(props), aux])
+}
+
+/// Limits as property values.
+fn limit_values(files: &BTreeMap<String, String>) -> impl Iterator<Item = (&'static str, Value)> {
+    properties(files).into_iter().map(|(k, v)| (k, Value::U64(v)))
+}
+
+/// Polls `done` every 5 ms for up to `UNIT_WAIT` (systemd acts on a unit after it answers);
+/// a timeout is `action` on `unit` failing.
+fn wait_until(unit: &str, action: &'static str, done: impl Fn() -> bool) -> Result<(), CgroupError> {
+    let deadline = Instant::now() + UNIT_WAIT;
+    while !done() {
+        if Instant::now() >= deadline {
+            return Err(systemd_err(unit, action)(DbusError::Timeout(UNIT_WAIT)));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
 }
 
 fn manager_call(member: &str, body: Vec<Value>) -> Message {
@@ -197,37 +214,16 @@ pub fn start_scope(
     props.push(("Slice", Value::str(slice)));
     props.push(("Delegate", Value::Bool(true)));
     props.push(("PIDs", Value::Array(Type::U32, vec![Value::U32(pid)])));
-    let limits = properties(files);
-    if !limits.iter().any(|(k, _)| *k == "TasksMax") {
+    if !files.contains_key("pids.max") {
         // Not systemd's DefaultTasksMax (15 % of the node's): the pod's pids.max limits it.
         props.push(("TasksMax", Value::U64(INFINITY)));
     }
-    props.extend(limits.into_iter().map(|(k, v)| (k, Value::U64(v))));
-    let body = vec![
-        Value::str(unit),
-        Value::str("fail"),
-        property_array(props),
-        Value::Array(Type::Struct(vec![Type::Str, property_array(vec![]).type_of()]), vec![]),
-    ];
-    conn.call(&manager_call("StartTransientUnit", body), CALL_TIMEOUT).map_err(systemd_err(unit, "starting"))?;
+    props.extend(limit_values(files));
+    conn.call(&start_transient(unit, "fail", props), CALL_TIMEOUT).map_err(systemd_err(unit, "starting"))?;
     // The start job moves the process; until then it is still where it was forked.
     let needle = format!("/{unit}\n");
-    let cgroup_file = PathBuf::from(format!("/proc/{pid}/cgroup"));
-    let deadline = Instant::now() + UNIT_WAIT;
-    loop {
-        let text = std::fs::read_to_string(&cgroup_file).unwrap_or_default();
-        if text.contains(&needle) {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(CgroupError::Systemd {
-                unit: unit.into(),
-                action: "waiting for",
-                source: Box::new(DbusError::Timeout(UNIT_WAIT)),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let cgroup_file = format!("/proc/{pid}/cgroup");
+    wait_until(unit, "waiting for", || std::fs::read_to_string(&cgroup_file).is_ok_and(|t| t.contains(&needle)))
 }
 
 /// The systemd driver: slices through systemd's manager on the system bus, files through a
@@ -239,13 +235,17 @@ pub struct Systemd {
     /// The hierarchies systemd tracks processes in besides those `fs` writes (v1: its
     /// `name=systemd` one and a hybrid host's unified one).
     tracking: Vec<PathBuf>,
+    /// The properties last set on each slice: the QoS slices are refreshed at every pod
+    /// change and every minute, mostly to the same values, which need no call (systemd
+    /// writes drop-in files for each).
+    set: parking_lot::Mutex<std::collections::HashMap<String, Vec<(&'static str, u64)>>>,
 }
 
 impl Systemd {
     /// A driver over `fs`, talking to systemd on the bus socket `bus`; processes also join
     /// their cgroup in the `tracking` hierarchies (mount points).
     pub fn new(fs: Box<dyn CgroupDriver>, bus: &Path, tracking: Vec<PathBuf>) -> Systemd {
-        Systemd { fs, bus: bus.into(), conn: parking_lot::Mutex::new(None), tracking }
+        Systemd { fs, bus: bus.into(), conn: Default::default(), tracking, set: Default::default() }
     }
 
     /// Checks that systemd answers on the bus (its `Version`), for the start-up log.
@@ -278,21 +278,25 @@ impl Systemd {
         result
     }
 
-    /// Waits until `dir` exists (`want`) or is gone.
-    fn wait_dir(&self, unit: &str, dir: &Path, want: bool) -> Result<(), CgroupError> {
-        let deadline = Instant::now() + UNIT_WAIT;
-        while dir.is_dir() != want {
-            if Instant::now() >= deadline {
-                let action = if want { "waiting for the cgroup of" } else { "waiting for the removal of" };
-                return Err(CgroupError::Systemd {
-                    unit: unit.into(),
-                    action,
-                    source: Box::new(DbusError::Timeout(UNIT_WAIT)),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(5));
+    /// `msg` about `unit`, where an error `done` says is already the wanted state.
+    fn call_unit(
+        &self,
+        unit: &str,
+        action: &'static str,
+        msg: &Message,
+        done: fn(&DbusError) -> bool,
+    ) -> Result<(), CgroupError> {
+        match self.call(msg) {
+            Err(e) if !done(&e) => Err(systemd_err(unit, action)(e)),
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Waits until the cgroup of slice `unit` at `path` exists (`want`) or is gone.
+    fn wait_cgroup(&self, unit: &str, path: &str, want: bool) -> Result<(), CgroupError> {
+        let Some(dir) = self.fs.dirs(path).into_iter().next() else { return Ok(()) };
+        let action = if want { "waiting for the cgroup of" } else { "waiting for the removal of" };
+        wait_until(unit, action, || dir.is_dir() == want)
     }
 }
 
@@ -345,29 +349,22 @@ impl CgroupDriver for Systemd {
             // Started after its parent, as libcontainer asks.
             props.push(("Wants", Value::Array(Type::Str, vec![Value::str(parent)])));
         }
-        let aux = Value::Array(Type::Struct(vec![Type::Str, property_array(vec![]).type_of()]), vec![]);
-        let body = vec![Value::str(unit), Value::str("replace"), property_array(props), aux];
-        match self.call(&manager_call("StartTransientUnit", body)) {
-            Ok(_) => {}
-            // Started meanwhile, or left from an earlier run and being stopped: waited for.
-            Err(e) if unit_exists(&e) => {}
-            Err(e) => return Err(systemd_err(unit, "starting")(e)),
-        }
-        match self.fs.dirs(path).first() {
-            Some(dir) => self.wait_dir(unit, dir, true),
-            None => Ok(()),
-        }
+        // A unit started meanwhile, or left from an earlier run and being stopped, is waited for.
+        self.call_unit(unit, "starting", &start_transient(unit, "replace", props), unit_exists)?;
+        self.set.lock().remove(unit);
+        self.wait_cgroup(unit, path, true)
     }
 
     /// A slice's limits go to systemd as properties (kept by it for the unit's life) and to
     /// the files (what the kernel enforces now), as libcontainer does.
     fn apply(&self, path: &str, files: &BTreeMap<String, String>) -> Result<(), CgroupError> {
         if let Some(unit) = slice_unit(path) {
-            let props: Vec<(&str, Value)> = properties(files).into_iter().map(|(k, v)| (k, Value::U64(v))).collect();
-            if !props.is_empty() {
-                let body = vec![Value::str(unit), Value::Bool(true), property_array(props)];
-                self.call(&manager_call("SetUnitProperties", body))
-                    .map_err(systemd_err(unit, "setting the properties of"))?;
+            let props = properties(files);
+            if !props.is_empty() && self.set.lock().get(unit) != Some(&props) {
+                let body = vec![Value::str(unit), Value::Bool(true), property_array(limit_values(files).collect())];
+                let msg = manager_call("SetUnitProperties", body);
+                self.call_unit(unit, "setting the properties of", &msg, |_| false)?;
+                self.set.lock().insert(unit.to_string(), props);
             }
         }
         // systemd enables a controller in the parent once a unit's property needs it, after
@@ -390,15 +387,10 @@ impl CgroupDriver for Systemd {
     fn destroy(&self, path: &str) -> Result<(), CgroupError> {
         let Some(unit) = slice_unit(path) else { return self.fs.destroy(path) };
         self.fs.destroy(path)?;
-        match self.call(&manager_call("StopUnit", vec![Value::str(unit), Value::str("replace")])) {
-            Ok(_) => {}
-            Err(e) if no_such_unit(&e) => {}
-            Err(e) => return Err(systemd_err(unit, "stopping")(e)),
-        }
-        match self.fs.dirs(path).first() {
-            Some(dir) => self.wait_dir(unit, dir, false),
-            None => Ok(()),
-        }
+        self.set.lock().remove(unit);
+        let stop = manager_call("StopUnit", vec![Value::str(unit), Value::str("replace")]);
+        self.call_unit(unit, "stopping", &stop, no_such_unit)?;
+        self.wait_cgroup(unit, path, false)
     }
 }
 
