@@ -197,20 +197,18 @@ fn initramfs(vm_dir: &Path, busybox: &Path, out: &Path) {
 }
 
 /// The VM's qemu run: the initramfs holds the whole root; 512 MiB.
-fn qemu(vm_dir: &Path, initrd: &Path) -> Qemu<'static> {
-    let args = [
-        "-smp".into(),
-        VM_CPUS.to_string().into(),
-        "-m".into(),
-        "512M".into(),
-        "-kernel".into(),
-        vm_dir.join("vmlinuz").into_os_string(),
-        "-initrd".into(),
-        initrd.as_os_str().to_owned(),
-        "-append".into(),
-        "console=ttyS0 quiet loglevel=1 panic=-1".into(),
-    ];
-    Qemu { args: args.into(), started: "FLVM boot", done: "FLVM done", timeout: BOOT_TIMEOUT }
+fn qemu<'a>(vm_dir: &'a Path, initrd: &'a Path) -> Qemu<'a> {
+    Qemu {
+        vm_dir,
+        initrd,
+        cpus: VM_CPUS,
+        memory: "512M",
+        append: "console=ttyS0 quiet loglevel=1 panic=-1".into(),
+        extra: Vec::new(),
+        started: "FLVM boot",
+        done: "FLVM done",
+        timeout: BOOT_TIMEOUT,
+    }
 }
 
 #[test]

@@ -347,24 +347,20 @@ fn initramfs(vm_dir: &Path, busybox: &Path, work: &Path, case: Case) -> PathBuf 
 }
 
 /// The VM's qemu run for `case`: the image as a `snapshot=on` disk (never changed), 1 GiB.
-fn qemu(vm_dir: &Path, initrd: &Path, case: Case) -> Qemu<'static> {
+fn qemu<'a>(vm_dir: &'a Path, initrd: &'a Path, case: Case) -> Qemu<'a> {
     let disk = vm_dir.join("systemd/rootfs.ext4");
     let v1 = if case.v1 { " systemd.unified_cgroup_hierarchy=0" } else { "" };
-    let args = [
-        "-smp".into(),
-        VM_CPUS.to_string().into(),
-        "-m".into(),
-        "1G".into(),
-        "-kernel".into(),
-        vm_dir.join("vmlinuz").into_os_string(),
-        "-initrd".into(),
-        initrd.as_os_str().to_owned(),
-        "-drive".into(),
-        format!("file={},format=raw,if=virtio,snapshot=on", disk.display()).into(),
-        "-append".into(),
-        format!("console=ttyS0 panic=-1 quiet systemd.getty_auto=0 systemd.show_status=0{v1}").into(),
-    ];
-    Qemu { args: args.into(), started: "SDVM initramfs=done", done: "SDVM done", timeout: BOOT_TIMEOUT }
+    Qemu {
+        vm_dir,
+        initrd,
+        cpus: VM_CPUS,
+        memory: "1G",
+        append: format!("console=ttyS0 panic=-1 quiet systemd.getty_auto=0 systemd.show_status=0{v1}"),
+        extra: vec!["-drive".into(), format!("file={},format=raw,if=virtio,snapshot=on", disk.display()).into()],
+        started: "SDVM initramfs=done",
+        done: "SDVM done",
+        timeout: BOOT_TIMEOUT,
+    }
 }
 
 /// The VM directory when the systemd image is there too; otherwise skipped, saying why.

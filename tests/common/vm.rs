@@ -138,12 +138,23 @@ pub fn libraries(bin: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// One VM run: qemu's arguments after the accelerator's, the console text that marks the
-/// end of the initramfs (how a KVM start is told from a hang) and the end of the test, and
-/// how long the whole boot may take.
+/// One VM run: Debian's kernel from the VM directory with `initrd`, `cpus` and `memory`,
+/// the kernel's command line, any other qemu arguments (a disk), the console text that
+/// marks the end of the initramfs (how a KVM start is told from a hang) and the end of the
+/// test, and how long the whole boot may take.
 pub struct Qemu<'a> {
-    /// `-smp`, `-m`, `-kernel`, `-initrd`, drives, `-append`, ...
-    pub args: Vec<std::ffi::OsString>,
+    /// The VM directory (its `vmlinuz`).
+    pub vm_dir: &'a Path,
+    /// The initramfs.
+    pub initrd: &'a Path,
+    /// `-smp`.
+    pub cpus: i64,
+    /// `-m` (`512M`).
+    pub memory: &'a str,
+    /// The kernel's command line.
+    pub append: String,
+    /// Further arguments (`-drive ...`).
+    pub extra: Vec<std::ffi::OsString>,
     /// Printed at the end of the initramfs.
     pub started: &'a str,
     /// Printed when the test is over, before the power-off.
@@ -177,7 +188,12 @@ fn boot_with(q: &Qemu, accel: &str) -> (bool, String) {
     } else {
         cmd.args(["-accel", "tcg", "-cpu", "max"]);
     }
-    cmd.args(&q.args)
+    cmd.args(["-smp", &q.cpus.to_string(), "-m", q.memory, "-kernel"])
+        .arg(q.vm_dir.join("vmlinuz"))
+        .arg("-initrd")
+        .arg(q.initrd)
+        .args(["-append", &q.append])
+        .args(&q.extra)
         .args(["-nographic", "-nodefaults", "-serial", "stdio", "-no-reboot"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
