@@ -33,6 +33,57 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// A non-blocking, close-on-exec TCP socket connecting to `addr`: the connection completes
+/// (or fails) later, when the socket turns writable (`TcpStream::take_error` then says which).
+pub fn connect_nonblocking(addr: &std::net::SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: all-zero bytes are a valid sockaddr_storage; the address is written into it
+    // below as the type its family names, which fits.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        std::net::SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_in is smaller than sockaddr_storage and both are plain data.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        std::net::SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for sockaddr_in6.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: socket takes plain integers.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and is owned by nobody else; the stream closes it.
+    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    // SAFETY: storage holds an address of `len` bytes, as written above.
+    let r = unsafe { libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len as libc::socklen_t) };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(e);
+        }
+    }
+    Ok(stream)
+}
+
 /// Sets `SO_LINGER` on `sock` to `seconds`: 0 makes a close discard unsent data and send a
 /// reset; kubelet's probe dialer uses 1.
 pub fn set_linger(sock: &impl std::os::fd::AsRawFd, seconds: i32) {

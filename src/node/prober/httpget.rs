@@ -148,6 +148,54 @@ pub(super) fn get(
     })
 }
 
+/// For a GET without TLS to an address (no name to look up): builds its request in `req`
+/// and gives where it goes; `None` when the URL needs TLS or a lookup (the blocking client's
+/// work).
+pub(super) fn prepare_plain(
+    url: &str,
+    headers: &[HttpHeader],
+    req: &mut Vec<u8>,
+) -> Result<Option<SocketAddr>, HttpGetError> {
+    let (tls, authority, target) = split_url(url)?;
+    let (host, port) = host_port(authority, 80)?;
+    let Some(ip) = host.parse::<std::net::IpAddr>().ok().filter(|_| !tls) else { return Ok(None) };
+    build_request(req, authority, target, headers)?;
+    Ok(Some(SocketAddr::new(ip, port)))
+}
+
+/// A response read from the bytes received so far, as the blocking client would read it from
+/// the socket: `None` while it needs more (`eof`: no more will come). The bytes are read
+/// again from the start at each call; a probe's response is small and mostly arrives at once.
+pub(super) fn parse_response(received: &[u8], eof: bool) -> Result<Option<Response>, HttpGetError> {
+    let mut replay = Replay { rest: received, eof, starved: false };
+    let read = BUFFERS.with(|b| {
+        let buf = &mut b.borrow_mut().1;
+        Conn { stream: &mut replay, buf, pos: 0, end: 0 }.response()
+    });
+    if replay.starved {
+        return Ok(None);
+    }
+    read.map(Some)
+}
+
+/// Bytes already received, read as a socket would give them; past them, end of file or (when
+/// more may come) `WouldBlock`, noted in `starved`.
+struct Replay<'a> {
+    rest: &'a [u8],
+    eof: bool,
+    starved: bool,
+}
+
+impl Read for Replay<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if self.rest.is_empty() && !self.eof {
+            self.starved = true;
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        self.rest.read(out)
+    }
+}
+
 /// Sends `req` on `stream` and reads the response with `buf`.
 fn exchange(stream: &mut (impl Read + Write), req: &[u8], buf: &mut [u8]) -> Result<Response, HttpGetError> {
     let sent = stream.write_all(req).and_then(|()| stream.flush());

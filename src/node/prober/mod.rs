@@ -13,6 +13,7 @@
 pub mod httpget;
 pub mod job;
 pub mod metrics;
+pub mod net;
 pub mod pool;
 pub mod probes;
 pub mod reaper;
@@ -424,6 +425,8 @@ impl ProberManager {
                 }
             }
         }
+        // One wake-up of the network probe thread for the probes due together.
+        self.pool.flush();
         // Probes queued behind threads that have turned slow get a thread of their own.
         self.pool.rebalance();
         self.metrics.threads.store(self.pool.threads(), std::sync::atomic::Ordering::Relaxed);

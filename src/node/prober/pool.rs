@@ -1,6 +1,8 @@
-//! The probe pool: blocking probes run on a few threads that grow on demand and shrink
-//! again when idle. A slow probe holds up only its own worker:
+//! The probe pool: TCP probes and HTTP probes without TLS to an address (nearly all of them)
+//! run on the network probe thread (`net`); the others are blocking calls on a few threads
+//! that grow on demand and shrink again when idle. A slow probe holds up only itself:
 //!
+//! * the network probe thread waits for every socket at once, each to its own deadline;
 //! * an exec probe's command is started on a probe thread and handed to the exec reaper,
 //!   which watches every running command from one thread, so it holds no probe thread;
 //! * a probe that has run for `SLOW_AFTER` (an HTTP, TCP or gRPC peer that does not answer)
@@ -8,6 +10,7 @@
 //!   behind it, up to `MAX_SLOW_THREADS` such threads in all.
 
 use super::job::{Done, Job, Report};
+use super::net::{self, NetProbes};
 use super::probes::{self, GrpcEnv, Lookups, Outcome};
 use super::reaper::{ExecReaper, Watch};
 use crate::base::manager::WorkerSet;
@@ -43,6 +46,7 @@ pub const IN_CALL_STOP_TIMEOUT: Duration = Duration::from_millis(500);
 pub struct ProberThreads {
     probes: Arc<WorkerSet>,
     reaper: Arc<WorkerSet>,
+    net: Arc<WorkerSet>,
     lookups: Lookups,
 }
 
@@ -61,6 +65,7 @@ impl std::fmt::Debug for ProberThreads {
         f.debug_struct("ProberThreads")
             .field("probes", &self.probes.len())
             .field("reaper", &self.reaper.len())
+            .field("net", &self.net.len())
             .field("lookups", &self.lookups.len())
             .finish()
     }
@@ -72,19 +77,22 @@ impl ProberThreads {
         ProberThreads {
             probes: Arc::new(WorkerSet::new("prober", MAX_THREADS + MAX_SLOW_THREADS, health)),
             reaper: Arc::new(WorkerSet::new("prober", 1, health)),
+            net: Arc::new(WorkerSet::new("prober", 1, health)),
             lookups: Lookups::new(health),
         }
     }
 
-    /// Stops every thread within `timeout`: the reaper kills the commands it watches and must
-    /// end in it; probe threads and lookups are then waited for `IN_CALL_STOP_TIMEOUT` at
-    /// most, in what is left.
+    /// Stops every thread within `timeout`: the reaper (which kills the commands it watches)
+    /// and the network probe thread must end in it; probe threads and lookups are then
+    /// waited for `IN_CALL_STOP_TIMEOUT` at most, in what is left.
     pub fn stop(&self, timeout: Duration) -> Leftover {
         self.probes.signal_stop();
         self.reaper.signal_stop();
+        self.net.signal_stop();
         self.lookups.signal_stop();
         let deadline = Instant::now() + timeout;
-        let stuck = self.reaper.stop(timeout);
+        let mut stuck = self.reaper.stop(timeout);
+        stuck.extend(self.net.stop(deadline.saturating_duration_since(Instant::now())));
         let left = || deadline.saturating_duration_since(Instant::now());
         let in_call = IN_CALL_STOP_TIMEOUT.min(left());
         let mut in_calls = self.probes.stop(in_call);
@@ -102,6 +110,10 @@ fn should_spawn(queued: usize, idle: usize, threads: usize, slow: usize, max: us
 
 /// What the threads share.
 struct Shared<K> {
+    jobs: Sender<Job<K>>,
+    queue: Receiver<Job<K>>,
+    /// Threads for prompt probes at most.
+    max: AtomicUsize,
     idle: AtomicUsize,
     threads: AtomicUsize,
     /// Per thread: when its current probe started (nanoseconds after `epoch`, plus one), 0
@@ -182,12 +194,12 @@ impl<K: Clone + Send + 'static> Shared<K> {
     }
 }
 
-/// A growable pool of probe threads.
+/// A growable pool of probe threads, and the network probe thread beside it.
 pub struct ProbePool<K> {
-    jobs: Sender<Job<K>>,
-    queue: Receiver<Job<K>>,
     shared: Arc<Shared<K>>,
-    max: usize,
+    /// Started with the first probe it takes; `None` when it could not be started (the probe
+    /// threads then run every probe).
+    net: OnceLock<Option<NetProbes<K>>>,
 }
 
 impl<K: Clone + Send + 'static> ProbePool<K> {
@@ -196,6 +208,9 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
     pub fn new(max: usize, runtime: Arc<dyn ContainerRuntime>, done: Report<K>, owned: ProberThreads) -> Self {
         let (jobs, queue) = unbounded();
         let shared = Arc::new(Shared {
+            jobs,
+            queue,
+            max: AtomicUsize::new(max.max(1)),
             idle: AtomicUsize::new(0),
             threads: AtomicUsize::new(0),
             busy: Mutex::new(Vec::new()),
@@ -206,17 +221,17 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
             done,
             reaper: OnceLock::new(),
         });
-        ProbePool { jobs, queue, shared, max: max.max(1) }
+        ProbePool { shared, net: OnceLock::new() }
     }
 
     /// Threads for prompt probes at most.
     pub fn max(&self) -> usize {
-        self.max
+        self.shared.max.load(Ordering::Relaxed)
     }
 
     /// A new limit: threads past it end once idle (`IDLE_EXIT`); more start as jobs wait.
     pub fn set_max(&mut self, max: usize) {
-        self.max = max.max(1);
+        self.shared.max.store(max.max(1), Ordering::Relaxed);
         self.rebalance();
     }
 
@@ -225,50 +240,97 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
         self.shared.threads.load(Ordering::Relaxed)
     }
 
-    /// Queues a job, starting a thread when the idle ones will not take it and the limits allow.
+    /// Queues a job: on the network probe thread when it takes it (it starts at the next
+    /// `flush`), else for a probe thread, starting one when the idle ones will not take it
+    /// and the limits allow.
     pub fn submit(&self, job: Job<K>) {
-        // The pool holds a receiver itself, so the channel never disconnects.
-        let _ = self.jobs.send(job);
-        self.rebalance();
+        let for_net = super::probe_of(&job.target.container, job.kind).is_some_and(|p| net::takes(p, &job.target));
+        let job = match self.net().filter(|_| for_net) {
+            Some(n) => match n.submit(job) {
+                Ok(()) => return,
+                Err(job) => job,
+            },
+            None => job,
+        };
+        self.shared.submit(job);
+    }
+
+    /// Starts the probes queued for the network probe thread since the last call.
+    pub fn flush(&self) {
+        if let Some(Some(n)) = self.net.get() {
+            n.flush();
+        }
+    }
+
+    fn net(&self) -> Option<&NetProbes<K>> {
+        self.net
+            .get_or_init(|| {
+                let shared = self.shared.clone();
+                let fallback: net::Fallback<K> = Arc::new(move |job| shared.submit(job));
+                match NetProbes::start(self.shared.done.clone(), fallback, &self.shared.owned.net) {
+                    Ok(n) => Some(n),
+                    Err(e) => {
+                        let e = crate::base::errors::Chain(&e);
+                        log::error!(
+                            "prober: cannot start the network probe thread, probe threads run every probe: {e}"
+                        );
+                        None
+                    }
+                }
+            })
+            .as_ref()
     }
 
     /// Starts threads for waiting jobs while the limits allow (called again once busy threads
     /// have turned slow: see `recheck_at`).
     pub fn rebalance(&self) {
-        let s = &self.shared;
-        loop {
-            let queued = self.queue.len();
-            let idle = s.idle.load(Ordering::Acquire);
-            if queued <= idle {
-                return; // the common case: no lock, no scan
-            }
-            let threads = s.threads.load(Ordering::Acquire);
-            if !should_spawn(queued, idle, threads, s.slow(Instant::now()), self.max) || !self.spawn() {
-                return;
-            }
-        }
+        self.shared.rebalance();
     }
 
     /// When jobs are waiting for a thread, the moment a busy thread turns slow and another
     /// may start; the scheduler wakes then and calls `rebalance`.
     pub fn recheck_at(&self) -> Option<Instant> {
         let s = &self.shared;
-        if self.queue.len() <= s.idle.load(Ordering::Acquire)
-            || s.threads.load(Ordering::Acquire) >= self.max + MAX_SLOW_THREADS
+        if s.queue.len() <= s.idle.load(Ordering::Acquire)
+            || s.threads.load(Ordering::Acquire) >= self.max() + MAX_SLOW_THREADS
         {
             return None;
         }
         s.next_slow(Instant::now())
     }
+}
+
+impl<K: Clone + Send + 'static> Shared<K> {
+    /// Queues a job for a probe thread and starts one when needed (the network probe thread
+    /// hands over what it cannot run here too).
+    fn submit(self: &Arc<Self>, job: Job<K>) {
+        // The pool holds a receiver itself, so the channel never disconnects.
+        let _ = self.jobs.send(job);
+        self.rebalance();
+    }
+
+    fn rebalance(self: &Arc<Self>) {
+        loop {
+            let queued = self.queue.len();
+            let idle = self.idle.load(Ordering::Acquire);
+            if queued <= idle {
+                return; // the common case: no lock, no scan
+            }
+            let (threads, max) = (self.threads.load(Ordering::Acquire), self.max.load(Ordering::Relaxed));
+            if !should_spawn(queued, idle, threads, self.slow(Instant::now()), max) || !self.spawn() {
+                return;
+            }
+        }
+    }
 
     /// Starts one thread; false when the OS refused.
-    fn spawn(&self) -> bool {
-        let s = &self.shared;
+    fn spawn(self: &Arc<Self>) -> bool {
+        let s = self;
         let n = s.threads.fetch_add(1, Ordering::AcqRel);
         s.idle.fetch_add(1, Ordering::AcqRel);
         let slot = Arc::new(AtomicU64::new(0));
         s.busy.lock().push(slot.clone());
-        let (queue, shared) = (self.queue.clone(), self.shared.clone());
+        let (queue, shared) = (self.queue.clone(), self.clone());
         let spawned = s.owned.probes.spawn(&format!("fl-probe-{n}"), move |stop| {
             let s = &*shared;
             loop {
@@ -324,6 +386,9 @@ impl<K> Drop for ProbePool<K> {
     fn drop(&mut self) {
         self.shared.owned.probes.signal_stop();
         self.shared.owned.reaper.signal_stop();
+        if let Some(Some(net)) = self.net.get() {
+            net.close();
+        }
         if let Some(Some(reaper)) = self.shared.reaper.get() {
             reaper.close();
         }
@@ -387,10 +452,30 @@ mod tests {
     }
 
     #[test]
+    fn probes_to_an_address_run_on_the_network_probe_thread_and_the_others_on_probe_threads() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (pool, threads, rx, mut target) = pool_with_target(listener.local_addr().unwrap().port(), false);
+        pool.submit(job(&target));
+        pool.flush();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap().outcome, Outcome::Success(String::new()));
+        assert_eq!((pool.threads(), threads.net.len()), (0, 1), "no probe thread for it");
+        // The same probe to a host name: looked up, on a probe thread.
+        let mut container = (*target.container).clone();
+        container.readiness_probe.as_mut().unwrap().tcp_socket.as_mut().unwrap().host = "localhost".into();
+        target.container = Arc::new(container);
+        pool.submit(job(&target));
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(pool.threads(), 1);
+        drop(pool);
+        let left = threads.stop(Duration::from_secs(2));
+        assert!(left.stuck.is_empty() && left.in_calls.is_empty(), "{left:?}");
+    }
+
+    #[test]
     fn an_idle_probe_thread_stops_at_once_without_waiting_for_its_idle_timeout() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (pool, threads, rx, target) = pool_with_target(listener.local_addr().unwrap().port(), false);
-        pool.submit(job(&target));
+        pool.shared.submit(job(&target)); // past the network probe thread
         let d = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert_eq!(d.outcome, Outcome::Success(String::new()));
         assert_eq!(pool.threads(), 1, "one idle thread stays");
@@ -405,7 +490,7 @@ mod tests {
         // Accepts (the kernel does) but never answers: the HTTP probe waits its 2 s.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (pool, threads, _rx, target) = pool_with_target(listener.local_addr().unwrap().port(), true);
-        pool.submit(job(&target));
+        pool.shared.submit(job(&target)); // past the network probe thread
         std::thread::sleep(Duration::from_millis(200));
         drop(pool);
         // Named while still inside its probe: the stop did not wait for the probe's 2 s.

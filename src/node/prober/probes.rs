@@ -84,11 +84,14 @@ pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outco
         Err(e) => return Outcome::Failure(format!("dial tcp {host}:{port}: {}", crate::base::errors::Chain(&e))),
     };
     let left = deadline.saturating_duration_since(std::time::Instant::now()).max(Duration::from_millis(1));
-    match TcpStream::connect_timeout(&addr, left) {
-        Ok(s) => {
-            crate::base::net::set_linger(&s, 1);
-            Outcome::Success(String::new())
-        }
+    let connected = TcpStream::connect_timeout(&addr, left).map(|s| crate::base::net::set_linger(&s, 1));
+    tcp_outcome(addr, connected)
+}
+
+/// What a TCP probe's connection attempt to `addr` means, in kubelet's words.
+pub(super) fn tcp_outcome(addr: std::net::SocketAddr, connected: std::io::Result<()>) -> Outcome {
+    match connected {
+        Ok(()) => Outcome::Success(String::new()),
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock => {
             Outcome::Failure(format!("dial tcp {addr}: i/o timeout"))
         }
@@ -96,7 +99,7 @@ pub fn tcp(host: &str, port: u16, timeout: Duration, lookups: &Lookups) -> Outco
     }
 }
 
-fn host_of(url: &str) -> &str {
+pub(super) fn host_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
@@ -127,23 +130,17 @@ fn resolve_location(base: &str, location: &str) -> String {
 /// anything else `HTTP probe failed with statuscode: N` (never the body). Host names are
 /// looked up on a thread of `lookups`.
 pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Lookups) -> Outcome {
-    let port = match resolve_port(&h.port, &target.container) {
-        Ok(p) => p,
-        Err(e) => return Outcome::Error(e.to_string()),
+    let mut url = match http_url(h, target) {
+        Ok(url) => url,
+        Err(outcome) => return outcome,
     };
-    let host = if h.host.is_empty() { target.pod_ip.as_str() } else { h.host.as_str() };
-    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
-    let scheme = h.scheme.to_lowercase();
-    let scheme = if scheme.is_empty() { "http".to_string() } else { scheme };
-    let path = if h.path.starts_with('/') { h.path.clone() } else { format!("/{}", h.path) };
-    let mut url = format!("{scheme}://{host}:{port}{path}");
     let deadline = std::time::Instant::now() + timeout;
     let original_host = host_of(&url).to_string();
     let mut redirects = 0;
     loop {
         let resp = match httpget::get(&url, &h.http_headers, deadline, lookups) {
             Ok(r) => r,
-            Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", crate::base::errors::Chain(&e))),
+            Err(e) => return http_failure(&url, &e),
         };
         match after_response(&url, &original_host, redirects, resp) {
             Next::Done(outcome) => return outcome,
@@ -155,9 +152,26 @@ pub fn http(h: &HttpGetAction, target: &Target, timeout: Duration, lookups: &Loo
     }
 }
 
+/// The URL an HTTP probe GETs first: its scheme, host (the pod's address unless it names
+/// one) and port (by number or by the container's port name), and path.
+pub(super) fn http_url(h: &HttpGetAction, target: &Target) -> Result<String, Outcome> {
+    let port = resolve_port(&h.port, &target.container).map_err(|e| Outcome::Error(e.to_string()))?;
+    let host = if h.host.is_empty() { target.pod_ip.as_str() } else { h.host.as_str() };
+    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
+    let scheme = h.scheme.to_lowercase();
+    let scheme = if scheme.is_empty() { "http".to_string() } else { scheme };
+    let path = if h.path.starts_with('/') { h.path.clone() } else { format!("/{}", h.path) };
+    Ok(format!("{scheme}://{host}:{port}{path}"))
+}
+
+/// A GET of `url` that got no response, in kubelet's words.
+pub(super) fn http_failure(url: &str, e: &httpget::HttpGetError) -> Outcome {
+    Outcome::Failure(format!("Get {url:?}: {}", crate::base::errors::Chain(e)))
+}
+
 /// What a probe does after a response.
 #[derive(Debug, PartialEq, Eq)]
-enum Next {
+pub(super) enum Next {
     /// The probe's outcome.
     Done(Outcome),
     /// GET this URL (a same-host redirect).
@@ -167,7 +181,7 @@ enum Next {
 /// Kubelet's reading of a response to `url`, after `redirects` redirects from a URL on
 /// `original_host`: a same-host redirect is followed (at most `MAX_REDIRECTS`), another
 /// 3xx is a warning with the body, 2xx a success with it, anything else a failure.
-fn after_response(url: &str, original_host: &str, redirects: usize, resp: httpget::Response) -> Next {
+pub(super) fn after_response(url: &str, original_host: &str, redirects: usize, resp: httpget::Response) -> Next {
     let status = resp.status;
     if (300..400).contains(&status) {
         if let Some(loc) = resp.location {

@@ -387,8 +387,52 @@ mod properties {
         out
     }
 
+    /// A response read by `parse_response` as `reply` arrives in pieces (cut at `cuts`): each
+    /// piece's answer, when it has one, and the final answer at end of file, as text.
+    fn parse_in_pieces(reply: &[u8], cuts: &[usize]) -> Vec<String> {
+        let show = |r: Result<Option<Response>, HttpGetError>| r.transpose().map(shown);
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (reply.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut answers: Vec<String> = cuts.iter().filter_map(|&c| show(parse_response(&reply[..c], false))).collect();
+        answers.extend(show(parse_response(reply, true)));
+        answers
+    }
+
+    /// A response in full; an error by its kind (the line it quotes is the part read when it
+    /// was found, which depends on how the bytes arrived, on a socket as here).
+    fn shown(r: Result<Response, HttpGetError>) -> String {
+        match r {
+            Ok(r) => format!("{} {:?} {:?}", r.status, r.location, r.body),
+            Err(e) => format!("{e:?}").split([' ', '{', '(']).next().unwrap_or_default().to_string(),
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn a_reply_read_in_pieces_gives_what_the_socket_reader_gives(
+            head in prop::sample::select(vec![
+                "",
+                "HTTP/1.1 200 OK\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+                "HTTP/1.1 302 Found\r\nLocation: /x\r\n\r\n",
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ]),
+            chunked_body in prop::collection::vec(b'a'..=b'z', 0..64),
+            bytes in prop::collection::vec(any::<u8>(), 0..256),
+            cuts in prop::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let mut reply = head.as_bytes().to_vec();
+            if head.ends_with("chunked\r\n\r\n") {
+                reply.extend_from_slice(&chunked(&chunked_body, &[3, 7], false));
+            }
+            reply.extend_from_slice(&bytes);
+            let want = shown(read_reply(&reply));
+            for answer in parse_in_pieces(&reply, &cuts) {
+                prop_assert_eq!(&answer, &want);
+            }
+        }
 
         #[test]
         fn any_answer_is_a_response_or_an_error_without_a_panic(
