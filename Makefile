@@ -205,7 +205,8 @@ bench: deps
 	trap 'tests/cri/down.sh' EXIT; trap 'exit 130' INT TERM; \
 	tests/cri/up.sh || exit 1; \
 	unset FERROLET_CRI_ENDPOINT; if [ -f $(BENCH_CRI_BASE)/env ]; then set -a; . $(BENCH_CRI_BASE)/env; set +a; fi; \
-	FERROLET_TEST_VENV=$(TEST_VENV) $(CARGO) bench --locked --bench cri --bench kubelet_api
+	FERROLET_TEST_VENV=$(TEST_VENV) $(CARGO) bench --locked --bench cri --bench kubelet_api && \
+	$(CARGO) bench --locked --bench prober -- cost-cri
 
 ## soak: the release agent under churn for DURATION (default 10m; `make soak DURATION=1h`):
 ## pods created, changed and removed every 3 s, crash loops, failing and flapping probes, a

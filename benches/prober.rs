@@ -9,8 +9,10 @@
 //! that close first, then against targets that wait for the prober to close; three rounds
 //! each, beside three of the same pods without probes: the agent's CPU in % of one core
 //! and per probe, what the probes alone cost, the lateness, and the rate the targets saw
-//! (proof that the probes ran).
-//! `cargo bench --bench prober -- slow` (or `fast`, `cost`) runs one case only.
+//! (proof that the probes ran). `cost-cri` measures the same on the CRI runtime, against
+//! the containerd of `tests/cri/up.sh` (`make bench` brings it up; skipped without
+//! `FERROLET_CRI_ENDPOINT`), with busybox containers and kubelet's 1 s relist.
+//! `cargo bench --bench prober -- slow` (or `fast`, `cost`, `cost-cri`) runs one case only.
 
 mod support;
 
@@ -33,13 +35,16 @@ fn servers() -> (u16, u16) {
 
 fn pod(i: usize, probes: Option<(u16, u16)>) -> String {
     let mut y = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p{i:03}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: none\n    command: [sleep, '3600']\n");
-    if let Some((http, tcp)) = probes {
-        y.push_str(&format!("    readinessProbe:\n      httpGet: {{host: 127.0.0.1, port: {http}, path: /healthz}}\n      periodSeconds: 1\n"));
-        y.push_str(&format!(
-            "    livenessProbe:\n      tcpSocket: {{host: 127.0.0.1, port: {tcp}}}\n      periodSeconds: 1\n"
-        ));
-    }
+    y.push_str(&probes_yaml(probes));
     y
+}
+
+/// A container's HTTP readiness and TCP liveness probes at 1 s, to 127.0.0.1.
+fn probes_yaml(probes: Option<(u16, u16)>) -> String {
+    let Some((http, tcp)) = probes else { return String::new() };
+    format!(
+        "    readinessProbe:\n      httpGet: {{host: 127.0.0.1, port: {http}, path: /healthz}}\n      periodSeconds: 1\n    livenessProbe:\n      tcpSocket: {{host: 127.0.0.1, port: {tcp}}}\n      periodSeconds: 1\n"
+    )
 }
 
 fn write_pods(dir: &Path, n: usize, probes: Option<(u16, u16)>) {
@@ -250,21 +255,48 @@ fn cost_round(dir: &Path, target: Option<&Target>) -> Round {
     let (agent, _) = Agent::start(dir);
     agent.wait_running(COST_PODS, Duration::from_secs(120));
     wait_ready(&agent, COST_PODS);
+    measure(agent.child.id(), agent.port, target)
+}
+
+/// The same round on the CRI runtime: host-network busybox pods on the harness's containerd,
+/// relisted every second (kubelet's default).
+fn cost_round_cri(endpoint: &str, target: Option<&Target>) -> Round {
+    use support::common::cri::{busybox, CriNode};
+    let node = CriNode::on(endpoint.into()).expect("the harness's containerd");
+    for i in 0..COST_PODS {
+        let mut spec = format!(
+            "  hostNetwork: true\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: c\n    image: {}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, '3600']\n",
+            busybox()
+        );
+        spec.push_str(&probes_yaml(target.map(|t| t.ports)));
+        node.sb.write_manifest(&format!("p{i:03}.yaml"), &support::common::manifest(&format!("p{i:03}"), &spec));
+    }
+    let agent = node.start_with(|t| t.replace("sync_frequency = \"200ms\"", "sync_frequency = \"1s\""), "warn");
+    support::common::wait_for("every pod ready", Duration::from_secs(300), || {
+        let ready = |p: &ferrolet::api::Pod| {
+            p.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        };
+        (agent.pods().iter().filter(|p| ready(p)).count() == COST_PODS).then_some(())
+    });
+    measure(agent.child.id(), agent.port, target)
+}
+
+/// Measures a round once its pods are ready: the agent's CPU and lateness, and the rate the
+/// targets saw.
+fn measure(pid: u32, port: u16, target: Option<&Target>) -> Round {
     // Lateness is kept over the last 10000 probes (50 s here): wait until the start-up
     // burst of 200 first probes has left that window.
     std::thread::sleep(COST_WARM_UP);
-    let pid = agent.child.id();
     let hits = || target.map_or(0, Target::hits);
     let (c0, h0, w) = (cpu_ticks(pid), hits(), Instant::now());
     std::thread::sleep(COST_WINDOW);
     let (c1, h1, secs) = (cpu_ticks(pid), hits(), w.elapsed().as_secs_f64());
-    let m = http_get(agent.port, "/metrics").unwrap_or_default();
+    let m = http_get(port, "/metrics").unwrap_or_default();
     let cpu_secs = (c1 - c0) as f64 / 100.0;
     let probes = (h1 - h0) as f64;
     let q = |quantile: &str| {
         metric(&m, &format!("ferrolet_prober_lateness_seconds{{quantile=\"{quantile}\"}}")).unwrap_or(f64::NAN) * 1000.0
     };
-    drop(agent);
     Round {
         cpu: cpu_secs / secs * 100.0,
         per_probe: cpu_secs / probes * 1e6,
@@ -283,18 +315,18 @@ fn stat(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> String {
 /// The probe-cost case: three rounds of the pods without probes (the baseline), then three
 /// with each closing order; what the probes alone cost is the round's CPU less the
 /// baseline's median, over the probes the targets saw.
-fn probe_cost(dir: &Path) {
+fn probe_cost(runtime: &str, round: &dyn Fn(&str, Option<&Target>) -> Round) {
     println!(
-        "probe cost, {COST_PODS} pods with an HTTP and a TCP probe at 1 s against targets in a process of their own, 3 rounds of {COST_WINDOW:?} each (min / median / max):"
+        "probe cost on the {runtime}, {COST_PODS} pods with an HTTP and a TCP probe at 1 s against targets in a process of their own, 3 rounds of {COST_WINDOW:?} each (min / median / max):"
     );
-    let base: Vec<_> = (0..3).map(|i| cost_round(&dir.join(format!("base{i}")), None)).collect();
+    let base: Vec<_> = (0..3).map(|i| round(&format!("base{i}"), None)).collect();
     let mut idle: Vec<f64> = base.iter().map(|r| r.cpu).collect();
     idle.sort_by(f64::total_cmp);
     let idle = idle[1];
     println!("  {COST_PODS} pods, no probes: agent CPU % of one core {}", stat(&base, &|r| r.cpu));
     for mode in ["server", "client"] {
         let target = Target::start(mode);
-        let rounds: Vec<_> = (0..3).map(|i| cost_round(&dir.join(format!("cost-{mode}{i}")), Some(&target))).collect();
+        let rounds: Vec<_> = (0..3).map(|i| round(&format!("cost-{mode}{i}"), Some(&target))).collect();
         println!("  the {mode} closes first:");
         println!("    probes/s seen by the targets   {}", stat(&rounds, &|r| r.rate));
         println!("    agent CPU % of one core        {}", stat(&rounds, &|r| r.cpu));
@@ -312,7 +344,13 @@ fn main() {
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     println!("prober benchmark ({}, release build)", bin().display());
     if only.is_none() || only.as_deref() == Some("cost") {
-        probe_cost(dir.path());
+        probe_cost("process runtime", &|name, target| cost_round(&dir.path().join(name), target));
+    }
+    if only.is_none() || only.as_deref() == Some("cost-cri") {
+        match support::common::cri::endpoint() {
+            Some(endpoint) => probe_cost("CRI runtime", &|_, target| cost_round_cri(&endpoint, target)),
+            None => println!("probe cost on the CRI runtime: skipped, FERROLET_CRI_ENDPOINT is not set (make bench starts the harness's containerd)"),
+        }
     }
     if only.is_none() || only.as_deref() == Some("fast") {
         let (base_rss, _) = run(&dir.path().join("a"), None);
