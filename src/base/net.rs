@@ -34,9 +34,38 @@ pub fn hostname() -> String {
 }
 
 /// A non-blocking, close-on-exec TCP socket connecting to `addr`: the connection completes
-/// (or fails) later, when the socket turns writable (`TcpStream::take_error` then says which).
+/// (or fails) later, when the socket turns writable (`TcpStream::take_error` then says
+/// which), or as `connect_again` finds.
 pub fn connect_nonblocking(addr: &std::net::SocketAddr) -> std::io::Result<std::net::TcpStream> {
     use std::os::fd::FromRawFd;
+    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: socket takes plain integers.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and is owned by nobody else; the stream closes it.
+    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    match connect_raw(&stream, addr) {
+        Err(e) if e.raw_os_error() != Some(libc::EINPROGRESS) => Err(e),
+        _ => Ok(stream),
+    }
+}
+
+/// Whether a connection `connect_nonblocking` started has completed: `Ok(false)` while it is
+/// still under way, the reason when it failed. On loopback it has completed when `connect`
+/// returned, so a probe needs no wait for it.
+pub fn connect_again(stream: &std::net::TcpStream, addr: &std::net::SocketAddr) -> std::io::Result<bool> {
+    match connect_raw(stream, addr) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EISCONN) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EALREADY) || e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn connect_raw(stream: &std::net::TcpStream, addr: &std::net::SocketAddr) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     // SAFETY: all-zero bytes are a valid sockaddr_storage; the address is written into it
     // below as the type its family names, which fits.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -65,23 +94,15 @@ pub fn connect_nonblocking(addr: &std::net::SocketAddr) -> std::io::Result<std::
             std::mem::size_of::<libc::sockaddr_in6>()
         }
     };
-    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: socket takes plain integers.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd was just created and is owned by nobody else; the stream closes it.
-    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
     // SAFETY: storage holds an address of `len` bytes, as written above.
-    let r = unsafe { libc::connect(fd, (&storage as *const libc::sockaddr_storage).cast(), len as libc::socklen_t) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINPROGRESS) {
-            return Err(e);
-        }
+    let r = unsafe {
+        libc::connect(stream.as_raw_fd(), (&storage as *const libc::sockaddr_storage).cast(), len as libc::socklen_t)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
-    Ok(stream)
 }
 
 /// Sets `SO_LINGER` on `sock` to `seconds`: 0 makes a close discard unsent data and send a

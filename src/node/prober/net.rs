@@ -1,9 +1,12 @@
 //! TCP probes, and HTTP probes without TLS, to an address (the pod's, or a host given as
-//! one): all of them on one thread, `fl-probe-net`, over non-blocking sockets in one
-//! `poll(2)`. A probe costs its system calls and the wake-ups it cannot share, nothing more:
-//! no hand-off to a probe thread, no thread asleep in `read` per probe, and probes due
-//! together are started together and answered in one wake-up. A probe whose peer does not
-//! answer only waits for its own deadline beside the others.
+//! one), over non-blocking sockets. The scheduler starts each on its own thread as far as
+//! it goes without waiting (`NetProbes::submit`): it connects, and on loopback, where the
+//! connection is made within `connect`, a TCP probe is done and an HTTP probe's request is
+//! sent. What is left, the waits for connections and answers, goes to one thread,
+//! `fl-probe-net`, which polls every socket at once. A probe costs its system calls and the
+//! wake-ups it cannot share, nothing more: no hand-off to a probe thread per probe, no
+//! thread asleep in `read` per probe, and the probes due together are answered together.
+//! A probe whose peer does not answer only waits for its own deadline beside the others.
 //!
 //! Each probe reads and decides exactly as on a probe thread (`probes::http`): the request
 //! is `httpget`'s, the bytes received are read by `httpget::parse_response` as the blocking
@@ -70,12 +73,14 @@ pub fn takes(probe: &Probe, target: &Target) -> bool {
     false
 }
 
-/// The handle: hands probes to the thread. Its thread lives in the prober's `WorkerSet`,
-/// which stops and joins it; `close` (or dropping the handle) ends it too.
+/// The handle: starts probes and hands them to the thread. Its thread lives in the
+/// prober's `WorkerSet`, which stops and joins it; `close` (or dropping the handle) ends it too.
 pub struct NetProbes<K> {
-    inner: Mutex<Option<(Sender<Job<K>>, Waker)>>,
-    /// Probes were queued since the last wake-up.
+    inner: Mutex<Option<(Sender<Running<K>>, Waker)>>,
+    /// Probes were handed over since the last wake-up.
     queued: AtomicBool,
+    /// Where a probe done at its start is reported.
+    done: Report<K>,
 }
 
 impl<K: Send + 'static> NetProbes<K> {
@@ -84,18 +89,32 @@ impl<K: Send + 'static> NetProbes<K> {
     pub fn start(done: Report<K>, fallback: Fallback<K>, threads: &WorkerSet) -> Result<Self, NetProbesError> {
         let (wake_rx, wake) = wake::pair().map_err(|source| NetProbesError::MakeWakePipe { source })?;
         let (tx, rx) = unbounded();
-        let on_stop = wake.clone();
+        let (on_stop, report) = (wake.clone(), done.clone());
         threads.spawn_with("fl-probe-net", Some(Box::new(move || on_stop.wake())), move |stop| {
-            run(rx, wake_rx, done, fallback, stop)
+            run(rx, wake_rx, report, fallback, stop)
         })?;
-        Ok(NetProbes { inner: Mutex::new(Some((tx, wake))), queued: AtomicBool::new(false) })
+        Ok(NetProbes { inner: Mutex::new(Some((tx, wake))), queued: AtomicBool::new(false), done })
     }
 
-    /// Queues a probe; it starts at the next `flush`. The probe comes back when the thread is
-    /// gone.
+    /// Starts a probe on the caller's thread, as far as it goes without waiting, and hands
+    /// what is left to the thread (which is woken at the next `flush`). The probe comes back
+    /// when it needs the probe threads (TLS, a host name) or the thread is gone.
     pub fn submit(&self, job: Job<K>) -> Result<(), Job<K>> {
-        let Some((tx, _)) = &*self.inner.lock() else { return Err(job) };
-        tx.send(job).map_err(|e| e.0)?;
+        let started = Instant::now();
+        let mut r = match start(job, started) {
+            Started::Running(r) => r,
+            Started::Done(job, outcome) => {
+                report(&self.done, job, started, outcome);
+                return Ok(());
+            }
+            Started::Fallback(job) => return Err(job),
+        };
+        if let Some(outcome) = r.connected_at_once() {
+            report(&self.done, r.job, started, outcome);
+            return Ok(());
+        }
+        let Some((tx, _)) = &*self.inner.lock() else { return Err(r.job) };
+        tx.send(r).map_err(|e| e.0.job)?;
         self.queued.store(true, Ordering::Release);
         Ok(())
     }
@@ -225,6 +244,40 @@ fn connect(mut http: Http, headers: &[HttpHeader]) -> Connect {
 }
 
 impl<K> Running<K> {
+    /// Right after `connect`: whether the connection is already made (on loopback it is),
+    /// and then a TCP probe's outcome, or an HTTP probe's request sent as far as it goes.
+    fn connected_at_once(&mut self) -> Option<Outcome> {
+        let connected = crate::base::net::connect_again(&self.socket, &self.addr);
+        match (&self.http, connected) {
+            (_, Ok(false)) => None,
+            (None, connected) => Some(probes::tcp_outcome(self.addr, connected.map(|_| ()))),
+            (Some(h), Err(source)) => {
+                Some(probes::http_failure(&h.url, &HttpGetError::Connect { addr: self.addr, source }))
+            }
+            (Some(_), Ok(true)) => {
+                self.connected = true;
+                match self.send() {
+                    Step::Done(outcome) => Some(outcome),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// Sends what is left of the request; `Wait` once it is sent or the socket is full.
+    fn send(&mut self) -> Step {
+        let Some(h) = &mut self.http else { return Step::Wait };
+        while h.sent < h.request.len() {
+            match (&self.socket).write(&h.request[h.sent..]) {
+                Ok(n) => h.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(source) => return Step::Done(probes::http_failure(&h.url, &HttpGetError::WriteRequest { source })),
+            }
+        }
+        Step::Wait
+    }
+
     /// What the thread waits for on the socket.
     fn events(&self) -> libc::c_short {
         match &self.http {
@@ -252,14 +305,12 @@ impl<K> Running<K> {
             }
             self.connected = true;
         }
+        if let Step::Done(outcome) = self.send() {
+            return Step::Done(outcome);
+        }
         let Some(h) = &mut self.http else { return Step::Wait };
-        while h.sent < h.request.len() {
-            match (&self.socket).write(&h.request[h.sent..]) {
-                Ok(n) => h.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Step::Wait,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => return Step::Done(probes::http_failure(&h.url, &HttpGetError::WriteRequest { source })),
-            }
+        if h.sent < h.request.len() {
+            return Step::Wait;
         }
         let mut eof = false;
         loop {
@@ -345,30 +396,25 @@ fn poll_timeout(now: Instant, deadlines: impl Iterator<Item = Instant>) -> libc:
     }
 }
 
-/// The thread: start what is queued, poll every socket and the wake pipe, step what is
-/// ready and settle what is overdue. It ends when stopped (signal, then a wake-up), when the
+/// The thread: take what was handed over, poll every socket and the wake pipe, step what
+/// is ready and settle what is overdue. It ends when stopped (signal, then a wake-up), when the
 /// handle is closed, or when nobody listens any more; always `Exit::Done`, since each of
 /// those is an orderly end. Probes still running are dropped with it.
-fn run<K>(rx: Receiver<Job<K>>, wake: WakeReceiver, done: Report<K>, fallback: Fallback<K>, stop: StopSignal) -> Exit {
+fn run<K>(
+    rx: Receiver<Running<K>>,
+    wake: WakeReceiver,
+    done: Report<K>,
+    fallback: Fallback<K>,
+    stop: StopSignal,
+) -> Exit {
     let mut running: Vec<Running<K>> = Vec::new();
     let mut fds: Vec<libc::pollfd> = Vec::new();
     loop {
         while running.len() < MAX_RUNNING {
-            let job = match rx.try_recv() {
-                Ok(job) => job,
+            match rx.try_recv() {
+                Ok(r) => running.push(r),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => return Exit::Done,
-            };
-            let started = Instant::now();
-            match start(job, started) {
-                // Connecting: the poll below says when it is done (on loopback, at once).
-                Started::Running(r) => running.push(r),
-                Started::Done(job, outcome) => {
-                    if !report(&done, job, started, outcome) {
-                        return Exit::Done;
-                    }
-                }
-                Started::Fallback(job) => fallback(job),
             }
         }
         fds.clear();
@@ -388,10 +434,6 @@ fn run<K>(rx: Receiver<Job<K>>, wake: WakeReceiver, done: Report<K>, fallback: F
         // Running --stop signal, woken--> Stopped.
         if stop.is_stopped() || (fds[0].revents != 0 && wake.drain() == Drained::Closed) {
             return Exit::Done;
-        }
-        if fds[0].revents != 0 {
-            // New probes start first, on time; what else is ready still is at the next poll.
-            continue;
         }
         let now = Instant::now();
         // From the end, so that swap_remove moves only entries already seen.

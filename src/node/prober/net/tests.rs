@@ -262,6 +262,9 @@ fn many_probes_at_once_all_answer_and_the_thread_stops_at_once() {
     assert_eq!(seen, (0..100).collect::<Vec<_>>());
     e.threads.signal_stop();
     assert!(e.threads.stop(Duration::from_secs(2)).is_empty(), "woken and ended, not left in its poll");
-    let returned = e.net.submit(job(1, tcp(port, ""))).map_err(|j| j.key);
+    let returned = e.net.submit(job(1, http(port, "/", "", ""))).map_err(|j| j.key);
     assert_eq!(returned, Err(1), "a probe for a thread that is gone comes back");
+    // A TCP probe on loopback needs no thread: connected within connect, done at once.
+    assert!(e.net.submit(job(2, tcp(port, ""))).is_ok());
+    assert_eq!(e.done.try_recv().map(|d| (d.key, d.outcome)).ok(), Some((2, Outcome::Success(String::new()))));
 }
