@@ -186,7 +186,8 @@ enum Started<K> {
 }
 
 fn start<K>(job: Job<K>, started: Instant) -> Started<K> {
-    let Some(probe) = super::probe_of(&job.target.container, job.kind) else {
+    let container = job.target.container.clone();
+    let Some(probe) = super::probe_of(&container, job.kind) else {
         return Started::Done(job, Outcome::Error("the container has no such probe".into()));
     };
     let deadline = started + probes::timeout_of(probe);
@@ -212,8 +213,7 @@ fn start<K>(job: Job<K>, started: Instant) -> Started<K> {
     };
     let original_host = probes::host_of(&url).to_string();
     let http = Http { url, original_host, redirects: 0, request: Vec::new(), sent: 0, received: Vec::new() };
-    let headers = h.http_headers.clone();
-    match connect(http, &headers) {
+    match connect(http, &h.http_headers) {
         Connect::Open(socket, addr, http) => {
             Started::Running(Running { job, started, deadline, socket, addr, connected: false, http: Some(http) })
         }
