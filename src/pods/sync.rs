@@ -57,18 +57,20 @@ impl PodManager {
         }
         let mut work = PodWork::new(uid);
         work.remove_sandboxes = std::mem::take(&mut actions.remove_sandboxes);
+        let mut next = Vec::new();
         if !actions.sandbox_back_off {
             match view.sandbox {
                 Some(s) if !actions.create_sandbox => self.execute(&pod, &s.id, actions, &mut work, now),
                 dead => {
                     work.sandbox = self.new_sandbox(&pod, view, dead, now);
-                    // Its containers start with the next work, once the sandbox is listed;
-                    // their images are pulled meanwhile.
-                    self.pull_ahead(&pod, false, &actions.start, now);
+                    next = actions.start;
                 }
             }
         }
         self.submit(work);
+        // A new sandbox's containers start with the next work, once it is listed; their
+        // images are pulled meanwhile.
+        self.pull_ahead(&pod, false, &next, now);
     }
 
     /// Queues the pulls of the images the pod's next steps need (its sandbox's when

@@ -31,8 +31,9 @@ use std::time::Duration;
 pub const THREAD: &str = "fl-pod-worker";
 /// Works made at once, each on a thread of its own. containerd makes a sandbox or starts a
 /// container in 0.1–0.2 s, mostly in runc and the shims it starts, on the node's CPUs: on
-/// two cores, 20 pods' calls made directly from 4 threads end after 2.0–2.3 s, from 8 after
-/// 2.1–2.7 s and from 20 after 2.5 s, each thread's first pod later (docs/numbers.md).
+/// two cores, the calls of 20 pods made directly (one pod after another on each thread) end
+/// after 3.9 s from 1 thread, 2.4 s from 2, 2.0–2.3 s from 4, 2.1–2.7 s from 8 and 2.5 s
+/// from 20, the first pod later the more threads (`benches/cri.rs`, `at-once`).
 pub const MAX_WORKERS: usize = 4;
 /// Works waiting for a thread: the pod manager hands out no more than `MAX_WORKERS` at
 /// once, but a thread that has answered may not yet have taken the next.
