@@ -5,7 +5,9 @@
 //!   through ferrolet, against the same CRI calls made directly (RunPodSandbox,
 //!   CreateContainer, StartContainer); 20 pods each way, one at a time, in turns. Pods use
 //!   `imagePullPolicy: IfNotPresent` (the harness's images are imported, not pullable).
-//! - 20 pods written at once (as after a reboot): from the writes to each container started
+//! - 20 pods written at once (as after a reboot): from the writes to each container started;
+//!   then the same CRI calls made directly for 20 pods from as many threads as ferrolet has
+//!   pod workers, each thread taking the next pod once its last runs: what containerd allows
 //! - 20 pods on the pod network, each with an HTTP readiness and an exec liveness probe:
 //!   the agent's RSS and CPU
 //! - 100 containers (50 pods of two) with no probes: the agent's CPU, which is the relist
@@ -57,9 +59,9 @@ fn started_at(c: &CriClient, pod: &str) -> Option<i64> {
     Some(c.container_status(running.id()).ok()?.started_at())
 }
 
-/// One pod started through the same CRI calls the agent makes, without the agent:
-/// the first call until containerd started the container. Returns it and the sandbox id.
-fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (Duration, String) {
+/// One pod started through the same CRI calls the agent makes, without the agent. Returns
+/// when its first call was made, when containerd started its container, and its sandbox id.
+fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (SystemTime, i64, String) {
     let owner = translate::owner_labels("bench-direct");
     let uid = ferrolet::base::random::random_id();
     let sandbox = SandboxConfig {
@@ -85,8 +87,18 @@ fn direct_start(c: &CriClient, logs: &std::path::Path, i: usize) -> (Duration, S
     let create = translate::create_container_request(&id, &sandbox, &container, &owner).unwrap();
     let cid = c.create_container(&create).unwrap();
     c.start_container(&cid).unwrap();
-    let started = c.container_status(&cid).unwrap().started_at();
-    (Duration::from_nanos((started - nanos(t0)).max(0) as u64), id)
+    (t0, c.container_status(&cid).unwrap().started_at(), id)
+}
+
+/// Removes the sandboxes `direct_start` made, and their cgroup parent.
+fn remove_direct(c: &CriClient, made: &[String]) {
+    for id in made {
+        let _ = c.stop_pod_sandbox(id);
+        let _ = c.remove_pod_sandbox(id);
+    }
+    if let Ok(driver) = ferrolet::node::cm::cgroupfs::detect(std::path::Path::new("/proc/self/mountinfo"), None) {
+        let _ = driver.destroy(&format!("{}/bench-direct", var("FERROLET_CRI_CGROUP")));
+    }
 }
 
 /// One pod started through ferrolet: (its manifest written, the agent seeing it) until
@@ -118,21 +130,15 @@ fn pod_starts(endpoint: &str) {
     let agent = node.start_with(|t| t.replace("sync_frequency = \"200ms\"", "sync_frequency = \"1s\""), "info");
     let (mut direct, mut written, mut seen, mut made) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..PODS {
-        let (took, id) = direct_start(&c, logs.path(), i);
-        direct.push(took);
+        let (t0, started, id) = direct_start(&c, logs.path(), i);
+        direct.push(Duration::from_nanos((started - nanos(t0)).max(0) as u64));
         made.push(id);
         let (from_write, from_seen) = agent_start(&c, &node, &agent, i);
         written.push(from_write);
         seen.push(from_seen);
     }
     drop(agent);
-    for id in &made {
-        let _ = c.stop_pod_sandbox(id);
-        let _ = c.remove_pod_sandbox(id);
-    }
-    if let Ok(driver) = ferrolet::node::cm::cgroupfs::detect(std::path::Path::new("/proc/self/mountinfo"), None) {
-        let _ = driver.destroy(&format!("{}/bench-direct", var("FERROLET_CRI_CGROUP")));
-    }
+    remove_direct(&c, &made);
     println!("pod start to container started (containerd's clock), {PODS} pods each way, in turns:");
     let direct = summary("direct CRI calls, from the first call", direct);
     let seen = summary("through ferrolet, from the manifest seen (ms log stamps)", seen);
@@ -173,6 +179,41 @@ fn pods_at_once(endpoint: &str) {
         ms(percentile(&starts, 0.5)),
         ms(starts[PODS - 1])
     );
+    // On a containerd as the agent found it: its pods removed first.
+    drop(node);
+    let threads = ferrolet::pods::workers::MAX_WORKERS;
+    let mut direct = direct_at_once(&c, threads);
+    direct.sort();
+    println!(
+        "  the same CRI calls made directly from {threads} threads (ferrolet's pod workers), from the first call: first {:.0} ms, median {:.0} ms, last {:.0} ms",
+        ms(direct[0]),
+        ms(percentile(&direct, 0.5)),
+        ms(direct[PODS - 1])
+    );
+}
+
+/// `PODS` pods started by `direct_start` from `threads` threads at once, each thread taking
+/// the next pod once its last one runs: from the first call to each container started.
+fn direct_at_once(c: &CriClient, threads: usize) -> Vec<Duration> {
+    let logs = tempfile::tempdir().unwrap();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let t0 = SystemTime::now();
+    let started = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= PODS {
+                    break;
+                }
+                let (_, at, id) = direct_start(c, logs.path(), PODS + i);
+                started.lock().unwrap().push((at, id));
+            });
+        }
+    });
+    let started = started.into_inner().unwrap();
+    remove_direct(c, &started.iter().map(|(_, id)| id.clone()).collect::<Vec<_>>());
+    started.iter().map(|(at, _)| Duration::from_nanos((at - nanos(t0)).max(0) as u64)).collect()
 }
 
 /// The agent's CPU (% of one core) over `secs`.

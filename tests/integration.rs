@@ -32,6 +32,7 @@ mod cri_kubelet_api;
 mod cri_logs_exec;
 mod cri_registry;
 mod cri_security;
+mod cri_starts;
 mod cri_stats;
 mod cri_streams;
 mod cri_volumes;

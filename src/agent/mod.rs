@@ -29,6 +29,7 @@ use crate::node::stats::manager::{StatsCommand, StatsManager};
 use crate::node::stats::StatsView;
 use crate::node::status::StatusCache;
 use crate::pods::source::{DirWatcher, FileSource, SourceCommand};
+use crate::pods::workers::PodWorkers;
 use crate::pods::{PodManager, PodManagerConfig, PodsCommand};
 use crate::server::{ApiServer, ApiState, ServerError};
 use std::fs::File;
@@ -161,6 +162,9 @@ pub struct Agent {
     cri: Option<Arc<CriRuntime>>,
     /// The image pull threads (CRI backend only: the process runtime ignores images).
     images: Option<ImagePuller>,
+    /// The pod workers, where each pod's runtime calls are made (CRI backend only: the
+    /// process runtime's take milliseconds, and the pod manager makes them itself).
+    pod_workers: Option<Arc<PodWorkers>>,
     /// Image garbage collection (CRI backend only).
     image_gc: Option<ManagerHandle<ImageGcCommand>>,
     /// The stats thread (`fl-stats`), which runs the eviction manager.
@@ -870,6 +874,12 @@ impl Agent {
         } else {
             (pm, None)
         };
+        let (pm, pod_workers) = if cri.is_some() {
+            let workers = Arc::new(PodWorkers::new(runtime.clone(), Publisher::to(pods_channel.0.clone()), &health));
+            (pm.with_workers(workers.clone()), Some(workers))
+        } else {
+            (pm, None)
+        };
         let hooks = HookRunner::new(runtime.clone(), Publisher::to(pods_channel.0.clone()), &health);
         let pm = pm.with_hooks(Arc::new(hooks.clone()));
         let prober_channel = crossbeam_channel::unbounded();
@@ -1035,6 +1045,7 @@ impl Agent {
             devices,
             cri,
             images,
+            pod_workers,
             image_gc,
             stats_thread: Some(stats_thread),
             memcg,
@@ -1127,9 +1138,9 @@ impl Agent {
     }
 
     /// Orderly shutdown: intake first (the manifest watcher and the pod source), then the
-    /// pod manager, the image pulls (cancelled), the prober and its threads, the device
-    /// manager, image GC, the stats thread, the events still queued
-    /// (delivered), and the API last, so `/healthz` answers until the end. All of it within
+    /// pod manager and its workers (each ends at its next runtime call), the image pulls
+    /// (cancelled), the prober and its threads, the device manager, image GC, the stats
+    /// thread, the events still queued (delivered), and the API last, so `/healthz` answers until the end. All of it within
     /// one deadline, `shutdown_timeout` from now: each step waits for what time is left, and
     /// once it is spent the rest are signalled and not waited for. Containers keep running;
     /// the next start adopts them. Returns every thread that did not stop in time; threads
@@ -1140,8 +1151,8 @@ impl Agent {
         let in_call = crate::node::prober::pool::IN_CALL_STOP_TIMEOUT;
         let late = |r: Result<(), StopTimeout>| r.err().map(|e| e.to_string()).into_iter().collect::<Vec<_>>();
         let named = |v: Vec<StopTimeout>| v.into_iter().map(|e| e.to_string()).collect::<Vec<_>>();
-        let (watcher, source, pods, cluster) =
-            (self.watcher.take(), self.source.take(), self.pods.take(), self.cluster.take());
+        let (watcher, source, pods, pod_workers, cluster) =
+            (self.watcher.take(), self.source.take(), self.pods.take(), self.pod_workers.take(), self.cluster.take());
         let (images, hooks, prober, prober_threads) =
             (self.images.take(), self.hooks.take(), self.prober.take(), self.prober_threads);
         let (devices, image_gc, cri, events, api) =
@@ -1155,6 +1166,9 @@ impl Agent {
             Box::new(move |t| stats.map_or_else(Vec::new, |s| late(s.stop(t)))),
             Box::new(move |t| memcg.map_or_else(Vec::new, |m| late(m.stop(t)))),
             Box::new(move |t| pods.map_or_else(Vec::new, |p| late(p.stop(t)))),
+            // Works waiting are dropped; one in flight ends at its next runtime call (what it
+            // made is the runtime's, adopted or replaced by the next start).
+            Box::new(move |t| pod_workers.map_or_else(Vec::new, |w| named(w.stop(t)))),
             Box::new(move |t| cluster.map_or_else(Vec::new, |c| named(c.stop(t)))),
             // Pulls in flight are cancelled (the runtime stops them); nobody waits for them.
             Box::new(move |t| images.map_or_else(Vec::new, |i| named(i.stop(t)))),

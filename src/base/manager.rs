@@ -471,10 +471,11 @@ struct Members {
 }
 
 /// The one way the agent owns a changing group of threads (probe threads, host lookups,
-/// the exec reaper, CRI stops, hooks, image pulls, device plugin streams, PreStart calls):
-/// at most `max` at once, each a `Worker` registered with `Health`; threads that ended by
-/// themselves are reaped (joined) as new ones start; one can be stopped alone; `stop`
-/// signals all of them at once and joins them within one deadline, naming the late ones.
+/// the exec reaper, CRI stops, pod workers, hooks, image pulls, device plugin streams,
+/// PreStart calls): at most `max` at once, each a `Worker` registered with `Health`; threads
+/// that ended by themselves are reaped (joined) as new ones start; one can be stopped alone;
+/// `stop` signals all of them at once and joins them within one deadline, naming the late
+/// ones.
 pub struct WorkerSet {
     owner: &'static str,
     max: usize,

@@ -149,6 +149,17 @@ pub struct PodActions {
     pub terminal: bool,
 }
 
+impl PodActions {
+    /// Whether they ask the runtime for a call the pod workers make (a sandbox made or
+    /// removed, a container started or removed); kills and back-off are the sync's own.
+    pub fn ask_runtime(&self) -> bool {
+        (self.create_sandbox && !self.sandbox_back_off)
+            || !self.remove_sandboxes.is_empty()
+            || !self.start.is_empty()
+            || !self.remove_dead.is_empty()
+    }
+}
+
 /// A container that should run, with its newest instance.
 struct Candidate<'a> {
     spec: &'a Container,

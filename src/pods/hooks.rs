@@ -47,6 +47,13 @@ impl Hooks {
         self.post_start.values().any(|h| h.pod_uid == uid)
     }
 
+    /// Whether container `name` of `pod`, once started, holds back the pod's next
+    /// containers: it has a `postStart` hook to run.
+    pub(super) fn holds_next(&self, pod: &Pod, name: &str) -> bool {
+        let spec = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == name);
+        self.sink.is_some() && spec.is_some_and(|c| c.post_start().is_some())
+    }
+
     /// Whether the container instance's `postStart` hook runs.
     pub(super) fn in_post_start(&self, container_id: &str) -> bool {
         self.post_start.contains_key(container_id)

@@ -42,6 +42,9 @@ pub(super) struct Images {
     pulls: HashMap<String, Vec<Requester>>,
     /// Containers whose pull for their next start has answered.
     pulled: HashSet<Key>,
+    /// Containers (and sandboxes) whose next start was looked ahead at (`pull_ahead`): not
+    /// again until that start, whose gate looks anyway.
+    looked_ahead: HashSet<Key>,
     /// kubelet's image back-off, per (pod uid, image): 10 s doubling to 300 s.
     backoff: Backoff,
 }
@@ -49,23 +52,40 @@ pub(super) struct Images {
 impl Images {
     /// Image bookkeeping over the pull threads' queue.
     pub(super) fn new(tx: Sender<PullRequest>) -> Images {
-        Images { tx, pulls: HashMap::new(), pulled: HashSet::new(), backoff: Backoff::default() }
+        Images {
+            tx,
+            pulls: HashMap::new(),
+            pulled: HashSet::new(),
+            looked_ahead: HashSet::new(),
+            backoff: Backoff::default(),
+        }
     }
 
-    /// How many pulls in flight, answered pulls and back-off entries are kept.
+    /// How many pulls in flight, answered pulls, looks ahead and back-off entries are kept.
     #[cfg(test)]
-    pub(super) fn tracked(&self) -> (usize, usize, usize) {
-        (self.pulls.values().map(Vec::len).sum(), self.pulled.len(), self.backoff.entries())
+    pub(super) fn tracked(&self) -> (usize, usize, usize, usize) {
+        let waiting = self.pulls.values().map(Vec::len).sum();
+        (waiting, self.pulled.len(), self.looked_ahead.len(), self.backoff.entries())
     }
 
     /// Forgets a removed pod: its back-off, its answered pulls, its place in pulls in flight.
     pub(super) fn forget_pod(&mut self, uid: &str) {
         self.backoff.forget_pod(uid);
         self.pulled.retain(|(u, _)| u != uid);
+        self.looked_ahead.retain(|(u, _)| u != uid);
         for waiting in self.pulls.values_mut() {
             waiting.retain(|r| r.key.0 != uid);
         }
     }
+}
+
+/// Why the image gate is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Look {
+    /// For a start now: a usable image is used (and said).
+    Start,
+    /// Ahead of a start: only a pull is queued.
+    Ahead,
 }
 
 /// What tells a pull of `image` for `pod` apart: pods with the same pull secrets (or none)
@@ -146,6 +166,43 @@ impl Images {
         now: SystemTime,
         objects: &ObjectsView,
     ) -> bool {
+        let key: Key = (pod.metadata.uid.clone(), c.map_or(SANDBOX, |c| c.name.as_str()).to_string());
+        self.looked_ahead.remove(&key);
+        self.look(Look::Start, act, restarts, pod, c, now, objects)
+    }
+
+    /// Looks ahead at the image a later start of `c` (or of the pod's sandbox) needs, while
+    /// the pod waits for a pod worker or for its sandbox: the pull is queued now, as the
+    /// gate would queue it, so no pull waits for a worker; an image that is there is left
+    /// for the start to use and say (`Pulled`). Once per start: a pod waits through many
+    /// syncs, and the start's gate looks again.
+    pub(super) fn pull_ahead(
+        &mut self,
+        act: &Actor,
+        restarts: &mut Restarts,
+        pod: &Pod,
+        c: Option<&Container>,
+        now: SystemTime,
+        objects: &ObjectsView,
+    ) {
+        let key: Key = (pod.metadata.uid.clone(), c.map_or(SANDBOX, |c| c.name.as_str()).to_string());
+        if self.looked_ahead.insert(key) {
+            self.look(Look::Ahead, act, restarts, pod, c, now, objects);
+        }
+    }
+
+    /// `gate`, or `pull_ahead`.
+    #[allow(clippy::too_many_arguments)]
+    fn look(
+        &mut self,
+        look: Look,
+        act: &Actor,
+        restarts: &mut Restarts,
+        pod: &Pod,
+        c: Option<&Container>,
+        now: SystemTime,
+        objects: &ObjectsView,
+    ) -> bool {
         let (image, policy) = match c {
             Some(c) => (c.image.clone(), PullPolicy::of(&c.image_pull_policy, &c.image)),
             None => match act.runtime.sandbox_image() {
@@ -185,7 +242,13 @@ impl Images {
             }
         }
         let container = c.map(|c| c.name.as_str());
-        let ready = match decide(&state) {
+        let action = decide(&state);
+        let usable =
+            matches!(action, ImageAction::UsePulled | ImageAction::UsePresent | ImageAction::UsePresentInBackOff);
+        if look == Look::Ahead && usable {
+            return true;
+        }
+        let ready = match action {
             ImageAction::UsePulled => {
                 self.pulled.remove(&key);
                 true

@@ -12,8 +12,11 @@
 //! (the sources' pods), `setup` (cgroups, volumes), `restarts` (back-off, waiting reasons),
 //! `hooks` (and every kill), `images` (the image gate; pulls run on the pull threads, never
 //! here), `devices` (the one place that speaks to the device manager), `dns` and `publish`
-//! (statuses, probe targets). `fit` decides whether a pod from the apiserver fits in the
-//! node's allocatable (pure). `stats` tells the stats thread which pods to measure (pure).
+//! (statuses, probe targets). The runtime calls a sync makes for a pod (sandboxes, container
+//! creates and starts, removals) go to the pod workers (`workers`) as one work per pod, so
+//! pods start side by side and the sync never waits for them; one pod's work is in flight
+//! at a time. `fit` decides whether a pod from the apiserver fits in the node's allocatable
+//! (pure). `stats` tells the stats thread which pods to measure (pure).
 
 pub mod actions;
 mod actor;
@@ -39,6 +42,7 @@ pub mod termination;
 #[cfg(test)]
 mod tests;
 pub mod view;
+pub mod workers;
 
 pub use state::{
     Admission, ContainerKind, ContainerStartError, DevicePrep, PodEntry, PodFailure, RunningHook, Termination, Waiting,
@@ -74,6 +78,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use view::Snapshot;
+use workers::{PodWork, Turn, WorkDone, WorkSink, Workers};
 
 /// kubelet's `minimumGracePeriodInSeconds`.
 pub const MIN_GRACE: Duration = Duration::from_secs(2);
@@ -89,6 +94,8 @@ pub enum PodsCommand {
     Images(PullDone),
     /// A lifecycle hook answered.
     Hook(HookDone),
+    /// A pod worker answered (boxed: a work holds a sandbox's config).
+    Work(Box<WorkDone>),
     /// ConfigMaps, Secrets or tokens that pods use changed (from `fl-apiobjects`).
     Objects(ObjectsChanged),
     /// The eviction manager evicts a pod.
@@ -118,6 +125,12 @@ impl From<PullDone> for PodsCommand {
 impl From<HookDone> for PodsCommand {
     fn from(d: HookDone) -> Self {
         PodsCommand::Hook(d)
+    }
+}
+
+impl From<WorkDone> for PodsCommand {
+    fn from(d: WorkDone) -> Self {
+        PodsCommand::Work(Box::new(d))
     }
 }
 
@@ -193,9 +206,14 @@ pub struct PodManager {
     dns: PodDns,
     /// Statuses and probe targets as last told.
     published: Published,
-    /// Something (a probe result, a hook's or a device manager's answer) wants a sync as
-    /// soon as the command queue is empty.
+    /// Where each pod's runtime calls are made, and which pods have work in flight.
+    workers: Workers,
+    /// Something (a probe result, a hook's, a worker's or a device manager's answer) wants a
+    /// sync as soon as the command queue is empty.
     resync: bool,
+    /// Work made on this thread (no workers) made a sandbox during this sync: its pod is
+    /// synced again at once, so its containers start in the same sync.
+    again: bool,
     /// Pods were removed: return freed heap to the OS at the next tick, once the other
     /// threads (prober, status readers) have dropped their copies too.
     trim_heap: bool,
@@ -222,7 +240,9 @@ impl PodManager {
             devices: None,
             dns: PodDns::default(),
             published: Published::default(),
+            workers: Workers::default(),
             resync: false,
+            again: false,
             trim_heap: false,
         }
     }
@@ -258,6 +278,14 @@ impl PodManager {
     /// process runtime, which ignores images) containers are created at once.
     pub fn with_images(mut self, tx: Sender<PullRequest>) -> Self {
         self.images = Some(images::Images::new(tx));
+        self
+    }
+
+    /// Connects the pod workers (`workers::PodWorkers`): each pod's runtime calls are made
+    /// there, pods side by side, and their answers come back as `PodsCommand::Work`. Without
+    /// them (the process runtime, whose calls are fast) this thread makes them itself.
+    pub fn with_workers(mut self, workers: Arc<dyn WorkSink>) -> Self {
+        self.workers.sink = Some(workers);
         self
     }
 
@@ -305,15 +333,31 @@ impl PodManager {
         }
     }
 
-    /// One pass of the sync loop over every pod.
+    /// Syncs every pod: one pass of the sync loop; without workers, a pass whose work made a
+    /// sandbox is followed by another (at most `MAX_PASSES`), so the sandbox's containers
+    /// start in the same sync, as a worker's answer has them start at once.
     pub fn sync(&mut self) {
-        self.resync = false;
+        for _ in 0..MAX_PASSES {
+            self.resync = false;
+            self.again = false;
+            self.sync_pass();
+            if !self.again {
+                break;
+            }
+        }
+    }
+
+    fn sync_pass(&mut self) {
         let Some(snap) = self.snapshot() else { return };
         let now = self.act.clock.now();
         self.sources.admit_and_retire(&mut self.pods, &self.act, self.devices.as_ref(), &snap, now);
         self.hooks.sweep(&mut self.act, &self.pods, &snap, now);
         let uids: Vec<String> = self.pods.keys().cloned().collect();
-        for uid in &uids {
+        for uid in workers::order(&uids, &snap.sandboxes) {
+            // Its answer syncs it again: one pod's steps stay in order.
+            if self.workers.turn(uid, false) == Turn::InFlight {
+                continue;
+            }
             let Some(entry) = self.pods.get(uid) else { continue };
             if entry.termination.is_some() || entry.failure.is_some() {
                 self.sync_termination(uid, &snap, now);
@@ -346,7 +390,54 @@ impl PodManager {
         }
         self.published.send_probe_targets(&seen, &after);
     }
+
+    /// Hands a pod's `work` to the workers, or, without them, makes it here and applies its
+    /// answer at once.
+    fn submit(&mut self, work: PodWork) {
+        if work.is_empty() {
+            return;
+        }
+        let uid = work.uid.clone();
+        // A work without calls (the removal of a pod the runtime holds nothing of) needs no
+        // worker.
+        let Some(sink) = self.workers.sink.clone().filter(|_| work.calls()) else {
+            let done = workers::run(self.act.mutate(), work, &|| false);
+            self.again |= self.on_work_done(done);
+            return;
+        };
+        let (what, pod) = (work.describe(), self.pods.get(&uid).map_or_else(|| uid.clone(), |e| e.pod.key()));
+        match sink.submit(work) {
+            Ok(()) => {
+                log::debug!("pods: pod {pod}: {what} asked of the runtime");
+                self.workers.sent(&uid);
+            }
+            // Nothing was asked: the next sync decides again.
+            Err(e) => log::warn!("pods: pod {pod}: {what} not asked of the runtime: {}", Chain(&e)),
+        }
+    }
+
+    /// A pod's work answered: its outcome applied (`sync_answered`, `removal_answered`).
+    /// Returns whether it made a sandbox, whose containers start next.
+    fn on_work_done(&mut self, done: WorkDone) -> bool {
+        let WorkDone { work, outcome } = done;
+        self.workers.answered(&work.uid);
+        // A pod is forgotten only by its removal's answer, so its entry is there.
+        let Some(pod) = self.pods.get(&work.uid).map(|e| e.pod.clone()) else {
+            log::debug!("pods: pod {}: answer for a pod no longer owned", work.uid);
+            return false;
+        };
+        if work.removal {
+            self.removal_answered(&pod, outcome);
+            return false;
+        }
+        let now = self.act.clock.now();
+        self.sync_answered(&pod, work, outcome, now)
+    }
 }
+
+/// Passes of one sync without workers: every pod, then the containers of the sandboxes the
+/// first made.
+const MAX_PASSES: usize = 2;
 
 impl crate::base::manager::Manager for PodManager {
     type Command = PodsCommand;
@@ -377,6 +468,11 @@ impl crate::base::manager::Manager for PodManager {
                     images.on_pull_done(&self.act, &mut self.restarts, &self.pods, done);
                     self.resync = true;
                 }
+            }
+            PodsCommand::Work(done) => {
+                self.on_work_done(*done);
+                // The pod goes on (its containers after its sandbox), and its status is told.
+                self.resync = true;
             }
             PodsCommand::Hook(done) => {
                 if let Some(pod) = self.pods.get(&done.pod_uid).map(|e| Arc::clone(&e.pod)) {

@@ -1,14 +1,16 @@
-//! The executor: applies a pod's `PodActions` through `ContainerRuntime` and the cgroup
-//! manager (kubelet's `SyncPod`), recording kubelet's events; each container start passes
-//! `actions::start_gate` first.
+//! The executor: applies a pod's `PodActions` (kubelet's `SyncPod`), recording kubelet's
+//! events: kills, back-off and device preparation here, and the runtime calls (sandboxes
+//! removed and made, containers created and started, exited instances removed) as one
+//! `PodWork` for the workers (`workers.rs`), whose answer `sync_answered` applies. Each
+//! container start passes `actions::start_gate` first, and its config is made here.
 
 use super::actions::{
-    compute_pod_actions, sandbox_key, start_gate, DeadInstance, Gate, KillContainer, PodActions, PodInput,
-    StartContainer,
+    compute_pod_actions, sandbox_key, start_gate, Gate, KillContainer, PodActions, PodInput, StartContainer,
 };
 use super::backoff::Key;
 use super::dns::PodDns;
-use super::view::Snapshot;
+use super::view::{PodView, Snapshot};
+use super::workers::{Instance, NewContainer, NewSandbox, Outcome, PodWork, SandboxFailure, Started, Turn};
 use super::{ContainerKind, ContainerStartError, DevicePrep, PodManager, MIN_GRACE};
 use crate::api::expand::{expand, resolve_env};
 use crate::api::security::{self, verify_run_as_non_root, ContainerSecurity};
@@ -19,15 +21,15 @@ use crate::node::objects::payload;
 use crate::node::prober::{ProbeResult, ProbeType};
 use crate::node::runtime::devices::DeviceOptions;
 use crate::node::runtime::{
-    labels, ContainerConfig, ContainerInfo, ContainerState, ImageUser, Mount, PortMapping, SandboxConfig, SandboxInfo,
-    TerminationLog,
+    labels, ContainerConfig, ContainerState, ImageUser, Mount, PortMapping, SandboxConfig, SandboxInfo, TerminationLog,
 };
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 impl PodManager {
-    /// Decides and applies what a running pod needs next.
+    /// Decides what a running pod needs next, does what is done here (kills, back-off,
+    /// device preparation), and hands the runtime calls to the workers as one `PodWork`.
     pub(super) fn sync_pod(&mut self, uid: &str, snap: &Snapshot, now: SystemTime) {
         let pod = Arc::clone(&self.pods[uid].pod);
         if !self.setup.ensure_cgroup(&self.act, &pod, &self.pods) || !self.setup.ensure_volumes(&self.act, &pod) {
@@ -35,7 +37,7 @@ impl PodManager {
         }
         let view = snap.pod(uid);
         let startup_succeeded = self.startup_succeeded(&pod, snap);
-        let actions = compute_pod_actions(&PodInput {
+        let mut actions = compute_pod_actions(&PodInput {
             pod: &pod,
             view,
             backoff: &self.restarts.backoff,
@@ -46,49 +48,52 @@ impl PodManager {
             post_start_running: self.hooks.post_start_running(uid),
             now,
         });
-        let key = sandbox_key(uid);
-        for id in &actions.remove_sandboxes {
-            if !self.remove_sandbox(&pod, id) {
-                self.restarts.backoff.next(&key, now, now);
-                break;
-            }
-        }
-        if actions.sandbox_back_off {
+        // Decided when a worker can make it: meanwhile only its pulls are queued, and the
+        // next answer syncs the pod again.
+        if self.workers.turn(uid, actions.ask_runtime()) == Turn::Full {
+            let sandbox = actions.create_sandbox && !actions.sandbox_back_off;
+            self.pull_ahead(&pod, sandbox, &actions.start, now);
             return;
         }
-        let sandbox_id = match view.sandbox {
-            Some(s) if !actions.create_sandbox => s.id.clone(),
-            dead => {
-                // The sandbox's image first (pulled off this thread when absent).
-                if !self.image_ready(&pod, None, now) {
-                    return;
-                }
-                if let Some(s) = dead {
-                    // A sandbox that died: the next one waits longer each time, and is not
-                    // made while the dead one cannot be removed (as kubelet's pod sync stops
-                    // at a sandbox it cannot kill): one dead sandbox at most, not one more
-                    // at every try.
-                    self.restarts.backoff.next(&key, now, now);
-                    if !self.replace_dead_sandbox(&pod, s, view.containers) {
-                        return;
-                    }
-                }
-                match self.run_sandbox(&pod, view.next_sandbox_attempt()) {
-                    Some(id) => id,
-                    None => {
-                        if dead.is_none() {
-                            self.restarts.backoff.next(&key, now, now);
-                        }
-                        return;
-                    }
+        let mut work = PodWork::new(uid);
+        work.remove_sandboxes = std::mem::take(&mut actions.remove_sandboxes);
+        let mut next = Vec::new();
+        if !actions.sandbox_back_off {
+            match view.sandbox {
+                Some(s) if !actions.create_sandbox => self.execute(&pod, &s.id, actions, &mut work, now),
+                dead => {
+                    work.sandbox = self.new_sandbox(&pod, view, dead, now);
+                    next = actions.start;
                 }
             }
-        };
-        self.execute(&pod, &sandbox_id, actions, now);
+        }
+        self.submit(work);
+        // A new sandbox's containers start with the next work, once it is listed; their
+        // images are pulled meanwhile.
+        self.pull_ahead(&pod, false, &next, now);
     }
 
-    /// Applies a pod's actions in kubelet's order: kills, then starts, then removals.
-    fn execute(&mut self, pod: &Pod, sandbox_id: &str, actions: PodActions, now: SystemTime) {
+    /// Queues the pulls of the images the pod's next steps need (its sandbox's when
+    /// `sandbox`, and `start`'s containers'), without using any (`Images::pull_ahead`).
+    fn pull_ahead(&mut self, pod: &Pod, sandbox: bool, start: &[StartContainer], now: SystemTime) {
+        let Some(images) = self.images.as_mut() else { return };
+        let (act, restarts, objects) = (&self.act, &mut self.restarts, &self.setup.objects);
+        if sandbox {
+            images.pull_ahead(act, restarts, pod, None, now, objects);
+        }
+        let refused = self.pods.get(&pod.metadata.uid).map(|e| e.refused.as_slice()).unwrap_or_default();
+        for s in start {
+            let c = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name);
+            // A container that cannot be made does not have its image looked at (`start_gate`).
+            if let Some(c) = c.filter(|c| fields::refusal(refused, pod, &c.name).is_none()) {
+                images.pull_ahead(act, restarts, pod, Some(c), now, objects);
+            }
+        }
+    }
+
+    /// Does a pod's actions in kubelet's order: kills, then starts, then removals; the
+    /// starts and removals go into `work`.
+    fn execute(&mut self, pod: &Pod, sandbox_id: &str, actions: PodActions, work: &mut PodWork, now: SystemTime) {
         let PodActions { kill, back_off, prepare_devices, start, remove_dead, .. } = actions;
         for k in &kill {
             self.hooks.kill(&mut self.act, pod, k);
@@ -101,16 +106,17 @@ impl PodManager {
                 link.prepare(&pod.metadata.uid, &name);
             }
         }
+        work.sandbox_id = sandbox_id.into();
         for s in &start {
-            self.start(pod, sandbox_id, s, now);
-            // The next one waits for this one's postStart hook.
-            if self.hooks.post_start_running(&pod.metadata.uid) {
+            let Some(c) = self.start(pod, sandbox_id, s, now) else { continue };
+            let holds = self.hooks.holds_next(pod, &s.name);
+            work.start.push(c);
+            // The next one waits for this one's postStart hook, which starts with the answer.
+            if holds {
                 break;
             }
         }
-        for dead in &remove_dead {
-            self.remove_dead(pod, dead);
-        }
+        work.remove_containers = remove_dead.into_iter().map(|d| Instance { name: d.name, id: d.id }).collect();
     }
 
     /// Container ids of the pod's sidecars whose startup probe succeeded.
@@ -126,41 +132,57 @@ impl PodManager {
             .collect()
     }
 
-    /// A sandbox that is no longer ready (nothing runs in it any more) is replaced:
-    /// kubelet's `SandboxChanged` event; the dead sandbox is removed at once when it holds
-    /// no container instance (a sandbox whose network never came up), else with the pod, so
-    /// the instances in it still count restarts.
-    /// Returns false when the dead sandbox had to go and could not.
-    fn replace_dead_sandbox(&mut self, pod: &Pod, dead: &SandboxInfo, containers: &[ContainerInfo]) -> bool {
-        self.act.event(pod, None, false, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.");
-        containers.iter().any(|c| c.sandbox_id == dead.id) || self.remove_sandbox(pod, &dead.id)
-    }
-
-    /// Stops and removes sandbox `id` of `pod`; false (said) when the runtime cannot.
-    fn remove_sandbox(&mut self, pod: &Pod, id: &str) -> bool {
-        let removed = self.act.mutate().stop_pod_sandbox(id).and_then(|_| self.act.mutate().remove_pod_sandbox(id));
-        if let Err(e) = &removed {
-            log::warn!("pods: pod {}: cannot remove dead sandbox {id}: {}", pod.key(), Chain(e));
+    /// The pod's new sandbox, once its image is there; `None` meanwhile, or when its config
+    /// cannot be made (`FailedCreatePodSandBox`). A sandbox that is no longer ready (nothing
+    /// runs in it any more) is replaced: kubelet's `SandboxChanged` event, and the next one
+    /// waits longer each time. The dead one is removed first when it holds no container
+    /// instance (a sandbox whose network never came up), else with the pod, so the instances
+    /// in it still count restarts; while it cannot be removed, no new one is made (as
+    /// kubelet's pod sync stops at a sandbox it cannot kill): one dead sandbox at most, not
+    /// one more at every try.
+    fn new_sandbox(
+        &mut self,
+        pod: &Pod,
+        view: PodView,
+        dead: Option<&SandboxInfo>,
+        now: SystemTime,
+    ) -> Option<NewSandbox> {
+        // The sandbox's image first (pulled off this thread when absent).
+        if !self.image_ready(pod, None, now) {
+            return None;
         }
-        removed.is_ok()
+        let key = sandbox_key(&pod.metadata.uid);
+        let mut remove_dead = None;
+        if let Some(s) = dead {
+            self.restarts.backoff.next(&key, now, now);
+            self.act.event(
+                pod,
+                None,
+                false,
+                "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.",
+            );
+            if !view.containers.iter().any(|c| c.sandbox_id == s.id) {
+                remove_dead = Some(s.id.clone());
+            }
+        }
+        match self.sandbox_config(pod, view.next_sandbox_attempt()) {
+            Ok(config) => Some(NewSandbox { remove_dead, replaces_dead: dead.is_some(), config }),
+            Err(why) => {
+                let message = format!("Failed to create pod sandbox: {why}");
+                self.act.event(pod, None, true, "FailedCreatePodSandBox", &message);
+                if dead.is_none() {
+                    self.restarts.backoff.next(&key, now, now);
+                }
+                None
+            }
+        }
     }
 
-    /// Creates the pod's sandbox; `None` (with `FailedCreatePodSandBox`) when it fails.
-    fn run_sandbox(&mut self, pod: &Pod, attempt: u32) -> Option<String> {
-        let (hostname, dns) = match self.dns.sandbox_names(&self.act, pod) {
-            Ok(names) => names,
-            Err(why) => {
-                self.act.event(
-                    pod,
-                    None,
-                    true,
-                    "FailedCreatePodSandBox",
-                    &format!("Failed to create pod sandbox: {why}"),
-                );
-                return None;
-            }
-        };
-        let cfg = SandboxConfig {
+    /// What the pod's sandbox is made with; `Err` with why it cannot be.
+    fn sandbox_config(&mut self, pod: &Pod, attempt: u32) -> Result<SandboxConfig, String> {
+        let (hostname, dns) = self.dns.sandbox_names(&self.act, pod)?;
+        Ok(SandboxConfig {
             pod_uid: pod.metadata.uid.clone(),
             pod_name: pod.metadata.name.clone(),
             namespace: pod.metadata.namespace.clone(),
@@ -185,23 +207,14 @@ impl PodManager {
                 .collect(),
             hostname,
             dns,
-        };
-        match self.act.mutate().run_pod_sandbox(&cfg) {
-            Ok(id) => Some(id),
-            Err(e) => {
-                let message = format!("Failed to create pod sandbox: {}", Chain(&e));
-                self.act.event(pod, None, true, "FailedCreatePodSandBox", &message);
-                None
-            }
-        }
+        })
     }
 
-    /// Creates and starts one container, advancing its back-off; a failed create waits as
-    /// `CreateContainerError`.
-    fn start(&mut self, pod: &Pod, sandbox_id: &str, s: &StartContainer, now: SystemTime) {
-        let Some(c) = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name) else {
-            return;
-        };
+    /// A container the pod's actions start, past its gate (its config, image and devices),
+    /// its back-off advanced and its config made; `None` (with its waiting reason) when it
+    /// does not start now.
+    fn start(&mut self, pod: &Pod, sandbox_id: &str, s: &StartContainer, now: SystemTime) -> Option<NewContainer> {
+        let c = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|c| c.name == s.name)?;
         let key: Key = (pod.metadata.uid.clone(), c.name.clone());
         // A field that cannot be honoured stops it (kubelet's CreateContainerConfigError).
         let refusal = self.pods.get(&pod.metadata.uid).and_then(|e| fields::refusal(&e.refused, pod, &c.name));
@@ -213,9 +226,9 @@ impl PodManager {
         let devices = match gate {
             Gate::ConfigError(why) => {
                 self.restarts.hold_config_error(&self.act, pod, &c.name, why, now);
-                return;
+                return None;
             }
-            Gate::CheckImage | Gate::WaitForImage | Gate::WaitForDevices => return,
+            Gate::CheckImage | Gate::WaitForImage | Gate::WaitForDevices => return None,
             // Devices that cannot be prepared fail the create, under the same back-off.
             Gate::DevicesFailed(reason) => {
                 self.take_prepared_devices(&key);
@@ -226,7 +239,20 @@ impl PodManager {
         if let Some(t) = s.backoff_from {
             self.restarts.backoff.next(&key, t, now);
         }
-        if let Some(stale) = &s.replace {
+        let config = devices.and_then(|d| self.container_config(pod, sandbox_id, c, s, d.as_ref())).and_then(|cfg| {
+            match self.act.runtime.mount_refusal(&cfg) {
+                Some(message) => Err(ContainerStartError::Config { message }),
+                None => Ok(cfg),
+            }
+        });
+        let config = match config {
+            Ok(config) => config,
+            Err(e) => {
+                self.start_failed(pod, &c.name, e, s.backoff_from.is_some(), now);
+                return None;
+            }
+        };
+        if s.replace.is_some() {
             // The runtime reports Created only when nothing runs it: it is removed and
             // created again.
             log::info!(
@@ -234,35 +260,97 @@ impl PodManager {
                 pod.key(),
                 c.name
             );
-            if let Err(e) = self.act.mutate().remove_container(stale) {
-                // Not created beside it: the two would share the container's cgroup, and
-                // removing the stale one later would kill the new one. Retried under back-off.
-                log::warn!("pods: pod {} container {}: cannot remove it: {}", pod.key(), c.name, Chain(&e));
-                return;
-            }
         }
-        let started = devices.and_then(|d| self.create_and_start(pod, sandbox_id, c, s, d.as_ref()));
-        match started {
-            Ok(id) => {
-                self.restarts.waiting.remove(&key);
-                self.hooks.start_post_start(&mut self.act, pod, c, &id, now);
+        Some(NewContainer { replace: s.replace.clone(), config, counted: s.backoff_from.is_some() })
+    }
+
+    /// A container could not be created or started: a config that cannot be made waits as
+    /// `CreateContainerConfigError` (asked again at every sync, without back-off: nothing
+    /// ran); a failed create as `CreateContainerError` under back-off (advanced unless its
+    /// start already `counted`); a failed start is an exit the runtime recorded
+    /// (`StartError`), which the next sync restarts under back-off like any other.
+    fn start_failed(&mut self, pod: &Pod, name: &str, e: ContainerStartError, counted: bool, now: SystemTime) {
+        let key: Key = (pod.metadata.uid.clone(), name.to_string());
+        if let ContainerStartError::Config { message } = e {
+            self.restarts.hold_config_error(&self.act, pod, name, message, now);
+            return;
+        }
+        let message = Chain(&e).to_string();
+        self.act.event(pod, Some(name), true, "Failed", &format!("Error: {message}"));
+        if e.is_create_failure() {
+            self.restarts.create_failed(key, message, counted, now);
+        } else {
+            self.restarts.waiting.remove(&key);
+        }
+    }
+
+    /// A running pod's work answered (`workers::run`): kubelet's events, back-off and
+    /// waiting reasons for what failed, and for each container started its `postStart`
+    /// hook (unless the pod is stopping meanwhile). Returns whether a sandbox was made (its
+    /// containers start at the next sync).
+    pub(super) fn sync_answered(&mut self, pod: &Pod, work: PodWork, out: Outcome, now: SystemTime) -> bool {
+        let key = sandbox_key(&pod.metadata.uid);
+        if let Some((id, e)) = &out.sandbox_left {
+            log::warn!("pods: pod {}: cannot remove dead sandbox {id}: {}", pod.key(), Chain(e));
+            self.restarts.backoff.next(&key, now, now);
+        }
+        let mut made = false;
+        match (&work.sandbox, out.sandbox) {
+            (Some(s), Some(Err(SandboxFailure::DeadLeft(e)))) => {
+                let id = s.remove_dead.as_deref().unwrap_or_default();
+                log::warn!("pods: pod {}: cannot remove dead sandbox {id}: {}", pod.key(), Chain(&e));
             }
-            // Asked again at every sync (no back-off: nothing ran), said once per message.
-            Err(ContainerStartError::Config { message }) => {
-                self.restarts.hold_config_error(&self.act, pod, &c.name, message, now)
+            (Some(s), Some(Err(SandboxFailure::Run(e)))) => {
+                let message = format!("Failed to create pod sandbox: {}", Chain(&e));
+                self.act.event(pod, None, true, "FailedCreatePodSandBox", &message);
+                // A dead one's replacement advanced the back-off when it was asked.
+                if !s.replaces_dead {
+                    self.restarts.backoff.next(&key, now, now);
+                }
             }
-            Err(e) => {
-                let message = Chain(&e).to_string();
-                self.act.event(pod, Some(&c.name), true, "Failed", &format!("Error: {message}"));
-                if e.is_create_failure() {
-                    self.restarts.create_failed(key, message, s.backoff_from.is_some(), now);
-                } else {
-                    // The runtime recorded the failed start as an exit (StartError); the next
-                    // sync restarts it under back-off like any other exit.
-                    self.restarts.waiting.remove(&key);
+            (_, Some(Ok(id))) => {
+                log::debug!("pods: pod {}: sandbox {id} made", pod.key());
+                made = true;
+            }
+            _ => {}
+        }
+        let stopping = self.pods.get(&pod.metadata.uid).is_some_and(|e| e.termination.is_some() || e.failure.is_some());
+        for (c, started) in work.start.iter().zip(out.started) {
+            let name = c.config.name.as_str();
+            match started {
+                Started::StaleLeft(e) => {
+                    // Not created beside it: the two would share the container's cgroup, and
+                    // removing the stale one later would kill the new one. Retried under back-off.
+                    log::warn!("pods: pod {} container {name}: cannot remove it: {}", pod.key(), Chain(&e));
+                }
+                Started::CreateFailed(source) => {
+                    self.start_failed(pod, name, ContainerStartError::CreateContainer { source }, c.counted, now)
+                }
+                Started::StartFailed(_, source) => {
+                    self.act.event(pod, Some(name), false, "Created", &format!("Created container {name}"));
+                    self.start_failed(pod, name, ContainerStartError::StartContainer { source }, c.counted, now);
+                }
+                Started::Running(id) => {
+                    self.act.event(pod, Some(name), false, "Created", &format!("Created container {name}"));
+                    self.act.event(pod, Some(name), false, "Started", &format!("Started container {name}"));
+                    self.restarts.waiting.remove(&(pod.metadata.uid.clone(), name.to_string()));
+                    let spec = pod.spec.init_containers.iter().chain(&pod.spec.containers).find(|s| s.name == name);
+                    if let Some(spec) = spec.filter(|_| !stopping) {
+                        self.hooks.start_post_start(&mut self.act, pod, spec, &id, now);
+                    }
                 }
             }
         }
+        for (i, e) in &out.containers_left {
+            log::warn!(
+                "pods: pod {} container {}: cannot remove exited instance {}: {}",
+                pod.key(),
+                i.name,
+                i.id,
+                Chain(e)
+            );
+        }
+        made
     }
 
     /// The image gate (`images.rs`) for container `c`, or for the pod's sandbox (`None`);
@@ -285,29 +373,6 @@ impl PodManager {
             Some(DevicePrep::Ready(options)) => Some(options),
             _ => None,
         }
-    }
-
-    fn create_and_start(
-        &mut self,
-        pod: &Pod,
-        sandbox_id: &str,
-        c: &Container,
-        s: &StartContainer,
-        devices: Option<&DeviceOptions>,
-    ) -> Result<String, ContainerStartError> {
-        let cfg = self.container_config(pod, sandbox_id, c, s, devices)?;
-        if let Some(message) = self.act.runtime.mount_refusal(&cfg) {
-            return Err(ContainerStartError::Config { message });
-        }
-        let id = self
-            .act
-            .mutate()
-            .create_container(sandbox_id, &cfg)
-            .map_err(|source| ContainerStartError::CreateContainer { source })?;
-        self.act.event(pod, Some(&c.name), false, "Created", &format!("Created container {}", c.name));
-        self.act.mutate().start_container(&id).map_err(|source| ContainerStartError::StartContainer { source })?;
-        self.act.event(pod, Some(&c.name), false, "Started", &format!("Started container {}", c.name));
-        Ok(id)
     }
 
     /// The container's variables, as kubelet's `makeEnvironmentVariables` makes them: its
@@ -449,19 +514,6 @@ impl PodManager {
         match self.act.runtime.security_refusal(&security::sandbox(&pod.spec), sec) {
             Some(message) => Err(ContainerStartError::Config { message }),
             None => Ok(()),
-        }
-    }
-
-    /// Removes an exited instance beyond the retention limit (with its log).
-    fn remove_dead(&mut self, pod: &Pod, dead: &DeadInstance) {
-        if let Err(e) = self.act.mutate().remove_container(&dead.id) {
-            log::warn!(
-                "pods: pod {} container {}: cannot remove exited instance {}: {}",
-                pod.key(),
-                dead.name,
-                dead.id,
-                Chain(&e)
-            );
         }
     }
 

@@ -1,12 +1,13 @@
 //! Stopping a pod gracefully (kubelet's `killPodWithSyncResult`): app and init containers
 //! first, sidecars once those have exited, each with what is left of the grace period (never
 //! below the minimum); a pod outliving its grace period is reported once; once nothing runs,
-//! its sandbox and containers are removed and the pod is forgotten. A pod past its
+//! the workers remove its sandbox and containers, and the pod is forgotten. A pod past its
 //! `activeDeadlineSeconds` fails, and its containers stop the same way. `compute_kill_actions`
 //! decides (for `ferrolet drain` too); `sync_termination` applies.
 
 use super::actions::{active_deadline_exceeded, KillContainer, DEADLINE_EXCEEDED, DEADLINE_EXCEEDED_MESSAGE};
 use super::view::{is_sidecar, PodView, Snapshot};
+use super::workers::{Instance, Outcome, PodWork, Turn};
 use super::{Admission, PodEntry, PodFailure, PodManager, Termination, MIN_GRACE};
 use crate::api::Pod;
 use crate::base::errors::Chain;
@@ -122,7 +123,9 @@ impl PodManager {
             t.warned |= actions.exceeded_grace.is_some();
         }
         match actions.remove {
-            Some(remove) if removing => self.remove_pod(&pod, remove),
+            // While every worker is busy, the next answer syncs it again.
+            Some(_) if removing && self.workers.turn(uid, true) == Turn::Full => {}
+            Some(remove) if removing => self.remove_pod(&pod, remove, snap.pod(uid)),
             Some(_) => {
                 let failure = self.pods.get_mut(uid).and_then(|e| e.failure.as_mut());
                 if let Some(f) = failure.filter(|f| f.evicted && !f.reclaimed) {
@@ -134,22 +137,32 @@ impl PodManager {
         }
     }
 
-    /// Removes a pod whose containers have all stopped, and forgets it. A sandbox that
-    /// cannot be removed keeps the pod, to be retried at the next sync.
-    fn remove_pod(&mut self, pod: &Pod, remove: RemovePod) {
+    /// Hands the removal of a pod whose containers have all stopped to the workers: its
+    /// sandboxes, then what is left of its containers (`removal_answered` forgets it).
+    fn remove_pod(&mut self, pod: &Pod, remove: RemovePod, view: PodView) {
+        let mut work = PodWork::new(&pod.metadata.uid);
+        work.removal = true;
+        work.remove_sandboxes = remove.sandboxes;
+        let name = |id: &str| view.containers.iter().find(|c| c.id == id).map(|c| c.config.name.clone());
+        work.remove_containers =
+            remove.containers.into_iter().map(|id| Instance { name: name(&id).unwrap_or_default(), id }).collect();
+        self.submit(work);
+    }
+
+    /// A pod's removal answered: once its sandboxes are gone it is forgotten, with its
+    /// directory (volumes, files; what cannot go now goes at the next agent start). A
+    /// sandbox that could not be removed keeps the pod, to be retried at the next sync.
+    pub(super) fn removal_answered(&mut self, pod: &Pod, out: Outcome) {
         let uid = pod.metadata.uid.as_str();
-        for id in &remove.sandboxes {
-            let removed = self.act.mutate().stop_pod_sandbox(id).and_then(|_| self.act.mutate().remove_pod_sandbox(id));
-            if let Err(e) = removed {
-                log::warn!("pods: pod {}: cannot remove sandbox {id}: {}", pod.key(), Chain(&e));
-                return;
-            }
+        if let Some((id, e)) = &out.sandbox_left {
+            log::warn!("pods: pod {}: cannot remove sandbox {id}: {}", pod.key(), Chain(e));
+            return;
         }
-        for id in &remove.containers {
-            // Already gone with the sandbox, as a rule; what is left goes now.
-            let _ = self.act.mutate().remove_container(id);
+        // Stopped before all was removed: the next agent start finds the rest as an orphan.
+        // A container left is already gone with its sandbox, as a rule.
+        if out.stopped {
+            return;
         }
-        // Its volumes and files go with it; what cannot go now goes at the next agent start.
         if let Err(e) = self.act.pod_dir(pod).remove() {
             log::warn!("pods: pod {}: cannot remove its directory: {}", pod.key(), Chain(&e));
         }

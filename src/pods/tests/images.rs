@@ -277,7 +277,7 @@ fn a_pod_removed_while_its_image_is_pulled_leaves_nothing_behind() {
     node.pm.handle(pulled("app:1"));
     node.pm.on_deadline();
     assert_eq!((node.events(), node.rt.containers().len()), (vec![], 0));
-    assert_eq!(node.pm.images.as_ref().map(|i| i.tracked()), Some((0, 0, 0)));
+    assert_eq!(node.pm.images.as_ref().map(|i| i.tracked()), Some((0, 0, 0, 0)));
     assert!(node.pm.restarts.waiting.is_empty());
     // A failed pull of a removed pod leaves no back-off either.
     node.apply(&[&web]);
@@ -285,7 +285,7 @@ fn a_pod_removed_while_its_image_is_pulled_leaves_nothing_behind() {
     node.apply(&[]);
     node.tick();
     node.pm.handle(pull_failed("app:1"));
-    assert_eq!(node.pm.images.as_ref().map(|i| i.tracked()), Some((0, 0, 0)));
+    assert_eq!(node.pm.images.as_ref().map(|i| i.tracked()), Some((0, 0, 0, 0)));
 }
 
 #[test]

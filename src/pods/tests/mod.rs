@@ -16,6 +16,7 @@ mod lifecycle;
 mod restart;
 mod steady;
 mod termination;
+mod workers;
 
 use super::{PodManager, PodManagerConfig, PodsCommand};
 use crate::api::manifest::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
