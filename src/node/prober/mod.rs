@@ -1,6 +1,7 @@
 //! The prober: liveness, readiness and startup probes. One manager thread (`fl-prober`)
-//! keeps every worker's next due time in a heap and hands due probes to a small pool of
-//! probe threads (exec probe commands to one reaper thread); results go into three stores
+//! keeps every worker's next due time in a heap and starts due probes: TCP and plain HTTP
+//! probes to an address itself, their waits on one thread (`net`), the others on a small
+//! pool of probe threads (exec probe commands to one reaper thread); results go into three stores
 //! the pod manager reads, and every change is sent to the pod manager, which acts on it
 //! (readiness → Ready, startup → Started, liveness failure → kill and restart).
 //!

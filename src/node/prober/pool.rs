@@ -240,12 +240,11 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
         self.shared.threads.load(Ordering::Relaxed)
     }
 
-    /// Queues a job: on the network probe thread when it takes it (it starts at the next
-    /// `flush`), else for a probe thread, starting one when the idle ones will not take it
-    /// and the limits allow.
+    /// Starts a job: here and on the network probe thread when it takes it, else on a probe
+    /// thread, starting one when the idle ones will not take it and the limits allow.
     pub fn submit(&self, job: Job<K>) {
         let for_net = super::probe_of(&job.target.container, job.kind).is_some_and(|p| net::takes(p, &job.target));
-        let job = match self.net().filter(|_| for_net) {
+        let job = match for_net.then(|| self.net()).flatten() {
             Some(n) => match n.submit(job) {
                 Ok(()) => return,
                 Err(job) => job,
@@ -255,7 +254,7 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
         self.shared.submit(job);
     }
 
-    /// Starts the probes queued for the network probe thread since the last call.
+    /// Wakes the network probe thread for the probes handed to it since the last call.
     pub fn flush(&self) {
         if let Some(Some(n)) = self.net.get() {
             n.flush();
