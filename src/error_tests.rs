@@ -253,6 +253,8 @@ fn samples() -> Vec<Sample> {
         sample(crate::node::prober::resolve::ResolveError::Lookup(io_cause())),
         sample(crate::node::prober::reaper::ReaperError::MakeWakePipe { source: io_cause() }),
         sample(crate::node::prober::reaper::ReaperError::StartThread(thread_set_cause())),
+        sample(crate::node::prober::net::NetProbesError::MakeWakePipe { source: io_cause() }),
+        sample(crate::node::prober::net::NetProbesError::StartThread(thread_set_cause())),
         sample(crate::node::prober::ProberError::ReadResults { path: path(), source: io_cause() }),
         sample(crate::node::prober::ProberError::SetAside { path: path(), source: io_cause() }),
         sample(crate::node::prober::ProberError::SaveResults { path: path(), source: io_cause() }),

@@ -1,6 +1,6 @@
 //! TCP probes, and HTTP probes without TLS, to an address (the pod's, or a host given as
-//! one), over non-blocking sockets. The scheduler starts each on its own thread as far as
-//! it goes without waiting (`NetProbes::submit`): it connects, and on loopback, where the
+//! one), over non-blocking sockets. The scheduler (`fl-prober`) starts each itself, as far
+//! as it goes without waiting (`NetProbes::submit`): it connects, and on loopback, where the
 //! connection is made within `connect`, a TCP probe is done and an HTTP probe's request is
 //! sent. What is left, the waits for connections and answers, goes to one thread,
 //! `fl-probe-net`, which polls every socket at once. A probe costs its system calls and the
