@@ -153,6 +153,11 @@ fn credentials(act: &Actor, pod: &Pod, objects: &ObjectsView, image: &str) -> Ve
     candidates(&keyrings.iter().collect::<Vec<_>>(), image)
 }
 
+/// The key under which container `c` (or, for `None`, the pod's sandbox) waits for its image.
+fn key_of(pod: &Pod, c: Option<&Container>) -> Key {
+    (pod.metadata.uid.clone(), c.map_or(SANDBOX, |c| c.name.as_str()).to_string())
+}
+
 impl Images {
     /// Whether container `c` (or, for `None`, the pod's sandbox) may be created now as far
     /// as its image goes. When not, what happens meanwhile is done here: a pull is queued
@@ -166,7 +171,7 @@ impl Images {
         now: SystemTime,
         objects: &ObjectsView,
     ) -> bool {
-        let key: Key = (pod.metadata.uid.clone(), c.map_or(SANDBOX, |c| c.name.as_str()).to_string());
+        let key = key_of(pod, c);
         self.looked_ahead.remove(&key);
         self.look(Look::Start, act, restarts, pod, c, now, objects)
     }
@@ -185,7 +190,7 @@ impl Images {
         now: SystemTime,
         objects: &ObjectsView,
     ) {
-        let key: Key = (pod.metadata.uid.clone(), c.map_or(SANDBOX, |c| c.name.as_str()).to_string());
+        let key = key_of(pod, c);
         if self.looked_ahead.insert(key) {
             self.look(Look::Ahead, act, restarts, pod, c, now, objects);
         }
