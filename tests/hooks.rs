@@ -116,5 +116,7 @@ fn a_pod_past_its_active_deadline_fails_with_deadline_exceeded() {
         ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
     );
     assert_eq!(container(agent.pod("job").as_ref().unwrap(), "app").unwrap().restart_count, 0);
-    assert!(agent.get("/events").unwrap().contains("\"DeadlineExceeded\""));
+    wait_for("the DeadlineExceeded event", T, || {
+        agent.get("/events").unwrap().contains("\"DeadlineExceeded\"").then_some(())
+    });
 }
