@@ -117,12 +117,10 @@ fn cluster_first_without_a_cluster_dns_gets_the_nodes_resolv_conf_and_set_hostna
             && lines.contains(&"options ndots:3"),
         "{resolv}"
     );
-    let events = agent.get("/events").unwrap();
-    assert!(
+    agent.events_where("MissingClusterDNS event with kubelet's message", |events| {
         events.contains("\"reason\":\"MissingClusterDNS\"")
-            && events.contains("kubelet does not have ClusterDNS IP configured and cannot create Pod using \\\"ClusterFirst\\\" policy. Falling back to \\\"Default\\\" policy."),
-        "{events}"
-    );
+            && events.contains("kubelet does not have ClusterDNS IP configured and cannot create Pod using \\\"ClusterFirst\\\" policy. Falling back to \\\"Default\\\" policy.")
+    });
 }
 
 #[test]

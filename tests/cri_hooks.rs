@@ -31,13 +31,11 @@ fn a_failed_post_start_exec_kills_the_container_which_restarts() {
     node.own(&pod.metadata.uid);
     let last = container(&pod, "app").unwrap().last_state.terminated.clone().expect("the killed instance");
     assert_ne!(last.exit_code, 0, "killed, not exited by itself: {last:?}");
-    let events = agent.get("/events").unwrap();
-    assert!(
+    agent.events_where("FailedPostStartHook events with the hook's output", |events| {
         events.contains("\"reason\":\"FailedPostStartHook\"")
             && events.contains("exited with 3, message: \\\"nope\\\\n\\\"")
-            && events.contains("\"message\":\"FailedPostStartHook\""),
-        "{events}"
-    );
+            && events.contains("\"message\":\"FailedPostStartHook\"")
+    });
 }
 
 #[test]
@@ -67,6 +65,6 @@ fn a_pre_stop_exec_runs_in_the_container_before_sigterm_reaches_its_workload() {
     assert_eq!(lines, ["up", "hook", "TERM"], "the hook ran first, then SIGTERM: {text}");
     let terminated = container(&pod, "app").unwrap().state.terminated.clone().unwrap();
     assert_eq!(terminated.exit_code, 0, "the workload's trap ended it: {terminated:?}");
-    let events = agent.get("/events").unwrap();
-    assert!(events.contains("\"DeadlineExceeded\"") && !events.contains("FailedPreStopHook"), "{events}");
+    let events = agent.events_where("DeadlineExceeded event", |e| e.contains("\"DeadlineExceeded\""));
+    assert!(!events.contains("FailedPreStopHook"), "{events}");
 }

@@ -42,8 +42,8 @@ fn a_pre_stop_hook_finishes_before_sigterm_reaches_the_workload() {
     std::fs::remove_file(sb.manifests().join("web.yaml")).unwrap();
     wait_for("the pod's removal", T, || agent.pod("web").is_none().then_some(()));
     assert_eq!(lines(&out), ["up", "hook", "TERM"], "the hook ran first, then SIGTERM");
-    let events = agent.get("/events").unwrap();
-    assert!(events.contains("\"Killing\"") && !events.contains("FailedPreStopHook"), "{events}");
+    let events = agent.events_where("Killing event", |e| e.contains("\"Killing\""));
+    assert!(!events.contains("FailedPreStopHook"), "{events}");
 }
 
 #[test]
@@ -82,15 +82,12 @@ fn a_failed_post_start_hook_kills_the_container_which_restarts() {
     });
     let last = container(&pod, "app").unwrap().last_state.terminated.clone().expect("the killed instance");
     assert_ne!(last.exit_code, 0);
-    let events = agent.get("/events").unwrap();
-    assert!(
+    agent.events_where("FailedPostStartHook events with the hook's output", |events| {
         events.contains("FailedPostStartHook")
-            && events.contains(
-                "failed - error: command 'sh -c echo nope; exit 3' exited with 3, message: \\\"nope\\\\n\\\""
-            )
-            && events.contains("\"message\":\"FailedPostStartHook\""),
-        "{events}"
-    );
+            && events
+                .contains("failed - error: command 'sh -c echo nope; exit 3' exited with 3, message: \\\"nope\\\\n\\\"")
+            && events.contains("\"message\":\"FailedPostStartHook\"")
+    });
 }
 
 #[test]
@@ -116,7 +113,5 @@ fn a_pod_past_its_active_deadline_fails_with_deadline_exceeded() {
         ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
     );
     assert_eq!(container(agent.pod("job").as_ref().unwrap(), "app").unwrap().restart_count, 0);
-    wait_for("the DeadlineExceeded event", T, || {
-        agent.get("/events").unwrap().contains("\"DeadlineExceeded\"").then_some(())
-    });
+    agent.events_where("DeadlineExceeded event", |e| e.contains("\"DeadlineExceeded\""));
 }

@@ -279,8 +279,7 @@ fn a_pod_asking_for_what_ferrolet_cannot_honour_is_refused_openly_never_run_with
     );
     // Never started without its terminal.
     assert!(container(&pod, "app").unwrap().container_id.is_empty());
-    let events = agent.get("/events").unwrap();
-    assert!(events.contains("Error: spec.containers[0].tty: refused"), "{events}");
+    agent.events_where("event of the refused tty", |e| e.contains("Error: spec.containers[0].tty: refused"));
     // The field that means nothing on one node is said once in the log.
     let log = agent.log_text();
     assert_eq!(log.matches("spec.tolerations: accepted, no effect here").count(), 1, "{log}");

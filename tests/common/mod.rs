@@ -407,6 +407,23 @@ impl AgentProcess {
         }
     }
 
+    /// The `/events` page once `ok` holds of it, within 30 s; else a panic with the page.
+    /// Events reach the store through the recorder's thread, so one recorded with a status
+    /// change may show a moment after that status.
+    pub fn events_where(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let page = self.get("/events").unwrap_or_default();
+            if ok(&page) {
+                return page;
+            }
+            if Instant::now() > deadline {
+                panic!("no {what} in the events: {page}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Pod `name` once every app container of it runs, within `timeout`.
     pub fn running(&self, name: &str, timeout: Duration) -> Pod {
         self.pod_where(name, "running", timeout, |p| {
