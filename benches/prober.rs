@@ -12,7 +12,9 @@
 //! (proof that the probes ran). `cost-cri` measures the same on the CRI runtime, against
 //! the containerd of `tests/cri/up.sh` (`make bench` brings it up; skipped without
 //! `FERROLET_CRI_ENDPOINT`), with busybox containers and kubelet's 1 s relist.
-//! `cargo bench --bench prober -- slow` (or `fast`, `cost`, `cost-cri`) runs one case only.
+//! `wake` measures what a thread's wake-up from a timer sleep costs it in CPU, which is why
+//! the scheduler sends out the probes due within 20 ms of each other together.
+//! `cargo bench --bench prober -- slow` (or `fast`, `cost`, `cost-cri`, `wake`) runs one case only.
 
 mod support;
 
@@ -340,11 +342,34 @@ fn probe_cost(runtime: &str, round: &dyn Fn(&str, Option<&Target>) -> Round) {
     }
 }
 
+/// This thread's CPU time so far (the scheduler's exact count, `/proc/thread-self/schedstat`).
+fn thread_cpu() -> Duration {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    Duration::from_nanos(text.split_whitespace().next().unwrap().parse().unwrap())
+}
+
+/// What one wake-up from a timer sleep costs the woken thread, for a few sleep lengths:
+/// nothing else runs in the loop, so the CPU it takes is the wake-up's.
+fn wake_cost() {
+    println!("a thread's CPU per wake-up from a timer sleep:");
+    for (ms, n) in [(1, 2000), (5, 1000), (20, 250)] {
+        let before = thread_cpu();
+        for _ in 0..n {
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+        let per = (thread_cpu() - before) / n as u32;
+        println!("  sleeps of {ms} ms: {:.1} µs of CPU per wake-up ({n} sleeps)", per.as_secs_f64() * 1e6);
+    }
+}
+
 fn main() {
     let ports = servers();
     let dir = tempfile::tempdir().unwrap();
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     println!("prober benchmark ({}, release build)", bin().display());
+    if only.is_none() || only.as_deref() == Some("wake") {
+        wake_cost();
+    }
     if only.is_none() || only.as_deref() == Some("cost") {
         probe_cost("process runtime", &|name, target| cost_round(&dir.path().join(name), target));
     }

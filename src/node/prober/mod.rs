@@ -118,18 +118,26 @@ pub enum ProberCommand {
     SetMaxThreads(usize),
 }
 
-/// When the scheduler wakes for a due probe, the probes due within this long after it go
-/// out with it, early: one wake-up for all of them, and their answers tend to come in
-/// together too. A wake-up costs a thread about 40 µs of CPU on a small virtual machine (a
-/// timer sleep alone, measured), as much as a loopback probe's `connect`. No probe goes out
-/// late for it, and none earlier than 2 % of the shortest period (1 s); a worker's next due
-/// time stays a period after the last, so it does not drift.
+/// When the scheduler wakes for a due probe, the TCP and plain HTTP probes it starts itself
+/// (`net::takes`) that are due within this long after it go out with it, early: one wake-up
+/// for all of them, and their answers tend to come in together too. A wake-up costs a
+/// thread about 40 µs of CPU on a small virtual machine (a timer sleep alone, measured), as
+/// much as a loopback probe's `connect`. No probe goes out late for it, and none earlier
+/// than 2 % of the shortest period (1 s); a worker's next due time stays a period after the
+/// last, so it does not drift. The probes that go to the probe threads (exec, gRPC, TLS)
+/// keep their due times: their start costs far more than a wake-up, and early ones would
+/// queue there behind each other.
 pub const AHEAD: Duration = Duration::from_millis(20);
 
 /// Pops the next probe to send out at `now`: one due by `now + AHEAD`.
 fn take_due(heap: &mut BinaryHeap<Reverse<(Instant, WorkerId)>>, now: Instant) -> Option<(Instant, WorkerId)> {
     let &Reverse((at, _)) = heap.peek()?;
     (at <= now + AHEAD).then(|| heap.pop().expect("peeked").0)
+}
+
+/// Whether a probe due soon goes out early with the ones due now (`AHEAD`).
+fn goes_early(t: &ProbeTarget, kind: ProbeType) -> bool {
+    probe_of(&t.container, kind).is_some_and(|p| net::takes(p, &t.pod_ip))
 }
 
 /// Longest event message the prober records, the `note` limit of events.k8s.io (1 KiB):
@@ -362,10 +370,15 @@ impl ProberManager {
     fn run_due(&mut self) {
         let now = Instant::now();
         let wall = SystemTime::now();
+        let mut not_yet = Vec::new();
         while let Some((at, id)) = take_due(&mut self.heap, now) {
             let Some(s) = self.workers.get(&id) else { continue };
             if s.worker.next_due != at {
                 continue; // a stale heap entry
+            }
+            if at > now && !goes_early(&s.worker.target, s.key.2) {
+                not_yet.push(Reverse((at, id)));
+                continue;
             }
             if s.worker.in_flight {
                 // Its last probe still runs: this round is skipped, as kubelet's ticker
@@ -419,6 +432,7 @@ impl ProberManager {
                 }
             }
         }
+        self.heap.extend(not_yet);
         // One wake-up of the network probe thread for the probes due together.
         self.pool.flush();
         // Probes queued behind threads that have turned slow get a thread of their own.
@@ -558,6 +572,39 @@ mod tests {
         assert_eq!(out, [1, 2, 3, 4], "the overdue first, then the ones due within AHEAD");
         assert_eq!(heap.len(), 1, "one due later waits");
         assert_eq!(take_due(&mut heap, now + ms(10)), Some((now + ms(30), 5)));
+    }
+
+    #[test]
+    fn only_the_probes_the_scheduler_starts_itself_go_out_early() {
+        use crate::api::{ExecAction, HttpGetAction, IntOrString, Probe, TcpSocketAction};
+        let port = IntOrString::Int(8080);
+        let http = |scheme: &str, host: &str| Probe {
+            http_get: Some(HttpGetAction {
+                port: port.clone(),
+                scheme: scheme.into(),
+                host: host.into(),
+                path: "/".into(),
+                http_headers: Vec::new(),
+            }),
+            ..Default::default()
+        };
+        let tcp = Probe {
+            tcp_socket: Some(TcpSocketAction { port: port.clone(), host: String::new() }),
+            ..Default::default()
+        };
+        let exec = Probe { exec: Some(ExecAction { command: vec!["true".into()] }), ..Default::default() };
+        for (probe, early) in [
+            (http("", ""), true),
+            (http("HTTP", "10.0.0.7"), true),
+            (tcp, true),
+            (http("HTTPS", ""), false),
+            (http("", "db.example"), false),
+            (exec, false),
+        ] {
+            let container = Container { liveness_probe: Some(probe.clone()), ..Default::default() };
+            let t = ProbeTarget { container: Arc::new(container), pod_ip: "10.0.0.5".into(), ..Default::default() };
+            assert_eq!(goes_early(&t, ProbeType::Liveness), early, "{probe:?}");
+        }
     }
 
     #[test]

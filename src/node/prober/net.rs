@@ -21,7 +21,7 @@
 
 use super::httpget::{self, HttpGetError};
 use super::job::{Done, Job, Report};
-use super::probes::{self, Next, Outcome, Target};
+use super::probes::{self, Next, Outcome};
 use super::resolve::resolve_port;
 use crate::api::{HttpHeader, Probe};
 use crate::base::manager::{Exit, StopSignal, WorkerSet, WorkerSetError};
@@ -58,10 +58,11 @@ pub enum NetProbesError {
     StartThread(#[from] WorkerSetError),
 }
 
-/// Whether `probe` is one this thread runs: TCP, or HTTP without TLS, to an address.
-pub fn takes(probe: &Probe, target: &Target) -> bool {
+/// Whether `probe` (of a pod at `pod_ip`) is one this thread runs: TCP, or HTTP without
+/// TLS, to an address.
+pub fn takes(probe: &Probe, pod_ip: &str) -> bool {
     let is_address = |host: &str| {
-        let host = if host.is_empty() { target.pod_ip.as_str() } else { host };
+        let host = if host.is_empty() { pod_ip } else { host };
         host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>().is_ok()
     };
     if let Some(t) = &probe.tcp_socket {
