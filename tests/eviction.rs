@@ -107,14 +107,9 @@ fn a_best_effort_pod_filling_memory_is_evicted_before_a_guaranteed_one_and_befor
     assert!(message.contains(", request is 0, has larger consumption of memory. "), "{message}");
     let dt = hog.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "DisruptionTarget").cloned();
     assert_eq!(dt.map(|c| (c.status, c.reason)), Some(("True".into(), "TerminationByKubelet".into())));
-    // Events reach the store through the recorder's thread, after the status that caused them.
-    let has_events = |reasons: &[&str]| {
-        let events = agent.get("/events").unwrap();
-        reasons.iter().all(|r| events.contains(&format!("\"{r}\""))).then_some(events)
-    };
     // MemoryPressure went True while the threshold was met.
-    wait_for("the Evicted, EvictionThresholdMet and NodeHasInsufficientMemory events", T, || {
-        has_events(&["Evicted", "EvictionThresholdMet", "NodeHasInsufficientMemory"])
+    agent.events_where("Evicted, EvictionThresholdMet and NodeHasInsufficientMemory events", |e| {
+        ["Evicted", "EvictionThresholdMet", "NodeHasInsufficientMemory"].iter().all(|r| e.contains(&format!("\"{r}\"")))
     });
     // The Guaranteed pod runs on, untouched.
     let steady = agent.running("steady", T);
@@ -126,7 +121,7 @@ fn a_best_effort_pod_filling_memory_is_evicted_before_a_guaranteed_one_and_befor
     wait_for("MemoryPressure to clear", Duration::from_secs(30), || {
         (condition(&agent, "MemoryPressure") == ("False".into(), "KubeletHasSufficientMemory".into())).then_some(())
     });
-    wait_for("the NodeHasSufficientMemory event", T, || has_events(&["NodeHasSufficientMemory"]));
+    agent.events_where("NodeHasSufficientMemory event", |e| e.contains("\"NodeHasSufficientMemory\""));
     eprintln!("eviction took {took:?} from the hog's start");
 }
 

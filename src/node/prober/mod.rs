@@ -135,9 +135,10 @@ fn take_due(heap: &mut BinaryHeap<Reverse<(Instant, WorkerId)>>, now: Instant) -
     (at <= now + AHEAD).then(|| heap.pop().expect("peeked").0)
 }
 
-/// Whether a probe due soon goes out early with the ones due now (`AHEAD`).
-fn goes_early(t: &ProbeTarget, kind: ProbeType) -> bool {
-    probe_of(&t.container, kind).is_some_and(|p| net::takes(p, &t.pod_ip))
+/// Whether the scheduler starts container `c`'s probe of `kind` itself (`net::takes`): what
+/// the pool hands to the network probe thread, and what goes out early (`AHEAD`).
+fn scheduler_starts(c: &Container, kind: ProbeType, pod_ip: &str) -> bool {
+    probe_of(c, kind).is_some_and(|p| net::takes(p, pod_ip))
 }
 
 /// Longest event message the prober records, the `note` limit of events.k8s.io (1 KiB):
@@ -376,7 +377,8 @@ impl ProberManager {
             if s.worker.next_due != at {
                 continue; // a stale heap entry
             }
-            if at > now && !goes_early(&s.worker.target, s.key.2) {
+            let t = &s.worker.target;
+            if at > now && !scheduler_starts(&t.container, s.key.2, &t.pod_ip) {
                 not_yet.push(Reverse((at, id)));
                 continue;
             }
@@ -602,8 +604,7 @@ mod tests {
             (exec, false),
         ] {
             let container = Container { liveness_probe: Some(probe.clone()), ..Default::default() };
-            let t = ProbeTarget { container: Arc::new(container), pod_ip: "10.0.0.5".into(), ..Default::default() };
-            assert_eq!(goes_early(&t, ProbeType::Liveness), early, "{probe:?}");
+            assert_eq!(scheduler_starts(&container, ProbeType::Liveness, "10.0.0.5"), early, "{probe:?}");
         }
     }
 

@@ -243,8 +243,7 @@ impl<K: Clone + Send + 'static> ProbePool<K> {
     /// Starts a job: here and on the network probe thread when it takes it, else on a probe
     /// thread, starting one when the idle ones will not take it and the limits allow.
     pub fn submit(&self, job: Job<K>) {
-        let for_net =
-            super::probe_of(&job.target.container, job.kind).is_some_and(|p| net::takes(p, &job.target.pod_ip));
+        let for_net = super::scheduler_starts(&job.target.container, job.kind, &job.target.pod_ip);
         let job = match for_net.then(|| self.net()).flatten() {
             Some(n) => match n.submit(job) {
                 Ok(()) => return,
