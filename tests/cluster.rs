@@ -137,7 +137,11 @@ fn the_node_registers_heartbeats_runs_its_pods_and_reports_them() {
     // Delete: graceful termination, then the node deletes the pod.
     api.delete_pod("default", "api-web", None);
     wait_for("api-web gone from the apiserver", WAIT, || api.pod("default", "api-web").is_none().then_some(()));
-    assert!(!agent.pods().iter().any(|p| p.metadata.name == "api-web"));
+    // The node's own list drops it when the watch brings the deletion, a moment after the
+    // apiserver has it gone (kubelet's /pods does the same).
+    wait_for("api-web gone from the node's /pods", WAIT, || {
+        (!agent.pods().iter().any(|p| p.metadata.name == "api-web")).then_some(())
+    });
     assert_eq!(std::fs::read_to_string(&terms).unwrap(), "TERM\nTERM\n", "SIGTERM before the pod was deleted");
     assert!(
         agent.log_text().contains("deleted in its source") || agent.log_text().contains("being deleted"),
