@@ -236,6 +236,9 @@ fn a_container_that_exits_non_zero_restarts_with_back_off_and_an_oom_kill_is_rep
         "crash.yaml",
         &manifest("crash", &format!("  hostNetwork: true\n  containers:\n  - name: app\n    image: {b}\n    command: [sh, -c, 'echo bye; exit 3']\n")),
     );
+    // The hog waits a second before it fills its memory: containerd's shim starts watching
+    // a container for OOM kills only once its start has returned, so one killed in its first
+    // milliseconds is reported as `Error` by containerd itself (docs/runtimes.md).
     node.sb.write_manifest(
         "hog.yaml",
         &manifest(
@@ -246,7 +249,7 @@ fn a_container_that_exits_non_zero_restarts_with_back_off_and_an_oom_kill_is_rep
   containers:
   - name: app
     image: {b}
-    command: [dd, 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1']
+    command: [sh, -c, 'sleep 1; exec dd if=/dev/zero of=/dev/null bs=64M count=1']
     resources: {{limits: {{memory: 16Mi}}}}
 "
             ),

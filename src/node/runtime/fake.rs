@@ -157,6 +157,19 @@ impl FakeRuntime {
         c.pid = None;
     }
 
+    /// The newest exited container `name` is now said to have ended for `reason`, as
+    /// containerd says `OOMKilled` when the OOM event comes after the exit.
+    ///
+    /// Panics when no container of that name has exited.
+    pub fn set_exit_reason(&self, name: &str, reason: &str) {
+        let mut st = self.state.lock();
+        let exited = st.containers.values_mut().filter(|c| c.config.name == name && c.state == ContainerState::Exited);
+        let Some(c) = exited.max_by_key(|c| c.config.attempt) else {
+            panic!("fake runtime: no exited container {name}")
+        };
+        c.reason = reason.into();
+    }
+
     /// The next `times` creates of container `name` fail.
     pub fn fail_create(&self, name: &str, times: u32) {
         self.state.lock().scripts.fail_create.insert(name.into(), times);

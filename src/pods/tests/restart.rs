@@ -44,6 +44,24 @@ fn the_restart_policy_decides_whether_an_exited_container_runs_again() {
 }
 
 #[test]
+fn a_reason_the_runtime_settles_after_the_exit_reaches_the_status() {
+    let mut node = Node::new();
+    let hog = pod("hog", RestartPolicy::Never, &[], &[app("app")]);
+    node.apply(&[&hog]);
+    node.advance(1);
+    node.rt.exit("app", 137);
+    node.tick();
+    let terminated = |node: &Node| node.container(&hog, "app").state.terminated.map(|t| (t.exit_code, t.reason));
+    assert_eq!(terminated(&node), Some((137, "Error".into())));
+    // containerd's OOM event arrives after the exit.
+    node.rt.set_exit_reason("app", "OOMKilled");
+    node.advance(1);
+    node.tick();
+    assert_eq!(terminated(&node), Some((137, "OOMKilled".into())));
+    assert_eq!(node.phase(&hog), PodPhase::Failed);
+}
+
+#[test]
 fn a_crashing_container_waits_out_a_doubling_back_off() {
     let mut node = Node::new();
     let web = pod("web", RestartPolicy::Always, &[], &[app("app")]);

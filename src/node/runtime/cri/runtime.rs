@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The most container stops in flight at once (each holds a thread for up to its grace
 /// period).
@@ -45,8 +45,7 @@ pub const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the runtime keeps of a container between relists.
 struct Known {
     config: Arc<ContainerConfig>,
-    /// The last status, when it may stand for the next ones (running or exited: a CRI
-    /// container never leaves those but for exited).
+    /// The last status, when it may stand for the next ones (`translate::settled`).
     settled: Option<ContainerInfo>,
 }
 
@@ -520,7 +519,7 @@ impl ContainerRuntime for CriRuntime {
                 }
             };
             let info = translate::container_info(c.pod_sandbox_id(), &status, config);
-            if info.state != ContainerState::Created {
+            if translate::settled(&info, SystemTime::now()) {
                 if let Some(k) = self.containers.lock().get_mut(id) {
                     k.settled = Some(info.clone());
                 }

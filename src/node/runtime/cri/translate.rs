@@ -414,6 +414,25 @@ pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: A
 }
 
 /// CRI's `ExecSync` timeout: whole seconds, rounded up, at least 1 (0 would mean none).
+/// How long after its exit a container's status may still change: containerd sets
+/// `OOMKilled` when the shim's OOM event arrives, and that can come after the exit event.
+pub const EXIT_SETTLES: Duration = Duration::from_secs(5);
+
+/// Whether `info`, read at `now`, stands for the container's next statuses, so a relist that
+/// lists it in the same state need not ask again: a running one until it is listed otherwise;
+/// an exited one once it finished `EXIT_SETTLES` ago (or its finish is unknown, or ahead of
+/// the clock); a created one never.
+pub fn settled(info: &ContainerInfo, now: SystemTime) -> bool {
+    match info.state {
+        ContainerState::Running => true,
+        ContainerState::Exited => match info.finished_at {
+            Some(f) => now.duration_since(f).map_or(true, |since| since >= EXIT_SETTLES),
+            None => true,
+        },
+        ContainerState::Created => false,
+    }
+}
+
 pub fn exec_timeout_seconds(timeout: Duration) -> i64 {
     let s = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
     s.clamp(1, i64::MAX as u64) as i64
@@ -894,6 +913,23 @@ mod tests {
         s.set_exit_code(exit_code);
         s.set_reason(reason.into());
         s
+    }
+
+    #[test]
+    fn an_exited_status_settles_only_once_a_late_oom_reason_has_had_its_time() {
+        let cfg = Arc::new(ContainerConfig::default());
+        let exited = container_info("sb1", &status(cri::ContainerState::CONTAINER_EXITED, 137, ""), cfg.clone());
+        let finished = exited.finished_at.unwrap();
+        assert!(!settled(&exited, finished), "just exited: containerd may still say OOMKilled");
+        assert!(!settled(&exited, finished + EXIT_SETTLES - Duration::from_millis(1)));
+        assert!(settled(&exited, finished + EXIT_SETTLES));
+        assert!(settled(&exited, finished - Duration::from_secs(60)), "a clock behind the finish: asked no more");
+        let unknown_finish = ContainerInfo { finished_at: None, ..exited };
+        assert!(settled(&unknown_finish, finished));
+        let running = container_info("sb1", &status(cri::ContainerState::CONTAINER_RUNNING, 0, ""), cfg.clone());
+        assert!(settled(&running, finished));
+        let created = container_info("sb1", &status(cri::ContainerState::CONTAINER_CREATED, 0, ""), cfg);
+        assert!(!settled(&created, finished + EXIT_SETTLES));
     }
 
     #[test]
