@@ -413,7 +413,6 @@ pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: A
     }
 }
 
-/// CRI's `ExecSync` timeout: whole seconds, rounded up, at least 1 (0 would mean none).
 /// How long after its exit a container's status may still change: containerd sets
 /// `OOMKilled` when the shim's OOM event arrives, and that can come after the exit event.
 pub const EXIT_SETTLES: Duration = Duration::from_secs(5);
@@ -433,6 +432,7 @@ pub fn settled(info: &ContainerInfo, now: SystemTime) -> bool {
     }
 }
 
+/// CRI's `ExecSync` timeout: whole seconds, rounded up, at least 1 (0 would mean none).
 pub fn exec_timeout_seconds(timeout: Duration) -> i64 {
     let s = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
     s.clamp(1, i64::MAX as u64) as i64
@@ -917,7 +917,7 @@ mod tests {
 
     #[test]
     fn an_exited_status_settles_only_once_a_late_oom_reason_has_had_its_time() {
-        let cfg = Arc::new(ContainerConfig::default());
+        let cfg = Arc::new(container());
         let exited = container_info("sb1", &status(cri::ContainerState::CONTAINER_EXITED, 137, ""), cfg.clone());
         let finished = exited.finished_at.unwrap();
         assert!(!settled(&exited, finished), "just exited: containerd may still say OOMKilled");
