@@ -8,8 +8,8 @@
 //! 1 s (200 probes/s), against targets in a process of their own (`support/probe_target.py`)
 //! that close first, then against targets that wait for the prober to close; three rounds
 //! each, beside three of the same pods without probes: the agent's CPU in % of one core
-//! and per probe, what the probes alone cost, the lateness, and the rate the targets saw
-//! (proof that the probes ran). `cost-cri` measures the same on the CRI runtime, against
+//! and per probe, what the probes alone cost in CPU and in the agent's wake-ups, the
+//! lateness, and the rate the targets saw (proof that the probes ran). `cost-cri` measures the same on the CRI runtime, against
 //! the containerd of `tests/cri/up.sh` (`make bench` brings it up; skipped without
 //! `FERROLET_CRI_ENDPOINT`), with busybox containers and kubelet's 1 s relist.
 //! `wake` measures what a thread's wake-up from a timer sleep costs it in CPU, which is why
@@ -21,7 +21,7 @@ mod support;
 use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{bin, cpu_ticks, http_get, rss_kib, status_field, thread_ticks, Agent};
+use support::{bin, cpu_ticks, http_get, rss_kib, sleeps, status_field, thread_ticks, Agent};
 
 const PODS: usize = 500;
 
@@ -248,6 +248,8 @@ struct Round {
     late: [f64; 3],
     /// Probes per second the targets saw.
     rate: f64,
+    /// The agent's threads' sleeps (so wake-ups) per second.
+    wakes: f64,
 }
 
 /// One round of the probe-cost case: `COST_PODS` pods, probing `target` (none: the same
@@ -292,9 +294,9 @@ fn measure(pid: u32, port: u16, target: Option<&Target>) -> Round {
     // burst of 200 first probes has left that window.
     std::thread::sleep(COST_WARM_UP);
     let hits = || target.map_or(0, Target::hits);
-    let (c0, h0, w) = (cpu_ticks(pid), hits(), Instant::now());
+    let (c0, s0, h0, w) = (cpu_ticks(pid), sleeps(pid), hits(), Instant::now());
     std::thread::sleep(COST_WINDOW);
-    let (c1, h1, secs) = (cpu_ticks(pid), hits(), w.elapsed().as_secs_f64());
+    let (c1, s1, h1, secs) = (cpu_ticks(pid), sleeps(pid), hits(), w.elapsed().as_secs_f64());
     let m = http_get(port, "/metrics").unwrap_or_default();
     let cpu_secs = (c1 - c0) as f64 / 100.0;
     let probes = (h1 - h0) as f64;
@@ -306,6 +308,7 @@ fn measure(pid: u32, port: u16, target: Option<&Target>) -> Round {
         per_probe: cpu_secs / probes * 1e6,
         late: [q("0.5"), q("0.99"), q("1")],
         rate: probes / secs,
+        wakes: s1.saturating_sub(s0) as f64 / secs,
     }
 }
 
@@ -327,7 +330,11 @@ fn probe_cost(runtime: &str, round: &dyn Fn(&str, Option<&Target>) -> Round) {
     let mut idle: Vec<f64> = base.iter().map(|r| r.cpu).collect();
     idle.sort_by(f64::total_cmp);
     let idle = idle[1];
+    let mut idle_wakes: Vec<f64> = base.iter().map(|r| r.wakes).collect();
+    idle_wakes.sort_by(f64::total_cmp);
+    let idle_wakes = idle_wakes[1];
     println!("  {COST_PODS} pods, no probes: agent CPU % of one core {}", stat(&base, &|r| r.cpu));
+    println!("  {COST_PODS} pods, no probes: agent wake-ups/s   {}", stat(&base, &|r| r.wakes));
     for mode in ["server", "client"] {
         let target = Target::start(mode);
         let rounds: Vec<_> = (0..3).map(|i| round(&format!("cost-{mode}{i}"), Some(&target))).collect();
@@ -336,6 +343,7 @@ fn probe_cost(runtime: &str, round: &dyn Fn(&str, Option<&Target>) -> Round) {
         println!("    agent CPU % of one core        {}", stat(&rounds, &|r| r.cpu));
         println!("    agent CPU µs per probe         {}", stat(&rounds, &|r| r.per_probe));
         println!("    the probes alone, µs per probe {}", stat(&rounds, &|r| (r.cpu - idle) / 100.0 / r.rate * 1e6));
+        println!("    the probes alone, wake-ups per probe {}", stat(&rounds, &|r| (r.wakes - idle_wakes) / r.rate));
         println!("    lateness p50 ms                {}", stat(&rounds, &|r| r.late[0]));
         println!("    lateness p99 ms                {}", stat(&rounds, &|r| r.late[1]));
         println!("    lateness max ms                {}", stat(&rounds, &|r| r.late[2]));

@@ -52,6 +52,18 @@ pub fn rollup_kib(pid: u32, prefix: &str) -> u64 {
         .sum()
 }
 
+/// How often the threads of `pid` now running have gone to sleep so far
+/// (`voluntary_ctxt_switches`): each such sleep ends in a wake-up.
+pub fn sleeps(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    let status = |t: std::fs::DirEntry| std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+    let count = |s: String| {
+        let line = s.lines().find(|l| l.starts_with("voluntary_ctxt_switches:"))?.to_string();
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+    };
+    tasks.flatten().filter_map(|t| count(status(t))).sum()
+}
+
 pub fn cpu_ticks(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rest = &s[s.rfind(')').map(|i| i + 2).unwrap_or(0)..];
