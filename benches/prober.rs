@@ -9,9 +9,10 @@
 //! that close first, then against targets that wait for the prober to close; three rounds
 //! each, beside three of the same pods without probes: the agent's CPU in % of one core
 //! and per probe, what the probes alone cost in CPU and in the agent's wake-ups, the
-//! lateness, and the rate the targets saw (proof that the probes ran). `cost-cri` measures the same on the CRI runtime, against
-//! the containerd of `tests/cri/up.sh` (`make bench` brings it up; skipped without
-//! `FERROLET_CRI_ENDPOINT`), with busybox containers and kubelet's 1 s relist.
+//! lateness, and the rate the targets saw (proof that the probes ran). `cost-cri` measures
+//! the same on the CRI runtime, against the containerd of `tests/cri/up.sh` (`make bench`
+//! brings it up; skipped without `FERROLET_CRI_ENDPOINT`), with busybox containers and
+//! kubelet's 1 s relist.
 //! `wake` measures what a thread's wake-up from a timer sleep costs it in CPU, which is why
 //! the scheduler sends out the probes due within 20 ms of each other together.
 //! `cargo bench --bench prober -- slow` (or `fast`, `cost`, `cost-cri`, `wake`) runs one case only.
@@ -312,10 +313,22 @@ fn measure(pid: u32, port: u16, target: Option<&Target>) -> Round {
     }
 }
 
-/// min / median / max of `f` over `rounds`.
-fn stat(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> String {
+/// `f` over `rounds`, sorted.
+fn sorted(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> Vec<f64> {
     let mut v: Vec<f64> = rounds.iter().map(f).collect();
     v.sort_by(f64::total_cmp);
+    v
+}
+
+/// The median of `f` over `rounds`.
+fn median(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> f64 {
+    let v = sorted(rounds, f);
+    v[v.len() / 2]
+}
+
+/// min / median / max of `f` over `rounds`.
+fn stat(rounds: &[Round], f: &dyn Fn(&Round) -> f64) -> String {
+    let v = sorted(rounds, f);
     format!("{:.2} / {:.2} / {:.2}", v[0], v[v.len() / 2], v[v.len() - 1])
 }
 
@@ -327,12 +340,7 @@ fn probe_cost(runtime: &str, round: &dyn Fn(&str, Option<&Target>) -> Round) {
         "probe cost on the {runtime}, {COST_PODS} pods with an HTTP and a TCP probe at 1 s against targets in a process of their own, 3 rounds of {COST_WINDOW:?} each (min / median / max):"
     );
     let base: Vec<_> = (0..3).map(|i| round(&format!("base{i}"), None)).collect();
-    let mut idle: Vec<f64> = base.iter().map(|r| r.cpu).collect();
-    idle.sort_by(f64::total_cmp);
-    let idle = idle[1];
-    let mut idle_wakes: Vec<f64> = base.iter().map(|r| r.wakes).collect();
-    idle_wakes.sort_by(f64::total_cmp);
-    let idle_wakes = idle_wakes[1];
+    let (idle, idle_wakes) = (median(&base, &|r| r.cpu), median(&base, &|r| r.wakes));
     println!("  {COST_PODS} pods, no probes: agent CPU % of one core {}", stat(&base, &|r| r.cpu));
     println!("  {COST_PODS} pods, no probes: agent wake-ups/s   {}", stat(&base, &|r| r.wakes));
     for mode in ["server", "client"] {

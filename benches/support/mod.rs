@@ -15,8 +15,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn status_field(pid: u32, field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = s.lines().find(|l| l.starts_with(field))?;
+    field_of(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?, field)
+}
+
+/// The number after `field` in a `/proc/.../status` text.
+fn field_of(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -55,13 +59,9 @@ pub fn rollup_kib(pid: u32, prefix: &str) -> u64 {
 /// How often the threads of `pid` now running have gone to sleep so far
 /// (`voluntary_ctxt_switches`): each such sleep ends in a wake-up.
 pub fn sleeps(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    let status = |t: std::fs::DirEntry| std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
-    let count = |s: String| {
-        let line = s.lines().find(|l| l.starts_with("voluntary_ctxt_switches:"))?.to_string();
-        line.split_whitespace().nth(1)?.parse::<u64>().ok()
-    };
-    tasks.flatten().filter_map(|t| count(status(t))).sum()
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    let status = |t: std::fs::DirEntry| std::fs::read_to_string(t.path().join("status")).ok();
+    tasks.filter_map(|t| field_of(&status(t)?, "voluntary_ctxt_switches:")).sum()
 }
 
 pub fn cpu_ticks(pid: u32) -> u64 {

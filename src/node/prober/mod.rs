@@ -121,7 +121,7 @@ pub enum ProberCommand {
 /// When the scheduler wakes for a due probe, the TCP and plain HTTP probes it starts itself
 /// (`net::takes`) that are due within this long after it go out with it, early: one wake-up
 /// for all of them, and their answers tend to come in together too. A wake-up from a timer
-/// sleep costs a thread 30–60 µs of CPU on a small virtual machine (`cargo bench --bench
+/// sleep costs a thread 10–60 µs of CPU on a small virtual machine (`cargo bench --bench
 /// prober -- wake`), as much as a loopback probe's `connect`. No probe goes out late for
 /// it, and none earlier than 2 % of the shortest period (1 s); a worker's next due time
 /// stays a period after the last, so it does not drift. The probes that go to the probe
