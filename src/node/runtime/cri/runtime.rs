@@ -27,7 +27,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The most container stops in flight at once (each holds a thread for up to its grace
 /// period).
@@ -45,8 +45,10 @@ pub const STATS_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the runtime keeps of a container between relists.
 struct Known {
     config: Arc<ContainerConfig>,
-    /// The last status, when it may stand for the next ones (`translate::settled`).
+    /// The last status, running or exited, and when it was read: it stands for the next
+    /// ones while `translate::reusable`.
     settled: Option<ContainerInfo>,
+    read_at: SystemTime,
 }
 
 /// What the runtime keeps of a sandbox between relists.
@@ -462,7 +464,9 @@ impl ContainerRuntime for CriRuntime {
         // here is most often a missing image (removed since the pod manager saw it).
         let object = format!("container {} (image {}) in sandbox {sandbox_id}", config.name, config.image);
         let id = self.client.create_container(&req).map_err(|source| RuntimeError::Cri { object, source })?;
-        self.containers.lock().insert(id.clone(), Known { config: Arc::new(config.clone()), settled: None });
+        self.containers
+            .lock()
+            .insert(id.clone(), Known { config: Arc::new(config.clone()), settled: None, read_at: UNIX_EPOCH });
         Ok(id)
     }
 
@@ -494,10 +498,12 @@ impl ContainerRuntime for CriRuntime {
             let id = c.id();
             let (config, settled) = {
                 let mut cache = self.containers.lock();
-                let k = cache
-                    .entry(id.into())
-                    .or_insert_with(|| Known { config: Arc::new(translate::container_config_of(c)), settled: None });
-                (k.config.clone(), k.settled.clone())
+                let k = cache.entry(id.into()).or_insert_with(|| Known {
+                    config: Arc::new(translate::container_config_of(c)),
+                    settled: None,
+                    read_at: UNIX_EPOCH,
+                });
+                (k.config.clone(), k.settled.clone().map(|i| (i, k.read_at)))
             };
             let same_state = |i: &ContainerInfo| {
                 matches!(
@@ -506,7 +512,8 @@ impl ContainerRuntime for CriRuntime {
                         | (ContainerState::Exited, cri::ContainerState::CONTAINER_EXITED)
                 )
             };
-            if let Some(info) = settled.filter(same_state) {
+            let now = SystemTime::now();
+            if let Some((info, _)) = settled.filter(|(i, at)| same_state(i) && translate::reusable(i, *at, now)) {
                 out.push(info);
                 continue;
             }
@@ -519,9 +526,10 @@ impl ContainerRuntime for CriRuntime {
                 }
             };
             let info = translate::container_info(c.pod_sandbox_id(), &status, config);
-            if translate::settled(&info, SystemTime::now()) {
+            if info.state != ContainerState::Created {
                 if let Some(k) = self.containers.lock().get_mut(id) {
                     k.settled = Some(info.clone());
+                    k.read_at = now;
                 }
             }
             out.push(info);

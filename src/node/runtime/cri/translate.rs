@@ -417,6 +417,15 @@ pub fn container_info(sandbox_id: &str, status: &cri::ContainerStatus, config: A
 /// `OOMKilled` when the shim's OOM event arrives, and that can come after the exit event.
 pub const EXIT_SETTLES: Duration = Duration::from_secs(5);
 
+/// How often a container whose exited status may still change is asked again.
+pub const REASK: Duration = Duration::from_secs(1);
+
+/// Whether `info`, read at `read_at`, stands for the container at `now` while it is listed
+/// in the same state: when it had settled as it was read, or was read less than `REASK` ago.
+pub fn reusable(info: &ContainerInfo, read_at: SystemTime, now: SystemTime) -> bool {
+    settled(info, read_at) || now.duration_since(read_at).is_ok_and(|d| d < REASK)
+}
+
 /// Whether `info`, read at `now`, stands for the container's next statuses, so a relist that
 /// lists it in the same state need not ask again: a running one until it is listed otherwise;
 /// an exited one once it finished `EXIT_SETTLES` ago (or its finish is unknown, or ahead of
@@ -924,12 +933,18 @@ mod tests {
         assert!(!settled(&exited, finished + EXIT_SETTLES - Duration::from_millis(1)));
         assert!(settled(&exited, finished + EXIT_SETTLES));
         assert!(settled(&exited, finished - Duration::from_secs(60)), "a clock behind the finish: asked no more");
-        let unknown_finish = ContainerInfo { finished_at: None, ..exited };
+        let unknown_finish = ContainerInfo { finished_at: None, ..exited.clone() };
         assert!(settled(&unknown_finish, finished));
         let running = container_info("sb1", &status(cri::ContainerState::CONTAINER_RUNNING, 0, ""), cfg.clone());
         assert!(settled(&running, finished));
         let created = container_info("sb1", &status(cri::ContainerState::CONTAINER_CREATED, 0, ""), cfg);
         assert!(!settled(&created, finished + EXIT_SETTLES));
+
+        // Until it settles, an exited status is asked again at most every REASK.
+        let read = finished + Duration::from_millis(100);
+        assert!(reusable(&exited, read, read + REASK - Duration::from_millis(1)));
+        assert!(!reusable(&exited, read, read + REASK));
+        assert!(reusable(&exited, finished + EXIT_SETTLES, finished + EXIT_SETTLES + REASK), "read once settled");
     }
 
     #[test]
